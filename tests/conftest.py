@@ -1,0 +1,22 @@
+"""Test setup: 8 simulated CPU devices, set before jax is imported anywhere."""
+
+import os
+
+os.environ["XLA_FLAGS"] = (
+    os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8"
+).strip()
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+import pathlib  # noqa: E402
+
+import pytest  # noqa: E402
+
+SHARED_DATA = pathlib.Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+@pytest.fixture
+def shared_data() -> pathlib.Path:
+    """The real public annotation files at ../shared/data, or a skip saying why."""
+    if not SHARED_DATA.is_dir():
+        pytest.skip(f"real public data not found at {SHARED_DATA} (a fresh clone has no ../shared)")
+    return SHARED_DATA
