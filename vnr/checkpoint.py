@@ -1,0 +1,129 @@
+"""Orbax checkpoints of the whole training state and the data iterator.
+
+One `ocp.CheckpointManager` per run under `<workdir>/checkpoints`, async, keeping
+the newest `keep` steps (or the best `keep` by an eval metric when `best_metric`
+is set). Each step holds two items:
+  state: the model and optimizer `nnx.State` as a pure dict (the optimizer's
+         step counter included). Dropout keys derive from (seed, step), so
+         the step restores the RNG too.
+  data:  the grain iterator state, one JSON file per process.
+Restoring takes an abstract target with the *current* shardings, so a
+checkpoint written on one mesh restores onto any other.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import grain
+import jax
+import orbax.checkpoint as ocp
+from etils import epath
+from flax import nnx
+
+
+class _IteratorState:
+    """The iterator state captured now, so an async save cannot see a later one."""
+
+    def __init__(self, iterator: Any):
+        self._state = json.dumps(iterator.get_state(), indent=2).encode()
+
+    def get_state(self) -> bytes:
+        return self._state
+
+
+def manager(directory: str | epath.Path, keep: int = 3, best_metric: str | None = None,
+            best_mode: str = "max") -> ocp.CheckpointManager:
+    """CheckpointManager for the `state` and `data` items."""
+    options = ocp.CheckpointManagerOptions(
+        max_to_keep=keep,
+        enable_async_checkpointing=True,
+        best_fn=(lambda m: m[best_metric]) if best_metric else None,
+        best_mode=best_mode,
+        keep_checkpoints_without_metrics=True,
+        create=True,
+    )
+    return ocp.CheckpointManager(
+        epath.Path(directory),
+        options=options,
+        item_handlers={
+            "state": ocp.StandardCheckpointHandler(),
+            "data": grain.checkpoint.CheckpointHandler(),
+        },
+    )
+
+
+def save(mgr: ocp.CheckpointManager, step: int, state: nnx.State, data_iter: Any,
+         metrics: dict[str, float] | None = None, force: bool = False) -> bool:
+    """Starts an async save of `state` and the iterator position at `step`."""
+    return mgr.save(
+        step,
+        args=ocp.args.Composite(
+            state=ocp.args.StandardSave(state.to_pure_dict()),
+            data=grain.checkpoint.CheckpointSave(_IteratorState(data_iter)),
+        ),
+        metrics=metrics,
+        force=force,
+    )
+
+
+def restore(mgr: ocp.CheckpointManager, step: int, state: nnx.State, shardings: Any,
+            data_iter: Any | None) -> nnx.State:
+    """Restores `step` into the structure of `state`, placed with `shardings`.
+
+    Args:
+      state: a state (or abstract state) of the model being trained; only its
+        structure, shapes and dtypes are used.
+      shardings: NamedSharding tree matching `state` (the current mesh).
+      data_iter: the freshly built training iterator, moved to the saved position.
+
+    Raises:
+      ValueError: naming the first parameter whose shape or presence differs.
+    """
+    target = jax.tree.map(
+        lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
+        state.to_pure_dict(),
+        _pure(shardings),
+    )
+    saved = mgr.item_metadata(step)["state"]
+    _check_compatible(saved, target)
+    items = {"state": ocp.args.StandardRestore(target)}
+    if data_iter is not None:
+        items["data"] = grain.checkpoint.CheckpointRestore(data_iter)
+    restored = mgr.restore(step, args=ocp.args.Composite(**items))
+    out = jax.tree.map(lambda x: x, state)
+    nnx.replace_by_pure_dict(out, restored["state"])
+    return out
+
+
+def _pure(tree: Any) -> Any:
+    return nnx.State(tree).to_pure_dict() if not isinstance(tree, nnx.State) \
+        else tree.to_pure_dict()
+
+
+def _flat(tree: Any) -> dict[str, Any]:
+    """Leaves by dotted path; orbax metadata stringifies integer keys, so we do too."""
+    def name(path: tuple) -> str:
+        return ".".join(str(getattr(k, "key", getattr(k, "idx", getattr(k, "name", k))))
+                        for k in path)
+
+    return {name(p): v for p, v in jax.tree_util.tree_flatten_with_path(tree)[0]}
+
+
+def _check_compatible(saved: Any, target: Any) -> None:
+    """Raises ValueError naming the first mismatched parameter."""
+    flat_saved = _flat(saved)
+    flat_target = _flat(target)
+    for name, want in flat_target.items():
+        if name not in flat_saved:
+            raise ValueError(f"checkpoint has no parameter {name} (model expects {want.shape})")
+        have = getattr(flat_saved[name], "shape", None)
+        if have is not None and tuple(have) != tuple(want.shape):
+            raise ValueError(
+                f"checkpoint parameter {name} has shape {tuple(have)}, model expects "
+                f"{tuple(want.shape)}"
+            )
+    extra = sorted(set(flat_saved) - set(flat_target))
+    if extra:
+        raise ValueError(f"checkpoint has parameters the model lacks, e.g. {extra[0]}")

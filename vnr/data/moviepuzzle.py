@@ -1,0 +1,150 @@
+"""Grain pipelines for MoviePuzzle clips.
+
+Records come from `tfds_builders.moviepuzzle.data_source` in TRUE order with
+frames as JPEG bytes. Each epoch re-shuffles the clip order and, per clip, the
+frame order (seeded by the dataset seed, the epoch and the record index, so a
+restored iterator replays exactly). JPEG decoding and tokenization run in the
+grain workers. Batches are dicts of NumPy arrays, padded to `max_frames`:
+
+  frames   uint8 [B, N, S, S, 3]   shuffled frames (zeros where padded)
+  tokens   int32 [B, N, L]         hashed subtitle tokens (vnr.data.text)
+  mask     bool  [B, N]            True for real frames (real frames first)
+  position int32 [B, N]            true position of input frame i (pad: i)
+  shot_id, scene_id int32 [B, N]   group ids of input frame i (pad: -1)
+  text     object [B, N]           eval only: the raw subtitle of input frame i
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+from typing import Any
+
+import grain
+import numpy as np
+from PIL import Image
+
+from vnr.data import text
+
+
+@dataclasses.dataclass(frozen=True)
+class Encode(grain.transforms.Map):
+    """Decodes, resizes and pads one clip kept in true order."""
+
+    max_frames: int
+    image_size: int
+    max_tokens: int
+    vocab_size: int
+    keep_text: bool = False
+
+    def map(self, rec: dict[str, Any]) -> dict[str, np.ndarray]:
+        n = len(rec["frames"])
+        if n > self.max_frames:
+            raise ValueError(
+                f"clip {rec.get('clip_id')!r} has {n} frames > data.max_frames={self.max_frames}"
+            )
+        s, nf = self.image_size, self.max_frames
+        frames = np.zeros((nf, s, s, 3), np.uint8)
+        for k, jpeg in enumerate(rec["frames"]):
+            img = Image.open(io.BytesIO(jpeg)).convert("RGB")
+            if img.size != (s, s):
+                img = img.resize((s, s), Image.BILINEAR)
+            frames[k] = np.asarray(img)
+        tokens = np.zeros((nf, self.max_tokens), np.int32)
+        for k, sub in enumerate(rec["subtitles"]):
+            sub = sub.decode() if isinstance(sub, bytes) else sub
+            tokens[k] = text.tokenize(sub, self.vocab_size, self.max_tokens)
+        pad_ids = np.full((nf,), -1, np.int32)
+        shot, scene = pad_ids.copy(), pad_ids.copy()
+        shot[:n], scene[:n] = rec["shot_id"], rec["scene_id"]
+        out = {
+            "frames": frames,
+            "tokens": tokens,
+            "mask": np.arange(nf) < n,
+            "position": np.arange(nf, dtype=np.int32),
+            "shot_id": shot,
+            "scene_id": scene,
+        }
+        if self.keep_text:
+            subs = [t.decode() if isinstance(t, bytes) else t for t in rec["subtitles"]]
+            out["text"] = np.array(subs + [""] * (nf - n), dtype=object)
+        return out
+
+
+@dataclasses.dataclass(frozen=True)
+class ShuffleFrames(grain.transforms.RandomMap):
+    """Permutes the real frames of a clip (padding stays last)."""
+
+    def random_map(self, ex: dict[str, np.ndarray], rng: np.random.Generator) -> dict:
+        n = int(ex["mask"].sum())
+        perm = np.arange(len(ex["mask"]))
+        perm[:n] = rng.permutation(n)
+        return {k: v[perm] if k != "mask" else v for k, v in ex.items()}
+
+
+def _source(cfg: Any, split: str):
+    from tfds_builders import moviepuzzle as builder
+
+    return builder.data_source(
+        cfg.config, split, data_dir=cfg.data_dir, manual_dir=cfg.manual_dir, build=True
+    )
+
+
+def _encode(cfg: Any, keep_text: bool = False) -> Encode:
+    return Encode(cfg.max_frames, cfg.image_size, cfg.max_tokens, cfg.vocab_size, keep_text)
+
+
+def train_dataset(cfg: Any, batch_size: int, seed: int, process_index: int = 0,
+                  process_count: int = 1) -> grain.IterDataset:
+    """Endless, per-epoch reshuffled (clips and frames) batches for one process."""
+    ds = grain.MapDataset.source(_source(cfg, cfg.train_split))
+    ds = ds.seed(seed).shuffle().repeat(None)
+    ds = ds[process_index::process_count]
+    ds = ds.map(_encode(cfg)).random_map(ShuffleFrames()).batch(batch_size, drop_remainder=True)
+    return _prefetch(ds.to_iter_dataset(), cfg.num_workers)
+
+
+def eval_dataset(cfg: Any, split: str, batch_size: int, seed: int, max_examples: int = 0,
+                 process_index: int = 0, process_count: int = 1) -> grain.IterDataset:
+    """One pass over `split` with a fixed per-clip frame shuffle.
+
+    Yields per-process batches of `batch_size // process_count`; the last one
+    may be short (see `pad_batch`). Use `num_eval_batches` for a count that is
+    the same on every process.
+    """
+    ds = grain.MapDataset.source(_source(cfg, split))
+    if max_examples:
+        ds = ds[:max_examples]
+    ds = ds.seed(seed + 1)[process_index::process_count]
+    ds = ds.map(_encode(cfg, keep_text=True)).random_map(ShuffleFrames())
+    ds = ds.batch(batch_size // process_count, drop_remainder=False)
+    return _prefetch(ds.to_iter_dataset(), cfg.num_workers)
+
+
+def num_eval_batches(cfg: Any, split: str, batch_size: int, max_examples: int = 0,
+                     process_count: int = 1) -> int:
+    """Batches per process for `eval_dataset`, equal on every process."""
+    n = len(_source(cfg, split))
+    n = min(n, max_examples) if max_examples else n
+    largest_shard = -(-n // process_count)
+    return -(-largest_shard // (batch_size // process_count))
+
+
+def pad_batch(batch: dict[str, np.ndarray], size: int) -> dict[str, np.ndarray]:
+    """Pads a short batch to `size` clips with all-False masks."""
+    have = len(batch["mask"])
+    if have == size:
+        return batch
+    out = {}
+    for k, v in batch.items():
+        fill = np.zeros((size - have, *v.shape[1:]), v.dtype)
+        if v.dtype == object:
+            fill[...] = ""
+        out[k] = np.concatenate([v, fill])
+    return out
+
+
+def _prefetch(ds: grain.IterDataset, num_workers: int) -> grain.IterDataset:
+    if num_workers > 0:
+        return ds.mp_prefetch(grain.MultiprocessingOptions(num_workers=num_workers))
+    return ds

@@ -1,0 +1,64 @@
+"""Small NNX building blocks with logical sharding names on every parameter.
+
+Logical names: "embed" (model width), "mlp" (FFN hidden), "heads" (attention
+projection width), "vocab" (embedding rows), "conv" (conv output channels);
+`vnr.sharding` maps them to mesh axes with the config's rules.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+_init = nnx.initializers.lecun_normal()
+_zeros = nnx.initializers.zeros_init()
+_ones = nnx.initializers.ones_init()
+
+
+def dense(din: int, dout: int, names: tuple, rngs: nnx.Rngs, dtype=jnp.float32) -> nnx.Linear:
+    """`nnx.Linear` whose kernel and bias carry logical axis names."""
+    return nnx.Linear(
+        din, dout, dtype=dtype,
+        kernel_init=nnx.with_partitioning(_init, names),
+        bias_init=nnx.with_partitioning(_zeros, (names[1],)),
+        rngs=rngs,
+    )
+
+
+def layer_norm(dim: int, rngs: nnx.Rngs) -> nnx.LayerNorm:
+    return nnx.LayerNorm(
+        dim,
+        scale_init=nnx.with_partitioning(_ones, ("norm",)),
+        bias_init=nnx.with_partitioning(_zeros, ("norm",)),
+        rngs=rngs,
+    )
+
+
+class Block(nnx.Module):
+    """Pre-LN transformer block: self-attention then MLP, both with dropout."""
+
+    def __init__(self, width: int, heads: int, mlp: int, dropout: float, rngs: nnx.Rngs):
+        if width % heads:
+            raise ValueError(f"model width {width} is not divisible by heads {heads}")
+        self.heads = heads
+        self.ln1 = layer_norm(width, rngs)
+        self.qkv = dense(width, 3 * width, ("embed", "heads"), rngs)
+        self.out = dense(width, width, ("heads", "embed"), rngs)
+        self.ln2 = layer_norm(width, rngs)
+        self.up = dense(width, mlp, ("embed", "mlp"), rngs)
+        self.down = dense(mlp, width, ("mlp", "embed"), rngs)
+        self.drop = nnx.Dropout(dropout)
+
+    def __call__(self, x: jax.Array, mask: jax.Array | None, *, train: bool,
+                 rngs: nnx.Rngs | None) -> jax.Array:
+        """x [..., T, W]; mask [..., T] True = attend to this key."""
+        *lead, t, w = x.shape
+        q, k, v = jnp.split(self.qkv(self.ln1(x)), 3, axis=-1)
+        shape = (-1, t, self.heads, w // self.heads)
+        q, k, v = (a.reshape(shape) for a in (q, k, v))
+        m = None if mask is None else mask.reshape(-1, 1, 1, t)
+        y = jax.nn.dot_product_attention(q, k, v, mask=m).reshape(*lead, t, w)
+        x = x + self.drop(self.out(y), deterministic=not train, rngs=rngs)
+        h = self.down(jax.nn.gelu(self.up(self.ln2(x))))
+        return x + self.drop(h, deterministic=not train, rngs=rngs)

@@ -1,0 +1,124 @@
+"""Multimodal pairwise-order model (the MoviePuzzle "+fusion" baseline shape).
+
+Each frame: a small CNN over the image and a small transformer over the hashed
+subtitle tokens, both trained from scratch, fused into one vector. A pair
+(i, j) is two tokens (frame vectors plus segment embeddings) run through a
+transformer; a 2-way head says whether i comes before j (class 1) or after
+(class 0). `modalities` selects ("vision", "text"), ("vision",) or ("text",)
+for the fusion / vision-only / text-only baselines.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from vnr.models.layers import Block, dense, layer_norm
+
+_conv_init = nnx.initializers.lecun_normal()
+
+
+class ImageEncoder(nnx.Module):
+    """Stride-2 3x3 convolutions, then the flattened map through a dense layer."""
+
+    def __init__(self, image_size: int, channels: tuple[int, ...], width: int, rngs: nnx.Rngs):
+        chans = (3, *channels)
+        self.convs = nnx.List([
+            nnx.Conv(a, b, (3, 3), strides=2, padding="SAME", rngs=rngs,
+                     kernel_init=nnx.with_partitioning(_conv_init, (None, None, None, "conv")),
+                     bias_init=nnx.with_partitioning(nnx.initializers.zeros_init(), ("conv",)))
+            for a, b in zip(chans[:-1], chans[1:])
+        ])
+        side = image_size
+        for _ in channels:
+            side = -(-side // 2)
+        self.proj = dense(side * side * channels[-1], width, ("conv", "embed"), rngs)
+        self.ln = layer_norm(width, rngs)
+
+    def __call__(self, images: jax.Array) -> jax.Array:
+        """images uint8 [..., S, S, 3] -> [..., W]."""
+        lead = images.shape[:-3]
+        x = images.reshape(-1, *images.shape[-3:]).astype(jnp.float32) / 127.5 - 1.0
+        for conv in self.convs:
+            x = jax.nn.gelu(conv(x))
+        x = self.proj(x.reshape(x.shape[0], -1))
+        return self.ln(x).reshape(*lead, -1)
+
+
+class TextEncoder(nnx.Module):
+    """Token + position embeddings, transformer blocks, masked mean pool."""
+
+    def __init__(self, vocab: int, max_tokens: int, width: int, layers: int, heads: int,
+                 dropout: float, rngs: nnx.Rngs):
+        self.embed = nnx.Embed(vocab, width, rngs=rngs, embedding_init=nnx.with_partitioning(
+            nnx.initializers.normal(0.02), ("vocab", "embed")))
+        self.pos = nnx.Param(nnx.with_partitioning(nnx.initializers.normal(0.02), (None, "embed"))(
+            rngs.params(), (max_tokens, width)))
+        self.blocks = nnx.List([Block(width, heads, 2 * width, dropout, rngs)
+                                for _ in range(layers)])
+        self.ln = layer_norm(width, rngs)
+
+    def __call__(self, tokens: jax.Array, *, train: bool, rngs: nnx.Rngs | None) -> jax.Array:
+        """tokens int [..., L] (0 = pad) -> [..., W]."""
+        lead, length = tokens.shape[:-1], tokens.shape[-1]
+        tokens = tokens.reshape(-1, length)
+        mask = tokens > 0
+        x = self.embed(tokens) + self.pos.value[:length]
+        for block in self.blocks:
+            x = block(x, mask, train=train, rngs=rngs)
+        m = mask[..., None].astype(x.dtype)
+        x = (self.ln(x) * m).sum(-2) / jnp.maximum(m.sum(-2), 1.0)
+        return x.reshape(*lead, -1)
+
+
+class PairOrderModel(nnx.Module):
+    """Frame encoder (fused modalities) + pair transformer + 2-way order head."""
+
+    def __init__(self, *, modalities: tuple[str, ...], image_size: int,
+                 channels: tuple[int, ...], vocab_size: int, max_tokens: int, width: int,
+                 text_layers: int, pair_layers: int, heads: int, mlp: int, dropout: float,
+                 rngs: nnx.Rngs):
+        unknown = set(modalities) - {"vision", "text"}
+        if unknown or not modalities:
+            raise ValueError(f"model.modalities={modalities}: use 'vision' and/or 'text'")
+        self.modalities = tuple(modalities)
+        self.image = ImageEncoder(image_size, channels, width, rngs) if "vision" in modalities \
+            else None
+        self.text = TextEncoder(vocab_size, max_tokens, width, text_layers, heads, dropout, rngs) \
+            if "text" in modalities else None
+        self.fuse = dense(width * len(modalities), width, ("mlp", "embed"), rngs)
+        self.segment = nnx.Param(nnx.with_partitioning(nnx.initializers.normal(0.02),
+                                                       (None, "embed"))(rngs.params(), (2, width)))
+        self.blocks = nnx.List([Block(width, heads, mlp, dropout, rngs)
+                                for _ in range(pair_layers)])
+        self.ln = layer_norm(width, rngs)
+        self.head = dense(2 * width, 2, ("embed", None), rngs)
+
+    def encode_frames(self, frames: jax.Array, tokens: jax.Array, *, train: bool,
+                      rngs: nnx.Rngs | None) -> jax.Array:
+        """frames [B, N, S, S, 3], tokens [B, N, L] -> per-frame vectors [B, N, W]."""
+        parts = []
+        if self.image is not None:
+            parts.append(self.image(frames))
+        if self.text is not None:
+            parts.append(self.text(tokens, train=train, rngs=rngs))
+        return jax.nn.gelu(self.fuse(jnp.concatenate(parts, -1)))
+
+    def pair_logits(self, first: jax.Array, second: jax.Array, *, train: bool,
+                    rngs: nnx.Rngs | None) -> jax.Array:
+        """Frame vectors [..., W] of i and j -> logits [..., 2]; class 1 = i before j."""
+        x = jnp.stack([first, second], axis=-2) + self.segment.value
+        lead = x.shape[:-2]
+        x = x.reshape(-1, 2, x.shape[-1])
+        for block in self.blocks:
+            x = block(x, None, train=train, rngs=rngs)
+        x = self.ln(x).reshape(x.shape[0], -1)
+        return self.head(x).reshape(*lead, 2)
+
+    def all_pair_logits(self, feats: jax.Array) -> jax.Array:
+        """Per-frame vectors [B, N, W] -> logits for every ordered pair [B, N, N, 2]."""
+        n = feats.shape[1]
+        first = jnp.broadcast_to(feats[:, :, None], (feats.shape[0], n, n, feats.shape[-1]))
+        second = jnp.broadcast_to(feats[:, None, :], first.shape)
+        return self.pair_logits(first, second, train=False, rngs=None)

@@ -1,0 +1,150 @@
+"""Device mesh, logical-axis rules and global batches.
+
+One mesh with axes `("data", "model")` (Auto axis types). Parameters carry
+logical axis names in their NNX metadata (`out_sharding`, set with
+`nnx.with_partitioning(init, ("embed", "mlp"))`); `rules` map each logical
+name to a mesh axis or None (replicated), e.g.
+`(("mlp", "model"), ("heads", "model"), ("vocab", "model"), ("embed", None))`.
+A logical name missing from the rules is replicated. Batches are split along
+their leading axis over "data".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import jax
+import numpy as np
+from flax import nnx
+from jax.sharding import AxisType, NamedSharding, PartitionSpec
+
+Rules = Sequence[tuple[str, str | None]]
+
+
+def make_mesh(shape: Sequence[int], axes: Sequence[str] = ("data", "model")) -> jax.sharding.Mesh:
+    """Builds the device mesh; one -1 entry takes the remaining devices.
+
+    Raises:
+      ValueError: naming `mesh.shape` when it does not divide the device count.
+    """
+    shape = list(shape)
+    n = jax.device_count()
+    if len(shape) != len(axes):
+        raise ValueError(f"mesh.shape {tuple(shape)} must have one entry per axis {tuple(axes)}")
+    if shape.count(-1) > 1:
+        raise ValueError(f"mesh.shape {tuple(shape)}: at most one entry may be -1")
+    if -1 in shape:
+        rest = int(np.prod([s for s in shape if s != -1]))
+        if rest <= 0 or n % rest:
+            raise ValueError(f"mesh.shape {tuple(shape)} does not divide the {n} devices")
+        shape[shape.index(-1)] = n // rest
+    if any(s <= 0 for s in shape) or int(np.prod(shape)) != n:
+        raise ValueError(
+            f"mesh.shape {tuple(shape)} needs {int(np.prod(shape))} devices but there are {n} "
+            f"(set mesh.shape so its product is {n}, or use -1 for one axis)"
+        )
+    return jax.make_mesh(tuple(shape), tuple(axes), axis_types=(AxisType.Auto,) * len(axes))
+
+
+def logical_to_spec(names: Sequence[str | None] | None, rules: Rules) -> PartitionSpec:
+    """Maps logical axis names to a PartitionSpec; a mesh axis is used at most once."""
+    if not names:
+        return PartitionSpec()
+    table = dict(rules)
+    used: set[str] = set()
+    out = []
+    for name in names:
+        axis = table.get(name) if name is not None else None
+        if axis is not None and axis in used:
+            axis = None
+        if axis is not None:
+            used.add(axis)
+        out.append(axis)
+    return PartitionSpec(*out)
+
+
+def _var_names(v: nnx.Variable) -> tuple | None:
+    meta = v.get_metadata()
+    return meta.get("out_sharding") or meta.get("sharding_names") or None
+
+
+def state_specs(state: Any, rules: Rules) -> Any:
+    """PartitionSpec for every leaf of an `nnx.State` (Variables or raw arrays)."""
+
+    def spec(x: Any) -> PartitionSpec:
+        if isinstance(x, nnx.Variable):
+            names = _var_names(x)
+            if names is not None and len(names) != len(x.value.shape):
+                raise ValueError(
+                    f"logical axes {names} do not match parameter shape {x.value.shape}"
+                )
+            return logical_to_spec(names, rules)
+        return PartitionSpec()
+
+    return jax.tree.map(spec, state, is_leaf=lambda x: isinstance(x, nnx.Variable))
+
+
+def state_shardings(state: Any, mesh: jax.sharding.Mesh, rules: Rules) -> Any:
+    """NamedSharding tree matching `state`, keeping its Variable structure.
+
+    Dims whose size does not divide their mesh axis are replicated instead of
+    failing (small heads / odd vocabularies on big meshes).
+    """
+
+    def fit(x: Any, spec: PartitionSpec) -> NamedSharding:
+        shape = (x.value if isinstance(x, nnx.Variable) else x).shape
+        parts = []
+        for dim, axis in zip(shape, tuple(spec) + (None,) * (len(shape) - len(spec))):
+            ok = axis is None or dim % mesh.shape[axis] == 0
+            parts.append(axis if ok else None)
+        return NamedSharding(mesh, PartitionSpec(*parts))
+
+    specs = state_specs(state, rules)
+    return jax.tree.map(
+        fit, state, specs, is_leaf=lambda x: isinstance(x, nnx.Variable | PartitionSpec)
+    )
+
+
+def batch_sharding(mesh: jax.sharding.Mesh) -> NamedSharding:
+    """Leading (batch) axis over "data", the rest replicated."""
+    return NamedSharding(mesh, PartitionSpec("data"))
+
+
+def replicated(mesh: jax.sharding.Mesh) -> NamedSharding:
+    return NamedSharding(mesh, PartitionSpec())
+
+
+def check_batch_size(global_batch: int, mesh: jax.sharding.Mesh, name: str = "batch_size") -> int:
+    """Returns the per-process batch; raises naming `name` if it cannot be split."""
+    data = mesh.shape["data"]
+    if global_batch % data:
+        raise ValueError(
+            f"{name}={global_batch} is not divisible by the mesh's data axis ({data} devices)"
+        )
+    if global_batch % jax.process_count():
+        raise ValueError(f"{name}={global_batch} is not divisible by {jax.process_count()} hosts")
+    return global_batch // jax.process_count()
+
+
+def global_batch(local: dict[str, np.ndarray], mesh: jax.sharding.Mesh) -> dict[str, jax.Array]:
+    """Assembles per-process host batches into global arrays sharded over "data"."""
+    sharding = batch_sharding(mesh)
+    return {k: jax.make_array_from_process_local_data(sharding, v) for k, v in local.items()}
+
+
+def create_sharded(make: Any, mesh: jax.sharding.Mesh, rules: Rules) -> tuple[Any, Any, Any]:
+    """Initialises `make()` (an NNX graph node) directly into its shardings.
+
+    The shape is traced with `nnx.eval_shape`, shardings are derived from the
+    logical names and `rules`, and a jitted init writes every parameter
+    straight onto its devices (no full host copy).
+
+    Returns:
+      (graphdef, state, state_shardings).
+    """
+    with nnx.use_eager_sharding(False):
+        graphdef, abstract = nnx.split(nnx.eval_shape(make))
+        shardings = state_shardings(abstract, mesh, rules)
+        state = jax.jit(lambda: nnx.split(make())[1], out_shardings=shardings)()
+    return graphdef, state, shardings

@@ -1,0 +1,254 @@
+"""The vnr trainer: one loop for every task.
+
+    python -m vnr.train --config configs/<benchmark>/<name>.py[:arg] --workdir DIR \
+        [--config.key=value ...]
+
+The task named by `config.task` is imported as `vnr.tasks.<task>` and supplies
+`make_model`, `train_data`, `loss_fn`, `predict` and `evaluate` (plain
+functions, see `vnr/tasks/moviepuzzle.py`). Everything else lives here, in
+order: validate the config, build the mesh, create the sharded model and
+optimizer, restore the latest checkpoint if any, loop (jit-compiled step with
+donated state, progress bar, logs, periodic eval and checkpoints), then
+evaluate the test splits into `<workdir>/results.json`.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import json
+import pathlib
+import sys
+import time
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+import optax
+from absl import app, flags, logging
+from flax import nnx
+from ml_collections import config_flags
+
+from vnr import checkpoint, sharding
+from vnr.reports import plots
+from vnr.reports.writer import MetricWriter
+
+FLAGS = flags.FLAGS
+config_flags.DEFINE_config_file("config", None, "Config file: path.py[:arg].", lock_config=True)
+flags.DEFINE_string("workdir", None, "Directory for checkpoints, logs, reports and results.")
+
+# Config keys that may change between a run and its resumption.
+RESUMABLE = ("total_steps", "log_every", "eval_every", "ckpt_every", "keep_ckpts", "mesh",
+             "eval_batch_size", "sharding_rules",
+             "data.num_workers", "data.data_dir", "data.manual_dir", "eval", "progress")
+
+
+class ConfigError(ValueError):
+    """A problem with the config or workdir, reported as one line before any compile."""
+
+
+def flatten(cfg: Any, prefix: str = "") -> dict[str, Any]:
+    out = {}
+    for k, v in (cfg.items() if hasattr(cfg, "items") else []):
+        key = f"{prefix}{k}"
+        if isinstance(v, ml_collections.ConfigDict | dict):
+            out.update(flatten(v, key + "."))
+        else:
+            out[key] = list(v) if isinstance(v, tuple) else v
+    return out
+
+
+def check_workdir(workdir: pathlib.Path, config: ml_collections.ConfigDict) -> None:
+    """Refuses a workdir that holds a run of another config; writes config.json."""
+    path = workdir / "config.json"
+    new = flatten(json.loads(config.to_json_best_effort()))
+    if path.exists():
+        old = flatten(json.loads(path.read_text()))
+        fixed = lambda k: not any(k == r or k.startswith(r + ".") for r in RESUMABLE)  # noqa
+        diff = sorted(k for k in set(old) | set(new) if fixed(k) and old.get(k) != new.get(k))
+        if diff:
+            k = diff[0]
+            raise ConfigError(
+                f"workdir {workdir} holds a run of another config ({len(diff)} keys differ, "
+                f"e.g. {k}: {old.get(k)!r} there vs {new.get(k)!r} here); use a new --workdir"
+            )
+    workdir.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(json.loads(config.to_json_best_effort()), indent=2))
+
+
+def make_optimizer(config: ml_collections.ConfigDict) -> optax.GradientTransformation:
+    """AdamW with linear warmup and cosine decay, global-norm clipping."""
+    return optax.chain(
+        optax.clip_by_global_norm(config.grad_clip),
+        optax.adamw(make_lr(config), b1=config.b1, b2=config.b2,
+                    weight_decay=config.weight_decay),
+    )
+
+
+def train_step(graphdef: Any, task: Any, config: Any, state: nnx.State, batch: dict,
+               step: jax.Array) -> tuple[nnx.State, dict]:
+    """One optimizer step. A non-finite loss or gradient leaves `state` unchanged
+    and is reported through `metrics["nonfinite"]` (checked on the host at log steps)."""
+    model, opt = nnx.merge(graphdef, state)
+    rngs = nnx.Rngs(dropout=jax.random.fold_in(jax.random.key(config.seed), step))
+
+    def loss(m, r):
+        return task.loss_fn(m, batch, r, config)
+
+    (value, metrics), grads = nnx.value_and_grad(loss, has_aux=True)(model, rngs)
+    grad_norm = optax.global_norm(grads)
+    ok = jnp.isfinite(value) & jnp.isfinite(grad_norm)
+    opt.update(model, grads)
+    new_state = nnx.state((model, opt))
+    new_state = jax.tree.map(lambda n, o: jnp.where(ok, n, o), new_state, state)
+    metrics = dict(metrics, loss=value, grad_norm=grad_norm, nonfinite=(~ok).astype(jnp.int32))
+    return new_state, metrics
+
+
+def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
+    """Trains and evaluates; returns the final results dict (split -> metric -> value)."""
+    workdir = pathlib.Path(workdir)
+    primary = jax.process_index() == 0
+    task = importlib.import_module(f"vnr.tasks.{config.task}")
+
+    # Everything that can be wrong with the config fails here, before any compile.
+    try:
+        mesh = sharding.make_mesh(config.mesh.shape, config.mesh.axes)
+        local_batch = sharding.check_batch_size(config.batch_size, mesh)
+        sharding.check_batch_size(config.eval_batch_size, mesh, "eval_batch_size")
+        if hasattr(task, "validate"):
+            task.validate(config)
+    except (ValueError, FileNotFoundError) as e:
+        raise ConfigError(str(e)) from e
+    if primary:
+        check_workdir(workdir, config)
+    rules = [tuple(r) for r in config.sharding_rules]
+
+    tx = make_optimizer(config)
+
+    def make():
+        model = task.make_model(config, nnx.Rngs(config.seed))
+        return model, nnx.Optimizer(model, tx, wrt=nnx.Param)
+
+    graphdef, state, state_sh = sharding.create_sharded(make, mesh, rules)
+    n_params = sum(x.size for x in jax.tree.leaves(nnx.state(nnx.merge(graphdef, state)[0],
+                                                              nnx.Param)))
+    logging.info("model: %s parameters; mesh %s", f"{n_params:,}", dict(mesh.shape))
+
+    data = task.train_data(config, local_batch, jax.process_index(), jax.process_count())
+    data_iter = iter(data)
+    mgr = checkpoint.manager(workdir / "checkpoints", config.keep_ckpts,
+                             config.get("best_metric") or None)
+    start = mgr.latest_step() or 0
+    if start:
+        state = checkpoint.restore(mgr, start, state, state_sh, data_iter)
+        logging.info("resumed from step %d", start)
+
+    batch_sh = sharding.batch_sharding(mesh)
+    step_fn = jax.jit(
+        functools.partial(train_step, graphdef, task, config),
+        in_shardings=(state_sh, batch_sh, sharding.replicated(mesh)),
+        out_shardings=(state_sh, sharding.replicated(mesh)),
+        donate_argnums=0,
+    )
+    predict_fn = jax.jit(
+        lambda st, b: task.predict(nnx.merge(graphdef, st)[0], b, config),
+        in_shardings=(state_sh, batch_sh), out_shardings=sharding.replicated(mesh))
+
+    writer = MetricWriter(workdir, active=primary)
+    progress = _progress(config, start, primary)
+    pending: list[dict] = []
+    t0, n0 = time.perf_counter(), start
+    try:
+        for step in range(start + 1, config.total_steps + 1):
+            batch = sharding.global_batch(next(data_iter), mesh)
+            state, metrics = step_fn(state, batch, jnp.asarray(step, jnp.int32))
+            pending.append(metrics)
+            if step % config.log_every == 0 or step == config.total_steps:
+                logs = _reduce(jax.device_get(pending), step - len(pending) + 1)
+                pending = []
+                dt = time.perf_counter() - t0
+                logs["examples_per_sec"] = (step - n0) * config.batch_size / max(dt, 1e-9)
+                logs["lr"] = float(make_lr(config)(step))
+                t0, n0 = time.perf_counter(), step
+                writer.write(step, {f"train/{k}": v for k, v in logs.items()})
+                progress.set_postfix(loss=f"{logs['loss']:.4f}",
+                                     ex_s=f"{logs['examples_per_sec']:.1f}")
+            progress.update(1)
+            if step % config.eval_every == 0 and step != config.total_steps:
+                val = task.evaluate(config, config.data.val_split, functools.partial(
+                    predict_fn, state), mesh, max_clips=config.eval.max_val_clips)
+                writer.write(step, {f"val/{k}": v for k, v in val.items()})
+                logging.info("step %d val %s", step, _fmt(val))
+            if step % config.ckpt_every == 0 or step == config.total_steps:
+                checkpoint.save(mgr, step, state, data_iter)
+    except NonFiniteLoss as e:
+        mgr.wait_until_finished()
+        progress.close()
+        raise SystemExit(f"error: {e}; the last good checkpoint is kept in "
+                         f"{workdir / 'checkpoints'} (step {mgr.latest_step()})") from None
+    progress.close()
+    mgr.wait_until_finished()
+
+    results: dict[str, Any] = {}
+    for split in config.data.test_splits:
+        report = workdir / "reports" / f"{split}_orders.png" if primary else None
+        results[split] = task.evaluate(config, split, functools.partial(predict_fn, state), mesh,
+                                       max_clips=config.eval.max_test_clips, report_path=report)
+        writer.write(config.total_steps, {f"{split}/{k}": v for k, v in results[split].items()})
+    if primary:
+        (workdir / "results.json").write_text(json.dumps(results, indent=2))
+        plots.learning_curves(workdir / "metrics.jsonl", workdir / "reports" / "curves.png")
+        print(task.results_table(results) if hasattr(task, "results_table")
+              else json.dumps(results, indent=2))
+    writer.close()
+    mgr.close()
+    return results
+
+
+class NonFiniteLoss(RuntimeError):
+    pass
+
+
+def make_lr(config: ml_collections.ConfigDict) -> optax.Schedule:
+    """Linear warmup to `lr`, cosine decay to lr/100 at `total_steps`."""
+    return optax.warmup_cosine_decay_schedule(
+        0.0, config.lr, config.warmup_steps, max(config.total_steps, config.warmup_steps + 1),
+        end_value=config.lr * 0.01)
+
+
+def _reduce(rows: list[dict], first_step: int) -> dict[str, float]:
+    """Means over the steps since the last log; raises on any non-finite step."""
+    bad = [first_step + i for i, r in enumerate(rows) if int(r["nonfinite"])]
+    if bad:
+        raise NonFiniteLoss(f"non-finite loss or gradient at step {bad[0]} (update skipped)")
+    keys = [k for k in rows[0] if k != "nonfinite"]
+    return {k: float(np.mean([r[k] for r in rows])) for k in keys}
+
+
+def _fmt(metrics: dict[str, float]) -> str:
+    return " ".join(f"{k}={v:.4g}" for k, v in metrics.items())
+
+
+def _progress(config: Any, start: int, primary: bool):
+    from tqdm import tqdm
+
+    return tqdm(total=config.total_steps, initial=start, disable=not primary or not config.get(
+        "progress", True), dynamic_ncols=True, unit="step", file=sys.stderr)
+
+
+def main(argv: list[str]) -> None:
+    del argv
+    if FLAGS.workdir is None:
+        raise app.UsageError("--workdir is required")
+    try:
+        run(FLAGS.config, FLAGS.workdir)
+    except ConfigError as e:
+        sys.exit(f"error: {e}")
+
+
+if __name__ == "__main__":
+    flags.mark_flag_as_required("config")
+    app.run(main)
