@@ -22,14 +22,15 @@ from jax.sharding import AxisType, NamedSharding, PartitionSpec
 Rules = Sequence[tuple[str, str | None]]
 
 
-def make_mesh(shape: Sequence[int], axes: Sequence[str] = ("data", "model")) -> jax.sharding.Mesh:
-    """Builds the device mesh; one -1 entry takes the remaining devices.
+def make_mesh(shape: Sequence[int], axes: Sequence[str] = ("data", "model"),
+              devices: Sequence[jax.Device] | None = None) -> jax.sharding.Mesh:
+    """Builds the device mesh over `devices` (default: all); one -1 entry takes the rest.
 
     Raises:
       ValueError: naming `mesh.shape` when it does not divide the device count.
     """
     shape = list(shape)
-    n = jax.device_count()
+    n = len(devices) if devices is not None else jax.device_count()
     if len(shape) != len(axes):
         raise ValueError(f"mesh.shape {tuple(shape)} must have one entry per axis {tuple(axes)}")
     if shape.count(-1) > 1:
@@ -44,7 +45,8 @@ def make_mesh(shape: Sequence[int], axes: Sequence[str] = ("data", "model")) -> 
             f"mesh.shape {tuple(shape)} needs {int(np.prod(shape))} devices but there are {n} "
             f"(set mesh.shape so its product is {n}, or use -1 for one axis)"
         )
-    return jax.make_mesh(tuple(shape), tuple(axes), axis_types=(AxisType.Auto,) * len(axes))
+    return jax.make_mesh(tuple(shape), tuple(axes), axis_types=(AxisType.Auto,) * len(axes),
+                         devices=devices)
 
 
 def logical_to_spec(names: Sequence[str | None] | None, rules: Rules) -> PartitionSpec:

@@ -14,8 +14,10 @@ evaluate the test splits into `<workdir>/results.json`.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib
+import importlib.util
 import json
 import pathlib
 import sys
@@ -47,6 +49,10 @@ RESUMABLE = ("total_steps", "log_every", "eval_every", "ckpt_every", "keep_ckpts
 
 class ConfigError(ValueError):
     """A problem with the config or workdir, reported as one line before any compile."""
+
+
+class NonFiniteLoss(RuntimeError):
+    """NaN/inf in the loss, gradients or parameters; the run stops, checkpoints stay good."""
 
 
 def flatten(cfg: Any, prefix: str = "") -> dict[str, Any]:
@@ -89,8 +95,12 @@ def make_optimizer(config: ml_collections.ConfigDict) -> optax.GradientTransform
 
 def train_step(graphdef: Any, task: Any, config: Any, state: nnx.State, batch: dict,
                step: jax.Array) -> tuple[nnx.State, dict]:
-    """One optimizer step. A non-finite loss or gradient leaves `state` unchanged
-    and is reported through `metrics["nonfinite"]` (checked on the host at log steps)."""
+    """One optimizer step.
+
+    A non-finite loss, gradient or updated parameter leaves `state` unchanged
+    and is reported through `metrics["nonfinite"]`; the host checks it at log
+    steps (no per-step sync) and stops naming the first bad step.
+    """
     model, opt = nnx.merge(graphdef, state)
     rngs = nnx.Rngs(dropout=jax.random.fold_in(jax.random.key(config.seed), step))
 
@@ -99,32 +109,47 @@ def train_step(graphdef: Any, task: Any, config: Any, state: nnx.State, batch: d
 
     (value, metrics), grads = nnx.value_and_grad(loss, has_aux=True)(model, rngs)
     grad_norm = optax.global_norm(grads)
-    ok = jnp.isfinite(value) & jnp.isfinite(grad_norm)
     opt.update(model, grads)
     new_state = nnx.state((model, opt))
+    param_norm = optax.global_norm(nnx.state(model, nnx.Param))
+    ok = jnp.isfinite(value) & jnp.isfinite(grad_norm) & jnp.isfinite(param_norm)
     new_state = jax.tree.map(lambda n, o: jnp.where(ok, n, o), new_state, state)
     metrics = dict(metrics, loss=value, grad_norm=grad_norm, nonfinite=(~ok).astype(jnp.int32))
     return new_state, metrics
 
 
-def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
-    """Trains and evaluates; returns the final results dict (split -> metric -> value)."""
-    workdir = pathlib.Path(workdir)
-    primary = jax.process_index() == 0
-    task = importlib.import_module(f"vnr.tasks.{config.task}")
+@dataclasses.dataclass
+class Setup:
+    """Everything a loop (training, benchmark, test) needs, built from a config."""
 
-    # Everything that can be wrong with the config fails here, before any compile.
+    task: Any
+    mesh: jax.sharding.Mesh
+    local_batch: int
+    graphdef: Any
+    state: nnx.State
+    state_shardings: Any
+    step_fn: Any  # (state, global batch, step) -> (state, metrics); donates state
+    predict_fn: Any  # (state, global batch) -> task outputs, replicated
+
+
+def setup(config: ml_collections.ConfigDict, devices: list | None = None,
+          workdir: pathlib.Path | None = None) -> Setup:
+    """Validates the config and workdir (one-line ConfigError, before any compile),
+    builds the mesh, the sharded model and optimizer state and the jitted steps."""
     try:
-        mesh = sharding.make_mesh(config.mesh.shape, config.mesh.axes)
+        task = importlib.import_module(f"vnr.tasks.{config.task}")
+    except ModuleNotFoundError as e:
+        raise ConfigError(f"task={config.task!r}: no module vnr/tasks/{config.task}.py") from e
+    try:
+        mesh = sharding.make_mesh(config.mesh.shape, config.mesh.axes, devices)
         local_batch = sharding.check_batch_size(config.batch_size, mesh)
         sharding.check_batch_size(config.eval_batch_size, mesh, "eval_batch_size")
         if hasattr(task, "validate"):
             task.validate(config)
     except (ValueError, FileNotFoundError) as e:
         raise ConfigError(str(e)) from e
-    if primary:
+    if workdir is not None and jax.process_index() == 0:
         check_workdir(workdir, config)
-    rules = [tuple(r) for r in config.sharding_rules]
 
     tx = make_optimizer(config)
 
@@ -132,30 +157,37 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
         model = task.make_model(config, nnx.Rngs(config.seed))
         return model, nnx.Optimizer(model, tx, wrt=nnx.Param)
 
+    rules = [tuple(r) for r in config.sharding_rules]
     graphdef, state, state_sh = sharding.create_sharded(make, mesh, rules)
-    n_params = sum(x.size for x in jax.tree.leaves(nnx.state(nnx.merge(graphdef, state)[0],
-                                                              nnx.Param)))
+    batch_sh, repl = sharding.batch_sharding(mesh), sharding.replicated(mesh)
+    step_fn = jax.jit(
+        functools.partial(train_step, graphdef, task, config),
+        in_shardings=(state_sh, batch_sh, repl), out_shardings=(state_sh, repl),
+        donate_argnums=0)
+    predict_fn = jax.jit(
+        lambda st, b: task.predict(nnx.merge(graphdef, st)[0], b, config),
+        in_shardings=(state_sh, batch_sh), out_shardings=repl)
+    return Setup(task, mesh, local_batch, graphdef, state, state_sh, step_fn, predict_fn)
+
+
+def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
+    """Trains and evaluates; returns the final results dict (split -> metric -> value)."""
+    workdir = pathlib.Path(workdir)
+    primary = jax.process_index() == 0
+    s = setup(config, workdir=workdir)
+    task, mesh, state, step_fn, predict_fn = s.task, s.mesh, s.state, s.step_fn, s.predict_fn
+    n_params = sum(x.size for x in jax.tree.leaves(
+        nnx.state(nnx.merge(s.graphdef, state)[0], nnx.Param)))
     logging.info("model: %s parameters; mesh %s", f"{n_params:,}", dict(mesh.shape))
 
-    data = task.train_data(config, local_batch, jax.process_index(), jax.process_count())
-    data_iter = iter(data)
+    data_iter = iter(task.train_data(config, s.local_batch, jax.process_index(),
+                                     jax.process_count()))
     mgr = checkpoint.manager(workdir / "checkpoints", config.keep_ckpts,
                              config.get("best_metric") or None)
     start = mgr.latest_step() or 0
     if start:
-        state = checkpoint.restore(mgr, start, state, state_sh, data_iter)
+        state = checkpoint.restore(mgr, start, state, s.state_shardings, data_iter)
         logging.info("resumed from step %d", start)
-
-    batch_sh = sharding.batch_sharding(mesh)
-    step_fn = jax.jit(
-        functools.partial(train_step, graphdef, task, config),
-        in_shardings=(state_sh, batch_sh, sharding.replicated(mesh)),
-        out_shardings=(state_sh, sharding.replicated(mesh)),
-        donate_argnums=0,
-    )
-    predict_fn = jax.jit(
-        lambda st, b: task.predict(nnx.merge(graphdef, st)[0], b, config),
-        in_shardings=(state_sh, batch_sh), out_shardings=sharding.replicated(mesh))
 
     writer = MetricWriter(workdir, active=primary)
     progress = _progress(config, start, primary)
@@ -187,8 +219,9 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
     except NonFiniteLoss as e:
         mgr.wait_until_finished()
         progress.close()
-        raise SystemExit(f"error: {e}; the last good checkpoint is kept in "
-                         f"{workdir / 'checkpoints'} (step {mgr.latest_step()})") from None
+        writer.close()
+        raise NonFiniteLoss(f"{e}; the last good checkpoint is kept in "
+                            f"{workdir / 'checkpoints'} (step {mgr.latest_step()})") from None
     progress.close()
     mgr.wait_until_finished()
 
@@ -206,10 +239,6 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
     writer.close()
     mgr.close()
     return results
-
-
-class NonFiniteLoss(RuntimeError):
-    pass
 
 
 def make_lr(config: ml_collections.ConfigDict) -> optax.Schedule:
@@ -245,10 +274,37 @@ def main(argv: list[str]) -> None:
         raise app.UsageError("--workdir is required")
     try:
         run(FLAGS.config, FLAGS.workdir)
-    except ConfigError as e:
+    except (ConfigError, NonFiniteLoss) as e:
         sys.exit(f"error: {e}")
+
+
+def check_overrides(argv: list[str]) -> None:
+    """Exits with one line naming an unknown `--config.<key>` before absl parses it."""
+    spec = next((a.split("=", 1)[1] if "=" in a else argv[i + 1]
+                 for i, a in enumerate(argv) if a.split("=", 1)[0] == "--config"
+                 and ("=" in a or i + 1 < len(argv))), None)
+    keys = [a[len("--config."):].split("=", 1)[0] for a in argv if a.startswith("--config.")]
+    if spec is None or not keys:
+        return
+    path, _, arg = spec.partition(":")
+    if not pathlib.Path(path).is_file():
+        sys.exit(f"error: --config file {path} does not exist")
+    module_spec = importlib.util.spec_from_file_location("_vnr_config", path)
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    try:
+        config = module.get_config(arg or None)
+    except ValueError as e:
+        sys.exit(f"error: {path}: {e}")
+    for key in keys:
+        node = config
+        for part in key.split("."):
+            if not isinstance(node, ml_collections.ConfigDict) or part not in node:
+                sys.exit(f"error: unknown config key --config.{key} (not in {path})")
+            node = node[part]
 
 
 if __name__ == "__main__":
     flags.mark_flag_as_required("config")
+    check_overrides(sys.argv)
     app.run(main)

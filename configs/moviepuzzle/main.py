@@ -6,7 +6,8 @@ ARGS is a comma-separated list of:
   smoke   tiny sizes for tests (a few steps, a tiny corpus)
   text    text-only baseline (no image encoder)
   vision  vision-only baseline (no text encoder)
-  clips   the public per-clip release layout: add --config.data.manual_dir=DIR
+  clips   the public per-clip release layout: add --config.data.manual_dir=DIR and
+          name its splits (--config.data.train_split=..., test_splits=...)
 
 Defaults train on the embedded `synthetic` corpus (built on first use into
 data.data_dir) and finish in under 10 minutes on a 2-core CPU.
@@ -85,6 +86,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     )
 
     if "smoke" in args:
+        c.data.config = "synthetic_tiny" if c.data.config == "synthetic" else c.data.config
         c.data.num_workers = 0
         c.data.image_size = 16
         c.model.update(channels=(8, 16), width=32, mlp=64, heads=2)
