@@ -1,0 +1,119 @@
+"""Build the project's TFDS datasets without tensorflow (`tfds build` needs it; this does not).
+
+    python -m tfds_builders build <name> --config <cfg> [--manual_dir DIR] --data_dir OUT
+
+A thin wrapper over `download_and_prepare`: imports `tfds_builders.<name>`, builds the config
+and prints the build summary (examples per split, skipped inputs by reason).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import os
+import sys
+from typing import Any
+
+import tensorflow_datasets as tfds
+
+from tfds_builders import common
+
+
+def find_builder(name: str) -> type:
+    """The builder class of `tfds_builders.<name>` (its `Builder`, or its only DatasetBuilder)."""
+    try:
+        module = importlib.import_module(f"tfds_builders.{name}")
+    except ModuleNotFoundError as e:
+        if e.name in (f"tfds_builders.{name}", "tfds_builders"):
+            raise SystemExit(
+                f"error: no builder named {name!r} (no module tfds_builders.{name})"
+            ) from None
+        raise
+    cls = getattr(module, "Builder", None)
+    if cls is None:
+        found = [
+            v
+            for v in vars(module).values()
+            if isinstance(v, type) and issubclass(v, tfds.core.DatasetBuilder)
+        ]
+        if len(found) != 1:
+            raise SystemExit(f"error: tfds_builders.{name} must define `Builder`")
+        cls = found[0]
+    return cls
+
+
+def build(
+    name: str,
+    config: str | None,
+    data_dir: str,
+    manual_dir: str | None = None,
+    download_dir: str | None = None,
+    overwrite: bool = False,
+) -> dict[str, Any]:
+    """Builds `name`/`config` (if needed) and returns its summary dict."""
+    cls = find_builder(name)
+    configs = [c.name for c in getattr(cls, "BUILDER_CONFIGS", [])]
+    if config is None and configs:
+        config = getattr(cls, "DEFAULT_CONFIG_NAME", None) or configs[0]
+    if configs and config not in configs:
+        raise SystemExit(f"error: {name} has no config {config!r}; choose one of {configs}")
+    if hasattr(cls, "check_inputs"):  # the builder's own one-line check of its inputs
+        cls.check_inputs(config, manual_dir)
+    elif manual_dir is not None and not os.path.isdir(manual_dir):
+        raise common.ManualDirError(f"manual_dir {manual_dir} does not exist")
+    builder = cls(config=config, data_dir=data_dir) if configs else cls(data_dir=data_dir)
+    reused = builder.is_prepared() and not overwrite
+    mode = (
+        tfds.download.GenerateMode.REUSE_CACHE_IF_EXISTS
+        if overwrite
+        else tfds.download.GenerateMode.REUSE_DATASET_IF_EXISTS
+    )
+    builder.download_and_prepare(
+        download_dir=download_dir,
+        download_config=tfds.download.DownloadConfig(manual_dir=manual_dir, download_mode=mode),
+    )
+    summary = common.read_summary(builder)
+    summary["reused"] = reused
+    return summary
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m tfds_builders", description=__doc__.split("\n")[0]
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    b = sub.add_parser("build", help="build one dataset config and print its summary")
+    b.add_argument("name", help="builder module under tfds_builders/, e.g. moviepuzzle")
+    b.add_argument("--config", default=None, help="builder config (default: the builder's default)")
+    b.add_argument("--data_dir", required=True, help="where the built dataset is written")
+    b.add_argument("--manual_dir", default=None, help="input files for configs that need them")
+    b.add_argument("--download_dir", default=None, help="default: <data_dir>/downloads")
+    b.add_argument("--overwrite", action="store_true", help="rebuild even if already built")
+    b.add_argument("-v", "--verbose", action="store_true", help="show TFDS's own log lines")
+    args = parser.parse_args(argv)
+
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
+    if not args.verbose:
+        logging.getLogger("absl").setLevel(logging.ERROR)
+        tfds.disable_progress_bar()
+    try:
+        summary = build(
+            args.name,
+            args.config,
+            args.data_dir,
+            args.manual_dir,
+            args.download_dir,
+            args.overwrite,
+        )
+    except common.ManualDirError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if summary.pop("reused"):
+        print("already built; reusing it (pass --overwrite to rebuild)")
+    print(common.format_summary(summary))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

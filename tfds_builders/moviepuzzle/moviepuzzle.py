@@ -1,0 +1,338 @@
+"""TFDS builder for MoviePuzzle clips (public per-clip layout) and the synthetic corpus.
+
+Both configs read the same layout (see README.md) with the same code: `clip_id.json`
+mapping split -> clip ids, and `<split>/<clip>/{info.json, subtitle.json, <clip>_<k>.jpg}`.
+Examples are stored in true order; frames are the original JPEG bytes.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import io
+import json
+import os
+import pathlib
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import tensorflow_datasets as tfds
+from etils import epath
+from PIL import Image
+
+from tfds_builders import common
+
+VERSION = tfds.core.Version("1.0.0")
+INFO_FIELDS = ("img_id", "shot_id", "scene_id")
+
+MANUAL_DOWNLOAD_INSTRUCTIONS = """\
+Point --manual_dir at a directory in the public MoviePuzzle per-clip layout: `clip_id.json`
+({split: [clip ids]}) and `<split>/<clip>/{info.json, subtitle.json, <clip>_<k>.jpg}`,
+e.g. the `game/` folder of MoviePuzzle/MoviePuzzle.github.io."""
+
+
+@dataclasses.dataclass(eq=False)
+class MoviePuzzleConfig(tfds.core.BuilderConfig):
+    """`source` is "clips" (read manual_dir) or "synthetic" (write the corpus, then read it)."""
+
+    source: str = "clips"
+    sizes: str = "default"
+    seed: int = 0
+
+
+def check_manual_dir(manual_dir: os.PathLike | str | None) -> pathlib.Path:
+    """The manual_dir as a Path, or a one-line `ManualDirError` saying what it must hold."""
+    what = "clip_id.json and <split>/<clip>/{info.json, subtitle.json, <clip>_<k>.jpg}"
+    if manual_dir is None:
+        raise common.ManualDirError(
+            f"moviepuzzle/clips needs --manual_dir: a directory holding {what}"
+        )
+    path = pathlib.Path(manual_dir)
+    if not path.is_dir():
+        raise common.ManualDirError(
+            f"manual_dir {path} does not exist; it must be a directory holding {what}"
+        )
+    if not (path / "clip_id.json").is_file():
+        raise common.ManualDirError(f"manual_dir {path} has no clip_id.json; it must hold {what}")
+    return path
+
+
+def read_clip_ids(root: pathlib.Path) -> dict[str, list[str]]:
+    """`clip_id.json` as {split: [clip id strings]}; a malformed file raises one clear line."""
+    path = root / "clip_id.json"
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except (OSError, ValueError) as e:
+        raise common.ManualDirError(f"{path} is not readable JSON: {e}") from None
+    if not isinstance(data, dict) or not all(isinstance(v, list) for v in data.values()):
+        raise common.ManualDirError(f"{path} must map split names to lists of clip ids")
+    return {str(k): [str(c) for c in v] for k, v in data.items()}
+
+
+def _renumber(ids: list[int]) -> list[int]:
+    """Renumbers ids 0.. by first appearance."""
+    seen: dict[int, int] = {}
+    return [seen.setdefault(i, len(seen)) for i in ids]
+
+
+def _jpeg_problem(data: bytes) -> str | None:
+    """None if `data` decodes as a JPEG image, else what is wrong with it."""
+    try:
+        with Image.open(io.BytesIO(data)) as im:
+            if im.format != "JPEG":
+                return f"not a JPEG ({im.format})"
+            im.load()
+    except Exception as e:  # noqa: BLE001 - any decoder failure means the frame is unusable
+        return f"{type(e).__name__}: {e}"
+    return None
+
+
+def _load_json(path: pathlib.Path) -> tuple[Any, str | None, str]:
+    """(value, reason, detail): reason is None on success."""
+    if not path.is_file():
+        return None, "missing_file", "no such file"
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f), None, ""
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        return None, "bad_json", str(e).splitlines()[0]
+
+
+def _subtitle_lines(entry: Any) -> list[str] | None:
+    """One frame's utterances as a list of strings, or None if malformed."""
+    if entry is None:
+        return []
+    if isinstance(entry, str):
+        entry = [entry]
+    if not isinstance(entry, list) or not all(isinstance(s, str) for s in entry):
+        return None
+    return entry
+
+
+def load_clip(
+    clip_dir: pathlib.Path, clip_id: str, check_frames: bool = True
+) -> tuple[dict | None, tuple]:
+    """Parses and validates one clip; returns (metadata, ()) or (None, (reason, path, detail)).
+
+    Metadata holds everything but the frame bytes: frame paths are in `frame_paths`.
+    """
+    if not clip_dir.is_dir():
+        return None, ("missing_clip_dir", clip_dir, "no such directory")
+    info_path, sub_path = clip_dir / "info.json", clip_dir / "subtitle.json"
+    info, reason, detail = _load_json(info_path)
+    if reason:
+        return None, (reason, info_path, detail)
+    subs, reason, detail = _load_json(sub_path)
+    if reason:
+        return None, (reason, sub_path, detail)
+    if not isinstance(info, dict):
+        return None, ("bad_field", info_path, "not a JSON object")
+    try:
+        fields = {k: [int(v) for v in info[k]] for k in INFO_FIELDS}
+    except (KeyError, TypeError, ValueError) as e:
+        return None, ("bad_field", info_path, f"img_id/shot_id/scene_id: {type(e).__name__} {e}")
+    if not isinstance(subs, list):
+        return None, ("bad_field", sub_path, "not a list")
+    lines = [_subtitle_lines(s) for s in subs]
+    if any(x is None for x in lines):
+        return None, ("bad_field", sub_path, "entries must be lists of strings")
+    n = len(fields["img_id"])
+    lengths = {k: len(v) for k, v in fields.items()} | {"subtitles": len(lines)}
+    if "img_num" in info:
+        lengths["img_num"] = info["img_num"] if isinstance(info["img_num"], int) else -1
+    if len(set(lengths.values())) != 1:
+        return None, (
+            "length_mismatch",
+            info_path,
+            ", ".join(f"{k}={v}" for k, v in lengths.items()),
+        )
+    if n < 2:
+        return None, ("too_few_frames", info_path, f"{n} frame(s)")
+    if len(set(fields["img_id"])) != n:
+        return None, ("bad_field", info_path, "duplicate img_id")
+    frame_paths = [clip_dir / f"{clip_id}_{k}.jpg" for k in fields["img_id"]]
+    for p in frame_paths:
+        if not p.is_file():
+            return None, ("missing_frame", p, "no such file")
+        if check_frames:
+            problem = _jpeg_problem(p.read_bytes())
+            if problem:
+                return None, ("bad_frame", p, problem)
+    meta = {
+        "clip_id": clip_id,
+        "movie_id": str(info.get("tt_id", "")),
+        "subtitles": [" ".join(s.strip() for s in ls if s.strip()) for ls in lines],
+        "img_id": fields["img_id"],
+        "shot_id": _renumber(fields["shot_id"]),
+        "scene_id": _renumber(fields["scene_id"]),
+        "frame_paths": frame_paths,
+    }
+    return meta, ()
+
+
+def scan_split(
+    root: pathlib.Path, split: str, clip_ids: list[str], skips: collections.Counter
+) -> list[dict]:
+    """Validated metadata of a split's readable clips; every unreadable one is warned + counted."""
+    split_dir = root / split
+    if not split_dir.is_dir():
+        if clip_ids:
+            common.log.warning(
+                "split %s: directory %s is missing; its %d clips are skipped",
+                split,
+                split_dir,
+                len(clip_ids),
+            )
+            skips["missing_split_dir"] += len(clip_ids)
+        return []
+    metas, seen = [], set()
+    for clip_id in clip_ids:
+        if clip_id in seen:
+            common.record_skip(skips, "duplicate_clip_id", split_dir / clip_id)
+            continue
+        seen.add(clip_id)
+        meta, problem = load_clip(split_dir / clip_id, clip_id)
+        if meta is None:
+            common.record_skip(skips, problem[0], problem[1], problem[2])
+        else:
+            metas.append(meta)
+    return metas
+
+
+def make_example(meta: dict) -> dict:
+    """The stored example: frames as the original JPEG bytes, everything in true order."""
+    n = len(meta["img_id"])
+    return {
+        "clip_id": meta["clip_id"],
+        "movie_id": meta["movie_id"],
+        "frames": [p.read_bytes() for p in meta["frame_paths"]],
+        "subtitles": meta["subtitles"],
+        "img_id": np.asarray(meta["img_id"], np.int32),
+        "shot_id": np.asarray(meta["shot_id"], np.int32),
+        "scene_id": np.asarray(meta["scene_id"], np.int32),
+        "position": np.arange(n, dtype=np.int32),
+    }
+
+
+def _synthetic_dir(download_dir: pathlib.Path, config: MoviePuzzleConfig) -> pathlib.Path:
+    """Writes the synthetic corpus once (deterministic) and returns its directory."""
+    from tfds_builders.moviepuzzle import synthetic
+
+    root = (
+        download_dir
+        / "moviepuzzle_synthetic"
+        / f"{config.sizes}_seed{config.seed}_v{synthetic.CORPUS_VERSION}"
+    )
+    if (root / "_COMPLETE").is_file():
+        return root
+    tmp = root.with_name(root.name + f".tmp{os.getpid()}")
+    synthetic.write_corpus(tmp, seed=config.seed, sizes=config.sizes)
+    (tmp / "_COMPLETE").write_text("ok\n")
+    if root.exists():  # another process finished first
+        return root
+    os.replace(tmp, root)
+    return root
+
+
+class MoviePuzzle(tfds.core.GeneratorBasedBuilder):
+    """MoviePuzzle clips in true order: frames (JPEG), utterances, shot/scene ids."""
+
+    name = "moviepuzzle"
+    VERSION = VERSION
+    RELEASE_NOTES = {"1.0.0": "Initial release: clips (public layout) and synthetic configs."}
+    MANUAL_DOWNLOAD_INSTRUCTIONS = MANUAL_DOWNLOAD_INSTRUCTIONS
+    BUILDER_CONFIGS = [
+        MoviePuzzleConfig(
+            name="synthetic",
+            source="synthetic",
+            sizes="default",
+            description="Embedded procedural corpus (no manual_dir).",
+        ),
+        MoviePuzzleConfig(
+            name="synthetic_small",
+            source="synthetic",
+            sizes="small",
+            description="Smaller procedural corpus for smoke runs.",
+        ),
+        MoviePuzzleConfig(
+            name="synthetic_tiny",
+            source="synthetic",
+            sizes="tiny",
+            description="Tiny procedural corpus for tests.",
+        ),
+        MoviePuzzleConfig(
+            name="clips", source="clips", description="Public per-clip layout read from manual_dir."
+        ),
+    ]
+    DEFAULT_CONFIG_NAME = "synthetic"
+
+    @tfds.core.utils.classproperty
+    @classmethod
+    def code_path(cls) -> epath.Path:
+        """This file; TFDS's own lookup needs `importlib_resources`, absent on Python >= 3.9."""
+        return epath.Path(__file__)
+
+    def __init__(self, **kwargs: Any):
+        kwargs.setdefault("file_format", "array_record")
+        super().__init__(**kwargs)
+        self.skips: collections.Counter | None = None
+
+    @classmethod
+    def check_inputs(cls, config: str, manual_dir: os.PathLike | str | None) -> None:
+        """Raises a one-line `ManualDirError` before any work if `config` lacks its inputs."""
+        if any(c.name == config and c.source == "clips" for c in cls.BUILDER_CONFIGS):
+            check_manual_dir(manual_dir)
+
+    def _info(self) -> tfds.core.DatasetInfo:
+        ints = tfds.features.Sequence(tfds.features.Scalar(np.int32))
+        return self.dataset_info_from_configs(
+            features=tfds.features.FeaturesDict(
+                {
+                    "clip_id": tfds.features.Text(),
+                    "movie_id": tfds.features.Text(),
+                    "frames": tfds.features.Sequence(tfds.features.Image(encoding_format="jpeg")),
+                    "subtitles": tfds.features.Sequence(tfds.features.Text()),
+                    "img_id": ints,
+                    "shot_id": ints,
+                    "scene_id": ints,
+                    "position": ints,
+                }
+            ),
+            homepage="https://moviepuzzle.github.io/",
+        )
+
+    def _root(self, dl_manager: tfds.download.DownloadManager) -> pathlib.Path:
+        config: MoviePuzzleConfig = self.builder_config
+        if config.source == "synthetic":
+            return _synthetic_dir(pathlib.Path(dl_manager.download_dir), config)
+        return check_manual_dir(dl_manager._manual_dir)  # noqa: SLF001 - avoid TFDS's multi-line error
+
+    def _split_generators(self, dl_manager: tfds.download.DownloadManager) -> dict:
+        root = self._root(dl_manager)
+        self.skips = collections.Counter()
+        generators = {}
+        for split, clip_ids in read_clip_ids(root).items():
+            metas = scan_split(root, split, clip_ids, self.skips)
+            if metas:
+                generators[split] = self._generate_examples(metas)
+            elif clip_ids:
+                common.log.warning("split %s has no readable clips; it is left out", split)
+        if not generators:
+            raise common.ManualDirError(f"{root}: no readable clips in any split of clip_id.json")
+        return generators
+
+    def _generate_examples(self, metas: list[dict]) -> Iterator[tuple[str, dict]]:
+        for meta in metas:
+            yield meta["clip_id"], make_example(meta)
+
+    def download_and_prepare(self, *args: Any, **kwargs: Any) -> None:
+        """Builds the dataset if needed and stores `build_summary.json` beside it."""
+        self.skips = None  # set by _split_generators when this call generates the data
+        super().download_and_prepare(*args, **kwargs)
+        if self.skips is not None:
+            common.write_summary(self, self.skips)
+
+
+Builder = MoviePuzzle
