@@ -1,0 +1,319 @@
+"""Building blocks shared by the encoders: annotated layers, attention, pooling, outputs.
+
+Every parameter carries logical sharding names in its NNX metadata (``out_sharding``),
+read by :func:`vnr.models.encoders.loading.logical_to_mesh` (and the trainer's
+``vnr/sharding.py``) to place it on a mesh:
+
+* ``"vocab"``  token-embedding rows,
+* ``"embed"``  model width,
+* ``"mlp"``    feed-forward hidden width,
+* ``"heads"``  attention q/k/v output and attention-out input (num_heads * head_dim),
+* ``"norm"``   LayerNorm scale / bias,
+* ``"pos"``    position-embedding rows,
+* ``"patch"``  conv patch-kernel spatial and input-channel dims,
+* ``None``     replicated.
+
+Parameters are created with ``eager_sharding=False``: modules can be built anywhere
+(with or without a mesh); placement is explicit (``loading.place`` / the trainer).
+
+Attention is computed as in the originals: ``softmax(q k^T / sqrt(d) + bias)`` with
+``bias = finfo.min`` on masked keys; the softmax runs in float32 whatever ``dtype``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from flax import nnx, struct
+
+Names = tuple[str | None, ...]
+Dtype = Any
+
+
+def quick_gelu(x: jax.Array) -> jax.Array:
+    """CLIP's sigmoid approximation of GELU: ``x * sigmoid(1.702 x)``."""
+    return x * jax.nn.sigmoid(1.702 * x)
+
+
+ACTIVATIONS: dict[str, Callable[[jax.Array], jax.Array]] = {
+    "gelu": lambda x: jax.nn.gelu(x, approximate=False),
+    "gelu_new": lambda x: jax.nn.gelu(x, approximate=True),
+    "gelu_pytorch_tanh": lambda x: jax.nn.gelu(x, approximate=True),
+    "gelu_fast": lambda x: jax.nn.gelu(x, approximate=True),
+    "quick_gelu": quick_gelu,
+    "relu": jax.nn.relu,
+    "silu": jax.nn.silu,
+    "swish": jax.nn.silu,
+    "tanh": jnp.tanh,
+}
+
+
+def activation(name: str) -> Callable[[jax.Array], jax.Array]:
+    """Looks up a Hugging Face ``hidden_act`` name.
+
+    Args:
+      name: e.g. ``"gelu"`` (exact), ``"gelu_new"`` (tanh approximation), ``"quick_gelu"``.
+
+    Returns:
+      The activation function.
+    """
+    if name not in ACTIVATIONS:
+        raise ValueError(f"unsupported hidden_act {name!r}; known: {sorted(ACTIVATIONS)}")
+    return ACTIVATIONS[name]
+
+
+def annotated(init: Callable, names: Names) -> Callable:
+    """Wraps an initializer so its Param carries logical sharding ``names`` (no eager placement)."""
+    return nnx.with_partitioning(init, names, eager_sharding=False)
+
+
+def param(value: jax.Array, names: Names) -> nnx.Param:
+    """A Param holding ``value`` annotated with logical sharding ``names``."""
+    return nnx.Param(value, out_sharding=names, eager_sharding=False)
+
+
+def dense(
+    din: int,
+    dout: int,
+    names: Names,
+    *,
+    rngs: nnx.Rngs,
+    std: float = 0.02,
+    use_bias: bool = True,
+    dtype: Dtype = jnp.float32,
+    param_dtype: Dtype = jnp.float32,
+) -> nnx.Linear:
+    """A Linear layer; kernel ``(din, dout)`` named ``names``, bias named ``names[1:]``.
+
+    Args:
+      din: input width.
+      dout: output width.
+      names: logical names of the kernel's two dims.
+      rngs: parameter rngs.
+      std: stddev of the normal kernel initializer.
+      use_bias: whether to add a bias.
+      dtype: compute dtype.
+      param_dtype: parameter dtype.
+
+    Returns:
+      The ``nnx.Linear``.
+    """
+    return nnx.Linear(
+        din,
+        dout,
+        use_bias=use_bias,
+        dtype=dtype,
+        param_dtype=param_dtype,
+        kernel_init=annotated(nnx.initializers.normal(std), names),
+        bias_init=annotated(nnx.initializers.zeros_init(), names[1:]),
+        rngs=rngs,
+    )
+
+
+def embed(
+    num: int,
+    features: int,
+    names: Names,
+    *,
+    rngs: nnx.Rngs,
+    std: float = 0.02,
+    dtype: Dtype = jnp.float32,
+    param_dtype: Dtype = jnp.float32,
+) -> nnx.Embed:
+    """An embedding table ``(num, features)`` named ``names``."""
+    return nnx.Embed(
+        num,
+        features,
+        dtype=dtype,
+        param_dtype=param_dtype,
+        embedding_init=annotated(nnx.initializers.normal(std), names),
+        rngs=rngs,
+    )
+
+
+def layer_norm(
+    features: int,
+    eps: float,
+    *,
+    rngs: nnx.Rngs,
+    dtype: Dtype = jnp.float32,
+    param_dtype: Dtype = jnp.float32,
+) -> nnx.LayerNorm:
+    """A LayerNorm whose scale and bias are named ``("norm",)``."""
+    return nnx.LayerNorm(
+        features,
+        epsilon=eps,
+        dtype=dtype,
+        param_dtype=param_dtype,
+        scale_init=annotated(nnx.initializers.ones_init(), ("norm",)),
+        bias_init=annotated(nnx.initializers.zeros_init(), ("norm",)),
+        rngs=rngs,
+    )
+
+
+def dropout(rate: float, rngs: nnx.Rngs) -> nnx.Dropout:
+    """A Dropout created in eval mode (``model.train()`` turns it on)."""
+    return nnx.Dropout(rate, deterministic=True, rngs=rngs)
+
+
+def attention_bias(
+    mask: jax.Array | None,
+    *,
+    causal: bool = False,
+    length: int | None = None,
+    dtype: Dtype = jnp.float32,
+) -> jax.Array | None:
+    """Additive attention bias: 0 where attended, ``finfo(dtype).min`` elsewhere.
+
+    Args:
+      mask: ``(batch, keys)``; nonzero = attend. None = attend everywhere.
+      causal: also forbid attending to later positions.
+      length: sequence length (needed when ``causal`` and ``mask`` is None).
+      dtype: dtype of the bias.
+
+    Returns:
+      ``(batch or 1, 1, queries or 1, keys)`` or None when nothing is masked.
+    """
+    allowed = None
+    if mask is not None:
+        allowed = (mask > 0)[:, None, None, :]
+    if causal:
+        n = mask.shape[-1] if mask is not None else length
+        tri = jnp.tril(jnp.ones((n, n), dtype=bool))[None, None]
+        allowed = tri if allowed is None else allowed & tri
+    if allowed is None:
+        return None
+    return jnp.where(allowed, 0.0, jnp.finfo(dtype).min).astype(dtype)
+
+
+def dot_product_attention(
+    q: jax.Array,
+    k: jax.Array,
+    v: jax.Array,
+    bias: jax.Array | None,
+    drop: nnx.Dropout | None = None,
+    deterministic: bool | None = None,
+) -> jax.Array:
+    """Multi-head attention on ``(batch, length, heads, head_dim)`` inputs.
+
+    Args:
+      q: queries.
+      k: keys.
+      v: values.
+      bias: additive bias broadcastable to ``(batch, heads, q_len, k_len)``, or None.
+      drop: dropout on the attention probabilities (None = no dropout).
+      deterministic: overrides ``drop``'s mode when not None.
+
+    Returns:
+      ``(batch, q_len, heads * head_dim)``.
+    """
+    q = q / jnp.asarray(math.sqrt(q.shape[-1]), q.dtype)
+    scores = jnp.einsum("bqhd,bkhd->bhqk", q, k)
+    if bias is not None:
+        scores = scores + bias.astype(scores.dtype)
+    probs = jax.nn.softmax(scores.astype(jnp.float32), axis=-1).astype(v.dtype)
+    if drop is not None:
+        probs = drop(probs, deterministic=deterministic)
+    out = jnp.einsum("bhqk,bkhd->bqhd", probs, v)
+    return out.reshape(out.shape[:2] + (-1,))
+
+
+def split_heads(x: jax.Array, num_heads: int) -> jax.Array:
+    """``(b, n, h*d)`` -> ``(b, n, h, d)``."""
+    return x.reshape(x.shape[:2] + (num_heads, x.shape[-1] // num_heads))
+
+
+def mean_pool(hidden: jax.Array, mask: jax.Array | None) -> jax.Array:
+    """Mask-aware mean over the sequence (sentence-transformers' mean pooling).
+
+    Args:
+      hidden: ``(batch, length, width)``.
+      mask: ``(batch, length)``, nonzero = real token; None = all tokens.
+
+    Returns:
+      ``(batch, width)`` in float32.
+    """
+    hidden = hidden.astype(jnp.float32)
+    if mask is None:
+        return hidden.mean(axis=1)
+    m = (mask > 0).astype(jnp.float32)[..., None]
+    return (hidden * m).sum(axis=1) / jnp.maximum(m.sum(axis=1), 1e-9)
+
+
+def max_pool(hidden: jax.Array, mask: jax.Array | None) -> jax.Array:
+    """Mask-aware max over the sequence."""
+    if mask is None:
+        return hidden.max(axis=1)
+    neg = jnp.finfo(hidden.dtype).min
+    return jnp.where((mask > 0)[..., None], hidden, neg).max(axis=1)
+
+
+POOLINGS = ("pooler", "cls", "mean", "max")
+
+
+def pool(
+    kind: str, hidden: jax.Array, mask: jax.Array | None, pooler_output: jax.Array | None
+) -> jax.Array:
+    """The sentence embedding a model is configured to give.
+
+    Args:
+      kind: one of ``"pooler"`` (the original's pooler output), ``"cls"`` (first token),
+        ``"mean"`` / ``"max"`` (mask-aware, as sentence-transformers).
+      hidden: last hidden state ``(batch, length, width)``.
+      mask: attention mask or None.
+      pooler_output: the model's own pooled output (needed for ``"pooler"``).
+
+    Returns:
+      ``(batch, width)``.
+    """
+    if kind == "pooler":
+        if pooler_output is None:
+            raise ValueError("pooling='pooler' but this model has no pooler layer")
+        return pooler_output
+    if kind == "cls":
+        return hidden[:, 0]
+    if kind == "mean":
+        return mean_pool(hidden, mask)
+    if kind == "max":
+        return max_pool(hidden, mask)
+    raise ValueError(f"unknown pooling {kind!r}; expected one of {POOLINGS}")
+
+
+@struct.dataclass
+class EncoderOutput:
+    """What a text or vision tower returns.
+
+    Attributes:
+      last_hidden_state: ``(batch, length, width)``.
+      pooler_output: the original's pooled output (BERT/ALBERT/XLM-R: tanh(dense(CLS)),
+        None without a pooler layer; CLIP: final-LN'd CLS / EOS token).
+      pooled: the configured sentence / image embedding (see ``pool``); for CLIP towers
+        with a projection, the projected embedding (``image_embeds`` / ``text_embeds``).
+    """
+
+    last_hidden_state: jax.Array
+    pooler_output: jax.Array | None = None
+    pooled: jax.Array | None = None
+
+
+def check_divisible(width: int, heads: int) -> None:
+    """Raises when ``width`` is not a multiple of ``heads``."""
+    if width % heads:
+        raise ValueError(f"hidden_size {width} is not a multiple of num_attention_heads {heads}")
+
+
+class Node(nnx.Module):
+    """A named container mirroring one module of the original checkpoint's tree.
+
+    ``Node(query=..., key=...)`` makes ``node.query`` etc., so NNX parameter paths spell the
+    original tensor names (``encoder.layer.0.attention.self.query.kernel``). A child named
+    ``self`` must come in the positional dict: ``Node({"self": ...}, output=...)``.
+    """
+
+    def __init__(self, children: dict[str, Any] | None = None, /, **more: Any):
+        for name, child in {**(children or {}), **more}.items():
+            setattr(self, name, child)

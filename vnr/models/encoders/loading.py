@@ -1,0 +1,450 @@
+"""Checkpoint files -> NNX parameters, placed straight into their shardings.
+
+* ``resolve``: a local directory, ``$VNR_ENCODERS_DIR/<name>`` (default
+  ``~/.cache/vnr/encoders/<name>``), or a Hugging Face hub id fetched with ``huggingface_hub``
+  (from its cache when offline). Offline with nothing cached, it fails at once with a message
+  saying how to download the files and where to put them.
+* ``read_checkpoint``: ``model.safetensors`` (also sharded, via
+  ``model.safetensors.index.json``; memory-mapped, bf16 included) or ``flax_model.msgpack``.
+  PyTorch-layout tensors (``*.weight``, ``(out, in)``, ``(out, in, kh, kw)``, also old
+  ``LayerNorm.gamma/beta``) are renamed and transposed; Flax-layout ones (``*.kernel``,
+  ``*.embedding``, ``*.scale``) are taken as they are.
+* ``match_tensors``: every model parameter must get exactly one tensor of the right shape and
+  every tensor must be used; otherwise one ``CheckpointError`` lists each problem, naming the
+  tensor and both shapes. Allowed leftovers: non-parameter buffers (``*position_ids``,
+  ``*token_type_ids``) and the caller's ``ignore`` prefixes (pre-training heads).
+* ``instantiate``: builds the model abstractly (``nnx.eval_shape``), ``jax.device_put``s each
+  tensor with the ``NamedSharding`` its logical names map to under ``rules`` on ``mesh``
+  (random init: one jit with those ``out_shardings``), never materialising a replicated copy.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import jax
+import ml_dtypes
+import numpy as np
+from flax import nnx
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+Rules = Sequence[tuple[str, Any]]
+
+DEFAULT_RULES: Rules = (
+    ("vocab", "model"),
+    ("mlp", "model"),
+    ("heads", "model"),
+    ("embed", None),
+    ("norm", None),
+    ("pos", None),
+    ("patch", None),
+)
+
+HUB_IDS: dict[str, str] = {
+    "clip-vit-base-patch32": "openai/clip-vit-base-patch32",
+    "clip-vit-base-patch16": "openai/clip-vit-base-patch16",
+    "bert-base-uncased": "google-bert/bert-base-uncased",
+    "bert-base-chinese": "google-bert/bert-base-chinese",
+    "albert-base-v2": "albert/albert-base-v2",
+    "xlm-roberta-base": "FacebookAI/xlm-roberta-base",
+}
+
+BUFFER_SUFFIXES = ("position_ids", "token_type_ids")
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that does not fit the model (missing, misshapen or unused tensors)."""
+
+
+# ----------------------------------------------------------------------------- sharding
+
+
+def logical_to_mesh(
+    names: Sequence[str | None] | None, rules: Rules | None = None
+) -> PartitionSpec:
+    """Maps logical axis names to a PartitionSpec; names without a rule are replicated.
+
+    Args:
+      names: one logical name (or None) per array dim; None or () = replicated.
+      rules: ``(logical, mesh_axis or None)`` pairs; default ``DEFAULT_RULES``.
+
+    Returns:
+      The ``PartitionSpec``.
+    """
+    table = dict(DEFAULT_RULES if rules is None else rules)
+    return PartitionSpec(*(table.get(n) if n is not None else None for n in (names or ())))
+
+
+def sharding_for(
+    names: Sequence[str | None] | None, shape: Sequence[int], mesh: Mesh, rules: Rules | None = None
+) -> NamedSharding:
+    """``NamedSharding`` for an array of ``shape``; a dim whose size the mesh axes do not divide,
+    or whose mesh axis an earlier dim already uses, is replicated instead.
+
+    Args:
+      names: logical names per dim.
+      shape: the array shape.
+      mesh: the device mesh.
+      rules: logical-to-mesh rules (default ``DEFAULT_RULES``).
+
+    Returns:
+      The sharding.
+    """
+    spec, used = [], set()
+    for size, axis in zip(shape, logical_to_mesh(names, rules), strict=False):
+        axes = () if axis is None else (axis,) if isinstance(axis, str) else tuple(axis)
+        n = int(np.prod([mesh.shape[a] for a in axes])) if axes else 1
+        if axes and size % n == 0 and not used & set(axes):
+            used |= set(axes)
+            spec.append(axis)
+        else:
+            spec.append(None)
+    return NamedSharding(mesh, PartitionSpec(*spec))
+
+
+def var_names(var: nnx.Variable) -> tuple[str | None, ...]:
+    """The logical names a Variable was annotated with (``()`` if none)."""
+    return tuple(var.get_metadata().get("out_sharding") or ())
+
+
+# ----------------------------------------------------------------------------- resolving
+
+
+def encoders_root() -> Path:
+    """Where named encoders are looked for: ``$VNR_ENCODERS_DIR`` or ~/.cache/vnr/encoders."""
+    return Path(os.environ.get("VNR_ENCODERS_DIR", "~/.cache/vnr/encoders")).expanduser()
+
+
+def _offline() -> bool:
+    from huggingface_hub import constants
+
+    flag = os.environ.get("HF_HUB_OFFLINE", "").strip().upper()
+    return bool(constants.HF_HUB_OFFLINE) or flag in {"1", "ON", "YES", "TRUE"}
+
+
+def resolve(name_or_dir: str | os.PathLike) -> Path:
+    """The local directory holding a checkpoint.
+
+    Args:
+      name_or_dir: a directory, a short name from ``HUB_IDS``, or a hub id ``org/name``.
+
+    Returns:
+      The directory.
+
+    Raises:
+      FileNotFoundError: nothing local and the hub is unreachable or disabled.
+    """
+    text = str(name_or_dir)
+    path = Path(text).expanduser()
+    if path.is_dir():
+        return path
+    if text.startswith(("/", ".", "~")) or text.count("/") > 1:
+        raise FileNotFoundError(f"no checkpoint directory at {path}")
+    repo_id = HUB_IDS.get(text, text)
+    for local in (encoders_root() / text, encoders_root() / repo_id):
+        if local.is_dir():
+            return local
+    from huggingface_hub import snapshot_download
+
+    offline = _offline()
+    patterns = ["*.json", "*.txt", "*.model", "model.safetensors*"]
+    try:
+        got = Path(
+            snapshot_download(
+                repo_id, allow_patterns=patterns, local_files_only=offline, etag_timeout=10
+            )
+        )
+        if not list(got.glob("model.safetensors*")):
+            got = Path(
+                snapshot_download(
+                    repo_id,
+                    allow_patterns=["flax_model.msgpack"],
+                    local_files_only=offline,
+                    etag_timeout=10,
+                )
+            )
+        return got
+    except Exception as e:  # noqa: BLE001 - any hub failure becomes the same advice
+        why = "HF_HUB_OFFLINE is set" if offline else f"{type(e).__name__}: {e}"
+        raise FileNotFoundError(
+            f"cannot load encoder {text!r}: its files are not on this machine and the Hugging "
+            f"Face Hub could not provide {repo_id!r} ({why}). Download them first where there "
+            f"is internet, e.g. `huggingface-cli download {repo_id} --local-dir DIR` "
+            "(config.json, model.safetensors or flax_model.msgpack, tokenizer files), then "
+            f"pass DIR itself, or copy it to {encoders_root() / text} (set VNR_ENCODERS_DIR to "
+            "change that root), or keep it in the Hugging Face cache ($HF_HOME/hub)."
+        ) from e
+
+
+# ----------------------------------------------------------------------------- reading
+
+_ST_DTYPES = {
+    "F64": np.float64,
+    "F32": np.float32,
+    "F16": np.float16,
+    "BF16": ml_dtypes.bfloat16,
+    "I64": np.int64,
+    "I32": np.int32,
+    "I16": np.int16,
+    "I8": np.int8,
+    "U8": np.uint8,
+    "BOOL": np.bool_,
+}
+
+
+def read_safetensors(path: Path) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+    """Memory-maps a safetensors file.
+
+    Args:
+      path: the ``.safetensors`` file.
+
+    Returns:
+      ``(name -> read-only array view, metadata)``.
+    """
+    with open(path, "rb") as f:
+        (size,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(size))
+    meta = header.pop("__metadata__", None) or {}
+    raw = np.memmap(path, dtype=np.uint8, mode="r", offset=8 + size) if header else None
+    out = {}
+    for name, info in header.items():
+        if info["dtype"] not in _ST_DTYPES:
+            raise CheckpointError(f"{path}: tensor {name!r} has unsupported dtype {info['dtype']}")
+        start, end = info["data_offsets"]
+        out[name] = raw[start:end].view(_ST_DTYPES[info["dtype"]]).reshape(info["shape"])
+    return out, meta
+
+
+def _flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, np.ndarray]:
+    out = {}
+    for k, v in tree.items():
+        if isinstance(v, Mapping):
+            out.update(_flatten(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = np.asarray(v)
+    return out
+
+
+def read_checkpoint(directory: Path) -> tuple[dict[str, np.ndarray], str]:
+    """Reads every tensor of a checkpoint directory.
+
+    Args:
+      directory: holds ``model.safetensors``, its sharded index, or ``flax_model.msgpack``.
+
+    Returns:
+      ``(name -> array, layout)`` with layout ``"pt"`` or ``"flax"``.
+    """
+    d = Path(directory)
+    index = d / "model.safetensors.index.json"
+    if (d / "model.safetensors").is_file() or index.is_file():
+        files = (
+            [d / "model.safetensors"]
+            if (d / "model.safetensors").is_file()
+            else [d / f for f in sorted(set(json.loads(index.read_text())["weight_map"].values()))]
+        )
+        tensors, fmt = {}, None
+        for f in files:
+            got, meta = read_safetensors(f)
+            tensors.update(got)
+            fmt = fmt or meta.get("format")
+        if fmt not in (None, "pt", "flax"):
+            raise CheckpointError(f"{d}: safetensors format {fmt!r} is not supported (pt or flax)")
+        if fmt is None:
+            flaxy = any(k.endswith((".kernel", ".embedding", ".scale")) for k in tensors)
+            fmt = "flax" if flaxy else "pt"
+        return tensors, fmt
+    if (d / "flax_model.msgpack").is_file():
+        from flax.serialization import msgpack_restore
+
+        return _flatten(msgpack_restore((d / "flax_model.msgpack").read_bytes())), "flax"
+    found = sorted(p.name for p in d.iterdir()) if d.is_dir() else []
+    raise FileNotFoundError(
+        f"{d}: no model.safetensors or flax_model.msgpack (found: {found}). PyTorch .bin and "
+        "TensorFlow .h5 files are not read; save the model with safetensors first."
+    )
+
+
+# ----------------------------------------------------------------------------- matching
+
+
+def _pt_candidates(key: str) -> list[str]:
+    module, _, leaf = key.rpartition(".")
+    pre = f"{module}." if module else ""
+    return {
+        "kernel": [pre + "weight"],
+        "embedding": [pre + "weight"],
+        "scale": [pre + "weight", pre + "gamma"],
+        "bias": [pre + "bias", pre + "beta"],
+    }.get(leaf, [key])
+
+
+def _to_flax_layout(key: str, x: np.ndarray) -> np.ndarray:
+    if key.endswith(".kernel") and x.ndim == 2:
+        return x.T
+    if key.endswith(".kernel") and x.ndim == 4:
+        return x.transpose(2, 3, 1, 0)
+    return x
+
+
+def match_tensors(
+    targets: Mapping[str, tuple[int, ...]],
+    tensors: Mapping[str, np.ndarray],
+    layout: str,
+    *,
+    prefixes: Sequence[str] = ("",),
+    ignore: Iterable[str] = (),
+) -> dict[str, np.ndarray]:
+    """Finds, converts and checks the tensor for every parameter.
+
+    Args:
+      targets: parameter name (Flax style, ``a.b.0.kernel``) -> expected shape.
+      tensors: checkpoint name -> array.
+      layout: ``"pt"`` (rename + transpose) or ``"flax"``.
+      prefixes: model-name prefixes the checkpoint may put before every name (``"bert."``);
+        the one matching most parameters is used.
+      ignore: prefixes of tensors allowed to stay unused (e.g. ``"cls."`` heads).
+
+    Returns:
+      parameter name -> array in the Flax layout.
+
+    Raises:
+      CheckpointError: listing every missing tensor, wrong shape and unused tensor.
+    """
+
+    def candidates(key: str) -> list[str]:
+        return _pt_candidates(key) if layout == "pt" else [key]
+
+    def hits(prefix: str) -> int:
+        return sum(any(prefix + c in tensors for c in candidates(k)) for k in targets)
+
+    prefix = max(prefixes, key=hits)
+    out, used, problems = {}, set(), []
+    for key, shape in targets.items():
+        names = [prefix + c for c in candidates(key)]
+        src = next((n for n in names if n in tensors), None)
+        if src is None:
+            problems.append(f"missing tensor {names[0]!r} for parameter {key!r} of shape {shape}")
+            continue
+        used.add(src)
+        arr = _to_flax_layout(key, tensors[src]) if layout == "pt" else tensors[src]
+        if tuple(arr.shape) != tuple(shape):
+            how = "" if arr.shape == tensors[src].shape else f" ({tuple(arr.shape)} transposed)"
+            problems.append(
+                f"tensor {src!r} has shape {tuple(tensors[src].shape)}{how} in the checkpoint "
+                f"but the model's parameter {key!r} has shape {tuple(shape)}"
+            )
+            continue
+        out[key] = arr
+    allowed = tuple(ignore)
+    for name in sorted(set(tensors) - used):
+        bare = name[len(prefix) :] if name.startswith(prefix) else name
+        if name.endswith(BUFFER_SUFFIXES) or name.startswith(allowed) or bare.startswith(allowed):
+            continue
+        problems.append(f"unused tensor {name!r} of shape {tuple(tensors[name].shape)}")
+    if problems:
+        shown = problems[:40] + (
+            [f"... and {len(problems) - 40} more"] if len(problems) > 40 else []
+        )
+        raise CheckpointError(
+            f"checkpoint does not fit the model ({len(problems)} problems):\n  "
+            + "\n  ".join(shown)
+        )
+    return out
+
+
+# ----------------------------------------------------------------------------- placing
+
+
+def _key(path: tuple) -> str:
+    return ".".join(str(p) for p in path)
+
+
+def _rngs(key: jax.Array) -> nnx.Rngs:
+    pk, dk = jax.random.split(key)
+    return nnx.Rngs(params=pk, dropout=dk)
+
+
+def abstract_params(ctor: Callable[[nnx.Rngs], nnx.Module]) -> dict[str, nnx.Variable]:
+    """Parameter name -> abstract Variable (shape, dtype, logical names), allocating nothing."""
+    _, params, _ = nnx.split(nnx.eval_shape(lambda: ctor(_rngs(jax.random.key(0)))), nnx.Param, ...)
+    return {_key(p): v for p, v in nnx.to_flat_state(params)}
+
+
+def param_shapes(ctor: Callable[[nnx.Rngs], nnx.Module]) -> dict[str, tuple[int, ...]]:
+    """Parameter name (``a.b.0.kernel``) -> shape, allocating nothing."""
+    return {k: tuple(v.get_value().shape) for k, v in abstract_params(ctor).items()}
+
+
+def instantiate(
+    ctor: Callable[[nnx.Rngs], nnx.Module],
+    arrays: Mapping[str, np.ndarray] | None,
+    *,
+    key: jax.Array,
+    mesh: Mesh | None = None,
+    rules: Rules | None = None,
+) -> nnx.Module:
+    """Builds ``ctor``'s model with its parameters placed by their logical names.
+
+    Args:
+      ctor: ``rngs -> module``.
+      arrays: parameter name -> array (Flax layout), or None for random initialisation.
+      key: PRNG key for random init and the dropout streams.
+      mesh: device mesh; None = default device.
+      rules: logical-to-mesh rules (default ``DEFAULT_RULES``).
+
+    Returns:
+      The module, every parameter on its sharding.
+    """
+    graphdef, abs_params, abs_rest = nnx.split(
+        nnx.eval_shape(lambda: ctor(_rngs(key))), nnx.Param, ...
+    )
+    is_var = lambda x: isinstance(x, nnx.Variable)
+    if mesh is None:
+        one = jax.sharding.SingleDeviceSharding(jax.devices()[0])
+        p_shard = jax.tree.map(lambda v: v.replace(one), abs_params, is_leaf=is_var)
+        r_shard = jax.tree.map(lambda v: v.replace(one), abs_rest, is_leaf=is_var)
+    else:
+        p_shard = jax.tree.map(
+            lambda v: v.replace(sharding_for(var_names(v), v.get_value().shape, mesh, rules)),
+            abs_params,
+            is_leaf=is_var,
+        )
+        repl = NamedSharding(mesh, PartitionSpec())
+        r_shard = jax.tree.map(lambda v: v.replace(repl), abs_rest, is_leaf=is_var)
+
+    if arrays is None:  # one jit: random init lands directly in the shardings
+
+        def init(k: jax.Array):
+            _, params, rest = nnx.split(ctor(_rngs(k)), nnx.Param, ...)
+            return params, rest
+
+        params, rest = jax.jit(init, out_shardings=(p_shard, r_shard))(key)
+        return nnx.merge(graphdef, params, rest)
+    flat_shard = dict(nnx.to_flat_state(p_shard))
+    leaves = []
+    for path, var in nnx.to_flat_state(abs_params):
+        arr = np.asarray(arrays[_key(path)]).astype(var.get_value().dtype)
+        leaves.append((path, var.replace(jax.device_put(arr, flat_shard[path].get_value()))))
+    params = nnx.from_flat_state(leaves)
+    rest = _fresh_rng_state(abs_rest, key, dict(nnx.to_flat_state(r_shard)))
+    return nnx.merge(graphdef, params, rest)
+
+
+def _fresh_rng_state(abs_rest: Any, key: jax.Array, shardings: Mapping[tuple, Any]) -> Any:
+    """Concrete values for the non-parameter state (dropout rng streams) without compiling
+    the initialisers: a distinct key per stream, counts at zero."""
+    leaves = []
+    for i, (path, var) in enumerate(nnx.to_flat_state(abs_rest)):
+        if isinstance(var, nnx.RngKey):
+            value = jax.random.fold_in(key, i)
+        elif isinstance(var, nnx.RngCount):
+            value = np.zeros((), np.uint32)
+        else:
+            raise TypeError(f"unexpected non-parameter state {_key(path)}: {type(var).__name__}")
+        leaves.append((path, var.replace(jax.device_put(value, shardings[path].get_value()))))
+    return nnx.from_flat_state(leaves)
