@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-P_TALK_ACTION, P_TALK_TALK = 0.45, 0.95  # chance that a frame has dialogue, per scene kind
+P_TALK_ACTION, P_TALK_TALK = 0.3, 1.0  # chance that a frame has dialogue, per scene kind
 
 # Story events: ordered stages, each a few alternative lines ({obj}/{loc}/{name} filled per
 # instance). A stage never appears before an earlier stage of the same event instance.
@@ -209,7 +209,8 @@ def write_dialogue(rng: np.random.Generator, movie: dict, clip: dict) -> list[li
         here, before = in_scene[s], in_scene[s - 1] if s else []
         if rng.uniform() < 0.75 and here:
             plan = bool(before) and rng.uniform() < 0.7
-            allowed = ([before] if plan else []) + [here[: (len(here) + 1) // 2], here]
+            late_before = before[len(before) // 2 :]
+            allowed = ([late_before] if plan else []) + [here[: (len(here) + 1) // 2], here]
             stages = ([0] if plan else []) + [1] + ([2] if rng.uniform() < 0.5 else [])
             put("travel", allowed, stages, loc=movie["locations"][loc]["name"])
     for f, obj in clip["pickups"]:  # what the hero finds
