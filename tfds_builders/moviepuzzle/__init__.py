@@ -64,7 +64,7 @@ def to_record(raw: dict) -> dict:
 def _builder(config: str, data_dir: os.PathLike | str) -> MoviePuzzle:
     if config not in CONFIGS:
         raise ValueError(f"unknown moviepuzzle config {config!r}; choose one of {list(CONFIGS)}")
-    return MoviePuzzle(config=config, data_dir=os.fspath(data_dir))
+    return MoviePuzzle(config=config, data_dir=os.path.abspath(data_dir))
 
 
 def prepare(
@@ -74,6 +74,7 @@ def prepare(
     build: bool = True,
 ) -> MoviePuzzle:
     """The builder with its dataset built (building it now if missing and `build`)."""
+    manual_dir = manual_dir or None  # "" (an unset config string) means none
     builder = _builder(config, data_dir)
     if builder.is_prepared():
         return builder
@@ -140,7 +141,9 @@ def data_source(
     splits = builder.info.splits
     if split not in splits:
         raise KeyError(f"moviepuzzle/{config} has no split {split!r}; it has {sorted(splits)}")
-    return MoviePuzzleSource(config, split, data_dir, int(splits[split].num_examples))
+    return MoviePuzzleSource(
+        config, split, os.path.abspath(data_dir), int(splits[split].num_examples)
+    )
 
 
 def split_names(

@@ -44,7 +44,7 @@ class MoviePuzzleConfig(tfds.core.BuilderConfig):
 def check_manual_dir(manual_dir: os.PathLike | str | None) -> pathlib.Path:
     """The manual_dir as a Path, or a one-line `ManualDirError` saying what it must hold."""
     what = "clip_id.json and <split>/<clip>/{info.json, subtitle.json, <clip>_<k>.jpg}"
-    if manual_dir is None:
+    if not manual_dir:
         raise common.ManualDirError(
             f"moviepuzzle/clips needs --manual_dir: a directory holding {what}"
         )

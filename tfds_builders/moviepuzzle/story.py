@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-P_TALK_ACTION, P_TALK_TALK = 0.3, 1.0  # chance that a frame has dialogue, per scene kind
+P_TALK_ACTION, P_TALK_TALK = 0.4, 1.0  # chance that a frame has dialogue, per scene kind
 
 # Story events: ordered stages, each a few alternative lines ({obj}/{loc}/{name} filled per
 # instance). A stage never appears before an earlier stage of the same event instance.

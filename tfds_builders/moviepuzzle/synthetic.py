@@ -31,7 +31,7 @@ DOOR_W, DOOR_H = 12, 22
 CHAR_R = 7  # character half size
 P_PICK_SCENE_START, P_PICK_IN_SCENE = 0.8, 0.25  # the hero picks up an item (story state)
 P_ACTION = 0.5  # share of action scenes (walking to the door, little talk); others are talk scenes
-ITEM = 6  # side of a carried item's square
+ITEM = 7  # side of a carried item's square
 
 SPLITS = ("train", "val", "test_in_domain", "test_out_domain")
 PRESETS: dict[str, dict[str, int]] = {
