@@ -158,3 +158,33 @@ def test_named_encoder_from_encoders_dir(tmp_path, monkeypatch):
     testing.write_tiny_checkpoint("albert", tmp_path / "albert-base-v2", "flax-safetensors")
     model, _, cfg = encoders.create("albert-base-v2", rngs=nnx.Rngs(0))
     assert isinstance(model, encoders.AlbertModel) and cfg.embedding_size == 16
+
+
+def test_bf16_and_sharded_safetensors(tmp_path):
+    from safetensors.flax import save_file as save_jax
+
+    ref_dir, bf_dir, split_dir = tmp_path / "ref", tmp_path / "bf16", tmp_path / "split"
+    testing.write_tiny_checkpoint("bert", ref_dir, "pt-safetensors")
+    tensors = load_file(str(ref_dir / "model.safetensors"))
+    for d in (bf_dir, split_dir):
+        d.mkdir()
+        (d / "config.json").write_text((ref_dir / "config.json").read_text())
+    bf16 = {k: jnp.asarray(v, jnp.bfloat16) for k, v in tensors.items()}
+    save_jax(bf16, str(bf_dir / "model.safetensors"), metadata={"format": "pt"})
+    names = sorted(tensors)
+    shards = {
+        "model-00001-of-00002.safetensors": names[::2],
+        "model-00002-of-00002.safetensors": names[1::2],
+    }
+    for fname, keys in shards.items():
+        save_file({k: tensors[k] for k in keys}, str(split_dir / fname), metadata={"format": "pt"})
+    index = {"weight_map": {k: f for f, keys in shards.items() for k in keys}}
+    (split_dir / "model.safetensors.index.json").write_text(json.dumps(index))
+
+    ids = jnp.array([[5, 6, 7, 8, 3]])
+    fwd = nnx.jit(lambda m: m(ids).last_hidden_state)
+    ref = fwd(encoders.load_pretrained(ref_dir)[0])
+    np.testing.assert_array_equal(fwd(encoders.load_pretrained(split_dir)[0]), ref)
+    model = encoders.load_pretrained(bf_dir)[0]
+    assert model.embeddings.word_embeddings.embedding.get_value().dtype == jnp.float32
+    np.testing.assert_allclose(fwd(model), ref, atol=0.1)

@@ -205,7 +205,10 @@ def _key(rngs: nnx.Rngs | int | None) -> jax.Array:
     """A typed PRNG key from ``rngs`` (its ``params`` stream), an int seed, or seed 0."""
     if rngs is None or isinstance(rngs, int):
         return jax.random.key(rngs or 0)
-    key = rngs.params()
+    try:
+        key = rngs.params()
+    except (AttributeError, KeyError):  # an Rngs with only a dropout stream
+        key = rngs.dropout()
     return (
         key
         if jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key)

@@ -323,18 +323,21 @@ def match_tensors(
         return sum(any(prefix + c in tensors for c in candidates(k)) for k in targets)
 
     prefix = max(prefixes, key=hits)
-    out, used, problems = {}, set(), []
+    out, used = {}, set()
+    problems: dict[str, list[str]] = {"missing": [], "shape": [], "unused": []}
     for key, shape in targets.items():
         names = [prefix + c for c in candidates(key)]
         src = next((n for n in names if n in tensors), None)
         if src is None:
-            problems.append(f"missing tensor {names[0]!r} for parameter {key!r} of shape {shape}")
+            problems["missing"].append(
+                f"missing tensor {names[0]!r} for parameter {key!r} of shape {shape}"
+            )
             continue
         used.add(src)
         arr = _to_flax_layout(key, tensors[src]) if layout == "pt" else tensors[src]
         if tuple(arr.shape) != tuple(shape):
             how = "" if arr.shape == tensors[src].shape else f" ({tuple(arr.shape)} transposed)"
-            problems.append(
+            problems["shape"].append(
                 f"tensor {src!r} has shape {tuple(tensors[src].shape)}{how} in the checkpoint "
                 f"but the model's parameter {key!r} has shape {tuple(shape)}"
             )
@@ -345,14 +348,14 @@ def match_tensors(
         bare = name[len(prefix) :] if name.startswith(prefix) else name
         if name.endswith(BUFFER_SUFFIXES) or name.startswith(allowed) or bare.startswith(allowed):
             continue
-        problems.append(f"unused tensor {name!r} of shape {tuple(tensors[name].shape)}")
-    if problems:
-        shown = problems[:40] + (
-            [f"... and {len(problems) - 40} more"] if len(problems) > 40 else []
-        )
+        problems["unused"].append(f"unused tensor {name!r} of shape {tuple(tensors[name].shape)}")
+    total = sum(map(len, problems.values()))
+    if total:
+        shown = []
+        for kind, lines in problems.items():  # at most 15 of each kind
+            shown += lines[:15] + ([f"... and {len(lines) - 15} more {kind}"] if lines[15:] else [])
         raise CheckpointError(
-            f"checkpoint does not fit the model ({len(problems)} problems):\n  "
-            + "\n  ".join(shown)
+            f"checkpoint does not fit the model ({total} problems):\n  " + "\n  ".join(shown)
         )
     return out
 
