@@ -1,0 +1,367 @@
+"""Pairwise scores -> order: batched, jit-compiled beam search (Algorithm 3) and exact DP.
+
+Conventions: `scores [B, N, N]` float, `mask [B, N]` bool (True = real, real first). An
+order `[B, N]` int holds at position `k` the input index placed there; padded positions
+hold the padded indices in increasing order. `scores[b, i, j]` is the weight of placing
+`i` before `j`: *directly* before for `objective="path"` (Algorithm 3: maximise
+sum_k scores[o_k, o_{k+1}]), *anywhere* before for `objective="linear"` (maximise
+sum over pairs placed i-before-j of scores[i, j], the linear-ordering problem). The
+diagonal and every entry that touches a padded index are ignored.
+
+Public functions validate their arguments in Python (shapes always; values such as NaN,
+empty mask rows and the real-first layout only when the inputs are concrete, not tracers)
+and then call a jitted core.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+Array = jax.Array
+OBJECTIVES = ("path", "linear")
+MAX_EXACT_N = 18  # 2^18 subsets x 18 ends: ~20 MB of DP table per clip
+_ROUNDS_MAX = 32  # beams up to this width select by repeated max; wider ones use top_k
+
+
+def _concrete(*xs) -> bool:
+    return not any(isinstance(x, jax.core.Tracer) for x in xs)
+
+
+def check_mask(mask, shape: tuple[int, int], name: str = "mask") -> Array:
+    """Returns `mask` as bool `[B, N]` (all True if None); raises ValueError when malformed.
+
+    Shape is always checked; empty rows and the real-first layout only when concrete.
+    """
+    if mask is None:
+        return jnp.ones(shape, bool)
+    mask = jnp.asarray(mask)
+    if mask.shape != tuple(shape):
+        raise ValueError(f"{name} must have shape {tuple(shape)}, got {mask.shape}")
+    mask = mask.astype(bool)
+    if _concrete(mask):
+        m = np.asarray(mask)
+        if m.shape[1] == 0 or not m.any(1).all():
+            bad = int(np.nonzero(~m.any(1))[0][0]) if m.shape[1] else 0
+            raise ValueError(f"{name} row {bad} has no real element (all False)")
+        if (m[:, 1:] & ~m[:, :-1]).any():
+            raise ValueError(f"{name} must put real elements first (True then False per row)")
+    return mask
+
+
+def check_scores(scores, mask, name: str = "scores") -> tuple[Array, Array]:
+    """Validates a `[B, N, N]` score batch and its mask; returns (scores float32, mask)."""
+    scores = jnp.asarray(scores)
+    if scores.ndim != 3 or scores.shape[1] != scores.shape[2]:
+        raise ValueError(f"{name} must be square [B, N, N], got shape {scores.shape}")
+    if not jnp.issubdtype(scores.dtype, jnp.floating):
+        scores = scores.astype(jnp.float32)
+    mask = check_mask(mask, scores.shape[:2])
+    if _concrete(scores, mask):
+        m = np.asarray(mask)
+        pair = m[:, :, None] & m[:, None, :]
+        s = np.asarray(scores)
+        if not np.isfinite(s[pair]).all():
+            raise ValueError(f"{name} has NaN or infinite entries between real elements")
+    return scores.astype(jnp.float32), mask
+
+
+def pair_scores_to_matrix(logits) -> Array:
+    """Eq. 5: S = (e^{l1} - e^{l0}) / (e^{l1} + e^{l0}) = tanh((l1 - l0) / 2), stably.
+
+    Args:
+      logits: [..., 2] pair logits; class 1 = "i before j".
+    Returns:
+      [...] scores in (-1, 1), e.g. [B, N, N] for [B, N, N, 2] logits.
+    """
+    logits = jnp.asarray(logits)
+    if logits.ndim < 1 or logits.shape[-1] != 2:
+        raise ValueError(f"logits must end in a dimension of size 2, got shape {logits.shape}")
+    return jnp.tanh(0.5 * (logits[..., 1] - logits[..., 0]))
+
+
+def order_total(scores, order, mask=None, objective: str = "path") -> Array:
+    """Objective value of given orders (real elements only).
+
+    Args:
+      scores: [B, N, N]. order: int [B, N]. mask: bool [B, N] or None.
+      objective: "path" or "linear".
+    Returns:
+      float32 [B].
+    """
+    if objective not in OBJECTIVES:
+        raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
+    scores, mask = check_scores(scores, mask)
+    order = jnp.asarray(order, jnp.int32)
+    if order.shape != mask.shape:
+        raise ValueError(f"order must have shape {mask.shape}, got {order.shape}")
+    n = mask.sum(-1)
+    N = order.shape[-1]
+    ordered = jax.vmap(lambda a, o: a[o][:, o])(scores, order)  # [b, k, l]
+    k = jnp.arange(N)
+    real = (k[None, :, None] < n[:, None, None]) & (k[None, None, :] < n[:, None, None])
+    if objective == "path":
+        sel = (k[:, None] + 1 == k[None, :])[None] & real
+    else:
+        sel = (k[:, None] < k[None, :])[None] & real
+    return jnp.where(sel, ordered, 0.0).sum((1, 2))
+
+
+# ----------------------------------------------------------------------------- beam search
+
+
+def _beam_step(s_rows, real, n, t, st, keep: int, objective: str):
+    """One expansion of every kept partial order; the clip batch is the last (vector) axis.
+
+    s_rows: [B, N, N] masked scores (row gathers); real: [N, B]; st: score [W, B],
+    gain [W, N, B] (weight of appending each node), seen [W, B] bit masks. The best
+    `keep` extensions are chosen by `keep` rounds of (max, first index of the max, mask
+    it out; `lax.top_k` for beams wider than _ROUNDS_MAX), so ties go to the earlier row,
+    then the smaller node, as in a stable sort.
+    Returns the new state and the (parent row, node) of each kept row.
+    """
+    W, N, B = st["gain"].shape
+    forced = t >= n  # [B]: past the real frames, append padded index t at no cost
+    idx = jnp.arange(N, dtype=jnp.int32)
+    if st["seen"].ndim == 2:  # bit masks (N <= 31)
+        free = ((st["seen"][:, None, :] >> idx[None, :, None]) & 1 == 0) & real[None]
+    else:  # bool [W, N, B]
+        free = ~st["seen"] & real[None]
+    allowed = jnp.where(forced[None, None], (idx == t)[None, :, None], free)
+    gain = jnp.where(forced[None, None], 0.0, st["gain"])
+    cand = jnp.where(allowed, st["score"][:, None] + gain, -jnp.inf).reshape(W * N, B)
+    if keep <= _ROUNDS_MAX:
+        flat = jnp.arange(W * N, dtype=jnp.int32)[:, None]
+        best, pick = [], []
+        for _ in range(keep):
+            top = cand.max(0)
+            at = jnp.where(cand == top[None], flat, W * N).min(0)
+            cand = jnp.where(flat == at[None], -jnp.inf, cand)
+            best.append(top)
+            pick.append(at)
+        best, pick = jnp.stack(best), jnp.stack(pick)  # [K, B]
+    else:  # wide beams: XLA's top_k (same tie order: smaller index first)
+        kk = min(keep, W * N)
+        best, pick = lax.top_k(cand.T, kk)
+        best, pick = best.T, pick.T.astype(jnp.int32)
+        if kk < keep:  # fewer extensions than rows: the rest stay empty (-inf)
+            best = jnp.concatenate([best, jnp.full((keep - kk, B), -jnp.inf)])
+            pick = jnp.concatenate([pick, jnp.zeros((keep - kk, B), jnp.int32)])
+    parent, node = pick // N, pick % N
+    rows = jax.vmap(lambda a, i: a[i])(s_rows, node.T)  # [B, K, N] = s[node, :]
+    gain = jnp.transpose(rows, (1, 2, 0))
+    if objective == "linear":
+        gain = gain + jnp.take_along_axis(st["gain"], parent[:, None, :], axis=0)
+    if st["seen"].ndim == 2:
+        seen = jnp.take_along_axis(st["seen"], parent, axis=0) | (1 << node)
+    else:
+        seen = jnp.take_along_axis(st["seen"], parent[:, None, :], axis=0)
+        seen = seen | (idx[None, :, None] == node[:, None, :])
+    return {"score": best, "gain": gain, "seen": seen}, (parent, node)
+
+
+@functools.partial(jax.jit, static_argnames=("beam_size", "objective"))
+def _beam_batch(scores, mask, beam_size, objective):
+    B, N, _ = scores.shape
+    n = mask.sum(-1).astype(jnp.int32)
+    idx = jnp.arange(N, dtype=jnp.int32)
+    ok = mask[:, :, None] & mask[:, None, :] & (idx[:, None] != idx[None, :])[None]
+    s_rows = jnp.where(ok, scores, 0.0)
+    real = mask.T
+    if N == 1:
+        return jnp.zeros((B, 1), jnp.int32), jnp.zeros((B,), jnp.float32)
+    # every real node starts a partial order (rows = start nodes)
+    state = {
+        "score": jnp.where(real, 0.0, -jnp.inf),
+        "gain": jnp.transpose(s_rows, (1, 2, 0)),  # s[start, :] for both objectives
+        "seen": (
+            jnp.broadcast_to((1 << idx)[:, None], (N, B)).astype(jnp.int32)
+            if N <= 31
+            else jnp.broadcast_to(jnp.eye(N, dtype=bool)[:, :, None], (N, N, B))
+        ),
+    }
+    state, first = _beam_step(s_rows, real, n, 1, state, beam_size, objective)
+
+    def body(st, t):
+        return _beam_step(s_rows, real, n, t, st, beam_size, objective)
+
+    state, rest = lax.scan(body, state, jnp.arange(2, N, dtype=jnp.int32))
+    parents = jnp.concatenate([first[0][None], rest[0]])  # [N-1, K, B]
+    nodes = jnp.concatenate([first[1][None], rest[1]])
+    K = parents.shape[1]
+    krow = jnp.arange(K, dtype=jnp.int32)[:, None]
+
+    def back(row, pn):
+        parent, node = pn
+        sel = krow == row[None]
+        return jnp.where(sel, parent, 0).sum(0), jnp.where(sel, node, 0).sum(0)
+
+    start, rev = lax.scan(back, jnp.zeros((B,), jnp.int32), (parents, nodes), reverse=True)
+    order = jnp.concatenate([start[None], rev]).T.astype(jnp.int32)
+    return order, state["score"][0]
+
+
+def beam_search_order(
+    scores, mask=None, beam_size: int = 10, objective: str = "path"
+) -> tuple[Array, Array]:
+    """Batched beam search over orders (the paper's Algorithm 3, generalised).
+
+    Every real node starts a partial order (as in the paper). Each of the N-1 steps
+    extends every kept partial order by every unplaced real node and keeps the best
+    `beam_size` of all rows x N extensions (ties go to the earlier row, then the smaller
+    node, as a stable sort would). Step 1 (from the N start rows) runs once, then one
+    `lax.scan` runs the other N-2 steps on `beam_size` rows; the order is read back from
+    per-step (parent, node) pointers. The clip batch is the vector (last) axis of the
+    state, so each step is a few fused array ops for all clips. Clips of different real
+    length share one batch: past its real length a clip appends its padded indices at no
+    cost. Not a Python loop over clips or steps; a beam of width <= 32 selects by that
+    many unrolled max-and-mask rounds, wider beams use `lax.top_k`.
+
+    Args:
+      scores: [B, N, N] float; scores[b, i, j] = weight of i (directly, for "path";
+        anywhere, for "linear") before j.
+      mask: bool [B, N] or None (all real).
+      beam_size: partial orders kept per step (>= 1).
+      objective: "path" or "linear".
+    Returns:
+      (order int32 [B, N], total float32 [B]) with total the objective of the order.
+    """
+    if not isinstance(beam_size, int | np.integer) or beam_size < 1:
+        raise ValueError(f"beam_size must be a positive int, got {beam_size!r}")
+    if objective not in OBJECTIVES:
+        raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
+    scores, mask = check_scores(scores, mask)
+    return _beam_batch(scores, mask, int(beam_size), objective)
+
+
+# ------------------------------------------------------------------------- exact subset DP
+
+
+@functools.cache
+def _layers(N: int) -> tuple[tuple[np.ndarray, ...], ...]:
+    """Subsets of {0..N-1} grouped by size: (sets [C], has [C, N] bool, prev [C, N])."""
+    ids = np.arange(1 << N, dtype=np.int64)
+    bits = (ids[:, None] >> np.arange(N)) & 1
+    size = bits.sum(1)
+    out = []
+    for s in range(1, N + 1):
+        sets = ids[size == s]
+        has = bits[sets].astype(bool)
+        prev = sets[:, None] ^ (1 << np.arange(N))[None, :]
+        out.append((sets.astype(np.int32), has, np.where(has, prev, 0).astype(np.int32)))
+    return tuple(out)
+
+
+def _exact_one(scores: Array, n: Array, layers, objective: str) -> tuple[Array, Array]:
+    N = scores.shape[0]
+    idx = jnp.arange(N)
+    real = idx < n
+    ok = real[:, None] & real[None, :] & (idx[:, None] != idx[None, :])
+    s = jnp.where(ok, scores, 0.0)
+    full = (1 << N) - 1
+    neg = -jnp.inf
+    if objective == "path":
+        # padded nodes may follow real ones at no cost but never precede them: the optimum
+        # is the best real path followed by the padded nodes.
+        s = jnp.where(~real[:, None] & real[None, :], neg, s)
+        dp = jnp.full((1 << N, N), neg).at[(1 << idx), idx].set(0.0)
+        for sets, has, prev in layers[1:]:
+            cand = dp[prev] + s.T[None]  # [C, j, i] = dp[S - j, i] + s[i, j]
+            dp = dp.at[sets].set(jnp.where(has, cand.max(-1), neg))
+        last = jnp.argmax(dp[full])
+        total = dp[full, last]
+
+        def back(carry, _):
+            cur, j = carry
+            prv = cur ^ (1 << j)
+            i = jnp.argmax(dp[prv] + s[:, j])
+            return (prv, i), j
+
+        _, rev = lax.scan(back, (jnp.int32(full), last.astype(jnp.int32)), None, length=N)
+    else:
+        bits = ((jnp.arange(1 << N)[:, None] >> idx) & 1).astype(jnp.float32)
+        into = bits @ s  # into[T, j] = sum_{i in T} s[i, j]
+        f = jnp.full((1 << N,), neg).at[0].set(0.0)
+        for sets, has, prev in layers:
+            cand = f[prev] + into[prev, idx]  # [C, j]: f(S - j) + sum_{i in S-j} s[i, j]
+            f = f.at[sets].set(jnp.where(has, cand, neg).max(-1))
+        total = f[full]
+
+        def back(cur, _):
+            prv = cur ^ (1 << idx)
+            val = jnp.where((cur >> idx) & 1 == 1, f[prv] + into[prv, idx], neg)
+            j = jnp.argmax(val)
+            return cur ^ (1 << j), j
+
+        _, rev = lax.scan(back, jnp.int32(full), None, length=N)
+    order = rev[::-1].astype(jnp.int32)
+    # canonical padding: real nodes in found order, then padded indices increasing
+    key = jnp.where(order < n, jnp.arange(N), N + order)
+    return order[jnp.argsort(key)], total
+
+
+@functools.partial(jax.jit, static_argnames=("objective", "chunk"))
+def _exact_batch(scores, mask, layers, objective, chunk):
+    n = mask.sum(-1)
+    fn = lambda a: _exact_one(a[0], a[1], layers, objective)
+    return lax.map(fn, (scores, n), batch_size=chunk)
+
+
+def exact_order(scores, mask=None, objective: str = "path") -> tuple[Array, Array]:
+    """Exact optimum by dynamic programming over subsets, batched and jit-compiled.
+
+    "path": Held-Karp, dp[S, j] = max_{i in S-j} dp[S-j, i] + scores[i, j], O(2^n n^2).
+    "linear": f(S + j) = f(S) + sum_{i in S} scores[i, j] (j placed after all of S),
+    O(2^n n). Subsets are processed layer by layer (by size) fully vectorised; clips go
+    through `lax.map` in small chunks to bound memory. When the mask is concrete the
+    padded width is first cut to the longest real clip. Limit: n <= MAX_EXACT_N (18).
+
+    Args:
+      scores: [B, N, N] float, same meaning as in `beam_search_order`.
+      mask: bool [B, N] or None.
+      objective: "path" or "linear".
+    Returns:
+      (order int32 [B, N], total float32 [B]); total is the optimal objective value.
+    """
+    if objective not in OBJECTIVES:
+        raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
+    scores, mask = check_scores(scores, mask)
+    B, N = mask.shape
+    width = int(np.asarray(mask).sum(1).max()) if _concrete(mask) else N
+    if width > MAX_EXACT_N:
+        raise ValueError(f"scores: exact_order handles n <= {MAX_EXACT_N}, got n = {width}")
+    layers = tuple(tuple(jnp.asarray(a) for a in layer) for layer in _layers(width))
+    chunk = max(1, min(B, (1 << 22) // ((1 << width) * width * width)))
+    order, total = _exact_batch(
+        scores[:, :width, :width], mask[:, :width], layers, objective, chunk
+    )
+    if width < N:
+        tail = jnp.broadcast_to(jnp.arange(width, N, dtype=jnp.int32), (B, N - width))
+        order = jnp.concatenate([order, tail], axis=1)
+    return order, total
+
+
+def brute_force_order(scores, n: int, objective: str = "path") -> tuple[np.ndarray, float]:
+    """Best order of one clip's first n nodes by enumerating all n! orders (NumPy, n <= 9).
+
+    Args:
+      scores: [N, N] array (N >= n). n: real length. objective: "path" or "linear".
+    Returns:
+      (order [n], total) with the first best order in lexicographic enumeration.
+    """
+    if n > 9:
+        raise ValueError(f"n: brute force is for n <= 9, got {n}")
+    s = np.asarray(scores, np.float64)[:n, :n]
+    perms = np.array(list(itertools.permutations(range(n))), dtype=np.int64).reshape(-1, n)
+    if objective == "path":
+        tot = s[perms[:, :-1], perms[:, 1:]].sum(1)
+    else:
+        a, b = np.triu_indices(n, 1)
+        tot = s[perms[:, a], perms[:, b]].sum(1)
+    best = int(np.argmax(tot))
+    return perms[best], float(tot[best])
