@@ -300,7 +300,7 @@ def render_frame(movie: dict, backgrounds: dict[int, Image.Image], frame: dict) 
                     outline=(0, 0, 0),
                 )
     x, y, size, mirror = frame["camera"]
-    im = im.crop((x, y, x + size, y + size)).resize((FRAME, FRAME), Image.BILINEAR)
+    im = im.resize((FRAME, FRAME), Image.BILINEAR, box=(x, y, x + size, y + size))
     if mirror:
         im = im.transpose(Image.FLIP_LEFT_RIGHT)
     buf = io.BytesIO()
