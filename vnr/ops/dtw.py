@@ -1,0 +1,458 @@
+"""Batched dynamic time warping in JAX: soft-DTW (custom VJP), hard DTW with its path.
+
+Every function takes a cost matrix ``cost [B, N, M]`` (lower is better) and optional
+``len_x [B]``, ``len_y [B]``: the real lengths of each pair inside the padding (default: N
+and M). Cells outside ``[:len_x, :len_y]`` never influence the value and get zero gradient,
+so a padded batch gives exactly what each pair gives alone.
+
+All recursions run as an anti-diagonal wavefront: one ``lax.scan`` step per anti-diagonal
+(N + M - 1 steps), the whole batch and the whole diagonal inside each step. The cost is
+"skewed" once (a pad + reshape, no gather) so that diagonal ``d`` is a contiguous ``[B, N]``
+slice: ``skewed[d, b, i] = cost[b, i, d - i]``.
+
+Bad input raises ``ValueError`` from a thin wrapper before anything is traced: wrong ranks or
+shapes, ``gamma <= 0`` or non-finite, lengths outside ``[1, N]`` / ``[1, M]`` (checked when the
+lengths are concrete; under an outer ``jit`` only shapes can be checked). NaN in the cost of one
+batch element makes that element's value and gradient NaN and never touches other elements;
+NaN in the padding (outside the real lengths) does not reach the value of any element.
+
+Drop-DTW (``drop_dtw``, ``soft_drop_dtw``, ``percentile_drop_cost``) lives in
+``vnr/ops/drop_dtw.py`` and is re-exported here.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+__all__ = [
+    "soft_dtw",
+    "soft_dtw_divergence",
+    "pairwise_cost",
+    "dtw",
+]  # plus drop_dtw, soft_drop_dtw, percentile_drop_cost, re-exported lazily (bottom)
+
+# Stands in for +inf inside the recursions: finite, so soft-min weights never see inf - inf.
+BIG = 1e10
+# Scan unrolling: fewer loop iterations on CPU, no change in results.
+_UNROLL = 1
+
+
+# ----------------------------------------------------------------------------- validation
+
+
+def _is_concrete(x: Any) -> bool:
+    return not isinstance(x, jax.core.Tracer)
+
+
+def check_gamma(gamma: Any, name: str = "gamma") -> float:
+    """Validates a smoothing parameter: a concrete finite float > 0 (it is static under jit)."""
+    if not _is_concrete(gamma):
+        raise ValueError(f"{name} must be a concrete Python float (it is a static parameter)")
+    try:
+        g = float(gamma)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"{name} must be a float > 0, got {gamma!r}") from e
+    if not math.isfinite(g) or g <= 0.0:
+        raise ValueError(f"{name} must be finite and > 0, got {g}")
+    return g
+
+
+def _shape(x: Any) -> tuple[int, ...]:
+    return tuple(np.shape(x))
+
+
+def check_cost(cost: Any, name: str = "cost") -> Any:
+    """Validates the shape ``[B, N, M]`` (N, M >= 1) without converting a JAX/NumPy array."""
+    if not hasattr(cost, "shape"):
+        cost = np.asarray(cost)
+    shape = _shape(cost)
+    if len(shape) != 3:
+        raise ValueError(f"{name} must have shape [B, N, M], got shape {shape}")
+    if shape[1] < 1 or shape[2] < 1:
+        raise ValueError(f"{name} must have N >= 1 and M >= 1, got shape {shape}")
+    return cost
+
+
+def check_lengths(lengths: Any, batch: int, size: int, name: str) -> Any:
+    """Validates ``lengths [B]`` (values in ``[1, size]`` when concrete); None stays None."""
+    if lengths is None:
+        return None
+    if not _is_concrete(lengths):
+        if _shape(lengths) != (batch,):
+            raise ValueError(f"{name} must have shape [B]=({batch},), got shape {_shape(lengths)}")
+        return lengths
+    arr = np.asarray(lengths)
+    if arr.shape != (batch,):
+        raise ValueError(f"{name} must have shape [B]=({batch},), got shape {arr.shape}")
+    if arr.size and not np.issubdtype(arr.dtype, np.integer):
+        if not np.issubdtype(arr.dtype, np.number) or not np.all(arr == np.round(arr)):
+            raise ValueError(f"{name} must hold integers, got {arr}")
+    if arr.size and (arr.min() < 1 or arr.max() > size):
+        raise ValueError(
+            f"{name} values must be in [1, {size}], got min {arr.min()} max {arr.max()}"
+        )
+    return arr.astype(np.int32)
+
+
+def prepare(cost: Any, len_x: Any, len_y: Any, name: str = "cost"):
+    """Validates ``cost``, ``len_x``, ``len_y`` outside jit; see :func:`as_arrays` inside."""
+    cost = check_cost(cost, name)
+    b, n, m = _shape(cost)
+    return cost, check_lengths(len_x, b, n, "len_x"), check_lengths(len_y, b, m, "len_y")
+
+
+def as_arrays(cost: Any, len_x: Any, len_y: Any):
+    """Inside jit: float cost, int32 lengths (None -> full length)."""
+    cost = jnp.asarray(cost)
+    if not jnp.issubdtype(cost.dtype, jnp.floating):
+        cost = cost.astype(jnp.float32)
+    b, n, m = cost.shape
+    lx = jnp.full((b,), n, jnp.int32) if len_x is None else jnp.asarray(len_x).astype(jnp.int32)
+    ly = jnp.full((b,), m, jnp.int32) if len_y is None else jnp.asarray(len_y).astype(jnp.int32)
+    return cost, lx, ly
+
+
+# ----------------------------------------------------------------------------- wavefront helpers
+
+
+def skew(x: jax.Array, fill: float = 0.0) -> jax.Array:
+    """``[B, N, M] -> [N + M - 1, B, N]`` with ``out[d, b, i] = x[b, i, d - i]`` (fill outside)."""
+    b, n, m = x.shape
+    xp = jnp.pad(x, ((0, 0), (0, 0), (0, n)), constant_values=fill)
+    flat = xp.reshape(b, n * (m + n))[:, : n * (m + n - 1)]
+    return flat.reshape(b, n, m + n - 1).transpose(2, 0, 1)
+
+
+def unskew(s: jax.Array, m: int) -> jax.Array:
+    """Inverse of :func:`skew`: ``[N + M - 1, B, N] -> [B, N, M]``."""
+    d, b, n = s.shape
+    flat = s.transpose(1, 2, 0).reshape(b, n * d)
+    flat = jnp.pad(flat, ((0, 0), (0, n)))
+    return flat.reshape(b, n, d + 1)[:, :, :m]
+
+
+def shift_down(x: jax.Array, fill: Any) -> jax.Array:
+    """``out[..., i] = x[..., i - 1]``, ``out[..., 0] = fill`` (fill: scalar or ``[B]``)."""
+    fill = jnp.broadcast_to(jnp.asarray(fill, x.dtype), x.shape[:-1])[..., None]
+    return jnp.concatenate([fill, x[..., :-1]], axis=-1)
+
+
+def shift_up(x: jax.Array, fill: Any = 0.0) -> jax.Array:
+    """``out[..., i] = x[..., i + 1]``, last entry ``fill``."""
+    fill = jnp.broadcast_to(jnp.asarray(fill, x.dtype), x.shape[:-1])[..., None]
+    return jnp.concatenate([x[..., 1:], fill], axis=-1)
+
+
+def softmin(vals: list[jax.Array], gamma: float) -> jax.Array:
+    """``-gamma log sum_k exp(-vals[k] / gamma)``, shifted by the min so it never overflows."""
+    m = functools.reduce(jnp.minimum, vals)
+    m = lax.stop_gradient(m)
+    s = sum(jnp.exp((m - v) / gamma) for v in vals)
+    return m - gamma * jnp.log(s)
+
+
+def take_index(x: jax.Array, idx: jax.Array) -> jax.Array:
+    """``x[b, idx[b]]`` for ``x [B, K]``, ``idx [B]``."""
+    return jnp.take_along_axis(x, idx[:, None], axis=1)[:, 0]
+
+
+# ----------------------------------------------------------------------------- soft-DTW
+
+
+def _sort3(a: jax.Array, b: jax.Array, c: jax.Array):
+    """Elementwise (min, median, max) of three arrays, exact (no arithmetic)."""
+    ab_lo, ab_hi = jnp.minimum(a, b), jnp.maximum(a, b)
+    return jnp.minimum(ab_lo, c), jnp.maximum(ab_lo, jnp.minimum(ab_hi, c)), jnp.maximum(ab_hi, c)
+
+
+def _softmin3_parts(a, b, c, gamma: float):
+    """Soft-min of three arrays with 2 exps: the smallest term's weight is exactly exp(0)."""
+    lo, med, hi = _sort3(a, b, c)
+    e_med = jnp.exp((lo - med) / gamma)
+    e_hi = jnp.exp((lo - hi) / gamma)
+    return lo, med, hi, e_med, e_hi, 1.0 + e_med + e_hi
+
+
+def _sdtw_forward(cost: jax.Array, len_x: jax.Array, len_y: jax.Array, gamma: float, keep: bool):
+    """Wavefront forward. Returns the value [B] and, if ``keep``, the soft-min weights.
+
+    The weights are ``(w_up, w_left)``, each skewed ``[D, B, N]``: the normalised share of
+    ``R[i-1, j]`` and ``R[i, j-1]`` in cell (i, j)'s soft-min (the diagonal share is
+    ``1 - w_up - w_left``). Cells outside the matrix are skewed in as ``BIG`` costs: their R
+    stays >= BIG, so they get zero weight in every real cell without a mask per step.
+    """
+    b, n, m = cost.shape
+    dt = cost.dtype
+    sk = skew(cost, fill=BIG)
+    target_d = len_x + len_y - 2
+    big = jnp.asarray(BIG, dt)
+
+    def step(carry, xs):
+        r1, r2, val = carry
+        c, d = xs
+        up = shift_down(r1, big)
+        diag = shift_down(r2, jnp.where(d == 0, 0.0, big).astype(dt))
+        lo, _, hi, e_med, e_hi, s = _softmin3_parts(diag, up, r1, gamma)
+        r = c + (lo - gamma * jnp.log(s))
+        val = jnp.where(d == target_d, take_index(r, len_x - 1), val)
+        ws = None
+        if keep:
+            inv = 1.0 / s
+            w = lambda v: jnp.where(v == lo, inv, jnp.where(v == hi, e_hi, e_med) * inv)
+            ws = (w(up), w(r1))
+        return (r, r1, val), ws
+
+    init = (jnp.full((b, n), big, dt), jnp.full((b, n), big, dt), jnp.zeros((b,), dt))
+    (_, _, val), ws = lax.scan(step, init, (sk, jnp.arange(n + m - 1)), unroll=_UNROLL)
+    return val, ws
+
+
+def _sdtw_backward(ws, len_x, len_y, g: jax.Array, m: int):
+    """Expected-alignment recursion (Cuturi & Blondel 2017, Alg. 2) as a reverse wavefront.
+
+    Written with the forward's stored soft-min weights (the paper's equivalent form): each
+    successor cell hands its E to its three predecessors in proportion to the weights they had
+    in its soft-min. The weights of a cell sum to one, so E stays in [0, 1] for any gamma (the
+    textbook exp((R_succ - cost_succ - R) / gamma) form loses that in float32 at small gamma).
+    E is nonzero only at the end cell and its predecessors, so cells outside a pair's real
+    lengths stay exactly 0; the ``e != 0`` select keeps NaN in the padding from leaking in.
+    """
+    w_up, w_left = ws
+    ndiag, b, n = w_up.shape
+    dt = w_up.dtype
+    ii = jnp.arange(n)
+    end_i = (len_x - 1)[:, None]
+    target_d = (len_x + len_y - 2)[:, None]
+
+    def step(carry, xs):
+        e_cur, e_next = carry
+        d, wu, wl = xs
+        e = jnp.where((ii[None, :] == end_i) & (d == target_d), g[:, None], e_cur)
+        e0 = e != 0
+        wd = jnp.maximum(1.0 - wu - wl, 0.0)
+        e_next = e_next + shift_up(jnp.where(e0, e * wu, 0.0)) + jnp.where(e0, e * wl, 0.0)
+        return (e_next, shift_up(jnp.where(e0, e * wd, 0.0))), e
+
+    init = (jnp.zeros((b, n), dt), jnp.zeros((b, n), dt))
+    xs = (jnp.arange(ndiag), w_up, w_left)
+    _, es = lax.scan(step, init, xs, reverse=True, unroll=_UNROLL)
+    return unskew(es, m)
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(3,))
+def _soft_dtw(cost, len_x, len_y, gamma):
+    return _sdtw_forward(cost, len_x, len_y, gamma, keep=False)[0]
+
+
+def _soft_dtw_fwd(cost, len_x, len_y, gamma):
+    val, ws = _sdtw_forward(cost, len_x, len_y, gamma, keep=True)
+    return val, (ws, len_x, len_y)
+
+
+def _soft_dtw_bwd(gamma, res, g):
+    ws, len_x, len_y = res
+    m = ws[0].shape[0] - ws[0].shape[2] + 1
+    return _sdtw_backward(ws, len_x, len_y, g.astype(ws[0].dtype), m), None, None
+
+
+_soft_dtw.defvjp(_soft_dtw_fwd, _soft_dtw_bwd)
+
+
+@functools.partial(jax.jit, static_argnames=("gamma",))
+def _soft_dtw_jit(cost, len_x, len_y, gamma):
+    cost, len_x, len_y = as_arrays(cost, len_x, len_y)
+    cost = jnp.minimum(cost, BIG)
+    if cost.shape[1] > cost.shape[2]:
+        # Soft-DTW is symmetric in (x, y): run along the shorter side (shorter diagonals).
+        return _soft_dtw(cost.transpose(0, 2, 1), len_y, len_x, gamma)
+    return _soft_dtw(cost, len_x, len_y, gamma)
+
+
+def soft_dtw(cost: Any, gamma: float, len_x: Any = None, len_y: Any = None) -> jax.Array:
+    """Soft-DTW value (Cuturi & Blondel 2017), batched, with a custom VJP.
+
+    ``R[i, j] = cost[i, j] + softmin_gamma(R[i-1, j-1], R[i-1, j], R[i, j-1])`` with
+    ``softmin_gamma(a) = -gamma log sum exp(-a / gamma)``; the value is
+    ``R[len_x - 1, len_y - 1]``. Its gradient w.r.t. ``cost`` is the expected alignment
+    matrix under the Gibbs distribution over monotone paths (entries in [0, 1]).
+
+    Args:
+      cost: ``[B, N, M]`` pairwise costs.
+      gamma: smoothing, a Python float > 0 (static; stable down to 1e-3 in float32).
+      len_x: optional ``[B]`` int lengths in ``[1, N]``.
+      len_y: optional ``[B]`` int lengths in ``[1, M]``.
+
+    Returns:
+      ``[B]`` soft-DTW values, dtype of ``cost``.
+    """
+    gamma = check_gamma(gamma)
+    cost, len_x, len_y = prepare(cost, len_x, len_y)
+    return _soft_dtw_jit(cost, len_x, len_y, gamma=gamma)
+
+
+def soft_dtw_divergence(
+    cost_xy: Any,
+    cost_xx: Any,
+    cost_yy: Any,
+    gamma: float,
+    len_x: Any = None,
+    len_y: Any = None,
+) -> jax.Array:
+    """Soft-DTW divergence (Blondel et al. 2021): ``sdtw(xy) - (sdtw(xx) + sdtw(yy)) / 2``.
+
+    Args:
+      cost_xy: ``[B, N, M]`` costs between x and y.
+      cost_xx: ``[B, N, N]`` costs between x and itself.
+      cost_yy: ``[B, M, M]`` costs between y and itself.
+      gamma: smoothing, a Python float > 0.
+      len_x: optional ``[B]`` real lengths of x.
+      len_y: optional ``[B]`` real lengths of y.
+
+    Returns:
+      ``[B]`` divergences (>= 0 for costs from a positive-definite kernel, e.g. sqeuclidean).
+    """
+    gamma = check_gamma(gamma)
+    cost_xy, lx, ly = prepare(cost_xy, len_x, len_y, "cost_xy")
+    b, n, m = _shape(cost_xy)
+    cost_xx = check_cost(cost_xx, "cost_xx")
+    cost_yy = check_cost(cost_yy, "cost_yy")
+    if _shape(cost_xx) != (b, n, n):
+        raise ValueError(f"cost_xx must have shape {(b, n, n)}, got {_shape(cost_xx)}")
+    if _shape(cost_yy) != (b, m, m):
+        raise ValueError(f"cost_yy must have shape {(b, m, m)}, got {_shape(cost_yy)}")
+    xy = _soft_dtw_jit(cost_xy, lx, ly, gamma=gamma)
+    xx = _soft_dtw_jit(cost_xx, lx, lx, gamma=gamma)
+    yy = _soft_dtw_jit(cost_yy, ly, ly, gamma=gamma)
+    return xy - 0.5 * (xx + yy)
+
+
+def pairwise_cost(x: Any, y: Any, kind: str = "sqeuclidean") -> jax.Array:
+    """Pairwise cost matrices between two batches of sequences.
+
+    Args:
+      x: ``[B, N, D]`` features.
+      y: ``[B, M, D]`` features.
+      kind: ``"sqeuclidean"`` (``|x_i - y_j|^2``, clamped at 0) or ``"cosine"``
+        (``1 - cos(x_i, y_j)``, in [0, 2]; zero vectors count as orthogonal).
+
+    Returns:
+      ``[B, N, M]`` costs.
+    """
+    x = jnp.asarray(x)
+    y = jnp.asarray(y)
+    if x.ndim != 3 or y.ndim != 3:
+        raise ValueError(
+            f"x and y must have shape [B, N, D] and [B, M, D], got {x.shape} and {y.shape}"
+        )
+    if x.shape[0] != y.shape[0] or x.shape[2] != y.shape[2]:
+        raise ValueError(f"x {x.shape} and y {y.shape} must agree on B and D")
+    if kind == "sqeuclidean":
+        xy = jnp.einsum("bnd,bmd->bnm", x, y)
+        xx = jnp.sum(x * x, -1)[:, :, None]
+        yy = jnp.sum(y * y, -1)[:, None, :]
+        return jnp.maximum(xx + yy - 2.0 * xy, 0.0)
+    if kind == "cosine":
+        eps = jnp.finfo(jnp.result_type(x.dtype, y.dtype, jnp.float32)).tiny
+        xn = x * lax.rsqrt(jnp.maximum(jnp.sum(x * x, -1, keepdims=True), eps))
+        yn = y * lax.rsqrt(jnp.maximum(jnp.sum(y * y, -1, keepdims=True), eps))
+        return 1.0 - jnp.einsum("bnd,bmd->bnm", xn, yn)
+    raise ValueError(f"kind must be 'sqeuclidean' or 'cosine', got {kind!r}")
+
+
+# ----------------------------------------------------------------------------- hard DTW
+
+
+@jax.jit
+def _dtw_jit(cost, len_x, len_y):
+    cost, len_x, len_y = as_arrays(cost, len_x, len_y)
+    cost = jnp.minimum(cost, BIG)
+    if cost.shape[1] > cost.shape[2]:
+        # Run along the shorter side; swapping up/left keeps the same tie preference.
+        val, path = _dtw_core(cost.transpose(0, 2, 1), len_y, len_x, transposed=True)
+        return val, path[:, :, ::-1]
+    return _dtw_core(cost, len_x, len_y, transposed=False)
+
+
+def _dtw_core(cost, len_x, len_y, transposed: bool):
+    b, n, m = cost.shape
+    dt = cost.dtype
+    big = jnp.asarray(BIG, dt)
+    target_d = len_x + len_y - 2
+    # Moves: 0 = diagonal, 1 = (i-1, j), 2 = (i, j-1). Tie preference in the caller's
+    # coordinates: diagonal, then (i-1, j), then (i, j-1); transposed, 1 and 2 trade places.
+    order = (0, 2, 1) if transposed else (0, 1, 2)
+
+    def step(carry, xs):
+        r1, r2, val = carry
+        c, d = xs
+        preds = {0: shift_down(r2, jnp.where(d == 0, 0.0, big).astype(dt)), 1: shift_down(r1, big)}
+        preds[2] = r1
+        stacked = jnp.stack([preds[k] for k in order])
+        choice = jnp.asarray(order, jnp.int8)[jnp.argmin(stacked, axis=0)]
+        r = c + jnp.min(stacked, axis=0)
+        val = jnp.where(d == target_d, take_index(r, len_x - 1), val)
+        return (r, r1, val), choice
+
+    init = (jnp.full((b, n), big, dt), jnp.full((b, n), big, dt), jnp.zeros((b,), dt))
+    xs = (skew(cost, fill=BIG), jnp.arange(n + m - 1))
+    (_, _, val), choices = lax.scan(step, init, xs, unroll=_UNROLL)
+
+    bidx = jnp.arange(b)
+    steps = n + m
+
+    def back(t, st):
+        i, j, active, rev = st
+        rev = rev.at[:, t, 0].set(jnp.where(active, i, -1))
+        rev = rev.at[:, t, 1].set(jnp.where(active, j, -1))
+        ch = choices[jnp.clip(i + j, 0, n + m - 2), bidx, jnp.clip(i, 0, n - 1)]
+        move = active & ~((i == 0) & (j == 0))
+        i = i - jnp.where(move & (ch <= 1), 1, 0)
+        j = j - jnp.where(move & (ch != 1), 1, 0)
+        return i, j, move, rev
+
+    rev = jnp.full((b, steps, 2), -1, jnp.int32)
+    st = (len_x - 1, len_y - 1, jnp.ones((b,), bool), rev)
+    _, _, _, rev = lax.fori_loop(0, steps, back, st)
+    length = jnp.sum(rev[:, :, 0] >= 0, axis=1)
+    k = jnp.arange(steps)[None, :]
+    src = jnp.clip(length[:, None] - 1 - k, 0, steps - 1)
+    path = jnp.take_along_axis(rev, src[:, :, None], axis=1)
+    path = jnp.where((k < length[:, None])[:, :, None], path, -1)
+    return val, path
+
+
+def dtw(cost: Any, len_x: Any = None, len_y: Any = None) -> tuple[jax.Array, jax.Array]:
+    """Hard DTW value and one optimal monotone path.
+
+    Steps are (1, 0), (0, 1), (1, 1) from ``(0, 0)`` to ``(len_x - 1, len_y - 1)``; on ties the
+    diagonal predecessor is preferred, then ``(i - 1, j)``, then ``(i, j - 1)``.
+
+    Args:
+      cost: ``[B, N, M]`` pairwise costs.
+      len_x: optional ``[B]`` int lengths in ``[1, N]``.
+      len_y: optional ``[B]`` int lengths in ``[1, M]``.
+
+    Returns:
+      ``value [B]`` (sum of cost along the best path) and ``path [B, N + M, 2]`` int32:
+      ``path[b, k] = (i, j)`` of the k-th cell from the start, padded with -1.
+    """
+    cost, len_x, len_y = prepare(cost, len_x, len_y)
+    return _dtw_jit(cost, len_x, len_y)
+
+
+# ----------------------------------------------------------------------------- re-exports
+
+
+def __getattr__(name: str):  # lazy, so drop_dtw.py can import the helpers above
+    if name in ("drop_dtw", "soft_drop_dtw", "percentile_drop_cost"):
+        from vnr.ops import drop_dtw as _drop
+
+        return getattr(_drop, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
