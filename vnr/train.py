@@ -178,7 +178,7 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
     task, mesh, state, step_fn, predict_fn = s.task, s.mesh, s.state, s.step_fn, s.predict_fn
     n_params = sum(x.size for x in jax.tree.leaves(
         nnx.state(nnx.merge(s.graphdef, state)[0], nnx.Param)))
-    logging.info("model: %s parameters; mesh %s", f"{n_params:,}", dict(mesh.shape))
+    _say(primary, f"model: {n_params:,} parameters; mesh {dict(mesh.shape)}; workdir {workdir}")
 
     data_iter = iter(task.train_data(config, s.local_batch, jax.process_index(),
                                      jax.process_count()))
@@ -187,7 +187,7 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
     start = mgr.latest_step() or 0
     if start:
         state = checkpoint.restore(mgr, start, state, s.state_shardings, data_iter)
-        logging.info("resumed from step %d", start)
+        _say(primary, f"resumed from step {start} ({workdir / 'checkpoints'})")
 
     writer = MetricWriter(workdir, active=primary)
     progress = _progress(config, start, primary)
@@ -213,7 +213,7 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
                 val = task.evaluate(config, config.data.val_split, functools.partial(
                     predict_fn, state), mesh, max_clips=config.eval.max_val_clips)
                 writer.write(step, {f"val/{k}": v for k, v in val.items()})
-                logging.info("step %d val %s", step, _fmt(val))
+                _say(primary, f"step {step} val: {_fmt(val)}")
             if step % config.ckpt_every == 0 or step == config.total_steps:
                 checkpoint.save(mgr, step, state, data_iter)
     except NonFiniteLoss as e:
@@ -257,6 +257,13 @@ def _reduce(rows: list[dict], first_step: int) -> dict[str, float]:
     return {k: float(np.mean([r[k] for r in rows])) for k in keys}
 
 
+def _say(primary: bool, message: str) -> None:
+    if primary:
+        from tqdm import tqdm
+
+        tqdm.write(message, file=sys.stderr)
+
+
 def _fmt(metrics: dict[str, float]) -> str:
     return " ".join(f"{k}={v:.4g}" for k, v in metrics.items())
 
@@ -270,6 +277,8 @@ def _progress(config: Any, start: int, primary: bool):
 
 def main(argv: list[str]) -> None:
     del argv
+    if not FLAGS["verbosity"].present:
+        logging.set_verbosity(logging.WARNING)  # orbax/grain INFO lines drown the progress bar
     if FLAGS.workdir is None:
         raise app.UsageError("--workdir is required")
     try:
