@@ -19,7 +19,7 @@ import numpy as np
 from flax import nnx
 from jax.sharding import AxisType, NamedSharding, PartitionSpec
 
-Rules = Sequence[tuple[str, str | None]]
+Rules = Sequence[tuple[str, str | tuple[str, ...] | None]]
 
 
 def make_mesh(shape: Sequence[int], axes: Sequence[str] = ("data", "model"),
@@ -49,63 +49,61 @@ def make_mesh(shape: Sequence[int], axes: Sequence[str] = ("data", "model"),
                          devices=devices)
 
 
-def logical_to_spec(names: Sequence[str | None] | None, rules: Rules) -> PartitionSpec:
-    """Maps logical axis names to a PartitionSpec; a mesh axis is used at most once."""
-    if not names:
-        return PartitionSpec()
-    table = dict(rules)
+DEFAULT_RULES: Rules = (("vocab", "model"), ("mlp", "model"), ("heads", "model"))
+
+
+def logical_to_spec(names: Sequence[str | None] | None, rules: Rules | None = None
+                    ) -> PartitionSpec:
+    """Maps logical axis names to a PartitionSpec (names without a rule: replicated).
+
+    A rule's target may be one mesh axis, a tuple of axes, or None. A mesh axis
+    already used by an earlier dim is not used again (that dim is replicated).
+    """
+    table = dict(DEFAULT_RULES if rules is None else rules)
     used: set[str] = set()
     out = []
-    for name in names:
+    for name in names or ():
         axis = table.get(name) if name is not None else None
-        if axis is not None and axis in used:
-            axis = None
-        if axis is not None:
-            used.add(axis)
+        axes = () if axis is None else (axis,) if isinstance(axis, str) else tuple(axis)
+        if not axes or used & set(axes):
+            out.append(None)
+            continue
+        used |= set(axes)
         out.append(axis)
     return PartitionSpec(*out)
 
 
-def _var_names(v: nnx.Variable) -> tuple | None:
-    meta = v.get_metadata()
-    return meta.get("out_sharding") or meta.get("sharding_names") or None
+def named_sharding(names: Sequence[str | None] | None, shape: Sequence[int],
+                   mesh: jax.sharding.Mesh, rules: Rules | None = None) -> NamedSharding:
+    """NamedSharding for an array of `shape` with logical `names`.
 
-
-def state_specs(state: Any, rules: Rules) -> Any:
-    """PartitionSpec for every leaf of an `nnx.State` (Variables or raw arrays)."""
-
-    def spec(x: Any) -> PartitionSpec:
-        if isinstance(x, nnx.Variable):
-            names = _var_names(x)
-            if names is not None and len(names) != len(x.value.shape):
-                raise ValueError(
-                    f"logical axes {names} do not match parameter shape {x.value.shape}"
-                )
-            return logical_to_spec(names, rules)
-        return PartitionSpec()
-
-    return jax.tree.map(spec, state, is_leaf=lambda x: isinstance(x, nnx.Variable))
-
-
-def state_shardings(state: Any, mesh: jax.sharding.Mesh, rules: Rules) -> Any:
-    """NamedSharding tree matching `state`, keeping its Variable structure.
-
-    Dims whose size does not divide their mesh axis are replicated instead of
-    failing (small heads / odd vocabularies on big meshes).
+    A dim whose size its mesh axes do not divide is replicated instead of
+    failing (small heads or odd vocabularies on big meshes).
     """
+    if names and len(names) != len(shape):
+        raise ValueError(f"logical axes {tuple(names)} do not match shape {tuple(shape)}")
+    spec = []
+    for size, axis in zip(shape, tuple(logical_to_spec(names, rules)) + (None,) * len(shape)):
+        axes = () if axis is None else (axis,) if isinstance(axis, str) else tuple(axis)
+        n = int(np.prod([mesh.shape[a] for a in axes])) if axes else 1
+        spec.append(axis if size % n == 0 else None)
+    return NamedSharding(mesh, PartitionSpec(*spec))
 
-    def fit(x: Any, spec: PartitionSpec) -> NamedSharding:
-        shape = (x.value if isinstance(x, nnx.Variable) else x).shape
-        parts = []
-        for dim, axis in zip(shape, tuple(spec) + (None,) * (len(shape) - len(spec))):
-            ok = axis is None or dim % mesh.shape[axis] == 0
-            parts.append(axis if ok else None)
-        return NamedSharding(mesh, PartitionSpec(*parts))
 
-    specs = state_specs(state, rules)
-    return jax.tree.map(
-        fit, state, specs, is_leaf=lambda x: isinstance(x, nnx.Variable | PartitionSpec)
-    )
+def var_names(v: nnx.Variable) -> tuple[str | None, ...]:
+    """The logical names a Variable was annotated with (() if none)."""
+    return tuple(v.get_metadata().get("out_sharding") or ())
+
+
+def state_shardings(state: Any, mesh: jax.sharding.Mesh, rules: Rules | None = None) -> Any:
+    """NamedSharding tree matching an `nnx.State` (of Variables or raw arrays)."""
+
+    def one(x: Any) -> NamedSharding:
+        if isinstance(x, nnx.Variable):
+            return named_sharding(var_names(x), x.value.shape, mesh, rules)
+        return NamedSharding(mesh, PartitionSpec())
+
+    return jax.tree.map(one, state, is_leaf=lambda x: isinstance(x, nnx.Variable))
 
 
 def batch_sharding(mesh: jax.sharding.Mesh) -> NamedSharding:

@@ -64,13 +64,10 @@ from vnr.models.encoders.factory import (
     scratch_config,
 )
 from vnr.models.encoders.layers import EncoderOutput, mean_pool
-from vnr.models.encoders.loading import (
-    DEFAULT_RULES,
-    HUB_IDS,
-    CheckpointError,
-    logical_to_mesh,
-    sharding_for,
-)
+from vnr.models.encoders.loading import HUB_IDS, CheckpointError
+from vnr.sharding import DEFAULT_RULES
+from vnr.sharding import logical_to_spec as logical_to_mesh
+from vnr.sharding import named_sharding as sharding_for
 
 __all__ = [
     "DEFAULT_RULES",

@@ -234,7 +234,7 @@ def load_pretrained(
       name_or_dir: a directory, a short name (``clip-vit-base-patch32``, ``bert-base-uncased``,
         ``albert-base-v2``, ``xlm-roberta-base``, ...) or a hub id; see ``loading.resolve``.
       mesh: device mesh to place parameters on; None = default device.
-      rules: logical-to-mesh rules (default ``loading.DEFAULT_RULES``).
+      rules: logical-to-mesh rules (default ``vnr.sharding.DEFAULT_RULES``).
       dtype: compute dtype (``jnp.bfloat16`` for bf16 compute); param_dtype: parameter dtype.
       rngs: dropout rngs (``nnx.Rngs``, an int seed, or None = seed 0).
       tower: ``"vision"``/``"text"`` to keep one tower (with projection) of a CLIP checkpoint.

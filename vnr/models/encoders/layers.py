@@ -1,7 +1,7 @@
 """Building blocks shared by the encoders: annotated layers, attention, pooling, outputs.
 
 Every parameter carries logical sharding names in its NNX metadata (``out_sharding``),
-read by :func:`vnr.models.encoders.loading.logical_to_mesh` (and the trainer's
+read by :func:`vnr.sharding.logical_to_spec` (the trainer's
 ``vnr/sharding.py``) to place it on a mesh:
 
 * ``"vocab"``  token-embedding rows,

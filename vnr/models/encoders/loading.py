@@ -33,17 +33,8 @@ import numpy as np
 from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-Rules = Sequence[tuple[str, Any]]
-
-DEFAULT_RULES: Rules = (
-    ("vocab", "model"),
-    ("mlp", "model"),
-    ("heads", "model"),
-    ("embed", None),
-    ("norm", None),
-    ("pos", None),
-    ("patch", None),
-)
+from vnr.sharding import Rules, var_names
+from vnr.sharding import named_sharding as sharding_for
 
 HUB_IDS: dict[str, str] = {
     "clip-vit-base-patch32": "openai/clip-vit-base-patch32",
@@ -62,54 +53,6 @@ class CheckpointError(ValueError):
 
 
 # ----------------------------------------------------------------------------- sharding
-
-
-def logical_to_mesh(
-    names: Sequence[str | None] | None, rules: Rules | None = None
-) -> PartitionSpec:
-    """Maps logical axis names to a PartitionSpec; names without a rule are replicated.
-
-    Args:
-      names: one logical name (or None) per array dim; None or () = replicated.
-      rules: ``(logical, mesh_axis or None)`` pairs; default ``DEFAULT_RULES``.
-
-    Returns:
-      The ``PartitionSpec``.
-    """
-    table = dict(DEFAULT_RULES if rules is None else rules)
-    return PartitionSpec(*(table.get(n) if n is not None else None for n in (names or ())))
-
-
-def sharding_for(
-    names: Sequence[str | None] | None, shape: Sequence[int], mesh: Mesh, rules: Rules | None = None
-) -> NamedSharding:
-    """``NamedSharding`` for an array of ``shape``; a dim whose size the mesh axes do not divide,
-    or whose mesh axis an earlier dim already uses, is replicated instead.
-
-    Args:
-      names: logical names per dim.
-      shape: the array shape.
-      mesh: the device mesh.
-      rules: logical-to-mesh rules (default ``DEFAULT_RULES``).
-
-    Returns:
-      The sharding.
-    """
-    spec, used = [], set()
-    for size, axis in zip(shape, logical_to_mesh(names, rules), strict=False):
-        axes = () if axis is None else (axis,) if isinstance(axis, str) else tuple(axis)
-        n = int(np.prod([mesh.shape[a] for a in axes])) if axes else 1
-        if axes and size % n == 0 and not used & set(axes):
-            used |= set(axes)
-            spec.append(axis)
-        else:
-            spec.append(None)
-    return NamedSharding(mesh, PartitionSpec(*spec))
-
-
-def var_names(var: nnx.Variable) -> tuple[str | None, ...]:
-    """The logical names a Variable was annotated with (``()`` if none)."""
-    return tuple(var.get_metadata().get("out_sharding") or ())
 
 
 # ----------------------------------------------------------------------------- resolving
