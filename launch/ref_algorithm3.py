@@ -18,7 +18,8 @@ def beam_search_clip(
 
     Step 0 keeps every frame as a start; each later step extends every kept partial order
     by every unplaced frame, sorts all extensions by score (stable, descending) and keeps
-    the best `beam_size`.
+    the best `beam_size`. A partial score counts every pair already decided: for "path"
+    the consecutive pairs, for "linear" also each placed frame before every unplaced one.
 
     Args:
       scores: [N, N] array; scores[i, j] = weight of i directly ("path") or anywhere
@@ -30,7 +31,10 @@ def beam_search_clip(
       (order as a list of the n frame indices, its total score).
     """
     s = np.asarray(scores, dtype=np.float64)[:n, :n].tolist()
-    beam = [(0.0, {i}, [i]) for i in range(n)]  # every start node
+    if objective == "path":
+        beam = [(0.0, {i}, [i]) for i in range(n)]  # every start node
+    else:  # a start node precedes all others
+        beam = [(sum(s[i][k] for k in range(n) if k != i), {i}, [i]) for i in range(n)]
     for _ in range(n - 1):
         extended = []
         for total, placed, seq in beam:
@@ -40,8 +44,8 @@ def beam_search_clip(
                     continue
                 if objective == "path":
                     gain = s[last][j]
-                else:
-                    gain = sum(s[i][j] for i in seq)
+                else:  # j precedes every frame still unplaced
+                    gain = sum(s[j][k] for k in range(n) if k != j and k not in placed)
                 extended.append((total + gain, placed | {j}, seq + [j]))
         extended.sort(key=lambda entry: entry[0], reverse=True)
         beam = extended[:beam_size]

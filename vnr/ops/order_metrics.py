@@ -13,8 +13,10 @@ does not print formulas for LSD/LMD/SD/SSD; we fixed them by the Random row of T
 (in-domain: LSD 34.24, LMD 4.57, SD 10.59, SSD 33.99, OS2 49.66, OS3 16.42). For a uniform
 random order of `n` frames the exact expectations are (see `random_expectation`):
 LSD (n^2-1)/6, LMD (n^2-1)/(3n), SD n - H_n, SSD (n^2-1)/6, OS_2 1/2, OS_3 1/6. Over the
-length histogram of the 100 public in-domain clips (n = 10..20, mean 13.4) these give
-LSD 35.2, LMD 4.64, SD 10.78, SSD 35.2, OS2 50, OS3 16.7: each within 4% of the paper.
+length histogram of the 100 public in-domain clips (n = 10..20, mean 14.0) these give
+LSD 35.09, LMD 4.63, SD 10.77, SSD 35.09, OS2 50, OS3 16.67: within 1-3% of the paper
+(a uniform 10..20 histogram gives 39.0, 4.98, 11.70, 39.0: 9-15% high, so the paper's
+test clips are shorter than uniform, like the public ones).
 Rival definitions miss by far: Kendall (adjacent-swap) distance 49.5, Ulam distance
 (n - LIS) 8.7, greedy selection-sort swap distance 49.6, sum of squared swap lengths 366.
 That LSD and SSD share one expectation explains why the paper's Random LSD and SSD agree
@@ -23,6 +25,7 @@ That LSD and SSD share one expectation explains why the paper's Random LSD and S
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 
@@ -85,10 +88,14 @@ def _positions(order: Array) -> Array:
     return jnp.argsort(order, axis=-1).astype(jnp.int32)
 
 
-def _deviation(pred_order, gt_order, mask) -> tuple[Array, Array]:
-    pred_order, gt_order, mask = _prepare(pred_order, gt_order, mask)
+@jax.jit
+def _deviation_core(pred_order, gt_order, mask):
     dev = (_positions(pred_order) - _positions(gt_order)).astype(jnp.float32)
     return jnp.where(mask, dev, 0.0), mask.sum(-1).astype(jnp.float32)
+
+
+def _deviation(pred_order, gt_order, mask) -> tuple[Array, Array]:
+    return _deviation_core(*_prepare(pred_order, gt_order, mask))
 
 
 def location_square_deviation(pred_order, gt_order, mask=None) -> Array:
@@ -136,6 +143,19 @@ def swap_distance_deviation(pred_order, gt_order, mask=None) -> Array:
     return 0.5 * jnp.abs(dev).sum(-1)
 
 
+@jax.jit
+def _swap_core(pred_order, gt_order):
+    N = pred_order.shape[-1]
+    sigma = jnp.take_along_axis(_positions(pred_order), gt_order, axis=-1)
+    low = jnp.broadcast_to(jnp.arange(N, dtype=jnp.int32), sigma.shape)
+    jump = sigma
+    for _ in range(max(1, math.ceil(math.log2(max(N, 2))))):
+        low = jnp.minimum(low, jnp.take_along_axis(low, jump, axis=-1))
+        jump = jnp.take_along_axis(jump, jump, axis=-1)
+    cycles = (low == jnp.arange(N)).sum(-1)  # padded frames are fixed points: N - n cycles
+    return (N - cycles).astype(jnp.float32)
+
+
 def swap_deviation(pred_order, gt_order, mask=None) -> Array:
     """SD: least number of swaps (any two positions) that turn prediction into ground truth.
 
@@ -148,16 +168,30 @@ def swap_deviation(pred_order, gt_order, mask=None) -> Array:
     Returns:
       float32 [B].
     """
-    pred_order, gt_order, mask = _prepare(pred_order, gt_order, mask)
+    pred_order, gt_order, _ = _prepare(pred_order, gt_order, mask)
+    return _swap_core(pred_order, gt_order)
+
+
+@functools.partial(jax.jit, static_argnames=("beta",))
+def _os_core(pred_order, gt_order, mask, beta: int):
     N = pred_order.shape[-1]
+    n = mask.sum(-1)
     sigma = jnp.take_along_axis(_positions(pred_order), gt_order, axis=-1)
-    low = jnp.broadcast_to(jnp.arange(N, dtype=jnp.int32), sigma.shape)
-    jump = sigma
-    for _ in range(max(1, math.ceil(math.log2(max(N, 2))))):
-        low = jnp.minimum(low, jnp.take_along_axis(low, jump, axis=-1))
-        jump = jnp.take_along_axis(jump, jump, axis=-1)
-    cycles = (low == jnp.arange(N)).sum(-1)  # padded frames are fixed points: N - n cycles
-    return (N - cycles).astype(jnp.float32)
+    real = jnp.arange(N)[None] < n[:, None]  # gt positions g < n hold the real frames
+    up = (
+        (jnp.arange(N)[:, None] < jnp.arange(N)[None, :])[None]
+        & (sigma[:, :, None] < sigma[:, None, :])
+        & real[:, :, None]
+        & real[:, None, :]
+    ).astype(jnp.float32)
+    count = real.astype(jnp.float32)
+    for _ in range(beta - 1):
+        count = jnp.einsum("bg,bgh->bh", count, up)
+    nf = n.astype(jnp.float32)
+    total = jnp.ones_like(nf)
+    for i in range(beta):
+        total = total * (nf - i) / (i + 1)
+    return count.sum(-1) / total
 
 
 def ordering_score(pred_order, gt_order, beta: int = 2, mask=None) -> Array:
@@ -183,23 +217,7 @@ def ordering_score(pred_order, gt_order, beta: int = 2, mask=None) -> Array:
     if _concrete(n) and int(np.asarray(n).min()) < beta:
         shortest = int(np.asarray(n).min())
         raise ValueError(f"beta={beta} exceeds the real length {shortest} of a clip")
-    N = pred_order.shape[-1]
-    sigma = jnp.take_along_axis(_positions(pred_order), gt_order, axis=-1)
-    real = jnp.arange(N)[None] < n[:, None]  # gt positions g < n hold the real frames
-    up = (
-        (jnp.arange(N)[:, None] < jnp.arange(N)[None, :])[None]
-        & (sigma[:, :, None] < sigma[:, None, :])
-        & real[:, :, None]
-        & real[:, None, :]
-    ).astype(jnp.float32)
-    count = real.astype(jnp.float32)
-    for _ in range(beta - 1):
-        count = jnp.einsum("bg,bgh->bh", count, up)
-    nf = n.astype(jnp.float32)
-    total = jnp.ones_like(nf)
-    for i in range(beta):
-        total = total * (nf - i) / (i + 1)
-    return count.sum(-1) / total
+    return _os_core(pred_order, gt_order, mask, int(beta))
 
 
 def summary(pred_order, gt_order, mask=None) -> dict[str, float]:

@@ -118,8 +118,11 @@ def order_total(scores, order, mask=None, objective: str = "path") -> Array:
 def _beam_step(s_rows, real, n, t, st, keep: int, objective: str):
     """One expansion of every kept partial order; the clip batch is the last (vector) axis.
 
-    s_rows: [B, N, N] masked scores (row gathers); real: [N, B]; st: score [W, B],
-    gain [W, N, B] (weight of appending each node), seen [W, B] bit masks. The best
+    s_rows: [B, N, N] masked scores, transposed for "linear"; real: [N, B]; st: score
+    [W, B], gain [W, N, B] (weight of appending each node), seen [W, B] bit masks (or
+    bool [W, N, B] when N > 31). "path": gain = s[last, :]. "linear": appending j settles
+    every pair (j, k) with k unplaced, so gain[j] = sum_{k unplaced, k != j} s[j, k] and a
+    partial score counts every pair already decided (same final total). The best
     `keep` extensions are chosen by `keep` rounds of (max, first index of the max, mask
     it out; `lax.top_k` for beams wider than _ROUNDS_MAX), so ties go to the earlier row,
     then the smaller node, as in a stable sort.
@@ -153,10 +156,10 @@ def _beam_step(s_rows, real, n, t, st, keep: int, objective: str):
             best = jnp.concatenate([best, jnp.full((keep - kk, B), -jnp.inf)])
             pick = jnp.concatenate([pick, jnp.zeros((keep - kk, B), jnp.int32)])
     parent, node = pick // N, pick % N
-    rows = jax.vmap(lambda a, i: a[i])(s_rows, node.T)  # [B, K, N] = s[node, :]
+    rows = jax.vmap(lambda a, i: a[i])(s_rows, node.T)  # [B, K, N] = src[node, :]
     gain = jnp.transpose(rows, (1, 2, 0))
-    if objective == "linear":
-        gain = gain + jnp.take_along_axis(st["gain"], parent[:, None, :], axis=0)
+    if objective == "linear":  # j now precedes every unplaced k: drop s[j, node]
+        gain = jnp.take_along_axis(st["gain"], parent[:, None, :], axis=0) - gain
     if st["seen"].ndim == 2:
         seen = jnp.take_along_axis(st["seen"], parent, axis=0) | (1 << node)
     else:
@@ -171,14 +174,21 @@ def _beam_batch(scores, mask, beam_size, objective):
     n = mask.sum(-1).astype(jnp.int32)
     idx = jnp.arange(N, dtype=jnp.int32)
     ok = mask[:, :, None] & mask[:, None, :] & (idx[:, None] != idx[None, :])[None]
-    s_rows = jnp.where(ok, scores, 0.0)
+    s = jnp.where(ok, scores, 0.0)
     real = mask.T
     if N == 1:
         return jnp.zeros((B, 1), jnp.int32), jnp.zeros((B,), jnp.float32)
     # every real node starts a partial order (rows = start nodes)
+    if objective == "path":
+        s_rows, score0 = s, jnp.zeros((N, B))
+        gain0 = jnp.transpose(s, (1, 2, 0))  # s[start, :]
+    else:
+        s_rows, rowsum = jnp.transpose(s, (0, 2, 1)), s.sum(-1)  # [B, N]
+        score0 = rowsum.T  # the start precedes every other node
+        gain0 = rowsum.T[None] - jnp.transpose(s, (2, 1, 0))  # sum_k s[j, k] - s[j, start]
     state = {
-        "score": jnp.where(real, 0.0, -jnp.inf),
-        "gain": jnp.transpose(s_rows, (1, 2, 0)),  # s[start, :] for both objectives
+        "score": jnp.where(real, score0, -jnp.inf),
+        "gain": gain0,
         "seen": (
             jnp.broadcast_to((1 << idx)[:, None], (N, B)).astype(jnp.int32)
             if N <= 31
