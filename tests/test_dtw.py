@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from jax import lax
 
+from vnr.ops import dtw as dtw_module
 from vnr.ops.dtw import dtw, pairwise_cost, soft_dtw, soft_dtw_divergence
 
 # One padded shape for most tests (one compile), lengths covering 1 and full.
@@ -138,6 +139,24 @@ def test_gradient_matches_finite_differences_and_naive_autodiff_in_float64():
             naive = jax.grad(lambda s: _naive_soft_dtw(s, gamma))(sub)
             np.testing.assert_allclose(_naive_soft_dtw(sub, gamma), f(c)[b], rtol=1e-12)
             np.testing.assert_allclose(grad[b, : lx[b], : ly[b]], naive, atol=1e-12)
+
+
+def test_banded_and_grouped_wavefront_matches_naive_autodiff(monkeypatch):
+    # N >= 32 runs the diagonals as several bands; a tiny cell budget puts each pair in its
+    # own group. Neither may change a value or a gradient.
+    monkeypatch.setattr(dtw_module, "_CELLS_PER_STEP", 40)
+    rng = np.random.default_rng(6)
+    c = rng.uniform(0.0, 3.0, (3, 40, 45)).astype(np.float32)
+    lx, ly, gamma = np.array([40, 33, 12]), np.array([45, 38, 44]), 0.3
+    assert len(dtw_module._band_plan(40, 45)) > 1 and dtw_module._group_size(3, 40) == 1
+    val = soft_dtw(c, gamma, lx, ly)
+    grad = jax.grad(lambda c: soft_dtw(c, gamma, lx, ly).sum())(jnp.asarray(c))
+    for b in range(3):
+        sub = jnp.asarray(c[b, : lx[b], : ly[b]])
+        np.testing.assert_allclose(val[b], _naive_soft_dtw(sub, gamma), rtol=1e-5)
+        naive = jax.grad(lambda s: _naive_soft_dtw(s, gamma))(sub)
+        np.testing.assert_allclose(grad[b, : lx[b], : ly[b]], naive, atol=1e-5)
+        assert float(jnp.abs(grad[b, lx[b] :]).sum() + jnp.abs(grad[b, :, ly[b] :]).sum()) == 0
 
 
 def test_soft_dtw_tends_to_dtw_as_gamma_goes_to_zero(costs):

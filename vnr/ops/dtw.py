@@ -23,6 +23,7 @@ Drop-DTW (``drop_dtw``, ``soft_drop_dtw``, ``percentile_drop_cost``) lives in
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 from typing import Any
 
@@ -180,41 +181,83 @@ def _softmin3_parts(a, b, c, gamma: float):
     return lo, med, hi, e_med, e_hi, 1.0 + e_med + e_hi
 
 
-def _sdtw_forward(cost: jax.Array, len_x: jax.Array, len_y: jax.Array, gamma: float, keep: bool):
-    """Wavefront forward. Returns the value [B] and, if ``keep``, the soft-min weights.
+# Diagonals near the corners are short. The wavefront runs as a few scans over consecutive
+# diagonal ranges ("bands"), each over a static window of rows wide enough for its diagonals,
+# instead of one scan over full-height diagonals: ~40% fewer cells for square inputs.
+_BANDS = 4  # bands in the growing and in the shrinking part (1 = a single full-height scan)
+_MIN_BANDED = 32  # shorter sides use one scan (fewer compiled loops for tiny inputs)
 
-    The weights are ``(w_up, w_left)``, each skewed ``[D, B, N]``: the normalised share of
-    ``R[i-1, j]`` and ``R[i, j-1]`` in cell (i, j)'s soft-min (the diagonal share is
-    ``1 - w_up - w_left``). Cells outside the matrix are skewed in as ``BIG`` costs: their R
-    stays >= BIG, so they get zero weight in every real cell without a mask per step.
+
+@functools.cache
+def _band_plan(n: int, m: int) -> tuple[tuple[int, int, int, int], ...]:
+    """``(d0, d1, lo, hi)`` per band: diagonals ``[d0, d1)`` computed on rows ``[lo, hi)``.
+
+    Needs ``n <= m``. Rows outside a band's window are invalid cells on all its diagonals, and so
+    are the row just below ``lo`` (the predecessors it would hand to the band's first row).
+    """
+    ndiag = n + m - 1
+    k = _BANDS if n >= _MIN_BANDED else 1
+    cuts = {0, ndiag}
+    if k > 1:
+        cuts |= {round(n * t / k) for t in range(1, k + 1)}  # growing part: d < n
+        cuts |= {m + round((n - 1) * t / k) for t in range(0, k)}  # shrinking part: d >= m
+    cuts = sorted(c for c in cuts if 0 <= c <= ndiag)
+    return tuple((d0, d1, max(0, d0 - m - 1), min(n, d1)) for d0, d1 in itertools.pairwise(cuts))
+
+
+def _rewindow(x: jax.Array, old: tuple[int, int], new: tuple[int, int], fill) -> jax.Array:
+    """Rows ``[old)`` of ``x [B, W]`` re-expressed on rows ``[new)``, ``fill`` elsewhere."""
+    (olo, ohi), (nlo, nhi) = old, new
+    s, e = max(olo, nlo), min(ohi, nhi)
+    core = x[:, s - olo : max(s, e) - olo]
+    return jnp.pad(core, ((0, 0), (s - nlo, nhi - max(s, e))), constant_values=fill)
+
+
+def _sdtw_forward(cost: jax.Array, len_x: jax.Array, len_y: jax.Array, gamma: float, keep: bool):
+    """Wavefront forward (``N <= M``). Returns the value [B] and, if ``keep``, the weights.
+
+    The weights are, per band, ``(w_up, w_left)`` each ``[d1 - d0, B, hi - lo]``: the
+    normalised share of ``R[i-1, j]`` and ``R[i, j-1]`` in cell (i, j)'s soft-min (the diagonal
+    share is ``1 - w_up - w_left``). Cells outside the matrix are skewed in as ``BIG`` costs:
+    their R stays >= BIG, so they get zero weight in every real cell without a mask per step.
     """
     b, n, m = cost.shape
     dt = cost.dtype
     sk = skew(cost, fill=BIG)
     target_d = len_x + len_y - 2
     big = jnp.asarray(BIG, dt)
+    plan = _band_plan(n, m)
+    window = plan[0][2:]
+    r1 = r2 = jnp.full((b, window[1] - window[0]), big, dt)
+    val = jnp.zeros((b,), dt)
+    ws = []
+    for d0, d1, lo, hi in plan:
+        r1, r2 = (_rewindow(r, window, (lo, hi), BIG) for r in (r1, r2))
+        window = (lo, hi)
+        end_k = jnp.clip(len_x - 1 - lo, 0, hi - lo - 1)
 
-    def step(carry, xs):
-        r1, r2, val = carry
-        c, d = xs
-        up = shift_down(r1, big)
-        diag = shift_down(r2, jnp.where(d == 0, 0.0, big).astype(dt))
-        lo, _, hi, e_med, e_hi, s = _softmin3_parts(diag, up, r1, gamma)
-        r = c + (lo - gamma * jnp.log(s))
-        val = jnp.where(d == target_d, take_index(r, len_x - 1), val)
-        ws = None
-        if keep:
-            inv = 1.0 / s
-            w = lambda v: jnp.where(v == lo, inv, jnp.where(v == hi, e_hi, e_med) * inv)
-            ws = (w(up), w(r1))
-        return (r, r1, val), ws
+        def step(carry, xs, end_k=end_k):
+            r1, r2, val = carry
+            c, d = xs
+            up = shift_down(r1, big)
+            diag = shift_down(r2, jnp.where(d == 0, 0.0, big).astype(dt))
+            mn, _, mx, e_med, e_hi, s = _softmin3_parts(diag, up, r1, gamma)
+            r = c + (mn - gamma * jnp.log(s))
+            val = jnp.where(d == target_d, take_index(r, end_k), val)
+            w = None
+            if keep:
+                inv = 1.0 / s
+                wf = lambda v: jnp.where(v == mn, inv, jnp.where(v == mx, e_hi, e_med) * inv)
+                w = (wf(up), wf(r1))
+            return (r, r1, val), w
 
-    init = (jnp.full((b, n), big, dt), jnp.full((b, n), big, dt), jnp.zeros((b,), dt))
-    (_, _, val), ws = lax.scan(step, init, (sk, jnp.arange(n + m - 1)), unroll=_UNROLL)
-    return val, ws
+        xs = (sk[d0:d1, :, lo:hi], jnp.arange(d0, d1))
+        (r1, r2, val), w = lax.scan(step, (r1, r2, val), xs, unroll=_UNROLL)
+        ws.append(w)
+    return val, (tuple(ws) if keep else None)
 
 
-def _sdtw_backward(ws, len_x, len_y, g: jax.Array, m: int):
+def _sdtw_backward(ws, len_x, len_y, g: jax.Array, n: int, m: int):
     """Expected-alignment recursion (Cuturi & Blondel 2017, Alg. 2) as a reverse wavefront.
 
     Written with the forward's stored soft-min weights (the paper's equivalent form): each
@@ -222,44 +265,74 @@ def _sdtw_backward(ws, len_x, len_y, g: jax.Array, m: int):
     in its soft-min. The weights of a cell sum to one, so E stays in [0, 1] for any gamma (the
     textbook exp((R_succ - cost_succ - R) / gamma) form loses that in float32 at small gamma).
     E is nonzero only at the end cell and its predecessors, so cells outside a pair's real
-    lengths stay exactly 0; the ``e != 0`` select keeps NaN in the padding from leaking in.
+    lengths stay exactly 0 (the caller zeroes padding costs, so no NaN can come from there).
     """
-    w_up, w_left = ws
-    ndiag, b, n = w_up.shape
-    dt = w_up.dtype
-    ii = jnp.arange(n)
+    plan = _band_plan(n, m)
+    b = len_x.shape[0]
+    dt = ws[0][0].dtype
     end_i = (len_x - 1)[:, None]
     target_d = (len_x + len_y - 2)[:, None]
+    window = plan[-1][2:]
+    e_cur = e_next = jnp.zeros((b, window[1] - window[0]), dt)
+    es = []
+    for (d0, d1, lo, hi), (w_up, w_left) in zip(plan[::-1], ws[::-1], strict=True):
+        e_cur, e_next = (_rewindow(e, window, (lo, hi), 0.0) for e in (e_cur, e_next))
+        window = (lo, hi)
+        rows = lo + jnp.arange(hi - lo)
 
-    def step(carry, xs):
-        e_cur, e_next = carry
-        d, wu, wl = xs
-        e = jnp.where((ii[None, :] == end_i) & (d == target_d), g[:, None], e_cur)
-        e0 = e != 0
-        wd = jnp.maximum(1.0 - wu - wl, 0.0)
-        e_next = e_next + shift_up(jnp.where(e0, e * wu, 0.0)) + jnp.where(e0, e * wl, 0.0)
-        return (e_next, shift_up(jnp.where(e0, e * wd, 0.0))), e
+        def step(carry, xs, rows=rows):
+            e_cur, e_next = carry
+            d, wu, wl = xs
+            e = jnp.where((rows[None, :] == end_i) & (d == target_d), g[:, None], e_cur)
+            wd = jnp.maximum(1.0 - wu - wl, 0.0)
+            e_next = e_next + shift_up(e * wu) + e * wl
+            return (e_next, shift_up(e * wd)), e
 
-    init = (jnp.zeros((b, n), dt), jnp.zeros((b, n), dt))
-    xs = (jnp.arange(ndiag), w_up, w_left)
-    _, es = lax.scan(step, init, xs, reverse=True, unroll=_UNROLL)
-    return unskew(es, m)
+        xs = (jnp.arange(d0, d1), w_up, w_left)
+        (e_cur, e_next), e_band = lax.scan(step, (e_cur, e_next), xs, reverse=True, unroll=_UNROLL)
+        es.append(jnp.pad(e_band, ((0, 0), (0, 0), (lo, n - hi))))
+    return unskew(jnp.concatenate(es[::-1], axis=0), m)
+
+
+# The batch runs in groups of ``bc`` pairs (lax.map over groups) so that one diagonal of a
+# group, bc * N values, stays in the L1 cache: on CPU that is ~1.5x faster than the whole batch
+# per step. A pure scheduling choice: results are identical.
+_CELLS_PER_STEP = 1024
+
+
+def _group_size(b: int, n: int) -> int:
+    target = max(1, _CELLS_PER_STEP // n)
+    return max(k for k in range(1, min(b, target) + 1) if b % k == 0)
+
+
+def _by_group(x: jax.Array, bc: int) -> jax.Array:
+    return x.reshape((x.shape[0] // bc, bc) + x.shape[1:])
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(3,))
 def _soft_dtw(cost, len_x, len_y, gamma):
-    return _sdtw_forward(cost, len_x, len_y, gamma, keep=False)[0]
+    bc = _group_size(cost.shape[0], cost.shape[1])
+    groups = (_by_group(cost, bc), _by_group(len_x, bc), _by_group(len_y, bc))
+    val = lax.map(lambda a: _sdtw_forward(*a, gamma, keep=False)[0], groups)
+    return val.reshape(-1)
 
 
 def _soft_dtw_fwd(cost, len_x, len_y, gamma):
-    val, ws = _sdtw_forward(cost, len_x, len_y, gamma, keep=True)
-    return val, (ws, len_x, len_y)
+    bc = _group_size(cost.shape[0], cost.shape[1])
+    groups = (_by_group(cost, bc), _by_group(len_x, bc), _by_group(len_y, bc))
+    val, ws = lax.map(lambda a: _sdtw_forward(*a, gamma, keep=True), groups)
+    return val.reshape(-1), (ws, len_x, len_y)
 
 
 def _soft_dtw_bwd(gamma, res, g):
-    ws, len_x, len_y = res
-    m = ws[0].shape[0] - ws[0].shape[2] + 1
-    return _sdtw_backward(ws, len_x, len_y, g.astype(ws[0].dtype), m), None, None
+    ws, len_x, len_y = res  # ws: per band, two [G, band length, bc, band width]
+    bc = ws[0][0].shape[2]
+    n = max(w[0].shape[3] for w in ws)  # the band through diagonal n - 1 spans all rows
+    m = sum(w[0].shape[1] for w in ws) - n + 1
+    g = g.astype(ws[0][0].dtype)
+    groups = (ws, _by_group(len_x, bc), _by_group(len_y, bc), _by_group(g, bc))
+    grad = lax.map(lambda a: _sdtw_backward(*a, n, m), groups)
+    return grad.reshape((-1,) + grad.shape[2:]), None, None
 
 
 _soft_dtw.defvjp(_soft_dtw_fwd, _soft_dtw_bwd)
@@ -268,8 +341,14 @@ _soft_dtw.defvjp(_soft_dtw_fwd, _soft_dtw_bwd)
 @functools.partial(jax.jit, static_argnames=("gamma",))
 def _soft_dtw_jit(cost, len_x, len_y, gamma):
     cost, len_x, len_y = as_arrays(cost, len_x, len_y)
-    cost = jnp.minimum(cost, BIG)
-    if cost.shape[1] > cost.shape[2]:
+    _, n, m = cost.shape
+    # Padding cells are set to 0 (they never reach a value) so that NaN or inf there cannot
+    # reach the backward either; inf inside is clamped to BIG.
+    real = (jnp.arange(n)[None, :, None] < len_x[:, None, None]) & (
+        jnp.arange(m)[None, None, :] < len_y[:, None, None]
+    )
+    cost = jnp.where(real, jnp.minimum(cost, BIG), 0.0)
+    if n > m:
         # Soft-DTW is symmetric in (x, y): run along the shorter side (shorter diagonals).
         return _soft_dtw(cost.transpose(0, 2, 1), len_y, len_x, gamma)
     return _soft_dtw(cost, len_x, len_y, gamma)
@@ -357,7 +436,8 @@ def pairwise_cost(x: Any, y: Any, kind: str = "sqeuclidean") -> jax.Array:
         xy = jnp.einsum("bnd,bmd->bnm", x, y)
         xx = jnp.sum(x * x, -1)[:, :, None]
         yy = jnp.sum(y * y, -1)[:, None, :]
-        return jnp.maximum(xx + yy - 2.0 * xy, 0.0)
+        sq = xx + yy - 2.0 * xy
+        return jnp.where(sq > 0.0, sq, 0.0)  # (cheaper to differentiate than maximum)
     if kind == "cosine":
         eps = jnp.finfo(jnp.result_type(x.dtype, y.dtype, jnp.float32)).tiny
         xn = x * lax.rsqrt(jnp.maximum(jnp.sum(x * x, -1, keepdims=True), eps))
