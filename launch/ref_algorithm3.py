@@ -72,3 +72,33 @@ def beam_search_batch(
         orders[b, :n] = seq
         totals[b] = total
     return orders, totals
+
+
+def beam_search_clip_numpy(
+    scores: np.ndarray, n: int, beam_size: int = 10, objective: str = "path"
+) -> tuple[list[int], float]:
+    """The same search with each step vectorised in NumPy (a stronger per-clip baseline).
+
+    Args and returns as `beam_search_clip`; ties are broken the same way (stable sort).
+    """
+    s = np.asarray(scores, dtype=np.float64)[:n, :n].copy()
+    np.fill_diagonal(s, 0.0)
+    seqs = np.arange(n)[:, None]
+    seen = np.eye(n, dtype=bool)
+    if objective == "path":
+        total = np.zeros(n)
+        gain = s.copy()  # gain[row, j] of appending j
+    else:
+        total = s.sum(1)
+        gain = s.sum(1)[None, :] - s.T  # sum over unplaced k != j of s[j, k]
+    for _ in range(n - 1):
+        cand = np.where(seen, -np.inf, total[:, None] + gain).ravel()
+        pick = np.argsort(-cand, kind="stable")[:beam_size]
+        pick = pick[np.isfinite(cand[pick])]
+        parent, node = np.divmod(pick, n)
+        total = cand[pick]
+        seqs = np.concatenate([seqs[parent], node[:, None]], 1)
+        seen = seen[parent]
+        seen[np.arange(len(node)), node] = True
+        gain = s[node] if objective == "path" else gain[parent] - s[:, node].T
+    return seqs[0].tolist(), float(total[0])

@@ -87,7 +87,7 @@ def test_padding_invariance():
     s, mask = _batch(LENS, 9, 3)
     beam_o, beam_t = ps.beam_search_order(s, mask, beam_size=4, objective="path")
     exact_o, exact_t = ps.exact_order(s, mask, objective="linear")
-    for b in (1, 4):  # clips of 4 and 6 frames, alone at their own width
+    for b in (4,):  # a clip of 6 frames, alone at its own width
         n = LENS[b]
         o1, t1 = ps.beam_search_order(s[b : b + 1, :n, :n], None, beam_size=4)
         np.testing.assert_array_equal(np.asarray(beam_o[b, :n]), np.asarray(o1[0]))
@@ -97,13 +97,23 @@ def test_padding_invariance():
         assert float(exact_t[b]) == pytest.approx(float(t1[0]), abs=1e-5)
 
 
+@pytest.mark.parametrize("objective", ["path", "linear"])
+def test_clips_longer_than_31_frames(objective):
+    s, mask = _batch([33, 20], 33, 7)  # visited sets no longer fit an int32 bit mask
+    order, total = ps.beam_search_order(s, mask, beam_size=3, objective=objective)
+    ref_o, ref_t = beam_search_batch(s, mask, 3, objective)
+    np.testing.assert_array_equal(np.asarray(order), ref_o)
+    np.testing.assert_allclose(np.asarray(total), ref_t, atol=1e-3)
+
+
 def test_every_start_node_is_tried():
     # the best first edge leaves the last node: a beam of 1 finds it only if step 1
     # extends every start node, not just the first beam_size of them
-    s = np.full((1, 4, 4), -1.0, np.float32)
-    s[0, 3, 1], s[0, 1, 2], s[0, 2, 0] = 0.9, 0.5, 0.5
-    order, total = ps.beam_search_order(s, None, beam_size=1)
-    np.testing.assert_array_equal(np.asarray(order[0]), [3, 1, 2, 0])
+    s = np.full((len(LENS), 9, 9), -1.0, np.float32)  # LENS shapes: no new compilation
+    s[:, 3, 1], s[:, 1, 2], s[:, 2, 0] = 0.9, 0.5, 0.5
+    mask = np.arange(9)[None] < np.full(len(LENS), 4)[:, None]
+    order, total = ps.beam_search_order(s, mask, beam_size=1)
+    np.testing.assert_array_equal(np.asarray(order[0]), [3, 1, 2, 0, 4, 5, 6, 7, 8])
     assert float(total[0]) == pytest.approx(1.9)
 
 
@@ -118,9 +128,9 @@ def test_pair_scores_to_matrix_eq5_and_stability():
 
 
 def test_works_under_jit():
-    s, mask = _batch([5, 3], 5, 5)
-    fn = jax.jit(lambda a, m: ps.beam_search_order(a, m, beam_size=2)[0])
-    np.testing.assert_array_equal(fn(s, mask), ps.beam_search_order(s, mask, beam_size=2)[0])
+    s, mask = _batch(LENS, 9, 5)
+    fn = jax.jit(lambda a, m: ps.beam_search_order(a, m, beam_size=4)[0])
+    np.testing.assert_array_equal(fn(s, mask), ps.beam_search_order(s, mask, beam_size=4)[0])
 
 
 def test_bad_input():
@@ -135,9 +145,9 @@ def test_bad_input():
         ps.beam_search_order(nan, mask)
     with pytest.raises(ValueError, match="scores"):
         ps.exact_order(nan, mask)
-    nan_pad = s.copy()
-    nan_pad[0, 2, 0] = np.nan  # NaN at a padded index is ignored
-    ps.beam_search_order(nan_pad, np.array([[True, True, False], [True, True, True]]))
+    nan_pad, pad_mask = _batch(LENS, 9, 6)
+    nan_pad[1, 5, 0] = np.nan  # NaN at a padded index (clip 1 has 4 frames) is ignored
+    ps.beam_search_order(nan_pad, pad_mask, beam_size=4)
     with pytest.raises(ValueError, match="mask"):
         ps.beam_search_order(s, np.array([[True, True, True], [False, False, False]]))
     with pytest.raises(ValueError, match="mask"):

@@ -46,7 +46,7 @@ def _pick(weights: Array, u: Array) -> Array:
 
 
 @functools.partial(jax.jit, static_argnames=("kmax", "distance", "max_iters"))
-def _kmeans_core(x, k, mask, key, kmax: int, distance: str, max_iters: int):
+def _kmeans_core(x, k, mask, uniforms, kmax: int, distance: str, max_iters: int):
     B, N, _ = x.shape
     if distance == "cosine":
         x = _unit(x)
@@ -59,9 +59,9 @@ def _kmeans_core(x, k, mask, key, kmax: int, distance: str, max_iters: int):
         return _unit(c) if distance == "cosine" else c
 
     # k-means++: first centre uniform over real points, then proportional to D^2
-    def seed(carry, c):
+    def seed(carry, cu):
         centers, mind = carry
-        u = jax.random.uniform(jax.random.fold_in(key, c))
+        c, u = cu
         w = jnp.where(c == 0, real_w, mind * real_w)
         w = jnp.where(w.sum(-1, keepdims=True) > 0, w, real_w)  # all points already centres
         i = _pick(w, u)
@@ -72,7 +72,7 @@ def _kmeans_core(x, k, mask, key, kmax: int, distance: str, max_iters: int):
         return (centers, mind), None
 
     init = (jnp.zeros((B, kmax, x.shape[-1]), x.dtype), jnp.full((B, N), jnp.inf))
-    (centers, _), _ = lax.scan(seed, init, jnp.arange(kmax))
+    (centers, _), _ = lax.scan(seed, init, (jnp.arange(kmax), uniforms))
 
     def assign(c):
         d = jnp.where(active[:, None, :], _sqdist(x, norm_c(c)), jnp.inf)
@@ -161,7 +161,15 @@ def kmeans(
         raise ValueError("x has NaN or infinite values at real points")
     key = jax.random.key(0) if key is None else key
     kmax = int(k.max())
-    return _kmeans_core(x, jnp.asarray(k, jnp.int32), mask, key, kmax, distance, int(max_iters))
+    uniforms = _uniforms(key, kmax)  # one draw per centre, shared by all clips
+    return _kmeans_core(
+        x, jnp.asarray(k, jnp.int32), mask, uniforms, kmax, distance, int(max_iters)
+    )
+
+
+@functools.partial(jax.jit, static_argnames=("count",))
+def _uniforms(key: Array, count: int) -> Array:
+    return jax.random.uniform(key, (count,))
 
 
 @functools.partial(jax.jit, static_argnames=("kmax", "distance"))

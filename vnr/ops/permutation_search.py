@@ -115,6 +115,43 @@ def order_total(scores, order, mask=None, objective: str = "path") -> Array:
 # ----------------------------------------------------------------------------- beam search
 
 
+def _select_by_rows(cand: Array, keep: int) -> tuple[Array, Array]:
+    """Best `keep` of cand [W, N, B] per clip as (values [K, B], flat indices w*N+j [K, B]).
+
+    Keeps each row's maximum and its first index; a round takes the best row (first on
+    ties), then refreshes only that row (one gathered row, already-taken nodes as bits),
+    so a round costs O((W + N) B) instead of a pass over all W*N candidates. Ties go to
+    the smaller flat index, as with a stable sort.
+    """
+    W, N, B = cand.shape
+    wi = jnp.arange(W, dtype=jnp.int32)[:, None]
+    ji = jnp.arange(N, dtype=jnp.int32)[:, None]
+
+    def row_best(c):  # c [..., N, B] -> max and first argmax over N
+        top = c.max(-2)
+        return top, jnp.where(c == top[..., None, :], ji, N).min(-2)
+
+    rowmax, rowarg = row_best(cand)
+    taken = jnp.zeros((W, B), jnp.int32)
+    best, pick = [], []
+    for _ in range(keep):
+        top = rowmax.max(0)
+        w = jnp.where(rowmax == top[None], wi, W).min(0)
+        w = jnp.minimum(w, W - 1)  # all rows empty (-inf): any row will do
+        here = wi == w[None]
+        j = jnp.where(here, rowarg, 0).sum(0)
+        best.append(top)
+        pick.append(w * N + j)
+        taken = jnp.where(here, taken | (1 << j)[None], taken)
+        row = jnp.take_along_axis(cand, jnp.broadcast_to(w[None, None], (1, N, B)), axis=0)[0]
+        row_taken = jnp.where(here, taken, 0).sum(0)
+        row = jnp.where((row_taken[None] >> ji) & 1 == 1, -jnp.inf, row)
+        new_max, new_arg = row_best(row)
+        rowmax = jnp.where(here, new_max[None], rowmax)
+        rowarg = jnp.where(here, new_arg[None], rowarg)
+    return jnp.stack(best), jnp.stack(pick)
+
+
 def _beam_step(s_rows, real, n, t, st, keep: int, objective: str):
     """One expansion of every kept partial order; the clip batch is the last (vector) axis.
 
@@ -123,9 +160,10 @@ def _beam_step(s_rows, real, n, t, st, keep: int, objective: str):
     bool [W, N, B] when N > 31). "path": gain = s[last, :]. "linear": appending j settles
     every pair (j, k) with k unplaced, so gain[j] = sum_{k unplaced, k != j} s[j, k] and a
     partial score counts every pair already decided (same final total). The best
-    `keep` extensions are chosen by `keep` rounds of (max, first index of the max, mask
-    it out; `lax.top_k` for beams wider than _ROUNDS_MAX), so ties go to the earlier row,
-    then the smaller node, as in a stable sort.
+    `keep` extensions are chosen by `_select_by_rows` (N <= 31), by `keep` rounds of
+    (max, first index of the max, mask it out) over all W*N candidates (N > 31), or by
+    `lax.top_k` for beams wider than _ROUNDS_MAX; in every case ties go to the earlier
+    row, then the smaller node, as in a stable sort.
     Returns the new state and the (parent row, node) of each kept row.
     """
     W, N, B = st["gain"].shape
@@ -137,8 +175,11 @@ def _beam_step(s_rows, real, n, t, st, keep: int, objective: str):
         free = ~st["seen"] & real[None]
     allowed = jnp.where(forced[None, None], (idx == t)[None, :, None], free)
     gain = jnp.where(forced[None, None], 0.0, st["gain"])
-    cand = jnp.where(allowed, st["score"][:, None] + gain, -jnp.inf).reshape(W * N, B)
-    if keep <= _ROUNDS_MAX:
+    cand = jnp.where(allowed, st["score"][:, None] + gain, -jnp.inf)  # [W, N, B]
+    if keep <= _ROUNDS_MAX and N <= 31:
+        best, pick = _select_by_rows(cand, keep)
+    elif keep <= _ROUNDS_MAX:
+        cand = cand.reshape(W * N, B)
         flat = jnp.arange(W * N, dtype=jnp.int32)[:, None]
         best, pick = [], []
         for _ in range(keep):
@@ -150,7 +191,7 @@ def _beam_step(s_rows, real, n, t, st, keep: int, objective: str):
         best, pick = jnp.stack(best), jnp.stack(pick)  # [K, B]
     else:  # wide beams: XLA's top_k (same tie order: smaller index first)
         kk = min(keep, W * N)
-        best, pick = lax.top_k(cand.T, kk)
+        best, pick = lax.top_k(cand.reshape(W * N, B).T, kk)
         best, pick = best.T, pick.T.astype(jnp.int32)
         if kk < keep:  # fewer extensions than rows: the rest stay empty (-inf)
             best = jnp.concatenate([best, jnp.full((keep - kk, B), -jnp.inf)])
@@ -229,8 +270,11 @@ def beam_search_order(
     per-step (parent, node) pointers. The clip batch is the vector (last) axis of the
     state, so each step is a few fused array ops for all clips. Clips of different real
     length share one batch: past its real length a clip appends its padded indices at no
-    cost. Not a Python loop over clips or steps; a beam of width <= 32 selects by that
-    many unrolled max-and-mask rounds, wider beams use `lax.top_k`.
+    cost. No Python loop over clips or steps: a beam of width <= 32 selects by that many
+    unrolled rounds of "best row, then refresh that row" (`_select_by_rows`), wider
+    beams use `lax.top_k`. With "linear", a partial score counts every pair it already
+    decides (placed frames precede all unplaced ones), which guides the search far
+    better than counting only pairs among placed frames; final totals are the same.
 
     Args:
       scores: [B, N, N] float; scores[b, i, j] = weight of i (directly, for "path";
