@@ -70,11 +70,12 @@ def test_restart_resumes_where_it_stopped(data_dir, tmp_path):
     jax.tree.map(np.testing.assert_array_equal, a, b)
 
 
-def test_resume_onto_another_mesh(data_dir, tmp_path):
-    train.run(smoke(data_dir, **{"mesh.shape": (4, 2)}), str(tmp_path))
-    shutil.rmtree(tmp_path / "checkpoints" / "6")
-    train.run(smoke(data_dir, **{"mesh.shape": (2, 4)}), str(tmp_path))
-    assert (tmp_path / "checkpoints" / "6").is_dir()
+def test_resume_onto_another_mesh_with_relative_workdir(data_dir, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    train.run(smoke(data_dir, **{"mesh.shape": (4, 2)}), "run")
+    shutil.rmtree(tmp_path / "run" / "checkpoints" / "6")
+    train.run(smoke(data_dir, **{"mesh.shape": (2, 4)}), "run")
+    assert (tmp_path / "run" / "checkpoints" / "6").is_dir()
 
 
 def test_train_step_skips_nonfinite_updates(data_dir):

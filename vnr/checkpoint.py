@@ -45,7 +45,7 @@ def manager(directory: str | epath.Path, keep: int = 3, best_metric: str | None 
         create=True,
     )
     return ocp.CheckpointManager(
-        epath.Path(directory),
+        epath.Path(directory).absolute(),  # orbax's tensorstore needs absolute paths
         options=options,
         item_handlers={
             "state": ocp.StandardCheckpointHandler(),

@@ -172,7 +172,7 @@ def setup(config: ml_collections.ConfigDict, devices: list | None = None,
 
 def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
     """Trains and evaluates; returns the final results dict (split -> metric -> value)."""
-    workdir = pathlib.Path(workdir)
+    workdir = pathlib.Path(workdir).absolute()
     primary = jax.process_index() == 0
     s = setup(config, workdir=workdir)
     task, mesh, state, step_fn, predict_fn = s.task, s.mesh, s.state, s.step_fn, s.predict_fn

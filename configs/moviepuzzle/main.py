@@ -34,8 +34,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
         val_split="val",
         test_splits=("test_in_domain", "test_out_domain"),
         max_frames=20,
-        image_size=32,
-        max_tokens=24,
+        image_size=64,
+        max_tokens=16,  # the synthetic grammar has <= 15 words per frame
         vocab_size=4096,
         num_workers=2,
     )
@@ -46,7 +46,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
         modalities = ("vision",)
     c.model = dict(
         modalities=modalities,
-        channels=(32, 64, 128),
+        stem=4,  # 4x4 patchify stem, then stride-2 3x3 convs: 64 -> 16 -> 8 -> 4
+        channels=(32, 64, 64),
         width=128,
         text_layers=1,
         pair_layers=2,
@@ -89,7 +90,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
         c.data.config = "synthetic_tiny" if c.data.config == "synthetic" else c.data.config
         c.data.num_workers = 0
         c.data.image_size = 16
-        c.model.update(channels=(8, 16), width=32, mlp=64, heads=2)
+        c.model.update(stem=1, channels=(8, 16), width=32, mlp=64, heads=2)
         c.pairs_per_clip = 8
         c.batch_size = c.eval_batch_size = 8
         c.total_steps, c.warmup_steps = 6, 2

@@ -20,18 +20,22 @@ _conv_init = nnx.initializers.lecun_normal()
 
 
 class ImageEncoder(nnx.Module):
-    """Stride-2 3x3 convolutions, then the flattened map through a dense layer."""
+    """A patchify stem (kernel = stride = `stem`), stride-2 3x3 convolutions, then
+    the flattened map (which keeps the layout: where things are matters) through
+    a dense layer."""
 
-    def __init__(self, image_size: int, channels: tuple[int, ...], width: int, rngs: nnx.Rngs):
+    def __init__(self, image_size: int, channels: tuple[int, ...], width: int, rngs: nnx.Rngs,
+                 stem: int = 1):
         chans = (3, *channels)
-        self.convs = nnx.List([
-            nnx.Conv(a, b, (3, 3), strides=2, padding="SAME", rngs=rngs,
-                     kernel_init=nnx.with_partitioning(_conv_init, (None, None, None, "conv")),
-                     bias_init=nnx.with_partitioning(nnx.initializers.zeros_init(), ("conv",)))
-            for a, b in zip(chans[:-1], chans[1:])
-        ])
-        side = image_size
-        for _ in channels:
+        conv = lambda a, b, k, st: nnx.Conv(  # noqa: E731
+            a, b, (k, k), strides=st, padding="SAME", rngs=rngs,
+            kernel_init=nnx.with_partitioning(_conv_init, (None, None, None, "conv")),
+            bias_init=nnx.with_partitioning(nnx.initializers.zeros_init(), ("conv",)))
+        self.convs = nnx.List([conv(3, chans[1], stem, stem) if stem > 1 else
+                               conv(3, chans[1], 3, 2)] +
+                              [conv(a, b, 3, 2) for a, b in zip(chans[1:-1], chans[2:])])
+        side = -(-image_size // (stem if stem > 1 else 2))
+        for _ in channels[1:]:
             side = -(-side // 2)
         self.proj = dense(side * side * channels[-1], width, ("conv", "embed"), rngs)
         self.ln = layer_norm(width, rngs)
@@ -75,7 +79,7 @@ class TextEncoder(nnx.Module):
 class PairOrderModel(nnx.Module):
     """Frame encoder (fused modalities) + pair transformer + 2-way order head."""
 
-    def __init__(self, *, modalities: tuple[str, ...], image_size: int,
+    def __init__(self, *, modalities: tuple[str, ...], image_size: int, stem: int,
                  channels: tuple[int, ...], vocab_size: int, max_tokens: int, width: int,
                  text_layers: int, pair_layers: int, heads: int, mlp: int, dropout: float,
                  rngs: nnx.Rngs):
@@ -83,8 +87,8 @@ class PairOrderModel(nnx.Module):
         if unknown or not modalities:
             raise ValueError(f"model.modalities={modalities}: use 'vision' and/or 'text'")
         self.modalities = tuple(modalities)
-        self.image = ImageEncoder(image_size, channels, width, rngs) if "vision" in modalities \
-            else None
+        self.image = ImageEncoder(image_size, channels, width, rngs, stem) \
+            if "vision" in modalities else None
         self.text = TextEncoder(vocab_size, max_tokens, width, text_layers, heads, dropout, rngs) \
             if "text" in modalities else None
         self.fuse = dense(width * len(modalities), width, ("mlp", "embed"), rngs)

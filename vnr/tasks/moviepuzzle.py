@@ -48,7 +48,8 @@ def validate(config: Any) -> None:
 def make_model(config: Any, rngs: nnx.Rngs) -> PairOrderModel:
     m, d = config.model, config.data
     return PairOrderModel(
-        modalities=tuple(m.modalities), image_size=d.image_size, channels=tuple(m.channels),
+        modalities=tuple(m.modalities), image_size=d.image_size, stem=m.stem,
+        channels=tuple(m.channels),
         vocab_size=d.vocab_size, max_tokens=d.max_tokens, width=m.width,
         text_layers=m.text_layers, pair_layers=m.pair_layers, heads=m.heads, mlp=m.mlp,
         dropout=m.dropout, rngs=rngs)
