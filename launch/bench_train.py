@@ -19,13 +19,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from absl import flags
-from ml_collections import config_flags
 
 from vnr import sharding
-from vnr.train import setup
+from vnr.train import check_overrides, setup
 
-FLAGS = flags.FLAGS
-config_flags.DEFINE_config_file("config", None, "Config file: path.py[:arg].", lock_config=True)
+FLAGS = flags.FLAGS  # --config (and its overrides) is defined by vnr.train
 flags.DEFINE_integer("steps", 20, "Timed train steps (after 3 warm-up steps).")
 flags.DEFINE_integer("input_batches", 20, "Batches timed for the input pipeline alone.")
 flags.DEFINE_integer("matmul_size", 2048, "Side of the square matmul measuring peak FLOP/s.")
@@ -51,6 +49,7 @@ def step_flops(compiled) -> float:
 
 
 def main(argv: list[str]) -> None:
+    check_overrides(argv)
     FLAGS(argv)
     config = FLAGS.config
     if config is None:
