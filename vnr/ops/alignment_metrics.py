@@ -41,6 +41,7 @@ NaN sentence IoU. ``summarize`` averages with NaNs ignored.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import jax
@@ -64,25 +65,66 @@ def _xp(*arrays: Any):
     return np
 
 
+def _shape(x: Any) -> tuple[int, ...]:
+    return tuple(np.shape(x))
+
+
 def _check(pred: Any, gt: Any, durations: Any, mask: Any):
+    """Validates shapes and dtypes (no computation); returns the array module to use."""
     xp = _xp(pred, gt, durations, mask)
-    pred, gt, durations = xp.asarray(pred), xp.asarray(gt), xp.asarray(durations)
-    if pred.ndim < 1 or pred.shape != gt.shape or durations.shape != pred.shape:
+    if xp is np:
+        pred, gt, durations = np.asarray(pred), np.asarray(gt), np.asarray(durations)
+        mask = None if mask is None else np.asarray(mask)
+    shape = _shape(pred)
+    if len(shape) < 1 or _shape(gt) != shape or _shape(durations) != shape:
         raise ValueError(
             "pred, gt and durations must have the same shape [..., C], got "
-            f"{pred.shape}, {gt.shape}, {durations.shape}"
+            f"{shape}, {_shape(gt)}, {_shape(durations)}"
         )
-    if not xp.issubdtype(pred.dtype, xp.integer) or not xp.issubdtype(gt.dtype, xp.integer):
-        raise ValueError(f"pred and gt must be integer arrays, got {pred.dtype} and {gt.dtype}")
-    dur = durations.astype(xp.float64 if xp is np else xp.result_type(float))
-    if mask is not None:
-        mask = xp.asarray(mask)
-        if mask.shape != pred.shape:
-            raise ValueError(f"mask must have shape {pred.shape}, got {mask.shape}")
-        dur = xp.where(mask.astype(bool), dur, 0.0)
-    if xp is np and np.any(dur < 0):
+    int_dtypes = all(jnp.issubdtype(jnp.result_type(a), jnp.integer) for a in (pred, gt))
+    if not int_dtypes:
+        raise ValueError(
+            f"pred and gt must be integer arrays, got {jnp.result_type(pred)} and "
+            f"{jnp.result_type(gt)}"
+        )
+    if mask is not None and _shape(mask) != shape:
+        raise ValueError(f"mask must have shape {shape}, got {_shape(mask)}")
+    if xp is np and np.any(durations < 0):
         raise ValueError("durations must be >= 0")
-    return xp, pred, gt, dur
+    return xp, pred, gt, durations, mask
+
+
+def _weights(xp, durations, mask):
+    dur = durations.astype(np.float64 if xp is np else jnp.result_type(float))
+    return dur if mask is None else xp.where(mask.astype(bool), dur, 0.0)
+
+
+def _clip_accuracy(xp, pred, gt, durations, mask):
+    dur = _weights(xp, durations, mask)
+    total = dur.sum(-1)
+    good = xp.where(pred == gt, dur, 0.0).sum(-1)
+    safe = xp.where(total > 0, total, 1.0)
+    return xp.where(total > 0, good / safe, xp.nan)
+
+
+def _sentence_iou(xp, pred, gt, durations, mask, num_sentences, unmatched_sentences):
+    dur = _weights(xp, durations, mask)
+    s = xp.arange(num_sentences)
+    p = pred[..., :, None] == s  # [..., C, S]
+    g = gt[..., :, None] == s
+    w = dur[..., :, None]
+    inter = xp.where(p & g, w, 0.0).sum(-2)  # [..., S]
+    union = xp.where(p | g, w, 0.0).sum(-2)
+    has_gt = xp.where(g, w, 0.0).sum(-2) > 0
+    counted = has_gt if unmatched_sentences == "exclude" else union > 0
+    iou = xp.where(counted, inter / xp.where(union > 0, union, 1.0), 0.0)
+    n = counted.sum(-1)
+    return xp.where(n > 0, iou.sum(-1) / xp.where(n > 0, n, 1), xp.nan)
+
+
+# JAX inputs run as one compiled function each (instead of many small eager ops).
+_clip_accuracy_jax = jax.jit(functools.partial(_clip_accuracy, jnp))
+_sentence_iou_jax = jax.jit(functools.partial(_sentence_iou, jnp), static_argnums=(4, 5))
 
 
 def durations_from_times(start: Any, end: Any) -> Any:
@@ -106,11 +148,10 @@ def clip_accuracy(pred: Any, gt: Any, durations: Any, mask: Any = None) -> Any:
     Returns:
       ``[...]`` clip accuracy in [0, 1] (NaN when a video has no real duration).
     """
-    xp, pred, gt, dur = _check(pred, gt, durations, mask)
-    total = dur.sum(-1)
-    good = xp.where(pred == gt, dur, 0.0).sum(-1)
-    safe = xp.where(total > 0, total, 1.0)
-    return xp.where(total > 0, good / safe, xp.nan)
+    xp, pred, gt, durations, mask = _check(pred, gt, durations, mask)
+    if xp is np:
+        return _clip_accuracy(np, pred, gt, durations, mask)
+    return _clip_accuracy_jax(pred, gt, durations, mask)
 
 
 def sentence_iou(
@@ -140,25 +181,18 @@ def sentence_iou(
         raise ValueError(
             f"unmatched_sentences must be 'exclude' or 'penalize', got {unmatched_sentences!r}"
         )
-    xp, pred, gt, dur = _check(pred, gt, durations, mask)
+    xp, pred, gt, durations, mask = _check(pred, gt, durations, mask)
     if num_sentences is None:
         if isinstance(pred, jax.core.Tracer) or isinstance(gt, jax.core.Tracer):
             raise ValueError("num_sentences must be given when pred/gt are traced (under jit)")
-        num_sentences = int(max(pred.max(), gt.max())) + 1 if pred.size else 0
+        size = int(np.prod(_shape(pred)))
+        num_sentences = int(max(np.max(pred), np.max(gt))) + 1 if size else 0
     num_sentences = int(num_sentences)
     if num_sentences < 0:
         raise ValueError(f"num_sentences must be >= 0, got {num_sentences}")
-    s = xp.arange(num_sentences)
-    p = pred[..., :, None] == s  # [..., C, S]
-    g = gt[..., :, None] == s
-    w = dur[..., :, None]
-    inter = xp.where(p & g, w, 0.0).sum(-2)  # [..., S]
-    union = xp.where(p | g, w, 0.0).sum(-2)
-    has_gt = xp.where(g, w, 0.0).sum(-2) > 0
-    counted = has_gt if unmatched_sentences == "exclude" else union > 0
-    iou = xp.where(counted, inter / xp.where(union > 0, union, 1.0), 0.0)
-    n = counted.sum(-1)
-    return xp.where(n > 0, iou.sum(-1) / xp.where(n > 0, n, 1), xp.nan)
+    if xp is np:
+        return _sentence_iou(np, pred, gt, durations, mask, num_sentences, unmatched_sentences)
+    return _sentence_iou_jax(pred, gt, durations, mask, num_sentences, unmatched_sentences)
 
 
 def f1(clip_acc: Any, sent_iou: Any) -> Any:

@@ -56,9 +56,13 @@ __all__ = ["drop_dtw", "soft_drop_dtw", "percentile_drop_cost"]
 _UNROLL = 1
 
 
-def _check_drop(drop: Any, b: int, size: int, name: str) -> Any:
-    """Checks a drop cost's shape: scalar, ``[B]`` (one per pair) or ``[B, size]``."""
-    if not hasattr(drop, "shape"):
+def _check_drop(drop: Any, b: int, size: int, name: str, dtype) -> Any:
+    """Checks a drop cost's shape: scalar, ``[B]`` (one per pair) or ``[B, size]``.
+
+    NumPy / Python input is broadcast to ``[B, size]`` here (free, and one compiled function
+    serves all three forms); JAX arrays are broadcast inside jit.
+    """
+    if not isinstance(drop, jax.Array):
         drop = np.asarray(drop)
     shape = tuple(np.shape(drop))
     if shape not in ((), (b,), (b, size)):
@@ -66,6 +70,9 @@ def _check_drop(drop: Any, b: int, size: int, name: str) -> Any:
             f"{name} must be a scalar, shape [B]=({b},) or [B, {size}]=({b}, {size}), "
             f"got shape {shape}"
         )
+    if isinstance(drop, np.ndarray):
+        drop = drop.astype(dtype, copy=False)
+        drop = np.broadcast_to(drop[:, None] if drop.ndim == 1 else drop, (b, size))
     return drop
 
 
@@ -169,9 +176,11 @@ def _backtrack(choices, len_x, len_y, n, m, by_y):
 def _prepare_drop(cost, drop_x, drop_y, len_x, len_y):
     cost, len_x, len_y = prepare(cost, len_x, len_y)
     b, n, m = np.shape(cost)
-    drop_x = _check_drop(drop_x, b, n, "drop_x")
+    dtype = np.dtype(cost.dtype)
+    dtype = dtype if np.issubdtype(dtype, np.floating) else np.dtype(np.float32)
+    drop_x = _check_drop(drop_x, b, n, "drop_x", dtype)
     if drop_y is not None:
-        drop_y = _check_drop(drop_y, b, m, "drop_y")
+        drop_y = _check_drop(drop_y, b, m, "drop_y", dtype)
     return cost, drop_x, drop_y, len_x, len_y
 
 

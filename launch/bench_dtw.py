@@ -1,0 +1,163 @@
+"""Benchmark of the DTW toolkit: ``python -m launch.benchmark dtw [--repeats 3] [--quick]``.
+
+Side by side in one run, on the same inputs:
+
+- soft-DTW forward + backward (gradient w.r.t. the features x through a squared-Euclidean
+  cost) at (B, N, M) = (64, 64, 64), (64, 256, 256), (8, 1024, 1024): ours
+  (``pairwise_cost`` + ``soft_dtw``, custom VJP) vs ott-jax ``ott.geometry.costs.SoftDTW``
+  vmapped over the batch and differentiated by autodiff vs tslearn (numba, one pair at a time,
+  ``SoftDTW.compute/grad`` + ``SquaredEuclidean.jacobian_product``, float64). A reference that
+  does not import is reported as such.
+- Drop-DTW (one-sided, contiguous) at (24, 200, 20): ours vs the NumPy transcription of the
+  authors' cell loop (``launch/ref_drop_dtw.py``).
+
+Times are the median of ``--repeats`` runs after one warm-up run (compilation excluded).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from launch.ref_drop_dtw import drop_dtw_batch
+from vnr.ops.dtw import drop_dtw, pairwise_cost, soft_dtw
+
+SOFT_SIZES = [(64, 64, 64), (64, 256, 256), (8, 1024, 1024)]
+DROP_SIZE = (24, 200, 20)
+FEAT_DIM = 8
+GAMMA = 1.0
+
+
+def _time(fn: Callable[[], object], repeats: int) -> float:
+    """Median wall time of ``fn()`` over ``repeats`` runs, after one warm-up run."""
+    jax.block_until_ready(fn())
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        jax.block_until_ready(fn())
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def _ours():
+    def loss(x, y):
+        return soft_dtw(pairwise_cost(x, y), GAMMA).sum()
+
+    return jax.jit(jax.value_and_grad(loss))
+
+
+def _ott():
+    try:
+        from ott.geometry.costs import SoftDTW
+    except ImportError as e:  # pragma: no cover - depends on the environment
+        return None, f"ott-jax not importable ({e})"
+    sdtw = SoftDTW(gamma=GAMMA)
+
+    def loss(x, y):
+        return jax.vmap(sdtw)(x, y).sum()
+
+    return jax.jit(jax.value_and_grad(loss)), None
+
+
+def _tslearn():
+    try:
+        from tslearn.metrics import SoftDTW, SquaredEuclidean
+    except ImportError as e:  # pragma: no cover - depends on the environment
+        return None, f"tslearn not importable ({e})"
+
+    def run(x: np.ndarray, y: np.ndarray):
+        vals, grads = [], []
+        for xb, yb in zip(x, y, strict=True):
+            dist = SquaredEuclidean(xb, yb)
+            sdtw = SoftDTW(dist.compute(), gamma=GAMMA)
+            vals.append(sdtw.compute())
+            grads.append(dist.jacobian_product(sdtw.grad()))
+        return np.asarray(vals), np.stack(grads)
+
+    return run, None
+
+
+def _fmt(t: float | None) -> str:
+    return "n/a" if t is None else (f"{t * 1e3:9.1f} ms" if t < 10 else f"{t:9.2f} s ")
+
+
+def _ratio(ref: float | None, ours: float) -> str:
+    return "n/a" if ref is None else f"{ref / ours:7.1f}x"
+
+
+def bench_soft(sizes, repeats: int) -> list[str]:
+    ours = _ours()
+    ott, ott_err = _ott()
+    tsl, tsl_err = _tslearn()
+    lines = [
+        f"soft-DTW forward+backward, gamma={GAMMA}, features D={FEAT_DIM}, float32 "
+        "(tslearn: float64, one pair at a time)",
+        f"{'(B, N, M)':<17}{'ours':>12}{'ott-jax':>12}{'tslearn':>12}"
+        f"{'vs ott':>10}{'vs tslearn':>12}   max |value diff| ott / tslearn",
+    ]
+    for b, n, m in sizes:
+        rng = np.random.default_rng(0)
+        x = rng.normal(size=(b, n, FEAT_DIM)).astype(np.float32)
+        y = rng.normal(size=(b, m, FEAT_DIM)).astype(np.float32)
+        xj, yj = jnp.asarray(x), jnp.asarray(y)
+        t_ours = _time(lambda xj=xj, yj=yj: ours(xj, yj), repeats)
+        v_ours = np.asarray(soft_dtw(pairwise_cost(xj, yj), GAMMA))
+        t_ott = d_ott = None
+        if ott is not None:
+            t_ott = _time(lambda xj=xj, yj=yj: ott(xj, yj), repeats)
+            from ott.geometry.costs import SoftDTW
+
+            v_ott = np.asarray(jax.jit(jax.vmap(SoftDTW(gamma=GAMMA)))(xj, yj))
+            d_ott = float(np.abs(v_ott - v_ours).max())
+        t_tsl = d_tsl = None
+        if tsl is not None:
+            tsl(x[:1, :4], y[:1, :4])  # numba compilation outside the timing
+            slow = b * n * m > 2**22  # the largest size: one timed run is enough
+            t_tsl = _time(lambda x=x, y=y: tsl(x, y), 1 if slow else repeats)
+            d_tsl = float(np.abs(tsl(x, y)[0] - v_ours).max())
+        diffs = " / ".join("n/a" if d is None else f"{d:.2g}" for d in (d_ott, d_tsl))
+        lines.append(
+            f"{str((b, n, m)):<17}{_fmt(t_ours):>12}{_fmt(t_ott):>12}{_fmt(t_tsl):>12}"
+            f"{_ratio(t_ott, t_ours):>10}{_ratio(t_tsl, t_ours):>12}   {diffs}"
+        )
+    for err in (ott_err, tsl_err):
+        if err:
+            lines.append(f"  {err}")
+    return lines
+
+
+def bench_drop(repeats: int) -> list[str]:
+    b, n, m = DROP_SIZE
+    rng = np.random.default_rng(0)
+    cost = rng.uniform(0.0, 1.0, (b, n, m)).astype(np.float32)
+    drop_x = rng.uniform(0.3, 0.7, (b, n)).astype(np.float32)
+    t_ours = _time(lambda: drop_dtw(cost, drop_x), repeats)
+    t_loop = _time(lambda: drop_dtw_batch(cost, drop_x), 1)
+    val, match = drop_dtw(cost, drop_x)
+    ref_val, ref_match = drop_dtw_batch(cost, drop_x)
+    agree = float(np.mean(np.asarray(match) == ref_match))
+    return [
+        "Drop-DTW (one-sided, contiguous), float32 vs NumPy float64 cell loop",
+        f"{'(B, N, M)':<17}{'ours':>12}{'numpy loop':>12}{'ratio':>10}   "
+        "max |value diff|, match_x agreement",
+        f"{str((b, n, m)):<17}{_fmt(t_ours):>12}{_fmt(t_loop):>12}{_ratio(t_loop, t_ours):>10}   "
+        f"{float(np.abs(np.asarray(val) - ref_val).max()):.2g}, {agree:.0%}",
+    ]
+
+
+def main(argv: list[str]) -> None:
+    """Runs the benchmark; ``argv[0]`` is the benchmark name ("dtw")."""
+    parser = argparse.ArgumentParser(prog="python -m launch.benchmark dtw")
+    parser.add_argument("--repeats", type=int, default=3, help="timed runs per entry")
+    parser.add_argument("--quick", action="store_true", help="skip the (8, 1024, 1024) size")
+    args = parser.parse_args(argv[1:])
+    sizes = SOFT_SIZES[:2] if args.quick else SOFT_SIZES
+    print(f"jax {jax.__version__} on {jax.devices()[0].platform}, repeats={args.repeats}")
+    for line in bench_soft(sizes, args.repeats) + [""] + bench_drop(args.repeats):
+        print(line, flush=True)
