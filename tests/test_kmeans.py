@@ -84,6 +84,11 @@ def test_estimate_num_clusters():
     x, _, mask = _blobs(5, spread=0.1)
     est = km.estimate_num_clusters(x, mask, jax.random.key(1), max_clusters=5)
     np.testing.assert_array_equal(est, KS)
+    # a single noisy blob per clip is one cluster, not a split of the noise
+    rng = np.random.default_rng(6)
+    blob = (rng.normal(size=(1, 1, D)) * 5 + rng.normal(size=x.shape)).astype(np.float32)
+    est = km.estimate_num_clusters(blob, mask, jax.random.key(1), max_clusters=5)
+    np.testing.assert_array_equal(est, [1, 1, 1, 1])
 
 
 def test_bad_input():

@@ -157,7 +157,7 @@ def hierarchical_order(
     distance: str = "cosine",
     max_iters: int = 100,
     max_clusters: int = 8,
-    min_silhouette: float = 0.25,
+    min_silhouette: float = 0.5,
 ) -> Array:
     """Algorithm 1: cluster frames into scenes then shots, order bottom-up, one order per clip.
 
