@@ -62,6 +62,7 @@ def main(argv: list[str]) -> None:
     t = time.perf_counter()
     host = [next(it) for _ in range(FLAGS.input_batches)]
     input_eps = FLAGS.input_batches * s.local_batch / (time.perf_counter() - t)
+    it.close()  # its workers must not compete with the timed train steps
 
     batches = [sharding.global_batch(b, s.mesh) for b in host[: min(4, len(host))]]
     step0 = jnp.asarray(0, jnp.int32)

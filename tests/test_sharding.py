@@ -1,6 +1,6 @@
-import functools
-
 """Same loss and gradients on every mesh; parameters land in their rule shardings."""
+
+import functools
 
 import jax
 import numpy as np
@@ -75,7 +75,7 @@ def test_parameters_follow_rules():
     params = state.to_pure_dict()
     assert params["blocks"][0]["up"]["kernel"].sharding.spec == P(None, "model")
     assert params["blocks"][0]["down"]["kernel"].sharding.spec == P("model", None)
-    assert params["blocks"][0]["qkv"]["kernel"].sharding.spec == P(None, "model")
+    assert params["blocks"][0]["q"]["kernel"].sharding.spec == P(None, "model")
     assert params["text"]["embed"]["embedding"].sharding.spec == P("model", None)
     assert params["ln"]["scale"].sharding.spec == P(None)
     assert params["blocks"][0]["up"]["kernel"].sharding.mesh.shape == mesh.shape

@@ -71,11 +71,14 @@ def test_restart_resumes_where_it_stopped(data_dir, tmp_path):
 
 
 def test_resume_onto_another_mesh_with_relative_workdir(data_dir, tmp_path, monkeypatch):
+    """A (4, 2) run cut at step 3 and resumed on (2, 4) ends where a (4, 2) run ends."""
     monkeypatch.chdir(tmp_path)
+    train.run(smoke(data_dir, **{"mesh.shape": (4, 2)}), "full")
     train.run(smoke(data_dir, **{"mesh.shape": (4, 2)}), "run")
     shutil.rmtree(tmp_path / "run" / "checkpoints" / "6")
     train.run(smoke(data_dir, **{"mesh.shape": (2, 4)}), "run")
-    assert (tmp_path / "run" / "checkpoints" / "6").is_dir()
+    a, b = _final_params(tmp_path / "full", 6), _final_params(tmp_path / "run", 6)
+    jax.tree.map(lambda x, y: np.testing.assert_allclose(x, y, rtol=1e-4, atol=1e-6), a, b)
 
 
 def test_train_step_skips_nonfinite_updates(data_dir):
@@ -116,11 +119,20 @@ def test_nonfinite_loss_stops_run_and_keeps_last_good_checkpoint(data_dir, tmp_p
     ({"data.config": "clips"}, r"data.manual_dir is required"),
     ({"data.config": "clips", "data.manual_dir": "/nonexistent/dir"}, r"does not exist"),
     ({"task": "nope"}, r"task='nope': no module vnr/tasks/nope.py"),
+    ({"eval.search": "exact"}, r"eval.search='exact' handles clips of <= 18 frames"),
+    ({"eval.search": "bem"}, r"eval.search='bem': use 'beam' or 'exact'"),
+    ({"best_metric": "os2", "ckpt_every": 2}, r"needs ckpt_every \(2\) to be a multiple"),
 ])
 def test_bad_config_fails_before_compile(data_dir, tmp_path, overrides, message):
     with pytest.raises(train.ConfigError, match=message):
         train.setup(smoke(data_dir, **overrides), workdir=tmp_path)
     assert not (tmp_path / "config.json").exists()
+
+
+def test_unknown_split_is_one_config_error(data_dir, tmp_path):
+    with pytest.raises(train.ConfigError, match=r"data.test_splits='test' is not a split of "
+                       r"moviepuzzle/synthetic_tiny \(it has train, val, test_in_domain"):
+        train.run(smoke(data_dir, **{"data.test_splits": ("test",)}), str(tmp_path))
 
 
 def test_workdir_of_another_config_is_refused(data_dir, tmp_path):

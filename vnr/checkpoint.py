@@ -1,8 +1,9 @@
 """Orbax checkpoints of the whole training state and the data iterator.
 
 One `ocp.CheckpointManager` per run under `<workdir>/checkpoints`, async, keeping
-the newest `keep` steps (or the best `keep` by an eval metric when `best_metric`
-is set). Each step holds two items:
+the newest `keep` steps, or, when `best_metric` is set, the best `keep` by that
+validation metric (`best_mode` "max" or "min"; the trainer saves the val
+metrics with each checkpoint, and the final step is kept too). Each step holds two items:
   state: the model and optimizer `nnx.State` as a pure dict (the optimizer's
          step counter included). Dropout keys derive from (seed, step), so
          the step restores the RNG too.
@@ -41,7 +42,7 @@ def manager(directory: str | epath.Path, keep: int = 3, best_metric: str | None 
         enable_async_checkpointing=True,
         best_fn=(lambda m: m[best_metric]) if best_metric else None,
         best_mode=best_mode,
-        keep_checkpoints_without_metrics=True,
+        keep_checkpoints_without_metrics=False,
         create=True,
     )
     return ocp.CheckpointManager(

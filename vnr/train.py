@@ -44,7 +44,8 @@ flags.DEFINE_string("workdir", None, "Directory for checkpoints, logs, reports a
 # Config keys that may change between a run and its resumption.
 RESUMABLE = ("total_steps", "log_every", "eval_every", "ckpt_every", "keep_ckpts", "mesh",
              "eval_batch_size", "sharding_rules",
-             "data.num_workers", "data.data_dir", "data.manual_dir", "eval", "progress")
+             "data.data_dir", "data.manual_dir", "eval", "progress")
+# Not data.num_workers: grain's iterator state depends on the worker count.
 
 
 class ConfigError(ValueError):
@@ -70,6 +71,7 @@ def check_workdir(workdir: pathlib.Path, config: ml_collections.ConfigDict) -> N
     """Refuses a workdir that holds a run of another config; writes config.json."""
     path = workdir / "config.json"
     new = flatten(json.loads(config.to_json_best_effort()))
+    primary = jax.process_index() == 0
     if path.exists():
         old = flatten(json.loads(path.read_text()))
         fixed = lambda k: not any(k == r or k.startswith(r + ".") for r in RESUMABLE)  # noqa
@@ -80,8 +82,9 @@ def check_workdir(workdir: pathlib.Path, config: ml_collections.ConfigDict) -> N
                 f"workdir {workdir} holds a run of another config ({len(diff)} keys differ, "
                 f"e.g. {k}: {old.get(k)!r} there vs {new.get(k)!r} here); use a new --workdir"
             )
-    workdir.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(json.loads(config.to_json_best_effort()), indent=2))
+    if primary:
+        workdir.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(json.loads(config.to_json_best_effort()), indent=2))
 
 
 def make_optimizer(config: ml_collections.ConfigDict) -> optax.GradientTransformation:
@@ -148,8 +151,12 @@ def setup(config: ml_collections.ConfigDict, devices: list | None = None,
             task.validate(config)
     except (ValueError, FileNotFoundError) as e:
         raise ConfigError(str(e)) from e
-    if workdir is not None and jax.process_index() == 0:
-        check_workdir(workdir, config)
+    if config.get("best_metric") and config.ckpt_every % config.eval_every:
+        raise ConfigError(f"best_metric={config.best_metric!r} needs ckpt_every "
+                          f"({config.ckpt_every}) to be a multiple of eval_every "
+                          f"({config.eval_every}) so every checkpoint has a metric")
+    if workdir is not None:
+        check_workdir(workdir, config)  # every process checks, so all of them stop
 
     tx = make_optimizer(config)
 
@@ -182,8 +189,14 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
 
     data_iter = iter(task.train_data(config, s.local_batch, jax.process_index(),
                                      jax.process_count()))
+    if hasattr(task, "check_splits"):
+        try:
+            task.check_splits(config)
+        except ValueError as e:
+            data_iter.close()
+            raise ConfigError(str(e)) from e
     mgr = checkpoint.manager(workdir / "checkpoints", config.keep_ckpts,
-                             config.get("best_metric") or None)
+                             config.get("best_metric") or None, config.get("best_mode", "max"))
     start = mgr.latest_step() or 0
     if start:
         state = checkpoint.restore(mgr, start, state, s.state_shardings, data_iter)
@@ -193,11 +206,15 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
     progress = _progress(config, start, primary)
     pending: list[dict] = []
     t0, n0 = time.perf_counter(), start
+    val: dict[str, float] = {}
     try:
         for step in range(start + 1, config.total_steps + 1):
             batch = sharding.global_batch(next(data_iter), mesh)
             state, metrics = step_fn(state, batch, jnp.asarray(step, jnp.int32))
             pending.append(metrics)
+            if step == start + 1:  # keep compile time out of examples/s
+                jax.block_until_ready(metrics)
+                t0, n0 = time.perf_counter(), step
             if step % config.log_every == 0 or step == config.total_steps:
                 logs = _reduce(jax.device_get(pending), step - len(pending) + 1)
                 pending = []
@@ -214,15 +231,18 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
                     predict_fn, state), mesh, max_clips=config.eval.max_val_clips)
                 writer.write(step, {f"val/{k}": v for k, v in val.items()})
                 _say(primary, f"step {step} val: {_fmt(val)}")
+                t0 = time.perf_counter()  # keep eval time out of examples/s
             if step % config.ckpt_every == 0 or step == config.total_steps:
-                checkpoint.save(mgr, step, state, data_iter)
+                checkpoint.save(mgr, step, state, data_iter,
+                                metrics=val if step % config.eval_every == 0 else None)
     except NonFiniteLoss as e:
         mgr.wait_until_finished()
-        progress.close()
         writer.close()
         raise NonFiniteLoss(f"{e}; the last good checkpoint is kept in "
                             f"{workdir / 'checkpoints'} (step {mgr.latest_step()})") from None
-    progress.close()
+    finally:
+        progress.close()
+        data_iter.close()  # stop the grain workers before evaluation starts its own
     mgr.wait_until_finished()
 
     results: dict[str, Any] = {}

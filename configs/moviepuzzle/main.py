@@ -39,6 +39,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
         vocab_size=4096,
         num_workers=2,
     )
+    if {"text", "vision"} <= args:
+        raise ValueError("pass 'text' or 'vision' (single-modality baselines), not both")
     modalities = ("vision", "text")
     if "text" in args:
         modalities = ("text",)
@@ -75,7 +77,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.eval_every = 500
     c.ckpt_every = 500
     c.keep_ckpts = 2
-    c.best_metric = ""
+    c.best_metric = ""  # e.g. "os2": keep the best keep_ckpts checkpoints by val os2
+    c.best_mode = "max"  # "min" for lsd, lmd, sd, ssd
     c.progress = True
     c.eval = dict(
         max_val_clips=200,
@@ -95,5 +98,5 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
         c.batch_size = c.eval_batch_size = 8
         c.total_steps, c.warmup_steps = 6, 2
         c.log_every = c.eval_every = c.ckpt_every = 3
-        c.eval.update(max_val_clips=8, max_test_clips=8, report_clips=2)
+        c.eval.update(max_val_clips=8, max_test_clips=10, report_clips=2)  # 10 = a short batch
     return c

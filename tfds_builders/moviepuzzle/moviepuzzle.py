@@ -13,6 +13,7 @@ import io
 import json
 import os
 import pathlib
+import shutil
 from collections.abc import Iterator
 from typing import Any
 
@@ -228,11 +229,13 @@ def _synthetic_dir(download_dir: pathlib.Path, config: MoviePuzzleConfig) -> pat
     if (root / "_COMPLETE").is_file():
         return root
     tmp = root.with_name(root.name + f".tmp{os.getpid()}")
-    synthetic.write_corpus(tmp, seed=config.seed, sizes=config.sizes)
-    (tmp / "_COMPLETE").write_text("ok\n")
-    if root.exists():  # another process finished first
-        return root
-    os.replace(tmp, root)
+    try:
+        synthetic.write_corpus(tmp, seed=config.seed, sizes=config.sizes)
+        (tmp / "_COMPLETE").write_text("ok\n")
+        if not root.exists():  # else another process finished first
+            os.replace(tmp, root)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     return root
 
 

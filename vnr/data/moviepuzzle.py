@@ -10,7 +10,9 @@ grain workers. Batches are dicts of NumPy arrays, padded to `max_frames`:
   tokens   int32 [B, N, L]         hashed subtitle tokens (vnr.data.text)
   mask     bool  [B, N]            True for real frames (real frames first)
   position int32 [B, N]            true position of input frame i (pad: i)
-  shot_id, scene_id int32 [B, N]   group ids of input frame i (pad: -1)
+  shot_id, scene_id int32 [B, N]   group ids of input frame i (pad: -1); categorical
+                                   only: ids are numbered in true order, so a model
+                                   must never read their values
   text     object [B, N]           eval only: the raw subtitle of input frame i
 """
 
@@ -99,8 +101,10 @@ def train_dataset(cfg: Any, batch_size: int, seed: int, process_index: int = 0,
     """Endless, per-epoch reshuffled (clips and frames) batches for one process."""
     ds = grain.MapDataset.source(_source(cfg, cfg.train_split))
     ds = ds.seed(seed).shuffle().repeat(None)
-    ds = ds[process_index::process_count]
-    ds = ds.map(_encode(cfg)).random_map(ShuffleFrames()).batch(batch_size, drop_remainder=True)
+    ds = ds.map(_encode(cfg)).random_map(ShuffleFrames())
+    # Slice after the random map: frame shuffles depend on the global index, so
+    # the stream is the same whatever the number of processes.
+    ds = ds[process_index::process_count].batch(batch_size, drop_remainder=True)
     return _prefetch(ds.to_iter_dataset(), cfg.num_workers)
 
 
@@ -115,9 +119,9 @@ def eval_dataset(cfg: Any, split: str, batch_size: int, seed: int, max_examples:
     ds = grain.MapDataset.source(_source(cfg, split))
     if max_examples:
         ds = ds[:max_examples]
-    ds = ds.seed(seed + 1)[process_index::process_count]
-    ds = ds.map(_encode(cfg, keep_text=True)).random_map(ShuffleFrames())
-    ds = ds.batch(batch_size // process_count, drop_remainder=False)
+    ds = ds.seed(seed + 1).map(_encode(cfg, keep_text=True)).random_map(ShuffleFrames())
+    ds = ds[process_index::process_count].batch(batch_size // process_count,
+                                                drop_remainder=False)
     return _prefetch(ds.to_iter_dataset(), cfg.num_workers)
 
 

@@ -1,6 +1,6 @@
 """A vocabulary-free word tokenizer for text encoders trained from scratch.
 
-Words are lower-cased, split on non-alphanumerics (punctuation marks kept as
+Words are lower-cased, split on non-alphanumerics (Unicode-aware) (punctuation marks kept as
 their own tokens) and hashed with CRC32 into `vocab_size - 2` buckets. Id 0 is
 padding, id 1 marks "no dialogue" so an empty subtitle still has one token.
 Deterministic across processes and runs (no Python `hash`), needs no vocab
@@ -16,7 +16,8 @@ import zlib
 import numpy as np
 
 PAD, EMPTY = 0, 1
-_WORD = re.compile(r"[a-z0-9']+|[?!.,]")
+_CJK = "\u3040-\u30ff\u3400-\u9fff\uf900-\ufaff"  # kana and CJK ideographs: one token each
+_WORD = re.compile(rf"[{_CJK}]|(?:[^\W_{_CJK}]|')+|[?!.,]")
 
 
 def words(text: str) -> list[str]:

@@ -43,7 +43,11 @@ class Block(nnx.Module):
             raise ValueError(f"model width {width} is not divisible by heads {heads}")
         self.heads = heads
         self.ln1 = layer_norm(width, rngs)
-        self.qkv = dense(width, 3 * width, ("embed", "heads"), rngs)
+        # Separate q/k/v projections: with "heads" on a model axis each shard holds
+        # whole heads of all three (a fused (W, 3W) kernel would split across them).
+        self.q = dense(width, width, ("embed", "heads"), rngs)
+        self.k = dense(width, width, ("embed", "heads"), rngs)
+        self.v = dense(width, width, ("embed", "heads"), rngs)
         self.out = dense(width, width, ("heads", "embed"), rngs)
         self.ln2 = layer_norm(width, rngs)
         self.up = dense(width, mlp, ("embed", "mlp"), rngs)
@@ -54,9 +58,9 @@ class Block(nnx.Module):
                  rngs: nnx.Rngs | None) -> jax.Array:
         """x [..., T, W]; mask [..., T] True = attend to this key."""
         *lead, t, w = x.shape
-        q, k, v = jnp.split(self.qkv(self.ln1(x)), 3, axis=-1)
+        h = self.ln1(x)
         shape = (-1, t, self.heads, w // self.heads)
-        q, k, v = (a.reshape(shape) for a in (q, k, v))
+        q, k, v = (proj(h).reshape(shape) for proj in (self.q, self.k, self.v))
         m = None if mask is None else mask.reshape(-1, 1, 1, t)
         y = jax.nn.dot_product_attention(q, k, v, mask=m).reshape(*lead, t, w)
         x = x + self.drop(self.out(y), deterministic=not train, rngs=rngs)

@@ -26,7 +26,8 @@ def learning_curves(jsonl: str | pathlib.Path, out: str | pathlib.Path) -> pathl
     nrows = -(-len(wanted) // cols)
     fig, axes = plt.subplots(nrows, cols, figsize=(4.2 * cols, 3 * nrows), squeeze=False)
     for ax, name in zip(axes.flat, wanted):
-        pts = [(r["step"], r[name]) for r in rows if name in r]
+        # After a resume, steps repeat: the later row wins (the run that continued).
+        pts = sorted({r["step"]: r[name] for r in rows if name in r}.items())
         ax.plot(*zip(*pts), marker="." if len(pts) < 30 else None)
         ax.set_title(name)
         ax.set_xlabel("step")

@@ -43,6 +43,28 @@ def validate(config: Any) -> None:
         raise ValueError(f"pairs_per_clip={config.pairs_per_clip} must be >= 2")
     if config.eval.objective not in ("path", "linear"):
         raise ValueError(f"eval.objective={config.eval.objective!r}: use 'path' or 'linear'")
+    if config.eval.search not in ("beam", "exact"):
+        raise ValueError(f"eval.search={config.eval.search!r}: use 'beam' or 'exact'")
+    if config.eval.search == "beam" and config.eval.beam_size < 1:
+        raise ValueError(f"eval.beam_size={config.eval.beam_size} must be >= 1")
+    from vnr.ops.permutation_search import MAX_EXACT_N
+
+    if config.eval.search == "exact" and d.max_frames > MAX_EXACT_N:
+        raise ValueError(f"eval.search='exact' handles clips of <= {MAX_EXACT_N} frames but "
+                         f"data.max_frames={d.max_frames}; use eval.search='beam'")
+
+
+def check_splits(config: Any) -> None:
+    """Every configured split exists in the built dataset (called once it is built)."""
+    from tfds_builders import moviepuzzle as builder
+
+    d = config.data
+    have = builder.split_names(d.config, d.data_dir, manual_dir=d.manual_dir or None)
+    for key, split in [("data.train_split", d.train_split), ("data.val_split", d.val_split)] + [
+            ("data.test_splits", s) for s in d.test_splits]:
+        if split not in have:
+            raise ValueError(f"{key}={split!r} is not a split of moviepuzzle/{d.config} "
+                             f"(it has {', '.join(have)})")
 
 
 def make_model(config: Any, rngs: nnx.Rngs) -> PairOrderModel:
