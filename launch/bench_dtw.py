@@ -84,7 +84,7 @@ def _tslearn():
 
 
 def _fmt(t: float | None) -> str:
-    return "n/a" if t is None else (f"{t * 1e3:9.1f} ms" if t < 10 else f"{t:9.2f} s ")
+    return "n/a" if t is None else (f"{t * 1e3:8.1f} ms" if t < 1 else f"{t:8.2f} s ")
 
 
 def _ratio(ref: float | None, ours: float) -> str:

@@ -66,6 +66,14 @@ def test_soft_dtw_matches_brute_force_value_and_expected_alignment(costs):
         np.testing.assert_allclose(grad[b, :n, :m], expected, atol=2e-5)
         assert np.all(np.asarray(grad[b, n:, :]) == 0) and np.all(np.asarray(grad[b, :, m:]) == 0)
     assert float(grad.min()) >= 0.0 and float(grad.max()) <= 1.0 + 1e-6
+    # Without lengths (every pair full): the same numbers as passing full lengths.
+    val_full = soft_dtw(costs, gamma)
+    grad_full = jax.grad(lambda c: soft_dtw(c, gamma).sum())(jnp.asarray(costs))
+    np.testing.assert_allclose(val_full[0], val[0], rtol=1e-6)
+    np.testing.assert_allclose(grad_full[0], grad[0], atol=1e-6)
+    ref, expected, _, _ = _brute_soft(costs[1].astype(np.float64), gamma)
+    np.testing.assert_allclose(val_full[1], ref, rtol=1e-5)
+    np.testing.assert_allclose(grad_full[1], expected, atol=2e-5)
 
 
 def test_dtw_matches_brute_force_minimum_and_returns_a_valid_optimal_path(costs):
@@ -156,6 +164,10 @@ def test_banded_and_grouped_wavefront_matches_naive_autodiff(monkeypatch):
         naive = jax.grad(lambda s: _naive_soft_dtw(s, gamma))(sub)
         np.testing.assert_allclose(grad[b, : lx[b], : ly[b]], naive, atol=1e-5)
         assert float(jnp.abs(grad[b, lx[b] :]).sum() + jnp.abs(grad[b, :, ly[b] :]).sum()) == 0
+    # Without lengths (static fast path: the value is read off the last diagonal).
+    full = jax.value_and_grad(lambda c: soft_dtw(c, gamma)[0])(jnp.asarray(c[:1]))
+    np.testing.assert_allclose(full[0], val[0], rtol=1e-6)
+    np.testing.assert_allclose(full[1], grad[:1], atol=1e-6)
 
 
 def test_soft_dtw_tends_to_dtw_as_gamma_goes_to_zero(costs):

@@ -213,13 +213,15 @@ def _rewindow(x: jax.Array, old: tuple[int, int], new: tuple[int, int], fill) ->
     return jnp.pad(core, ((0, 0), (s - nlo, nhi - max(s, e))), constant_values=fill)
 
 
-def _sdtw_forward(cost: jax.Array, len_x: jax.Array, len_y: jax.Array, gamma: float, keep: bool):
+def _sdtw_forward(cost, len_x, len_y, gamma: float, keep: bool, full: bool = False):
     """Wavefront forward (``N <= M``). Returns the value [B] and, if ``keep``, the weights.
 
     The weights are, per band, ``(w_up, w_left)`` each ``[d1 - d0, B, hi - lo]``: the
     normalised share of ``R[i-1, j]`` and ``R[i, j-1]`` in cell (i, j)'s soft-min (the diagonal
     share is ``1 - w_up - w_left``). Cells outside the matrix are skewed in as ``BIG`` costs:
     their R stays >= BIG, so they get zero weight in every real cell without a mask per step.
+    ``full`` (static: every pair has its full lengths) reads the value off the last diagonal
+    instead of capturing each pair's end cell at every step.
     """
     b, n, m = cost.shape
     dt = cost.dtype
@@ -243,7 +245,8 @@ def _sdtw_forward(cost: jax.Array, len_x: jax.Array, len_y: jax.Array, gamma: fl
             diag = shift_down(r2, jnp.where(d == 0, 0.0, big).astype(dt))
             mn, _, mx, e_med, e_hi, s = _softmin3_parts(diag, up, r1, gamma)
             r = c + (mn - gamma * jnp.log(s))
-            val = jnp.where(d == target_d, take_index(r, end_k), val)
+            if not full:
+                val = jnp.where(d == target_d, take_index(r, end_k), val)
             w = None
             if keep:
                 inv = 1.0 / s
@@ -254,10 +257,12 @@ def _sdtw_forward(cost: jax.Array, len_x: jax.Array, len_y: jax.Array, gamma: fl
         xs = (sk[d0:d1, :, lo:hi], jnp.arange(d0, d1))
         (r1, r2, val), w = lax.scan(step, (r1, r2, val), xs, unroll=_UNROLL)
         ws.append(w)
+    if full:
+        val = r1[:, n - 1 - window[0]]
     return val, (tuple(ws) if keep else None)
 
 
-def _sdtw_backward(ws, len_x, len_y, g: jax.Array, n: int, m: int):
+def _sdtw_backward(ws, len_x, len_y, g: jax.Array, n: int, m: int, full: bool = False):
     """Expected-alignment recursion (Cuturi & Blondel 2017, Alg. 2) as a reverse wavefront.
 
     Written with the forward's stored soft-min weights (the paper's equivalent form): each
@@ -274,6 +279,8 @@ def _sdtw_backward(ws, len_x, len_y, g: jax.Array, n: int, m: int):
     target_d = (len_x + len_y - 2)[:, None]
     window = plan[-1][2:]
     e_cur = e_next = jnp.zeros((b, window[1] - window[0]), dt)
+    if full:  # the end cell is the last row of the last diagonal
+        e_cur = e_cur.at[:, n - 1 - window[0]].set(g)
     es = []
     for (d0, d1, lo, hi), (w_up, w_left) in zip(plan[::-1], ws[::-1], strict=True):
         e_cur, e_next = (_rewindow(e, window, (lo, hi), 0.0) for e in (e_cur, e_next))
@@ -283,7 +290,9 @@ def _sdtw_backward(ws, len_x, len_y, g: jax.Array, n: int, m: int):
         def step(carry, xs, rows=rows):
             e_cur, e_next = carry
             d, wu, wl = xs
-            e = jnp.where((rows[None, :] == end_i) & (d == target_d), g[:, None], e_cur)
+            e = e_cur
+            if not full:
+                e = jnp.where((rows[None, :] == end_i) & (d == target_d), g[:, None], e_cur)
             wd = jnp.maximum(1.0 - wu - wl, 0.0)
             e_next = e_next + shift_up(e * wu) + e * wl
             return (e_next, shift_up(e * wd)), e
@@ -309,29 +318,29 @@ def _by_group(x: jax.Array, bc: int) -> jax.Array:
     return x.reshape((x.shape[0] // bc, bc) + x.shape[1:])
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(3,))
-def _soft_dtw(cost, len_x, len_y, gamma):
+@functools.partial(jax.custom_vjp, nondiff_argnums=(3, 4))
+def _soft_dtw(cost, len_x, len_y, gamma, full):
     bc = _group_size(cost.shape[0], cost.shape[1])
     groups = (_by_group(cost, bc), _by_group(len_x, bc), _by_group(len_y, bc))
-    val = lax.map(lambda a: _sdtw_forward(*a, gamma, keep=False)[0], groups)
+    val = lax.map(lambda a: _sdtw_forward(*a, gamma, keep=False, full=full)[0], groups)
     return val.reshape(-1)
 
 
-def _soft_dtw_fwd(cost, len_x, len_y, gamma):
+def _soft_dtw_fwd(cost, len_x, len_y, gamma, full):
     bc = _group_size(cost.shape[0], cost.shape[1])
     groups = (_by_group(cost, bc), _by_group(len_x, bc), _by_group(len_y, bc))
-    val, ws = lax.map(lambda a: _sdtw_forward(*a, gamma, keep=True), groups)
+    val, ws = lax.map(lambda a: _sdtw_forward(*a, gamma, keep=True, full=full), groups)
     return val.reshape(-1), (ws, len_x, len_y)
 
 
-def _soft_dtw_bwd(gamma, res, g):
+def _soft_dtw_bwd(gamma, full, res, g):
     ws, len_x, len_y = res  # ws: per band, two [G, band length, bc, band width]
     bc = ws[0][0].shape[2]
     n = max(w[0].shape[3] for w in ws)  # the band through diagonal n - 1 spans all rows
     m = sum(w[0].shape[1] for w in ws) - n + 1
     g = g.astype(ws[0][0].dtype)
     groups = (ws, _by_group(len_x, bc), _by_group(len_y, bc), _by_group(g, bc))
-    grad = lax.map(lambda a: _sdtw_backward(*a, n, m), groups)
+    grad = lax.map(lambda a: _sdtw_backward(*a, n, m, full), groups)
     return grad.reshape((-1,) + grad.shape[2:]), None, None
 
 
@@ -340,18 +349,21 @@ _soft_dtw.defvjp(_soft_dtw_fwd, _soft_dtw_bwd)
 
 @functools.partial(jax.jit, static_argnames=("gamma",))
 def _soft_dtw_jit(cost, len_x, len_y, gamma):
+    full = len_x is None and len_y is None
     cost, len_x, len_y = as_arrays(cost, len_x, len_y)
     _, n, m = cost.shape
-    # Padding cells are set to 0 (they never reach a value) so that NaN or inf there cannot
-    # reach the backward either; inf inside is clamped to BIG.
-    real = (jnp.arange(n)[None, :, None] < len_x[:, None, None]) & (
-        jnp.arange(m)[None, None, :] < len_y[:, None, None]
-    )
-    cost = jnp.where(real, jnp.minimum(cost, BIG), 0.0)
+    cost = jnp.minimum(cost, BIG)  # inf inside is clamped to BIG
+    if not full:
+        # Padding cells are set to 0 (they never reach a value) so that NaN or inf there
+        # cannot reach the backward either.
+        real = (jnp.arange(n)[None, :, None] < len_x[:, None, None]) & (
+            jnp.arange(m)[None, None, :] < len_y[:, None, None]
+        )
+        cost = jnp.where(real, cost, 0.0)
     if n > m:
         # Soft-DTW is symmetric in (x, y): run along the shorter side (shorter diagonals).
-        return _soft_dtw(cost.transpose(0, 2, 1), len_y, len_x, gamma)
-    return _soft_dtw(cost, len_x, len_y, gamma)
+        return _soft_dtw(cost.transpose(0, 2, 1), len_y, len_x, gamma, full)
+    return _soft_dtw(cost, len_x, len_y, gamma, full)
 
 
 def soft_dtw(cost: Any, gamma: float, len_x: Any = None, len_y: Any = None) -> jax.Array:
