@@ -119,8 +119,11 @@ def test_padded_batch_equals_each_pair_alone(data):
     for b in range(B):
         junk[b, LX[b] :, :] = -100.0
         junk[b, :, LY[b] :] = -100.0
+    junk[2, LX[2] :, :] = np.nan
     val, match = drop_dtw(junk, dx, dy, LX, LY)
     soft = soft_drop_dtw(junk, dx, dy, 0.3, LX, LY)
+    grad = jax.grad(lambda c: soft_drop_dtw(c, dx, dy, 0.3, LX, LY).sum())(jnp.asarray(junk))
+    assert np.all(np.isfinite(val)) and np.all(np.isfinite(grad))
     for b in (2, 4):
         n, m = LX[b], LY[b]
         v1, m1 = drop_dtw(c[b : b + 1, :n, :m], dx[b : b + 1, :n], dy[b : b + 1, :m])

@@ -185,11 +185,18 @@ def _prepare_drop(cost, drop_x, drop_y, len_x, len_y):
 
 
 def _arrays(cost, drop_x, drop_y, len_x, len_y):
+    full = len_x is None and len_y is None
     cost, len_x, len_y = as_arrays(cost, len_x, len_y)
     b, n, m = cost.shape
     dx = _drop_array(drop_x, b, n, cost.dtype)
     # One-sided: y cannot be dropped (BIG = +inf inside the recursion).
     dy = _drop_array(BIG if drop_y is None else drop_y, b, m, cost.dtype)
+    if not full:
+        # Padding never reaches a value; zeroing it keeps NaN there out of the gradients too.
+        real_x = jnp.arange(n)[None, :] < len_x[:, None]
+        real_y = jnp.arange(m)[None, :] < len_y[:, None]
+        cost = jnp.where(real_x[:, :, None] & real_y[:, None, :], cost, 0.0)
+        dx, dy = jnp.where(real_x, dx, 0.0), jnp.where(real_y, dy, 0.0)
     return cost, dx, dy, len_x, len_y
 
 

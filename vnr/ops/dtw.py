@@ -6,15 +6,21 @@ and M). Cells outside ``[:len_x, :len_y]`` never influence the value and get zer
 so a padded batch gives exactly what each pair gives alone.
 
 All recursions run as an anti-diagonal wavefront: one ``lax.scan`` step per anti-diagonal
-(N + M - 1 steps), the whole batch and the whole diagonal inside each step. The cost is
-"skewed" once (a pad + reshape, no gather) so that diagonal ``d`` is a contiguous ``[B, N]``
-slice: ``skewed[d, b, i] = cost[b, i, d - i]``.
+(N + M - 1 steps), the batch and the diagonal inside each step, along the shorter side (the
+input is transposed when N > M). The cost is "skewed" once (a pad + reshape, no gather) so that
+diagonal ``d`` is a contiguous ``[B, N]`` slice: ``skewed[d, b, i] = cost[b, i, d - i]``.
+soft-DTW additionally (pure scheduling, identical results): runs the batch in groups sized so a
+diagonal stays in L1 (``lax.map`` over groups), and splits the diagonals into bands computed on
+static row windows, skipping most of the empty corners. Its backward is a ``custom_vjp``: the
+E recursion of Cuturi & Blondel as a reverse wavefront over the soft-min weights stored by the
+forward.
 
 Bad input raises ``ValueError`` from a thin wrapper before anything is traced: wrong ranks or
 shapes, ``gamma <= 0`` or non-finite, lengths outside ``[1, N]`` / ``[1, M]`` (checked when the
 lengths are concrete; under an outer ``jit`` only shapes can be checked). NaN in the cost of one
 batch element makes that element's value and gradient NaN and never touches other elements;
-NaN in the padding (outside the real lengths) does not reach the value of any element.
+NaN in the padding (outside the real lengths) reaches no value (nor, for soft-DTW, gradient).
+Costs of +inf are clamped to ``BIG`` (1e10), which stands in for +inf inside the recursions.
 
 Drop-DTW (``drop_dtw``, ``soft_drop_dtw``, ``percentile_drop_cost``) lives in
 ``vnr/ops/drop_dtw.py`` and is re-exported here.
