@@ -8,6 +8,9 @@ Side by side in one run, on the same inputs:
   vmapped over the batch and differentiated by autodiff vs tslearn (numba, one pair at a time,
   ``SoftDTW.compute/grad`` + ``SquaredEuclidean.jacobian_product``, float64). A reference that
   does not import is reported as such.
+- soft-DTW alone on the cost matrix (value + gradient w.r.t. the cost), ours vs tslearn's
+  numba ``SoftDTW.compute/grad``: tslearn's feature-space path above is dominated by its
+  per-pair Python overhead, this row shows the recursion against the recursion.
 - Drop-DTW (one-sided, contiguous) at (24, 200, 20): ours vs the NumPy transcription of the
   authors' cell loop (``launch/ref_drop_dtw.py``).
 
@@ -132,6 +135,41 @@ def bench_soft(sizes, repeats: int) -> list[str]:
     return lines
 
 
+def bench_core(sizes, repeats: int) -> list[str]:
+    """soft-DTW alone on a given cost matrix: value + gradient w.r.t. the cost."""
+    try:
+        from tslearn.metrics import SoftDTW
+    except ImportError as e:  # pragma: no cover - depends on the environment
+        return [f"soft-DTW core vs tslearn: tslearn not importable ({e})"]
+
+    def tsl(cost: np.ndarray):
+        out = []
+        for c in cost:
+            sdtw = SoftDTW(c, gamma=GAMMA)
+            out.append((sdtw.compute(), sdtw.grad()))
+        return out
+
+    ours = jax.jit(jax.value_and_grad(lambda c: soft_dtw(c, GAMMA).sum()))
+    lines = [
+        "soft-DTW core only (cost matrix in; value + gradient w.r.t. the cost out): ours vs "
+        "tslearn SoftDTW.compute/grad (numba, float64, one pair at a time)",
+        f"{'(B, N, M)':<17}{'ours':>12}{'tslearn':>12}{'ratio':>10}",
+    ]
+    for b, n, m in sizes:
+        rng = np.random.default_rng(0)
+        x = rng.normal(size=(b, n, FEAT_DIM)).astype(np.float32)
+        y = rng.normal(size=(b, m, FEAT_DIM)).astype(np.float32)
+        cost = np.asarray(pairwise_cost(x, y))
+        cj = jnp.asarray(cost)
+        t_ours = _time(lambda cj=cj: ours(cj), repeats)
+        c64 = cost.astype(np.float64)
+        t_tsl = _time(lambda c64=c64: tsl(c64), 1 if b * n * m > 2**22 else repeats)
+        lines.append(
+            f"{str((b, n, m)):<17}{_fmt(t_ours):>12}{_fmt(t_tsl):>12}{_ratio(t_tsl, t_ours):>10}"
+        )
+    return lines
+
+
 def bench_drop(repeats: int) -> list[str]:
     b, n, m = DROP_SIZE
     rng = np.random.default_rng(0)
@@ -159,5 +197,6 @@ def main(argv: list[str]) -> None:
     args = parser.parse_args(argv[1:])
     sizes = SOFT_SIZES[:2] if args.quick else SOFT_SIZES
     print(f"jax {jax.__version__} on {jax.devices()[0].platform}, repeats={args.repeats}")
-    for line in bench_soft(sizes, args.repeats) + [""] + bench_drop(args.repeats):
+    lines = bench_soft(sizes, args.repeats) + [""] + bench_core(sizes, args.repeats)
+    for line in lines + [""] + bench_drop(args.repeats):
         print(line, flush=True)
