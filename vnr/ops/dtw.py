@@ -47,7 +47,7 @@ __all__ = [
 
 # Stands in for +inf inside the recursions: finite, so soft-min weights never see inf - inf.
 BIG = 1e10
-# Scan unrolling: fewer loop iterations on CPU, no change in results.
+# Scan unrolling (no change in results). 1 is fastest on XLA:CPU here: unrolled bodies fuse worse.
 _UNROLL = 1
 
 
