@@ -6,6 +6,11 @@ os.environ["XLA_FLAGS"] = (
     os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8"
 ).strip()
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
+# Many tests compile the same smoke model; a persistent compilation cache (keyed by
+# the HLO, jax version and flags, so never stale) turns the repeats into loads.
+os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", os.path.join(
+    __import__("tempfile").gettempdir(), f"vnr-tests-jax-cache-{os.getuid()}"))
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.5")
 
 import pathlib  # noqa: E402
 

@@ -38,6 +38,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
         max_tokens=16,  # the synthetic grammar has <= 15 words per frame
         vocab_size=4096,
         num_workers=2,
+        augment=True,  # clip-consistent flip + colour-channel permutation (training only)
     )
     if {"text", "vision"} <= args:
         raise ValueError("pass 'text' or 'vision' (single-modality baselines), not both")
@@ -51,19 +52,19 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
         stem=4,  # 4x4 patchify stem, then stride-2 3x3 convs: 64 -> 16 -> 8 -> 4
         channels=(32, 64, 64),
         width=128,
-        text_layers=1,
-        pair_layers=2,
+        text_layers=0,  # token + position embeddings, masked mean pool (no attention)
+        pair_layers=1,
         heads=4,
         mlp=256,
         dropout=0.1,
     )
-    c.pairs_per_clip = 32
+    c.pairs_per_clip = 64
 
     # AdamW as in the paper (Appendix D), from scratch: warmup + cosine decay.
     c.batch_size = 32
     c.eval_batch_size = 32
-    c.total_steps = 1500
-    c.warmup_steps = 100
+    c.total_steps = 700
+    c.warmup_steps = 50
     c.lr = 1e-3
     c.weight_decay = 0.05
     c.b1, c.b2 = 0.9, 0.999
@@ -74,8 +75,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.sharding_rules = (("mlp", "model"), ("heads", "model"), ("vocab", "model"))
 
     c.log_every = 25
-    c.eval_every = 500
-    c.ckpt_every = 500
+    c.eval_every = 350
+    c.ckpt_every = 350
     c.keep_ckpts = 2
     c.best_metric = ""  # e.g. "os2": keep the best keep_ckpts checkpoints by val os2
     c.best_mode = "max"  # "min" for lsd, lmd, sd, ssd

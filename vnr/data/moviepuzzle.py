@@ -84,6 +84,20 @@ class ShuffleFrames(grain.transforms.RandomMap):
         return {k: v[perm] if k != "mask" else v for k, v in ex.items()}
 
 
+@dataclasses.dataclass(frozen=True)
+class AugmentClip(grain.transforms.RandomMap):
+    """Training augmentation applied identically to every frame of a clip: a
+    horizontal flip (p=0.5) and a random permutation of the colour channels.
+    Relative cues between frames (who is nearer the door, how many items) are
+    unchanged; absolute palettes and left/right layouts stop being shortcuts."""
+
+    def random_map(self, ex: dict[str, np.ndarray], rng: np.random.Generator) -> dict:
+        frames = ex["frames"][..., rng.permutation(3)]
+        if rng.random() < 0.5:
+            frames = frames[:, :, ::-1]
+        return dict(ex, frames=np.ascontiguousarray(frames))
+
+
 def _source(cfg: Any, split: str):
     from tfds_builders import moviepuzzle as builder
 
@@ -102,6 +116,8 @@ def train_dataset(cfg: Any, batch_size: int, seed: int, process_index: int = 0,
     ds = grain.MapDataset.source(_source(cfg, cfg.train_split))
     ds = ds.seed(seed).shuffle().repeat(None)
     ds = ds.map(_encode(cfg)).random_map(ShuffleFrames())
+    if cfg.get("augment", False):
+        ds = ds.random_map(AugmentClip())
     # Slice after the random map: frame shuffles depend on the global index, so
     # the stream is the same whatever the number of processes.
     ds = ds[process_index::process_count].batch(batch_size, drop_remainder=True)
