@@ -21,14 +21,13 @@ slow references run once at (8, 1024, 1024).
 from __future__ import annotations
 
 import argparse
-import time
-from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from launch.ref_drop_dtw import drop_dtw_batch
+from launch.timing import wall_times
 from vnr.ops.dtw import drop_dtw, pairwise_cost, soft_dtw
 
 SOFT_SIZES = [(64, 64, 64), (64, 256, 256), (8, 1024, 1024)]
@@ -37,16 +36,10 @@ FEAT_DIM = 8
 GAMMA = 1.0
 
 
-def _time(fn: Callable[[], object], repeats: int) -> float:
-    """Best wall time of ``fn()`` over ``repeats`` runs, after one warm-up run (the minimum is
-    the least noisy estimate on a shared machine; every engine gets the same treatment)."""
-    jax.block_until_ready(fn())
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        jax.block_until_ready(fn())
-        times.append(time.perf_counter() - t0)
-    return min(times)
+def _time(fn, repeats: int) -> float:
+    """Best wall time of `fn()` over `repeats` runs after a warm-up (the least noisy
+    estimate on a shared machine; every engine gets the same treatment)."""
+    return float(wall_times(fn, repeats).min())
 
 
 def _ours():

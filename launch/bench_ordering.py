@@ -10,12 +10,11 @@ Random row of Table 1 under our metric definitions.
 from __future__ import annotations
 
 import argparse
-import time
 
-import jax
 import numpy as np
 
 from launch.ref_algorithm3 import beam_search_batch, beam_search_clip_numpy
+from launch.timing import wall_times
 from vnr.ops import order_metrics as om
 from vnr.ops import permutation_search as ps
 
@@ -26,13 +25,7 @@ PAPER_RANDOM = {"lsd": 34.24, "lmd": 4.57, "sd": 10.59, "ssd": 33.99, "os2": 49.
 
 def _time(fn, repeats: int) -> float:
     """Median wall time of `fn()` over `repeats` runs (after one warm-up run)."""
-    jax.block_until_ready(fn())
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        jax.block_until_ready(fn())
-        times.append(time.perf_counter() - t0)
-    return float(np.median(times))
+    return float(np.median(wall_times(fn, repeats)))
 
 
 def _model_scores(rng, B: int, n: int, kind: str, noise: float) -> np.ndarray:

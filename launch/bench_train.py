@@ -20,6 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 from absl import flags
 
+from launch.timing import wall_times
 from vnr import sharding
 from vnr.train import check_overrides, setup
 
@@ -33,13 +34,7 @@ def matmul_flops_per_sec(n: int, repeats: int = 10) -> float:
     """Best-of-`repeats` float32 (n x n) @ (n x n) FLOP/s on the default device."""
     a = jax.random.normal(jax.random.key(0), (n, n), jnp.float32)
     f = jax.jit(lambda x: x @ x)
-    f(a).block_until_ready()
-    best = float("inf")
-    for _ in range(repeats):
-        t = time.perf_counter()
-        f(a).block_until_ready()
-        best = min(best, time.perf_counter() - t)
-    return 2 * n**3 / best
+    return 2 * n**3 / float(wall_times(lambda: f(a), repeats).min())
 
 
 def step_flops(compiled) -> float:
