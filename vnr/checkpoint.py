@@ -3,7 +3,8 @@
 One `ocp.CheckpointManager` per run under `<workdir>/checkpoints`, async, keeping
 the newest `keep` steps, or, when `best_metric` is set, the best `keep` by that
 validation metric (`best_mode` "max" or "min"; the trainer saves the val
-metrics with each checkpoint, and the final step is kept too). Each step holds two items:
+metrics with each checkpoint it evaluates at; one without metrics is kept).
+Each step holds two items:
   state: the model and optimizer `nnx.State` as a pure dict (the optimizer's
          step counter included). Dropout keys derive from (seed, step), so
          the step restores the RNG too.
@@ -42,7 +43,8 @@ def manager(directory: str | epath.Path, keep: int = 3, best_metric: str | None 
         enable_async_checkpointing=True,
         best_fn=(lambda m: m[best_metric]) if best_metric else None,
         best_mode=best_mode,
-        keep_checkpoints_without_metrics=False,
+        # A final step off the eval grid has no metrics; keep it (resume needs it).
+        keep_checkpoints_without_metrics=True,
         create=True,
     )
     return ocp.CheckpointManager(

@@ -226,13 +226,14 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
                 progress.set_postfix(loss=f"{logs['loss']:.4f}",
                                      ex_s=f"{logs['examples_per_sec']:.1f}")
             progress.update(1)
-            if step % config.eval_every == 0 and step != config.total_steps:
+            if step % config.eval_every == 0:
                 val = task.evaluate(config, config.data.val_split, functools.partial(
                     predict_fn, state), mesh, max_clips=config.eval.max_val_clips)
                 writer.write(step, {f"val/{k}": v for k, v in val.items()})
                 _say(primary, f"step {step} val: {_fmt(val)}")
                 t0 = time.perf_counter()  # keep eval time out of examples/s
             if step % config.ckpt_every == 0 or step == config.total_steps:
+                # Only metrics measured at this very step rank a checkpoint.
                 checkpoint.save(mgr, step, state, data_iter,
                                 metrics=val if step % config.eval_every == 0 else None)
     except NonFiniteLoss as e:
