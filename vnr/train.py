@@ -104,6 +104,7 @@ def train_step(graphdef: Any, task: Any, config: Any, state: nnx.State, batch: d
     and is reported through `metrics["nonfinite"]`; the host checks it at log
     steps (no per-step sync) and stops naming the first bad step.
     """
+    old = state.to_pure_dict()  # arrays: merge shares Variables, update mutates them
     model, opt = nnx.merge(graphdef, state)
     rngs = nnx.Rngs(dropout=jax.random.fold_in(jax.random.key(config.seed), step))
 
@@ -116,7 +117,8 @@ def train_step(graphdef: Any, task: Any, config: Any, state: nnx.State, batch: d
     new_state = nnx.state((model, opt))
     param_norm = optax.global_norm(nnx.state(model, nnx.Param))
     ok = jnp.isfinite(value) & jnp.isfinite(grad_norm) & jnp.isfinite(param_norm)
-    new_state = jax.tree.map(lambda n, o: jnp.where(ok, n, o), new_state, state)
+    nnx.replace_by_pure_dict(new_state, jax.tree.map(
+        lambda n, o: jnp.where(ok, n, o), new_state.to_pure_dict(), old))
     metrics = dict(metrics, loss=value, grad_norm=grad_norm, nonfinite=(~ok).astype(jnp.int32))
     return new_state, metrics
 
