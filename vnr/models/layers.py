@@ -7,6 +7,8 @@ projection width), "vocab" (embedding rows), "conv" (conv output channels);
 
 from __future__ import annotations
 
+from typing import Any
+
 import jax
 import jax.numpy as jnp
 from flax import nnx
@@ -16,12 +18,18 @@ _zeros = nnx.initializers.zeros_init()
 _ones = nnx.initializers.ones_init()
 
 
+def annotate(init: Any, names: tuple) -> Any:
+    """`init` with logical axis names; placement is left to `vnr.sharding` (no eager
+    sharding, so modules also build outside a mesh)."""
+    return nnx.with_partitioning(init, names, eager_sharding=False)
+
+
 def dense(din: int, dout: int, names: tuple, rngs: nnx.Rngs, dtype=jnp.float32) -> nnx.Linear:
     """`nnx.Linear` whose kernel and bias carry logical axis names."""
     return nnx.Linear(
         din, dout, dtype=dtype,
-        kernel_init=nnx.with_partitioning(_init, names),
-        bias_init=nnx.with_partitioning(_zeros, (names[1],)),
+        kernel_init=annotate(_init, names),
+        bias_init=annotate(_zeros, (names[1],)),
         rngs=rngs,
     )
 
@@ -29,8 +37,8 @@ def dense(din: int, dout: int, names: tuple, rngs: nnx.Rngs, dtype=jnp.float32) 
 def layer_norm(dim: int, rngs: nnx.Rngs) -> nnx.LayerNorm:
     return nnx.LayerNorm(
         dim,
-        scale_init=nnx.with_partitioning(_ones, ("norm",)),
-        bias_init=nnx.with_partitioning(_zeros, ("norm",)),
+        scale_init=annotate(_ones, ("norm",)),
+        bias_init=annotate(_zeros, ("norm",)),
         rngs=rngs,
     )
 

@@ -70,7 +70,7 @@ def check_splits(config: Any) -> None:
 def make_model(config: Any, rngs: nnx.Rngs) -> PairOrderModel:
     m, d = config.model, config.data
     return PairOrderModel(
-        modalities=tuple(m.modalities), image_size=d.image_size, stem=m.stem,
+        modalities=tuple(m.modalities), image_size=d.image_size, stem=m.stem, conv=m.conv,
         channels=tuple(m.channels),
         vocab_size=d.vocab_size, max_tokens=d.max_tokens, width=m.width,
         text_layers=m.text_layers, pair_layers=m.pair_layers, heads=m.heads, mlp=m.mlp,

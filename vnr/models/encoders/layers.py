@@ -30,6 +30,8 @@ import jax
 import jax.numpy as jnp
 from flax import nnx, struct
 
+from vnr.models.layers import annotate as annotated
+
 Names = tuple[str | None, ...]
 Dtype = Any
 
@@ -66,9 +68,6 @@ def activation(name: str) -> Callable[[jax.Array], jax.Array]:
     return ACTIVATIONS[name]
 
 
-def annotated(init: Callable, names: Names) -> Callable:
-    """Wraps an initializer so its Param carries logical sharding ``names`` (no eager placement)."""
-    return nnx.with_partitioning(init, names, eager_sharding=False)
 
 
 def param(value: jax.Array, names: Names) -> nnx.Param:
