@@ -15,11 +15,12 @@ from vnr.reports.writer import read_jsonl  # noqa: E402
 
 
 def learning_curves(jsonl: str | pathlib.Path, out: str | pathlib.Path) -> pathlib.Path | None:
-    """One panel per metric group (train/*, val/*), value against step."""
+    """One panel per train/val metric, value against step."""
     rows = read_jsonl(jsonl)
     names = sorted({k for r in rows for k in r if "/" in k})
-    wanted = [n for n in names if n.split("/", 1)[1] in
-              ("loss", "pair_acc", "os2", "os3", "lsd", "examples_per_sec", "grad_norm")]
+    # Train and val series only: test splits are one point each (see results.json).
+    wanted = [n for n in names if n.split("/", 1)[0] in ("train", "val") and n.split("/", 1)[1]
+              in ("loss", "pair_acc", "os2", "os3", "lsd", "examples_per_sec", "grad_norm")]
     if not wanted:
         return None
     cols = min(3, len(wanted))
