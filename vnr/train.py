@@ -123,6 +123,15 @@ def train_step(graphdef: Any, task: Any, config: Any, state: nnx.State, batch: d
     return new_state, metrics
 
 
+def _under_mesh(mesh: jax.sharding.Mesh, fn: Any) -> Any:
+    """`fn` traced with `mesh` as the abstract mesh in context (`get_abstract_mesh()`)."""
+    @functools.wraps(fn)
+    def traced(*args: Any) -> Any:
+        with jax.sharding.use_abstract_mesh(mesh.abstract_mesh):
+            return fn(*args)
+    return traced
+
+
 @dataclasses.dataclass
 class Setup:
     """Everything a loop (training, benchmark, test) needs, built from a config."""
@@ -169,12 +178,14 @@ def setup(config: ml_collections.ConfigDict, devices: list | None = None,
     rules = [tuple(r) for r in config.sharding_rules]
     graphdef, state, state_sh = sharding.create_sharded(make, mesh, rules)
     batch_sh, repl = sharding.batch_sharding(mesh), sharding.replicated(mesh)
+    # Traced under the mesh, so a task can use `jax.shard_map` without naming it
+    # (e.g. a contrastive loss that all-gathers the other modality).
     step_fn = jax.jit(
-        functools.partial(train_step, graphdef, task, config),
+        _under_mesh(mesh, functools.partial(train_step, graphdef, task, config)),
         in_shardings=(state_sh, batch_sh, repl), out_shardings=(state_sh, repl),
         donate_argnums=0)
     predict_fn = jax.jit(
-        lambda st, b: task.predict(nnx.merge(graphdef, st)[0], b, config),
+        _under_mesh(mesh, lambda st, b: task.predict(nnx.merge(graphdef, st)[0], b, config)),
         in_shardings=(state_sh, batch_sh), out_shardings=repl)
     return Setup(task, mesh, local_batch, graphdef, state, state_sh, step_fn, predict_fn)
 
