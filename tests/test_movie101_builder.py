@@ -1,0 +1,170 @@
+"""Movie101 builder: generated v1 / v2 fixtures with bad inputs, split stability, §3.1 merge,
+the real public files (v1 and v2) when ../shared/data is present."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+
+import numpy as np
+import pytest
+
+from tfds_builders import movie101 as m101
+from tfds_builders.movie101 import parsing, synthetic
+
+V1_MOVIE, V1_OTHER = "7000000000000000001", "7000000000000000002"
+
+
+def make_v1_fixture(root: pathlib.Path) -> pathlib.Path:
+    """Movie101v1 layout: val only (like the public copy), with the known kinds of bad input."""
+    (root / "metadata").mkdir(parents=True)
+    (root / "Movie101-N").mkdir()
+    (root / "Movie101-G").mkdir()
+    (root / "narration_role").mkdir()
+    (root / "public_split.json").write_text(json.dumps(
+        {"train": ["7000000000000000009"], "val": [V1_MOVIE, V1_OTHER], "test": []}))
+    (root / "metadata" / "meta_anno.json").write_text(json.dumps({V1_MOVIE: {
+        "11": {"name": "赵本山", "rolename": "老李"},
+        "12": {"name": "闫妮", "rolename": "李羊朵"}}},
+        ensure_ascii=False))
+    rows = [
+        {"movie_id": V1_MOVIE, "start_time": 51, "end_time": 57, "content": "老李端来食物。"},
+        {"movie_id": V1_MOVIE, "start_time": "70", "end_time": "64", "content": "李羊朵看着老李。"},
+        {"movie_id": V1_MOVIE, "start_time": "x", "end_time": 80, "content": "坏的时间。"},
+        {"movie_id": V1_MOVIE, "start_time": 90, "end_time": 95, "content": "老李说 OK 然后走了。"},
+        {"movie_id": V1_OTHER, "start_time": 5, "end_time": 9, "content": "有人进门。"},
+        {"movie_id": V1_MOVIE, "start_time": 99, "end_time": 101, "content": "  "},
+    ]
+    roles = {str(100 + i): {"sentences": [s], "timestamps": [[str(r["start_time"]),
+                                                             str(r["end_time"])]],
+                            "movie_id": r["movie_id"]}
+             for i, (r, s) in enumerate(zip(rows, ["@0端来食物。", "@1看着@0。", "坏的时间。",
+                                                    "@7说 OK 然后走了。", "有人进门。", "  "]))}
+    for name, data in (("Movie101-N/val.json", rows), ("Movie101-G/val.json", rows[:2]),
+                       ("narration_role/val.json", roles)):
+        (root / name).write_text(json.dumps(data, ensure_ascii=False))
+    return root
+
+
+def make_v2_fixture(root: pathlib.Path) -> pathlib.Path:
+    """The generated corpus (v2 layout, features) plus bad lines, an unknown role, mixed text."""
+    synthetic.write_corpus(root, seed=1, sizes="tiny")
+    movie = sorted((root / "narration" / "short-71k-en").glob("*.txt"))[0]
+    lines = movie.read_text().splitlines()
+    lines += ["0:0:9|0:0:3|[Nobody] waves 你好.", "garbage without bars", "1:2:x|1:3:0|bad time"]
+    movie.write_text("\n".join(lines) + "\n")
+    meta = json.loads((root / "metadata" / "meta" / f"{movie.stem}.json").read_text())
+    first_role = next(iter(meta["role"]))
+    (root / "metadata" / "portrait" / movie.stem / f"{first_role}.jpeg").unlink()
+    orphan = root / "narration" / "short-71k-en" / "7999999999999999999.txt"
+    orphan.write_text("0:0:1|0:0:2|[A] sits.\n")
+    return root
+
+
+def test_parse_times_and_roles() -> None:
+    assert parsing.parse_time("1:2:3") == 3723 and parsing.parse_time("0:17:6") == 1026
+    assert parsing.parse_time("51") == 51 and parsing.parse_time(7) == 7
+    for bad in ("x", "1:2:3:4", None, -1, "-2"):
+        with pytest.raises(parsing.ParseError):
+            parsing.parse_time(bad)
+    assert parsing.parse_span("9", 3) == (3.0, 9.0, True)
+    plain, ptr, roles, unknown = parsing.resolve_roles(
+        "[Cheng Yong] meets [Cao Bin] and [Nobody].", ["Cheng Yong", "Cao Bin"])
+    assert plain == "Cheng Yong meets Cao Bin and Nobody."
+    assert ptr == "@0 meets @1 and Nobody." and roles == [0, 1] and unknown == ["Nobody"]
+    assert parsing.expand_pointers("@1看着@0，@5。", ["老李", "李羊朵"]) == \
+        ("李羊朵看着老李，@5。", [1, 0], [5])
+    assert parsing.language_mix("老李说 OK 然后走了", "zh")
+    assert parsing.language_mix("He said 你好", "en")
+    assert not parsing.language_mix("[程勇] ok", "en")
+
+
+def test_merge_paragraphs_hand_case() -> None:
+    lines = [(10, 12), (15, 16), (30, 31), (50, 52)]  # 10-16 one dialogue (gap 3 <= 5)
+    nars = [(0, 5, "甲。"), (17, 20, "乙，"), (21, 25, "丙。"), (33, 40, "A."), (41, 45, "B."),
+            (60, 70, "丁。")]
+    assert parsing.merge_paragraphs(nars, lines) == [
+        (0, 5, "甲。"), (17, 25, "乙，丙。"), (33, 45, "A. B."), (60, 70, "丁。")]
+
+
+def test_v2_split_is_deterministic_and_stable() -> None:
+    # Pinned: a change here moves movies between splits (and invalidates published numbers).
+    ids = ["6963491699926499871", "6967711402819584543", "6969009002155868709",
+           "6967326939417838110", "6972811453581492766"]
+    assert [parsing.movie_split(m) for m in ids] == ["train", "train", "val", "val", "train"]
+    rng = np.random.default_rng(0)
+    many = [str(rng.integers(10**18)) for _ in range(2000)]
+    counts = {s: sum(parsing.movie_split(m) == s for m in many) for s in ("train", "val", "test")}
+    assert 0.75 < counts["train"] / 2000 < 0.85 and 0.07 < counts["test"] / 2000 < 0.13
+
+
+def test_v1_fixture_builds_and_counts(tmp_path: pathlib.Path) -> None:
+    manual = make_v1_fixture(tmp_path / "v1")
+    b = m101.prepare("v1_narration", tmp_path / "data", manual)
+    summary = json.loads((pathlib.Path(b.data_dir) / "build_summary.json").read_text())
+    assert summary["examples"] == {"val": 4}
+    sk = summary["skipped"]
+    assert sk["bad_time"] == 1 and sk["empty_text"] == 1 and sk["missing_split_file"] == 2
+    assert sk["kept_times_out_of_order_swapped"] == 1 and sk["kept_times_given_as_strings"] >= 1
+    assert sk["kept_role_pointer_not_in_cast"] == 1 and sk["kept_movie_without_cast"] == 1
+    assert sk["kept_mixed_language"] == 1
+    recs = {r["start"]: r for r in m101.data_source("v1_narration", "val", tmp_path / "data")}
+    assert recs[64.0]["end"] == 70.0 and recs[64.0]["pointer_text"] == "@1看着@0。"
+    assert recs[64.0]["roles"].tolist() == [1, 0] and recs[64.0]["cast_names"] == ["老李", "李羊朵"]
+    assert recs[90.0]["pointer_text"] == recs[90.0]["text"] == "老李说 OK 然后走了。"
+    g = m101.prepare("v1_grounding", tmp_path / "data", manual)
+    assert {k: v.num_examples for k, v in g.info.splits.items()} == {"val": 2}
+    mv = m101.prepare("v1_movies", tmp_path / "data", manual)
+    summary = json.loads((pathlib.Path(mv.data_dir) / "build_summary.json").read_text())
+    assert summary["skipped"]["movie_without_cast"] == 2  # V1_OTHER and the train movie
+    assert summary["skipped"]["kept_missing_portrait"] == 2
+
+
+def test_v2_fixture_builds_counts_and_matches_files(tmp_path: pathlib.Path) -> None:
+    manual = make_v2_fixture(tmp_path / "v2")
+    b = m101.prepare("v2_short_en", tmp_path / "data", manual)
+    summary = json.loads((pathlib.Path(b.data_dir) / "build_summary.json").read_text())
+    sk = summary["skipped"]
+    assert sk["bad_line"] == 2 and sk["missing_meta"] == 1
+    assert sk["kept_role_not_in_cast"] == 1 and sk["kept_mixed_language"] == 1
+    assert sk["kept_times_out_of_order_swapped"] == 1 and sk["kept_lines_out_of_order_sorted"] == 1
+    assert set(summary["examples"]) == {"train", "val", "test"}
+    n_lines = sum(len(p.read_text().splitlines())
+                  for p in (manual / "narration" / "short-71k-en").glob("*.txt"))
+    assert sum(summary["examples"].values()) == n_lines - 3  # 2 bad lines + orphan movie
+    for split in ("train", "test"):
+        for r in m101.data_source("v2_short_en", split, tmp_path / "data"):
+            assert parsing.movie_split(r["movie_id"]) == split
+            expanded, _, bad = parsing.expand_pointers(r["pointer_text"], r["cast_names"])
+            assert expanded == r["text"] and not bad and r["end"] >= r["start"]
+    mv = m101.prepare("v2_movies", tmp_path / "data", manual)
+    summary = json.loads((pathlib.Path(mv.data_dir) / "build_summary.json").read_text())
+    assert summary["skipped"]["kept_missing_portrait"] == 1
+    rec = m101.data_source("v2_movies", "train", tmp_path / "data")[0]
+    assert rec["clip"].shape == (200, 16) and rec["face"].shape == (200, 3, 16)
+    assert np.all(np.diff(rec["face_score"], axis=1) <= 0)  # faces sorted by confidence
+    assert rec["portrait_face"].shape == (len(rec["cast_ids"]), 16)
+
+
+def test_missing_manual_dir_is_one_line(tmp_path: pathlib.Path) -> None:
+    with pytest.raises(m101.ManualDirError, match="public_split.json"):
+        m101.prepare("v1_narration", tmp_path / "d", tmp_path)
+    with pytest.raises(m101.ManualDirError, match="needs --manual_dir"):
+        m101.prepare("v2_short_zh", tmp_path / "d", None)
+
+
+@pytest.mark.parametrize("config,version,expect", [
+    ("v1_narration", "v1", {"val": 1416}), ("v1_grounding", "v1", {"val": 2768}),
+    ("v1_movies", "v1", None), ("v2_short_zh", "v2", None), ("v2_short_en", "v2", None),
+    ("v2_long_zh", "v2", None), ("v2_long_en", "v2", None), ("v2_movies", "v2", None)])
+def test_real_files_build(shared_data, tmp_path, config, version, expect) -> None:
+    root = shared_data / "movie101" / version
+    b = m101.prepare(config, tmp_path, root)
+    counts = {k: int(v.num_examples) for k, v in b.info.splits.items()}
+    if expect:
+        assert counts == expect
+    if config.startswith("v2_") and config != "v2_movies":
+        variant = {"short": "short-71k", "long": "long-46k"}[config.split("_")[1]]
+        lines = sum(1 for p in (root / "narration" / f"{variant}-{config[-2:]}").glob("*.txt")
+                    for ln in p.read_text(encoding="utf-8").splitlines() if ln.strip())
+        assert sum(counts.values()) == lines  # every real line is kept
