@@ -3,6 +3,10 @@
 Both configs read the same layout (see README.md) with the same code: `clip_id.json`
 mapping split -> clip ids, and `<split>/<clip>/{info.json, subtitle.json, <clip>_<k>.jpg}`.
 Examples are stored in true order; frames are the original JPEG bytes.
+
+Added configs (same features): `movienet` curates raw MovieNet (`movienet_build.py`, rules in
+`movienet.py`); `movienet_synopsis` and `synthetic_synopsis*` add a `synopsis` text feature
+for the Movie Synopsis Association task (`synopsis.py`).
 """
 
 from __future__ import annotations
@@ -40,6 +44,30 @@ class MoviePuzzleConfig(tfds.core.BuilderConfig):
     source: str = "clips"
     sizes: str = "default"
     seed: int = 0
+
+
+@dataclasses.dataclass(eq=False)
+class MovieNetConfig(MoviePuzzleConfig):
+    """Raw MovieNet curation knobs (`movienet_build.Rules`; paper values by default)."""
+
+    default_fps: float = 24.0
+    min_frames: int = 10
+    max_frames: int = 20
+    min_paired: float = 0.8
+    max_overlap_share: float = 0.2
+    segment_frames: int = 20
+
+    def rules(self) -> Any:
+        from tfds_builders.moviepuzzle import movienet_build
+
+        return movienet_build.Rules(
+            default_fps=self.default_fps, min_frames=self.min_frames,
+            max_frames=self.max_frames, min_paired=self.min_paired,
+            max_overlap_share=self.max_overlap_share, segment_frames=self.segment_frames,
+            seed=self.seed)
+
+
+MOVIENET_SOURCES = ("movienet", "movienet_synopsis")
 
 
 def check_manual_dir(manual_dir: os.PathLike | str | None) -> pathlib.Path:
@@ -268,6 +296,34 @@ class MoviePuzzle(tfds.core.GeneratorBasedBuilder):
         MoviePuzzleConfig(
             name="clips", source="clips", description="Public per-clip layout read from manual_dir."
         ),
+        MovieNetConfig(
+            name="movienet",
+            source="movienet",
+            description="Clips curated from raw MovieNet (annotation, shot, subtitle, keyframes).",
+        ),
+        MovieNetConfig(
+            name="movienet_synopsis",
+            source="movienet_synopsis",
+            description="MovieNet story segments with their synopsis paragraphs (+synopsis).",
+        ),
+        MoviePuzzleConfig(
+            name="synthetic_synopsis",
+            source="synthetic_synopsis",
+            sizes="default",
+            description="Synthetic clips with generated synopsis paragraphs (+synopsis).",
+        ),
+        MoviePuzzleConfig(
+            name="synthetic_synopsis_small",
+            source="synthetic_synopsis",
+            sizes="small",
+            description="Smaller synthetic synopsis pairs.",
+        ),
+        MoviePuzzleConfig(
+            name="synthetic_synopsis_tiny",
+            source="synthetic_synopsis",
+            sizes="tiny",
+            description="Tiny synthetic synopsis pairs for tests.",
+        ),
     ]
     DEFAULT_CONFIG_NAME = "synthetic"
 
@@ -287,22 +343,27 @@ class MoviePuzzle(tfds.core.GeneratorBasedBuilder):
         """Raises a one-line `ManualDirError` before any work if `config` lacks its inputs."""
         if any(c.name == config and c.source == "clips" for c in cls.BUILDER_CONFIGS):
             check_manual_dir(manual_dir)
+        if any(c.name == config and c.source in MOVIENET_SOURCES for c in cls.BUILDER_CONFIGS):
+            from tfds_builders.moviepuzzle import movienet_build
+
+            movienet_build.check_manual_dir(manual_dir, config)
 
     def _info(self) -> tfds.core.DatasetInfo:
         ints = tfds.features.Sequence(tfds.features.Scalar(np.int32))
+        features = {
+            "clip_id": tfds.features.Text(),
+            "movie_id": tfds.features.Text(),
+            "frames": tfds.features.Sequence(tfds.features.Image(encoding_format="jpeg")),
+            "subtitles": tfds.features.Sequence(tfds.features.Text()),
+            "img_id": ints,
+            "shot_id": ints,
+            "scene_id": ints,
+            "position": ints,
+        }
+        if "synopsis" in self.builder_config.source:  # only the added synopsis configs
+            features["synopsis"] = tfds.features.Text()
         return self.dataset_info_from_configs(
-            features=tfds.features.FeaturesDict(
-                {
-                    "clip_id": tfds.features.Text(),
-                    "movie_id": tfds.features.Text(),
-                    "frames": tfds.features.Sequence(tfds.features.Image(encoding_format="jpeg")),
-                    "subtitles": tfds.features.Sequence(tfds.features.Text()),
-                    "img_id": ints,
-                    "shot_id": ints,
-                    "scene_id": ints,
-                    "position": ints,
-                }
-            ),
+            features=tfds.features.FeaturesDict(features),
             homepage="https://moviepuzzle.github.io/",
         )
 
@@ -313,6 +374,9 @@ class MoviePuzzle(tfds.core.GeneratorBasedBuilder):
         return check_manual_dir(dl_manager._manual_dir)  # noqa: SLF001 - avoid TFDS's multi-line error
 
     def _split_generators(self, dl_manager: tfds.download.DownloadManager) -> dict:
+        config = self.builder_config
+        if config.source in MOVIENET_SOURCES or config.source == "synthetic_synopsis":
+            return self._added_split_generators(dl_manager)
         root = self._root(dl_manager)
         self.skips = collections.Counter()
         generators = {}
@@ -329,6 +393,50 @@ class MoviePuzzle(tfds.core.GeneratorBasedBuilder):
     def _generate_examples(self, metas: list[dict]) -> Iterator[tuple[str, dict]]:
         for meta in metas:
             yield meta["clip_id"], make_example(meta)
+
+    def _added_split_generators(self, dl_manager: tfds.download.DownloadManager) -> dict:
+        """Splits of the movienet / synopsis configs (empty splits are left out, warned)."""
+        from tfds_builders.moviepuzzle import movienet_build, synopsis
+
+        config = self.builder_config
+        self.skips = collections.Counter()
+        if config.source == "synthetic_synopsis":
+            pairs = synopsis.synthetic_pairs(config.seed, config.sizes)
+            return {s: self._generate_ready(v) for s, v in pairs.items() if v}
+        root = movienet_build.check_manual_dir(dl_manager._manual_dir, config.name)  # noqa: SLF001
+        splits = movienet_build.scan(root, config.rules(), self.skips,
+                                     synopsis=config.source == "movienet_synopsis")
+        for split, metas in splits.items():
+            if not metas:
+                common.log.warning("split %s has no clips; it is left out", split)
+        if not any(splits.values()):
+            what = ("a story[] synopsis alignment in annotation/<imdb>.json"
+                    if config.source == "movienet_synopsis" else "any clip")
+            counts = ", ".join(f"{k}={v}" for k, v in sorted(self.skips.items()) if v)
+            raise common.ManualDirError(f"{root}: no movie gave {what} (skipped: {counts})")
+        return {s: self._generate_checked(v) for s, v in splits.items() if v}
+
+    def _generate_ready(self, examples: list[dict]) -> Iterator[tuple[str, dict]]:
+        for ex in examples:
+            yield ex["clip_id"], ex
+
+    def _generate_checked(self, metas: list[dict]) -> Iterator[tuple[str, dict]]:
+        """Examples whose frames all decode; a clip with a bad JPEG is skipped and counted."""
+        for meta in metas:
+            frames = []
+            for p in meta["frame_paths"]:
+                data = p.read_bytes() if p.is_file() else b""
+                problem = _jpeg_problem(data) if data else "no such file"
+                if problem:
+                    common.record_skip(self.skips, "clip_bad_frame", p, problem)
+                    break
+                frames.append(data)
+            else:
+                ex = make_example(dict(meta, frame_paths=[]))
+                ex["frames"] = frames
+                if "synopsis" in meta:
+                    ex["synopsis"] = meta["synopsis"]
+                yield meta["clip_id"], ex
 
     def download_and_prepare(self, *args: Any, **kwargs: Any) -> None:
         """Builds the dataset if needed and stores `build_summary.json` beside it."""
