@@ -17,11 +17,14 @@ Two implementations with the same value and gradients:
 * `nce_loss_reference` — the naive full-matrix version: [B, B] logits
   (under jit on a mesh, XLA materialises them on every device).
 * `nce_loss` — the sharded version: inside `jax.shard_map` over the batch
-  axis ("data"), each device all-gathers the OTHER modality (and the validity
-  mask), computes only its [B/n, B] block of logits in each direction, and the
-  per-device loss sums are `psum`-ed. The backward pass of the all-gather is a
-  reduce-scatter, so each device gets exactly the gradient of its own rows.
-  Per-device memory for the logits is O(B²/n) instead of O(B²).
+  axis ("data"), each device all-gathers the text embeddings (the other
+  modality of its video rows) and the validity mask and computes only its
+  [B/n, B] block of logits; the video->text rows are local, the text->video
+  columns are completed by a `psum` of per-column partial sums (see
+  `_local_sums`), and the per-device loss sums are `psum`-ed. The backward pass
+  of the all-gather is a reduce-scatter, so each device gets exactly the
+  gradient of its own rows. Per-device memory for the logits is O(B²/n)
+  instead of O(B²).
 
 `nce_loss` needs a mesh in context (`jax.sharding.use_abstract_mesh` or
 `jax.set_mesh`, as the trainer does) with the batch axis in it; without one
@@ -56,15 +59,30 @@ def nce_loss_reference(v: jax.Array, t: jax.Array, valid: jax.Array | None = Non
 
 def _local_sums(v: jax.Array, t: jax.Array, valid: jax.Array, temperature: float,
                 axis: str) -> jax.Array:
-    """One device's block: loss sum over its own anchors, psum-ed over `axis`."""
+    """One device's share: loss sum over its own anchors, both directions, psum-ed.
+
+    Only the block S_loc = v_loc · t_allᵀ [b, B] is formed. Video->text rows are
+    complete locally. Text->video needs column log-sum-exps over ALL rows: each
+    device reduces its rows (shifted by the global column max, a `pmax` kept out
+    of the gradient), the [B] partial sums are `psum`-ed, and each device keeps
+    the columns of its own text anchors. Communication per step: one all-gather
+    of t [B, D] plus an all-reduce of two [B] vectors (and, backward, a
+    reduce-scatter of dL/dt_all and the psum's transpose).
+    """
+    b = v.shape[0]
     t_all = jax.lax.all_gather(t, axis, tiled=True)  # [B, D]
-    v_all = jax.lax.all_gather(v, axis, tiled=True)
     valid_all = jax.lax.all_gather(valid, axis, tiled=True)
-    v2t = (v @ t_all.T).astype(jnp.float32) / temperature  # [b, B]
-    t2v = (t @ v_all.T).astype(jnp.float32) / temperature  # [b, B]
+    s = (v @ t_all.T).astype(jnp.float32) / temperature  # [b, B]
     diag = jnp.sum(v.astype(jnp.float32) * t.astype(jnp.float32), -1) / temperature
-    per_item = _row_nce(v2t, diag, valid_all) + _row_nce(t2v, diag, valid_all)
-    total = jnp.where(valid, per_item, 0.0).sum()
+    v2t = _row_nce(s, diag, valid_all)
+    s_col = jnp.where(valid[:, None], s, -jnp.inf)  # only valid rows are negatives
+    m = jax.lax.pmax(jax.lax.stop_gradient(s_col).max(0), axis)
+    m = jnp.where(jnp.isfinite(m), m, 0.0)
+    z = jax.lax.psum(jnp.exp(s_col - m).sum(0), axis)  # [B]
+    lse_col = m + jnp.log(jnp.where(valid_all, z, 1.0))
+    mine = jax.lax.dynamic_slice_in_dim(lse_col, jax.lax.axis_index(axis) * b, b)
+    t2v = mine - diag
+    total = jnp.where(valid, v2t + t2v, 0.0).sum()
     count = valid.sum().astype(jnp.float32)
     return jax.lax.psum(jnp.stack([total, count]), axis)
 
