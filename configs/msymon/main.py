@@ -1,0 +1,114 @@
+"""M-SyMoN clip/sentence alignment (§5.1 Eq. 2 InfoNCE, Drop-DTW inference).
+
+    python -m vnr.train --config configs/msymon/main.py[:ARGS] --workdir DIR \
+        --config.data.manual_dir=RELEASE [--config.data.dim=512 ...]
+
+ARGS is a comma-separated list of:
+  multilingual     (default) train on every language's annotated train split together
+  individual:<l>   train and validate on one language l in en, ch, es, fr, pt, hi, ru
+  two_stage:<l>    stage 2 of the two-stage strategy: fine-tune on language l starting from
+                   a multilingual run: add --config.init_from=<multilingual workdir>
+  weak             also train on the `<lang>_weak` splits (subtitle timestamps, §4.4)
+  window           the timestamp-window constraint of §6.5 at inference (eval.window_seconds)
+  synthetic        the generated corpus with known alignment (no manual_dir; dim 32)
+  smoke            tiny sizes for tests (implies synthetic unless a manual_dir is given)
+
+Test splits are every language's `<lang>_test` (the public release withholds them: pass
+`--config.data.test_splits='("ru_val",)'` or similar to evaluate what you have). The
+transcript-only baseline is reported next to the model (`transcript_*`) and runs alone,
+without video, as `python -m vnr.tasks.msymon baseline --data_dir D --manual_dir RELEASE`.
+"""
+
+import ml_collections
+
+LANGUAGES = ("en", "ch", "es", "fr", "pt", "hi", "ru")
+
+
+def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
+    args = [a.strip() for a in (arg or "").split(",") if a.strip()]
+    flags = {a.split(":")[0] for a in args}
+    unknown = flags - {"multilingual", "individual", "two_stage", "weak", "window", "synthetic",
+                       "smoke"}
+    if unknown:
+        raise ValueError(f"unknown config arg(s) {sorted(unknown)} for configs/msymon/main.py")
+    lang = next((a.split(":", 1)[1] for a in args if a.split(":")[0] in
+                 ("individual", "two_stage")), None)
+    if ("individual" in flags or "two_stage" in flags) and lang not in LANGUAGES:
+        raise ValueError(f"individual:/two_stage: need a language in {LANGUAGES}, got {lang!r}")
+    synthetic = "synthetic" in flags or "smoke" in flags
+    langs = (lang,) if lang else LANGUAGES
+
+    c = ml_collections.ConfigDict()
+    c.task = "msymon"
+    c.seed = 0
+    c.init_from = ""  # a workdir whose latest checkpoint initialises the model (two-stage)
+    train = [f"{x}_train" for x in langs] + ([f"{x}_weak" for x in langs] if "weak" in flags
+                                             else [])
+    c.data = dict(
+        builder="msymon",
+        config="synthetic" if synthetic else "features",
+        data_dir="data/tfds",
+        manual_dir="",
+        features=True,
+        dim=32 if synthetic else 512,  # feature width of features/<id>.npy
+        fps=1.0,  # feature rows per second
+        clip_seconds=3.0 if not synthetic else 2.0,
+        train_split="+".join(train),
+        val_split=f"{langs[0]}_val" if lang else "+".join(f"{x}_val" for x in LANGUAGES),
+        test_splits=tuple(f"{x}_test" for x in langs),
+        max_clips=128,  # training crop
+        max_sentences=48,
+        max_tokens=32,
+        vocab_size=8192,
+        num_workers=2,
+    )
+    c.model = dict(width=256, embed=256, text_layers=2, clip_layers=2, sentence_layers=1,
+                   heads=4, dropout=0.1, text_encoder="hash")
+    c.loss = dict(temperature=0.07, num_negatives=16)
+
+    c.batch_size = 16
+    c.eval_batch_size = 8
+    c.total_steps = 3000
+    c.warmup_steps = 200
+    c.lr = 3e-4
+    c.weight_decay = 0.01
+    c.b1, c.b2 = 0.9, 0.999
+    c.grad_clip = 1.0
+    c.mesh = dict(shape=(-1, 1), axes=("data", "model"))
+    c.sharding_rules = (("mlp", "model"), ("heads", "model"), ("vocab", "model"))
+    c.log_every = 50
+    c.eval_every = 500
+    c.ckpt_every = 500
+    c.keep_ckpts = 2
+    c.best_metric = ""
+    c.best_mode = "max"
+    c.progress = True
+    c.eval = dict(
+        max_val_clips=0,  # videos (0 = all)
+        max_test_clips=0,
+        method="drop_dtw",  # or "argmax" (threshold tuned on val unless eval.threshold)
+        drop="percentile",  # or a number: the drop cost of a clip / sentence
+        keep_percentile=0.3,
+        drop_sentences=True,  # two-sided Drop-DTW: unmatched sentences can be dropped
+        window_seconds=10.0 if "window" in flags else 0.0,
+        threshold=None,
+    )
+    if "two_stage" in flags:
+        c.lr, c.total_steps, c.warmup_steps = 1e-4, 1000, 50
+    if synthetic:
+        c.data.val_split = "+".join(f"{x}_val" for x in langs)
+        c.model.update(width=64, embed=64, text_layers=0, clip_layers=1, sentence_layers=0,
+                       heads=2)
+        c.data.update(max_clips=32, max_sentences=16, max_tokens=8, vocab_size=1024)
+        c.loss.num_negatives = 8
+        c.batch_size, c.total_steps, c.warmup_steps, c.lr = 16, 300, 20, 2e-3
+        c.eval_every = c.ckpt_every = 150
+    if "smoke" in flags:
+        c.data.num_workers = 0
+        c.model.update(width=32, embed=32, clip_layers=1, heads=2)
+        c.batch_size = c.eval_batch_size = 8
+        c.total_steps, c.warmup_steps = 4, 1
+        c.log_every = c.eval_every = c.ckpt_every = 2
+        c.eval.update(max_val_clips=6, max_test_clips=6)
+        c.progress = False
+    return c

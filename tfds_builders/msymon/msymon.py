@@ -1,0 +1,292 @@
+"""TFDS builder for M-SyMoN (Sun et al., 2024): timed narration sentences per video, their
+human alignment to the video, and optionally per-second video features.
+
+Splits are `<lang>_<split>` for split in train/val/test (the annotated portion) and
+`<lang>_weak` (unannotated videos with subtitle timestamps as weak labels, §4.4). Only splits
+with at least one usable video exist. See README.md for the manual_dir layout and the exact
+rules.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import os
+import pathlib
+import shutil
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import tensorflow_datasets as tfds
+from etils import epath
+
+from tfds_builders import common
+from tfds_builders.msymon import parse
+
+VERSION = tfds.core.Version("1.0.0")
+
+MANUAL_DOWNLOAD_INSTRUCTIONS = """\
+Point --manual_dir at a directory holding `annotations/<lang>/{train,val,test}.json` (the
+M-SyMoN release), optionally `subtitles/<lang>/<video_id>.json` (timed narration sentences)
+and, for feature configs, `features/<video_id>.npy` ([T, dim] float, `fps` rows per second)."""
+
+
+@dataclasses.dataclass(eq=False)
+class MSymonConfig(tfds.core.BuilderConfig):
+    """`features`: store [T, dim] video features at `fps` rows/s (False: text side only).
+    `source`: "manual" (read manual_dir) or "synthetic" (write the generated corpus first)."""
+
+    features: bool = True
+    dim: int = 512
+    fps: float = 1.0
+    source: str = "manual"
+    seed: int = 0
+
+
+def builder_config(features: bool, dim: int = 512, fps: float = 1.0) -> MSymonConfig:
+    """A config for any feature size and rate (named e.g. `features_d512_fps1`)."""
+    if not features:
+        return MSymonConfig(name="text_only", features=False, dim=0,
+                            description="Text side only: sentences, times, matched flags.")
+    if dim < 1 or fps <= 0:
+        raise ValueError(f"msymon features need dim >= 1 and fps > 0, got dim={dim}, fps={fps}")
+    return MSymonConfig(name=f"features_d{dim}_fps{fps:g}".replace(".", "p"), dim=dim, fps=fps,
+                        description=f"Video features [T, {dim}] at {fps:g} rows per second.")
+
+
+def check_manual_dir(manual_dir: os.PathLike | str | None) -> pathlib.Path:
+    what = "annotations/<lang>/{train,val,test}.json"
+    if not manual_dir:
+        raise common.ManualDirError(f"msymon needs --manual_dir: a directory holding {what}")
+    path = pathlib.Path(manual_dir)
+    if not (path / "annotations").is_dir():
+        raise common.ManualDirError(f"manual_dir {path} has no annotations/ folder ({what})")
+    return path
+
+
+def scan(root: pathlib.Path, config: MSymonConfig, counts: collections.Counter
+         ) -> dict[str, list[dict]]:
+    """Every usable video of `root`, grouped by split name `<lang>_<split>`."""
+    out: dict[str, list[dict]] = collections.defaultdict(list)
+    for lang_dir in sorted(p for p in (root / "annotations").iterdir() if p.is_dir()):
+        lang = lang_dir.name
+        files = sorted(lang_dir.glob("*.json"))
+        if lang not in parse.LANGUAGES:
+            for f in files:
+                common.record_skip(counts, "unknown_language", f,
+                                   f"language {lang!r} is not one of {', '.join(parse.LANGUAGES)}")
+            continue
+        seen: set[str] = set()
+        for f in files:
+            if f.stem not in parse.SPLITS:
+                common.record_skip(counts, "unknown_split_file", f,
+                                   f"expected {', '.join(parse.SPLITS)}")
+                continue
+            for vid, video in parse.read_annotations(f, counts).items():
+                if vid in seen:
+                    common.record_skip(counts, "duplicate_video", f, vid)
+                    continue
+                seen.add(vid)
+                video = _complete(root, config, lang, vid, video, counts, f)
+                if video is not None:
+                    out[f"{lang}_{f.stem}"].append(video)
+        for video in _weak_videos(root, config, lang, seen, counts):
+            out[f"{lang}_weak"].append(video)
+    sub_root = root / "subtitles"
+    if sub_root.is_dir():
+        for d in sorted(p for p in sub_root.iterdir() if p.is_dir()):
+            if d.name not in parse.LANGUAGES:
+                for f in sorted(d.glob("*.json")):
+                    common.record_skip(counts, "unknown_language", f, f"language {d.name!r}")
+    return dict(out)
+
+
+def _complete(root: pathlib.Path, config: MSymonConfig, lang: str, vid: str, video: dict,
+              counts: collections.Counter, where: Any) -> dict | None:
+    """Adds narration times, features and duration; None (counted) if unusable."""
+    sub_path = root / "subtitles" / lang / f"{vid}.json"
+    subs = parse.read_subtitles(sub_path, counts) if sub_path.is_file() else None
+    video["narr_begin"], video["narr_end"] = parse.narration_times(video["sentences"], subs,
+                                                                  counts)
+    video.update(video_id=vid, language=lang)
+    need = parse.spans_end(video)
+    if config.features:
+        fpath = root / "features" / f"{vid}.npy"
+        if not fpath.is_file():
+            common.record_skip(counts, "missing_features", fpath, f"video {vid} ({where})")
+            return None
+        feats = parse.read_features(fpath, config.dim, counts)
+        if feats is None:
+            return None
+        duration = len(feats) / config.fps
+        if duration + parse.SHORT_TOLERANCE < need:
+            common.record_skip(counts, "features_too_short", fpath,
+                               f"{duration:.1f} s of features, the narration spans {need:.1f} s")
+            return None
+        video["features"] = feats
+    else:
+        duration = need
+        if duration <= 0:
+            common.record_skip(counts, "no_timed_sentences", where,
+                               f"{vid}: no span or narration time gives a duration")
+            return None
+    video["duration"] = np.float32(duration)
+    return video
+
+
+def _weak_videos(root: pathlib.Path, config: MSymonConfig, lang: str, annotated: set[str],
+                 counts: collections.Counter) -> Iterator[dict]:
+    """Unannotated videos with subtitles: each narrated sentence is taken as matched to the
+    footage played while it is spoken (M-SyMoN §4.4's weak supervision)."""
+    sub_dir = root / "subtitles" / lang
+    if not sub_dir.is_dir():
+        return
+    for path in sorted(sub_dir.glob("*.json")):
+        if path.stem in annotated:
+            continue
+        subs = parse.read_subtitles(path, counts)
+        if subs is None:
+            continue
+        video = {"sentences": subs["sentences"], "begin": subs["begin"], "end": subs["end"],
+                 "matched": np.ones(len(subs["sentences"]), bool),
+                 "narr_begin": subs["begin"], "narr_end": subs["end"]}
+        video.update(video_id=path.stem, language=lang)
+        video = _complete_weak(root, config, video, counts)
+        if video is not None:
+            yield video
+
+
+def _complete_weak(root: pathlib.Path, config: MSymonConfig, video: dict,
+                   counts: collections.Counter) -> dict | None:
+    need = parse.spans_end(video)
+    if not config.features:
+        video["duration"] = np.float32(need)
+        return video
+    fpath = root / "features" / f"{video['video_id']}.npy"
+    if not fpath.is_file():
+        common.record_skip(counts, "missing_features", fpath, f"weak video {video['video_id']}")
+        return None
+    feats = parse.read_features(fpath, config.dim, counts)
+    if feats is None:
+        return None
+    if len(feats) / config.fps + parse.SHORT_TOLERANCE < need:
+        common.record_skip(counts, "features_too_short", fpath,
+                           f"{len(feats) / config.fps:.1f} s < narration {need:.1f} s")
+        return None
+    video.update(features=feats, duration=np.float32(len(feats) / config.fps))
+    return video
+
+
+def make_example(video: dict, with_features: bool) -> dict:
+    ex = {
+        "video_id": video["video_id"],
+        "language": video["language"],
+        "sentences": list(video["sentences"]),
+        "begin": np.asarray(video["begin"], np.float32),
+        "end": np.asarray(video["end"], np.float32),
+        "matched": np.asarray(video["matched"], np.int32),
+        "narr_begin": np.asarray(video["narr_begin"], np.float32),
+        "narr_end": np.asarray(video["narr_end"], np.float32),
+        "duration": np.float32(video["duration"]),
+    }
+    if with_features:
+        ex["features"] = np.asarray(video["features"], np.float32)
+    return ex
+
+
+def _synthetic_dir(download_dir: pathlib.Path, config: MSymonConfig) -> pathlib.Path:
+    from tfds_builders.msymon import synthetic
+
+    root = download_dir / "msymon_synthetic" / f"d{config.dim}_seed{config.seed}_v{synthetic.VERSION}"
+    if (root / "_COMPLETE").is_file():
+        return root
+    tmp = root.with_name(root.name + f".tmp{os.getpid()}")
+    try:
+        synthetic.write_corpus(tmp, seed=config.seed, dim=config.dim)
+        (tmp / "_COMPLETE").write_text("ok\n")
+        if not root.exists():
+            os.replace(tmp, root)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return root
+
+
+class MSymon(tfds.core.GeneratorBasedBuilder):
+    """M-SyMoN videos: narration sentences with spans, matched flags, narration times,
+    optional per-second features."""
+
+    name = "msymon"
+    VERSION = VERSION
+    RELEASE_NOTES = {"1.0.0": "Initial release."}
+    MANUAL_DOWNLOAD_INSTRUCTIONS = MANUAL_DOWNLOAD_INSTRUCTIONS
+    BUILDER_CONFIGS = [
+        builder_config(False),
+        MSymonConfig(name="features", dim=512, fps=1.0,
+                     description="Per-second 512-d features (e.g. S3D or CLIP ViT-B/32)."),
+        MSymonConfig(name="features_1024", dim=1024, fps=1.0,
+                     description="Per-second 1024-d features (e.g. S3D mixed_5c)."),
+        MSymonConfig(name="synthetic", dim=32, fps=1.0, source="synthetic",
+                     description="Generated corpus with known alignment (no manual_dir)."),
+    ]
+    DEFAULT_CONFIG_NAME = "text_only"
+
+    @tfds.core.utils.classproperty
+    @classmethod
+    def code_path(cls) -> epath.Path:
+        return epath.Path(__file__)
+
+    def __init__(self, **kwargs: Any):
+        kwargs.setdefault("file_format", "array_record")
+        super().__init__(**kwargs)
+        self.skips: collections.Counter | None = None
+
+    @classmethod
+    def check_inputs(cls, config: str | MSymonConfig, manual_dir: Any) -> None:
+        cfg = config if isinstance(config, MSymonConfig) else next(
+            (c for c in cls.BUILDER_CONFIGS if c.name == config), None)
+        if cfg is None or cfg.source == "manual":
+            check_manual_dir(manual_dir)
+
+    def _info(self) -> tfds.core.DatasetInfo:
+        f32 = tfds.features.Tensor(shape=(None,), dtype=np.float32)
+        feats = {
+            "video_id": tfds.features.Text(),
+            "language": tfds.features.Text(),
+            "sentences": tfds.features.Sequence(tfds.features.Text()),
+            "begin": f32, "end": f32, "narr_begin": f32, "narr_end": f32,
+            "matched": tfds.features.Tensor(shape=(None,), dtype=np.int32),
+            "duration": tfds.features.Scalar(np.float32),
+        }
+        if self.builder_config.features:
+            feats["features"] = tfds.features.Tensor(shape=(None, self.builder_config.dim),
+                                                     dtype=np.float32)
+        return self.dataset_info_from_configs(
+            features=tfds.features.FeaturesDict(feats),
+            homepage="https://github.com/insundaycathy/M-SyMoN")
+
+    def _split_generators(self, dl_manager: tfds.download.DownloadManager) -> dict:
+        cfg: MSymonConfig = self.builder_config
+        if cfg.source == "synthetic":
+            root = _synthetic_dir(pathlib.Path(dl_manager.download_dir), cfg)
+        else:
+            root = check_manual_dir(dl_manager._manual_dir)  # noqa: SLF001
+        self.skips = collections.Counter()
+        videos = scan(root, cfg, self.skips)
+        if not videos:
+            raise common.ManualDirError(f"{root}: no usable video in any annotations/<lang>/ file")
+        return {split: self._generate_examples(v) for split, v in sorted(videos.items())}
+
+    def _generate_examples(self, videos: list[dict]) -> Iterator[tuple[str, dict]]:
+        for v in videos:
+            yield v["video_id"], make_example(v, self.builder_config.features)
+
+    def download_and_prepare(self, *args: Any, **kwargs: Any) -> None:
+        """Builds the dataset if needed and stores `build_summary.json` beside it."""
+        self.skips = None
+        super().download_and_prepare(*args, **kwargs)
+        if self.skips is not None:
+            common.write_summary(self, self.skips)
+
+
+Builder = MSymon
