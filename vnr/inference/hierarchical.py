@@ -81,14 +81,17 @@ def _cluster(
         k = count_distinct(gt_ids[b, i], parent)
     else:
         k = estimate_num_clusters(
-            x, mask, key, opts["max_clusters"], opts["min_silhouette"], opts["distance"]
-        )
+            x, mask, key, opts["max_clusters"], opts["min_silhouette"], opts["distance"],
+            opts["max_iters"], **opts["dtw"],
+        )  # fmt: skip
     work = np.nonzero(k >= 2)[0]  # single-cluster groups skip k-means
     labels = np.zeros((P, M), np.int64)
     if work.size:
         pad = _pow2(work.size) - work.size
         sel = np.r_[work, np.full(pad, work[0])]
-        out = kmeans(x[sel], k[sel], mask[sel], key, opts["distance"], opts["max_iters"])
+        out = kmeans(
+            x[sel], k[sel], mask[sel], key, opts["distance"], opts["max_iters"], **opts["dtw"]
+        )
         labels[work] = np.asarray(out)[: work.size]
     return labels[parent, slot]
 
@@ -158,7 +161,10 @@ def hierarchical_order(
     max_iters: int = 100,
     max_clusters: int = 8,
     min_silhouette: float = 0.5,
-) -> Array:
+    dtw_segments: int = 4,
+    dtw_gamma: float = 0.1,
+    return_clusters: bool = False,
+) -> Array | tuple[Array, dict[str, np.ndarray]]:
     """Algorithm 1: cluster frames into scenes then shots, order bottom-up, one order per clip.
 
     A level is used when its clustering embedding is given: `scene_embed` and `shot_embed`
@@ -177,9 +183,12 @@ def hierarchical_order(
       gt_shot_ids, gt_scene_ids: int [B, N] ground-truth ids for the counts, or None.
       key: PRNG key for k-means (default key 0).
       search: "beam" or "exact". beam_size, objective: passed to the search.
-      distance, max_iters: k-means options. max_clusters, min_silhouette: count estimate.
+      distance, max_iters, dtw_segments, dtw_gamma: k-means options (`vnr.ops.kmeans`).
+      max_clusters, min_silhouette: count estimate.
+      return_clusters: also return {"scene": labels, "shot": labels}, int [B, N] cluster
+        labels per frame (-1 on padding; shot labels are unique within a clip).
     Returns:
-      int32 [B, N] orders (padded indices last, increasing).
+      int32 [B, N] orders (padded indices last, increasing) [, cluster labels].
     """
     features = jnp.asarray(features)
     if features.ndim != 3:
@@ -191,6 +200,7 @@ def hierarchical_order(
     opts = dict(
         search=search, beam_size=beam_size, objective=objective, distance=distance,
         max_iters=max_iters, max_clusters=max_clusters, min_silhouette=min_silhouette,
+        dtw=dict(dtw_segments=dtw_segments, dtw_gamma=dtw_gamma),
     )  # fmt: skip
     arrays = {}
     for name, a in (("shot_embed", shot_embed), ("scene_embed", scene_embed)):
@@ -234,4 +244,11 @@ def hierarchical_order(
     pos = _rank_within(b, (r_scene * N + r_shot) * N + r_frame)
     order = np.tile(np.arange(N, dtype=np.int32), (B, 1))
     order[b, pos] = i
-    return jnp.asarray(order)
+    if not return_clusters:
+        return jnp.asarray(order)
+    labels = {}
+    for name, ids in (("scene", scene), ("shot", _dense(b, scene, shot))):
+        lab = np.full((B, N), -1, np.int64)
+        lab[b, i] = ids
+        labels[name] = lab
+    return jnp.asarray(order), labels

@@ -6,6 +6,12 @@ subtitle tokens, both trained from scratch, fused into one vector. A pair
 transformer; a 2-way head says whether i comes before j (class 1) or after
 (class 0). `modalities` selects ("vision", "text"), ("vision",) or ("text",)
 for the fusion / vision-only / text-only baselines.
+
+`fusion="late"` (default, the main job) fuses a frame's modality vectors into one
+vector by a dense layer before the pair transformer; `fusion="early"` keeps them as
+separate tokens, so the pair transformer attends over [img_i, txt_i, img_j, txt_j]
+(segment + modality embeddings) and fuses the modalities itself (the early-fusion
+baseline). `TextPairModel` is the NSP/SOP-style text-pair baseline on BERT/ALBERT.
 """
 
 from __future__ import annotations
@@ -109,7 +115,9 @@ class PairOrderModel(nnx.Module):
     def __init__(self, *, modalities: tuple[str, ...], image_size: int, stem: int, conv: str,
                  channels: tuple[int, ...], vocab_size: int, max_tokens: int, width: int,
                  text_layers: int, pair_layers: int, heads: int, mlp: int, dropout: float,
-                 rngs: nnx.Rngs):
+                 rngs: nnx.Rngs, fusion: str = "late"):
+        if fusion not in ("late", "early"):
+            raise ValueError(f"model.fusion={fusion!r}: use 'late' or 'early'")
         unknown = set(modalities) - {"vision", "text"}
         if unknown or not modalities:
             raise ValueError(f"model.modalities={modalities}: use 'vision' and/or 'text'")
@@ -118,13 +126,21 @@ class PairOrderModel(nnx.Module):
             if "vision" in modalities else None
         self.text = TextEncoder(vocab_size, max_tokens, width, text_layers, heads, dropout, rngs) \
             if "text" in modalities else None
-        self.fuse = dense(width * len(modalities), width, ("mlp", "embed"), rngs)
+        self.fusion = fusion
+        tokens = 1
+        if fusion == "late":
+            self.fuse = dense(width * len(modalities), width, ("mlp", "embed"), rngs)
+        else:
+            tokens = len(modalities)
+            self.modality = nnx.Param(annotate(nnx.initializers.normal(0.02), (None, "embed"))(
+                rngs.params(), (tokens, width)))
+        self.tokens = tokens
         self.segment = nnx.Param(annotate(nnx.initializers.normal(0.02),
                                                        (None, "embed"))(rngs.params(), (2, width)))
         self.blocks = nnx.List([Block(width, heads, mlp, dropout, rngs)
                                 for _ in range(pair_layers)])
         self.ln = layer_norm(width, rngs)
-        self.head = dense(2 * width, 2, ("embed", None), rngs)
+        self.head = dense(2 * tokens * width, 2, ("embed", None), rngs)
 
     def encode_frames(self, frames: jax.Array, tokens: jax.Array, *, train: bool,
                       rngs: nnx.Rngs | None) -> jax.Array:
@@ -134,14 +150,21 @@ class PairOrderModel(nnx.Module):
             parts.append(self.image(frames))
         if self.text is not None:
             parts.append(self.text(tokens, train=train, rngs=rngs))
+        if self.fusion == "early":  # [B, N, T * W]: one token per modality, fused later
+            return jnp.concatenate(parts, -1)
         return jax.nn.gelu(self.fuse(jnp.concatenate(parts, -1)))
 
     def pair_logits(self, first: jax.Array, second: jax.Array, *, train: bool,
                     rngs: nnx.Rngs | None) -> jax.Array:
         """Frame vectors [..., W] of i and j -> logits [..., 2]; class 1 = i before j."""
-        x = jnp.stack([first, second], axis=-2) + self.segment.value
+        x = jnp.stack([first, second], axis=-2)
         lead = x.shape[:-2]
-        x = x.reshape(-1, 2, x.shape[-1])
+        if self.fusion == "early":  # [..., 2, T*W] -> 2T tokens of width W
+            t, w = self.tokens, x.shape[-1] // self.tokens
+            x = x.reshape(*lead, 2, t, w) + self.modality.value
+            x = (x + self.segment.value[:, None]).reshape(-1, 2 * t, w)
+        else:
+            x = (x + self.segment.value).reshape(-1, 2, x.shape[-1])
         for block in self.blocks:
             x = block(x, None, train=train, rngs=rngs)
         x = self.ln(x).reshape(x.shape[0], -1)
@@ -149,6 +172,62 @@ class PairOrderModel(nnx.Module):
 
     def all_pair_logits(self, feats: jax.Array) -> jax.Array:
         """Per-frame vectors [B, N, W] -> logits for every ordered pair [B, N, N, 2]."""
+        n = feats.shape[1]
+        first = jnp.broadcast_to(feats[:, :, None], (feats.shape[0], n, n, feats.shape[-1]))
+        second = jnp.broadcast_to(feats[:, None, :], first.shape)
+        return self.pair_logits(first, second, train=False, rngs=None)
+
+
+class TextPairModel(nnx.Module):
+    """Text-pair baseline: "[CLS] utt_i [SEP] utt_j [SEP]" through BERT/ALBERT, 2-way head.
+
+    The head is trained NSP-style (class 1 = utt_j directly follows utt_i) or SOP-style
+    (class 1 = a consecutive pair in its true order) by the task; either way S[i, j] of
+    Eq. 5 says "j after i". Hashed subtitle ids (`vnr.data.text`, 0 = pad) are the
+    vocabulary; [CLS] and [SEP] are the two ids after it. `encoder` is a
+    `scratch:<bert|albert>-<size>` name (random init, trained here).
+    """
+
+    def __init__(self, *, encoder: str, vocab_size: int, max_tokens: int, dropout: float,
+                 rngs: nnx.Rngs):
+        from vnr.models.encoders import builder, scratch_config
+
+        arch, _, size = encoder.removeprefix("scratch:").rpartition("-")
+        if not encoder.startswith("scratch:") or arch not in ("bert", "albert"):
+            raise ValueError(
+                f"model.encoder={encoder!r}: use 'scratch:bert-<size>' or 'scratch:albert-<size>' "
+                "(pretrained weights need the real tokenizer and a checkpoint-loading hook in "
+                "vnr/train.py)")
+        self.cls_id, self.sep_id = vocab_size, vocab_size + 1
+        cfg = scratch_config(arch, size, vocab_size=vocab_size + 2, type_vocab_size=2,
+                             max_position_embeddings=max(2 * max_tokens + 3, 16),
+                             hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
+        ctor, _, _ = builder(cfg)
+        self.encoder = ctor(rngs)
+        self.head = dense(cfg.hidden_size, 2, ("embed", None), rngs)
+
+    def encode_frames(self, frames: jax.Array, tokens: jax.Array, *, train: bool,
+                      rngs: nnx.Rngs | None) -> jax.Array:
+        """The per-frame "features" are the token ids themselves [B, N, L]."""
+        del frames, train, rngs
+        return tokens
+
+    def pair_logits(self, first: jax.Array, second: jax.Array, *, train: bool,
+                    rngs: nnx.Rngs | None) -> jax.Array:
+        """Token ids [..., L] of i and j -> logits [..., 2]."""
+        del rngs
+        lead, length = first.shape[:-1], first.shape[-1]
+        a, b = first.reshape(-1, length), second.reshape(-1, length)
+        col = lambda v: jnp.full((a.shape[0], 1), v, a.dtype)  # noqa: E731
+        ids = jnp.concatenate([col(self.cls_id), a, col(self.sep_id), b, col(self.sep_id)], 1)
+        types = jnp.concatenate([jnp.zeros((a.shape[0], length + 2), a.dtype),
+                                 jnp.ones((a.shape[0], length + 1), a.dtype)], 1)
+        real = ids > 0
+        pos = jnp.maximum(jnp.cumsum(real, 1) - 1, 0)  # positions skip the padding between parts
+        out = self.encoder(ids, real.astype(jnp.int32), types, pos, deterministic=not train)
+        return self.head(out.pooler_output).reshape(*lead, 2)
+
+    def all_pair_logits(self, feats: jax.Array) -> jax.Array:
         n = feats.shape[1]
         first = jnp.broadcast_to(feats[:, :, None], (feats.shape[0], n, n, feats.shape[-1]))
         second = jnp.broadcast_to(feats[:, None, :], first.shape)

@@ -5,6 +5,15 @@ points take no part and are labelled -1. Every clip draws from the same random s
 (the key is not split per clip) and sampling uses one uniform number per draw with an
 inverse-CDF pick over the real points, so a clip gets the same labels alone or inside a
 padded batch (up to float rounding of the running sums).
+
+Distances: "euclidean" (squared, Lloyd), "cosine" (spherical k-means) and "softdtw": a
+point of dimension D is read as a sequence of `dtw_segments` vectors of D / dtw_segments
+features (e.g. a clustering head's output split into tokens), and the distance of two
+points is the soft-DTW divergence (Blondel et al. 2021, `vnr.ops.dtw`) between their
+sequences with squared euclidean costs and smoothing `dtw_gamma`, clamped at 0. Centroids
+stay segment-wise means of their members (the Lloyd update of the euclidean case; a
+soft-DTW barycentre would need an inner optimisation per step), so "softdtw" differs
+from "euclidean" by letting segments align monotonically instead of one-to-one.
 """
 
 from __future__ import annotations
@@ -19,7 +28,7 @@ from jax import lax
 from vnr.ops.permutation_search import check_mask
 
 Array = jax.Array
-DISTANCES = ("euclidean", "cosine")
+DISTANCES = ("euclidean", "cosine", "softdtw")
 
 
 def _concrete(*xs) -> bool:
@@ -30,6 +39,37 @@ def _sqdist(x: Array, c: Array) -> Array:
     """Squared euclidean distances [B, N, K] between x [B, N, D] and c [B, K, D]."""
     d = (x**2).sum(-1)[:, :, None] + (c**2).sum(-1)[:, None, :]
     return jnp.maximum(d - 2.0 * jnp.einsum("bnd,bkd->bnk", x, c), 0.0)
+
+
+def _sdtw_div(x: Array, c: Array, segs: int, gamma: float) -> Array:
+    """Soft-DTW divergences [B, N, K] between x [B, N, D] and c [B, K, D] as segment sequences."""
+    from vnr.ops.dtw import pairwise_cost, soft_dtw_divergence
+
+    B, N, D = x.shape
+    K = c.shape[1]
+    xs = jnp.broadcast_to(x.reshape(B, N, 1, segs, D // segs), (B, N, K, segs, D // segs))
+    cs = jnp.broadcast_to(c.reshape(B, 1, K, segs, D // segs), xs.shape)
+    xs, cs = xs.reshape(-1, segs, D // segs), cs.reshape(-1, segs, D // segs)
+    div = soft_dtw_divergence(pairwise_cost(xs, cs), pairwise_cost(xs, xs),
+                              pairwise_cost(cs, cs), gamma)
+    return jnp.maximum(div, 0.0).reshape(B, N, K)
+
+
+def _dist(x: Array, c: Array, distance: str, segs: int, gamma: float) -> Array:
+    """The k-means distance [B, N, K]: squared euclidean (chord for cosine) or soft-DTW."""
+    if distance == "softdtw":
+        return _sdtw_div(x, c, segs, gamma)
+    return _sqdist(x, c)
+
+
+def _check_segments(d: int, distance: str, segs: int, gamma: float) -> None:
+    if distance != "softdtw":
+        return
+    if not isinstance(segs, int | np.integer) or segs < 1 or d % segs:
+        raise ValueError(f"dtw_segments={segs!r} must be a positive divisor of the point "
+                         f"dimension {d} for distance='softdtw'")
+    if not gamma > 0:
+        raise ValueError(f"dtw_gamma={gamma!r} must be > 0 for distance='softdtw'")
 
 
 def _unit(v: Array) -> Array:
@@ -45,8 +85,9 @@ def _pick(weights: Array, u: Array) -> Array:
     return jnp.minimum(below, last_real)
 
 
-@functools.partial(jax.jit, static_argnames=("kmax", "distance", "max_iters"))
-def _kmeans_core(x, k, mask, uniforms, kmax: int, distance: str, max_iters: int):
+@functools.partial(jax.jit, static_argnames=("kmax", "distance", "max_iters", "segs", "gamma"))
+def _kmeans_core(x, k, mask, uniforms, kmax: int, distance: str, max_iters: int,
+                 segs: int = 1, gamma: float = 0.1):
     B, N, _ = x.shape
     if distance == "cosine":
         x = _unit(x)
@@ -67,7 +108,7 @@ def _kmeans_core(x, k, mask, uniforms, kmax: int, distance: str, max_iters: int)
         i = _pick(w, u)
         new = x[barange, i]
         centers = centers.at[:, c].set(jnp.where((c < k)[:, None], new, centers[:, c]))
-        d = _sqdist(x, new[:, None])[..., 0]
+        d = _dist(x, new[:, None], distance, segs, gamma)[..., 0]
         mind = jnp.where((c < k)[:, None], jnp.minimum(mind, d), mind)
         return (centers, mind), None
 
@@ -75,7 +116,7 @@ def _kmeans_core(x, k, mask, uniforms, kmax: int, distance: str, max_iters: int)
     (centers, _), _ = lax.scan(seed, init, (jnp.arange(kmax), uniforms))
 
     def assign(c):
-        d = jnp.where(active[:, None, :], _sqdist(x, norm_c(c)), jnp.inf)
+        d = jnp.where(active[:, None, :], _dist(x, norm_c(c), distance, segs, gamma), jnp.inf)
         return jnp.argmin(d, -1).astype(jnp.int32), d.min(-1)
 
     def body(state):
@@ -116,6 +157,8 @@ def kmeans(
     key=None,
     distance: str = "euclidean",
     max_iters: int = 100,
+    dtw_segments: int = 4,
+    dtw_gamma: float = 0.1,
 ) -> Array:
     """Batched Lloyd k-means with k-means++ initialisation.
 
@@ -129,8 +172,9 @@ def kmeans(
       num_clusters: int or int [B]; concrete; 1 <= k <= real points of the clip.
       mask: bool [B, N] or None (all real).
       key: PRNG key (default `jax.random.key(0)`); same key, same labels.
-      distance: "euclidean" or "cosine".
+      distance: "euclidean", "cosine" or "softdtw" (see the module docstring).
       max_iters: Lloyd iterations at most (>= 1).
+      dtw_segments, dtw_gamma: the sequence split and smoothing of "softdtw".
     Returns:
       int32 [B, N] labels in [0, k_b); -1 on padded points.
     """
@@ -144,6 +188,7 @@ def kmeans(
         raise ValueError(f"distance must be one of {DISTANCES}, got {distance!r}")
     if not isinstance(max_iters, int | np.integer) or max_iters < 1:
         raise ValueError(f"max_iters must be a positive int, got {max_iters!r}")
+    _check_segments(x.shape[-1], distance, dtw_segments, dtw_gamma)
     if not _concrete(num_clusters):
         raise ValueError("num_clusters must be concrete (it sizes the centroid array)")
     k = np.broadcast_to(np.asarray(num_clusters), (x.shape[0],))
@@ -163,7 +208,8 @@ def kmeans(
     kmax = int(k.max())
     uniforms = _uniforms(key, kmax)  # one draw per centre, shared by all clips
     return _kmeans_core(
-        x, jnp.asarray(k, jnp.int32), mask, uniforms, kmax, distance, int(max_iters)
+        x, jnp.asarray(k, jnp.int32), mask, uniforms, kmax, distance, int(max_iters),
+        int(dtw_segments), float(dtw_gamma),
     )
 
 
@@ -172,12 +218,13 @@ def _uniforms(key: Array, count: int) -> Array:
     return jax.random.uniform(key, (count,))
 
 
-@functools.partial(jax.jit, static_argnames=("kmax", "distance"))
-def _silhouette_core(x, labels, mask, kmax: int, distance: str):
+@functools.partial(jax.jit, static_argnames=("kmax", "distance", "segs", "gamma"))
+def _silhouette_core(x, labels, mask, kmax: int, distance: str, segs: int = 1,
+                     gamma: float = 0.1):
     if distance == "cosine":
         x = _unit(x)
     x = jnp.where(mask[..., None], x, 0.0)
-    d = jnp.sqrt(_sqdist(x, x) + 1e-12) * (1 - jnp.eye(x.shape[1]))  # [B, N, N]
+    d = jnp.sqrt(_dist(x, x, distance, segs, gamma) + 1e-12) * (1 - jnp.eye(x.shape[1]))
     onehot = ((labels[..., None] == jnp.arange(kmax)) & mask[..., None]).astype(x.dtype)
     size = onehot.sum(1)  # [B, K]
     tot = jnp.einsum("bnm,bmk->bnk", d, onehot)  # distance sums to each cluster
@@ -193,7 +240,8 @@ def _silhouette_core(x, labels, mask, kmax: int, distance: str):
     return s.sum(-1) / mask.sum(-1)
 
 
-def silhouette(x, labels, mask=None, distance: str = "euclidean") -> Array:
+def silhouette(x, labels, mask=None, distance: str = "euclidean", dtw_segments: int = 4,
+               dtw_gamma: float = 0.1) -> Array:
     """Mean silhouette per clip (Rousseeuw 1987) over real points; 0 for singletons.
 
     s_i = (b_i - a_i) / max(a_i, b_i), a_i = mean distance to its own cluster, b_i =
@@ -201,7 +249,8 @@ def silhouette(x, labels, mask=None, distance: str = "euclidean") -> Array:
 
     Args:
       x: [B, N, D]. labels: int [B, N] (>= 0 on real points). mask: bool [B, N] or None.
-      distance: "euclidean" or "cosine" (chord distance of unit vectors).
+      distance: "euclidean", "cosine" (chord distance of unit vectors) or "softdtw"
+      (square root of the soft-DTW divergence). dtw_segments, dtw_gamma: as in `kmeans`.
     Returns:
       float32 [B] in [-1, 1].
     """
@@ -214,7 +263,9 @@ def silhouette(x, labels, mask=None, distance: str = "euclidean") -> Array:
     if distance not in DISTANCES:
         raise ValueError(f"distance must be one of {DISTANCES}, got {distance!r}")
     mask = check_mask(mask, x.shape[:2])
-    return _silhouette_core(x, labels, mask, x.shape[1], distance)
+    _check_segments(x.shape[-1], distance, dtw_segments, dtw_gamma)
+    return _silhouette_core(x, labels, mask, x.shape[1], distance, int(dtw_segments),
+                            float(dtw_gamma))
 
 
 def estimate_num_clusters(
@@ -225,6 +276,8 @@ def estimate_num_clusters(
     min_silhouette: float = 0.5,
     distance: str = "euclidean",
     max_iters: int = 100,
+    dtw_segments: int = 4,
+    dtw_gamma: float = 0.1,
 ) -> np.ndarray:
     """Cluster count per clip by the best mean silhouette over k = 2..max_clusters.
 
@@ -255,8 +308,9 @@ def estimate_num_clusters(
     k = np.maximum(np.minimum(cands[None], (n - 1)[:, None]), 1)  # [B, C]
     xr = jnp.repeat(x, C, axis=0)
     mr = jnp.repeat(mask, C, axis=0)
-    labels = kmeans(xr, k.reshape(-1), mr, key, distance, max_iters)
-    sil = np.asarray(silhouette(xr, jnp.maximum(labels, 0), mr, distance)).reshape(B, C)
+    dtw = dict(dtw_segments=dtw_segments, dtw_gamma=dtw_gamma)
+    labels = kmeans(xr, k.reshape(-1), mr, key, distance, max_iters, **dtw)
+    sil = np.asarray(silhouette(xr, jnp.maximum(labels, 0), mr, distance, **dtw)).reshape(B, C)
     sil = np.where(k >= 2, sil, -np.inf)
     best = sil.argmax(1)
     out = np.where(sil[np.arange(B), best] >= min_silhouette, k[np.arange(B), best], 1)
