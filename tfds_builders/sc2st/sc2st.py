@@ -1,0 +1,317 @@
+"""TFDS builder for Sc2St storyboards built from LSMDC 2016 (see README.md).
+
+Pipeline (each step in its own pure module): annotation rows (`lsmdc`) -> text
+processing into sub-sentences (`text`) -> per-clip keyframes by CLIP text-image
+cosine (`keyframes`) -> stories and storyboards of 10 pairs (`story`) -> 80/5/15
+split by storyboard -> candidate sets per split (`candidates`). One example per
+storyboard; keyframe features are stored, frames are referenced by path.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import json
+import os
+import pathlib
+import shutil
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import tensorflow_datasets as tfds
+from etils import epath
+
+from tfds_builders import common
+from tfds_builders.sc2st import candidates, keyframes, lsmdc, story, text
+
+VERSION = tfds.core.Version("1.0.0")
+STATS_FILE = "sc2st_stats.json"
+MANUAL_DOWNLOAD_INSTRUCTIONS = """\
+Point --manual_dir at a directory holding LSMDC16_annos_{training,val,test}.csv (any subset),
+meta.csv (optional: genres) and, per clip, frames/<movie>/<clip_id>/<k>.jpg (5 fps) or
+features/<movie>/<clip_id>.npy (float32 [frames, D] CLIP image embeddings)."""
+
+
+@dataclasses.dataclass(eq=False)
+class Sc2StConfig(tfds.core.BuilderConfig):
+    """Build options; every number the protocol uses is here.
+
+    encoder: CLIP dual encoder for keyframe selection (`vnr.models.encoders.create`
+      name: a local pretrained checkpoint or `scratch:<size>`); feature_dim must be
+      its projection width.
+    """
+
+    source: str = "lsmdc"  # or "synthetic"
+    sizes: str = "default"  # synthetic corpus size
+    encoder: str = "clip-vit-base-patch32"
+    feature_dim: int = 512
+    seed: int = 0
+    length: int = 10
+    max_gap: float = 10.0
+    fractions: tuple[float, float, float] = (0.8, 0.05, 0.15)
+    num_candidates: int = 100
+    similar_frac: float = 0.7
+    same_movie_frac: float = 0.3
+    conjunctions: tuple[str, ...] = text.CONJUNCTIONS
+    min_words: int = 2
+
+
+@dataclasses.dataclass
+class Pair:
+    clip: lsmdc.Clip
+    sentence: str
+    frame_id: str
+    feature: np.ndarray
+
+
+def check_manual_dir(manual_dir: os.PathLike | str | None) -> pathlib.Path:
+    """The manual_dir, or a one-line ManualDirError saying what it must hold."""
+    what = "LSMDC16_annos_{training,val,test}.csv plus frames/ or features/"
+    if not manual_dir:
+        raise common.ManualDirError(f"sc2st/lsmdc needs --manual_dir: a directory holding {what}")
+    path = pathlib.Path(manual_dir)
+    if not path.is_dir():
+        raise common.ManualDirError(f"manual_dir {path} does not exist; it must hold {what}")
+    if not any((path / f).is_file() for f in lsmdc.ANNOTATION_FILES.values()):
+        raise common.ManualDirError(f"manual_dir {path} has none of "
+                                    f"{', '.join(lsmdc.ANNOTATION_FILES.values())}")
+    if not (path / "frames").is_dir() and not (path / "features").is_dir():
+        raise common.ManualDirError(f"manual_dir {path} has neither frames/ nor features/")
+    return path
+
+
+def _clip_frames(root: pathlib.Path, clip: lsmdc.Clip, scorer: keyframes.ClipScorer,
+                 dim: int) -> tuple[np.ndarray | None, list[str], tuple]:
+    """(per-frame features [F, D], frame ids, ()) or (None, [], (reason, path, detail))."""
+    frame_dir = root / "frames" / clip.movie / clip.clip_id
+    paths = lsmdc.list_frames(frame_dir)
+    if paths:
+        try:
+            feats = scorer.encode_images([p.read_bytes() for p in paths])
+        except Exception as e:  # noqa: BLE001 - any decoder failure makes the clip unusable
+            return None, [], ("bad_frame", frame_dir, f"{type(e).__name__}: {e}")
+        return feats, [str(p.relative_to(root)) for p in paths], ()
+    npy = root / "features" / clip.movie / f"{clip.clip_id}.npy"
+    if npy.is_file():
+        try:
+            feats = np.load(npy).astype(np.float32)
+        except (OSError, ValueError) as e:
+            return None, [], ("bad_frame", npy, str(e))
+        if feats.ndim != 2 or feats.shape[0] == 0 or feats.shape[1] != dim:
+            return None, [], ("feature_dim_mismatch", npy,
+                              f"shape {feats.shape}, need [frames, {dim}]")
+        rel = str(npy.relative_to(root))
+        return keyframes.normalise(feats), [f"{rel}#{k}" for k in range(len(feats))], ()
+    return None, [], ("no_frames", frame_dir, f"no <k>.jpg there and no {npy.name}")
+
+
+def clip_pairs(root: pathlib.Path, clips: list[lsmdc.Clip], cfg: Sc2StConfig,
+               scorer: keyframes.ClipScorer, skips: collections.Counter,
+               stats: collections.Counter) -> dict[str, list[Pair]]:
+    """Keyframe-sentence pairs of every usable clip (clip id -> pairs in order)."""
+    texts: dict[str, list[str]] = {}
+    for clip in clips:
+        subs = text.process_description(clip.sentence, cfg.conjunctions, cfg.min_words)
+        if subs:
+            texts[clip.clip_id] = subs
+        else:
+            common.record_skip(skips, "empty_sentence", clip.source)
+    flat = [s for subs in texts.values() for s in subs]
+    emb = iter(scorer.encode_texts(flat))  # one batched pass over every sub-sentence
+    text_emb = {cid: np.stack([next(emb) for _ in subs]) for cid, subs in texts.items()}
+    out: dict[str, list[Pair]] = {}
+    for clip in clips:
+        if clip.clip_id not in texts:
+            continue
+        subs, temb = texts[clip.clip_id], text_emb[clip.clip_id]
+        feats, ids, problem = _clip_frames(root, clip, scorer, cfg.feature_dim)
+        if feats is None:
+            common.record_skip(skips, *problem)
+            continue
+        if len(subs) > len(ids):  # more sub-sentences than frames: merge the tail
+            stats["subsentences_merged"] += len(subs) - len(ids)
+            subs = subs[:len(ids) - 1] + [" ".join(subs[len(ids) - 1:])]
+            temb = scorer.encode_texts(subs)
+        ks = keyframes.align_monotone(temb @ feats.T)
+        stats["subsentences"] += len(subs)
+        out[clip.clip_id] = [Pair(clip, s, ids[k], feats[k]) for s, k in zip(subs, ks,
+                                                                             strict=True)]
+    return out
+
+
+def build_storyboards(root: pathlib.Path, cfg: Sc2StConfig, skips: collections.Counter,
+                      stats: collections.Counter, scorer: keyframes.ClipScorer | None = None
+                      ) -> dict[str, list[dict]]:
+    """Everything but TFDS: split name -> list of example dicts (in pool order)."""
+    rows = []
+    for name in lsmdc.ANNOTATION_FILES.values():
+        if (root / name).is_file():
+            rows += lsmdc.read_annotations(root / name, skips)
+    clips = lsmdc.merge_duplicates(rows, skips)
+    meta = {}
+    if (root / "meta.csv").is_file():
+        meta = lsmdc.read_meta(root / "meta.csv", skips)
+    else:
+        common.log.warning("%s has no meta.csv: genres are left empty", root)
+    scorer = scorer or keyframes.ClipScorer(cfg.encoder, seed=cfg.seed)
+    if scorer.dim != cfg.feature_dim:
+        raise ValueError(f"encoder {cfg.encoder!r} embeds in {scorer.dim} dims but the builder "
+                         f"config says feature_dim={cfg.feature_dim}")
+    pairs = clip_pairs(root, clips, cfg, scorer, skips, stats)
+    stories = story.group_stories([c for c in clips if c.clip_id in pairs], cfg.max_gap)
+    story_pairs = [[p for c in s for p in pairs[c.clip_id]] for s in stories]
+    boards = story.form_storyboards(story_pairs, cfg.length, skips)
+    stats["stories"], stats["storyboards"] = len(stories), len(boards)
+    if not boards:
+        raise common.ManualDirError(f"{root}: no storyboard of {cfg.length} pairs could be "
+                                    "formed (see the skipped counts above)")
+    missing = sorted({b[0].clip.movie for b in boards
+                      if lsmdc.normalise_movie(b[0].clip.movie) not in meta})
+    stats["movies_not_in_meta"] = len(missing)
+    movie_ids = {m: i for i, m in enumerate(sorted({b[0].clip.movie for b in boards}))}
+    splits = story.split_storyboards(len(boards), cfg.seed, cfg.fractions)
+    story.check_no_overlap({s: [[p.frame_id for p in boards[i]] for i in idx]
+                            for s, idx in splits.items()})
+    out = {}
+    for code, (split, idx) in enumerate(splits.items()):
+        chosen = [boards[i] for i in idx]
+        if not chosen:
+            continue
+        feats = np.stack([[p.feature for p in b] for b in chosen]).astype(np.float32)
+        movies = np.array([movie_ids[b[0].clip.movie] for b in chosen])
+        cands, answer = candidates.sample_candidates(
+            feats, movies, seed=cfg.seed, split_code=code,
+            positions=tuple(range(1, cfg.length)), num_candidates=cfg.num_candidates,
+            similar_frac=cfg.similar_frac, same_movie_frac=cfg.same_movie_frac, stats=stats)
+        out[split] = [_example(i, b, f, c, a, meta) for i, (b, f, c, a) in
+                      enumerate(zip(chosen, feats, cands, answer, strict=True))]
+    return out
+
+
+def _example(index: int, board: list[Pair], feats: np.ndarray, cands: np.ndarray,
+             answer: np.ndarray, meta: dict) -> dict:
+    movie = board[0].clip.movie
+    return {
+        "storyboard_id": f"{board[0].frame_id}",
+        "index": index,
+        "movie": movie,
+        "genres": meta.get(lsmdc.normalise_movie(movie), {}).get("genres", []),
+        "clip_ids": [p.clip.clip_id for p in board],
+        "sentences": [p.sentence for p in board],
+        "frame_ids": [p.frame_id for p in board],
+        "start": np.array([p.clip.start for p in board], np.float32),
+        "end": np.array([p.clip.end for p in board], np.float32),
+        "features": feats,
+        "candidates": cands.astype(np.int32),
+        "answer": answer.astype(np.int32),
+    }
+
+
+def _synthetic_dir(download_dir: pathlib.Path, config: Sc2StConfig) -> pathlib.Path:
+    from tfds_builders.sc2st import synthetic
+
+    root = download_dir / "sc2st_synthetic" / \
+        f"{config.sizes}_seed{config.seed}_v{synthetic.CORPUS_VERSION}"
+    if (root / "_COMPLETE").is_file():
+        return root
+    tmp = root.with_name(root.name + f".tmp{os.getpid()}")
+    try:
+        synthetic.write_corpus(tmp, seed=config.seed, sizes=config.sizes)
+        (tmp / "_COMPLETE").write_text("ok\n")
+        if not root.exists():
+            os.replace(tmp, root)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return root
+
+
+class Sc2St(tfds.core.GeneratorBasedBuilder):
+    """Sc2St storyboards: 10 keyframe-sentence pairs, 9 candidate sets of 100 each."""
+
+    name = "sc2st"
+    VERSION = VERSION
+    RELEASE_NOTES = {"1.0.0": "Storyboards from LSMDC 2016 and a generated corpus."}
+    MANUAL_DOWNLOAD_INSTRUCTIONS = MANUAL_DOWNLOAD_INSTRUCTIONS
+    BUILDER_CONFIGS = [
+        Sc2StConfig(name="lsmdc", description="LSMDC 2016 in manual_dir, CLIP ViT-B/32 "
+                    "keyframes (local checkpoint: $VNR_ENCODERS_DIR/clip-vit-base-patch32)."),
+        Sc2StConfig(name="lsmdc_scratch", encoder="scratch:tiny", feature_dim=32,
+                    description="LSMDC layout in manual_dir with a random tiny CLIP "
+                    "(plumbing only: keyframes are arbitrary)."),
+        Sc2StConfig(name="synthetic", source="synthetic", encoder="scratch:tiny",
+                    feature_dim=32, description="Generated corpus (no manual_dir)."),
+        Sc2StConfig(name="synthetic_tiny", source="synthetic", sizes="tiny",
+                    encoder="scratch:tiny", feature_dim=32, num_candidates=20,
+                    description="Tiny generated corpus for tests (20 candidates)."),
+    ]
+    DEFAULT_CONFIG_NAME = "synthetic"
+
+    @tfds.core.utils.classproperty
+    @classmethod
+    def code_path(cls) -> epath.Path:
+        return epath.Path(__file__)
+
+    def __init__(self, **kwargs: Any):
+        kwargs.setdefault("file_format", "array_record")
+        super().__init__(**kwargs)
+        self.skips: collections.Counter | None = None
+        self.stats: collections.Counter = collections.Counter()
+
+    @classmethod
+    def check_inputs(cls, config: str, manual_dir: os.PathLike | str | None) -> None:
+        if any(c.name == config and c.source == "lsmdc" for c in cls.BUILDER_CONFIGS):
+            check_manual_dir(manual_dir)
+
+    def _info(self) -> tfds.core.DatasetInfo:
+        c: Sc2StConfig = self.builder_config
+        texts = tfds.features.Sequence(tfds.features.Text())
+        return self.dataset_info_from_configs(
+            features=tfds.features.FeaturesDict({
+                "storyboard_id": tfds.features.Text(),
+                "index": tfds.features.Scalar(np.int32),
+                "movie": tfds.features.Text(),
+                "genres": texts,
+                "clip_ids": texts,
+                "sentences": texts,
+                "frame_ids": texts,
+                "start": tfds.features.Tensor(shape=(c.length,), dtype=np.float32),
+                "end": tfds.features.Tensor(shape=(c.length,), dtype=np.float32),
+                "features": tfds.features.Tensor(shape=(c.length, c.feature_dim),
+                                                 dtype=np.float32),
+                "candidates": tfds.features.Tensor(shape=(c.length - 1, c.num_candidates),
+                                                   dtype=np.int32),
+                "answer": tfds.features.Tensor(shape=(c.length - 1,), dtype=np.int32),
+            }),
+            homepage="https://github.com/hopeisme/Sc2St",
+        )
+
+    def _split_generators(self, dl_manager: tfds.download.DownloadManager) -> dict:
+        c: Sc2StConfig = self.builder_config
+        if c.source == "synthetic":
+            root = _synthetic_dir(pathlib.Path(dl_manager.download_dir), c)
+        else:
+            root = check_manual_dir(dl_manager._manual_dir)  # noqa: SLF001
+        self.skips, self.stats = collections.Counter(), collections.Counter()
+        try:
+            examples = build_storyboards(root, c, self.skips, self.stats)
+        except ValueError as e:
+            raise common.ManualDirError(str(e)) from None
+        return {split: self._generate_examples(ex) for split, ex in examples.items()}
+
+    def _generate_examples(self, examples: list[dict]) -> Iterator[tuple[str, dict]]:
+        for ex in examples:
+            yield f"{ex['index']:07d}", ex
+
+    def download_and_prepare(self, *args: Any, **kwargs: Any) -> None:
+        """Builds the dataset if needed; stores build_summary.json and sc2st_stats.json."""
+        self.skips = None
+        super().download_and_prepare(*args, **kwargs)
+        if self.skips is not None:
+            common.write_summary(self, self.skips)
+            path = os.path.join(os.fspath(self.data_dir), STATS_FILE)
+            with open(path, "w") as f:
+                json.dump(dict(sorted(self.stats.items())), f, indent=2)
+
+
+Builder = Sc2St

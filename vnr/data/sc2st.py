@@ -1,0 +1,144 @@
+"""Grain pipelines for Sc2St storyboards.
+
+Records come from `tfds_builders.sc2st.data_source` (ordered by storyboard
+index). Each record becomes (NumPy, per storyboard):
+
+  tokens   int32   [L, T]      sentence tokens: a scratch BERT gets hashed words
+                               (`vnr.data.text`) after a [CLS] id (vocab_size - 1);
+                               a pretrained one its own tokenizer (CLS ... SEP)
+  features float32 [L, D]      stored CLIP embeddings of the 10 keyframes
+  cands    float32 [L-1, C, D] candidate features of rounds t = 2..L, gathered
+                               from the split's keyframe pool
+  answer   int32   [L-1]       index of the correct candidate
+  index    int32   []          storyboard index in its split
+  mask     bool    []          True for real storyboards (False = padding)
+
+The split's pool (`pool_<split>.npy`, written on first use next to the built
+dataset) is memory-mapped lazily in each worker, never pickled.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any
+
+import grain
+import numpy as np
+
+from vnr.data import text
+
+
+@functools.lru_cache(maxsize=4)
+def _tokenizer(name: str) -> Any:
+    from vnr.models.encoders.factory import load_tokenizer
+    from vnr.models.encoders.loading import resolve
+
+    tok = load_tokenizer(resolve(name))
+    if tok is None:
+        raise FileNotFoundError(f"text encoder {name!r} has no tokenizer files")
+    return tok
+
+
+def tokenize(sentences: list[str], encoder: str, vocab_size: int, max_tokens: int) -> np.ndarray:
+    """[len(sentences), max_tokens] int32 ids (0 = padding) for `encoder`."""
+    if encoder.startswith("scratch:"):
+        out = np.zeros((len(sentences), max_tokens), np.int32)
+        for i, s in enumerate(sentences):
+            out[i, 0] = vocab_size - 1  # [CLS]: BERT's pooler reads position 0
+            out[i, 1:] = text.tokenize(s, vocab_size - 1, max_tokens - 1)
+        return out
+    enc = _tokenizer(encoder)(list(sentences), padding="max_length", truncation=True,
+                              max_length=max_tokens, return_tensors="np")
+    return (enc["input_ids"] * enc["attention_mask"]).astype(np.int32)
+
+
+@dataclasses.dataclass(frozen=True)
+class Encode(grain.transforms.Map):
+    """Tokenizes the script and gathers candidate features from the memory-mapped pool."""
+
+    pool_path: str
+    encoder: str
+    vocab_size: int
+    max_tokens: int
+
+    def map(self, rec: dict[str, Any]) -> dict[str, np.ndarray]:
+        pool = _pool(self.pool_path)
+        cands = rec["candidates"]
+        if cands.max() >= len(pool):
+            raise ValueError(f"storyboard {rec['storyboard_id']!r}: candidate index "
+                             f"{cands.max()} outside the pool {self.pool_path} ({len(pool)})")
+        return {
+            "tokens": tokenize(rec["sentences"], self.encoder, self.vocab_size, self.max_tokens),
+            "features": rec["features"].astype(np.float32),
+            "cands": np.asarray(pool[cands.reshape(-1)], np.float32).reshape(
+                *cands.shape, -1),
+            "answer": rec["answer"].astype(np.int32),
+            "index": np.int32(rec["index"]),
+            "mask": np.bool_(True),
+        }
+
+
+@functools.lru_cache(maxsize=8)
+def _pool(path: str) -> np.ndarray:
+    return np.load(path, mmap_mode="r")
+
+
+def _source(cfg: Any, split: str):
+    from tfds_builders import sc2st as builder
+
+    return builder.data_source(cfg.config, split, data_dir=cfg.data_dir,
+                               manual_dir=cfg.manual_dir or None, build=True)
+
+
+def _encode(cfg: Any, split: str, text_encoder: str) -> Encode:
+    from tfds_builders import sc2st as builder
+
+    path = builder.pool(cfg.config, split, cfg.data_dir)
+    return Encode(str(path), text_encoder, cfg.vocab_size, cfg.max_tokens)
+
+
+def train_dataset(cfg: Any, text_encoder: str, batch_size: int, seed: int,
+                  process_index: int = 0, process_count: int = 1) -> grain.IterDataset:
+    """Endless, per-epoch reshuffled batches for one process."""
+    ds = grain.MapDataset.source(_source(cfg, cfg.train_split))
+    enc = _encode(cfg, cfg.train_split, text_encoder)
+    ds = ds.seed(seed).shuffle().repeat(None).map(enc)
+    ds = ds[process_index::process_count].batch(batch_size, drop_remainder=True)
+    return _prefetch(ds.to_iter_dataset(), cfg.num_workers)
+
+
+def eval_dataset(cfg: Any, split: str, text_encoder: str, batch_size: int,
+                 max_examples: int = 0, process_index: int = 0, process_count: int = 1
+                 ) -> grain.IterDataset:
+    """One pass over `split`; per-process batches of batch_size // process_count (last short)."""
+    ds = grain.MapDataset.source(_source(cfg, split))
+    if max_examples:
+        ds = ds[:max_examples]
+    ds = ds.map(_encode(cfg, split, text_encoder))
+    ds = ds[process_index::process_count].batch(batch_size // process_count,
+                                                drop_remainder=False)
+    return _prefetch(ds.to_iter_dataset(), cfg.num_workers)
+
+
+def num_eval_batches(cfg: Any, split: str, batch_size: int, max_examples: int = 0,
+                     process_count: int = 1) -> int:
+    n = len(_source(cfg, split))
+    n = min(n, max_examples) if max_examples else n
+    largest_shard = -(-n // process_count)
+    return -(-largest_shard // (batch_size // process_count))
+
+
+def pad_batch(batch: dict[str, np.ndarray], size: int) -> dict[str, np.ndarray]:
+    """Pads a short batch to `size` storyboards with mask False."""
+    have = len(batch["mask"])
+    if have == size:
+        return batch
+    return {k: np.concatenate([v, np.zeros((size - have, *v.shape[1:]), v.dtype)])
+            for k, v in batch.items()}
+
+
+def _prefetch(ds: grain.IterDataset, num_workers: int) -> grain.IterDataset:
+    if num_workers > 0:
+        return ds.mp_prefetch(grain.MultiprocessingOptions(num_workers=num_workers))
+    return ds

@@ -1,0 +1,98 @@
+"""Retrieval metrics for contextual retrieval (Sc2St Tables 3-5), pure and jit-able.
+
+Given candidate scores and the index of the correct candidate, the rank of the
+answer is 1 + (number of candidates scored strictly higher) + a tie share: ties
+are broken uniformly at random *in expectation*, so every metric is its exact
+expected value under random tie-breaking (a constant scorer gets mean rank
+(C + 1) / 2 and R@k = k / C, never a lucky 1 or an unlucky C):
+
+* R@k  = P(rank <= k)           = clip((k - g) / (e + 1), 0, 1)
+* rank = E[rank]                = g + (e + 2) / 2
+* RR   = E[1 / rank]            = (H(g + e + 1) - H(g)) / (e + 1)
+
+with g = #higher, e = #other candidates tied with the answer, H the harmonic
+numbers. Rounds are grouped into stages as the paper's tables: early t = 2-4,
+middle 5-7, late 8-10 (round t asks for keyframe t; index r = t - 2).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+KS = (1, 5, 10)
+STAGES = {"early": (2, 3, 4), "middle": (5, 6, 7), "late": (8, 9, 10)}
+METRICS = ("r1", "r5", "r10", "mean_rank", "mrr")
+
+
+def _harmonic(n: jax.Array) -> jax.Array:
+    return jax.scipy.special.digamma(n + 1.0) + np.euler_gamma
+
+
+def per_query(scores: jax.Array, answer: jax.Array, ks: tuple[int, ...] = KS
+              ) -> dict[str, jax.Array]:
+    """Expected R@k, rank and reciprocal rank per query.
+
+    Args:
+      scores: float [..., C] candidate scores (higher = better).
+      answer: int [...] index of the correct candidate.
+
+    Returns:
+      {"r<k>": [...], "rank": [...], "rr": [...]} float32.
+    """
+    scores = jnp.asarray(scores, jnp.float32)
+    target = jnp.take_along_axis(scores, jnp.asarray(answer)[..., None], axis=-1)
+    g = (scores > target).sum(-1).astype(jnp.float32)
+    e = (scores == target).sum(-1).astype(jnp.float32) - 1.0
+    out = {f"r{k}": jnp.clip((k - g) / (e + 1.0), 0.0, 1.0) for k in ks}
+    out["rank"] = g + (e + 2.0) / 2.0
+    out["rr"] = (_harmonic(g + e + 1.0) - _harmonic(g)) / (e + 1.0)
+    return out
+
+
+def summarise(scores: np.ndarray, answer: np.ndarray, first_round: int = 2
+              ) -> dict[str, float]:
+    """Overall and per-stage R@1/5/10 (percent), mean rank and MRR.
+
+    Args:
+      scores: [N, T, C] scores of N storyboards over rounds first_round..first_round+T-1.
+      answer: [N, T] correct indices.
+
+    Returns:
+      {"r1", "r5", "r10", "mean_rank", "mrr"} overall, and the same keys prefixed
+      "early_", "middle_", "late_" for the stages (rounds outside 2..10 count only overall).
+    """
+    q = {k: np.asarray(v) for k, v in per_query(scores, answer).items()}
+    rounds = np.arange(first_round, first_round + np.asarray(answer).shape[1])
+
+    def agg(sel: np.ndarray) -> dict[str, float]:
+        return {"r1": 100 * float(q["r1"][:, sel].mean()),
+                "r5": 100 * float(q["r5"][:, sel].mean()),
+                "r10": 100 * float(q["r10"][:, sel].mean()),
+                "mean_rank": float(q["rank"][:, sel].mean()),
+                "mrr": float(q["rr"][:, sel].mean())}
+
+    out = agg(np.ones(len(rounds), bool))
+    for stage, ts in STAGES.items():
+        sel = np.isin(rounds, ts)
+        if sel.any():
+            out.update({f"{stage}_{k}": v for k, v in agg(sel).items()})
+    return out
+
+
+def table(results: dict[str, dict[str, float]], stages: bool = True) -> str:
+    """Markdown table as the paper lays it out: R@1 R@5 R@10 MeanR MRR, overall then stages."""
+    groups = [("", "overall")] + ([(f"{s}_", s) for s in STAGES] if stages else [])
+    names = {"r1": "R@1", "r5": "R@5", "r10": "R@10", "mean_rank": "MeanR", "mrr": "MRR"}
+    head = ["row"] + [f"{label} {names[m]}" if label != "overall" else names[m]
+                      for _, label in groups for m in METRICS]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for row, m in results.items():
+        cells = []
+        for prefix, _ in groups:
+            for k in METRICS:
+                v = m.get(prefix + k, float("nan"))
+                cells.append(f"{v:.3f}" if k == "mrr" else f"{v:.2f}")
+        lines.append(f"| {row} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
