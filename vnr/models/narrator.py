@@ -1,0 +1,237 @@
+"""RMN, the role-aware narrator of Movie101 (§4.2), and a transformer decoder with a KV cache.
+
+Encoder: per second, CLIP ⊕ S3D ⊕ the frame's F face features (already in descending
+detection-confidence order) -> one linear projection + learned positions; a learned genre
+embedding (mean over the movie's genres) is prepended as one more token; a pre-LN transformer
+encoder (`vnr.models.layers.Block`) gives the memory M [T+1, W].
+
+Decoder: pre-LN layers of causal self-attention (KV cache for decoding), cross-attention to
+M and an MLP; vocabulary scores `W_o h_t`.
+
+Role pointer (Eq. 1, our reading): at step t the decoder state h_t attends over M
+(`α = softmax(q(h_t) · k(M)ᵀ / √W)`) giving the attention-weighted video feature
+`c_t = α · v(M)`; the score of cast member r is the scaled dot product of `c_t` with the
+projected portrait face feature `P(p_r)`; a gate `λ_t = σ(w · h_t + b)` from the decoder
+state multiplies the role scores, which are concatenated after the vocabulary scores before
+ONE softmax over V + R outputs. Output V + r is "the name of cast member r" (the caller
+expands it to the full role name). Cast slots without a portrait feature (or beyond the
+cast) get score -1e9. `pointer=False` gives the same model without the pointer (role
+outputs always -1e9), the paper's ablation.
+
+`cached_step` / `full_step` are `vnr.ops.beam_decode` step functions (the second recomputes
+the whole prefix; tests check both give the same beams).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from vnr.models.layers import Block, annotate, dense, layer_norm
+
+NEG = -1.0e9
+
+
+def _attend(q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array | None, heads: int
+            ) -> jax.Array:
+    """q [N,S,W], k/v [N,T,W], mask broadcastable to [N,1,S,T] (True = attend)."""
+    n, s, w = q.shape
+    t = k.shape[1]
+    dh = w // heads
+    q, k, v = (x.reshape(n, -1, heads, dh) for x in (q, k, v))
+    logits = jnp.einsum("nshd,nthd->nhst", q, k) / jnp.sqrt(dh).astype(q.dtype)
+    if mask is not None:
+        logits = jnp.where(mask, logits, NEG)
+    att = jax.nn.softmax(logits.astype(jnp.float32), axis=-1).astype(v.dtype)
+    return jnp.einsum("nhst,nthd->nshd", att, v).reshape(n, s, w) if t else q.reshape(n, s, w)
+
+
+class DecoderLayer(nnx.Module):
+    """Pre-LN: causal self-attention (cacheable), cross-attention, MLP."""
+
+    def __init__(self, width: int, heads: int, mlp: int, dropout: float, rngs: nnx.Rngs):
+        self.heads = heads
+        self.ln1, self.ln2, self.ln3 = (layer_norm(width, rngs) for _ in range(3))
+        self.sq, self.sk, self.sv, self.so = (dense(width, width, n, rngs) for n in (
+            ("embed", "heads"), ("embed", "heads"), ("embed", "heads"), ("heads", "embed")))
+        self.cq, self.ck, self.cv, self.co = (dense(width, width, n, rngs) for n in (
+            ("embed", "heads"), ("embed", "heads"), ("embed", "heads"), ("heads", "embed")))
+        self.up = dense(width, mlp, ("embed", "mlp"), rngs)
+        self.down = dense(mlp, width, ("mlp", "embed"), rngs)
+        self.drop = nnx.Dropout(dropout)
+
+    def _rest(self, x, mem, mem_mask, train, rngs):
+        h = self.ln2(x)
+        y = _attend(self.cq(h), self.ck(mem), self.cv(mem), mem_mask[:, None, None, :],
+                    self.heads)
+        x = x + self.drop(self.co(y), deterministic=not train, rngs=rngs)
+        h = self.down(jax.nn.gelu(self.up(self.ln3(x))))
+        return x + self.drop(h, deterministic=not train, rngs=rngs)
+
+    def __call__(self, x, mem, mem_mask, *, train: bool = False, rngs=None):
+        """Teacher forcing: x [N,S,W] -> [N,S,W] (causal)."""
+        h = self.ln1(x)
+        s = x.shape[1]
+        causal = jnp.tril(jnp.ones((s, s), bool))[None, None]
+        y = _attend(self.sq(h), self.sk(h), self.sv(h), causal, self.heads)
+        x = x + self.drop(self.so(y), deterministic=not train, rngs=rngs)
+        return self._rest(x, mem, mem_mask, train, rngs)
+
+    def step(self, x, mem, mem_mask, k_cache, v_cache, t):
+        """One position: x [N,1,W]; caches [N,Lmax,W] updated at t."""
+        h = self.ln1(x)
+        k_cache = jax.lax.dynamic_update_slice_in_dim(k_cache, self.sk(h), t, axis=1)
+        v_cache = jax.lax.dynamic_update_slice_in_dim(v_cache, self.sv(h), t, axis=1)
+        mask = (jnp.arange(k_cache.shape[1]) <= t)[None, None, None, :]
+        y = _attend(self.sq(h), k_cache, v_cache, mask, self.heads)
+        x = x + self.so(y)
+        return self._rest(x, mem, mem_mask, False, None), k_cache, v_cache
+
+
+class TransformerDecoder(nnx.Module):
+    """Token + position embeddings, `layers` DecoderLayers, final LN, vocabulary head."""
+
+    def __init__(self, vocab: int, width: int, layers: int, heads: int, mlp: int, max_len: int,
+                 dropout: float = 0.0, *, rngs: nnx.Rngs):
+        init = nnx.initializers.normal(0.02)
+        self.max_len, self.width = max_len, width
+        self.embed = nnx.Embed(vocab, width, embedding_init=annotate(init, ("vocab", "embed")),
+                               rngs=rngs)
+        self.pos = nnx.Param(annotate(init, (None, "embed"))(rngs.params(), (max_len, width)))
+        self.layers = nnx.List([DecoderLayer(width, heads, mlp, dropout, rngs)
+                                for _ in range(layers)])
+        self.ln = layer_norm(width, rngs)
+        self.head = dense(width, vocab, ("embed", "vocab"), rngs)
+
+    def hidden(self, tokens, mem, mem_mask, *, train: bool = False, rngs=None):
+        """tokens [N,S] -> final hidden states [N,S,W] (teacher forcing)."""
+        return self.hidden_x(self.embed(tokens), mem, mem_mask, train=train, rngs=rngs)
+
+    def hidden_x(self, x, mem, mem_mask, *, train: bool = False, rngs=None):
+        """Embedded inputs x [N,S,W] (no positions yet) -> hidden states [N,S,W]."""
+        x = x + self.pos[None, : x.shape[1]]
+        for layer in self.layers:
+            x = layer(x, mem, mem_mask, train=train, rngs=rngs)
+        return self.ln(x)
+
+    def init_cache(self, n: int, dtype=jnp.float32) -> dict[str, jax.Array]:
+        shape = (n, len(self.layers), self.max_len, self.width)  # beams lead (beam_decode)
+        return {"k": jnp.zeros(shape, dtype), "v": jnp.zeros(shape, dtype)}
+
+    def step(self, token, mem, mem_mask, cache, t):
+        """token [N] at position t -> (hidden [N,W], cache)."""
+        return self.step_x(self.embed(token), mem, mem_mask, cache, t)
+
+    def step_x(self, x, mem, mem_mask, cache, t):
+        """Embedded input x [N,W] at position t -> (hidden [N,W], cache)."""
+        x = x[:, None] + jax.lax.dynamic_slice_in_dim(self.pos[...], t, 1)[None]
+        ks, vs = [], []
+        for i, layer in enumerate(self.layers):
+            x, k, v = layer.step(x, mem, mem_mask, cache["k"][:, i], cache["v"][:, i], t)
+            ks.append(k)
+            vs.append(v)
+        return self.ln(x)[:, 0], {"k": jnp.stack(ks, 1), "v": jnp.stack(vs, 1)}
+
+
+def cached_step(graph: Any, tokens, state, t, params):
+    """beam_decode step for a bare TransformerDecoder with a KV cache."""
+    dec = nnx.merge(graph, params)
+    h, cache = dec.step(tokens, state["mem"], state["mem_mask"], state["cache"], t)
+    return jax.nn.log_softmax(dec.head(h)), dict(state, cache=cache)
+
+
+def full_step(graph: Any, tokens, state, t, params):
+    """beam_decode step recomputing the whole prefix (reference for the cache)."""
+    dec = nnx.merge(graph, params)
+    prefix = jax.lax.dynamic_update_slice_in_dim(state["prefix"], tokens[:, None], t, axis=1)
+    h = dec.hidden(prefix, state["mem"], state["mem_mask"])
+    h_t = jnp.take_along_axis(h, jnp.full((h.shape[0], 1, 1), t), axis=1)[:, 0]
+    return jax.nn.log_softmax(dec.head(h_t)), dict(state, prefix=prefix)
+
+
+class RMN(nnx.Module):
+    """Role-aware narrator: video + faces + genre encoder, decoder, role pointer (Eq. 1)."""
+
+    def __init__(self, *, frame_dim: int, face_dim: int, faces: int, genres: int, vocab: int,
+                 max_roles: int, width: int, enc_layers: int, dec_layers: int, heads: int,
+                 mlp: int, max_frames: int, max_len: int, dropout: float, pointer: bool,
+                 rngs: nnx.Rngs):
+        init = nnx.initializers.normal(0.02)
+        self.vocab, self.max_roles, self.pointer, self.width = vocab, max_roles, pointer, width
+        self.inp = dense(frame_dim + faces * face_dim, width, ("mlp", "embed"), rngs)
+        self.frame_pos = nnx.Param(annotate(init, (None, "embed"))(rngs.params(),
+                                                                   (max_frames, width)))
+        self.genre = nnx.Embed(genres, width, embedding_init=annotate(init, ("vocab", "embed")),
+                               rngs=rngs)
+        self.encoder = nnx.List([Block(width, heads, mlp, dropout, rngs)
+                                 for _ in range(enc_layers)])
+        self.enc_ln = layer_norm(width, rngs)
+        self.decoder = TransformerDecoder(vocab, width, dec_layers, heads, mlp, max_len,
+                                          dropout, rngs=rngs)
+        self.pq = dense(width, width, ("embed", "heads"), rngs)
+        self.pk = dense(width, width, ("embed", "heads"), rngs)
+        self.pv = dense(width, width, ("embed", "heads"), rngs)
+        self.portrait = dense(face_dim, width, ("mlp", "embed"), rngs)
+        self.gate = dense(width, 1, ("embed", None), rngs)
+
+    def encode(self, frames, faces, frame_mask, genre, *, train: bool = False, rngs=None):
+        """frames [B,T,Dv], faces [B,T,F,Df], frame_mask [B,T], genre [B,G] (-1 = pad)
+        -> memory [B,T+1,W], mask [B,T+1]."""
+        b, t = frames.shape[:2]
+        x = self.inp(jnp.concatenate([frames, faces.reshape(b, t, -1)], -1))
+        x = x + self.frame_pos[None, :t]
+        gmask = (genre >= 0)[..., None]
+        g = (self.genre(jnp.maximum(genre, 0)) * gmask).sum(1) / jnp.maximum(gmask.sum(1), 1)
+        x = jnp.concatenate([g[:, None], x], 1)
+        mask = jnp.concatenate([jnp.ones((b, 1), bool), frame_mask], 1)
+        for blk in self.encoder:
+            x = blk(x, mask, train=train, rngs=rngs)
+        return self.enc_ln(x), mask
+
+    def embed_tokens(self, tokens, portraits):
+        """tokens [B,S] (ids >= V name cast member id - V) -> [B,S,W]: a pointer token is
+        fed back as that member's projected portrait feature, so the decoder knows who."""
+        v = self.vocab
+        is_role = tokens >= v
+        x = self.decoder.embed(jnp.where(is_role, 0, tokens))
+        role = jnp.take_along_axis(self.portrait(portraits)[:, None],
+                                   jnp.clip(tokens - v, 0, self.max_roles - 1)[..., None, None],
+                                   axis=2)[..., 0, :]
+        return jnp.where(is_role[..., None], role, x)
+
+    def role_scores(self, h, mem, mem_mask, portraits, role_mask):
+        """h [B,S,W] -> gated role scores [B,S,R] (NEG where no portrait / no pointer)."""
+        q = self.pq(h)
+        att = jnp.einsum("bsw,btw->bst", q, self.pk(mem)) / jnp.sqrt(self.width)
+        att = jax.nn.softmax(jnp.where(mem_mask[:, None], att, NEG), axis=-1)
+        c = jnp.einsum("bst,btw->bsw", att, self.pv(mem))
+        s = jnp.einsum("bsw,brw->bsr", c, self.portrait(portraits)) / jnp.sqrt(self.width)
+        lam = jax.nn.sigmoid(self.gate(h))
+        valid = role_mask[:, None] & self.pointer
+        return jnp.where(valid, lam * s, NEG)
+
+    def logits(self, h, mem, mem_mask, portraits, role_mask):
+        """[.., V + R]: vocabulary scores then gated role scores (one softmax over both)."""
+        return jnp.concatenate([self.decoder.head(h),
+                                self.role_scores(h, mem, mem_mask, portraits, role_mask)], -1)
+
+    def __call__(self, batch: dict, *, train: bool = False, rngs=None) -> jax.Array:
+        """Teacher forcing: logits [B,S,V+R] for batch["tokens_in"]."""
+        mem, mask = self.encode(batch["frames"], batch["faces"], batch["frame_mask"],
+                                batch["genre"], train=train, rngs=rngs)
+        x = self.embed_tokens(batch["tokens_in"], batch["portraits"])
+        h = self.decoder.hidden_x(x, mem, mask, train=train, rngs=rngs)
+        return self.logits(h, mem, mask, batch["portraits"], batch["role_mask"])
+
+
+def rmn_step(graph: Any, tokens, state, t, params):
+    """beam_decode step for RMN (KV cache). state: mem, mem_mask, portraits, role_mask, cache."""
+    model: RMN = nnx.merge(graph, params)
+    x = model.embed_tokens(tokens[:, None], state["portraits"])[:, 0]
+    h, cache = model.decoder.step_x(x, state["mem"], state["mem_mask"], state["cache"], t)
+    logits = model.logits(h[:, None], state["mem"], state["mem_mask"], state["portraits"],
+                          state["role_mask"])[:, 0]
+    return jax.nn.log_softmax(logits), dict(state, cache=cache)
