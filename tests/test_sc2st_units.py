@@ -1,0 +1,190 @@
+"""Sc2St pure modules without TFDS: text processing, LSMDC parsing, stories, candidates."""
+
+import collections
+import dataclasses
+import itertools
+
+import numpy as np
+import pytest
+
+from tfds_builders.sc2st import candidates, keyframes, lsmdc, story, text
+
+
+# ----------------------------------------------------------------------------- text
+@pytest.mark.parametrize("raw, want", [
+    ("SOMEONE opens the door, then walks in.", ["Someone opens the door.", "Walks in."]),
+    ("He smiles at <PERSON>; she nods.", ["He smiles at someone.", "She nods."]),
+    ("He turns -- and runs away. Just then the phone rings.",
+     ["He turns.", "And runs away.", "Just then the phone rings."]),
+    ("Mr. Smith waits until then.", ["Mr. Smith waits until then."]),
+    ("Then SOMEONE leaves the room and then closes the door.",
+     ["Then someone leaves the room.", "Closes the door."]),
+    ("She looks up \u2014 startled, then she runs.",
+     ["She looks up.", "Startled, then she runs."]),  # "startled": too short to split off
+    ("  [PERSON]   grins.  ", ["Someone grins."]),
+])
+def test_process_description(raw, want):
+    assert text.process_description(raw) == want
+
+
+def test_split_sentences_keeps_abbreviations():
+    assert text.split_sentences("Dr. No enters. He sits! Why? OK.") == [
+        "Dr. No enters.", "He sits!", "Why?", "OK."]
+
+
+def test_configurable_conjunctions():
+    s = "He eats while she reads the paper."
+    assert text.split_subsentences(s) == ["He eats while she reads the paper."]
+    assert text.split_subsentences(s, conjunctions=("while",)) == ["He eats.",
+                                                                   "She reads the paper."]
+
+
+# ----------------------------------------------------------------------------- lsmdc
+def test_timestamps_and_clip_ids():
+    assert lsmdc.parse_timestamp("01.02.03.450") == pytest.approx(3723.45)
+    movie, s, e = lsmdc.parse_clip_id("1054_Harry_Potter_and_the_prisoner_00.00.51.926-00.00.54.129")
+    assert movie == "1054_Harry_Potter_and_the_prisoner"
+    assert (s, e) == pytest.approx((51.926, 54.129))
+    for bad in ("movie_00.00.51-00.00.54.129", "nounderscore", "m_00.61.00.000-00.62.00.000"):
+        with pytest.raises(ValueError):
+            lsmdc.parse_clip_id(bad)
+
+
+def test_read_annotations_counts_bad_lines(tmp_path):
+    p = tmp_path / "LSMDC16_annos_training.csv"
+    good = b"0001_A_00.00.01.000-00.00.03.000\t00.00.01.000\t00.00.03.000\t00.00.01.000\t00.00.03.000\t"
+    p.write_bytes(
+        good + "SOMEONE caf\u00e9 walks.".encode("iso-8859-1") + b"\n"  # ISO-8859-1: fine
+        + good + "SOMEONE na\u00efve.".encode("utf-8") + b"\n"  # UTF-8: fine
+        + good + b"He says \x93hi\x94.\n"  # cp1252 quotes: unknown encoding
+        + b"0001_A_00.00.01.000-00.00.03.000\tonly three\tfields\n"
+        + b"0001_A_00.00.0x.000-00.00.03.000\t00.00.01.000\t00.00.03.000\ta\tb\tBad ts.\n"
+        + b"\n")
+    skips = collections.Counter()
+    clips = lsmdc.read_annotations(p, skips)
+    assert [c.sentence for c in clips] == ["SOMEONE caf\u00e9 walks.", "SOMEONE na\u00efve."]
+    assert skips == {"unknown_encoding": 1, "malformed_csv_line": 2}
+    merged = lsmdc.merge_duplicates(clips, skips)
+    assert len(merged) == 1 and merged[0].sentence.endswith("na\u00efve.")
+    assert skips["duplicate_clip_merged"] == 1
+
+
+def test_real_meta_csv(shared_data):
+    skips = collections.Counter()
+    meta = lsmdc.read_meta(shared_data / "sc2st" / "meta.csv", skips)
+    assert not skips and len(meta) == 166
+    hp = meta[lsmdc.normalise_movie("1054_Harry_Potter_and_the_prisoner_of_azkaban")]
+    assert hp["genres"] == ["Adventure", "Family", "Fantasy"]  # the line with spaces, not tabs
+    assert hp["imdb"] == "https://www.imdb.com/title/tt0304141/"
+    assert meta[lsmdc.normalise_movie("0001_Legion")]["colour"] == "color"
+    assert collections.Counter(m["colour"] for m in meta.values()) == {"color": 157, "wb": 9}
+
+
+# ----------------------------------------------------------------------------- keyframes
+def test_align_monotone_is_the_best_increasing_assignment():
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        s = int(rng.integers(1, 4))
+        f = int(rng.integers(s, 7))
+        sim = rng.normal(size=(s, f))
+        got = keyframes.align_monotone(sim)
+        best = max(itertools.combinations(range(f), s),
+                   key=lambda c: sum(sim[i, c[i]] for i in range(s)))
+        assert np.all(np.diff(got) > 0)
+        assert sum(sim[i, got[i]] for i in range(s)) == pytest.approx(
+            sum(sim[i, best[i]] for i in range(s)))
+
+
+# ----------------------------------------------------------------------------- stories
+@dataclasses.dataclass
+class C:
+    movie: str
+    start: float
+    end: float
+
+
+def test_group_stories_by_gap():
+    clips = [C("a", 0, 2), C("a", 5, 7), C("a", 16.9, 18), C("a", 28, 30), C("b", 29, 31),
+             C("a", 40.5, 41)]
+    groups = story.group_stories(clips, max_gap=10)
+    # 7 -> 16.9 is 9.9 s (< 10: same story); 18 -> 28 is exactly 10 s (new story)
+    assert [[(c.movie, c.start) for c in g] for g in groups] == [
+        [("a", 0), ("a", 5), ("a", 16.9)], [("a", 28)], [("a", 40.5)], [("b", 29)]]
+
+
+def test_form_storyboards_restart_and_count_short():
+    skips = collections.Counter()
+    boards = story.form_storyboards([list(range(23)), list(range(7)), list(range(10))], 10,
+                                    skips)
+    assert [b[0] for b in boards] == [0, 10, 0] and all(len(b) == 10 for b in boards)
+    assert skips == {"short_storyboard": 2, "short_storyboard_pairs": 10}
+
+
+def test_split_storyboards_is_a_seeded_partition():
+    s = story.split_storyboards(200, seed=3)
+    assert [len(s[k]) for k in story.SPLITS] == [160, 10, 30]
+    assert sorted(np.concatenate(list(s.values())).tolist()) == list(range(200))
+    assert all((a == b).all() for a, b in zip(s.values(), story.split_storyboards(200, 3).values()))
+    assert not all((a == b).all() for a, b in zip(s.values(), story.split_storyboards(200, 4).values()))
+    with pytest.raises(ValueError, match="used in split"):
+        story.check_no_overlap({"train": [["x", "y"]], "test": [["y"]]})
+
+
+# ----------------------------------------------------------------------------- candidates
+def test_category_counts():
+    assert candidates.category_counts() == {"similar_same": 21, "similar_other": 48,
+                                            "random_same": 9, "random_other": 21}
+
+
+def _pool(n_movies=6, per_movie=6, d=16, seed=0):
+    rng = np.random.default_rng(seed)
+    feats = rng.normal(size=(n_movies * per_movie, 10, d)).astype(np.float32)
+    movies = np.repeat(np.arange(n_movies), per_movie)
+    return feats, movies
+
+
+def test_candidate_protocol():
+    feats, movies = _pool()
+    stats = collections.Counter()
+    cands, answer = candidates.sample_candidates(feats, movies, seed=0, split_code=0,
+                                                 stats=stats)
+    n = len(feats)
+    assert cands.shape == (n, 9, 100) and answer.shape == (n, 9)
+    pool = feats.reshape(n * 10, -1)
+    pool = pool / np.linalg.norm(pool, axis=-1, keepdims=True)
+    movie_of, board_of = np.repeat(movies, 10), np.repeat(np.arange(n), 10)
+    counts = candidates.category_counts()
+    for b in range(n):
+        for r in range(9):
+            row, gt = cands[b, r], b * 10 + r + 1
+            assert len(set(row.tolist())) == 100 and row[answer[b, r]] == gt
+            neg = np.delete(row, answer[b, r])
+            assert not np.isin(neg, np.arange(b * 10, b * 10 + 10)).any()  # not own storyboard
+            same = neg[movie_of[neg] == movie_of[gt]]
+            assert len(same) == counts["similar_same"] + counts["random_same"]
+            # the 21 nearest same-movie keyframes (outside the storyboard) are all in
+            sims = pool @ pool[gt]
+            pool_same = np.flatnonzero((movie_of == movie_of[gt]) & (board_of != b))
+            top = pool_same[np.argsort(-sims[pool_same])[:counts["similar_same"]]]
+            assert np.isin(top, neg).all()
+            other = np.flatnonzero(movie_of != movie_of[gt])
+            top = other[np.argsort(-sims[other])[:counts["similar_other"]]]
+            assert np.isin(top, neg).all()
+    # the answer's position is uniform-ish, not fixed
+    assert len(np.unique(answer)) > 50
+    assert not stats
+    again = candidates.sample_candidates(feats, movies, seed=0, split_code=0)
+    np.testing.assert_array_equal(again[0], cands)
+    other_split = candidates.sample_candidates(feats, movies, seed=0, split_code=1)
+    assert not np.array_equal(other_split[0], cands)
+
+
+def test_candidates_same_movie_shortfall_and_too_small_pool():
+    feats, movies = _pool(n_movies=12, per_movie=1)  # no other storyboard of the same movie
+    stats = collections.Counter()
+    cands, answer = candidates.sample_candidates(feats, movies, seed=0, split_code=0,
+                                                 stats=stats)
+    assert stats["same_movie_shortfall"] == 12 * 9 * 30
+    assert all(len(set(r.tolist())) == 100 for r in cands.reshape(-1, 100))
+    with pytest.raises(ValueError, match="incorrect candidates"):
+        candidates.sample_candidates(feats[:10], movies[:10], seed=0, split_code=0)
