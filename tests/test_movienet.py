@@ -342,3 +342,38 @@ def test_read_fps_sources() -> None:
     story = {"story": [{"frame": [0, 2500], "duration": [0.0, 100.0]}]}
     assert mb.read_fps({}, story, 24.0) == (25.0, "annotation.story")
     assert mb.read_fps(None, {"story": [{"frame": "x"}]}, 24.0) == (24.0, "default")
+
+
+def test_moviepuzzle_pipeline_reads_movienet_unchanged(built) -> None:
+    import ml_collections
+
+    from vnr.data import moviepuzzle as pipeline
+
+    base, builder, expected = built
+    cfg = ml_collections.ConfigDict(dict(
+        config="movienet", data_dir=str(base / "data"), manual_dir="", train_split="train",
+        max_frames=20, image_size=16, max_tokens=8, vocab_size=512, num_workers=0,
+        augment=False))
+    batch = next(iter(pipeline.train_dataset(cfg, 2, seed=0)))
+    assert batch["frames"].shape == (2, 20, 16, 16, 3) and batch["tokens"].shape == (2, 20, 8)
+    assert batch["mask"].sum() >= 20
+
+
+def test_cli_prints_the_curation_summary(built, tmp_path: pathlib.Path) -> None:
+    import subprocess
+    import sys
+
+    base, _, _ = built
+    out = subprocess.run(
+        [sys.executable, "-m", "tfds_builders", "build", "moviepuzzle", "--config", "movienet",
+         "--manual_dir", str(base / "raw"), "--data_dir", str(tmp_path)],
+        capture_output=True, text=True, timeout=300, cwd=pathlib.Path(__file__).parents[1])
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "examples: 18" in out.stdout and "frame_shot_outside_scenes: 6" in out.stdout
+    assert "skipped " in out.stderr and "movie_not_english" in out.stderr
+    bad = subprocess.run(
+        [sys.executable, "-m", "tfds_builders", "build", "moviepuzzle", "--config", "movienet",
+         "--data_dir", str(tmp_path)],
+        capture_output=True, text=True, timeout=300, cwd=pathlib.Path(__file__).parents[1])
+    assert bad.returncode == 2 and bad.stderr.strip().count("\n") == 0
+    assert "needs --manual_dir" in bad.stderr
