@@ -10,12 +10,19 @@ Each step holds two items:
          the step restores the RNG too.
   data:  the grain iterator state, one JSON file per process.
 Restoring takes an abstract target with the *current* shardings, so a
-checkpoint written on one mesh restores onto any other.
+checkpoint written on one mesh restores onto any other. `restore_latest`
+falls back to the previous step when the newest one cannot be read (e.g. a
+file truncated by a crash), with a warning, and moves the bad one aside to
+`corrupt-<step>` so it is never picked again; a checkpoint of another model
+is an `IncompatibleCheckpoint` error naming the parameter, never skipped.
 """
 
 from __future__ import annotations
 
 import json
+import pathlib
+import time
+from collections.abc import Callable
 from typing import Any
 
 import grain
@@ -23,6 +30,12 @@ import jax
 import orbax.checkpoint as ocp
 from etils import epath
 from flax import nnx
+
+from vnr import distributed
+
+
+class IncompatibleCheckpoint(ValueError):
+    """The checkpoint holds another model (names the first mismatched parameter)."""
 
 
 class _IteratorState:
@@ -82,7 +95,7 @@ def restore(mgr: ocp.CheckpointManager, step: int, state: nnx.State, shardings: 
       data_iter: the freshly built training iterator, moved to the saved position.
 
     Raises:
-      ValueError: naming the first parameter whose shape or presence differs.
+      IncompatibleCheckpoint: naming the first parameter whose shape or presence differs.
     """
     target = jax.tree.map(
         lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
@@ -120,13 +133,55 @@ def _check_compatible(saved: Any, target: Any) -> None:
     flat_target = _flat(target)
     for name, want in flat_target.items():
         if name not in flat_saved:
-            raise ValueError(f"checkpoint has no parameter {name} (model expects {want.shape})")
+            raise IncompatibleCheckpoint(
+                f"checkpoint has no parameter {name} (model expects {want.shape})")
         have = getattr(flat_saved[name], "shape", None)
         if have is not None and tuple(have) != tuple(want.shape):
-            raise ValueError(
+            raise IncompatibleCheckpoint(
                 f"checkpoint parameter {name} has shape {tuple(have)}, model expects "
                 f"{tuple(want.shape)}"
             )
     extra = sorted(set(flat_saved) - set(flat_target))
     if extra:
-        raise ValueError(f"checkpoint has parameters the model lacks, e.g. {extra[0]}")
+        raise IncompatibleCheckpoint(f"checkpoint has parameters the model lacks, e.g. {extra[0]}")
+
+
+def good_steps(directory: str | pathlib.Path) -> list[int]:
+    """Committed checkpoint steps in `directory` (ascending; tmp and corrupt ones excluded)."""
+    d = pathlib.Path(directory)
+    return sorted(int(p.name) for p in d.iterdir() if p.name.isdigit()) if d.is_dir() else []
+
+
+def restore_latest(mgr: ocp.CheckpointManager, state: nnx.State, shardings: Any,
+                   data_iter: Any | None, warn: Callable[[str], None] = print
+                   ) -> tuple[int, nnx.State]:
+    """Restores the newest readable step; returns (step, state), (0, state) if none.
+
+    An unreadable step (truncated or missing file, bad metadata) is reported
+    through `warn`, renamed to `corrupt-<step>` by process 0, and the previous
+    step is tried. All processes agree on each attempt's outcome.
+
+    Raises:
+      IncompatibleCheckpoint: the checkpoint is of another model (not skipped).
+    """
+    for step in sorted(mgr.all_steps(), reverse=True):
+        error: Exception | None = None
+        try:
+            restored = restore(mgr, step, state, shardings, data_iter)
+        except IncompatibleCheckpoint:
+            raise
+        except Exception as e:  # tensorstore/orbax/json errors of a damaged step
+            error = e
+        if distributed.all_true(error is None):
+            return step, restored
+        text = str(error).strip().splitlines()[0][:300] if error is not None and str(
+            error).strip() else type(error).__name__ if error else "failed on another process"
+        directory = pathlib.Path(mgr.directory)
+        aside = directory / f"corrupt-{step}-{int(time.time())}"
+        warn(f"checkpoint step {step} in {directory} is unreadable ({text}); moved to "
+             f"{aside.name}, trying the previous one")
+        if jax.process_index() == 0:
+            (directory / str(step)).rename(aside)
+        distributed.barrier(f"vnr:ckpt_aside_{step}")
+        mgr.reload()
+    return 0, state

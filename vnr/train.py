@@ -33,7 +33,7 @@ from absl import app, flags, logging
 from flax import nnx
 from ml_collections import config_flags
 
-from vnr import checkpoint, sharding
+from vnr import checkpoint, distributed, sharding
 from vnr.reports import plots
 from vnr.reports.writer import MetricWriter
 
@@ -54,6 +54,19 @@ class ConfigError(ValueError):
 
 class NonFiniteLoss(RuntimeError):
     """NaN/inf in the loss, gradients or parameters; the run stops, checkpoints stay good."""
+
+
+class Preempted(Exception):  # noqa: N818 (a normal stop, not an error)
+    """SIGTERM: every process saved a checkpoint at `step`; rerun the command to resume."""
+
+    def __init__(self, step: int, directory: pathlib.Path):
+        super().__init__(f"preempted: saved step {step} in {directory}; rerun the same "
+                         f"command to resume")
+        self.step = step
+
+
+class CheckpointError(RuntimeError):
+    """The final checkpoint could not be written (e.g. disk full)."""
 
 
 def flatten(cfg: Any, prefix: str = "") -> dict[str, Any]:
@@ -82,9 +95,11 @@ def check_workdir(workdir: pathlib.Path, config: ml_collections.ConfigDict) -> N
                 f"workdir {workdir} holds a run of another config ({len(diff)} keys differ, "
                 f"e.g. {k}: {old.get(k)!r} there vs {new.get(k)!r} here); use a new --workdir"
             )
-    if primary:
+    if primary:  # atomically: other processes may be reading it right now
         workdir.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(json.loads(config.to_json_best_effort()), indent=2))
+        tmp = path.with_name(f".config.json.tmp{jax.process_index()}")
+        tmp.write_text(json.dumps(json.loads(config.to_json_best_effort()), indent=2))
+        tmp.replace(path)
 
 
 def make_optimizer(config: ml_collections.ConfigDict) -> optax.GradientTransformation:
@@ -191,39 +206,61 @@ def setup(config: ml_collections.ConfigDict, devices: list | None = None,
 
 
 def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
-    """Trains and evaluates; returns the final results dict (split -> metric -> value)."""
+    """Trains and evaluates; returns the final results dict (split -> metric -> value).
+
+    Every process runs this (one per host or per accelerator); only process 0
+    writes logs, reports and results, all write their checkpoint shards.
+
+    Raises:
+      Preempted: after SIGTERM, once every process saved a checkpoint.
+      NonFiniteLoss: NaN/inf at some step (the last good checkpoint stays).
+      CheckpointError: the final checkpoint could not be written (results are).
+    """
     workdir = pathlib.Path(workdir).absolute()
     primary = jax.process_index() == 0
     s = setup(config, workdir=workdir)
     task, mesh, state, step_fn, predict_fn = s.task, s.mesh, s.state, s.step_fn, s.predict_fn
     n_params = sum(x.size for x in jax.tree.leaves(
         nnx.state(nnx.merge(s.graphdef, state)[0], nnx.Param)))
-    _say(primary, f"model: {n_params:,} parameters; mesh {dict(mesh.shape)}; workdir {workdir}")
+    _say(primary, f"model: {n_params:,} parameters; mesh {dict(mesh.shape)}; "
+                  f"{jax.process_count()} process(es); workdir {workdir}")
 
-    data_iter = iter(task.train_data(config, s.local_batch, jax.process_index(),
-                                     jax.process_count()))
+    data_iter = _train_iterator(task, config, s.local_batch)
     if hasattr(task, "check_splits"):
         try:
             task.check_splits(config)
         except ValueError as e:
             data_iter.close()
             raise ConfigError(str(e)) from e
-    mgr = checkpoint.manager(workdir / "checkpoints", config.keep_ckpts,
+    ckpt_dir = workdir / "checkpoints"
+    mgr = checkpoint.manager(ckpt_dir, config.keep_ckpts,
                              config.get("best_metric") or None, config.get("best_mode", "max"))
-    start = mgr.latest_step() or 0
+    try:
+        start, state = checkpoint.restore_latest(mgr, state, s.state_shardings, data_iter,
+                                                 warn=functools.partial(_warn, primary))
+    except BaseException:
+        data_iter.close()
+        raise
     if start:
-        state = checkpoint.restore(mgr, start, state, s.state_shardings, data_iter)
-        _say(primary, f"resumed from step {start} ({workdir / 'checkpoints'})")
+        _say(primary, f"resumed from step {start} ({ckpt_dir})")
 
     writer = MetricWriter(workdir, active=primary)
     progress = _progress(config, start, primary)
+    preemption = distributed.Preemption()
     pending: list[dict] = []
     t0, n0 = time.perf_counter(), start
     val: dict[str, float] = {}
+    saved = start  # newest step whose save started without error
     try:
         for step in range(start + 1, config.total_steps + 1):
             batch = sharding.global_batch(next(data_iter), mesh)
-            state, metrics = step_fn(state, batch, jnp.asarray(step, jnp.int32))
+            step_arr = jnp.asarray(step, jnp.int32)
+            if step == start + 1 and jax.process_count() > 1:
+                # Compile first, then start the first collective on every process
+                # together (gloo's connection set-up has a short fixed timeout).
+                step_fn = step_fn.lower(state, batch, step_arr).compile()
+                distributed.barrier("vnr:compiled")
+            state, metrics = step_fn(state, batch, step_arr)
             pending.append(metrics)
             if step == start + 1:  # keep compile time out of examples/s
                 jax.block_until_ready(metrics)
@@ -247,17 +284,28 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
                 t0 = time.perf_counter()  # keep eval time out of examples/s
             if step % config.ckpt_every == 0 or step == config.total_steps:
                 # Only metrics measured at this very step rank a checkpoint.
-                checkpoint.save(mgr, step, state, data_iter,
-                                metrics=val if step % config.eval_every == 0 else None)
+                if _save(mgr, step, state, data_iter, primary,
+                         metrics=val if step % config.eval_every == 0 else None):
+                    saved = step
+            if preemption.reached(step) and step < config.total_steps:
+                if pending:  # a non-finite step must not be checkpointed as good
+                    _reduce(jax.device_get(pending), step - len(pending) + 1)
+                if saved != step and not _save(mgr, step, state, data_iter, primary,
+                                               force=True):
+                    raise CheckpointError(f"preempted at step {step} but its checkpoint "
+                                          f"failed; the newest good one is step {saved}")
+                _wait(mgr, primary)
+                raise Preempted(step, ckpt_dir)
     except NonFiniteLoss as e:
-        mgr.wait_until_finished()
+        _wait(mgr, primary)
         writer.close()
         raise NonFiniteLoss(f"{e}; the last good checkpoint is kept in "
-                            f"{workdir / 'checkpoints'} (step {mgr.latest_step()})") from None
+                            f"{ckpt_dir} (step {mgr.latest_step()})") from None
     finally:
+        preemption.close()
         progress.close()
         data_iter.close()  # stop the grain workers before evaluation starts its own
-    mgr.wait_until_finished()
+    final_ok = _wait(mgr, primary) and saved == config.total_steps
 
     results: dict[str, Any] = {}
     for split in config.data.test_splits:
@@ -272,7 +320,73 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
               else json.dumps(results, indent=2))
     writer.close()
     mgr.close()
+    if not final_ok:
+        good = [x for x in checkpoint.good_steps(ckpt_dir) if x <= config.total_steps]
+        raise CheckpointError(
+            f"the final checkpoint (step {config.total_steps}) could not be written to "
+            f"{ckpt_dir} (see the warning above); results.json was written; the newest good "
+            f"checkpoint is step {max(good) if good else 'none'}")
     return results
+
+
+def _train_iterator(task: Any, config: Any, local_batch: int) -> Any:
+    """This process's training iterator; process 0 builds the dataset first.
+
+    Several processes building one dataset in a shared directory race, so the
+    others wait at a barrier until process 0 built it (through the task's
+    optional `prepare_data(config)`, or else by opening its iterator).
+    """
+    def make() -> Any:
+        return iter(task.train_data(config, local_batch, jax.process_index(),
+                                    jax.process_count()))
+
+    if jax.process_count() == 1:
+        return make()
+    primary = jax.process_index() == 0
+    if hasattr(task, "prepare_data"):
+        if primary:
+            task.prepare_data(config)
+        distributed.barrier("vnr:data_prepared")
+        return make()
+    it = make() if primary else None
+    distributed.barrier("vnr:data_prepared")
+    return it if primary else make()
+
+
+def _save(mgr: Any, step: int, state: nnx.State, data_iter: Any, primary: bool,
+          metrics: dict | None = None, force: bool = False) -> bool:
+    """Starts a checkpoint; a failure (disk full, permissions) is a warning, not a crash:
+    training goes on from memory and the previous checkpoints stay valid."""
+    try:
+        checkpoint.save(mgr, step, state, data_iter, metrics=metrics, force=force)
+        return True
+    except Exception as e:  # orbax raises earlier async failures here too
+        _warn(primary, f"checkpoint at step {step} failed ({type(e).__name__}: "
+                       f"{_first_line(e)}); training continues from memory, the previous "
+                       f"checkpoints are kept; next attempt at the next checkpoint step")
+        return False
+
+
+def _wait(mgr: Any, primary: bool) -> bool:
+    """Waits for async saves; False (with a warning) if one failed."""
+    try:
+        mgr.wait_until_finished()
+        return True
+    except Exception as e:
+        _warn(primary, f"a checkpoint save failed in the background ({type(e).__name__}: "
+                       f"{_first_line(e)})")
+        return False
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
+
+
+def _warn(primary: bool, message: str) -> None:
+    """Printed by every process (a failure may be local to one host)."""
+    where = f"[process {jax.process_index()}] " if jax.process_count() > 1 else ""
+    print(f"warning: {where}{message}", file=sys.stderr, flush=True)
 
 
 def make_lr(config: ml_collections.ConfigDict) -> optax.Schedule:
@@ -316,8 +430,15 @@ def main(argv: list[str]) -> None:
     if FLAGS.workdir is None:
         raise app.UsageError("--workdir is required")
     try:
+        distributed.initialize_from_flags()
+    except (ValueError, RuntimeError) as e:
+        sys.exit(f"error: {e}")
+    try:
         run(FLAGS.config, FLAGS.workdir)
-    except (ConfigError, NonFiniteLoss) as e:
+    except Preempted as e:
+        print(e, file=sys.stderr, flush=True)
+        sys.exit(0)
+    except (ConfigError, NonFiniteLoss, CheckpointError) as e:
         sys.exit(f"error: {e}")
 
 
