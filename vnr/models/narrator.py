@@ -63,10 +63,10 @@ class DecoderLayer(nnx.Module):
         self.down = dense(mlp, width, ("mlp", "embed"), rngs)
         self.drop = nnx.Dropout(dropout)
 
-    def _rest(self, x, mem, mem_mask, train, rngs):
+    def _rest(self, x, mem, mem_mask, train, rngs, cross_kv=None):
         h = self.ln2(x)
-        y = _attend(self.cq(h), self.ck(mem), self.cv(mem), mem_mask[:, None, None, :],
-                    self.heads)
+        ck, cv = cross_kv if cross_kv is not None else (self.ck(mem), self.cv(mem))
+        y = _attend(self.cq(h), ck, cv, mem_mask[:, None, None, :], self.heads)
         x = x + self.drop(self.co(y), deterministic=not train, rngs=rngs)
         h = self.down(jax.nn.gelu(self.up(self.ln3(x))))
         return x + self.drop(h, deterministic=not train, rngs=rngs)
@@ -80,15 +80,16 @@ class DecoderLayer(nnx.Module):
         x = x + self.drop(self.so(y), deterministic=not train, rngs=rngs)
         return self._rest(x, mem, mem_mask, train, rngs)
 
-    def step(self, x, mem, mem_mask, k_cache, v_cache, t):
-        """One position: x [N,1,W]; caches [N,Lmax,W] updated at t."""
+    def step(self, x, mem, mem_mask, k_cache, v_cache, t, cross_kv=None):
+        """One position: x [N,1,W]; caches [N,Lmax,W] updated at t; `cross_kv` = the
+        precomputed cross-attention keys/values of `mem` (else recomputed)."""
         h = self.ln1(x)
         k_cache = jax.lax.dynamic_update_slice_in_dim(k_cache, self.sk(h), t, axis=1)
         v_cache = jax.lax.dynamic_update_slice_in_dim(v_cache, self.sv(h), t, axis=1)
         mask = (jnp.arange(k_cache.shape[1]) <= t)[None, None, None, :]
         y = _attend(self.sq(h), k_cache, v_cache, mask, self.heads)
         x = x + self.so(y)
-        return self._rest(x, mem, mem_mask, False, None), k_cache, v_cache
+        return self._rest(x, mem, mem_mask, False, None, cross_kv), k_cache, v_cache
 
 
 class TransformerDecoder(nnx.Module):
@@ -117,9 +118,16 @@ class TransformerDecoder(nnx.Module):
             x = layer(x, mem, mem_mask, train=train, rngs=rngs)
         return self.ln(x)
 
-    def init_cache(self, n: int, dtype=jnp.float32) -> dict[str, jax.Array]:
-        shape = (n, len(self.layers), self.max_len, self.width)  # beams lead (beam_decode)
-        return {"k": jnp.zeros(shape, dtype), "v": jnp.zeros(shape, dtype)}
+    def init_cache(self, n: int, dtype=jnp.float32, mem: jax.Array | None = None
+                   ) -> dict[str, jax.Array]:
+        """Self-attention KV cache [N, layers, max_len, W] (beams lead, for beam_decode);
+        with `mem` [N, T, W] also its cross-attention keys/values, computed once."""
+        shape = (n, len(self.layers), self.max_len, self.width)
+        cache = {"k": jnp.zeros(shape, dtype), "v": jnp.zeros(shape, dtype)}
+        if mem is not None:
+            cache["ck"] = jnp.stack([layer.ck(mem) for layer in self.layers], 1)
+            cache["cv"] = jnp.stack([layer.cv(mem) for layer in self.layers], 1)
+        return cache
 
     def step(self, token, mem, mem_mask, cache, t):
         """token [N] at position t -> (hidden [N,W], cache)."""
@@ -130,10 +138,11 @@ class TransformerDecoder(nnx.Module):
         x = x[:, None] + jax.lax.dynamic_slice_in_dim(self.pos[...], t, 1)[None]
         ks, vs = [], []
         for i, layer in enumerate(self.layers):
-            x, k, v = layer.step(x, mem, mem_mask, cache["k"][:, i], cache["v"][:, i], t)
+            cross = (cache["ck"][:, i], cache["cv"][:, i]) if "ck" in cache else None
+            x, k, v = layer.step(x, mem, mem_mask, cache["k"][:, i], cache["v"][:, i], t, cross)
             ks.append(k)
             vs.append(v)
-        return self.ln(x)[:, 0], {"k": jnp.stack(ks, 1), "v": jnp.stack(vs, 1)}
+        return self.ln(x)[:, 0], dict(cache, k=jnp.stack(ks, 1), v=jnp.stack(vs, 1))
 
 
 def cached_step(graph: Any, tokens, state, t, params):

@@ -1,0 +1,196 @@
+"""Caption metrics for movie narration: BLEU@4, CIDEr-D, RoleF1, BERTScore, EMScore, MNScore.
+
+Tokens: `tokens(text)` = `vnr.data.text.words` (lower-cased; every CJK character is one
+token, Latin words are tokens, `?!.,` kept), so Chinese is scored at character level as
+Movie101 does and mixed Chinese/English text works.
+
+- `bleu(hyps, refs)`: corpus BLEU-1..4 as coco-caption computes it (clipped n-gram counts
+  summed over the corpus, brevity penalty from the reference length closest to each
+  hypothesis, geometric mean with no smoothing). Difference: coco adds a tiny 1e-9 to
+  numerators/denominators; we return 0 for an n with no match instead.
+- `cider_d(hyps, refs)`: CIDEr-D as coco-caption: TF-IDF n-gram vectors (n = 1..4) with
+  document frequencies from the references of the evaluated corpus, hypothesis counts
+  clipped by the reference counts, Gaussian length penalty (σ = 6) on the bigram-count
+  length difference, ×10, mean over n and references. Same formula; the tokenizer differs
+  (coco's PTB tokenizer is English-only).
+- `role_f1(hyps, refs, casts)`: the cast names mentioned in a text are found by
+  longest-first non-overlapping substring match (case-insensitive) against the cast list;
+  per narration the sets of named roles give TP / |hyp| / |ref|; counts are summed over the
+  corpus (micro P/R/F1). Narrations naming no role in either text add nothing. Upstream
+  Movie101 computes it per sample from its own name matcher; we state ours.
+- `bertscore_f1(...)`: greedy cosine matching of contextual token embeddings (no idf,
+  special tokens excluded), F1 rescaled as `(F - b) / (1 - b)` with a stated baseline `b`.
+  Upstream uses a language-specific BERT layer and published baselines; with the project's
+  encoder (e.g. all-MiniLM-L6-v2, last layer) no published baseline exists, so
+  `bertscore_baseline` estimates `b` as upstream does in spirit: the mean F1 of mismatched
+  (random) pairs of the references. Tests pass the baseline explicitly.
+- `emscore(...)`: EMScore(X, V) against the video (no reference): coarse = cosine of the
+  mean-pooled unit frame embeddings with the caption embedding; fine = greedy token-frame
+  matching (P over tokens, R over frames, F1) of unit CLIP token / frame embeddings, no idf
+  (upstream weights tokens by idf); EMScore = (coarse + fine F1) / 2.
+- `mnscore(em, bert, role)` = (EMScore + 4·BERTScore + RoleF1) / 6 × 100 (Movie101 Eq. 2).
+"""
+
+from __future__ import annotations
+
+import collections
+import math
+from collections.abc import Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from vnr.data.text import words
+
+
+def tokens(text: str) -> list[str]:
+    return words(text)
+
+
+def _ngrams(toks: Sequence[str], n: int) -> collections.Counter:
+    return collections.Counter(tuple(toks[i:i + n]) for i in range(len(toks) - n + 1))
+
+
+def bleu(hyps: Sequence[str], refs: Sequence[Sequence[str]], max_n: int = 4) -> list[float]:
+    """Corpus BLEU-1..max_n (coco-caption's closest-reference brevity penalty)."""
+    match, total = np.zeros(max_n), np.zeros(max_n)
+    hyp_len = ref_len = 0
+    for h, rs in zip(hyps, refs, strict=True):
+        ht = tokens(h)
+        rts = [tokens(r) for r in rs]
+        hyp_len += len(ht)
+        ref_len += min((abs(len(r) - len(ht)), len(r)) for r in rts)[1]
+        for n in range(1, max_n + 1):
+            hc = _ngrams(ht, n)
+            best: collections.Counter = collections.Counter()
+            for r in rts:
+                best |= _ngrams(r, n)
+            match[n - 1] += sum(min(c, best[g]) for g, c in hc.items())
+            total[n - 1] += max(len(ht) - n + 1, 0)
+    bp = 1.0 if hyp_len >= ref_len else math.exp(1 - ref_len / max(hyp_len, 1))
+    out, logsum = [], 0.0
+    for n in range(max_n):
+        if match[n] == 0 or total[n] == 0:
+            out.extend([0.0] * (max_n - n))
+            break
+        logsum += math.log(match[n] / total[n])
+        out.append(bp * math.exp(logsum / (n + 1)))
+    return out
+
+
+def cider_d(hyps: Sequence[str], refs: Sequence[Sequence[str]], n: int = 4,
+            sigma: float = 6.0) -> float:
+    """Corpus CIDEr-D (mean over narrations), coco-caption's formula."""
+    ref_toks = [[tokens(r) for r in rs] for rs in refs]
+    df: collections.Counter = collections.Counter()
+    for rs in ref_toks:
+        df.update({g for r in rs for k in range(1, n + 1) for g in _ngrams(r, k)})
+    log_n = math.log(float(len(refs)))
+
+    def vec(toks):
+        v, norms, length = [], [], 0
+        for k in range(1, n + 1):
+            counts = _ngrams(toks, k)
+            vk = {g: tf * (log_n - math.log(max(1.0, df[g]))) for g, tf in counts.items()}
+            if k == 2:
+                length = sum(counts.values())
+            v.append(vk)
+            norms.append(math.sqrt(sum(x * x for x in vk.values())))
+        return v, norms, length
+
+    scores = []
+    for h, rs in zip(hyps, ref_toks, strict=True):
+        vh, nh, lh = vec(tokens(h))
+        total = np.zeros(n)
+        for r in rs:
+            vr, nr, lr = vec(r)
+            for k in range(n):
+                val = sum(min(x, vr[k].get(g, 0.0)) * vr[k].get(g, 0.0) for g, x in vh[k].items())
+                if nh[k] and nr[k]:
+                    val /= nh[k] * nr[k]
+                total[k] += val * math.exp(-((lh - lr) ** 2) / (2 * sigma**2))
+        scores.append(total.mean() / len(rs) * 10.0)
+    return float(np.mean(scores)) if scores else 0.0
+
+
+def mentioned_roles(text: str, cast: Sequence[str]) -> set[str]:
+    """Cast names found in `text` (longest first, non-overlapping, case-insensitive)."""
+    low = text.lower()
+    found = set()
+    for name in sorted({c for c in cast if c.strip()}, key=len, reverse=True):
+        key = name.lower()
+        if key in low:
+            found.add(name)
+            low = low.replace(key, "\0" * len(key))
+    return found
+
+
+def role_f1(hyps: Sequence[str], refs: Sequence[str], casts: Sequence[Sequence[str]]
+            ) -> dict[str, float]:
+    """Micro role precision / recall / F1 over the corpus."""
+    tp = nh = nr = 0
+    for h, r, cast in zip(hyps, refs, casts, strict=True):
+        hs, rs = mentioned_roles(h, cast), mentioned_roles(r, cast)
+        tp, nh, nr = tp + len(hs & rs), nh + len(hs), nr + len(rs)
+    p = tp / nh if nh else 0.0
+    rc = tp / nr if nr else 0.0
+    return {"role_p": p, "role_r": rc, "role_f1": 2 * p * rc / (p + rc) if p + rc else 0.0}
+
+
+def _unit(x: jax.Array) -> jax.Array:
+    return x / jnp.maximum(jnp.linalg.norm(x, axis=-1, keepdims=True), 1e-12)
+
+
+@jax.jit
+def greedy_match(a: jax.Array, a_mask: jax.Array, b: jax.Array, b_mask: jax.Array
+                 ) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """Greedy cosine matching of a [N,S,D] against b [N,T,D]: (P over a, R over b, F1) [N]."""
+    sim = jnp.einsum("nsd,ntd->nst", _unit(a), _unit(b))
+    big = 1e4
+    p_tok = jnp.max(jnp.where(b_mask[:, None], sim, -big), 2)
+    r_tok = jnp.max(jnp.where(a_mask[:, :, None], sim, -big), 1)
+    p = (p_tok * a_mask).sum(1) / jnp.maximum(a_mask.sum(1), 1)
+    r = (r_tok * b_mask).sum(1) / jnp.maximum(b_mask.sum(1), 1)
+    return p, r, 2 * p * r / jnp.where(p + r == 0, 1.0, p + r)
+
+
+def bertscore_f1(hyp_emb, hyp_mask, ref_emb, ref_mask, baseline: float) -> np.ndarray:
+    """Per-pair BERTScore F1 rescaled with `baseline`: (F - b) / (1 - b)."""
+    _, _, f = greedy_match(hyp_emb, hyp_mask, ref_emb, ref_mask)
+    return (np.asarray(f) - baseline) / (1.0 - baseline)
+
+
+def bert_token_embeddings(model, tokenizer, texts: Sequence[str], max_len: int = 64
+                          ) -> tuple[np.ndarray, np.ndarray]:
+    """Last-layer token embeddings [N,S,D] and mask without [CLS]/[SEP]/padding."""
+    enc = tokenizer(list(texts), padding="max_length", truncation=True, max_length=max_len,
+                    return_tensors="np")
+    ids, mask = enc["input_ids"].astype(np.int32), enc["attention_mask"].astype(np.int32)
+    out = model(jnp.asarray(ids), jnp.asarray(mask), deterministic=True)
+    special = np.isin(ids, [tokenizer.cls_token_id, tokenizer.sep_token_id])
+    return np.asarray(out.last_hidden_state), (mask.astype(bool) & ~special)
+
+
+def bertscore_baseline(ref_emb, ref_mask, seed: int = 0) -> float:
+    """Mean raw F1 of mismatched reference pairs (a random derangement of the corpus)."""
+    n = len(ref_emb)
+    perm = (np.arange(n) + 1 + np.random.default_rng(seed).integers(max(n - 1, 1))) % n
+    _, _, f = greedy_match(ref_emb, ref_mask, ref_emb[perm], ref_mask[perm])
+    return float(np.mean(np.asarray(f)))
+
+
+def emscore(frame_emb, frame_mask, text_global, token_emb, token_mask) -> dict[str, np.ndarray]:
+    """EMScore(X, V) per caption: coarse, fine P/R/F1 and (coarse + fine F1) / 2."""
+    fm = frame_mask[..., None].astype(jnp.float32)
+    video = _unit((_unit(frame_emb) * fm).sum(1) / jnp.maximum(fm.sum(1), 1))
+    coarse = jnp.sum(video * _unit(text_global), -1)
+    p, r, f = greedy_match(token_emb, token_mask, frame_emb, frame_mask)
+    return {"em_coarse": np.asarray(coarse), "em_fine_p": np.asarray(p),
+            "em_fine_r": np.asarray(r), "em_fine_f": np.asarray(f),
+            "emscore": np.asarray((coarse + f) / 2)}
+
+
+def mnscore(em: float, bert: float, role: float) -> float:
+    """Movie101 Eq. 2: (EMScore + 4·BERTScore + RoleF1) / 6 × 100 (inputs in [0, 1])."""
+    return (em + 4.0 * bert + role) / 6.0 * 100.0
