@@ -1,0 +1,412 @@
+"""TFDS builder for SYMON (SYnopses of MOvie Narratives): one example per summary video.
+
+Reads the upstream layout (README.md): WebVTT captions -> deduplicated timed
+sentences (`vtt`, `narration`), `asr_label.txt`, camera cuts, per-video features,
+by-movie splits, and the 5% trims at both ends of each video (the SYMON paper
+drops the start and end of every summary: channel intros and outros).
+Every input it cannot use is skipped with a counted reason (`build_summary.json`).
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import os
+import pathlib
+import re
+import shutil
+import zlib
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import tensorflow_datasets as tfds
+from etils import epath
+
+from tfds_builders import common
+from tfds_builders.symon import narration, vtt
+
+VERSION = tfds.core.Version("1.0.0")
+SPLITS = (("train", 0.8), ("val", 0.1), ("test", 0.1))
+_URL_ID = re.compile(r"(?:[?&]v=|youtu\.be/)([A-Za-z0-9_-]{11,})")
+
+MANUAL_DOWNLOAD_INSTRUCTIONS = """\
+Point --manual_dir at the SYMON release (insundaycathy/SYMON): `url.txt`, `asr_label.txt`,
+`timestamped_text/<id>.en.vtt`, `preprocessed_text/<id>.txt`; for the `features` config also
+`features/<id>.npy` ([T, 512] float, 1 per second), optionally `cuts/<id>.txt` (seconds, one
+per line) and `movies.tsv` (`<id>\\t<movie>`). See tfds_builders/symon/README.md."""
+
+
+@dataclasses.dataclass(eq=False)
+class SymonConfig(tfds.core.BuilderConfig):
+    """`source`: "manual" (read manual_dir) or "synthetic" (write the generated corpus first).
+
+    Feature-based cut detection: a cut at second t when the cosine distance between
+    consecutive feature rows exceeds max(cut_min, median + cut_mads * 1.4826 * MAD).
+    """
+
+    source: str = "manual"
+    with_features: bool = True
+    feature_dim: int = 512
+    fps: float = 1.0
+    trim: float = 0.05
+    cut_min: float = 0.2
+    cut_mads: float = 4.0
+    franchise_names: int = 3  # videos sharing >= this many top names form one franchise
+    sizes: str = "default"
+    seed: int = 0
+
+
+def check_manual_dir(manual_dir: os.PathLike | str | None, config: str = "text_only"
+                     ) -> pathlib.Path:
+    """The manual_dir as a Path, or a one-line `ManualDirError` saying what it must hold."""
+    what = "timestamped_text/<id>.en.vtt (+ url.txt, asr_label.txt, preprocessed_text/)"
+    if not manual_dir:
+        raise common.ManualDirError(
+            f"symon/{config} needs --manual_dir: a directory holding {what}")
+    path = pathlib.Path(manual_dir)
+    if not path.is_dir():
+        raise common.ManualDirError(f"manual_dir {path} does not exist; it must hold {what}")
+    if not (path / "timestamped_text").is_dir():
+        raise common.ManualDirError(f"manual_dir {path} has no timestamped_text/; it must hold "
+                                    f"{what}")
+    return path
+
+
+def read_url_ids(path: pathlib.Path, skips: collections.Counter) -> list[str]:
+    ids = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            continue
+        m = _URL_ID.search(line)
+        if m:
+            ids.append(m.group(1))
+        else:
+            common.record_skip(skips, "url:unparseable", path, line.strip()[:80])
+    return ids
+
+
+def read_asr_labels(path: pathlib.Path, skips: collections.Counter) -> dict[str, int]:
+    """`Video_id Is_ASR` then `<id> Yes|No` lines -> {id: 1|0}."""
+    out = {}
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        parts = line.split()
+        if not parts or (n == 1 and parts[0].lower() == "video_id"):
+            continue
+        if len(parts) != 2 or parts[1].lower() not in ("yes", "no"):
+            common.record_skip(skips, "asr_label:bad_line", f"{path}:{n}", line.strip()[:80])
+            continue
+        out[parts[0]] = int(parts[1].lower() == "yes")
+    return out
+
+
+def detect_cuts(feats: np.ndarray, fps: float, cut_min: float, cut_mads: float) -> np.ndarray:
+    """Cut times (seconds) where consecutive feature rows change abruptly (see SymonConfig)."""
+    if len(feats) < 3:
+        return np.zeros((0,), np.float32)
+    x = feats.astype(np.float64)
+    x /= np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-8)
+    d = 1.0 - (x[1:] * x[:-1]).sum(1)
+    med = np.median(d)
+    thr = max(cut_min, med + cut_mads * 1.4826 * np.median(np.abs(d - med)))
+    return ((np.flatnonzero(d > thr) + 1) / fps).astype(np.float32)
+
+
+def read_cuts(path: pathlib.Path, skips: collections.Counter) -> np.ndarray:
+    vals = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        try:
+            v = float(line.split()[0])
+        except ValueError:
+            common.record_skip(skips, "cuts:bad_line", f"{path}:{n}", line.strip()[:80])
+            continue
+        if not np.isfinite(v) or v < 0:
+            common.record_skip(skips, "cuts:bad_line", f"{path}:{n}", line.strip()[:80])
+            continue
+        vals.append(v)
+    return np.asarray(sorted(set(vals)), np.float32)
+
+
+def _find_vtt(root: pathlib.Path, vid: str) -> pathlib.Path | None:
+    exact = root / "timestamped_text" / f"{vid}.en.vtt"
+    if exact.is_file():
+        return exact
+    found = sorted((root / "timestamped_text").glob(f"{glob_escape(vid)}.en*.vtt"))
+    return found[0] if found else None
+
+
+def glob_escape(s: str) -> str:
+    return re.sub(r"([*?\[])", r"[\1]", s)
+
+
+def load_video(root: pathlib.Path, vid: str, cfg: SymonConfig, asr: dict[str, int],
+               skips: collections.Counter) -> dict | None:
+    """One video's record (before movie keys and splits), or None (skip counted)."""
+    path = _find_vtt(root, vid)
+    if path is None:
+        common.record_skip(skips, "video:missing_vtt", root / "timestamped_text" / f"{vid}.en.vtt")
+        return None
+    try:
+        words = vtt.parse(path.read_text(encoding="utf-8"), skips)
+    except (UnicodeDecodeError, ValueError) as e:
+        common.record_skip(skips, "video:bad_vtt", path, str(e))
+        return None
+    pre_path = root / "preprocessed_text" / f"{vid}.txt"
+    pre = None
+    if pre_path.is_file():
+        pre, n_escaped = narration.unescape_bytes(pre_path.read_text(encoding="utf-8"))
+        if n_escaped:
+            skips["text:escaped_utf8_bytes"] += 1  # decoded, counted once per file
+    else:
+        common.record_skip(skips, "video:no_preprocessed_text", pre_path,
+                           "sentences split from the captions instead")
+    sents = narration.timed_sentences(words, pre, skips)
+    if not sents:
+        common.record_skip(skips, "video:no_sentences", path)
+        return None
+    spans_to = max(e for _, _, e in sents)
+    feats = None
+    if cfg.with_features:
+        fpath = root / "features" / f"{vid}.npy"
+        if not fpath.is_file():
+            common.record_skip(skips, "video:missing_features", fpath)
+            return None
+        try:
+            feats = np.load(fpath, allow_pickle=False)
+        except (OSError, ValueError) as e:
+            common.record_skip(skips, "video:bad_features", fpath, str(e).splitlines()[0])
+            return None
+        if feats.ndim != 2 or feats.shape[1] != cfg.feature_dim:
+            common.record_skip(skips, "video:feature_dim_mismatch", fpath,
+                               f"shape {feats.shape}, expected [T, {cfg.feature_dim}]")
+            return None
+        if not np.isfinite(feats).all():
+            common.record_skip(skips, "video:nonfinite_features", fpath)
+            return None
+        if len(feats) / cfg.fps + 1.0 / cfg.fps < spans_to:
+            common.record_skip(skips, "video:features_too_short", fpath,
+                               f"{len(feats) / cfg.fps:.1f} s of features, narration to "
+                               f"{spans_to:.1f} s")
+            return None
+        duration = len(feats) / cfg.fps
+    else:
+        duration = max(spans_to, words[-1].end if words else 0.0)
+    cut_path = root / "cuts" / f"{vid}.txt"
+    if cut_path.is_file():
+        cuts = read_cuts(cut_path, skips)
+    elif feats is not None:
+        cuts = detect_cuts(feats, cfg.fps, cfg.cut_min, cfg.cut_mads)
+    else:
+        cuts = np.zeros((0,), np.float32)
+    lo, hi = cfg.trim * duration, (1.0 - cfg.trim) * duration
+    kept = [(s, a, b) for s, a, b in sents if a >= lo and b <= hi]
+    if not kept:
+        common.record_skip(skips, "video:no_sentences_after_trim", path)
+        return None
+    if vid not in asr:
+        skips["asr_label:missing"] += 1
+    names = narration.person_names([s for s, _, _ in sents])
+    names = [n for n, (_, a, b) in zip(names, sents) if a >= lo and b <= hi]
+    return {
+        "video_id": vid,
+        "is_asr": asr.get(vid, -1),
+        "title": narration.announced_title(pre or " ".join(w.text for w in words)),
+        "sentences": [s for s, _, _ in kept],
+        "starts": np.asarray([a for _, a, _ in kept], np.float32),
+        "ends": np.asarray([b for _, _, b in kept], np.float32),
+        "names": ["|".join(n) for n in names],
+        "cuts": cuts[(cuts > lo) & (cuts < hi)].astype(np.float32),
+        "duration": np.float32(duration),
+        "trim": np.asarray([lo, hi], np.float32),
+        "features": feats,
+    }
+
+
+def assign_movies(videos: list[dict], movies_tsv: dict[str, str], min_shared: int) -> None:
+    """Sets `movie_id` (the movie key) and `group` (the franchise) of every video.
+
+    Movie key: movies.tsv, else the announced title, else the video id. Franchise:
+    connected components of "same movie key" and "share >= min_shared of their top-10
+    names that occur twice or more" (the same characters = the same story world).
+    """
+    for v in videos:
+        v["movie_id"] = movies_tsv.get(v["video_id"]) or v["title"] or v["video_id"]
+    parent = list(range(len(videos)))
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    def union(i: int, j: int) -> None:
+        parent[find(i)] = find(j)
+
+    by_movie: dict[str, int] = {}
+    tops = []
+    for i, v in enumerate(videos):
+        if v["movie_id"] in by_movie:
+            union(i, by_movie[v["movie_id"]])
+        by_movie.setdefault(v["movie_id"], i)
+        counts = collections.Counter(n for ns in v["names"] for n in ns.split("|") if n)
+        tops.append({n for n, c in counts.most_common(10) if c >= 2})
+    if min_shared > 0:
+        for i in range(len(videos)):
+            for j in range(i + 1, len(videos)):
+                if len(tops[i] & tops[j]) >= min_shared:
+                    union(i, j)
+    groups: dict[int, list[int]] = collections.defaultdict(list)
+    for i in range(len(videos)):
+        groups[find(i)].append(i)
+    for members in groups.values():
+        key = min(videos[i]["movie_id"] for i in members)
+        for i in members:
+            videos[i]["group"] = key
+
+
+def assign_splits(videos: list[dict]) -> None:
+    """80/10/10 by franchise: groups ordered by CRC32 of their key, each placed by the
+    cumulative video fraction at its midpoint (deterministic, no group in two splits)."""
+    sizes = collections.Counter(v["group"] for v in videos)
+    order = sorted(sizes, key=lambda g: (zlib.crc32(g.encode()), g))
+    total, done, split_of = len(videos), 0, {}
+    for g in order:
+        mid = (done + sizes[g] / 2) / total
+        acc = 0.0
+        for name, frac in SPLITS:
+            acc += frac
+            if mid < acc or name == SPLITS[-1][0]:
+                split_of[g] = name
+                break
+        done += sizes[g]
+    for v in videos:
+        v["split"] = split_of[v["group"]]
+
+
+def scan(root: pathlib.Path, cfg: SymonConfig, skips: collections.Counter) -> list[dict]:
+    """Every usable video of `root`, with movie, franchise and split."""
+    url = root / "url.txt"
+    ids = read_url_ids(url, skips) if url.is_file() else []
+    vtt_ids = {p.name.split(".")[0] for p in (root / "timestamped_text").glob("*.vtt")}
+    ids = sorted(set(ids) | vtt_ids)
+    label_path = root / "asr_label.txt"
+    asr = read_asr_labels(label_path, skips) if label_path.is_file() else {}
+    movies_path = root / "movies.tsv"
+    try:
+        movies = narration.read_movies_tsv(movies_path) if movies_path.is_file() else {}
+    except ValueError as e:
+        raise common.ManualDirError(str(e)) from None
+    videos = [v for vid in ids if (v := load_video(root, vid, cfg, asr, skips)) is not None]
+    assign_movies(videos, movies, cfg.franchise_names)
+    assign_splits(videos)
+    return videos
+
+
+def _synthetic_dir(download_dir: pathlib.Path, cfg: SymonConfig) -> pathlib.Path:
+    from tfds_builders.symon import synthetic
+
+    root = download_dir / "symon_synthetic" / f"{cfg.sizes}_seed{cfg.seed}_v1"
+    if (root / "_COMPLETE").is_file():
+        return root
+    tmp = root.with_name(root.name + f".tmp{os.getpid()}")
+    try:
+        synthetic.write_corpus(tmp, sizes=cfg.sizes, seed=cfg.seed)
+        (tmp / "_COMPLETE").write_text("ok\n")
+        if not root.exists():
+            os.replace(tmp, root)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return root
+
+
+class Symon(tfds.core.GeneratorBasedBuilder):
+    """SYMON summary videos: timed narration sentences, names, cuts, features."""
+
+    name = "symon"
+    VERSION = VERSION
+    RELEASE_NOTES = {"1.0.0": "text_only, features (S3D 512-d, 1 fps) and synthetic configs."}
+    MANUAL_DOWNLOAD_INSTRUCTIONS = MANUAL_DOWNLOAD_INSTRUCTIONS
+    BUILDER_CONFIGS = [
+        SymonConfig(name="text_only", with_features=False,
+                    description="Narration, names, cuts from cuts/<id>.txt; no video features."),
+        SymonConfig(name="features", feature_dim=512, fps=1.0,
+                    description="Plus features/<id>.npy [T, 512] at 1 fps (e.g. S3D)."),
+        SymonConfig(name="synthetic", source="synthetic", feature_dim=32, sizes="default",
+                    description="Generated corpus in the upstream layout (no manual_dir)."),
+        SymonConfig(name="synthetic_tiny", source="synthetic", feature_dim=32, sizes="tiny",
+                    description="Tiny generated corpus for tests."),
+    ]
+    DEFAULT_CONFIG_NAME = "text_only"
+
+    @tfds.core.utils.classproperty
+    @classmethod
+    def code_path(cls) -> epath.Path:
+        return epath.Path(__file__)
+
+    def __init__(self, **kwargs: Any):
+        kwargs.setdefault("file_format", "array_record")
+        super().__init__(**kwargs)
+        self.skips: collections.Counter | None = None
+
+    @classmethod
+    def check_inputs(cls, config: str, manual_dir: os.PathLike | str | None) -> None:
+        if any(c.name == config and c.source == "manual" for c in cls.BUILDER_CONFIGS):
+            check_manual_dir(manual_dir, config)
+
+    def _info(self) -> tfds.core.DatasetInfo:
+        cfg: SymonConfig = self.builder_config
+        floats = tfds.features.Tensor(shape=(None,), dtype=np.float32)
+        feats = {
+            "video_id": tfds.features.Text(),
+            "movie_id": tfds.features.Text(),
+            "franchise": tfds.features.Text(),
+            "is_asr": tfds.features.Scalar(np.int32),
+            "sentences": tfds.features.Sequence(tfds.features.Text()),
+            "names": tfds.features.Sequence(tfds.features.Text()),
+            "starts": floats,
+            "ends": floats,
+            "cuts": floats,
+            "duration": tfds.features.Scalar(np.float32),
+            "trim": tfds.features.Tensor(shape=(2,), dtype=np.float32),
+        }
+        if cfg.with_features:
+            feats["features"] = tfds.features.Tensor(shape=(None, cfg.feature_dim),
+                                                     dtype=np.float16)
+        return self.dataset_info_from_configs(
+            features=tfds.features.FeaturesDict(feats),
+            homepage="https://github.com/insundaycathy/SYMON",
+            metadata=tfds.core.MetadataDict(fps=cfg.fps, feature_dim=cfg.feature_dim),
+        )
+
+    def _split_generators(self, dl_manager: tfds.download.DownloadManager) -> dict:
+        cfg: SymonConfig = self.builder_config
+        if cfg.source == "synthetic":
+            root = _synthetic_dir(pathlib.Path(dl_manager.download_dir), cfg)
+        else:
+            root = check_manual_dir(dl_manager._manual_dir, cfg.name)  # noqa: SLF001
+        self.skips = collections.Counter()
+        videos = scan(root, cfg, self.skips)
+        if not videos:
+            raise common.ManualDirError(f"{root}: no usable SYMON video (see the warnings)")
+        return {name: self._generate_examples([v for v in videos if v["split"] == name])
+                for name, _ in SPLITS if any(v["split"] == name for v in videos)}
+
+    def _generate_examples(self, videos: list[dict]) -> Iterator[tuple[str, dict]]:
+        for v in videos:
+            ex = {k: v[k] for k in ("video_id", "movie_id", "is_asr", "sentences", "names",
+                                    "starts", "ends", "cuts", "duration", "trim")}
+            ex["franchise"] = v["group"]
+            if self.builder_config.with_features:
+                ex["features"] = v["features"].astype(np.float16)
+            yield v["video_id"], ex
+
+    def download_and_prepare(self, *args: Any, **kwargs: Any) -> None:
+        self.skips = None
+        super().download_and_prepare(*args, **kwargs)
+        if self.skips is not None:
+            common.write_summary(self, self.skips)
+
+
+Builder = Symon

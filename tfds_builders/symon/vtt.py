@@ -1,0 +1,154 @@
+"""YouTube WebVTT -> timed words, with the auto-caption rolling duplicates removed.
+
+YouTube serves two kinds of English captions, and SYMON's `timestamped_text/` holds both:
+
+* auto captions (ASR, `align:start position:0%` cues): every line is shown twice.
+  A long cue carries the PREVIOUS line followed by the new line with word-timing
+  tags (`word<00:00:01.234><c> next</c>...`), then a ~10 ms cue repeats the
+  finished line without tags. Words before the first tag start at the cue start.
+* uploaded captions: plain cues, a sentence often split across cues, no tags.
+
+Rolling-duplicate rule (one rule for both kinds): compare the cue's non-empty
+lines (tags stripped) with the previous kept cue's lines; the longest prefix of
+the current lines that equals a suffix of the previous lines is a repeat and is
+dropped. A cue left with no new line is a rolling duplicate (counted, not a
+defect). Word times: a tagged line gives each word its tag time (the first
+words the cue start); an untagged new line spreads its words uniformly over the
+cue by character offset. A word ends where the next word starts (the last word
+of a cue at the cue end), but lasts at most 1.5 s (tags give only start times; a
+pause after a sentence's last word is not part of the sentence).
+
+Malformed cues are skipped with a reason (`bad_timing`, `end_before_start`,
+`bad_word_timing`: tag times decreasing or outside the cue by > 1 s);
+NOTE/STYLE/REGION blocks are ignored.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import html
+import re
+
+_TIME = r"(?:(\d+):)?(\d{1,2}):(\d{2})[.,](\d{3})"
+_TIMING = re.compile(rf"^\s*{_TIME}\s*-->\s*{_TIME}(?:\s+.*)?$")
+_TAG_TIME = re.compile(r"<(\d+:\d{2}:\d{2}[.,]\d{3}|\d{1,2}:\d{2}[.,]\d{3})>")
+_ANY_TAG = re.compile(r"</?[^>]*>")
+TOLERANCE = 1.0  # seconds a word tag may fall outside its cue
+MAX_WORD = 1.5  # seconds: a word ends at the next word's start, at most this long
+
+
+@dataclasses.dataclass
+class Word:
+    text: str
+    start: float
+    end: float
+
+
+def parse_time(text: str) -> float:
+    """`HH:MM:SS.mmm` or `MM:SS.mmm` -> seconds."""
+    parts = re.split(r"[:.,]", text)
+    nums = [int(p) for p in parts]
+    if len(nums) == 3:
+        nums = [0, *nums]
+    h, m, s, ms = nums
+    return 3600 * h + 60 * m + s + ms / 1000
+
+
+def _timing(line: str) -> tuple[float, float] | None:
+    m = _TIMING.match(line)
+    if not m:
+        return None
+    g = m.groups()
+    start = 3600 * int(g[0] or 0) + 60 * int(g[1]) + int(g[2]) + int(g[3]) / 1000
+    end = 3600 * int(g[4] or 0) + 60 * int(g[5]) + int(g[6]) + int(g[7]) / 1000
+    return start, end
+
+
+def _clean(text: str) -> str:
+    return " ".join(html.unescape(_ANY_TAG.sub("", text)).split())
+
+
+def _tagged_words(line: str, start: float, end: float) -> list[Word] | None:
+    """Words of a line with timing tags; None if the tag times are inconsistent."""
+    pieces = _TAG_TIME.split(line)  # [text, time, text, time, text, ...]
+    times = [start] + [parse_time(t) for t in pieces[1::2]]
+    if any(b < a for a, b in zip(times, times[1:])) or any(
+            t < start - TOLERANCE or t > end + TOLERANCE for t in times):
+        return None
+    words: list[Word] = []
+    for t, text in zip(times, pieces[0::2]):
+        for w in _clean(text).split():
+            words.append(Word(w, t, t))
+    return words
+
+
+def _spread_words(lines: list[str], start: float, end: float) -> list[Word]:
+    """Untagged lines: words spread uniformly over [start, end] by character offset."""
+    text = " ".join(_clean(x) for x in lines)
+    words, pos, total = [], 0, max(len(text), 1)
+    for w in text.split():
+        pos = text.index(w, pos)
+        words.append(Word(w, start + (end - start) * pos / total, 0.0))
+        pos += len(w)
+    return words
+
+
+def parse(text: str, skips: collections.Counter | None = None) -> list[Word]:
+    """Timed words of a WebVTT document in reading order (duplicates removed).
+
+    `skips` counts per reason: `cue:<reason>` for malformed cues and
+    `cue:rolling_duplicate` for the removed repeats.
+    """
+    skips = skips if skips is not None else collections.Counter()
+    blocks = re.split(r"\n\n+", text.replace("\r\n", "\n").replace("\r", "\n").strip())
+    if not blocks or not blocks[0].lstrip("\ufeff").startswith("WEBVTT"):
+        raise ValueError("not a WebVTT file (no WEBVTT header)")
+    words: list[Word] = []
+    prev: list[str] = []
+    for block in blocks[1:]:
+        lines = block.split("\n")
+        if lines[0].startswith(("NOTE", "STYLE", "REGION")):
+            continue
+        k = next((i for i, ln in enumerate(lines[:2]) if "-->" in ln), None)
+        timing = _timing(lines[k]) if k is not None else None
+        if timing is None:
+            skips["cue:bad_timing"] += 1
+            continue
+        start, end = timing
+        if end < start:
+            skips["cue:end_before_start"] += 1
+            continue
+        payload = [ln for ln in lines[k + 1:] if _clean(ln)]
+        plain = [_clean(ln) for ln in payload]
+        overlap = next((n for n in range(min(len(plain), len(prev)), 0, -1)
+                        if plain[:n] == prev[-n:]), 0)
+        new = payload[overlap:]
+        if plain:
+            prev = plain
+        if not new:
+            if plain:
+                skips["cue:rolling_duplicate"] += 1
+            continue
+        cue_words: list[Word] = []
+        untagged: list[str] = []
+        bad = False
+        for ln in new:
+            if _TAG_TIME.search(ln):
+                tagged = _tagged_words(ln, start, end)
+                if tagged is None:
+                    bad = True
+                    break
+                cue_words += tagged
+            else:
+                untagged.append(ln)
+        if bad:
+            skips["cue:bad_word_timing"] += 1
+            continue
+        cue_words = _spread_words(untagged, start, end) + cue_words if untagged and \
+            cue_words and untagged[0] == new[0] else cue_words + _spread_words(untagged, start, end)
+        for i, w in enumerate(cue_words):
+            w.end = cue_words[i + 1].start if i + 1 < len(cue_words) else end
+            w.end = min(max(w.end, w.start), w.start + MAX_WORD)
+        words += cue_words
+    return words
