@@ -198,7 +198,8 @@ def make_example(video: dict, with_features: bool) -> dict:
 def _synthetic_dir(download_dir: pathlib.Path, config: MSymonConfig) -> pathlib.Path:
     from tfds_builders.msymon import synthetic
 
-    root = download_dir / "msymon_synthetic" / f"d{config.dim}_seed{config.seed}_v{synthetic.VERSION}"
+    name = f"d{config.dim}_seed{config.seed}_v{synthetic.VERSION}"
+    root = download_dir / "msymon_synthetic" / name
     if (root / "_COMPLETE").is_file():
         return root
     tmp = root.with_name(root.name + f".tmp{os.getpid()}")
@@ -274,7 +275,9 @@ class MSymon(tfds.core.GeneratorBasedBuilder):
         self.skips = collections.Counter()
         videos = scan(root, cfg, self.skips)
         if not videos:
-            raise common.ManualDirError(f"{root}: no usable video in any annotations/<lang>/ file")
+            raise common.ManualDirError(
+                f"{root}: no usable video in any annotations/<lang>/ file (skipped: "
+                f"{dict(self.skips)}; without features/ use --config text_only)")
         return {split: self._generate_examples(v) for split, v in sorted(videos.items())}
 
     def _generate_examples(self, videos: list[dict]) -> Iterator[tuple[str, dict]]:
