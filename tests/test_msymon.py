@@ -187,3 +187,26 @@ def test_bad_config_and_missing_init_are_one_line_errors(corpus):
         train.setup(_config(corpus, **{"eval.drop": "median"}))
     with pytest.raises(ValueError, match="individual"):
         get_config("individual:de")
+
+
+def test_yms_zero_shot_from_the_msymon_run_and_supervised_batches(en_run, tmp_path):
+    from configs.yms.main import get_config as yms_config
+    from tfds_builders.yms import synthetic as yms_synthetic
+
+    root = yms_synthetic.write_corpus(tmp_path / "yms", seed=1, dim=DIM)
+    c = yms_config("smoke,zeroshot")
+    c.data.update(manual_dir=str(root), data_dir=str(tmp_path / "tfds"), dim=DIM)
+    c.model.update(clip_layers=0, width=64, embed=64)
+    c.init_from = en_run[0]
+    res = train.run(c, str(tmp_path / "zs"))["test"]
+    assert 0 <= res["threshold"] <= 1 and res["videos"] == 2
+    # Zero-shot argmax (threshold tuned on val) beats the timestamp-free transcript guess.
+    assert res["f1"] > res["transcript_f1"], res
+    sup = yms_config("smoke,supervised")
+    sup.data.update(manual_dir=str(root), data_dir=str(tmp_path / "tfds"), dim=DIM)
+    train.setup(sup)  # the supervised config validates
+    batch = next(iter(task.train_data(sup, sup.batch_size, 0, 1)))
+    assert batch["features"].shape[-1] == DIM and (batch["labels"] >= 0).any()
+    # YMS clips follow clip_segmentation.txt (1-4 s), not the fixed clip_seconds grid.
+    lengths = (batch["clip_end"] - batch["clip_begin"])[batch["clip_mask"]]
+    assert len(np.unique(np.round(lengths, 3))) > 2

@@ -74,6 +74,9 @@ def validate(config: Any) -> None:
         raise ValueError(f"eval.drop={e.drop!r}: use 'percentile' or a number")
     if not 0 <= e.keep_percentile <= 1:
         raise ValueError(f"eval.keep_percentile={e.keep_percentile} must be in [0, 1]")
+    if config.total_steps == 0 and not config.get("init_from"):
+        raise ValueError("total_steps=0 (zero-shot evaluation) needs init_from=<workdir of a "
+                         "trained alignment run>")
     if config.get("init_from"):
         _init_params(config)
 
