@@ -26,7 +26,7 @@ import grain
 import numpy as np
 from PIL import Image
 
-from vnr.data import text
+from vnr.data import pipeline, text
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,7 +121,7 @@ def train_dataset(cfg: Any, batch_size: int, seed: int, process_index: int = 0,
     # Slice after the random map: frame shuffles depend on the global index, so
     # the stream is the same whatever the number of processes.
     ds = ds[process_index::process_count].batch(batch_size, drop_remainder=True)
-    return _prefetch(ds.to_iter_dataset(), cfg.num_workers)
+    return pipeline.to_iter(ds, cfg.num_workers)
 
 
 def eval_dataset(cfg: Any, split: str, batch_size: int, seed: int, max_examples: int = 0,
@@ -138,7 +138,7 @@ def eval_dataset(cfg: Any, split: str, batch_size: int, seed: int, max_examples:
     ds = ds.seed(seed + 1).map(_encode(cfg, keep_text=True)).random_map(ShuffleFrames())
     ds = ds[process_index::process_count].batch(batch_size // process_count,
                                                 drop_remainder=False)
-    return _prefetch(ds.to_iter_dataset(), cfg.num_workers)
+    return pipeline.to_iter(ds, cfg.num_workers)
 
 
 def num_eval_batches(cfg: Any, split: str, batch_size: int, max_examples: int = 0,
@@ -162,9 +162,3 @@ def pad_batch(batch: dict[str, np.ndarray], size: int) -> dict[str, np.ndarray]:
             fill[...] = ""
         out[k] = np.concatenate([v, fill])
     return out
-
-
-def _prefetch(ds: grain.IterDataset, num_workers: int) -> grain.IterDataset:
-    if num_workers > 0:
-        return ds.mp_prefetch(grain.MultiprocessingOptions(num_workers=num_workers))
-    return ds
