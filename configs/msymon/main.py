@@ -63,7 +63,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
         num_workers=2,
     )
     c.model = dict(width=256, embed=256, text_layers=2, clip_layers=2, sentence_layers=1,
-                   heads=4, dropout=0.1, text_encoder="hash")
+                   heads=4, dropout=0.1,
+                   text_encoder="hash")  # or "scratch:bert-small", "scratch:xlm-roberta-tiny"
     c.loss = dict(temperature=0.07, num_negatives=16)
 
     c.batch_size = 16

@@ -72,6 +72,11 @@ def validate(config: Any) -> None:
         raise ValueError(f"eval.method={e.method!r}: use 'drop_dtw' or 'argmax'")
     if e.method == "drop_dtw" and not (e.drop == "percentile" or _is_number(e.drop)):
         raise ValueError(f"eval.drop={e.drop!r}: use 'percentile' or a number")
+    te = config.model.text_encoder
+    if te != "hash" and not te.startswith("scratch:"):
+        raise ValueError(f"model.text_encoder={te!r}: the alignment pipeline tokenizes with the "
+                         "hashed word tokenizer (vnr.data.text), which only 'hash' and "
+                         "'scratch:<arch>-<size>' encoders share")
     if not 0 <= e.keep_percentile <= 1:
         raise ValueError(f"eval.keep_percentile={e.keep_percentile} must be in [0, 1]")
     if config.total_steps == 0 and not config.get("init_from"):
