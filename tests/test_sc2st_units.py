@@ -22,6 +22,8 @@ from tfds_builders.sc2st import candidates, keyframes, lsmdc, story, text
     ("She looks up \u2014 startled, then she runs.",
      ["She looks up.", "Startled, then she runs."]),  # "startled": too short to split off
     ("  [PERSON]   grins.  ", ["Someone grins."]),
+    ("<PERSON>Harry Potter</PERSON> looks at SOMEONE<Ron>. He<Harry> pets SOMEONE's<Ron> owl.",
+     ["Someone looks at someone.", "He pets someone's owl."]),
 ])
 def test_process_description(raw, want):
     assert text.process_description(raw) == want
@@ -42,7 +44,8 @@ def test_configurable_conjunctions():
 # ----------------------------------------------------------------------------- lsmdc
 def test_timestamps_and_clip_ids():
     assert lsmdc.parse_timestamp("01.02.03.450") == pytest.approx(3723.45)
-    movie, s, e = lsmdc.parse_clip_id("1054_Harry_Potter_and_the_prisoner_00.00.51.926-00.00.54.129")
+    movie, s, e = lsmdc.parse_clip_id(
+        "1054_Harry_Potter_and_the_prisoner_00.00.51.926-00.00.54.129")
     assert movie == "1054_Harry_Potter_and_the_prisoner"
     assert (s, e) == pytest.approx((51.926, 54.129))
     for bad in ("movie_00.00.51-00.00.54.129", "nounderscore", "m_00.61.00.000-00.62.00.000"):
@@ -52,7 +55,8 @@ def test_timestamps_and_clip_ids():
 
 def test_read_annotations_counts_bad_lines(tmp_path):
     p = tmp_path / "LSMDC16_annos_training.csv"
-    good = b"0001_A_00.00.01.000-00.00.03.000\t00.00.01.000\t00.00.03.000\t00.00.01.000\t00.00.03.000\t"
+    good = (b"0001_A_00.00.01.000-00.00.03.000\t00.00.01.000\t00.00.03.000\t"
+            b"00.00.01.000\t00.00.03.000\t")
     p.write_bytes(
         good + "SOMEONE caf\u00e9 walks.".encode("iso-8859-1") + b"\n"  # ISO-8859-1: fine
         + good + "SOMEONE na\u00efve.".encode("utf-8") + b"\n"  # UTF-8: fine
@@ -124,8 +128,10 @@ def test_split_storyboards_is_a_seeded_partition():
     s = story.split_storyboards(200, seed=3)
     assert [len(s[k]) for k in story.SPLITS] == [160, 10, 30]
     assert sorted(np.concatenate(list(s.values())).tolist()) == list(range(200))
-    assert all((a == b).all() for a, b in zip(s.values(), story.split_storyboards(200, 3).values()))
-    assert not all((a == b).all() for a, b in zip(s.values(), story.split_storyboards(200, 4).values()))
+    same = story.split_storyboards(200, 3)
+    other = story.split_storyboards(200, 4)
+    assert all((s[k] == same[k]).all() for k in s)
+    assert not all(np.array_equal(s[k], other[k]) for k in s)
     with pytest.raises(ValueError, match="used in split"):
         story.check_no_overlap({"train": [["x", "y"]], "test": [["y"]]})
 

@@ -131,10 +131,11 @@ def normalise_movie(name: str) -> str:
     """A movie name comparable across LSMDC folder names and meta.csv titles.
 
     ``1054_Harry_Potter_and_the_prisoner_of_azkaban`` and ``Harry Potter and the
-    prisoner of azkaban`` both become ``harry potter and the prisoner of azkaban``.
+    prisoner of azkaban`` both become ``harry potter and the prisoner of azkaban``;
+    dashes count as spaces (``Spider-Man1`` = ``spider man1``), as upstream matches them.
     """
     name = re.sub(r"^\d{4}_", "", name.strip())
-    return re.sub(r"[\s_]+", " ", name).strip().casefold()
+    return re.sub(r"[\s_-]+", " ", name).strip().casefold()
 
 
 def read_meta(path: pathlib.Path, skips: collections.Counter | None = None) -> dict[str, dict]:

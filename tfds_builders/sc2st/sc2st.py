@@ -55,6 +55,8 @@ class Sc2StConfig(tfds.core.BuilderConfig):
     same_movie_frac: float = 0.3
     conjunctions: tuple[str, ...] = text.CONJUNCTIONS
     min_words: int = 2
+    # Upstream's preparation drops these LSMDC movies as repeats of others.
+    exclude_movies: tuple[str, ...] = ("1001_", "1010_")
 
 
 @dataclasses.dataclass
@@ -148,7 +150,12 @@ def build_storyboards(root: pathlib.Path, cfg: Sc2StConfig, skips: collections.C
     for name in lsmdc.ANNOTATION_FILES.values():
         if (root / name).is_file():
             rows += lsmdc.read_annotations(root / name, skips)
-    clips = lsmdc.merge_duplicates(rows, skips)
+    kept = [c for c in rows if not c.movie.startswith(tuple(cfg.exclude_movies))]
+    if len(kept) < len(rows):
+        skips["excluded_movie"] += len(rows) - len(kept)
+        common.log.warning("skipped %d rows of excluded movies %s", len(rows) - len(kept),
+                           cfg.exclude_movies)
+    clips = lsmdc.merge_duplicates(kept, skips)
     meta = {}
     if (root / "meta.csv").is_file():
         meta = lsmdc.read_meta(root / "meta.csv", skips)

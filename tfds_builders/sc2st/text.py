@@ -3,9 +3,12 @@
 A LSMDC description becomes one or more *sub-sentences*, each later paired with
 its own keyframe:
 
-1. markup cleaned: LSMDC anonymises names as ``SOMEONE`` (and some releases as
-   ``<PERSON>`` / ``[PERSON]``); every form becomes ``someone`` (``Someone`` at
-   the start of a sentence); whitespace is collapsed;
+1. markup cleaned: LSMDC anonymises names as ``SOMEONE``; releases with names
+   mark them as ``<PERSON>Name</PERSON>`` or attach them to the placeholder or a
+   pronoun (``SOMEONE<Name>``, ``He<Name>``). Person spans and bare
+   ``<PERSON>`` / ``[PERSON]`` become ``someone``, attached ``<Name>`` tags are
+   dropped (the word before them stays), ``SOMEONE`` becomes ``someone``
+   (``Someone`` at the start of a sentence); whitespace is collapsed;
 2. sentence split at ``.``/``!``/``?`` followed by whitespace and an upper-case
    letter or a quote, except after common abbreviations (``Mr.``, ``Dr.``, ...);
 3. sub-sentence split at semicolons, at dash runs (``--``, ``---``, en/em
@@ -29,15 +32,20 @@ ABBREVIATIONS = ("mr", "mrs", "ms", "dr", "st", "jr", "sr", "prof", "mt", "vs", 
                  "capt", "col", "gen", "no")
 _NOT_CONJ_BEFORE_THEN = ("just", "since", "until", "by", "till", "from", "even", "only")
 
-_MARKUP = re.compile(r"<\s*person\s*>|\[\s*person\s*\]|\bSOMEONE\b", re.IGNORECASE)
+_PERSON_SPAN = re.compile(r"<\s*person\s*>.*?<\s*/\s*person\s*>", re.IGNORECASE)
+_ATTACHED_NAME = re.compile(r"(?<=[\w'])<[^<>/]+>")
+_MARKUP = re.compile(r"</?\s*person\s*>|\[\s*person\s*\]|\bSOMEONE\b", re.IGNORECASE)
+_MID_SOMEONE = re.compile(r"\bSomeone\b")
 _SPACES = re.compile(r"\s+")
 _SENT_END = re.compile(r"([.!?]+)[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])")
 _DASHES = re.compile(r"\s*(?:-{2,}|[\u2013\u2014]+)\s*|\s+-\s+")
 
 
 def clean_markup(text: str) -> str:
-    """Replaces name markup by ``someone`` and collapses whitespace."""
-    text = _MARKUP.sub("someone", text)
+    """Replaces name markup by ``Someone`` (lower-cased later, mid-sentence); collapses spaces."""
+    text = _PERSON_SPAN.sub("Someone", text)
+    text = _ATTACHED_NAME.sub("", text)
+    text = _MARKUP.sub("Someone", text)  # capital so the sentence split sees a new sentence
     text = _SPACES.sub(" ", text).strip()
     return text
 
@@ -118,7 +126,5 @@ def process_description(text: str, conjunctions: tuple[str, ...] = CONJUNCTIONS,
     out = []
     for sentence in split_sentences(clean_markup(text)):
         for part in split_subsentences(sentence, conjunctions, min_words):
-            if part.lower().startswith("someone"):
-                part = "S" + part[1:]
-            out.append(part)
+            out.append(part[:1] + _MID_SOMEONE.sub("someone", part[1:]))
     return out

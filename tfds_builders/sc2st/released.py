@@ -1,0 +1,182 @@
+"""Readers for the released Sc2St story files (Google Drive `Sc2St/`), schema inferred.
+
+Upstream documents only this (README of hopeisme/Sc2St): ids are `l_<movie>_<clip>_<frame>`
+(a frame) or `l_<movie>_<clip>` (a clip), indices into `data/lsmdc.json`, whose `i2n` maps
+a movie index to `[movie folder, {clip index: clip folder}]` and `data` to frame counts;
+frames are `frames/<movie>/<clip>/<frame>.jpg` (every 200 ms). `story10_all_<split>[_no].json`
+hold storyboards of 10; `i2chars.json` maps a clip id to its characters, `parsed_clip.json`
+a clip id to keyframe indices, `parsed_text.json` a clip id to its text(s).
+
+The JSON layout itself is undocumented, so `read_stories` accepts the plausible shapes and
+fails with `SchemaError` naming the file and the key path where the data stops matching:
+
+* top level: a list of stories, or a dict of story id -> story, or a dict holding such a
+  list/dict under one of `STORY_KEYS`;
+* a story: a list of 10 items, or a dict with the items under one of `ITEM_KEYS`, or with
+  parallel lists of ids (`ID_KEYS`) and texts (`TEXT_KEYS`); optional candidates under
+  `CANDIDATE_KEYS` (one list of ids per asked position);
+* an item: an id string, or a dict with an id under `ID_KEYS` and optionally a text under
+  `TEXT_KEYS` (a string or a list of strings, joined).
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import re
+from typing import Any
+
+ID = re.compile(r"^l_(\d+)_(\d+)(?:_(\d+))?$")
+STORY_KEYS = ("stories", "storyboards", "data", "items")
+ITEM_KEYS = ("story", "items", "frames", "keyframes", "images", "ids")
+ID_KEYS = ("id", "ids", "image", "images", "img", "frame", "frames", "keyframe", "keyframes",
+           "image_id", "frame_id")
+TEXT_KEYS = ("text", "texts", "sentence", "sentences", "caption", "captions", "description")
+CANDIDATE_KEYS = ("candidates", "cands", "options", "choices")
+
+
+class SchemaError(ValueError):
+    """A released file whose layout is not one of the accepted shapes (names file and key)."""
+
+
+def load_json(path: pathlib.Path) -> Any:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except FileNotFoundError:
+        raise SchemaError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise SchemaError(f"{path}: not readable JSON ({str(e).splitlines()[0]})") from None
+
+
+def parse_id(i: Any, where: str) -> tuple[int, int, int | None]:
+    """`l_m_c_f` -> (m, c, f); `l_m_c` -> (m, c, None)."""
+    m = ID.match(i) if isinstance(i, str) else None
+    if not m:
+        raise SchemaError(f"{where}: {i!r} is not an id l_<movie>_<clip>[_<frame>]")
+    return int(m[1]), int(m[2]), None if m[3] is None else int(m[3])
+
+
+def _text(v: Any, where: str) -> str:
+    if isinstance(v, str):
+        return v
+    if isinstance(v, list) and all(isinstance(s, str) for s in v):
+        return " ".join(v)
+    raise SchemaError(f"{where}: text must be a string or a list of strings, got "
+                      f"{type(v).__name__}")
+
+
+def _first(d: dict, keys: tuple[str, ...]) -> str | None:
+    return next((k for k in keys if k in d), None)
+
+
+def _item(v: Any, where: str) -> dict:
+    if isinstance(v, str):
+        parse_id(v, where)
+        return {"id": v, "text": None}
+    if isinstance(v, dict):
+        k = _first(v, ID_KEYS)
+        if k is None:
+            raise SchemaError(f"{where}: item has none of the id keys {ID_KEYS} "
+                              f"(keys: {sorted(v)[:8]})")
+        parse_id(v[k], f"{where}.{k}")
+        t = _first(v, TEXT_KEYS)
+        return {"id": v[k], "text": None if t is None else _text(v[t], f"{where}.{t}")}
+    raise SchemaError(f"{where}: item must be an id string or an object, got {type(v).__name__}")
+
+
+def _story(v: Any, where: str, length: int) -> dict:
+    cands = None
+    if isinstance(v, dict):
+        ck = _first(v, CANDIDATE_KEYS)
+        if ck is not None:
+            c = v[ck]
+            if not (isinstance(c, list) and all(isinstance(r, list) for r in c)):
+                raise SchemaError(f"{where}.{ck}: candidates must be a list of id lists")
+            for r, row in enumerate(c):
+                for j, i in enumerate(row):
+                    parse_id(i, f"{where}.{ck}[{r}][{j}]")
+            cands = c
+        ik, tk = _first(v, ITEM_KEYS), _first(v, TEXT_KEYS)
+        if ik is None:
+            raise SchemaError(f"{where}: story has none of the item keys {ITEM_KEYS} "
+                              f"(keys: {sorted(v)[:8]})")
+        items = v[ik]
+        if not isinstance(items, list):
+            raise SchemaError(f"{where}.{ik}: must be a list, got {type(items).__name__}")
+        parsed = [_item(x, f"{where}.{ik}[{n}]") for n, x in enumerate(items)]
+        if tk is not None:
+            texts = v[tk]
+            if not isinstance(texts, list) or len(texts) != len(parsed):
+                raise SchemaError(f"{where}.{tk}: must be a list of {len(parsed)} texts")
+            for n, (p, t) in enumerate(zip(parsed, texts, strict=True)):
+                p["text"] = _text(t, f"{where}.{tk}[{n}]")
+    elif isinstance(v, list):
+        parsed = [_item(x, f"{where}[{n}]") for n, x in enumerate(v)]
+    else:
+        raise SchemaError(f"{where}: a story must be a list or an object, got "
+                          f"{type(v).__name__}")
+    if len(parsed) != length:
+        raise SchemaError(f"{where}: a story must have {length} items, got {len(parsed)}")
+    return {"items": parsed, "candidates": cands}
+
+
+def read_stories(path: pathlib.Path, length: int = 10) -> list[dict]:
+    """`story10_all_*.json` -> [{"key", "items": [{"id", "text"}], "candidates"}]."""
+    data = load_json(path)
+    where = str(path)
+    if isinstance(data, dict):
+        k = _first(data, STORY_KEYS)
+        if k is not None and isinstance(data[k], list | dict):
+            data, where = data[k], f"{where}:{k}"
+    if isinstance(data, list):
+        entries = [(str(n), x, f"{where}[{n}]") for n, x in enumerate(data)]
+    elif isinstance(data, dict):
+        entries = [(str(k), x, f"{where}[{k!r}]") for k, x in data.items()]
+    else:
+        raise SchemaError(f"{where}: top level must be a list or an object of stories")
+    return [dict(_story(x, w, length), key=k) for k, x, w in entries]
+
+
+def read_id_map(path: pathlib.Path, values: str) -> dict[str, list]:
+    """`i2chars.json` (values="str"), `parsed_text.json` ("str") or `parsed_clip.json` ("int"):
+    a clip id -> list of values (a single value is wrapped)."""
+    data = load_json(path)
+    if not isinstance(data, dict):
+        raise SchemaError(f"{path}: top level must be an object of clip id -> values")
+    kind = {"str": str, "int": int}[values]
+    out = {}
+    for k, v in data.items():
+        parse_id(k, f"{path}: key")
+        v = v if isinstance(v, list) else [v]
+        if not all(isinstance(x, kind) and not isinstance(x, bool) for x in v):
+            raise SchemaError(f"{path}[{k!r}]: values must be {values}s, got {v[:3]!r}")
+        out[k] = v
+    return out
+
+
+def read_lsmdc_index(path: pathlib.Path) -> dict[tuple[int, int], tuple[str, str]]:
+    """`lsmdc.json` -> {(movie index, clip index): (movie folder, clip folder)}."""
+    data = load_json(path)
+    if not isinstance(data, dict) or not isinstance(data.get("i2n"), dict):
+        raise SchemaError(f"{path}: needs an object with key 'i2n'")
+    out = {}
+    for m, v in data["i2n"].items():
+        if not (isinstance(v, list) and len(v) == 2 and isinstance(v[0], str)
+                and isinstance(v[1], dict)):
+            raise SchemaError(f"{path}: i2n[{m!r}] must be [movie name, {{clip index: clip}}]")
+        for c, name in v[1].items():
+            out[(int(m), int(c))] = (v[0], str(name))
+    return out
+
+
+def frame_path(frame_id: str, index: dict[tuple[int, int], tuple[str, str]],
+               where: str = "id") -> pathlib.Path:
+    """`l_m_c_f` -> `frames/<movie>/<clip>/<f>.jpg` via the lsmdc.json index."""
+    m, c, f = parse_id(frame_id, where)
+    if f is None:
+        raise SchemaError(f"{where}: {frame_id!r} names a clip, not a frame")
+    if (m, c) not in index:
+        raise SchemaError(f"{where}: {frame_id!r} has no movie {m} / clip {c} in lsmdc.json")
+    movie, clip = index[(m, c)]
+    return pathlib.Path("frames") / movie / clip / f"{f}.jpg"
