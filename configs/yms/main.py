@@ -1,15 +1,17 @@
 """YMS clip/sentence alignment (NeuMATCH's YouTube Movie Summaries; SYMON §7.3).
 
     python -m vnr.train --config configs/yms/main.py[:ARGS] --workdir DIR \
-        --config.data.manual_dir=YMS_DIR [--config.init_from=RUN]
+        --config.data.manual_dir=YMS_DIR                       # supervised
+    python -m vnr.tasks.msymon evaluate --config configs/yms/main.py:zeroshot \
+        --init_from RUN --manual_dir YMS_DIR --data_dir data/tfds   # zero-shot
 
 Same task as M-SyMoN (`vnr/tasks/msymon.py`: Eq. 2 InfoNCE, cosine similarity, Drop-DTW or
 argmax); clips come from `clip_segmentation.txt`. ARGS is a comma-separated list of:
   supervised   (default) train on YMS `train`, select on `val`, report `test`
-  zeroshot     no YMS training: evaluate the model of another run (--config.init_from=RUN,
-               e.g. an M-SyMoN English run with the same features) on `test`, each clip
-               given its most similar sentence when the cosine exceeds a threshold tuned for
-               F1 on `val` (SYMON §7.3); add `dtw` to align with Drop-DTW instead
+  zeroshot     no YMS training: evaluate the model of another run (`evaluate --init_from
+               RUN`, e.g. an M-SyMoN English run with the same features and model sizes)
+               on `test`, each clip given its most similar sentence when the cosine exceeds
+               a threshold tuned for F1 on `val` (SYMON §7.3); add `dtw` for Drop-DTW
   dtw          Drop-DTW inference in zeroshot
   phrases      align phrases (annotations_phrases.txt) instead of sentences
   smoke        tiny sizes for tests

@@ -402,6 +402,19 @@ def crosslingual(config: Any, workdirs: dict[str, str], split: str, metric: str 
     return cells, "\n".join(rows)
 
 
+def evaluate_run(config: Any) -> dict[str, dict[str, float]]:
+    """Evaluation only (zero-shot transfer, or re-scoring a run): the model of
+    `config.init_from` on every `data.test_splits` split; {split: metrics}."""
+    from vnr import train
+
+    if not config.get("init_from"):
+        raise ValueError("evaluation needs init_from=<workdir of a trained alignment run>")
+    s = train.setup(config)
+    fn = functools.partial(s.predict_fn, s.state)
+    return {split: evaluate(config, split, fn, s.mesh, max_clips=config.eval.max_test_clips)
+            for split in config.data.test_splits}
+
+
 def main(argv: list[str] | None = None) -> int:
     import argparse
     import json
@@ -414,6 +427,11 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--builder_config", default="text_only")
     b.add_argument("--splits", default="val,train", help="comma-separated: val,train,test")
     b.add_argument("--clip_seconds", type=float, default=3.0)
+    e = sub.add_parser("evaluate", help="evaluate a trained run (e.g. zero-shot on YMS)")
+    e.add_argument("--config", required=True, help="e.g. configs/yms/main.py:zeroshot")
+    e.add_argument("--init_from", required=True, help="workdir of the trained run")
+    e.add_argument("--data_dir", default=None)
+    e.add_argument("--manual_dir", default=None)
     c = sub.add_parser("crosslingual", help="fill the 7x7 matrix from per-language runs")
     c.add_argument("--config", required=True, help="configs/msymon/main.py[:args]")
     c.add_argument("--workdirs", nargs="+", required=True, help="lang=WORKDIR ...")
@@ -442,6 +460,12 @@ def main(argv: list[str] | None = None) -> int:
     for k in ("data_dir", "manual_dir"):
         if getattr(args, k) is not None:
             cfg.data[k] = getattr(args, k)
+    if args.command == "evaluate":
+        cfg.init_from = args.init_from
+        results = evaluate_run(cfg)
+        print(json.dumps(results, indent=2))
+        print(results_table(results))
+        return 0
     bad = [w for w in args.workdirs if "=" not in w or w.split("=")[0] not in data.LANGUAGES]
     if bad:
         raise SystemExit(f"error: --workdirs takes lang=DIR with lang in {data.LANGUAGES}: {bad}")
