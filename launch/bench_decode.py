@@ -33,14 +33,16 @@ BOS, EOS = 1, 2
 def loop_beam(step, params, mem, mem_mask, dec, beam: int, length: int) -> list[int]:
     """One example: the same beam search as beam_search (alpha 0, no early stop) in Python."""
     K = beam
-    state = {"mem": jnp.repeat(mem[None], K, 0), "mem_mask": jnp.repeat(mem_mask[None], K, 0),
-             "cache": dec.init_cache(K, mem=jnp.repeat(mem[None], K, 0))}
+    consts = {"mem": jnp.repeat(mem[None], K, 0), "mem_mask": jnp.repeat(mem_mask[None], K, 0),
+              "params": params}
+    consts["cross"] = dec.cross_kv(consts["mem"])
+    state = {"cache": dec.init_cache(K)}
     seqs = np.full((K, length + 1), 0, np.int64)
     seqs[:, 0] = BOS
     live = np.array([0.0] + [NEG] * (K - 1))
     fin: list[tuple[float, list[int]]] = []
     for t in range(length):
-        logp, state = step(jnp.asarray(seqs[:, t], jnp.int32), state, t, params)
+        logp, state = step(jnp.asarray(seqs[:, t], jnp.int32), state, t, consts)
         cand = (live[:, None] + np.asarray(logp, np.float64)).reshape(-1)
         top = np.argsort(-cand)[: 2 * K]
         V = logp.shape[-1]
@@ -77,12 +79,13 @@ def main(argv: list[str]) -> None:
     mem_mask = jnp.ones((a.batch, a.frames), bool)
     step_fn = functools.partial(cached_step, graph)
     B, K = a.batch, a.beam
-    state = tile_beams({"mem": mem, "mem_mask": mem_mask}, K)
-    state["cache"] = dec.init_cache(B * K, mem=state["mem"])
+    consts = tile_beams({"mem": mem, "mem_mask": mem_mask}, K)
+    consts.update(params=params, cross=dec.cross_kv(consts["mem"]))
+    state = {"cache": dec.init_cache(B * K)}
 
     def ours():
         return beam_search(step_fn, state, batch_size=B, beam_size=K, max_len=a.length,
-                           bos_id=BOS, eos_id=EOS, early_stop=False, consts=params)
+                           bos_id=BOS, eos_id=EOS, early_stop=False, consts=consts)
 
     t_ours = float(np.min(wall_times(ours, a.repeats)))
     seqs, _, lengths, _ = ours()

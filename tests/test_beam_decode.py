@@ -142,11 +142,12 @@ def test_kv_cache_decoder_matches_full_recompute() -> None:
     mem_mask = jnp.arange(5)[None] < jnp.array([[5], [3], [4]])
     K = 3
     common = dict(batch_size=3, beam_size=K, max_len=6, bos_id=1, eos_id=2, alpha=0.3)
-    st = tile_beams({"mem": mem, "mem_mask": mem_mask}, K)
-    s1 = dict(st, cache=dec.init_cache(3 * K, mem=st["mem"]))
-    s2 = dict(st, prefix=jnp.zeros((3 * K, 7), jnp.int32))
-    out1 = beam_search(functools.partial(cached_step, graph), s1, consts=params, **common)
-    out2 = beam_search(functools.partial(full_step, graph), s2, consts=params, **common)
+    consts = tile_beams({"mem": mem, "mem_mask": mem_mask}, K)
+    consts.update(params=params, cross=dec.cross_kv(consts["mem"]))
+    s1 = {"cache": dec.init_cache(3 * K)}
+    s2 = {"prefix": jnp.zeros((3 * K, 7), jnp.int32)}
+    out1 = beam_search(functools.partial(cached_step, graph), s1, consts=consts, **common)
+    out2 = beam_search(functools.partial(full_step, graph), s2, consts=consts, **common)
     assert int(out1[3]) > 1
     np.testing.assert_array_equal(out1[0], out2[0])
     np.testing.assert_allclose(out1[1], out2[1], rtol=1e-4, atol=1e-5)

@@ -1,7 +1,7 @@
 """TFDS builder for Movie101 (v1 and v2 releases) and a synthetic corpus in the v2 layout.
 
 Configs (see README.md): `v1_narration`, `v1_narration_raw`, `v1_grounding`, `v1_movies`,
-`v2_{short,long}_{zh,en}`, `v2_movies`, `synthetic_narration`, `synthetic_movies`.
+`v2_{short,long}_{zh,en}`, `v2_movies`, `synthetic[_tiny]_narration`, `synthetic[_tiny]_movies`.
 Narration / grounding configs hold one example per narration; `*_movies` configs one example
 per movie (cast, portraits, genre and the per-second features when present).
 """
@@ -66,13 +66,16 @@ def _configs() -> list[Movie101Config]:
                 name=f"v2_{variant.split('-')[0]}_{lang}", release="v2", kind="narration",
                 variant=variant, lang=lang,
                 description=f"Movie101v2 narration/{variant}-{lang}, hashed movie split."))
-    out += [
-        Movie101Config(name="synthetic_narration", release="synthetic", kind="narration",
-                       variant="short-71k", lang="en",
-                       description="Generated corpus (v2 layout, planted role/face signal)."),
-        Movie101Config(name="synthetic_movies", release="synthetic", kind="movies", lang="en",
-                       description="Movies of the generated corpus with features."),
-    ]
+    for prefix, sizes in (("synthetic", "small"), ("synthetic_tiny", "tiny")):
+        out += [
+            Movie101Config(name=f"{prefix}_narration", release="synthetic", kind="narration",
+                           variant="short-71k", lang="en", sizes=sizes,
+                           description=f"Generated corpus ({sizes}; v2 layout, planted "
+                                       "role/face signal)."),
+            Movie101Config(name=f"{prefix}_movies", release="synthetic", kind="movies",
+                           lang="en", sizes=sizes,
+                           description=f"Movies of the generated {sizes} corpus, features."),
+        ]
     return out
 
 

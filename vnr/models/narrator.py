@@ -118,47 +118,50 @@ class TransformerDecoder(nnx.Module):
             x = layer(x, mem, mem_mask, train=train, rngs=rngs)
         return self.ln(x)
 
-    def init_cache(self, n: int, dtype=jnp.float32, mem: jax.Array | None = None
-                   ) -> dict[str, jax.Array]:
-        """Self-attention KV cache [N, layers, max_len, W] (beams lead, for beam_decode);
-        with `mem` [N, T, W] also its cross-attention keys/values, computed once."""
-        shape = (n, len(self.layers), self.max_len, self.width)
-        cache = {"k": jnp.zeros(shape, dtype), "v": jnp.zeros(shape, dtype)}
-        if mem is not None:
-            cache["ck"] = jnp.stack([layer.ck(mem) for layer in self.layers], 1)
-            cache["cv"] = jnp.stack([layer.cv(mem) for layer in self.layers], 1)
-        return cache
+    def init_cache(self, n: int, dtype=jnp.float32) -> dict[str, list[jax.Array]]:
+        """Self-attention KV cache: per layer [N, max_len, W] (beams lead, for beam_decode)."""
+        shape = (n, self.max_len, self.width)
+        return {"k": [jnp.zeros(shape, dtype) for _ in self.layers],
+                "v": [jnp.zeros(shape, dtype) for _ in self.layers]}
 
-    def step(self, token, mem, mem_mask, cache, t):
+    def cross_kv(self, mem: jax.Array) -> list[tuple[jax.Array, jax.Array]]:
+        """Cross-attention keys/values of `mem` per layer, computed once per decode."""
+        return [(layer.ck(mem), layer.cv(mem)) for layer in self.layers]
+
+    def step(self, token, mem, mem_mask, cache, t, cross=None):
         """token [N] at position t -> (hidden [N,W], cache)."""
-        return self.step_x(self.embed(token), mem, mem_mask, cache, t)
+        return self.step_x(self.embed(token), mem, mem_mask, cache, t, cross)
 
-    def step_x(self, x, mem, mem_mask, cache, t):
-        """Embedded input x [N,W] at position t -> (hidden [N,W], cache)."""
+    def step_x(self, x, mem, mem_mask, cache, t, cross=None):
+        """Embedded input x [N,W] at position t -> (hidden [N,W], cache); `cross` from
+        `cross_kv` (else the cross-attention keys/values are recomputed)."""
         x = x[:, None] + jax.lax.dynamic_slice_in_dim(self.pos[...], t, 1)[None]
         ks, vs = [], []
         for i, layer in enumerate(self.layers):
-            cross = (cache["ck"][:, i], cache["cv"][:, i]) if "ck" in cache else None
-            x, k, v = layer.step(x, mem, mem_mask, cache["k"][:, i], cache["v"][:, i], t, cross)
+            x, k, v = layer.step(x, mem, mem_mask, cache["k"][i], cache["v"][i], t,
+                                 None if cross is None else cross[i])
             ks.append(k)
             vs.append(v)
-        return self.ln(x)[:, 0], dict(cache, k=jnp.stack(ks, 1), v=jnp.stack(vs, 1))
+        return self.ln(x)[:, 0], {"k": ks, "v": vs}
 
 
-def cached_step(graph: Any, tokens, state, t, params):
-    """beam_decode step for a bare TransformerDecoder with a KV cache."""
-    dec = nnx.merge(graph, params)
-    h, cache = dec.step(tokens, state["mem"], state["mem_mask"], state["cache"], t)
-    return jax.nn.log_softmax(dec.head(h)), dict(state, cache=cache)
+def cached_step(graph: Any, tokens, state, t, consts):
+    """beam_decode step for a bare TransformerDecoder with a KV cache. state: {"cache"};
+    consts (per example, identical across its beams, never gathered): params, mem, mem_mask,
+    cross (from `cross_kv`)."""
+    dec = nnx.merge(graph, consts["params"])
+    h, cache = dec.step(tokens, consts["mem"], consts["mem_mask"], state["cache"], t,
+                        consts["cross"])
+    return jax.nn.log_softmax(dec.head(h)), {"cache": cache}
 
 
-def full_step(graph: Any, tokens, state, t, params):
+def full_step(graph: Any, tokens, state, t, consts):
     """beam_decode step recomputing the whole prefix (reference for the cache)."""
-    dec = nnx.merge(graph, params)
+    dec = nnx.merge(graph, consts["params"])
     prefix = jax.lax.dynamic_update_slice_in_dim(state["prefix"], tokens[:, None], t, axis=1)
-    h = dec.hidden(prefix, state["mem"], state["mem_mask"])
+    h = dec.hidden(prefix, consts["mem"], consts["mem_mask"])
     h_t = jnp.take_along_axis(h, jnp.full((h.shape[0], 1, 1), t), axis=1)[:, 0]
-    return jax.nn.log_softmax(dec.head(h_t)), dict(state, prefix=prefix)
+    return jax.nn.log_softmax(dec.head(h_t)), {"prefix": prefix}
 
 
 class RMN(nnx.Module):
@@ -236,11 +239,13 @@ class RMN(nnx.Module):
         return self.logits(h, mem, mask, batch["portraits"], batch["role_mask"])
 
 
-def rmn_step(graph: Any, tokens, state, t, params):
-    """beam_decode step for RMN (KV cache). state: mem, mem_mask, portraits, role_mask, cache."""
-    model: RMN = nnx.merge(graph, params)
-    x = model.embed_tokens(tokens[:, None], state["portraits"])[:, 0]
-    h, cache = model.decoder.step_x(x, state["mem"], state["mem_mask"], state["cache"], t)
-    logits = model.logits(h[:, None], state["mem"], state["mem_mask"], state["portraits"],
-                          state["role_mask"])[:, 0]
-    return jax.nn.log_softmax(logits), dict(state, cache=cache)
+def rmn_step(graph: Any, tokens, state, t, consts):
+    """beam_decode step for RMN. state: {"cache"}; consts: params, mem, mem_mask, cross,
+    portraits, role_mask (per example, tiled over beams, never gathered)."""
+    model: RMN = nnx.merge(graph, consts["params"])
+    c = consts
+    x = model.embed_tokens(tokens[:, None], c["portraits"])[:, 0]
+    h, cache = model.decoder.step_x(x, c["mem"], c["mem_mask"], state["cache"], t, c["cross"])
+    logits = model.logits(h[:, None], c["mem"], c["mem_mask"], c["portraits"],
+                          c["role_mask"])[:, 0]
+    return jax.nn.log_softmax(logits), {"cache": cache}

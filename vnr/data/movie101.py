@@ -1,0 +1,272 @@
+"""Grain pipelines for Movie101 narration (MCN): narrations joined with their movie's features.
+
+Records: `tfds_builders.movie101` narration configs (text, `@k` pointer text, cast) joined by
+`movie_id` with the matching `*_movies` config (per-second CLIP / S3D / face features,
+portrait face features). Tokens: `vnr.data.text.words` (Chinese one token per character,
+Latin words, `?!.,`), a vocabulary of the `vocab_size - 4` most frequent training tokens
+(ties by token) after PAD=0, BOS=1, EOS=2, UNK=3 (padded with unused entries to exactly
+`vocab_size`), cached as JSON under `data_dir`. With the
+pointer, a role mention `@k` (k < max_roles, cast member with a portrait feature) is the
+output id `vocab_size + k`; without it (or for `no_pointer` models) the name is plain text.
+
+Batches (B examples, T = max_frames seconds, S = max_tokens):
+  frames     float32 [B,T,Dc+Ds]  CLIP ⊕ S3D rows of the seconds covered, uniformly
+                                  subsampled to T when longer; frame_mask bool [B,T]
+  faces      float32 [B,T,F,Df]   face features per second, confidence order
+  genre      int32 [B,G]          crc32(genre) % genres, -1 = pad
+  portraits  float32 [B,R,Df], role_mask bool [B,R]
+  tokens_in, targets int32 [B,S], target_mask bool [B,S]
+  (eval only) ref, cast: object [B] reference text and the cast names joined by "\\t"
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import json
+import os
+import re
+import threading
+import zlib
+from typing import Any
+
+import grain
+import numpy as np
+
+from vnr.data.text import words
+
+PAD, BOS, EOS, UNK = 0, 1, 2, 3
+SPECIALS = ("<pad>", "<bos>", "<eos>", "<unk>")
+_POINTER = re.compile(r"(@\d+)")
+_LOCK = threading.Lock()
+
+
+def segments(pointer_text: str) -> list[str]:
+    """Tokens of a pointer text: `@k` kept whole, the rest through `vnr.data.text.words`."""
+    out: list[str] = []
+    for part in _POINTER.split(pointer_text):
+        if _POINTER.fullmatch(part):
+            out.append(part)
+        elif part:
+            out.extend(words(part))
+    return out
+
+
+def build_vocab(texts: list[str], size: int) -> list[str]:
+    counts = collections.Counter(t for s in texts for t in segments(s) if not t.startswith("@"))
+    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    out = list(SPECIALS) + [w for w, _ in ranked[: size - len(SPECIALS)]]
+    return out + [f"<unused{i}>" for i in range(size - len(out))]  # len == size: V is fixed
+
+
+def detokenize(toks: list[str]) -> str:
+    """Joins tokens: a space only between two Latin/digit tokens."""
+    out = ""
+    for t in toks:
+        if out and out[-1].isascii() and out[-1].isalnum() and t[:1].isascii() and \
+                t[:1].isalnum():
+            out += " "
+        out += t
+    return out
+
+
+def _source(cfg: Any, config: str, split: str):
+    from tfds_builders import movie101
+
+    return movie101.data_source(config, split, cfg.data_dir, manual_dir=cfg.manual_dir or None)
+
+
+def vocab(cfg: Any) -> list[str]:
+    """The training vocabulary (built once from the train split, cached as JSON)."""
+    path = os.path.join(os.path.abspath(cfg.data_dir), "movie101_vocab",
+                        f"{cfg.config}_{cfg.vocab_size}.json")
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    src = _source(cfg, cfg.config, cfg.train_split)
+    v = build_vocab([src[i]["pointer_text"] for i in range(len(src))], cfg.vocab_size)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(v, f, ensure_ascii=False)
+    os.replace(tmp, path)
+    return v
+
+
+class MovieTable:
+    """movie_id -> movie record of the `*_movies` config (all splits), picklable, lazily
+    indexed per process, with a small cache of recently used movies."""
+
+    def __init__(self, cfg: Any):
+        self.config, self.data_dir = cfg.movies_config, os.path.abspath(cfg.data_dir)
+        self.manual_dir = cfg.manual_dir or None
+        self._index: dict[str, tuple[str, int]] | None = None
+        self._sources: dict[str, Any] = {}
+        self._cache: collections.OrderedDict = collections.OrderedDict()
+
+    def _open(self) -> None:
+        from tfds_builders import movie101
+
+        with _LOCK:  # grain maps in threads: index once, publish when complete
+            if self._index is not None:
+                return
+            index, sources = {}, {}
+            for split in movie101.split_names(self.config, self.data_dir, self.manual_dir):
+                src = movie101.data_source(self.config, split, self.data_dir, self.manual_dir)
+                sources[split] = src
+                for i in range(len(src)):
+                    index[src[i]["movie_id"]] = (split, i)
+            self._sources = sources
+            self._index = index
+
+    def __getitem__(self, movie_id: str) -> dict:
+        if movie_id in self._cache:
+            self._cache.move_to_end(movie_id)
+            return self._cache[movie_id]
+        if self._index is None:
+            self._open()
+        if movie_id not in self._index:
+            raise KeyError(f"movie {movie_id} is not in movie101/{self.config}")
+        split, i = self._index[movie_id]
+        rec = self._sources[split][i]
+        self._cache[movie_id] = rec
+        if len(self._cache) > 8:
+            self._cache.popitem(last=False)
+        return rec
+
+    def __getstate__(self) -> dict:
+        return dict(self.__dict__, _index=None, _sources={}, _cache=collections.OrderedDict())
+
+
+@dataclasses.dataclass(frozen=True)
+class Encode(grain.transforms.Map):
+    """Narration record -> fixed-size arrays (see the module docstring)."""
+
+    table: MovieTable
+    words: tuple[str, ...]
+    max_frames: int
+    max_tokens: int
+    max_roles: int
+    max_genres: int
+    genres: int
+    frame_dim: int
+    face_dim: int
+    faces: int
+    pointer: bool
+    keep_text: bool = False
+
+    def map(self, rec: dict) -> dict[str, np.ndarray]:
+        movie = self.table[rec["movie_id"]]
+        clip, s3d, face = movie["clip"], movie["s3d"], movie["face"]
+        if not len(clip) or not len(s3d):
+            raise ValueError(f"movie {rec['movie_id']} has no clip/s3d features in "
+                             f"movie101/{self.table.config}: MCN needs features/ in manual_dir")
+        if clip.shape[1] + s3d.shape[1] != self.frame_dim:
+            raise ValueError(f"movie {rec['movie_id']}: clip+s3d dim {clip.shape[1]}+"
+                             f"{s3d.shape[1]} != model.frame_dim={self.frame_dim}")
+        n = min(len(clip), len(s3d))
+        lo = int(np.clip(np.floor(rec["start"]), 0, n - 1))
+        hi = int(np.clip(np.ceil(rec["end"]), lo + 1, n))
+        idx = np.arange(lo, hi)
+        if len(idx) > self.max_frames:
+            idx = idx[np.linspace(0, len(idx) - 1, self.max_frames).round().astype(int)]
+        T = self.max_frames
+        frames = np.zeros((T, self.frame_dim), np.float32)
+        frames[: len(idx)] = np.concatenate([clip[idx], s3d[idx]], -1)
+        faces = np.zeros((T, self.faces, self.face_dim), np.float32)
+        if len(face):
+            f = face[np.minimum(idx, len(face) - 1), : self.faces]
+            faces[: len(idx), : f.shape[1]] = f
+        genre = np.full((self.max_genres,), -1, np.int32)
+        for j, g in enumerate(rec["genre"][: self.max_genres]):
+            genre[j] = zlib.crc32(g.encode()) % self.genres
+        R = self.max_roles
+        portraits = np.zeros((R, self.face_dim), np.float32)
+        role_mask = np.zeros((R,), bool)
+        pf, pm = movie["portrait_face"], movie["portrait_face_mask"]
+        if len(pf):
+            k = min(R, len(pf))
+            portraits[:k], role_mask[:k] = pf[:k], pm[:k]
+        ids = self.token_ids(rec["pointer_text"], rec["cast_names"], role_mask)
+        S = self.max_tokens
+        ids = ids[: S - 1]
+        tokens_in = np.zeros((S,), np.int32)
+        targets = np.zeros((S,), np.int32)
+        tokens_in[0], tokens_in[1: len(ids) + 1] = BOS, ids
+        targets[: len(ids)], targets[len(ids)] = ids, EOS
+        out = {"frames": frames, "frame_mask": np.arange(T) < len(idx), "faces": faces,
+               "genre": genre, "portraits": portraits, "role_mask": role_mask,
+               "tokens_in": tokens_in, "targets": targets,
+               "target_mask": np.arange(S) <= len(ids)}
+        if self.keep_text:
+            out["ref"] = np.array(rec["text"], dtype=object)
+            out["cast"] = np.array("\t".join(rec["cast_names"]), dtype=object)
+        return out
+
+    def token_ids(self, pointer_text: str, cast: list[str], role_mask: np.ndarray) -> list[int]:
+        lookup = {w: i for i, w in enumerate(self.words)}
+        V = len(self.words)
+        ids: list[int] = []
+        for t in segments(pointer_text):
+            if t.startswith("@"):
+                k = int(t[1:])
+                if self.pointer and k < self.max_roles and role_mask[k]:
+                    ids.append(V + k)
+                    continue
+                ids.extend(lookup.get(w, UNK) for w in words(cast[k] if k < len(cast) else ""))
+            else:
+                ids.append(lookup.get(t, UNK))
+        return ids
+
+
+def _encode(cfg: Any, keep_text: bool) -> Encode:
+    return Encode(MovieTable(cfg), tuple(vocab(cfg)), cfg.max_frames, cfg.max_tokens,
+                  cfg.max_roles, cfg.max_genres, cfg.genres, cfg.frame_dim, cfg.face_dim,
+                  cfg.faces, cfg.pointer, keep_text)
+
+
+def prepare(cfg: Any) -> None:
+    """Builds the narration and movies datasets and the vocabulary (before any workers)."""
+    from tfds_builders import movie101
+
+    movie101.prepare(cfg.movies_config, cfg.data_dir, cfg.manual_dir or None)
+    vocab(cfg)
+
+
+def train_dataset(cfg: Any, batch_size: int, seed: int, process_index: int = 0,
+                  process_count: int = 1) -> grain.IterDataset:
+    """Endless, per-epoch reshuffled batches for one process."""
+    prepare(cfg)
+    ds = grain.MapDataset.source(_source(cfg, cfg.config, cfg.train_split))
+    ds = ds.seed(seed).shuffle().repeat(None).map(_encode(cfg, False))
+    ds = ds[process_index::process_count].batch(batch_size, drop_remainder=True)
+    ds = ds.to_iter_dataset()
+    if cfg.num_workers > 0:
+        ds = ds.mp_prefetch(grain.MultiprocessingOptions(num_workers=cfg.num_workers))
+    return ds
+
+
+def eval_batches(cfg: Any, split: str, batch_size: int, max_examples: int = 0,
+                 process_index: int = 0, process_count: int = 1):
+    """(iterator of per-process batches with `ref`/`cast`, batches per process)."""
+    src = _source(cfg, cfg.config, split)
+    n = min(len(src), max_examples) if max_examples else len(src)
+    ds = grain.MapDataset.source(src)[:n].map(_encode(cfg, True))
+    local = batch_size // process_count
+    ds = ds[process_index::process_count].batch(local, drop_remainder=False)
+    shard = -(-n // process_count)
+    n_batches = -(-shard // local)
+    return iter(ds.to_iter_dataset()), n_batches
+
+
+def pad_batch(batch: dict[str, np.ndarray], size: int) -> dict[str, np.ndarray]:
+    have = len(batch["targets"])
+    if have == size:
+        return batch
+    out = {}
+    for k, v in batch.items():
+        fill = np.zeros((size - have, *v.shape[1:]), v.dtype)
+        if v.dtype == object:
+            fill[...] = ""
+        out[k] = np.concatenate([v, fill])
+    return out
