@@ -72,3 +72,60 @@ def test_id_maps_and_index(tmp_path):
         rel.frame_path("l_1_3_0", index)
     with pytest.raises(rel.SchemaError, match=r"i2n\['1'\] must be"):
         rel.read_lsmdc_index(_write(tmp_path, "lsmdc.json", {"i2n": {"1": "x"}}))
+
+
+def test_build_released_storyboards(tmp_path):
+    """story10_all_<split>_no.json + lsmdc.json + frames/ -> examples with our candidates."""
+    import collections
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    from tfds_builders.sc2st import keyframes
+    from tfds_builders.sc2st.sc2st import Sc2StConfig, build_released
+
+    rng = np.random.default_rng(0)
+    movies = {"1": ["0001_Movie_A", {}], "2": ["0002_Movie_B", {}]}
+    for movie, clips in movies.values():
+        for c in range(40):
+            clip = f"{movie}_00.00.{c:02d}.000-00.00.{c:02d}.500"
+            clips[str(c)] = clip
+            d = tmp_path / "frames" / movie / clip
+            d.mkdir(parents=True)
+            for f in range(2):
+                buf = io.BytesIO()
+                Image.fromarray(rng.integers(0, 255, (8, 8, 3), np.uint8)).save(buf, "JPEG")
+                (d / f"{f}.jpg").write_bytes(buf.getvalue())
+    _write(tmp_path, "lsmdc.json", {"i2n": movies, "data": {}})
+    _write(tmp_path, "parsed_text.json", {f"l_2_{c}": [f"<PERSON>Bo</PERSON> waves {c}."]
+                                          for c in range(40)})
+
+    def board(m, first, with_text):
+        ids = [f"l_{m}_{first + k}_{k % 2}" for k in range(10)]
+        if with_text:
+            return {"images": ids, "sentences": [f"SOMEONE runs {k}." for k in range(10)]}
+        return ids
+
+    (tmp_path / "story10_all").mkdir()
+    stories = {"train": [board(1, 0, True), board(1, 10, True), board(2, 0, False),
+                         board(2, 10, False)],
+               "val": [board(1, 20, True), board(2, 20, False)],
+               "test": [board(1, 30, True), board(2, 30, False),
+                        [f"l_2_{k}_5" for k in range(10)],  # frame 5 is not on disk
+                        [f"l_2_{35 + k}_0" for k in range(10)]]}  # clips 40.. not indexed
+    for split, s in stories.items():
+        _write(tmp_path / "story10_all", f"story10_all_{split}_no.json", s)
+    cfg = Sc2StConfig(name="t", source="released", encoder="scratch:tiny", feature_dim=32,
+                      num_candidates=10)
+    skips, stats = collections.Counter(), collections.Counter()
+    out = build_released(tmp_path, cfg, skips, stats, keyframes.ClipScorer("scratch:tiny"))
+    assert {k: len(v) for k, v in out.items()} == {"train": 4, "val": 2, "test": 2}
+    assert skips == {"no_frames": 1, "unknown_id": 1}
+    b = out["train"][2]
+    assert b["movie"] == "0002_Movie_B" and b["sentences"][0] == "Someone waves 0."
+    assert out["train"][0]["sentences"][3] == "Someone runs 3."
+    assert b["frame_ids"][1] == "frames/0002_Movie_B/0002_Movie_B_00.00.01.000-00.00.01.500/1.jpg"
+    for ex in out["val"]:
+        gt = ex["candidates"][np.arange(9), ex["answer"]]
+        np.testing.assert_array_equal(gt, ex["index"] * 10 + np.arange(1, 10))

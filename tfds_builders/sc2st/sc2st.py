@@ -42,7 +42,7 @@ class Sc2StConfig(tfds.core.BuilderConfig):
       its projection width.
     """
 
-    source: str = "lsmdc"  # or "synthetic"
+    source: str = "lsmdc"  # or "synthetic", or "released" (the Google-Drive story files)
     sizes: str = "default"  # synthetic corpus size
     encoder: str = "clip-vit-base-patch32"
     feature_dim: int = 512
@@ -196,6 +196,92 @@ def build_storyboards(root: pathlib.Path, cfg: Sc2StConfig, skips: collections.C
     return out
 
 
+RELEASED_SPLITS = {"train": "story10_all_train_no.json", "val": "story10_all_val_no.json",
+                   "test": "story10_all_test_no.json"}
+
+
+def _find(root: pathlib.Path, name: str) -> pathlib.Path | None:
+    for p in (root / name, root / "story10_all" / name, root / "data" / name):
+        if p.is_file():
+            return p
+    return None
+
+
+def build_released(root: pathlib.Path, cfg: Sc2StConfig, skips: collections.Counter,
+                   stats: collections.Counter, scorer: keyframes.ClipScorer | None = None
+                   ) -> dict[str, list[dict]]:
+    """Storyboards of the released `story10_all_<split>_no.json` files (see `released`).
+
+    Frames resolve through `lsmdc.json`; a storyboard's sentences are its items' texts,
+    else `parsed_text.json[l_<movie>_<clip>]`, cleaned as in §3.1.2 (markup only: the
+    release is already split). Keyframe features are computed with the config's CLIP;
+    candidate sets follow this builder's protocol (`candidates`) within each split, since
+    the release's candidate format (if any) is undocumented. A storyboard with an id
+    lsmdc.json lacks, a missing frame or no text is skipped (`unknown_id` / `no_frames` /
+    `no_text`).
+    """
+    from tfds_builders.sc2st import released
+
+    index_path = _find(root, "lsmdc.json")
+    if index_path is None:
+        raise common.ManualDirError(f"{root}: released storyboards need lsmdc.json (upstream "
+                                    "data/lsmdc.json) to resolve frame ids")
+    index = released.read_lsmdc_index(index_path)
+    text_path = _find(root, "parsed_text.json")
+    texts = released.read_id_map(text_path, "str") if text_path else {}
+    meta = lsmdc.read_meta(root / "meta.csv", skips) if (root / "meta.csv").is_file() else {}
+    scorer = scorer or keyframes.ClipScorer(cfg.encoder, seed=cfg.seed)
+    if scorer.dim != cfg.feature_dim:
+        raise ValueError(f"encoder {cfg.encoder!r} embeds in {scorer.dim} dims but the builder "
+                         f"config says feature_dim={cfg.feature_dim}")
+    out = {}
+    for code, (split, name) in enumerate(RELEASED_SPLITS.items()):
+        path = _find(root, name)
+        if path is None:
+            common.log.warning("%s: no %s; split %s is left out", root, name, split)
+            continue
+        boards, feats, movies = [], [], []
+        for story_ in released.read_stories(path, cfg.length):
+            where = f"{path}[{story_['key']}]"
+            paths, sents = [], []
+            try:
+                for n, item in enumerate(story_["items"]):
+                    paths.append(root / released.frame_path(item["id"], index, f"{where}[{n}]"))
+                    m, c, _ = released.parse_id(item["id"], where)
+                    sents.append(item["text"] or " ".join(texts.get(f"l_{m}_{c}", [])))
+            except released.SchemaError as e:  # an id lsmdc.json does not know
+                common.record_skip(skips, "unknown_id", path, str(e))
+                continue
+            missing = next((p for p in paths if not p.is_file()), None)
+            if missing is not None:
+                common.record_skip(skips, "no_frames", missing, where)
+                continue
+            if not all(s.strip() for s in sents):
+                common.record_skip(skips, "no_text", where, "an item has no text")
+                continue
+            feats.append(scorer.encode_images([p.read_bytes() for p in paths]))
+            movie = paths[0].parent.parent.name
+            movies.append(movie)
+            boards.append([Pair(lsmdc.Clip(p.parent.name, movie, 0.0, 0.0, s, where),
+                                text.clean_sentence(s), str(p.relative_to(root)), f)
+                           for p, s, f in zip(paths, sents, feats[-1], strict=True)])
+        if not boards:
+            continue
+        ids = {m: i for i, m in enumerate(sorted(set(movies)))}
+        cands, answer = candidates.sample_candidates(
+            np.stack(feats), np.array([ids[m] for m in movies]), seed=cfg.seed,
+            split_code=code, positions=tuple(range(1, cfg.length)),
+            num_candidates=cfg.num_candidates, similar_frac=cfg.similar_frac,
+            same_movie_frac=cfg.same_movie_frac, stats=stats)
+        out[split] = [_example(i, b, np.stack([p.feature for p in b]), c, a, meta)
+                      for i, (b, c, a) in enumerate(zip(boards, cands, answer, strict=True))]
+        stats[f"storyboards_{split}"] = len(boards)
+    if not out:
+        raise common.ManualDirError(f"{root}: none of {', '.join(RELEASED_SPLITS.values())} "
+                                    "gave a usable storyboard")
+    return out
+
+
 def _example(index: int, board: list[Pair], feats: np.ndarray, cands: np.ndarray,
              answer: np.ndarray, meta: dict) -> dict:
     movie = board[0].clip.movie
@@ -246,6 +332,9 @@ class Sc2St(tfds.core.GeneratorBasedBuilder):
         Sc2StConfig(name="lsmdc_scratch", encoder="scratch:tiny", feature_dim=32,
                     description="LSMDC layout in manual_dir with a random tiny CLIP "
                     "(plumbing only: keyframes are arbitrary)."),
+        Sc2StConfig(name="released", source="released",
+                    description="The released story10_all_<split>_no.json storyboards, frames "
+                    "resolved through lsmdc.json; CLIP ViT-B/32 features, our candidate sets."),
         Sc2StConfig(name="synthetic", source="synthetic", encoder="scratch:tiny",
                     feature_dim=32, description="Generated corpus (no manual_dir)."),
         Sc2StConfig(name="synthetic_tiny", source="synthetic", sizes="tiny",
@@ -267,8 +356,12 @@ class Sc2St(tfds.core.GeneratorBasedBuilder):
 
     @classmethod
     def check_inputs(cls, config: str, manual_dir: os.PathLike | str | None) -> None:
-        if any(c.name == config and c.source == "lsmdc" for c in cls.BUILDER_CONFIGS):
+        source = next((c.source for c in cls.BUILDER_CONFIGS if c.name == config), None)
+        if source == "lsmdc":
             check_manual_dir(manual_dir)
+        elif source == "released" and (not manual_dir or not pathlib.Path(manual_dir).is_dir()):
+            raise common.ManualDirError(f"sc2st/{config} needs --manual_dir holding "
+                                        "story10_all_*_no.json, lsmdc.json and frames/")
 
     def _info(self) -> tfds.core.DatasetInfo:
         c: Sc2StConfig = self.builder_config
@@ -297,11 +390,14 @@ class Sc2St(tfds.core.GeneratorBasedBuilder):
         c: Sc2StConfig = self.builder_config
         if c.source == "synthetic":
             root = _synthetic_dir(pathlib.Path(dl_manager.download_dir), c)
+        elif c.source == "released":
+            root = pathlib.Path(dl_manager._manual_dir)  # noqa: SLF001
         else:
             root = check_manual_dir(dl_manager._manual_dir)  # noqa: SLF001
         self.skips, self.stats = collections.Counter(), collections.Counter()
+        build = build_released if c.source == "released" else build_storyboards
         try:
-            examples = build_storyboards(root, c, self.skips, self.stats)
+            examples = build(root, c, self.skips, self.stats)
         except ValueError as e:
             raise common.ManualDirError(str(e)) from None
         return {split: self._generate_examples(ex) for split, ex in examples.items()}

@@ -50,6 +50,12 @@ def clean_markup(text: str) -> str:
     return text
 
 
+def clean_sentence(sentence: str) -> str:
+    """Markup cleaning only (for already split text): capitalised, "someone" mid-sentence."""
+    s = clean_markup(sentence)
+    return s[:1].upper() + _MID_SOMEONE.sub("someone", s[1:])
+
+
 def split_sentences(text: str) -> list[str]:
     """Sentence split at terminal punctuation followed by a capital (not after abbreviations)."""
     parts, start = [], 0
