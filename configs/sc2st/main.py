@@ -10,6 +10,8 @@ ARGS is a comma-separated list of at most one model and any options:
   smoke            tiny sizes for tests (synthetic_tiny corpus, a few steps)
   lsmdc            real data: add --config.data.manual_dir=DIR (LSMDC16 CSVs, meta.csv,
                    frames/ or features/; CLIP ViT-B/32 keyframes from $VNR_ENCODERS_DIR)
+  released         the released story10_all_*_no.json storyboards: add
+                   --config.data.manual_dir=DIR (story files, lsmdc.json, frames/)
 
 Defaults train on the generated `synthetic` corpus (built on first use into
 data.data_dir); 300 steps take ~3 min on an idle 2-core CPU.
@@ -22,7 +24,7 @@ MODELS = ("sa", "gf", "lf", "lf_t", "lf_v", "similarity", "prior")
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     args = {a.strip() for a in (arg or "").split(",") if a.strip()}
-    unknown = args - set(MODELS) - {"smoke", "lsmdc"}
+    unknown = args - set(MODELS) - {"smoke", "lsmdc", "released"}
     if unknown:
         raise ValueError(f"unknown config arg(s) {sorted(unknown)} for configs/sc2st/main.py")
     models = sorted(args & set(MODELS))
@@ -30,21 +32,24 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
         raise ValueError(f"pass one model of {MODELS}, got {models}")
     fusion = models[0] if models else "sa"
     baseline = fusion in ("similarity", "prior")
+    if {"lsmdc", "released"} <= args:
+        raise ValueError("pass 'lsmdc' or 'released', not both")
+    real = bool(args & {"lsmdc", "released"})
     c = ml_collections.ConfigDict()
     c.task = "sc2st"
     c.seed = 0
     c.data = dict(
         builder="sc2st",
-        config="lsmdc" if "lsmdc" in args else "synthetic",
+        config=next((a for a in ("lsmdc", "released") if a in args), "synthetic"),
         data_dir="data/tfds",
         manual_dir="",
         train_split="train",
         val_split="val",
         test_splits=("test",),
         length=10,
-        feature_dim=512 if "lsmdc" in args else 32,  # the builder config's CLIP width
-        max_tokens=16 if "lsmdc" not in args else 40,
-        vocab_size=1024 if "lsmdc" not in args else 30522,
+        feature_dim=512 if real else 32,  # the builder config's CLIP width
+        max_tokens=40 if real else 16,
+        vocab_size=30522 if real else 1024,
         num_workers=0,  # records are small arrays: the main process keeps up
     )
     c.model = dict(

@@ -35,9 +35,9 @@ def validate(config: Any) -> None:
     if m.fusion not in storyboard.TRAINED and config.total_steps:
         raise ValueError(f"model.fusion={m.fusion!r} is a baseline with nothing to train; "
                          f"set total_steps=0 (got {config.total_steps})")
-    if d.config.startswith("lsmdc") and not d.manual_dir:
-        raise ValueError(f"data.manual_dir is required for data.config={d.config!r} (LSMDC16 "
-                         "CSVs, meta.csv, frames/ or features/)")
+    if d.config.startswith(("lsmdc", "released")) and not d.manual_dir:
+        raise ValueError(f"data.manual_dir is required for data.config={d.config!r} (see "
+                         "tfds_builders/sc2st/README.md for its layout)")
     if d.manual_dir and not pathlib.Path(d.manual_dir).is_dir():
         raise ValueError(f"data.manual_dir={d.manual_dir!r} does not exist")
     if d.max_tokens < 2:
