@@ -182,6 +182,18 @@ def test_crosslingual_matrix_from_two_language_runs(corpus, en_run, tmp_path):
     assert cells["en", "en"] == pytest.approx(en_run[1]["en_test"]["f1"], abs=1e-6)
 
 
+def test_window_constraint_and_wrong_sized_init(corpus, en_run):
+    c = _config(corpus, **RUN, **{"eval.window_seconds": 4.0, "data.test_splits": ("en_test",)})
+    c.init_from = en_run[0]
+    res = task.evaluate_run(c)["en_test"]
+    # The window only removes far-off matches: still better than timestamps alone.
+    assert res["f1"] > res["transcript_f1"], res
+    bad = _config(corpus, **{**RUN, "model.width": 48})
+    bad.init_from = en_run[0]
+    with pytest.raises(train.ConfigError, match="init_from"):
+        train.setup(bad)
+
+
 def test_bad_config_and_missing_init_are_one_line_errors(corpus):
     with pytest.raises(train.ConfigError, match="init_from"):
         train.setup(_config(corpus, init_from="/nonexistent/run"))

@@ -129,8 +129,6 @@ def _init_params(config: Any) -> Any:
     import orbax.checkpoint as ocp
 
     root = pathlib.Path(config.init_from).absolute()
-    if str(root) in _INIT_CACHE:
-        return _INIT_CACHE[str(root)]
     ckpts = root / "checkpoints"
     steps = sorted(int(p.name) for p in ckpts.iterdir() if p.name.isdigit()) \
         if ckpts.is_dir() else []
@@ -138,14 +136,28 @@ def _init_params(config: Any) -> Any:
         raise FileNotFoundError(f"init_from={config.init_from!r}: no checkpoint under {ckpts}")
     abstract = nnx.state(nnx.eval_shape(lambda: _new_model(config, nnx.Rngs(0))), nnx.Param)
     target = jax.tree.map(lambda x: np.zeros(x.shape, x.dtype), abstract.to_pure_dict())
-    restored = ocp.PyTreeCheckpointer().restore(
-        ckpts / str(steps[-1]) / "state",
-        args=ocp.args.PyTreeRestore(item={"0": target}, partial_restore=True,
-                                    restore_args=jax.tree.map(
-                                        lambda _: ocp.RestoreArgs(restore_type=np.ndarray),
-                                        {"0": target})))
+    key = f"{root}|{steps[-1]}|{[x.shape for x in jax.tree.leaves(target)]}"
+    if key in _INIT_CACHE:  # validate() and make_model() both ask; read the files once
+        return _INIT_CACHE[key]
+    path = ckpts / str(steps[-1]) / "state"
+    ckptr = ocp.PyTreeCheckpointer()
+    meta = ckptr.metadata(path)
+    meta = getattr(getattr(meta, "item_metadata", meta), "tree", meta)
+    saved = {jax.tree_util.keystr(k): tuple(v.shape) for k, v in
+             jax.tree_util.tree_flatten_with_path(meta.get("0", {}))[0]}
+    for k, want in jax.tree_util.tree_flatten_with_path(target)[0]:
+        have = saved.get(jax.tree_util.keystr(k))
+        if have != tuple(want.shape):
+            raise ValueError(
+                f"init_from={config.init_from!r}: parameter {jax.tree_util.keystr(k)} is "
+                f"{have} in its checkpoint (step {steps[-1]}) but {tuple(want.shape)} in this "
+                "config's model (the same model.* and data.dim/vocab_size/max_tokens needed)")
+    restored = ckptr.restore(path, args=ocp.args.PyTreeRestore(
+        item={"0": target}, partial_restore=True,
+        restore_args=jax.tree.map(lambda _: ocp.RestoreArgs(restore_type=np.ndarray),
+                                  {"0": target})))
     params = jax.tree.map(np.asarray, restored["0"])
-    _INIT_CACHE[str(root)] = params
+    _INIT_CACHE[key] = params
     return params
 
 
