@@ -13,8 +13,10 @@ ARGS is a comma-separated list of:
   synthetic        the generated corpus with known alignment (no manual_dir; dim 32)
   smoke            tiny sizes for tests (implies synthetic unless a manual_dir is given)
 
-Test splits are every language's `<lang>_test` (the public release withholds them: pass
-`--config.data.test_splits='("ru_val",)'` or similar to evaluate what you have). The
+Val/test splits are every language's `<lang>_val` / `<lang>_test`. The public release
+withholds every test.json and only ru has a non-empty val.json: with it pass e.g.
+`--config.data.val_split=ru_val --config.data.test_splits='("ru_val",)'` (a configured
+split that does not exist is one error line before training). The
 transcript-only baseline is reported next to the model (`transcript_*`) and runs alone,
 without video, as `python -m vnr.tasks.msymon baseline --data_dir D --manual_dir RELEASE`.
 """
