@@ -1,0 +1,70 @@
+"""MoviePuzzle Table 1 baselines, one command per row (task moviepuzzle_hcmc):
+
+    python -m vnr.train --config configs/moviepuzzle/baselines.py:ROW[,smoke|clips] --workdir DIR
+
+ROW is one of:
+  random        no training (total_steps=0): exact expected metrics of random orders
+  nsp_bert      text pairs "[CLS] utt_i [SEP] utt_j [SEP]" on BERT, NSP-style head
+  sop_albert    the same on ALBERT, SOP-style head
+  vision        vision-only pair model (the main job's model without text)
+  text          text-only pair model (the main job's model without images)
+  early_fusion  image and utterance tokens of both frames in one pair transformer
+  fusion        late fusion = the main job's model (as configs/moviepuzzle/main.py)
+
+Text encoders are `scratch:<bert|albert>-small` (random init, trained here; the hashed
+subtitle vocabulary of vnr.data.text, no download). `--config.model.encoder=scratch:bert-tiny`
+changes the size. Sizes, optimizer and steps are the main job's, so rows compare at equal
+steps and batch.
+"""
+
+import importlib.util
+import pathlib
+
+import ml_collections
+
+ROWS = ("random", "nsp_bert", "sop_albert", "vision", "text", "early_fusion", "fusion")
+
+
+def _hcmc_config():
+    path = pathlib.Path(__file__).with_name("hcmc.py")
+    spec = importlib.util.spec_from_file_location("_vnr_hcmc_config", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
+    hc = _hcmc_config()
+    args, values = hc.parse(arg, set(ROWS) | {"smoke", "clips"},
+                            "configs/moviepuzzle/baselines.py")
+    if values:
+        raise ValueError(f"unknown config value(s) {sorted(values)} for "
+                         "configs/moviepuzzle/baselines.py")
+    rows = args & set(ROWS)
+    if len(rows) != 1:
+        raise ValueError(f"configs/moviepuzzle/baselines.py needs exactly one row of {ROWS}, "
+                         f"got {sorted(rows) or 'none'}")
+    row = rows.pop()
+    c = hc.base_config(args)
+    c.model.update(kind="pair", fusion="late")
+    c.pairs_per_clip = 64
+    if row == "random":
+        c.model.kind = "random"
+        c.total_steps = 0
+    elif row in ("nsp_bert", "sop_albert"):
+        c.model.update(kind="text_pair", head=row[:3],
+                       encoder="scratch:bert-small" if row == "nsp_bert" else
+                       "scratch:albert-small")
+        c.model.dropout = 0.1
+        c.eval.objective = "path"  # both heads score consecutive pairs
+        c.lr = 3e-4
+    else:
+        c.model.update(pair_layers=1, modalities={"vision": ("vision",), "text": ("text",)}.get(
+            row, ("vision", "text")), fusion="early" if row == "early_fusion" else "late")
+    if "smoke" in args:
+        hc.smoke(c)
+        if c.model.kind == "text_pair":
+            c.model.encoder = c.model.encoder.replace("-small", "-tiny")
+        if row == "random":
+            c.total_steps = 0
+    return c

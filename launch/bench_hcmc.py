@@ -1,0 +1,90 @@
+"""HCMC inference throughput: Algorithm 1 (clustering + hierarchical beam search) in clips/s.
+
+    python -m launch.benchmark hcmc --config configs/moviepuzzle/hcmc.py[:ARGS] \
+        [--clips 64] [--repeats 3] [--config.key=value ...]
+
+Side by side in one run, on the same clips of `data.val_split` with the config's model
+(randomly initialised: speed does not depend on the weights, and k-means runs to
+convergence either way): (1) the jitted clip pass (frame features, cluster embeddings,
+frame-level Eq. 5 scores), (2) k-means alone for each distance (euclidean, cosine,
+soft-DTW), (3) Algorithm 1 end to end after the clip pass (clustering, then frame, shot
+and scene ordering with the order heads scoring every unit pair), and (4) flat beam search
+over all frames of a clip on the frame scores (the main job's inference). Each is timed
+after a warm-up call (compile excluded), best of `--repeats`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from absl import flags
+
+from launch.timing import wall_times
+from vnr.train import check_overrides, setup
+
+FLAGS = flags.FLAGS  # --config (and its overrides) is defined by vnr.train
+flags.DEFINE_integer("clips", 64, "Validation clips to order.")
+flags.DEFINE_integer("repeats", 3, "Timed repetitions (best is reported).")
+
+
+def main(argv: list[str]) -> None:
+    check_overrides(argv)
+    FLAGS(argv)
+    config = FLAGS.config
+    if config is None:
+        raise SystemExit("error: --config is required")
+    if config.task != "moviepuzzle_hcmc" or config.model.kind != "hcmc":
+        raise SystemExit("error: the hcmc benchmark needs a row of configs/moviepuzzle/hcmc.py")
+    from vnr.inference.hierarchical import hierarchical_order
+    from vnr.ops.kmeans import kmeans
+    from vnr.ops.permutation_search import beam_search_order
+    from vnr.tasks import moviepuzzle_hcmc as task
+
+    s = setup(config)
+    predict = lambda b: s.predict_fn(s.state, b)  # noqa: E731
+    split = config.data.val_split
+    cat, _ = task._collect(config, split, predict, s.mesh, FLAGS.clips)
+    n_clips = len(cat["mask"])
+    t_pass = wall_times(lambda: task._collect(config, split, predict, s.mesh, FLAGS.clips)[0],
+                        FLAGS.repeats).min()
+    e, levels = config.eval, tuple(config.model.levels)
+    fns = {lv: task._score_fn(lv, predict, s.mesh, e.max_pairs) for lv in levels}
+    emb_level = "shot" if "shot" in levels else "scene" if "scene" in levels else None
+
+    def algorithm1(distance: str):
+        return hierarchical_order(
+            cat["features"], cat["mask"], fns["frame"], fns.get("shot"), fns.get("scene"),
+            shot_embed=cat.get("shot_embed"), scene_embed=cat.get("scene_embed"),
+            gt_shot_ids=cat["shot_id"] if "shot" in levels else None,
+            gt_scene_ids=cat["scene_id"] if "scene" in levels else None,
+            search=e.search, beam_size=e.beam_size, objective=e.objective, distance=distance,
+            dtw_segments=e.dtw_segments, dtw_gamma=e.dtw_gamma)
+
+    def flat():
+        return beam_search_order(cat["scores"], cat["mask"], e.beam_size, e.objective)[0]
+
+    rows = [("clips ordered", f"{n_clips} ({split})"),
+            ("clip pass (encoder + frame scores)", _rate(n_clips, t_pass))]
+    if emb_level is not None:
+        x = cat[f"{emb_level}_embed"]
+        ids = cat[f"{emb_level}_id"]
+        k = np.array([len(set(r[m])) for r, m in zip(ids, cat["mask"], strict=True)])
+        for dist in ("euclidean", "cosine", "softdtw"):
+            run = lambda d=dist: kmeans(x, k, cat["mask"], distance=d,  # noqa: E731
+                                        dtw_segments=e.dtw_segments, dtw_gamma=e.dtw_gamma)
+            rows.append((f"k-means alone, {dist} ({emb_level} level)",
+                         _rate(n_clips, wall_times(run, FLAGS.repeats).min())))
+    for dist in (e.distance,):
+        t = wall_times(lambda d=dist: algorithm1(d), FLAGS.repeats).min()
+        rows.append((f"Algorithm 1 after the clip pass ({'+'.join(levels)}, {dist}, "
+                     f"{e.search} {e.beam_size})", _rate(n_clips, t)))
+        rows.append(("Algorithm 1 incl. clip pass", _rate(n_clips, t + t_pass)))
+    rows.append((f"flat beam search on frame scores (width {e.beam_size})",
+                 _rate(n_clips, wall_times(flat, FLAGS.repeats).min())))
+    width = max(len(r[0]) for r in rows)
+    print(f"\n| {'measure'.ljust(width)} | clips/s |\n|{'-' * (width + 2)}|---|")
+    for name, value in rows:
+        print(f"| {name.ljust(width)} | {value} |")
+
+
+def _rate(n: int, seconds: float) -> str:
+    return f"{n / seconds:.1f}  ({seconds * 1e3:.0f} ms)"

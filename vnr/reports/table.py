@@ -1,0 +1,129 @@
+"""Collects finished MoviePuzzle runs into the paper's Table 1 layout (Markdown + CSV).
+
+    python -m vnr.reports.table --workdirs DIR [DIR ...] [--csv table1.csv] \
+        [--splits test_in_domain,test_out_domain]
+
+Each workdir is a `vnr.train` run: `config.json` (what ran) and `results.json` (split ->
+metric -> value, written when the run finished). Rows are runs in the given order; the
+columns are LSD, LMD, SD, SSD (lower is better), OS2, OS3 (higher is better) for each
+split. A workdir without `results.json` (still running, crashed, never started) is
+listed as missing instead of stopping the table; a split or metric a run lacks is "-".
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import pathlib
+import sys
+from typing import Any
+
+METRICS = ("lsd", "lmd", "sd", "ssd", "os2", "os3")
+ARROWS = {"lsd": "↓", "lmd": "↓", "sd": "↓", "ssd": "↓", "os2": "↑", "os3": "↑"}
+SHORT = {"test_in_domain": "in", "test_out_domain": "out"}
+
+
+def describe(cfg: dict[str, Any]) -> str:
+    """A short model description from a run's config.json."""
+    m = cfg.get("model", {})
+    task, kind = cfg.get("task", "?"), m.get("kind", "pair")
+    mods = m.get("modalities", ["vision", "text"])
+    mod = "+".join("V" if x == "vision" else "T" for x in mods)
+    if task == "moviepuzzle":
+        return f"pair model ({mod}, late fusion; main job)"
+    if kind == "random":
+        return "random"
+    if kind == "text_pair":
+        enc = m.get("encoder", "?").removeprefix("scratch:")
+        return f"text pair {m.get('head', '?').upper()}-style ({enc})"
+    if kind == "pair":
+        return f"pair model ({mod}, {m.get('fusion', 'late')} fusion)"
+    parts = ["HCMC " + "+".join(m.get("levels", ["frame"]))]
+    if mod != "V+T":
+        parts.append(f"{mod} only")
+    if not cfg.get("use_cl", True):
+        parts.append("w/o CL")
+    elif cfg.get("cl_lambda", 0.75) != 0.75:
+        parts.append(f"λ={cfg['cl_lambda']:g}")
+    if m.get("separate"):
+        parts.append(f"separate {m.get('pair_arch', 'transformer')}")
+    e = cfg.get("eval", {})
+    if e.get("distance", "euclidean") != "euclidean":
+        parts.append(e["distance"])
+    if e.get("cluster_count", "gt") != "gt":
+        parts.append(f"{e['cluster_count']} counts")
+    if m.get("image_encoder", "small") != "small":
+        parts.append(m["image_encoder"].removeprefix("scratch:"))
+    return ", ".join(parts)
+
+
+def load_run(workdir: pathlib.Path) -> dict[str, Any]:
+    """{name, model, results or None, note} for one workdir; never raises on a bad run."""
+    row: dict[str, Any] = {"name": workdir.name, "model": "?", "results": None, "note": ""}
+    try:
+        row["model"] = describe(json.loads((workdir / "config.json").read_text()))
+    except FileNotFoundError:
+        row["note"] = "no config.json"
+    except (json.JSONDecodeError, AttributeError, TypeError) as e:
+        row["note"] = f"unreadable config.json ({e})"
+    try:
+        row["results"] = json.loads((workdir / "results.json").read_text())
+    except FileNotFoundError:
+        row["note"] = row["note"] or "missing (no results.json: running, failed or not run)"
+    except json.JSONDecodeError as e:
+        row["note"] = f"unreadable results.json ({e})"
+    return row
+
+
+def _cell(results: dict | None, split: str, metric: str) -> str:
+    v = (results or {}).get(split, {}).get(metric)
+    return "-" if v is None else f"{float(v):.2f}"
+
+
+def table(rows: list[dict[str, Any]], splits: list[str]) -> tuple[list[str], list[list[str]]]:
+    head = ["run", "model"] + [f"{SHORT.get(s, s)} {k.upper()}{ARROWS[k]}"
+                               for s in splits for k in METRICS]
+    body = []
+    for r in rows:
+        if r["results"] is None:
+            body.append([r["name"], f"{r['model']} — {r['note']}"] + ["missing"] * (
+                len(head) - 2))
+        else:
+            body.append([r["name"], r["model"]] + [_cell(r["results"], s, k)
+                                                   for s in splits for k in METRICS])
+    return head, body
+
+
+def markdown(head: list[str], body: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(row) + " |" for row in body]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--workdirs", nargs="+", required=True, help="run directories, one per row")
+    p.add_argument("--csv", default="table1.csv", help="CSV output path")
+    p.add_argument("--splits", default="test_in_domain,test_out_domain",
+                   help="comma-separated result splits (column groups)")
+    a = p.parse_args(argv)
+    splits = [s for s in a.splits.split(",") if s]
+    rows = [load_run(pathlib.Path(w)) for w in a.workdirs]
+    head, body = table(rows, splits)
+    print(markdown(head, body))
+    missing = [r["name"] for r in rows if r["results"] is None]
+    if missing:
+        print(f"\n{len(missing)} run(s) without results: {', '.join(missing)}", file=sys.stderr)
+    out = pathlib.Path(a.csv)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with out.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(head)
+        w.writerows(body)
+    print(f"\nwrote {out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
