@@ -84,6 +84,7 @@ def validate(config: Any) -> None:
                          "trained alignment run>")
     if config.get("init_from"):
         _init_params(config)
+    check_splits(config)  # builds the dataset if needed; a missing split is one line here
 
 
 def _is_number(x: Any) -> bool:
