@@ -199,6 +199,10 @@ def test_bad_config_and_missing_init_are_one_line_errors(corpus):
         train.setup(_config(corpus, init_from="/nonexistent/run"))
     with pytest.raises(train.ConfigError, match="eval.drop"):
         train.setup(_config(corpus, **{"eval.drop": "median"}))
+    two = _config(corpus)
+    two.require_init_from = True
+    with pytest.raises(train.ConfigError, match="two_stage"):
+        train.setup(two)
     with pytest.raises(ValueError, match="individual"):
         get_config("individual:de")
 

@@ -44,6 +44,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.task = "msymon"
     c.seed = 0
     c.init_from = ""  # a workdir whose latest checkpoint initialises the model (two-stage)
+    c.require_init_from = "two_stage" in flags  # stage 2 without stage 1 is an error
     train = [f"{x}_train" for x in langs] + ([f"{x}_weak" for x in langs] if "weak" in flags
                                              else [])
     c.data = dict(

@@ -79,6 +79,9 @@ def validate(config: Any) -> None:
                          "'scratch:<arch>-<size>' encoders share")
     if not 0 <= e.keep_percentile <= 1:
         raise ValueError(f"eval.keep_percentile={e.keep_percentile} must be in [0, 1]")
+    if config.get("require_init_from") and not config.get("init_from"):
+        raise ValueError("two_stage: stage 2 starts from the multilingual run: pass "
+                         "--config.init_from=<its workdir>")
     if config.total_steps == 0 and not config.get("init_from"):
         raise ValueError("total_steps=0 (zero-shot evaluation) needs init_from=<workdir of a "
                          "trained alignment run>")
