@@ -250,7 +250,6 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
     pending: list[dict] = []
     t0, n0 = time.perf_counter(), start
     val: dict[str, float] = {}
-    saved = start  # newest step whose save started without error
     try:
         for step in range(start + 1, config.total_steps + 1):
             batch = sharding.global_batch(next(data_iter), mesh)
@@ -284,17 +283,20 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
                 t0 = time.perf_counter()  # keep eval time out of examples/s
             if step % config.ckpt_every == 0 or step == config.total_steps:
                 # Only metrics measured at this very step rank a checkpoint.
-                if _save(mgr, step, state, data_iter, primary,
-                         metrics=val if step % config.eval_every == 0 else None):
-                    saved = step
+                _save(mgr, step, state, data_iter, primary,
+                      metrics=val if step % config.eval_every == 0 else None)
             if preemption.reached(step) and step < config.total_steps:
                 if pending:  # a non-finite step must not be checkpointed as good
                     _reduce(jax.device_get(pending), step - len(pending) + 1)
-                if saved != step and not _save(mgr, step, state, data_iter, primary,
-                                               force=True):
-                    raise CheckpointError(f"preempted at step {step} but its checkpoint "
-                                          f"failed; the newest good one is step {saved}")
+                if step % config.ckpt_every:
+                    _save(mgr, step, state, data_iter, primary, force=True)
                 _wait(mgr, primary)
+                good = checkpoint.good_steps(ckpt_dir)
+                if step not in good:
+                    raise CheckpointError(f"preempted at step {step} but its checkpoint "
+                                          f"failed; the newest good one is step "
+                                          f"{max(good) if good else 'none'}")
+                _close(mgr, primary)
                 raise Preempted(step, ckpt_dir)
     except NonFiniteLoss as e:
         _wait(mgr, primary)
@@ -305,7 +307,7 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
         preemption.close()
         progress.close()
         data_iter.close()  # stop the grain workers before evaluation starts its own
-    final_ok = _wait(mgr, primary) and saved == config.total_steps
+    final_ok = _wait(mgr, primary) and config.total_steps in checkpoint.good_steps(ckpt_dir)
 
     results: dict[str, Any] = {}
     for split in config.data.test_splits:
@@ -319,9 +321,9 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
         print(task.results_table(results) if hasattr(task, "results_table")
               else json.dumps(results, indent=2))
     writer.close()
-    mgr.close()
+    final_ok = _close(mgr, primary) and final_ok
     if not final_ok:
-        good = [x for x in checkpoint.good_steps(ckpt_dir) if x <= config.total_steps]
+        good = checkpoint.good_steps(ckpt_dir)
         raise CheckpointError(
             f"the final checkpoint (step {config.total_steps}) could not be written to "
             f"{ckpt_dir} (see the warning above); results.json was written; the newest good "
@@ -353,28 +355,58 @@ def _train_iterator(task: Any, config: Any, local_batch: int) -> Any:
     return it if primary else make()
 
 
+_IN_FLIGHT: dict[int, int] = {}  # id(manager) -> step of the async save in flight
+
+
 def _save(mgr: Any, step: int, state: nnx.State, data_iter: Any, primary: bool,
           metrics: dict | None = None, force: bool = False) -> bool:
     """Starts a checkpoint; a failure (disk full, permissions) is a warning, not a crash:
-    training goes on from memory and the previous checkpoints stay valid."""
-    try:
-        checkpoint.save(mgr, step, state, data_iter, metrics=metrics, force=force)
-        return True
-    except Exception as e:  # orbax raises earlier async failures here too
-        _warn(primary, f"checkpoint at step {step} failed ({type(e).__name__}: "
-                       f"{_first_line(e)}); training continues from memory, the previous "
-                       f"checkpoints are kept; next attempt at the next checkpoint step")
-        return False
+    training goes on from memory and the previous checkpoints stay valid.
+
+    The previous async save is finished first, so its failure is reported as its
+    own and does not take this save down with it.
+    """
+    _wait(mgr, primary)
+    for attempt in range(2):
+        try:
+            checkpoint.save(mgr, step, state, data_iter, metrics=metrics, force=force)
+            _IN_FLIGHT[id(mgr)] = step
+            return True
+        except Exception as e:
+            if attempt == 0 and f"/{step}." not in str(e) and f"/{step}/" not in str(e):
+                # orbax re-raises an earlier save's background failure (it names that
+                # step's directory) at the next save; it is consumed now: retry once.
+                _warn(primary, f"an earlier checkpoint write failed ({type(e).__name__}: "
+                               f"{_first_line(e)})")
+                continue
+            _warn(primary, f"checkpoint at step {step} failed ({type(e).__name__}: "
+                           f"{_first_line(e)}); training continues from memory, the previous "
+                           f"checkpoints are kept; next attempt at the next checkpoint step")
+            return False
+    return False
 
 
 def _wait(mgr: Any, primary: bool) -> bool:
-    """Waits for async saves; False (with a warning) if one failed."""
+    """Waits for the async save in flight; False (with a warning) if it failed."""
+    step = _IN_FLIGHT.pop(id(mgr), "?")
     try:
         mgr.wait_until_finished()
         return True
     except Exception as e:
-        _warn(primary, f"a checkpoint save failed in the background ({type(e).__name__}: "
-                       f"{_first_line(e)})")
+        _warn(primary, f"checkpoint at step {step} failed while writing in the background "
+                       f"({type(e).__name__}: "
+                       f"{_first_line(e)}); training continues from memory, the previous "
+                       f"checkpoints are kept")
+        return False
+
+
+def _close(mgr: Any, primary: bool) -> bool:
+    """Closes the manager; False (with a warning) if a pending write failed."""
+    try:
+        mgr.close()
+        return True
+    except Exception as e:
+        _warn(primary, f"a checkpoint write failed ({type(e).__name__}: {_first_line(e)})")
         return False
 
 

@@ -1,0 +1,107 @@
+"""Faults in the train loop: a truncated latest checkpoint, a full disk while saving.
+
+(NaN/inf halting at the offending step is tested in tests/test_train.py; a peer
+process dying mid-run in tests/test_multihost.py.)
+"""
+
+import errno
+import pathlib
+import shutil
+
+import jax
+import numpy as np
+import orbax.checkpoint as ocp
+import pytest
+from etils import epath
+
+from configs.moviepuzzle.main import get_config
+from vnr import train
+
+
+def smoke(data_dir: str, **overrides):
+    c = get_config("smoke")
+    c.data.data_dir, c.progress, c.data.test_splits = data_dir, False, ("test_in_domain",)
+    for k, v in overrides.items():
+        c[k] = v
+    return c
+
+
+def _params(workdir: pathlib.Path, step: int) -> dict[str, np.ndarray]:
+    with ocp.StandardCheckpointer() as ckpt:
+        tree = ckpt.restore(workdir / "checkpoints" / str(step) / "state")
+    key = lambda k: str(getattr(k, "key", getattr(k, "idx", k)))  # noqa: E731
+    return {".".join(map(key, p)): np.asarray(v)
+            for p, v in jax.tree_util.tree_flatten_with_path(tree)[0]}
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory) -> tuple[str, pathlib.Path]:
+    """One uninterrupted smoke run (6 steps, checkpoints at 3 and 6)."""
+    data_dir = str(tmp_path_factory.mktemp("tfds"))
+    workdir = tmp_path_factory.mktemp("full")
+    train.run(smoke(data_dir), str(workdir))
+    return data_dir, workdir
+
+
+def test_truncated_latest_checkpoint_falls_back_to_the_previous(finished, tmp_path, capsys):
+    data_dir, full = finished
+    run = tmp_path / "run"
+    shutil.copytree(full, run)
+    state = run / "checkpoints" / "6" / "state"
+    biggest = max((p for p in state.rglob("*") if p.is_file()), key=lambda p: p.stat().st_size)
+    size = biggest.stat().st_size
+    with biggest.open("r+b") as f:  # a crash mid-write: the file is cut short
+        f.truncate(size // 2)
+    capsys.readouterr()
+    train.run(smoke(data_dir), str(run))
+    err = capsys.readouterr().err
+    assert "warning: checkpoint step 6 in" in err and "is unreadable" in err, err
+    assert "resumed from step 3" in err
+    assert [p.name.split("-")[:2] for p in (run / "checkpoints").glob("corrupt-*")] == [
+        ["corrupt", "6"]]
+    # Steps 4..6 were trained again from step 3: the same parameters, bit for bit.
+    a, b = _params(full, 6), _params(run, 6)
+    assert a.keys() == b.keys()
+    for name in a:
+        np.testing.assert_array_equal(b[name], a[name], err_msg=name)
+
+
+def _disk_full_at(monkeypatch, step_dir: str) -> None:
+    """Every file write inside a checkpoint directory of `step_dir` fails with ENOSPC."""
+    original = epath.Path.write_text
+
+    def write_text(self, *args, **kwargs):
+        if f"/checkpoints/{step_dir}" in str(self):
+            raise OSError(errno.ENOSPC, "No space left on device", str(self))
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(epath.Path, "write_text", write_text)
+
+
+def test_disk_full_on_a_save_warns_and_training_goes_on(finished, tmp_path, capsys,
+                                                        monkeypatch):
+    data_dir, full = finished
+    _disk_full_at(monkeypatch, "3")
+    results = train.run(smoke(data_dir), str(tmp_path))
+    err = capsys.readouterr().err
+    assert "warning: checkpoint at step 3 failed" in err, err
+    assert "No space left on device" in err
+    # The state in memory was not lost: the step-6 checkpoint is the uninterrupted run's.
+    assert train.checkpoint.good_steps(tmp_path / "checkpoints") == [6]
+    a, b = _params(full, 6), _params(tmp_path, 6)
+    for name in a:
+        np.testing.assert_array_equal(b[name], a[name], err_msg=name)
+    assert (tmp_path / "results.json").exists() and "test_in_domain" in results
+
+
+def test_disk_full_on_the_final_save_is_an_error_naming_the_last_good_step(
+        finished, tmp_path, capsys, monkeypatch):
+    data_dir, _ = finished
+    _disk_full_at(monkeypatch, "6")
+    with pytest.raises(train.CheckpointError,
+                       match=r"final checkpoint \(step 6\) could not be written .*"
+                             r"newest good checkpoint is step 3"):
+        train.run(smoke(data_dir), str(tmp_path))
+    assert "No space left on device" in capsys.readouterr().err
+    assert (tmp_path / "results.json").exists()  # evaluation still ran on the final state
+    assert train.checkpoint.good_steps(tmp_path / "checkpoints") == [3]
