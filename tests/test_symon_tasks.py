@@ -93,7 +93,7 @@ def _run(name, arg, data_dir, tmp_path, **over):
 
 
 def test_retrieval_beats_chance_on_generated_data(data_dir, tmp_path):
-    res = _run("retrieval", "smoke", data_dir, tmp_path, steps=80)
+    res = _run("retrieval", "smoke", data_dir, tmp_path, steps=300)
     for split, m in res.items():
         assert m["items"] > 100, split
         assert m["v2t_r@10"] > m["chance_v2t_r@10"] + 15, (split, m)

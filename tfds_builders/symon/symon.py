@@ -307,7 +307,8 @@ def scan(root: pathlib.Path, cfg: SymonConfig, skips: collections.Counter) -> li
 def _synthetic_dir(download_dir: pathlib.Path, cfg: SymonConfig) -> pathlib.Path:
     from tfds_builders.symon import synthetic
 
-    root = download_dir / "symon_synthetic" / f"{cfg.sizes}_seed{cfg.seed}_v1"
+    version = synthetic.CORPUS_VERSION
+    root = download_dir / "symon_synthetic" / f"{cfg.sizes}_seed{cfg.seed}_v{version}"
     if (root / "_COMPLETE").is_file():
         return root
     tmp = root.with_name(root.name + f".tmp{os.getpid()}")

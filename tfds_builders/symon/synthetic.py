@@ -14,8 +14,10 @@ words'. Features at 1 fps, dim 32, for second t:
 
     f_t = A e(sentence at t) + 3 g(shot) + 1.5 (progress in shot - 0.5) u + 0.3 noise
 
-with fixed random A [32, 16] (entries N(0, 0.15²), so |A e| ~ 1.5 < the shot
-term), unit u, and a fresh random unit shot vector g per shot.
+with a fixed random A [32, 16] (|A e| ~ 1.5 < the shot term), and the unit
+direction u and a fresh random unit shot vector g per shot drawn from the
+16-dim subspace orthogonal to A's columns (narration and shots are linearly
+separable on the video side, as a trained feature extractor would make them).
 So a segment's features are noisy projections of its narration's embedding
 (retrieval is learnable), shots change abruptly at cuts (cuts are detectable from
 features) and the end of a shot differs from the start of the next one along u
@@ -29,6 +31,7 @@ import pathlib
 import numpy as np
 
 FEATURE_DIM, WORD_DIM, FPS = 32, 16, 1.0
+CORPUS_VERSION = 2  # bump when the generated content changes
 SIZES = {  # movies, seconds per video (min, max)
     "default": (48, (150, 240)),
     "tiny": (24, (70, 100)),
@@ -95,8 +98,12 @@ def write_corpus(root: pathlib.Path | str, sizes: str = "default", seed: int = 0
     rng = np.random.default_rng(seed)
     vocab = _vocab(rng, 240, capital=False)
     word_vec = {w: rng.normal(size=WORD_DIM) for w in vocab}
-    proj = rng.normal(size=(FEATURE_DIM, WORD_DIM)) / np.sqrt(WORD_DIM) * 0.6
-    u = rng.normal(size=FEATURE_DIM)
+    # Narration lives in the first WORD_DIM feature dims (after a random rotation), shots
+    # and the progress direction in the rest: the video side of each is linearly separable.
+    rot, _ = np.linalg.qr(rng.normal(size=(FEATURE_DIM, FEATURE_DIM)))
+    proj = rot[:, :WORD_DIM] @ (rng.normal(size=(WORD_DIM, WORD_DIM)) / np.sqrt(WORD_DIM) * 0.6)
+    other = rot[:, WORD_DIM:]
+    u = other @ rng.normal(size=FEATURE_DIM - WORD_DIM)
     u /= np.linalg.norm(u)
     names_pool = _vocab(rng, 4 * n_movies, capital=True)
     truth, urls, labels, movies = {}, [], ["Video_id Is_ASR"], []
@@ -124,7 +131,7 @@ def write_corpus(root: pathlib.Path | str, sizes: str = "default", seed: int = 0
             feats = np.zeros((dur, FEATURE_DIM))
             bounds = [0, *cuts, dur]
             for a, b in zip(bounds, bounds[1:]):
-                g = rng.normal(size=FEATURE_DIM)
+                g = other @ rng.normal(size=FEATURE_DIM - WORD_DIM)
                 g /= np.linalg.norm(g)
                 prog = (np.arange(a, b) - a + 0.5) / (b - a) - 0.5
                 feats[a:b] = 3 * g + 1.5 * prog[:, None] * u
