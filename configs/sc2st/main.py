@@ -5,8 +5,8 @@
 ARGS is a comma-separated list of at most one model and any options:
   sa | gf | lf     fusion (default sa): self-attention, cross gating, late fusion
   lf_t | lf_v      ablations: text context only / visual context only (late fusion)
-  similarity       baseline: cosine of each candidate to keyframe t-1 (no training)
-  prior            baseline: random scores (no training)
+  similarity       baseline: cosine of each candidate to keyframe t-1 (nothing trained)
+  prior            baseline: random scores (nothing trained)
   smoke            tiny sizes for tests (synthetic_tiny corpus, a few steps)
   lsmdc            real data: add --config.data.manual_dir=DIR (LSMDC16 CSVs, meta.csv,
                    frames/ or features/; CLIP ViT-B/32 keyframes from $VNR_ENCODERS_DIR)
@@ -63,7 +63,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     )
     c.batch_size = 32
     c.eval_batch_size = 32
-    c.total_steps = 0 if baseline else 300
+    # Baselines: one zero-gradient step, only so the loop writes its final checkpoint.
+    c.total_steps = 1 if baseline else 300
     c.warmup_steps = 0 if baseline else 100
     c.lr = 2e-3
     c.weight_decay = 0.01
@@ -87,7 +88,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
         c.model.update(width=16, mlp=32, heads=2,
                        text_overrides=dict(hidden_size=32, intermediate_size=64))
         c.batch_size = c.eval_batch_size = 8
-        c.total_steps = 0 if baseline else 4
+        c.total_steps = 1 if baseline else 4
         c.warmup_steps = 0 if baseline else 1
         c.log_every = c.eval_every = c.ckpt_every = 2
         c.eval.update(max_val_clips=8, max_test_clips=6)  # 6 = a short batch

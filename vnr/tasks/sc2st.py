@@ -6,7 +6,8 @@ Evaluation: every round of every storyboard of a split is scored; R@1/5/10 (%),
 mean rank and MRR overall and by stage (early 2-4, middle 5-7, late 8-10) from
 `vnr.ops.rank_metrics` (ties broken uniformly in expectation). The baselines
 `prior` (random scores) and `similarity` (cosine to keyframe t-1) train nothing:
-run them with total_steps=0.
+their configs run one step (total_steps=1) whose gradient is zero (the scores
+ignore the parameters), only so the train loop writes its final checkpoint.
 """
 
 from __future__ import annotations
@@ -32,9 +33,9 @@ def validate(config: Any) -> None:
     m, d = config.model, config.data
     if m.fusion not in storyboard.FUSIONS:
         raise ValueError(f"model.fusion={m.fusion!r}: choose one of {storyboard.FUSIONS}")
-    if m.fusion not in storyboard.TRAINED and config.total_steps:
+    if m.fusion not in storyboard.TRAINED and config.total_steps > 1:
         raise ValueError(f"model.fusion={m.fusion!r} is a baseline with nothing to train; "
-                         f"set total_steps=0 (got {config.total_steps})")
+                         f"set total_steps=1 (got {config.total_steps})")
     if d.config.startswith(("lsmdc", "released")) and not d.manual_dir:
         raise ValueError(f"data.manual_dir is required for data.config={d.config!r} (see "
                          "tfds_builders/sc2st/README.md for its layout)")
@@ -91,8 +92,11 @@ def train_data(config: Any, local_batch: int, process_index: int, process_count:
 
 
 def loss_fn(model: storyboard.StoryboardModel, batch: dict, rngs: nnx.Rngs, config: Any):
-    """Mean cross-entropy over rounds and real storyboards; R@1 of the training batch."""
-    scores = model(batch, train=True, rngs=rngs)
+    """Mean cross-entropy over rounds and real storyboards; R@1 of the training batch.
+
+    Baselines give their own scores (no parameter is used: the gradient is zero)."""
+    scores = (_prior(batch, config) if config.model.fusion == "prior"
+              else model(batch, train=True, rngs=rngs))
     ce = optax.softmax_cross_entropy_with_integer_labels(scores, batch["answer"])  # [B, R]
     w = batch["mask"].astype(jnp.float32)[:, None]
     n = jnp.maximum(w.sum() * ce.shape[1], 1.0)
@@ -100,12 +104,14 @@ def loss_fn(model: storyboard.StoryboardModel, batch: dict, rngs: nnx.Rngs, conf
     return (ce * w).sum() / n, {"r1": 100 * (hit * w).sum() / n}
 
 
+def _prior(batch: dict, config: Any) -> jax.Array:
+    r, c = batch["answer"].shape[1], batch["cands"].shape[2]
+    return storyboard.prior_scores(jax.random.key(config.seed), batch["index"], (r, c))
+
+
 def predict(model: storyboard.StoryboardModel, batch: dict, config: Any) -> dict[str, jax.Array]:
-    if config.model.fusion == "prior":
-        r, c = batch["answer"].shape[1], batch["cands"].shape[2]
-        scores = storyboard.prior_scores(jax.random.key(config.seed), batch["index"], (r, c))
-    else:
-        scores = model(batch, train=False)
+    scores = (_prior(batch, config) if config.model.fusion == "prior"
+              else model(batch, train=False))
     return {"scores": scores, "answer": batch["answer"], "mask": batch["mask"]}
 
 
