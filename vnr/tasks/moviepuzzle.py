@@ -34,9 +34,11 @@ METRICS = ("lsd", "lmd", "sd", "ssd", "os2", "os3")
 def validate(config: Any) -> None:
     """Config checks that need no data or compile."""
     d = config.data
-    if d.config == "clips" and not d.manual_dir:
-        raise ValueError("data.manual_dir is required for data.config='clips' (the per-clip "
-                         "release: clip_id.json and <split>/<clip>/ folders)")
+    needs = {"clips": "the per-clip release: clip_id.json and <split>/<clip>/ folders",
+             "movienet": "MovieNet: annotation/, shot/, subtitle/, meta/ and <imdb>/ keyframes"}
+    if d.config in needs and not d.manual_dir:
+        raise ValueError(f"data.manual_dir is required for data.config={d.config!r} "
+                         f"({needs[d.config]})")
     if d.manual_dir and not pathlib.Path(d.manual_dir).is_dir():
         raise ValueError(f"data.manual_dir={d.manual_dir!r} does not exist")
     if not 2 <= config.pairs_per_clip:
