@@ -13,7 +13,8 @@ def test_per_query_exact_values():
     scores = np.array([[0.9, 0.1, 0.5, 0.3],   # answer 0: rank 1
                        [0.9, 0.1, 0.5, 0.3],   # answer 3: rank 3
                        [0.2, 0.2, 0.2, 0.9]])  # answer 0: 1 higher, 2 tied -> ranks 2..4
-    q = {k: np.asarray(v) for k, v in rm.per_query(scores, np.array([0, 3, 0]), ks=(1, 2, 3)).items()}
+    q = rm.per_query(scores, np.array([0, 3, 0]), ks=(1, 2, 3))
+    q = {k: np.asarray(v) for k, v in q.items()}
     np.testing.assert_allclose(q["rank"], [1, 3, 3])
     np.testing.assert_allclose(q["r1"], [1, 0, 0])
     np.testing.assert_allclose(q["r2"], [1, 0, 1 / 3])
