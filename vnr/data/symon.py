@@ -1,8 +1,9 @@
 """Grain pipelines for the SYMON tasks: segment ordering (§6.2) and retrieval (§7.1).
 
 Records come from `tfds_builders.symon.data_source` (one per summary video, features
-[T, D] at `fps`). Items are enumerated once per split (`ItemSource`, picklable) and
-built per item in the grain workers:
+[T, D] at `fps`). Items are enumerated once per split (`ItemSource`, picklable; this
+reads every record of the split once, features included) and built per item in the
+grain workers (each item re-reads its video record; the last one is cached):
 
 Ordering (`task="order"`), one item per usable cut c: segment 1 = [c - S, c),
 segment 2 = [c, c + S) with S = `segment_seconds` (4 s), both inside the trimmed

@@ -38,6 +38,8 @@ def validate(config: Any) -> None:
                          "needs a features config (features, synthetic, synthetic_tiny)")
     if symon.CONFIGS[d.config].source == "manual" and not d.manual_dir:
         raise ValueError(f"data.manual_dir is required for data.config={d.config!r}")
+    if d.manual_dir and not pathlib.Path(d.manual_dir).is_dir():
+        raise ValueError(f"data.manual_dir={d.manual_dir!r} does not exist")
     if d.segment_seconds <= 0:
         raise ValueError(f"data.segment_seconds={d.segment_seconds} must be > 0")
 
