@@ -1,0 +1,124 @@
+"""Grain pipelines for Movie101 TNG local grounding (RNL): a window around each narration.
+
+A window of `window` seconds containing the narration is cut from its movie's per-second
+features (training: a random offset per epoch; evaluation: a fixed offset from a hash of
+the narration id, i.e. the oracle anchor of the paper's local-grounding protocol) and
+average-pooled into `n_clips` clips. Batches:
+
+  clips     float32 [B,n,Dc+Ds]   faces float32 [B,n,F,Df] (clip means)
+  tokens    int32 [B,L]           hashed words of the narration (`vnr.data.text.tokenize`)
+  portraits float32 [B,R,Df], portrait_mask bool [B,R]   the named roles' portrait features
+  gt        float32 [B,2]         the narration span in clip units (0..n)
+  valid     bool [B]              False for eval padding
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import zlib
+from typing import Any
+
+import grain
+import numpy as np
+
+from vnr.data import text
+from vnr.data.movie101 import MovieTable, _source
+
+
+@dataclasses.dataclass(frozen=True)
+class Window(grain.transforms.RandomMap):
+    table: MovieTable
+    window: int
+    n_clips: int
+    max_tokens: int
+    vocab_size: int
+    max_roles: int
+    face_dim: int
+    faces: int
+    train: bool
+
+    def random_map(self, rec: dict, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        movie = self.table[rec["movie_id"]]
+        clip, s3d, face = movie["clip"], movie["s3d"], movie["face"]
+        if not len(clip) or not len(s3d):
+            raise ValueError(f"movie {rec['movie_id']} has no clip/s3d features: TNG needs "
+                             "features/ in manual_dir")
+        T, W = min(len(clip), len(s3d)), self.window
+        s, e = float(rec["start"]), float(min(rec["end"], T))
+        lo, hi = max(0.0, e - W), max(0.0, min(s, T - W))
+        if self.train:
+            u = rng.random()
+        else:
+            u = (zlib.crc32(rec["id"].encode()) % 1000) / 999.0
+        ws = int(np.floor(lo + u * max(hi - lo, 0.0))) if hi >= lo else int(max(0.0, T - W))
+        secs = np.arange(ws, ws + W)
+        ok = secs < T
+        idx = np.minimum(secs, T - 1)
+        feats = np.concatenate([clip[idx], s3d[idx]], -1).astype(np.float32) * ok[:, None]
+        fc = np.zeros((W, self.faces, self.face_dim), np.float32)
+        if len(face):
+            f = face[np.minimum(idx, len(face) - 1), : self.faces].astype(np.float32)
+            fc[:, : f.shape[1]] = f * ok[:, None, None]
+        n = self.n_clips
+        clips = feats.reshape(n, W // n, -1).mean(1)
+        faces = fc.reshape(n, W // n, self.faces, self.face_dim).mean(1)
+        scale = n / W
+        gt = np.array([np.clip((s - ws) * scale, 0, n), np.clip((e - ws) * scale, 0, n)],
+                      np.float32)
+        if gt[1] <= gt[0]:
+            gt[1] = min(n, gt[0] + scale)
+        R = self.max_roles
+        portraits = np.zeros((R, self.face_dim), np.float32)
+        pmask = np.zeros((R,), bool)
+        pf, pm = movie["portrait_face"], movie["portrait_face_mask"]
+        for j, k in enumerate(dict.fromkeys(int(r) for r in rec["roles"])):
+            if j < R and k < len(pf) and pm[k]:
+                portraits[j], pmask[j] = pf[k], True
+        return {"clips": clips, "faces": faces,
+                "tokens": text.tokenize(rec["text"], self.vocab_size, self.max_tokens),
+                "portraits": portraits, "portrait_mask": pmask, "gt": gt,
+                "valid": np.array(True)}
+
+
+def _window(cfg: Any, train: bool) -> Window:
+    if cfg.window % cfg.n_clips:
+        raise ValueError(f"data.window={cfg.window} must be a multiple of data.n_clips="
+                         f"{cfg.n_clips}")
+    return Window(MovieTable(cfg), cfg.window, cfg.n_clips, cfg.max_tokens, cfg.vocab_size,
+                  cfg.max_roles, cfg.face_dim, cfg.faces, train)
+
+
+def prepare(cfg: Any) -> None:
+    from tfds_builders import movie101
+
+    movie101.prepare(cfg.config, cfg.data_dir, cfg.manual_dir or None)
+    movie101.prepare(cfg.movies_config, cfg.data_dir, cfg.manual_dir or None)
+
+
+def train_dataset(cfg: Any, batch_size: int, seed: int, process_index: int = 0,
+                  process_count: int = 1) -> grain.IterDataset:
+    prepare(cfg)
+    ds = grain.MapDataset.source(_source(cfg, cfg.config, cfg.train_split))
+    ds = ds.seed(seed).shuffle().repeat(None).random_map(_window(cfg, True))
+    ds = ds[process_index::process_count].batch(batch_size, drop_remainder=True)
+    return ds.to_iter_dataset()
+
+
+def eval_batches(cfg: Any, split: str, batch_size: int, max_examples: int = 0,
+                 process_index: int = 0, process_count: int = 1):
+    """(iterator of per-process batches, batches per process); the last may be short."""
+    src = _source(cfg, cfg.config, split)
+    n = min(len(src), max_examples) if max_examples else len(src)
+    ds = grain.MapDataset.source(src)[:n].seed(0).random_map(_window(cfg, False))
+    local = batch_size // process_count
+    ds = ds[process_index::process_count].batch(local, drop_remainder=False)
+    shard = -(-n // process_count)
+    return iter(ds.to_iter_dataset()), -(-shard // local)
+
+
+def pad_batch(batch: dict[str, np.ndarray], size: int) -> dict[str, np.ndarray]:
+    have = len(batch["gt"])
+    if have == size:
+        return batch
+    return {k: np.concatenate([v, np.zeros((size - have, *v.shape[1:]), v.dtype)])
+            for k, v in batch.items()}

@@ -1,0 +1,110 @@
+"""Movie101 TNG models: RNL local grounding (§5.2) and the shot-retrieval dual encoder.
+
+RNL (our reading of the paper's description): the window's clips (CLIP ⊕ S3D ⊕ faces,
+average-pooled to n clips) go through an FC layer and a bidirectional GRU; the query is its
+word embeddings plus, for every cast member the narration names, a token made from that
+member's portrait face feature (FC); an attention-pooled query vector gates the clip
+features (Hadamard product, L2-normalised); a 2D-TAN proposal map takes, for proposal
+(i, j), the max over clips i..j, and two 3x3 convolutions score every proposal. Loss: binary
+cross-entropy against the scaled IoU targets (`grounding_metrics.proposal_map_targets`).
+
+ShotDualEncoder: shot = mean of its seconds' features -> MLP; narration = mean of word
+embeddings -> MLP; unit vectors, cosine similarity; trained with a symmetric InfoNCE loss
+(the task) for global shot retrieval.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from vnr.models.layers import annotate, dense
+
+NEG = -1.0e9
+
+
+def _unit(x: jax.Array) -> jax.Array:
+    return x / jnp.maximum(jnp.linalg.norm(x, axis=-1, keepdims=True), 1e-6)
+
+
+class QueryEncoder(nnx.Module):
+    """Word embeddings (+ portrait tokens) -> attention-pooled query vector [B, W]."""
+
+    def __init__(self, vocab: int, face_dim: int, width: int, rngs: nnx.Rngs):
+        init = nnx.initializers.normal(0.02)
+        self.embed = nnx.Embed(vocab, width, embedding_init=annotate(init, ("vocab", "embed")),
+                               rngs=rngs)
+        self.portrait = dense(face_dim, width, ("mlp", "embed"), rngs)
+        self.att = dense(width, 1, ("embed", None), rngs)
+        self.out = dense(width, width, ("embed", "mlp"), rngs)
+
+    def __call__(self, tokens, portraits=None, portrait_mask=None):
+        x, m = self.embed(tokens), tokens > 0
+        if portraits is not None:
+            x = jnp.concatenate([x, self.portrait(portraits)], 1)
+            m = jnp.concatenate([m, portrait_mask], 1)
+        a = jax.nn.softmax(jnp.where(m, self.att(jnp.tanh(x))[..., 0], NEG), -1)
+        return self.out(jnp.einsum("bt,btw->bw", a, x))
+
+
+class RNL(nnx.Module):
+    """Local grounding over a window of n clips: scores [B, n, n] (invalid = -1e9)."""
+
+    def __init__(self, *, frame_dim: int, face_dim: int, faces: int, vocab: int, width: int,
+                 n_clips: int, portraits: bool, rngs: nnx.Rngs):
+        self.n, self.use_portraits = n_clips, portraits
+        self.fc = dense(frame_dim + faces * face_dim, width, ("mlp", "embed"), rngs)
+        self.gru = nnx.Bidirectional(nnx.RNN(nnx.GRUCell(width, width // 2, rngs=rngs)),
+                                     nnx.RNN(nnx.GRUCell(width, width // 2, rngs=rngs)),
+                                     rngs=rngs)
+        self.query = QueryEncoder(vocab, face_dim, width, rngs)
+        self.conv1 = nnx.Conv(width, width, (3, 3), padding="SAME", rngs=rngs)
+        self.conv2 = nnx.Conv(width, 1, (3, 3), padding="SAME", rngs=rngs)
+
+    def __call__(self, batch: dict) -> jax.Array:
+        b, n = batch["clips"].shape[:2]
+        x = jnp.concatenate([batch["clips"], batch["faces"].reshape(b, n, -1)], -1)
+        h = self.gru(jax.nn.relu(self.fc(x)))
+        q = self.query(batch["tokens"], batch["portraits"] if self.use_portraits else None,
+                       batch["portrait_mask"] if self.use_portraits else None)
+        f = _unit(h * q[:, None])
+        # 2D map: m[l][i] = max(f[i..i+l]); proposal (i, j = i + l)
+        rows, cur = [], f
+        for length in range(n):
+            shifted = jnp.pad(cur, ((0, 0), (0, length), (0, 0)))[:, :n]
+            rows.append(shifted)  # rows[l][:, i] = max over i..i+l (valid if i + l < n)
+            cur = jnp.maximum(cur[:, :-1], f[:, length + 1:]) if length + 1 < n else cur
+        by_len = jnp.stack(rows, 2)  # [B, i, l, W]
+        i = jnp.arange(n)[:, None]
+        j = jnp.arange(n)[None]
+        length = jnp.clip(j - i, 0, n - 1)
+        grid = jnp.take_along_axis(by_len, jnp.broadcast_to(length[None, :, :, None],
+                                                            (b, n, n, 1)), axis=2)
+        valid = j >= i
+        grid = grid * valid[None, :, :, None]
+        s = self.conv2(jax.nn.relu(self.conv1(grid)))[..., 0]
+        return jnp.where(valid[None], s, NEG)
+
+
+class ShotDualEncoder(nnx.Module):
+    """Shot and narration embeddings (unit vectors) for global shot retrieval."""
+
+    def __init__(self, *, frame_dim: int, vocab: int, width: int, rngs: nnx.Rngs):
+        init = nnx.initializers.normal(0.02)
+        self.v1 = dense(frame_dim, width, ("mlp", "embed"), rngs)
+        self.v2 = dense(width, width, ("embed", "mlp"), rngs)
+        self.embed = nnx.Embed(vocab, width, embedding_init=annotate(init, ("vocab", "embed")),
+                               rngs=rngs)
+        self.t2 = dense(width, width, ("embed", "mlp"), rngs)
+
+    def shots(self, feats, mask):
+        """feats [B, T, D] seconds of a shot, mask [B, T] -> [B, W]."""
+        m = mask[..., None].astype(feats.dtype)
+        pooled = (feats * m).sum(1) / jnp.maximum(m.sum(1), 1)
+        return _unit(self.v2(jax.nn.relu(self.v1(pooled))))
+
+    def text(self, tokens):
+        m = (tokens > 0)[..., None].astype(jnp.float32)
+        pooled = (self.embed(tokens) * m).sum(1) / jnp.maximum(m.sum(1), 1)
+        return _unit(self.t2(jax.nn.relu(pooled)))
