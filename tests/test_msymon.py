@@ -228,3 +228,25 @@ def test_yms_zero_shot_from_the_msymon_run_and_supervised_batches(en_run, tmp_pa
     # YMS clips follow clip_segmentation.txt (1-4 s), not the fixed clip_seconds grid.
     lengths = (batch["clip_end"] - batch["clip_begin"])[batch["clip_mask"]]
     assert len(np.unique(np.round(lengths, 3))) > 2
+
+
+def test_init_from_restores_every_parameter_including_list_indices(tmp_path):
+    import orbax.checkpoint as ocp
+    from flax import nnx
+
+    c = get_config("smoke")
+    c.model.update(clip_layers=1, sentence_layers=1, text_layers=1)
+    model = task.make_model(c, nnx.Rngs(3))
+    params = nnx.state(model, nnx.Param).to_pure_dict()  # nnx.List blocks: int keys
+    with ocp.StandardCheckpointer() as ckpt:  # the trainer's layout: (model, optimizer)
+        ckpt.save(tmp_path / "checkpoints" / "7" / "state",
+                  {"0": params, "1": {"step": np.zeros((), np.int32)}})
+    c.init_from = str(tmp_path)
+    loaded = task.make_model(c, nnx.Rngs(99))
+    got = nnx.state(loaded, nnx.Param).to_pure_dict()
+    flat = lambda t: {task._name(k): np.asarray(v)  # noqa: E731
+                      for k, v in jax.tree_util.tree_flatten_with_path(t)[0]}
+    want, have = flat(params), flat(got)
+    assert set(want) == set(have) and any(".blocks.0." in k for k in want)
+    for k in want:
+        np.testing.assert_array_equal(have[k], want[k], err_msg=k)

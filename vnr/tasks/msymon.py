@@ -128,6 +128,22 @@ def _new_model(config: Any, rngs: nnx.Rngs) -> Aligner:
                    heads=m.heads, dropout=m.dropout, rngs=rngs, text_encoder=m.text_encoder)
 
 
+def _name(path: tuple) -> str:
+    return ".".join(str(getattr(k, "key", getattr(k, "idx", getattr(k, "name", k))))
+                    for k in path)
+
+
+def _str_keys(tree: Any) -> Any:
+    return {str(k): _str_keys(v) for k, v in tree.items()} if isinstance(tree, dict) else tree
+
+
+def _keys_like(tree: Any, like: Any) -> Any:
+    """`tree` (string keys) with the keys of `like`, leaves as NumPy arrays."""
+    if isinstance(like, dict):
+        return {k: _keys_like(tree[str(k)], v) for k, v in like.items()}
+    return np.asarray(tree)
+
+
 def _init_params(config: Any) -> Any:
     """The model parameters of the latest checkpoint in `config.init_from` (host arrays)."""
     import orbax.checkpoint as ocp
@@ -147,20 +163,20 @@ def _init_params(config: Any) -> Any:
     ckptr = ocp.PyTreeCheckpointer()
     meta = ckptr.metadata(path)
     meta = getattr(getattr(meta, "item_metadata", meta), "tree", meta)
-    saved = {jax.tree_util.keystr(k): tuple(v.shape) for k, v in
+    saved = {_name(k): tuple(v.shape) for k, v in
              jax.tree_util.tree_flatten_with_path(meta.get("0", {}))[0]}
     for k, want in jax.tree_util.tree_flatten_with_path(target)[0]:
-        have = saved.get(jax.tree_util.keystr(k))
+        have = saved.get(_name(k))
         if have != tuple(want.shape):
             raise ValueError(
-                f"init_from={config.init_from!r}: parameter {jax.tree_util.keystr(k)} is "
-                f"{have} in its checkpoint (step {steps[-1]}) but {tuple(want.shape)} in this "
-                "config's model (the same model.* and data.dim/vocab_size/max_tokens needed)")
+                f"init_from={config.init_from!r}: parameter {_name(k)} is {have} in its "
+                f"checkpoint (step {steps[-1]}) but {tuple(want.shape)} in this config's model "
+                "(the same model.* and data.dim/vocab_size/max_tokens are needed)")
+    item = {"0": _str_keys(target)}  # orbax stores list indices as string keys
     restored = ckptr.restore(path, args=ocp.args.PyTreeRestore(
-        item={"0": target}, partial_restore=True,
-        restore_args=jax.tree.map(lambda _: ocp.RestoreArgs(restore_type=np.ndarray),
-                                  {"0": target})))
-    params = jax.tree.map(np.asarray, restored["0"])
+        item=item, partial_restore=True,
+        restore_args=jax.tree.map(lambda _: ocp.RestoreArgs(restore_type=np.ndarray), item)))
+    params = _keys_like(restored["0"], target)
     _INIT_CACHE[key] = params
     return params
 
