@@ -79,3 +79,13 @@ def test_rnl_beats_random(tmp_path) -> None:
     assert m["narrations"] >= 20
     assert m["R@1,IoU@0.5"] > m["random_R@1,IoU@0.5"] + 15
     assert m["R@5,IoU@0.5"] >= m["R@1,IoU@0.5"]
+
+
+def test_tng_trainer_end_to_end(tmp_path) -> None:
+    from vnr import train
+
+    c = tng_config.get_config("smoke")
+    c.data.data_dir = str(tmp_path / "tfds")
+    c.progress = False
+    m = train.run(c, str(tmp_path / "work"))["test"]
+    assert m["narrations"] == 10 and 0 <= m["R@1,IoU@0.5"] <= m["R@5,IoU@0.5"] <= 100
