@@ -13,7 +13,8 @@ processes, before any JAX backend exists:
 cluster environments above with more than one process), `on` (always call
 `jax.distributed.initialize()`, e.g. on a TPU pod whose workers are not
 visible in the environment), `off`. `--init_timeout` bounds the wait for every
-process to join (seconds); `--heartbeat_timeout` is how long the coordination
+process to join (seconds; JAX aborts the process when it expires);
+`--heartbeat_timeout` is how long the coordination
 service waits for a silent process before it declares it dead and stops the
 others with an error (no run hangs forever on a dead peer). On CPU, cross
 process collectives use gloo.
@@ -100,6 +101,9 @@ def initialize(mode: str = "auto", coordinator_address: str | None = None,
                          f"{num_processes})")
     # Cross-process collectives on CPU (no effect on the TPU/GPU backends).
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    print(f"joining {num_processes or 'auto'} processes at {coordinator_address or 'auto'} as "
+          f"process {'auto' if process_id is None else process_id} (timeout {init_timeout} s)",
+          file=sys.stderr, flush=True)
     try:
         jax.distributed.initialize(
             coordinator_address=coordinator_address, num_processes=num_processes,
