@@ -107,3 +107,20 @@ def test_bad_input():
     bad[0, 0, 0] = np.nan
     with pytest.raises(ValueError, match="x"):
         km.kmeans(bad, 1, mask)
+
+
+def test_softdtw_distance_recovers_blobs_and_checks_its_segments():
+    x, true, mask = _blobs(2)
+    labels = np.asarray(km.kmeans(x, KS, mask, jax.random.key(3), "softdtw", dtw_segments=3,
+                                  dtw_gamma=0.01))
+    for b, n in enumerate(LENS):
+        assert _same_partition(labels[b, :n], true[b, :n])
+    # monotone alignment: a time-warped copy is nearer than the same values misaligned
+    p, q = np.array([1.0, 0.0]), np.array([0.0, 1.0])
+    seqs = np.stack([np.r_[p, q, q, q], np.r_[p, p, p, q], np.r_[q, p, q, p]])[None]
+    d = np.asarray(km._sdtw_div(seqs, seqs, 4, 0.01))[0]
+    assert d[0, 1] < 0.1 < d[0, 2] and np.allclose(np.diag(d), 0, atol=1e-3)
+    sil = km.silhouette(x, np.maximum(true, 0), mask, "softdtw", dtw_segments=3)
+    assert np.asarray(sil)[0] > 0.5
+    with pytest.raises(ValueError, match="dtw_segments"):
+        km.kmeans(x, KS, mask, distance="softdtw", dtw_segments=4)
