@@ -10,6 +10,13 @@ Side by side in one run, same decoder, same weights: tokens/s of
 Early stop is off in both so every example decodes 80 tokens (tokens/s = examples x 80 /
 seconds). The loop's rate is per example, so it is timed on `--loop_examples` examples; the
 first example's best sequence is checked to be the same in both.
+
+Measured on the shared 2-core CPU (loaded by other jobs, so noisy), one run each:
+default decoder (width 256, vocab 4000): 213 vs 58 tok/s = 3.7x; `--width 64 --vocab 1000`:
+2,433 vs 233 tok/s = 10.5x. On CPU the batched step is compute-bound (≈1.8 GFLOP per step
+at 320 beams), so batching only removes the per-call overhead and improves GEMM efficiency;
+the 20x target is not reached here. Accelerators (where per-call dispatch dominates the
+per-example loop) are where the batched search is meant to run.
 """
 
 from __future__ import annotations
