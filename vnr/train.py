@@ -250,6 +250,7 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
     pending: list[dict] = []
     t0, n0 = time.perf_counter(), start
     val: dict[str, float] = {}
+    saved_at = start  # step of the newest checkpoint whose save started without error
     try:
         for step in range(start + 1, config.total_steps + 1):
             batch = sharding.global_batch(next(data_iter), mesh)
@@ -283,16 +284,16 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
                 t0 = time.perf_counter()  # keep eval time out of examples/s
             if step % config.ckpt_every == 0 or step == config.total_steps:
                 # Only metrics measured at this very step rank a checkpoint.
-                _save(mgr, step, state, data_iter, primary,
-                      metrics=val if step % config.eval_every == 0 else None)
+                if _save(mgr, step, state, data_iter, primary,
+                         metrics=val if step % config.eval_every == 0 else None):
+                    saved_at = step
             if preemption.reached(step) and step < config.total_steps:
                 if pending:  # a non-finite step must not be checkpointed as good
                     _reduce(jax.device_get(pending), step - len(pending) + 1)
-                if step % config.ckpt_every:
-                    _save(mgr, step, state, data_iter, primary, force=True)
-                _wait(mgr, primary)
-                good = checkpoint.good_steps(ckpt_dir)
-                if step not in good:
+                if saved_at != step and _save(mgr, step, state, data_iter, primary, force=True):
+                    saved_at = step
+                if not (_wait(mgr, primary) and saved_at == step):
+                    good = checkpoint.good_steps(ckpt_dir)
                     raise CheckpointError(f"preempted at step {step} but its checkpoint "
                                           f"failed; the newest good one is step "
                                           f"{max(good) if good else 'none'}")
@@ -307,7 +308,8 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
         preemption.close()
         progress.close()
         data_iter.close()  # stop the grain workers before evaluation starts its own
-    final_ok = _wait(mgr, primary) and config.total_steps in checkpoint.good_steps(ckpt_dir)
+    # Not "is it on disk": a best_metric policy may delete a worse final checkpoint.
+    final_ok = _wait(mgr, primary) and saved_at >= config.total_steps
 
     results: dict[str, Any] = {}
     for split in config.data.test_splits:
