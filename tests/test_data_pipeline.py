@@ -66,12 +66,12 @@ def test_frames_reshuffled_every_epoch_and_deterministic(monkeypatch):
 
 
 def test_processes_split_one_global_stream(monkeypatch):
-    """Process p of 2 reads global examples p, p + 2, ... with the same frame shuffles."""
-    rows = np.concatenate([b["position"] for b in _batches(monkeypatch, 2, batch=4)])
+    """Process p of 2 reads the p-th half of every global batch, same rows and shuffles."""
+    whole = [b["position"] for b in _batches(monkeypatch, 2, batch=4)]
     for p in range(2):
-        got = np.concatenate([b["position"] for b in _batches(monkeypatch, 2, batch=2, pi=p,
-                                                              pc=2)])
-        np.testing.assert_array_equal(got, rows[p::2])
+        got = [b["position"] for b in _batches(monkeypatch, 2, batch=2, pi=p, pc=2)]
+        for g, w in zip(got, whole, strict=True):
+            np.testing.assert_array_equal(g, w[2 * p:2 * p + 2])
 
 
 def test_pad_batch_masks_padding():

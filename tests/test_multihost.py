@@ -97,20 +97,6 @@ def _params(workdir: pathlib.Path, step: int) -> dict[str, np.ndarray]:
             for p, v in jax.tree_util.tree_flatten_with_path(tree)[0]}
 
 
-def _strides_records(data_dir: str) -> bool:
-    """True if the MoviePuzzle pipeline gives process p records p, p+P, ... (strided)
-    rather than the p-th block of each global batch; only block slices make the global
-    batch of P processes the very batch one process would see."""
-    from configs.moviepuzzle.main import get_config
-    from vnr.data import moviepuzzle as mp
-
-    cfg = get_config("smoke").data
-    cfg.data_dir = data_dir
-    one = next(iter(mp.train_dataset(cfg, 4, 0, 0, 1)))["position"]
-    two = [next(iter(mp.train_dataset(cfg, 2, 0, p, 2)))["position"] for p in (0, 1)]
-    return not np.array_equal(one, np.concatenate(two))
-
-
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory) -> tuple[str, pathlib.Path]:
     """The smoke config in this process: one process, 8 devices, mesh (8, 1)."""
@@ -128,9 +114,8 @@ def reference(tmp_path_factory) -> tuple[str, pathlib.Path]:
 def test_two_processes_match_one(reference, tmp_path):
     """2 processes x 4 devices (gloo) give the losses and parameters of 1 process x 8."""
     data_dir, one = reference
-    env = {"VNR_TEST_BLOCK_SLICES": "1"} if _strides_records(data_dir) else {}
     two = tmp_path / "two"
-    codes = _wait_all(_launch(two, data_dir, 2, env_extra=env), RUN_TIMEOUT)
+    codes = _wait_all(_launch(two, data_dir, 2), RUN_TIMEOUT)
     assert codes == [0, 0], _log(two, 0)[-3000:] + _log(two, 1)[-3000:]
     want, got = _losses(one), _losses(two)
     assert sorted(got) == list(range(1, 7))
@@ -233,31 +218,8 @@ def test_bad_or_unreachable_distributed_setup_fails_fast(tmp_path, flags, messag
     print(f"exit {out.returncode} after {took:.1f} s: {message}")
 
 
-def _block_rows(batch: dict, lo: int, hi: int) -> dict:
-    return {k: v[lo:hi] for k, v in batch.items()}
-
-
-def _block_sliced(train_dataset):
-    """`train_dataset` giving process p the p-th block of each global batch: what the
-    requested change to `vnr/data/moviepuzzle.py` does (`.batch(...)` before
-    `[process_index::process_count]`); here, for the test only, by reading the whole
-    global batch on each process and keeping its block."""
-    import functools
-
-    def sliced(cfg, batch_size, seed, process_index=0, process_count=1):
-        ds = train_dataset(cfg, batch_size * process_count, seed, 0, 1)
-        lo = process_index * batch_size
-        return ds.map(functools.partial(_block_rows, lo=lo, hi=lo + batch_size))
-
-    return sliced
-
-
 if __name__ == "__main__":  # one process of a test run: the trainer's command line
     sys.path.insert(0, str(ROOT))
-    if os.environ.get("VNR_TEST_BLOCK_SLICES"):
-        from vnr.data import moviepuzzle as _mp
-
-        _mp.train_dataset = _block_sliced(_mp.train_dataset)
     from absl import app
 
     from vnr import train

@@ -118,9 +118,10 @@ def train_dataset(cfg: Any, batch_size: int, seed: int, process_index: int = 0,
     ds = ds.map(_encode(cfg)).random_map(ShuffleFrames())
     if cfg.get("augment", False):
         ds = ds.random_map(AugmentClip())
-    # Slice after the random map: frame shuffles depend on the global index, so
-    # the stream is the same whatever the number of processes.
-    ds = ds[process_index::process_count].batch(batch_size, drop_remainder=True)
+    # Batch, then slice: process p takes the p-th block of every global batch, so the
+    # global batch (and, since frame shuffles depend on the global index, its
+    # content and row order) is the same whatever the number of processes.
+    ds = ds.batch(batch_size, drop_remainder=True)[process_index::process_count]
     return pipeline.to_iter(ds, cfg.num_workers)
 
 

@@ -14,7 +14,7 @@ def to_iter(ds: grain.MapDataset, num_workers: int,
             prefetch: int = PREFETCH_BATCHES) -> grain.IterDataset:
     """`ds` (elements are batches) read with a bounded prefetch, in `num_workers`
     spawned processes when > 0 (0: in this process, e.g. tests and debugging)."""
-    it = ds.to_iter_dataset(grain.ReadOptions(prefetch_buffer_size=prefetch))
+    it = ds.to_iter_dataset(grain.ReadOptions(num_threads=prefetch, prefetch_buffer_size=prefetch))
     if num_workers > 0:
         return it.mp_prefetch(grain.MultiprocessingOptions(num_workers=num_workers))
     return it
