@@ -7,6 +7,7 @@ ARGS, comma-separated:
   no_portraits  the query without portrait tokens (ablation)
   v1            Movie101-G (v1_grounding; --config.data.manual_dir=<Movie101v1 with features/>)
   v2            Movie101v2 short Chinese narrations as queries (v2_short_zh)
+  global        §5.2 global shot retrieval: 20-s shots, ShotDualEncoder, InfoNCE; R@1/5/10
 
 Real data: a 200-second window pooled into 50 clips of 4 s (as §5.2's window); the generated
 corpus: 48 s into 16 clips of 3 s.
@@ -14,7 +15,7 @@ corpus: 48 s into 16 clips of 3 s.
 
 import ml_collections
 
-ARGS = {"smoke", "no_portraits", "v1", "v2"}
+ARGS = {"smoke", "no_portraits", "v1", "v2", "global"}
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
@@ -33,14 +34,16 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c = ml_collections.ConfigDict()
     c.task = "movie101_tng"
     c.seed = 0
+    c.stage = "global" if "global" in args else "local"
     c.data = dict(
         config=config, movies_config=movies, data_dir="data/tfds", manual_dir="",
         train_split="train", val_split="val", test_splits=("test",),
         window=200 if real else 48, n_clips=50 if real else 16, max_tokens=64 if real else 12,
         vocab_size=16384 if real else 2048, max_roles=8 if real else 4,
-        frame_dim=1536 if real else 64, face_dim=512 if real else 32, faces=3,
+        frame_dim=1536 if real else 64, face_dim=512 if real else 32, faces=3, shot_len=20,
     )
-    c.model = dict(width=256 if real else 64, portraits="no_portraits" not in args)
+    c.model = dict(width=256 if real else 64, portraits="no_portraits" not in args,
+                   temperature=0.05)
     c.batch_size = 32
     c.eval_batch_size = 32
     c.total_steps = 5000 if real else 400
@@ -68,4 +71,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
         c.total_steps, c.warmup_steps = 6, 2
         c.log_every = c.eval_every = c.ckpt_every = 3
         c.eval.update(max_val_clips=8, max_test_clips=10)
+        if "global" in args:  # enough steps to learn the planted action/text link
+            c.batch_size, c.total_steps, c.warmup_steps = 16, 120, 10
+            c.lr = 3e-3
+            c.log_every = c.eval_every = c.ckpt_every = 60
+            c.eval.update(max_val_clips=16, max_test_clips=0)
     return c

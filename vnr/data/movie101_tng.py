@@ -10,6 +10,14 @@ average-pooled into `n_clips` clips. Batches:
   portraits float32 [B,R,Df], portrait_mask bool [B,R]   the named roles' portrait features
   gt        float32 [B,2]         the narration span in clip units (0..n)
   valid     bool [B]              False for eval padding
+
+Global shot retrieval (§5.2): `shot_train_dataset` pairs each narration with one of the
+`shot_len`-second shots of its movie aligned with it (`grounding_metrics.shot_alignment`;
+a random one when several are; the most-overlapping shot when none passes the rule, e.g. a
+short narration split evenly by a shot boundary). Batches: shot float32 [B,L,Dc+Ds],
+shot_mask bool [B,L], tokens int32 [B,T], movie int32 [B] (crc32 of the id), shot_index
+int32 [B] (to mask in-batch duplicates of the same shot). `movie_frames` / `split_movies`
+give the evaluation's per-movie seconds and narrations.
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ import numpy as np
 
 from vnr.data import text
 from vnr.data.movie101 import MovieTable, _source
+from vnr.ops import grounding_metrics as gm
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,3 +131,70 @@ def pad_batch(batch: dict[str, np.ndarray], size: int) -> dict[str, np.ndarray]:
         return batch
     return {k: np.concatenate([v, np.zeros((size - have, *v.shape[1:]), v.dtype)])
             for k, v in batch.items()}
+
+
+def movie_frames(movie: dict, movie_id: str) -> np.ndarray:
+    """Per-second CLIP ⊕ S3D features [T, Dc+Ds] of a movie record."""
+    clip, s3d = movie["clip"], movie["s3d"]
+    if not len(clip) or not len(s3d):
+        raise ValueError(f"movie {movie_id} has no clip/s3d features: TNG needs features/ "
+                         "in manual_dir")
+    T = min(len(clip), len(s3d))
+    return np.concatenate([clip[:T], s3d[:T]], -1).astype(np.float32)
+
+
+def shot_features(frames: np.ndarray, shot_len: int) -> tuple[np.ndarray, np.ndarray]:
+    """frames [T, D] -> (shots [S, shot_len, D] zero-padded, mask [S, shot_len])."""
+    T = len(frames)
+    S = -(-T // shot_len)
+    out = np.zeros((S * shot_len, frames.shape[1]), np.float32)
+    out[:T] = frames
+    mask = np.arange(S * shot_len) < T
+    return out.reshape(S, shot_len, -1), mask.reshape(S, shot_len)
+
+
+def movie_code(movie_id: str) -> int:
+    return zlib.crc32(movie_id.encode()) % 2**31
+
+
+@dataclasses.dataclass(frozen=True)
+class ShotPair(grain.transforms.RandomMap):
+    table: MovieTable
+    shot_len: int
+    max_tokens: int
+    vocab_size: int
+
+    def random_map(self, rec: dict, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        frames = movie_frames(self.table[rec["movie_id"]], rec["movie_id"])
+        shots, mask = shot_features(frames, self.shot_len)
+        spans = gm.cut_shots(float(len(frames)), float(self.shot_len))
+        q = np.array([float(rec["start"]), float(rec["end"])])
+        pos = np.flatnonzero(gm.shot_alignment(spans, q))
+        if len(pos):
+            k = int(rng.choice(pos))
+        else:
+            k = int(np.argmax(np.minimum(spans[:, 1], q[1]) - np.maximum(spans[:, 0], q[0])))
+        return {"shot": shots[k], "shot_mask": mask[k],
+                "tokens": text.tokenize(rec["text"], self.vocab_size, self.max_tokens),
+                "movie": np.int32(movie_code(rec["movie_id"])), "shot_index": np.int32(k)}
+
+
+def shot_train_dataset(cfg: Any, batch_size: int, seed: int, process_index: int = 0,
+                       process_count: int = 1) -> grain.IterDataset:
+    prepare(cfg)
+    ds = grain.MapDataset.source(_source(cfg, cfg.config, cfg.train_split))
+    ds = ds.seed(seed).shuffle().repeat(None).random_map(
+        ShotPair(MovieTable(cfg), cfg.shot_len, cfg.max_tokens, cfg.vocab_size))
+    ds = ds[process_index::process_count].batch(batch_size, drop_remainder=True)
+    return ds.to_iter_dataset()
+
+
+def split_movies(cfg: Any, split: str, max_examples: int = 0) -> dict[str, list[dict]]:
+    """movie_id -> its narration records (first `max_examples` of the split, in order)."""
+    src = _source(cfg, cfg.config, split)
+    n = min(len(src), max_examples) if max_examples else len(src)
+    out: dict[str, list[dict]] = {}
+    for i in range(n):
+        rec = src[i]
+        out.setdefault(rec["movie_id"], []).append(rec)
+    return out

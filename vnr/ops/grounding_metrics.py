@@ -13,6 +13,9 @@
   spans contain one with IoU >= m against the ground truth.
 - `random_recall(n_clips, gt_clip_spans, m)`: the exact expected R@1 IoU@m of a uniformly
   random valid proposal (the chance level the Must-show compares against).
+- `random_retrieval_recall(n_shots, n_pos, ks)`: exact expected R@k of a random shot ranking.
+- `two_stage_rank(...)`: Table 6's combination of global shot scores with local proposal
+  scores (see its docstring for the choice made).
 """
 
 from __future__ import annotations
@@ -91,3 +94,39 @@ def random_recall(n_clips: int, gt: np.ndarray, m: float) -> float:
     spans, valid = proposal_spans(n_clips)
     iou = temporal_iou(spans[None], np.asarray(gt, np.float64)[:, None, None])
     return float((((iou >= m) & valid).sum((1, 2)) / valid.sum()).mean())
+
+
+def random_retrieval_recall(n_shots: np.ndarray, n_pos: np.ndarray,
+                            ks: Sequence[int] = (1, 5, 10)) -> dict[str, float]:
+    """Expected R@k of a uniformly random ranking: mean of 1 - C(S-p, k) / C(S, k)."""
+    from math import comb
+
+    out = {}
+    for k in ks:
+        v = [1.0 - comb(int(s) - int(p), min(k, int(s))) / comb(int(s), min(k, int(s)))
+             if p > 0 else 0.0 for s, p in zip(n_shots, n_pos)]
+        out[f"R@{k}"] = float(np.mean(v)) if v else 0.0
+    return out
+
+
+def two_stage_rank(shot_scores: np.ndarray, window_starts: np.ndarray,
+                   window_spans: np.ndarray, window_scores: np.ndarray, k: int,
+                   weight: float = 1.0, thr: float = 0.5, top: int = 5) -> np.ndarray:
+    """Table 6's two-stage grounding for one narration, k-way re-ranking.
+
+    shot_scores [k]: the global cosine similarities of the k retrieved shots (best first);
+    window_starts [k]: each window's start second; window_spans [P, 2] proposal spans in
+    seconds relative to a window; window_scores [k, P]: the local model's logits of every
+    proposal in each window. Combination (our choice; the paper does not give one):
+    score = sigmoid(local logit) * exp(weight * shot score) ... taken in log space:
+    `log_sigmoid(local) + weight * shot_score`, i.e. the local IoU estimate re-weighted by a
+    softmax-style prior over the k windows. Proposals of all k windows are pooled, ranked
+    and greedy-NMS'd (IoU > thr) -> the best `top` absolute spans [top, 2] in seconds.
+    """
+    shot_scores = np.asarray(shot_scores, np.float64)[:k]
+    local = np.asarray(window_scores, np.float64)[:k]
+    log_sig = -np.logaddexp(0.0, -local)
+    combined = log_sig + weight * shot_scores[:, None]
+    spans = np.asarray(window_spans, np.float64)[None] + np.asarray(
+        window_starts, np.float64)[:k, None, None]
+    return nms_topk(spans.reshape(-1, 2), combined.reshape(-1), top, thr)

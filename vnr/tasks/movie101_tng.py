@@ -6,11 +6,15 @@ Training: binary cross-entropy of every valid proposal's score against its scale
 `random_R@1,IoU@m`: the exact expected value of a uniformly random valid proposal on the
 same windows (the chance level).
 
-Scope (documented gap): this is the paper's local-grounding stage with the oracle anchor
-(the window is placed around the ground truth at a fixed, id-hashed offset). The global
-shot-retrieval stage (`vnr.models.grounding.ShotDualEncoder`, 20-s shots, positives by
-`grounding_metrics.shot_alignment`, R@1/5/10 by `retrieval_recall`) and the two-stage
-k-way re-ranking of Table 6 are not wired into this task yet.
+The local stage uses the oracle anchor (the window is placed around the ground truth at a
+fixed, id-hashed offset).
+
+`config.stage = "global"` (configs/movie101/tng.py:global) is §5.2's global shot retrieval:
+every movie cut into `data.shot_len`-second shots, `ShotDualEncoder` trained with a
+symmetric InfoNCE loss over the batch (temperature `model.temperature`; other rows of the
+same (movie, shot) are masked, not negatives), positives by `shot_alignment`; evaluation
+ranks all shots of the narration's own movie: R@1/5/10 in percent and the exact
+`random_R@k`. Narrations with no aligned shot (`no_positive`) count as misses.
 """
 
 from __future__ import annotations
@@ -27,10 +31,20 @@ from flax import nnx
 
 from vnr import sharding
 from vnr.data import movie101_tng as data
-from vnr.models.grounding import RNL
+from vnr.models.grounding import RNL, ShotDualEncoder
 from vnr.ops import grounding_metrics as gm
 
+NEG = -1.0e9
+
 IOUS = (0.1, 0.3, 0.5, 0.7)
+KS = (1, 5, 10)
+
+
+def _global(config: Any) -> bool:
+    stage = config.get("stage", "local")
+    if stage not in ("local", "global"):
+        raise ValueError(f"config.stage={stage!r}: choose 'local' or 'global'")
+    return stage == "global"
 
 
 def validate(config: Any) -> None:
@@ -41,10 +55,15 @@ def validate(config: Any) -> None:
         raise ValueError(f"data.manual_dir={d.manual_dir!r} does not exist")
     if d.window % d.n_clips:
         raise ValueError(f"data.window={d.window} must be a multiple of data.n_clips={d.n_clips}")
+    if _global(config) and d.shot_len <= 0:
+        raise ValueError(f"data.shot_len={d.shot_len} must be positive")
 
 
-def make_model(config: Any, rngs: nnx.Rngs) -> RNL:
+def make_model(config: Any, rngs: nnx.Rngs) -> RNL | ShotDualEncoder:
     d, m = config.data, config.model
+    if _global(config):
+        return ShotDualEncoder(frame_dim=d.frame_dim, vocab=d.vocab_size, width=m.width,
+                               rngs=rngs)
     return RNL(frame_dim=d.frame_dim, face_dim=d.face_dim, faces=d.faces, vocab=d.vocab_size,
                width=m.width, n_clips=d.n_clips, portraits=m.portraits, rngs=rngs)
 
@@ -54,6 +73,9 @@ def prepare_data(config: Any) -> None:
 
 
 def train_data(config: Any, local_batch: int, process_index: int, process_count: int):
+    if _global(config):
+        return data.shot_train_dataset(config.data, local_batch, config.seed, process_index,
+                                       process_count)
     return data.train_dataset(config.data, local_batch, config.seed, process_index,
                               process_count)
 
@@ -69,7 +91,22 @@ def _targets(gt: jax.Array, n: int) -> tuple[jax.Array, jax.Array]:
     return jnp.clip((iou - 0.5) / 0.5, 0, 1) * valid, jnp.broadcast_to(valid, iou.shape)
 
 
+def _infonce(model: ShotDualEncoder, batch: dict, config: Any):
+    v = model.shots(batch["shot"], batch["shot_mask"])
+    t = model.text(batch["tokens"])
+    logits = t @ v.T / config.model.temperature
+    same = ((batch["movie"][:, None] == batch["movie"][None])
+            & (batch["shot_index"][:, None] == batch["shot_index"][None]))
+    logits = jnp.where(same & ~jnp.eye(len(v), dtype=bool), NEG, logits)
+    labels = jnp.arange(len(v))
+    loss = 0.5 * (optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean()
+                  + optax.softmax_cross_entropy_with_integer_labels(logits.T, labels).mean())
+    return loss, {"batch_t2v_acc": (jnp.argmax(logits, 1) == labels).mean()}
+
+
 def loss_fn(model: RNL, batch: dict, rngs: nnx.Rngs, config: Any):
+    if _global(config):
+        return _infonce(model, batch, config)
     scores = model(batch)
     y, valid = _targets(batch["gt"], config.data.n_clips)
     bce = optax.sigmoid_binary_cross_entropy(jnp.where(valid, scores, 0.0), y)
@@ -80,11 +117,16 @@ def loss_fn(model: RNL, batch: dict, rngs: nnx.Rngs, config: Any):
 
 
 def predict(model: RNL, batch: dict, config: Any) -> dict[str, jax.Array]:
+    if _global(config):
+        return {"shot": model.shots(batch["shot"], batch["shot_mask"]),
+                "text": model.text(batch["tokens"])}
     return {"scores": model(batch), "gt": batch["gt"], "valid": batch["valid"]}
 
 
 def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.Mesh, *,
              max_clips: int = 0, report_path: pathlib.Path | None = None) -> dict[str, float]:
+    if _global(config):
+        return evaluate_global(config, split, predict_fn, mesh, max_clips=max_clips)
     pc = jax.process_count()
     local = config.eval_batch_size // pc
     it, n_batches = data.eval_batches(config.data, split, config.eval_batch_size, max_clips,
@@ -114,7 +156,90 @@ def score_windows(scores: np.ndarray, gt: np.ndarray, n: int) -> dict[str, float
     return out
 
 
+def embed_movies(config: Any, movies: dict[str, list[dict]], predict_fn: Callable,
+                 mesh: jax.sharding.Mesh
+                 ) -> tuple[list[np.ndarray], list[np.ndarray], list[int]]:
+    """Per movie: shot embeddings [S, W], narration embeddings [Q, W], duration in seconds.
+
+    Shots and narrations are packed row-wise into global batches of eval_batch_size; process
+    p feeds the p-th block of each (the loop's layout), every process gets all outputs."""
+    from vnr.data import text
+    from vnr.data.movie101 import MovieTable
+
+    d = config.data
+    table = MovieTable(d)
+    shots, masks, toks, n_shots, durations = [], [], [], [], []
+    for mid, recs in movies.items():
+        frames = data.movie_frames(table[mid], mid)
+        durations.append(len(frames))
+        sf, sm = data.shot_features(frames, d.shot_len)
+        shots.append(sf)
+        masks.append(sm)
+        n_shots.append(len(sf))
+        toks += [text.tokenize(r["text"], d.vocab_size, d.max_tokens) for r in recs]
+    shot = np.concatenate(shots)
+    mask = np.concatenate(masks)
+    tok = np.stack(toks)
+    G, pc, pi = config.eval_batch_size, jax.process_count(), jax.process_index()
+    local = G // pc
+    n = max(len(shot), len(tok))
+    n_batches = -(-n // G)
+
+    def pad(x: np.ndarray) -> np.ndarray:
+        return np.concatenate([x, np.zeros((n_batches * G - len(x), *x.shape[1:]), x.dtype)])
+
+    shot, mask, tok = pad(shot), pad(mask), pad(tok)
+    vs, ts = [], []
+    for b in range(n_batches):
+        sl = slice(b * G + pi * local, b * G + (pi + 1) * local)
+        out = jax.device_get(predict_fn(sharding.global_batch(
+            {"shot": shot[sl], "shot_mask": mask[sl], "tokens": tok[sl]}, mesh)))
+        vs.append(np.asarray(out["shot"]))
+        ts.append(np.asarray(out["text"]))
+    v, t = np.concatenate(vs), np.concatenate(ts)
+    bounds_v = np.cumsum([0] + n_shots)
+    bounds_t = np.cumsum([0] + [len(r) for r in movies.values()])
+    return ([v[bounds_v[i]:bounds_v[i + 1]] for i in range(len(movies))],
+            [t[bounds_t[i]:bounds_t[i + 1]] for i in range(len(movies))], durations)
+
+
+def evaluate_global(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.Mesh,
+                    *, max_clips: int = 0) -> dict[str, float]:
+    """Global shot retrieval within each movie: R@1/5/10 (percent) and the random level."""
+    d = config.data
+    movies = data.split_movies(d, split, max_clips)
+    if not movies:
+        raise ValueError(f"evaluation split {split} of movie101/{d.config} is empty")
+    vs, ts, durations = embed_movies(config, movies, predict_fn, mesh)
+    hits = {k: [] for k in KS}
+    n_shots, n_pos = [], []
+    for recs, v, t, T in zip(movies.values(), vs, ts, durations):
+        spans = gm.cut_shots(float(T), float(d.shot_len))
+        pos = np.stack([gm.shot_alignment(spans, np.array([float(r["start"]), float(r["end"])]))
+                        for r in recs])
+        r = gm.retrieval_recall(t @ v.T, pos, KS)
+        for k in KS:
+            hits[k].append(r[f"R@{k}"] * len(recs))
+        n_shots += [len(v)] * len(recs)
+        n_pos += pos.sum(1).tolist()
+    q = len(n_pos)
+    out = {f"R@{k}": 100 * sum(hits[k]) / q for k in KS}
+    out.update({f"random_{k}": 100 * v for k, v in
+                gm.random_retrieval_recall(np.array(n_shots), np.array(n_pos), KS).items()})
+    out["narrations"] = float(q)
+    out["no_positive"] = float(sum(p == 0 for p in n_pos))
+    return out
+
+
 def results_table(results: dict[str, dict[str, float]]) -> str:
+    if all("R@10" in m for m in results.values()):
+        rows = ["| split | R@1 | R@5 | R@10 | random R@1 | random R@5 | narrations |",
+                "|---|---|---|---|---|---|---|"]
+        for split, m in results.items():
+            rows.append(f"| {split} | {m['R@1']:.2f} | {m['R@5']:.2f} | {m['R@10']:.2f} | "
+                        f"{m['random_R@1']:.2f} | {m['random_R@5']:.2f} | "
+                        f"{m['narrations']:.0f} |")
+        return "\n".join(rows)
     cols = [f"R@{n},IoU@{m}" for n in (1, 5) for m in IOUS]
     rows = ["| split | " + " | ".join(cols) + " | random R@1,IoU@0.5 |",
             "|" + "---|" * (len(cols) + 2)]
