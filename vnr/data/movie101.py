@@ -33,6 +33,7 @@ from typing import Any
 import grain
 import numpy as np
 
+from vnr.data import pipeline
 from vnr.data.text import words
 
 PAD, BOS, EOS, UNK = 0, 1, 2, 3
@@ -239,11 +240,8 @@ def train_dataset(cfg: Any, batch_size: int, seed: int, process_index: int = 0,
     prepare(cfg)
     ds = grain.MapDataset.source(_source(cfg, cfg.config, cfg.train_split))
     ds = ds.seed(seed).shuffle().repeat(None).map(_encode(cfg, False))
-    ds = ds[process_index::process_count].batch(batch_size, drop_remainder=True)
-    ds = ds.to_iter_dataset()
-    if cfg.num_workers > 0:
-        ds = ds.mp_prefetch(grain.MultiprocessingOptions(num_workers=cfg.num_workers))
-    return ds
+    ds = ds.batch(batch_size, drop_remainder=True)[process_index::process_count]  # p-th block
+    return pipeline.to_iter(ds, cfg.num_workers)
 
 
 def eval_batches(cfg: Any, split: str, batch_size: int, max_examples: int = 0,
@@ -256,7 +254,7 @@ def eval_batches(cfg: Any, split: str, batch_size: int, max_examples: int = 0,
     ds = ds[process_index::process_count].batch(local, drop_remainder=False)
     shard = -(-n // process_count)
     n_batches = -(-shard // local)
-    return iter(ds.to_iter_dataset()), n_batches
+    return iter(pipeline.to_iter(ds, 0)), n_batches
 
 
 def pad_batch(batch: dict[str, np.ndarray], size: int) -> dict[str, np.ndarray]:

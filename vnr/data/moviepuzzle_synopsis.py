@@ -22,7 +22,7 @@ import grain
 import numpy as np
 from PIL import Image
 
-from vnr.data import text
+from vnr.data import pipeline, text
 from vnr.data.moviepuzzle import AugmentClip
 
 
@@ -80,8 +80,8 @@ def train_dataset(cfg: Any, batch_size: int, seed: int, process_index: int = 0,
     ds = grain.MapDataset.source(src).seed(seed).shuffle().repeat(None).map(_encode(cfg))
     if cfg.get("augment", False):
         ds = ds.random_map(AugmentClip())
-    ds = ds[process_index::process_count].batch(batch_size, drop_remainder=True)
-    return _prefetch(ds.to_iter_dataset(), cfg.num_workers)
+    ds = ds.batch(batch_size, drop_remainder=True)[process_index::process_count]  # p-th block
+    return pipeline.to_iter(ds, cfg.num_workers)
 
 
 def eval_dataset(cfg: Any, split: str, batch_size: int, max_examples: int = 0,
@@ -93,7 +93,7 @@ def eval_dataset(cfg: Any, split: str, batch_size: int, max_examples: int = 0,
         ds = ds[:max_examples]
     ds = ds.map(_encode(cfg))[process_index::process_count]
     ds = ds.batch(batch_size // process_count, drop_remainder=False)
-    return _prefetch(ds.to_iter_dataset(), cfg.num_workers)
+    return pipeline.to_iter(ds, cfg.num_workers)
 
 
 def num_eval_batches(cfg: Any, split: str, batch_size: int, max_examples: int = 0,
@@ -112,9 +112,3 @@ def pad_batch(batch: dict[str, np.ndarray], size: int) -> dict[str, np.ndarray]:
         return batch
     return {k: np.concatenate([v, np.zeros((size - have, *v.shape[1:]), v.dtype)])
             for k, v in batch.items()}
-
-
-def _prefetch(ds: grain.IterDataset, num_workers: int) -> grain.IterDataset:
-    if num_workers > 0:
-        return ds.mp_prefetch(grain.MultiprocessingOptions(num_workers=num_workers))
-    return ds

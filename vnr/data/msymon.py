@@ -31,7 +31,7 @@ from typing import Any
 import grain
 import numpy as np
 
-from vnr.data import text
+from vnr.data import pipeline, text
 
 LANGUAGES = ("en", "ch", "es", "fr", "pt", "hi", "ru")
 
@@ -212,11 +212,8 @@ def train_dataset(cfg: Any, batch_size: int, seed: int, process_index: int = 0,
     """Endless, per-epoch reshuffled batches of random crops for one process."""
     ds = grain.MapDataset.source(source(cfg, cfg.train_split)).seed(seed).shuffle().repeat(None)
     ds = ds.random_map(_encode(cfg, cfg.max_clips, cfg.max_sentences, True))
-    ds = ds[process_index::process_count].batch(batch_size, drop_remainder=True)
-    ds = ds.to_iter_dataset()
-    if cfg.num_workers > 0:
-        ds = ds.mp_prefetch(grain.MultiprocessingOptions(num_workers=cfg.num_workers))
-    return ds
+    ds = ds.batch(batch_size, drop_remainder=True)[process_index::process_count]  # p-th block
+    return pipeline.to_iter(ds, cfg.num_workers)
 
 
 def eval_sizes(src: Any, cfg: Any, max_examples: int = 0) -> tuple[int, int]:
@@ -244,7 +241,7 @@ def eval_batches(cfg: Any, split: str, batch_size: int, max_examples: int = 0,
     ds = ds[process_index::process_count].batch(local, drop_remainder=False)
     largest_shard = -(-n // process_count)
     count = -(-largest_shard // local)
-    return iter(ds.to_iter_dataset()), count
+    return iter(pipeline.to_iter(ds, 0)), count
 
 
 def pad_batch(batch: dict[str, np.ndarray], size: int) -> dict[str, np.ndarray]:

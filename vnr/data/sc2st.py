@@ -26,7 +26,7 @@ from typing import Any
 import grain
 import numpy as np
 
-from vnr.data import text
+from vnr.data import pipeline, text
 
 
 @functools.lru_cache(maxsize=4)
@@ -104,8 +104,8 @@ def train_dataset(cfg: Any, text_encoder: str, batch_size: int, seed: int,
     ds = grain.MapDataset.source(_source(cfg, cfg.train_split))
     enc = _encode(cfg, cfg.train_split, text_encoder)
     ds = ds.seed(seed).shuffle().repeat(None).map(enc)
-    ds = ds[process_index::process_count].batch(batch_size, drop_remainder=True)
-    return _prefetch(ds.to_iter_dataset(), cfg.num_workers)
+    ds = ds.batch(batch_size, drop_remainder=True)[process_index::process_count]  # p-th block
+    return pipeline.to_iter(ds, cfg.num_workers)
 
 
 def eval_dataset(cfg: Any, split: str, text_encoder: str, batch_size: int,
@@ -118,7 +118,7 @@ def eval_dataset(cfg: Any, split: str, text_encoder: str, batch_size: int,
     ds = ds.map(_encode(cfg, split, text_encoder))
     ds = ds[process_index::process_count].batch(batch_size // process_count,
                                                 drop_remainder=False)
-    return _prefetch(ds.to_iter_dataset(), cfg.num_workers)
+    return pipeline.to_iter(ds, cfg.num_workers)
 
 
 def num_eval_batches(cfg: Any, split: str, batch_size: int, max_examples: int = 0,
@@ -136,9 +136,3 @@ def pad_batch(batch: dict[str, np.ndarray], size: int) -> dict[str, np.ndarray]:
         return batch
     return {k: np.concatenate([v, np.zeros((size - have, *v.shape[1:]), v.dtype)])
             for k, v in batch.items()}
-
-
-def _prefetch(ds: grain.IterDataset, num_workers: int) -> grain.IterDataset:
-    if num_workers > 0:
-        return ds.mp_prefetch(grain.MultiprocessingOptions(num_workers=num_workers))
-    return ds

@@ -39,7 +39,7 @@ from typing import Any
 import grain
 import numpy as np
 
-from vnr.data import text
+from vnr.data import pipeline, text
 
 
 def _source(cfg: Any, split: str):
@@ -227,8 +227,8 @@ def train_dataset(cfg: Any, task: str, batch_size: int, seed: int, process_index
                          f"fewer than one global batch ({batch_size * process_count})")
     ds = grain.MapDataset.source(source).seed(seed).shuffle().repeat(None)
     ds = _apply(ds, _encoder(cfg, source, task, fixed=False))
-    ds = ds[process_index::process_count].batch(batch_size, drop_remainder=True)
-    return _prefetch(ds.to_iter_dataset(), cfg.num_workers)
+    ds = ds.batch(batch_size, drop_remainder=True)[process_index::process_count]  # p-th block
+    return pipeline.to_iter(ds, cfg.num_workers)
 
 
 def eval_dataset(cfg: Any, task: str, split: str, batch_size: int, max_examples: int = 0,
@@ -242,7 +242,7 @@ def eval_dataset(cfg: Any, task: str, split: str, batch_size: int, max_examples:
     ds = _apply(ds.seed(0), _encoder(cfg, source, task, fixed=True))
     ds = ds[process_index::process_count].batch(batch_size // process_count,
                                                 drop_remainder=False)
-    return _prefetch(ds.to_iter_dataset(), cfg.num_workers), n
+    return pipeline.to_iter(ds, cfg.num_workers), n
 
 
 def pad_batch(batch: dict[str, np.ndarray], size: int) -> dict[str, np.ndarray]:
@@ -252,12 +252,6 @@ def pad_batch(batch: dict[str, np.ndarray], size: int) -> dict[str, np.ndarray]:
         return batch
     return {k: np.concatenate([v, np.zeros((size - have, *v.shape[1:]), v.dtype)])
             for k, v in batch.items()}
-
-
-def _prefetch(ds: grain.IterDataset, num_workers: int) -> grain.IterDataset:
-    if num_workers > 0:
-        return ds.mp_prefetch(grain.MultiprocessingOptions(num_workers=num_workers))
-    return ds
 
 
 def num_batches(n: int, process_count: int, local_batch: int) -> int:
