@@ -83,7 +83,7 @@ def test_baselines():
     p2 = storyboard.prior_scores(jax.random.key(0), jnp.array([1]), (9, 12))
     np.testing.assert_array_equal(p1[1], p2[0])  # a storyboard's scores depend on its index only
     cfg = get_config("similarity")
-    assert cfg.total_steps == 1
+    assert cfg.total_steps == 0
     cfg.total_steps = 5
     with pytest.raises(ValueError, match="nothing to train"):
         task.validate(cfg)

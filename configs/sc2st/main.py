@@ -64,8 +64,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     )
     c.batch_size = 32
     c.eval_batch_size = 32
-    # Baselines: one zero-gradient step, only so the loop writes its final checkpoint.
-    c.total_steps = 1 if baseline else 300
+    c.total_steps = 0 if baseline else 300  # baselines: evaluation only
     c.warmup_steps = 0 if baseline else 100
     c.lr = 2e-3
     c.weight_decay = 0.01
@@ -89,7 +88,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
         c.model.update(width=16, mlp=32, heads=2,
                        text_overrides=dict(hidden_size=32, intermediate_size=64))
         c.batch_size = c.eval_batch_size = 8
-        c.total_steps = 1 if baseline else 4
+        c.total_steps = 0 if baseline else 4
         c.warmup_steps = 0 if baseline else 1
         c.log_every = c.eval_every = c.ckpt_every = 2
         c.eval.update(max_val_clips=8, max_test_clips=6)  # 6 = a short batch

@@ -6,8 +6,7 @@ Evaluation: every round of every storyboard of a split is scored; R@1/5/10 (%),
 mean rank and MRR overall and by stage (early 2-4, middle 5-7, late 8-10) from
 `vnr.ops.rank_metrics` (ties broken uniformly in expectation). The baselines
 `prior` (random scores) and `similarity` (cosine to keyframe t-1) train nothing:
-their configs run one step (total_steps=1) whose gradient is zero (the scores
-ignore the parameters), only so the train loop writes its final checkpoint.
+their configs set total_steps=0 (the loop only evaluates).
 """
 
 from __future__ import annotations
@@ -33,9 +32,9 @@ def validate(config: Any) -> None:
     m, d = config.model, config.data
     if m.fusion not in storyboard.FUSIONS:
         raise ValueError(f"model.fusion={m.fusion!r}: choose one of {storyboard.FUSIONS}")
-    if m.fusion not in storyboard.TRAINED and config.total_steps > 1:
+    if m.fusion not in storyboard.TRAINED and config.total_steps:
         raise ValueError(f"model.fusion={m.fusion!r} is a baseline with nothing to train; "
-                         f"set total_steps=1 (got {config.total_steps})")
+                         f"set total_steps=0 (got {config.total_steps})")
     if d.config.startswith(("lsmdc", "released")) and not d.manual_dir:
         raise ValueError(f"data.manual_dir is required for data.config={d.config!r} (see "
                          "tfds_builders/sc2st/README.md for its layout)")
