@@ -31,7 +31,7 @@ def test_table_lists_finished_runs_and_marks_missing_ones(tmp_path, capsys):
                        "--csv", str(out_csv)]) == 0
     text = capsys.readouterr()
     lines = text.out.strip().splitlines()
-    assert lines[0].startswith("| run | model | in LSD↓") and "out OS3↑" in lines[0]
+    assert lines[0].startswith("| run | model | steps | in LSD↓") and "out OS3↑" in lines[0]
     assert len(lines) == 2 + 4
     assert "HCMC frame+shot, w/o CL, cosine" in lines[2] and "| 71.00 |" in lines[2]
     assert "late fusion; main job" in lines[3] and "| 70.00 |" in lines[3]
@@ -39,7 +39,7 @@ def test_table_lists_finished_runs_and_marks_missing_ones(tmp_path, capsys):
     assert "never_started" in lines[5] and "no config.json" in lines[5]
     assert "2 run(s) without results" in text.err
     rows = list(csv.reader(out_csv.open()))
-    assert len(rows) == 5 and len(rows[0]) == 2 + 12 and rows[1][2] == "10.00"
+    assert len(rows) == 5 and len(rows[0]) == 3 + 12 and rows[1][3] == "10.00"
 
 
 def test_a_run_without_a_split_shows_dashes(tmp_path, capsys):
@@ -49,3 +49,14 @@ def test_a_run_without_a_split_shows_dashes(tmp_path, capsys):
     table.main(["--workdirs", str(d), "--csv", str(tmp_path / "x.csv")])
     row = capsys.readouterr().out.strip().splitlines()[2]
     assert "random" in row and row.count("| - ") == 6
+
+
+def test_runs_with_the_same_name_are_told_apart_by_their_parent(tmp_path, capsys):
+    cfg = {"task": "moviepuzzle", "total_steps": 300, "model": {}}
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    runs = [_run(tmp_path / p, "fusion", cfg, RESULTS) for p in ("a", "b")]
+    table.main(["--workdirs", *map(str, runs), "--csv", str(tmp_path / "x.csv")])
+    out = capsys.readouterr().out.splitlines()
+    assert out[2].startswith("| a/fusion | ") and out[3].startswith("| b/fusion | ")
+    assert "| 300 |" in out[2]

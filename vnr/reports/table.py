@@ -60,9 +60,12 @@ def describe(cfg: dict[str, Any]) -> str:
 
 def load_run(workdir: pathlib.Path) -> dict[str, Any]:
     """{name, model, results or None, note} for one workdir; never raises on a bad run."""
-    row: dict[str, Any] = {"name": workdir.name, "model": "?", "results": None, "note": ""}
+    row: dict[str, Any] = {"name": workdir.name, "model": "?", "steps": "?", "results": None,
+                           "note": ""}
     try:
-        row["model"] = describe(json.loads((workdir / "config.json").read_text()))
+        cfg = json.loads((workdir / "config.json").read_text())
+        row["model"] = describe(cfg)
+        row["steps"] = str(cfg.get("total_steps", "?"))
     except FileNotFoundError:
         row["note"] = "no config.json"
     except (json.JSONDecodeError, AttributeError, TypeError) as e:
@@ -82,15 +85,15 @@ def _cell(results: dict | None, split: str, metric: str) -> str:
 
 
 def table(rows: list[dict[str, Any]], splits: list[str]) -> tuple[list[str], list[list[str]]]:
-    head = ["run", "model"] + [f"{SHORT.get(s, s)} {k.upper()}{ARROWS[k]}"
+    head = ["run", "model", "steps"] + [f"{SHORT.get(s, s)} {k.upper()}{ARROWS[k]}"
                                for s in splits for k in METRICS]
     body = []
     for r in rows:
         if r["results"] is None:
-            body.append([r["name"], f"{r['model']} — {r['note']}"] + ["missing"] * (
-                len(head) - 2))
+            body.append([r["name"], f"{r['model']} — {r['note']}", r["steps"]] + ["missing"] * (
+                len(head) - 3))
         else:
-            body.append([r["name"], r["model"]] + [_cell(r["results"], s, k)
+            body.append([r["name"], r["model"], r["steps"]] + [_cell(r["results"], s, k)
                                                    for s in splits for k in METRICS])
     return head, body
 
@@ -110,6 +113,10 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     splits = [s for s in a.splits.split(",") if s]
     rows = [load_run(pathlib.Path(w)) for w in a.workdirs]
+    names = [r["name"] for r in rows]
+    for r, w in zip(rows, a.workdirs, strict=True):  # same basename twice: add the parent
+        if names.count(r["name"]) > 1:
+            r["name"] = f"{pathlib.Path(w).absolute().parent.name}/{r['name']}"
     head, body = table(rows, splits)
     print(markdown(head, body))
     missing = [r["name"] for r in rows if r["results"] is None]
