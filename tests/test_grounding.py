@@ -64,7 +64,7 @@ def test_rnl_beats_random(tmp_path) -> None:
         return loss
 
     it = iter(task.train_data(c, 16, 0, 1))
-    for _ in range(150):
+    for _ in range(250):  # 150 steps left R@1 IoU@0.5 at 4-29 % across init seeds
         loss = step(model, opt, {k: jnp.asarray(v) for k, v in next(it).items()})
     assert np.isfinite(float(loss))
     predict = nnx.jit(lambda m, b: task.predict(m, b, c))

@@ -72,8 +72,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
         c.log_every = c.eval_every = c.ckpt_every = 3
         c.eval.update(max_val_clips=8, max_test_clips=10)
         if "global" in args:  # enough steps to learn the planted action/text link
-            c.batch_size, c.total_steps, c.warmup_steps = 16, 120, 10
+            c.batch_size, c.total_steps, c.warmup_steps = 16, 60, 10
             c.lr = 3e-3
-            c.log_every = c.eval_every = c.ckpt_every = 60
+            c.log_every = c.eval_every = c.ckpt_every = 30
             c.eval.update(max_val_clips=16, max_test_clips=0)
     return c

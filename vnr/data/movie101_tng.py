@@ -48,11 +48,7 @@ class Window(grain.transforms.RandomMap):
 
     def random_map(self, rec: dict, rng: np.random.Generator) -> dict[str, np.ndarray]:
         movie = self.table[rec["movie_id"]]
-        clip, s3d, face = movie["clip"], movie["s3d"], movie["face"]
-        if not len(clip) or not len(s3d):
-            raise ValueError(f"movie {rec['movie_id']} has no clip/s3d features: TNG needs "
-                             "features/ in manual_dir")
-        T, W = min(len(clip), len(s3d)), self.window
+        T, W = movie_seconds(movie, rec["movie_id"]), self.window
         s, e = float(rec["start"]), float(min(rec["end"], T))
         lo, hi = max(0.0, e - W), max(0.0, min(s, T - W))
         if self.train:
@@ -60,33 +56,47 @@ class Window(grain.transforms.RandomMap):
         else:
             u = (zlib.crc32(rec["id"].encode()) % 1000) / 999.0
         ws = int(np.floor(lo + u * max(hi - lo, 0.0))) if hi >= lo else int(max(0.0, T - W))
-        secs = np.arange(ws, ws + W)
-        ok = secs < T
-        idx = np.minimum(secs, T - 1)
-        feats = np.concatenate([clip[idx], s3d[idx]], -1).astype(np.float32) * ok[:, None]
-        fc = np.zeros((W, self.faces, self.face_dim), np.float32)
-        if len(face):
-            f = face[np.minimum(idx, len(face) - 1), : self.faces].astype(np.float32)
-            fc[:, : f.shape[1]] = f * ok[:, None, None]
+        clips, faces = window_features(movie, ws, W, self.n_clips, self.faces, self.face_dim)
         n = self.n_clips
-        clips = feats.reshape(n, W // n, -1).mean(1)
-        faces = fc.reshape(n, W // n, self.faces, self.face_dim).mean(1)
         scale = n / W
         gt = np.array([np.clip((s - ws) * scale, 0, n), np.clip((e - ws) * scale, 0, n)],
                       np.float32)
         if gt[1] <= gt[0]:
             gt[1] = min(n, gt[0] + scale)
-        R = self.max_roles
-        portraits = np.zeros((R, self.face_dim), np.float32)
-        pmask = np.zeros((R,), bool)
-        pf, pm = movie["portrait_face"], movie["portrait_face_mask"]
-        for j, k in enumerate(dict.fromkeys(int(r) for r in rec["roles"])):
-            if j < R and k < len(pf) and pm[k]:
-                portraits[j], pmask[j] = pf[k], True
+        portraits, pmask = portrait_features(movie, rec["roles"], self.max_roles, self.face_dim)
         return {"clips": clips, "faces": faces,
                 "tokens": text.tokenize(rec["text"], self.vocab_size, self.max_tokens),
                 "portraits": portraits, "portrait_mask": pmask, "gt": gt,
                 "valid": np.array(True)}
+
+
+def portrait_features(movie: dict, roles: Any, max_roles: int, face_dim: int
+                      ) -> tuple[np.ndarray, np.ndarray]:
+    """The named roles' portrait face features [R, Df] and mask [R] (first `max_roles`)."""
+    portraits = np.zeros((max_roles, face_dim), np.float32)
+    pmask = np.zeros((max_roles,), bool)
+    pf, pm = movie["portrait_face"], movie["portrait_face_mask"]
+    for j, k in enumerate(dict.fromkeys(int(r) for r in roles)):
+        if j < max_roles and k < len(pf) and pm[k]:
+            portraits[j], pmask[j] = pf[k], True
+    return portraits, pmask
+
+
+def window_features(movie: dict, ws: int, W: int, n: int, faces: int, face_dim: int
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """Seconds ws..ws+W (zeros past the end) pooled into n clips: (clips, faces)."""
+    clip, s3d, face = movie["clip"], movie["s3d"], movie["face"]
+    T = min(len(clip), len(s3d))
+    secs = np.arange(ws, ws + W)
+    ok = secs < T
+    idx = np.minimum(secs, T - 1)
+    feats = np.concatenate([clip[idx], s3d[idx]], -1).astype(np.float32) * ok[:, None]
+    fc = np.zeros((W, faces, face_dim), np.float32)
+    if len(face):
+        f = face[np.minimum(idx, len(face) - 1), :faces].astype(np.float32)
+        fc[:, : f.shape[1]] = f * ok[:, None, None]
+    return (feats.reshape(n, W // n, -1).mean(1),
+            fc.reshape(n, W // n, faces, face_dim).mean(1))
 
 
 def _window(cfg: Any, train: bool) -> Window:
@@ -133,13 +143,19 @@ def pad_batch(batch: dict[str, np.ndarray], size: int) -> dict[str, np.ndarray]:
             for k, v in batch.items()}
 
 
-def movie_frames(movie: dict, movie_id: str) -> np.ndarray:
-    """Per-second CLIP ⊕ S3D features [T, Dc+Ds] of a movie record."""
+def movie_seconds(movie: dict, movie_id: str) -> int:
+    """Seconds with both CLIP and S3D features (a clear error when there are none)."""
     clip, s3d = movie["clip"], movie["s3d"]
     if not len(clip) or not len(s3d):
         raise ValueError(f"movie {movie_id} has no clip/s3d features: TNG needs features/ "
                          "in manual_dir")
-    T = min(len(clip), len(s3d))
+    return min(len(clip), len(s3d))
+
+
+def movie_frames(movie: dict, movie_id: str) -> np.ndarray:
+    """Per-second CLIP ⊕ S3D features [T, Dc+Ds] of a movie record."""
+    T = movie_seconds(movie, movie_id)
+    clip, s3d = movie["clip"], movie["s3d"]
     return np.concatenate([clip[:T], s3d[:T]], -1).astype(np.float32)
 
 
@@ -165,16 +181,19 @@ class ShotPair(grain.transforms.RandomMap):
     vocab_size: int
 
     def random_map(self, rec: dict, rng: np.random.Generator) -> dict[str, np.ndarray]:
-        frames = movie_frames(self.table[rec["movie_id"]], rec["movie_id"])
-        shots, mask = shot_features(frames, self.shot_len)
-        spans = gm.cut_shots(float(len(frames)), float(self.shot_len))
+        movie = self.table[rec["movie_id"]]
+        T, L = movie_seconds(movie, rec["movie_id"]), self.shot_len
+        spans = gm.cut_shots(float(T), float(L))
         q = np.array([float(rec["start"]), float(rec["end"])])
         pos = np.flatnonzero(gm.shot_alignment(spans, q))
         if len(pos):
             k = int(rng.choice(pos))
         else:
             k = int(np.argmax(np.minimum(spans[:, 1], q[1]) - np.maximum(spans[:, 0], q[0])))
-        return {"shot": shots[k], "shot_mask": mask[k],
+        e = min((k + 1) * L, T)
+        shot = np.zeros((L, movie["clip"].shape[1] + movie["s3d"].shape[1]), np.float32)
+        shot[: e - k * L] = np.concatenate([movie["clip"][k * L:e], movie["s3d"][k * L:e]], -1)
+        return {"shot": shot, "shot_mask": np.arange(L) < e - k * L,
                 "tokens": text.tokenize(rec["text"], self.vocab_size, self.max_tokens),
                 "movie": np.int32(movie_code(rec["movie_id"])), "shot_index": np.int32(k)}
 

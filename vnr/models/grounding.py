@@ -55,9 +55,11 @@ class RNL(nnx.Module):
                  n_clips: int, portraits: bool, rngs: nnx.Rngs):
         self.n, self.use_portraits = n_clips, portraits
         self.fc = dense(frame_dim + faces * face_dim, width, ("mlp", "embed"), rngs)
-        self.gru = nnx.Bidirectional(nnx.RNN(nnx.GRUCell(width, width // 2, rngs=rngs)),
-                                     nnx.RNN(nnx.GRUCell(width, width // 2, rngs=rngs)),
-                                     rngs=rngs)
+        # rngs=False: the carry starts at zero, so no RNG key is kept in the state (a typed
+        # key there is saved as raw key data and would not restore into a checkpoint target)
+        self.gru = nnx.Bidirectional(
+            nnx.RNN(nnx.GRUCell(width, width // 2, rngs=rngs), rngs=False),
+            nnx.RNN(nnx.GRUCell(width, width // 2, rngs=rngs), rngs=False), rngs=False)
         self.query = QueryEncoder(vocab, face_dim, width, rngs)
         self.conv1 = nnx.Conv(width, width, (3, 3), padding="SAME", rngs=rngs)
         self.conv2 = nnx.Conv(width, 1, (3, 3), padding="SAME", rngs=rngs)
@@ -65,7 +67,8 @@ class RNL(nnx.Module):
     def __call__(self, batch: dict) -> jax.Array:
         b, n = batch["clips"].shape[:2]
         x = jnp.concatenate([batch["clips"], batch["faces"].reshape(b, n, -1)], -1)
-        h = self.gru(jax.nn.relu(self.fc(x)))
+        zero = jnp.zeros((b, self.gru.forward_rnn.cell.hidden_features), x.dtype)
+        h = self.gru(jax.nn.relu(self.fc(x)), initial_carry=(zero, zero))
         q = self.query(batch["tokens"], batch["portraits"] if self.use_portraits else None,
                        batch["portrait_mask"] if self.use_portraits else None)
         f = _unit(h * q[:, None])
