@@ -3,7 +3,7 @@
     python -m vnr.train --config configs/moviepuzzle/baselines.py:ROW[,smoke|clips] --workdir DIR
 
 ROW is one of:
-  random        nothing trained (1 no-op step): exact expected metrics of random orders
+  random        nothing trained (evaluation only): exact expected metrics of random orders
   nsp_bert      text pairs "[CLS] utt_i [SEP] utt_j [SEP]" on BERT, NSP-style head
   sop_albert    the same on ALBERT, SOP-style head
   vision        vision-only pair model (the main job's model without text)
@@ -50,7 +50,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.pairs_per_clip = 64
     if row == "random":
         c.model.kind = "random"
-        c.total_steps = c.warmup_steps = 1
+        c.total_steps = c.warmup_steps = 0
     elif row in ("nsp_bert", "sop_albert"):
         c.model.update(kind="text_pair", head=row[:3],
                        encoder="scratch:bert-small" if row == "nsp_bert" else
@@ -66,5 +66,5 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
         if c.model.kind == "text_pair":
             c.model.encoder = c.model.encoder.replace("-small", "-tiny")
         if row == "random":
-            c.total_steps = c.warmup_steps = 1
+            c.total_steps = c.warmup_steps = 0
     return c

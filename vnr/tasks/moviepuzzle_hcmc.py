@@ -12,9 +12,9 @@
              a SOP-style head (`"sop"`: is a consecutive pair in its true order; swapped
              negatives); search objective "path" (consecutive-pair scores).
   random     nothing to learn: the exact expected metrics of uniformly random orders of the
-             split's clips (`order_metrics.random_expectation`). The trainer still runs
-             `total_steps` (1 in the config) no-op steps on a placeholder parameter, so the
-             run ends with a checkpoint like every other row.
+             split's clips (`order_metrics.random_expectation`); its config runs no step
+             (total_steps=0: the loop only evaluates). A placeholder parameter gives the
+             optimizer something to hold.
 
 HCMC training (per step, all clips and pairs in one jitted pass):
   * pairs per level: `pairs_per_clip` ordered pairs of distinct units (frames, shots or
@@ -283,7 +283,7 @@ def loss_fn(model: nnx.Module, batch: dict, rngs: nnx.Rngs, config: Any):
         return text_pair_loss(model, batch, rngs, config)
     if kind == "pair":
         return base.loss_fn(model, batch, rngs, config)
-    return 0.0 * model.unused.value.sum(), {}  # random: a no-op step
+    return 0.0 * model.unused.value.sum(), {}  # random: never stepped (total_steps=0)
 
 
 # ----------------------------------------------------------------------------- prediction
