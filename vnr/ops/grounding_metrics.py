@@ -117,11 +117,12 @@ def two_stage_rank(shot_scores: np.ndarray, window_starts: np.ndarray,
     shot_scores [k]: the global cosine similarities of the k retrieved shots (best first);
     window_starts [k]: each window's start second; window_spans [P, 2] proposal spans in
     seconds relative to a window; window_scores [k, P]: the local model's logits of every
-    proposal in each window. Combination (our choice; the paper does not give one):
-    score = sigmoid(local logit) * exp(weight * shot score) ... taken in log space:
-    `log_sigmoid(local) + weight * shot_score`, i.e. the local IoU estimate re-weighted by a
-    softmax-style prior over the k windows. Proposals of all k windows are pooled, ranked
-    and greedy-NMS'd (IoU > thr) -> the best `top` absolute spans [top, 2] in seconds.
+    proposal in each window. Combination (our choice; the paper gives none):
+    `log_sigmoid(local logit) + weight * shot_score`, i.e. the log of the local model's IoU
+    estimate sigmoid(logit) times exp(weight * cosine), a softmax-style prior over the k
+    windows (weight 0: local scores only; large weight: the best shot's window wins).
+    Proposals of all k windows are pooled, ranked and greedy-NMS'd (IoU > thr) -> the best
+    `top` absolute spans [top, 2] in seconds.
     """
     shot_scores = np.asarray(shot_scores, np.float64)[:k]
     local = np.asarray(window_scores, np.float64)[:k]
