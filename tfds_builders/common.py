@@ -11,6 +11,9 @@ import collections
 import json
 import logging
 import os
+import pathlib
+import shutil
+from collections.abc import Callable
 from typing import Any
 
 SUMMARY_FILE = "build_summary.json"
@@ -82,3 +85,23 @@ def format_summary(summary: dict) -> str:
         for reason, n in sorted(skipped.items()):
             lines.append(f"  {reason}: {n}")
     return "\n".join(lines)
+
+
+def write_once(root: pathlib.Path, write: Callable[[pathlib.Path], None]) -> pathlib.Path:
+    """`root`, written by `write(tmp_dir)` unless a complete copy exists already.
+
+    Generated corpora are deterministic, so concurrent builders (several processes of one
+    run) may both write; the first to finish renames its temporary directory into place
+    and the others discard theirs. `root/_COMPLETE` marks a finished corpus.
+    """
+    if (root / "_COMPLETE").is_file():
+        return root
+    tmp = root.with_name(root.name + f".tmp{os.getpid()}")
+    try:
+        write(tmp)
+        (tmp / "_COMPLETE").write_text("ok\n")
+        if not root.exists():  # else another process finished first
+            os.replace(tmp, root)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return root

@@ -17,7 +17,6 @@ import io
 import json
 import os
 import pathlib
-import shutil
 from collections.abc import Iterator
 from typing import Any
 
@@ -254,17 +253,8 @@ def _synthetic_dir(download_dir: pathlib.Path, config: MoviePuzzleConfig) -> pat
         / "moviepuzzle_synthetic"
         / f"{config.sizes}_seed{config.seed}_v{synthetic.CORPUS_VERSION}"
     )
-    if (root / "_COMPLETE").is_file():
-        return root
-    tmp = root.with_name(root.name + f".tmp{os.getpid()}")
-    try:
-        synthetic.write_corpus(tmp, seed=config.seed, sizes=config.sizes)
-        (tmp / "_COMPLETE").write_text("ok\n")
-        if not root.exists():  # else another process finished first
-            os.replace(tmp, root)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return root
+    return common.write_once(
+        root, lambda tmp: synthetic.write_corpus(tmp, seed=config.seed, sizes=config.sizes))
 
 
 class MoviePuzzle(tfds.core.GeneratorBasedBuilder):

@@ -13,7 +13,6 @@ import collections
 import dataclasses
 import os
 import pathlib
-import shutil
 from collections.abc import Iterator
 from typing import Any
 
@@ -200,17 +199,8 @@ def _synthetic_dir(download_dir: pathlib.Path, config: MSymonConfig) -> pathlib.
 
     name = f"d{config.dim}_seed{config.seed}_v{synthetic.VERSION}"
     root = download_dir / "msymon_synthetic" / name
-    if (root / "_COMPLETE").is_file():
-        return root
-    tmp = root.with_name(root.name + f".tmp{os.getpid()}")
-    try:
-        synthetic.write_corpus(tmp, seed=config.seed, dim=config.dim)
-        (tmp / "_COMPLETE").write_text("ok\n")
-        if not root.exists():
-            os.replace(tmp, root)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return root
+    return common.write_once(
+        root, lambda tmp: synthetic.write_corpus(tmp, seed=config.seed, dim=config.dim))
 
 
 class MSymon(tfds.core.GeneratorBasedBuilder):

@@ -14,7 +14,6 @@ import dataclasses
 import os
 import pathlib
 import re
-import shutil
 import zlib
 from collections.abc import Iterator
 from typing import Any
@@ -309,17 +308,8 @@ def _synthetic_dir(download_dir: pathlib.Path, cfg: SymonConfig) -> pathlib.Path
 
     version = synthetic.CORPUS_VERSION
     root = download_dir / "symon_synthetic" / f"{cfg.sizes}_seed{cfg.seed}_v{version}"
-    if (root / "_COMPLETE").is_file():
-        return root
-    tmp = root.with_name(root.name + f".tmp{os.getpid()}")
-    try:
-        synthetic.write_corpus(tmp, sizes=cfg.sizes, seed=cfg.seed)
-        (tmp / "_COMPLETE").write_text("ok\n")
-        if not root.exists():
-            os.replace(tmp, root)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return root
+    return common.write_once(
+        root, lambda tmp: synthetic.write_corpus(tmp, sizes=cfg.sizes, seed=cfg.seed))
 
 
 class Symon(tfds.core.GeneratorBasedBuilder):
