@@ -28,18 +28,8 @@ check_splits = symon_retrieval.check_splits
 
 
 def validate(config: Any) -> None:
-    from tfds_builders import symon
-
     d = config.data
-    if d.config not in symon.CONFIGS:
-        raise ValueError(f"data.config={d.config!r}: choose one of {list(symon.CONFIGS)}")
-    if not symon.metadata(d.config)[2]:
-        raise ValueError(f"data.config={d.config!r} has no video features; segment ordering "
-                         "needs a features config (features, synthetic, synthetic_tiny)")
-    if symon.CONFIGS[d.config].source == "manual" and not d.manual_dir:
-        raise ValueError(f"data.manual_dir is required for data.config={d.config!r}")
-    if d.manual_dir and not pathlib.Path(d.manual_dir).is_dir():
-        raise ValueError(f"data.manual_dir={d.manual_dir!r} does not exist")
+    symon_retrieval.validate_data(d)
     if d.segment_seconds <= 0:
         raise ValueError(f"data.segment_seconds={d.segment_seconds} must be > 0")
 

@@ -29,10 +29,10 @@ from vnr.ops import contrastive, retrieval_metrics
 TASK = "retrieval"
 
 
-def validate(config: Any) -> None:
+def validate_data(d: Any) -> None:
+    """Checks `config.data` shared by both SYMON tasks (features config, manual_dir)."""
     from tfds_builders import symon
 
-    d = config.data
     if d.config not in symon.CONFIGS:
         raise ValueError(f"data.config={d.config!r}: choose one of {list(symon.CONFIGS)}")
     if not symon.metadata(d.config)[2]:
@@ -42,6 +42,10 @@ def validate(config: Any) -> None:
         raise ValueError(f"data.manual_dir is required for data.config={d.config!r}")
     if d.manual_dir and not pathlib.Path(d.manual_dir).is_dir():
         raise ValueError(f"data.manual_dir={d.manual_dir!r} does not exist")
+
+
+def validate(config: Any) -> None:
+    validate_data(config.data)
     if not 0.0 <= config.memory_mask_rate < 1.0:
         raise ValueError(f"memory_mask_rate={config.memory_mask_rate} must be in [0, 1)")
     if config.temperature <= 0:
