@@ -1,10 +1,15 @@
 """Movie101 MCN: tokens round-trip, RMN pointer shapes, the trainer end to end, and the
 Must-show: on the generated corpus (held-out movies, unseen names, a planted face/portrait
-signal) RMN's RoleF1 beats the same model without the pointer."""
+signal) RMN's RoleF1 beats the same model without the pointer. EMScore / MNScore in
+`evaluate` with tiny CLIP / Chinese-CLIP / BERT checkpoints the tests write (and the real
+all-MiniLM-L6-v2 when installed), checked against independent computations."""
 
 from __future__ import annotations
 
+import json
+import os
 import pathlib
+import string
 
 import jax.numpy as jnp
 import numpy as np
@@ -13,8 +18,12 @@ import pytest
 from flax import nnx
 
 from configs.movie101 import mcn as mcn_config
+from vnr import sharding
 from vnr.data import movie101 as data
+from vnr.ops import caption_metrics as cm
 from vnr.tasks import movie101_mcn as task
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
 @pytest.fixture(scope="module")
@@ -104,3 +113,127 @@ def test_role_pointer_beats_no_pointer(data_dir) -> None:
     print({k: {m: round(v, 1) for m, v in s.items()} for k, s in scores.items()})
     assert scores["pointer"]["role_f1"] > scores["no_pointer"]["role_f1"] + 30
     assert scores["pointer"]["role_f1"] > 50
+
+
+# ----------------------------------------------------------------------------- EMScore / MNScore
+
+LETTERS = list(string.ascii_lowercase) + list(".,!?'-")
+MERGES = [("t", "h"), ("th", "e</w>"), ("o", "n</w>"), ("a", "n")]
+
+
+def _clip_tokenizer(d: pathlib.Path) -> None:
+    """A tiny CLIP byte-level BPE tokenizer (vocab.json + merges.txt, loaded as
+    CLIPTokenizerFast): letters and punctuation with and without `</w>`, four merges, ids up
+    to 95 with <|startoftext|> = 94 and <|endoftext|> = 95 (highest, as in CLIP)."""
+    vocab = LETTERS + [t + "</w>" for t in LETTERS] + ["".join(m) for m in MERGES]
+    vocab += [f"<unused{i}>" for i in range(94 - len(vocab))]
+    vocab += ["<|startoftext|>", "<|endoftext|>"]
+    (d / "vocab.json").write_text(json.dumps({t: i for i, t in enumerate(vocab)}))
+    (d / "merges.txt").write_text("#version: 0.2\n" + "\n".join(" ".join(m) for m in MERGES))
+    (d / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "CLIPTokenizer"}))
+
+
+def _bert_vocab(d: pathlib.Path, extra: tuple[str, ...] = ()) -> None:
+    """A WordPiece vocab.txt: specials, characters and their ## continuations."""
+    toks = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *LETTERS,
+            *[f"##{t}" for t in string.ascii_lowercase], *extra]
+    (d / "vocab.txt").write_text("\n".join(toks) + "\n")
+
+
+def _tiny_clip(d: pathlib.Path, width: int):
+    """Tiny CLIP (hub layout) whose projections are cut to `width`; returns the HF Flax
+    model and params (projection kernels cut the same way) as the reference."""
+    from safetensors.numpy import load_file, save_file
+
+    from vnr.models.encoders.testing import write_tiny_checkpoint
+
+    ref, params = write_tiny_checkpoint("clip-p32", d, "pt-safetensors")
+    if width != 24:
+        w = load_file(str(d / "model.safetensors"))
+        for k in ("text_projection.weight", "visual_projection.weight"):
+            w[k] = np.ascontiguousarray(w[k][:width])
+        save_file(w, str(d / "model.safetensors"), metadata={"format": "pt"})
+        conf = json.loads((d / "config.json").read_text())
+        (d / "config.json").write_text(json.dumps(dict(conf, projection_dim=width)))
+    _clip_tokenizer(d)
+    return ref, params
+
+
+@pytest.fixture(scope="module")
+def prepared(data_dir):
+    c = _config(data_dir)
+    data.prepare(c.data)
+    return data_dir
+
+
+def _eval_config(data_dir, clip="", bert=""):
+    c = _config(data_dir)
+    c.eval.update(clip_model=str(clip), bert_model=str(bert), em_frames=5)
+    return c
+
+
+def _rolled_eval(c):
+    """evaluate() on 8 test clips with a stand-in predictor that returns the next clip's
+    reference tokens (so hypotheses differ from references), plus the hypotheses and sampled
+    CLIP frames recomputed here."""
+    mesh = sharding.make_mesh((-1, 1))
+    predict = lambda b: {"tokens": jnp.roll(b["targets"], 1, axis=0)}  # noqa: E731
+    metrics = task.evaluate(c, "test", predict, mesh, max_clips=8)
+    it, n = data.eval_batches(c.data, "test", 8, 8)
+    b = next(it)
+    assert n == 1 and len(b["targets"]) == 8
+    words, tokens = data.vocab(c.data), np.roll(b["targets"], 1, axis=0)
+    casts = [str(x).split("\t") for x in b["cast"]]
+    hyps = [task.decode_text(tokens[i], words, casts[i]) for i in range(8)]
+    width = data.clip_width(c.data)
+    frames, fmask = cm.sample_frames(b["frames"][..., :width], b["frame_mask"],
+                                     c.eval.em_frames)
+    return metrics, hyps, [str(r) for r in b["ref"]], frames, fmask
+
+
+def test_evaluate_emscore_mnscore_tiny_clip(prepared, tmp_path) -> None:
+    import jax
+
+    width = data.clip_width(_config(prepared).data)
+    assert width == 16  # synthetic_tiny: CLIP 16 + S3D 16 = frame_dim 32
+    clip_dir, bert_dir = tmp_path / "clip", tmp_path / "bert"
+    ref, params = _tiny_clip(clip_dir, width)
+    from vnr.models.encoders.testing import write_tiny_checkpoint
+
+    write_tiny_checkpoint("bert", bert_dir, "pt-safetensors")
+    _bert_vocab(bert_dir)
+    c = _eval_config(prepared, clip_dir, bert_dir)
+    task.validate(c)
+    m, hyps, refs, frames, fmask = _rolled_eval(c)
+    assert hyps != refs and m["narrations"] == 8
+    # reference text embeddings from transformers' Flax CLIP with the same (cut) weights
+    tok = task._clip(str(clip_dir))[1]
+    enc = tok(hyps, padding="max_length", truncation=True, max_length=16, return_tensors="np")
+    out = ref.module.apply({"params": params}, enc["input_ids"], enc["attention_mask"],
+                           np.broadcast_to(np.arange(16), enc["input_ids"].shape),
+                           method=lambda mod, i, a, p: mod.text_model(i, a, p))
+    kernel = np.asarray(params["text_projection"]["kernel"])[:, :width]
+    tok_emb = np.asarray(out.last_hidden_state) @ kernel
+    eos = enc["attention_mask"].sum(-1) - 1
+    glob = tok_emb[np.arange(8), eos]
+    np.testing.assert_allclose(glob, np.asarray(out.pooler_output) @ kernel, rtol=1e-4,
+                               atol=1e-5)  # argmax-EOS pooling agrees (no unknown tokens)
+    em = cm.emscore(frames, fmask, glob, tok_emb, enc["attention_mask"].astype(bool))
+    for k in ("emscore", "em_coarse", "em_fine_p", "em_fine_r", "em_fine_f"):
+        assert m[k] == pytest.approx(100 * float(np.mean(em[k])), rel=1e-4, abs=1e-4), k
+    assert m["emscore"] == pytest.approx((m["em_coarse"] + m["em_fine_f"]) / 2, rel=1e-5)
+    assert m["mnscore"] == pytest.approx((m["em_fine_f"] + 4 * m["bertscore"] + m["role_f1"])
+                                         / 6, rel=1e-6)
+    c.eval.mnscore_em = "full"
+    m2 = task.evaluate(c, "test", lambda b: {"tokens": jnp.roll(b["targets"], 1, axis=0)},
+                       sharding.make_mesh((-1, 1)), max_clips=8)
+    assert m2["mnscore"] == pytest.approx((m2["emscore"] + 4 * m2["bertscore"]
+                                           + m2["role_f1"]) / 6, rel=1e-6)
+    assert jax.tree.all(jax.tree.map(np.isfinite, m2))
+    # a CLIP whose projection (24-d) does not fit the 16-d CLIP features: one clear line
+    bad = tmp_path / "clip24"
+    _tiny_clip(bad, 24)
+    with pytest.raises(ValueError, match=r"eval.clip_model=.*24-d.*16-d.*column `clip`"):
+        task.evaluate(_eval_config(prepared, bad), "test", lambda b: b, None, max_clips=8)
+    with pytest.raises(ValueError, match="eval.clip_model=.*not a CLIP text tower"):
+        task.validate(_eval_config(prepared, bert_dir))

@@ -226,6 +226,19 @@ def _encode(cfg: Any, keep_text: bool) -> Encode:
                   cfg.faces, cfg.pointer, keep_text)
 
 
+def clip_width(cfg: Any) -> int:
+    """Width of the `clip` feature column (the release's CLIP frame features) of the movies
+    config: the first movie that has them; ValueError when no movie has any."""
+    table = MovieTable(cfg)
+    table._open()
+    for split, i in table._index.values():
+        clip = table._sources[split][i]["clip"]
+        if len(clip):
+            return int(clip.shape[1])
+    raise ValueError(f"no movie of movie101/{cfg.movies_config} has CLIP features: EMScore "
+                     "needs features/clip/<movie>.mp4.npy.npz in data.manual_dir")
+
+
 def prepare(cfg: Any) -> None:
     """Builds the narration and movies datasets and the vocabulary (before any workers)."""
     from tfds_builders import movie101

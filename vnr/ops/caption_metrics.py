@@ -24,11 +24,19 @@ Movie101 does and mixed Chinese/English text works.
   encoder (e.g. all-MiniLM-L6-v2, last layer) no published baseline exists, so
   `bertscore_baseline` estimates `b` as upstream does in spirit: the mean F1 of mismatched
   (random) pairs of the references. Tests pass the baseline explicitly.
-- `emscore(...)`: EMScore(X, V) against the video (no reference): coarse = cosine of the
-  mean-pooled unit frame embeddings with the caption embedding; fine = greedy token-frame
-  matching (P over tokens, R over frames, F1) of unit CLIP token / frame embeddings, no idf
-  (upstream weights tokens by idf); EMScore = (coarse + fine F1) / 2.
+- `emscore(...)`: EMScore(X, V) against the video (no reference), as Shi et al. (CVPR 2022,
+  github.com/ShiYaya/emscore) define it: coarse = cosine of the normalised mean of the unit
+  frame embeddings with the caption's global (projected EOS) embedding; fine = greedy
+  token-frame matching of unit CLIP token / frame embeddings (P = mean over tokens of the
+  best frame, R = mean over frames of the best token, F1); EMScore = (coarse + fine F1) / 2.
+  Differences: no idf weighting of P (Shi et al. weight tokens by idf from the candidates;
+  Movie101's released `evaluation/MCN/emscore.py` uses none, like us), and padded
+  tokens/frames are excluded by masks (upstream multiplies similarities by the mask, so a
+  padded entry counts as similarity 0 in a max; equal whenever some similarity is > 0).
+- `sample_frames(frames, mask, k)`: k frames uniformly spread over each clip's valid frames
+  (Movie101 scores EMScore on 10 sampled frames per clip).
 - `mnscore(em, bert, role)` = (EMScore + 4·BERTScore + RoleF1) / 6 × 100 (Movie101 Eq. 2).
+  Which EMScore enters it is the caller's choice (see `vnr.tasks.movie101_mcn`).
 """
 
 from __future__ import annotations
@@ -189,6 +197,19 @@ def emscore(frame_emb, frame_mask, text_global, token_emb, token_mask) -> dict[s
     return {"em_coarse": np.asarray(coarse), "em_fine_p": np.asarray(p),
             "em_fine_r": np.asarray(r), "em_fine_f": np.asarray(f),
             "emscore": np.asarray((coarse + f) / 2)}
+
+
+def sample_frames(frames: np.ndarray, mask: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """[N,T,D] frames + [N,T] mask -> [N,k,D] frames uniformly spread over each row's valid
+    frames (order kept; rows with fewer than k valid frames keep them all, rest masked)."""
+    n, _, d = frames.shape
+    out, out_mask = np.zeros((n, k, d), frames.dtype), np.zeros((n, k), bool)
+    for i in range(n):
+        valid = np.flatnonzero(mask[i])
+        if len(valid) > k:
+            valid = valid[np.linspace(0, len(valid) - 1, k).round().astype(int)]
+        out[i, : len(valid)], out_mask[i, : len(valid)] = frames[i, valid], True
+    return out, out_mask
 
 
 def mnscore(em: float, bert: float, role: float) -> float:

@@ -18,6 +18,7 @@ has both functions, tested on given features.
 from __future__ import annotations
 
 import functools
+import json
 import pathlib
 from collections.abc import Callable
 from typing import Any
@@ -50,6 +51,13 @@ def validate(config: Any) -> None:
         raise ValueError(f"eval.beam_size={config.eval.beam_size} must be >= 1")
     if config.model.width % config.model.heads:
         raise ValueError(f"model.width={config.model.width} not divisible by model.heads")
+    e = config.eval
+    if e.mnscore_em not in EM_KINDS:
+        raise ValueError(f"eval.mnscore_em={e.mnscore_em!r} must be one of {sorted(EM_KINDS)}")
+    if e.em_frames < 0:
+        raise ValueError(f"eval.em_frames={e.em_frames} must be >= 0 (0 = all frames)")
+    if e.clip_model:
+        clip_config(e.clip_model)
 
 
 def check_splits(config: Any) -> None:
@@ -127,13 +135,14 @@ def decode_text(ids: np.ndarray, words: list[str], cast: list[str]) -> str:
 
 def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.Mesh, *,
              max_clips: int = 0, report_path: pathlib.Path | None = None) -> dict[str, float]:
-    d = config.data
+    d, e = config.data, config.eval
     words = data.vocab(d)
+    clip_dim = check_clip_width(config) if e.clip_model else 0  # fails before decoding
     pc = jax.process_count()
     local = config.eval_batch_size // pc
     it, n_batches = data.eval_batches(d, split, config.eval_batch_size, max_clips,
                                       jax.process_index(), pc)
-    hyps, refs, casts = [], [], []
+    hyps, refs, casts, em_frames, em_masks = [], [], [], [], []
     for _ in range(n_batches):
         host = next(it, None)
         if host is None:
@@ -141,6 +150,11 @@ def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.M
         n_real = len(host["targets"])
         host = data.pad_batch(host, local)
         texts = {k: host.pop(k) for k in TEXT_KEYS}
+        if clip_dim:  # the release's CLIP frame features: the first clip_dim columns
+            f, m = cm.sample_frames(host["frames"][:n_real, :, :clip_dim],
+                                    host["frame_mask"][:n_real], e.em_frames or d.max_frames)
+            em_frames.append(f)
+            em_masks.append(m)
         out = jax.device_get(predict_fn(sharding.global_batch(host, mesh)))
         for i in range(n_real):
             cast = texts["cast"][i].split("\t") if texts["cast"][i] else []
@@ -148,8 +162,15 @@ def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.M
             refs.append(str(texts["ref"][i]))
             casts.append(cast)
     metrics = caption_scores(hyps, refs, casts)
-    if config.eval.bert_model:
-        metrics.update(bert_scores(config.eval.bert_model, hyps, refs))
+    if e.bert_model:
+        metrics.update(bert_scores(e.bert_model, hyps, refs))
+    if e.clip_model:
+        metrics.update(em_scores(e.clip_model, hyps, np.concatenate(em_frames),
+                                 np.concatenate(em_masks)))
+    if e.clip_model and e.bert_model:
+        em = metrics[EM_KINDS[e.mnscore_em]]
+        metrics["mnscore"] = cm.mnscore(em / 100, metrics["bertscore"] / 100,
+                                        metrics["role_f1"] / 100)
     metrics["narrations"] = float(len(hyps))
     if report_path is not None:
         path = pathlib.Path(report_path).with_suffix(".txt")
@@ -186,9 +207,148 @@ def bert_scores(path: str, hyps: list[str], refs: list[str]) -> dict[str, float]
 
 
 def results_table(results: dict[str, dict[str, float]]) -> str:
-    cols = ("bleu4", "cider_d", "role_f1", "role_p", "role_r", "bertscore")
+    cols = ("bleu4", "cider_d", "role_f1", "role_p", "role_r", "bertscore", "emscore",
+            "em_fine_f", "mnscore")
     rows = ["| split | " + " | ".join(cols) + " |", "|" + "---|" * (len(cols) + 1)]
     for split, m in results.items():
         rows.append(f"| {split} | " + " | ".join(f"{m[c]:.2f}" if c in m else "-" for c in cols)
                     + " |")
     return "\n".join(rows)
+
+
+# ----------------------------------------------------------------------------- EMScore
+
+EM_KINDS = {"fine": "em_fine_f", "full": "emscore"}  # eval.mnscore_em -> reported metric
+CLIP_TYPES = ("clip", "clip_text_model", "chinese_clip")
+_CHUNK = 64  # sentences per jitted text-tower call (the last chunk is padded: one trace)
+
+
+def clip_config(name: str) -> tuple[pathlib.Path, dict]:
+    """(checkpoint directory, config.json) of eval.clip_model; one-line errors otherwise."""
+    from vnr.models.encoders import loading
+
+    try:
+        path = loading.resolve(name)
+    except FileNotFoundError as err:
+        raise FileNotFoundError(f"eval.clip_model={name!r}: {err}") from None
+    if not (path / "config.json").is_file():
+        raise FileNotFoundError(f"eval.clip_model={name!r}: no config.json in {path}")
+    conf = json.loads((path / "config.json").read_text())
+    if conf.get("model_type") not in CLIP_TYPES:
+        raise ValueError(f"eval.clip_model={name!r}: model_type={conf.get('model_type')!r} in "
+                         f"{path / 'config.json'} is not a CLIP text tower (supported: "
+                         f"{', '.join(CLIP_TYPES)})")
+    return path, conf
+
+
+class ChineseCLIPText(nnx.Module):
+    """Chinese-CLIP's text tower as Hugging Face's `ChineseCLIPModel` holds it: a BERT
+    (RoBERTa-wwm) encoder without pooler (`text_model.*`) and a bias-free `text_projection`
+    of the [CLS] state. Built from `vnr.models.encoders` blocks (the encoders package has no
+    `chinese_clip` builder); tensor names match the checkpoint's."""
+
+    def __init__(self, cfg: Any, *, rngs: nnx.Rngs):
+        from vnr.models.encoders import BertModel
+        from vnr.models.encoders.layers import dense
+
+        tc = cfg.text_config
+        self.text_model = BertModel(tc, add_pooling_layer=False, pooling="cls", rngs=rngs)
+        self.text_projection = dense(tc.hidden_size, cfg.projection_dim, ("embed", None),
+                                     use_bias=False, std=tc.initializer_range, rngs=rngs)
+
+
+def _load_chinese_clip(path: pathlib.Path) -> ChineseCLIPText:
+    from transformers import AutoConfig
+
+    from vnr.models.encoders import loading
+
+    cfg = AutoConfig.from_pretrained(str(path))
+    tensors, layout = loading.read_checkpoint(path)
+
+    def ctor(r):
+        return ChineseCLIPText(cfg, rngs=r)
+
+    try:
+        arrays = loading.match_tensors(loading.param_shapes(ctor), tensors, layout,
+                                       ignore=("vision_model.", "visual_projection.",
+                                               "logit_scale"))
+    except loading.CheckpointError as err:
+        raise loading.CheckpointError(f"eval.clip_model={str(path)!r}: {err}") from None
+    return loading.instantiate(ctor, arrays, key=jax.random.key(0))
+
+
+@functools.lru_cache(maxsize=2)
+def _clip(name: str):
+    """(jitted ids, mask -> (token [C,L,P], global [C,P]) embeddings, tokenizer, L, P)."""
+    from vnr.models.encoders import factory, load_pretrained
+
+    path, conf = clip_config(name)
+    kind = conf["model_type"]
+    if kind == "chinese_clip":
+        model, tok = _load_chinese_clip(path), factory.load_tokenizer(path)
+        tower, proj = model.text_model, model.text_projection
+        max_len = model.text_model.embeddings.position_embeddings.embedding.shape[0]
+    else:
+        model, tok, cfg = load_pretrained(path, tower="text" if kind == "clip" else None)
+        if model.text_projection is None:
+            raise ValueError(f"eval.clip_model={name!r}: {path} has no text_projection, so its "
+                             "token embeddings are not in the joint image-text space")
+        tower, proj = model, model.text_projection
+        tc = cfg.text_config if kind == "clip" else cfg
+        max_len = tc.max_position_embeddings
+    if tok is None:
+        raise FileNotFoundError(f"eval.clip_model={name!r}: no tokenizer files in {path} "
+                                "(vocab.json + merges.txt for CLIP, vocab.txt for Chinese-CLIP)")
+    graph, state = nnx.split((tower, proj))
+
+    @jax.jit
+    def embed(state, ids, mask):
+        tw, pj = nnx.merge(graph, state)
+        h = tw(ids, mask, deterministic=True).last_hidden_state  # CLIP: final-LN'd states
+        tokens = pj(h)
+        if kind == "chinese_clip":  # [CLS] pooled
+            return tokens, tokens[:, 0]
+        eos = jnp.maximum(mask.sum(-1) - 1, 0)  # the tokenizer's last real token is EOS
+        return tokens, tokens[jnp.arange(len(ids)), eos]
+
+    return functools.partial(embed, state), tok, int(max_len), int(proj.kernel.shape[1])
+
+
+def clip_text_embeddings(name: str, texts: list[str]) -> tuple[np.ndarray, np.ndarray,
+                                                                  np.ndarray]:
+    """Per-token projected embeddings [N,L,P], their mask [N,L] (every real token with the
+    start/end tokens, as Shi et al. keep [SOS]/[EOS]) and global embeddings [N,P]."""
+    embed, tok, max_len, _ = _clip(name)
+    enc = tok(list(texts) or [""], padding="max_length", truncation=True, max_length=max_len,
+              return_tensors="np")
+    ids, mask = enc["input_ids"].astype(np.int32), enc["attention_mask"].astype(np.int32)
+    n = len(texts)
+    pad = -n % _CHUNK
+    ids, mask = (np.concatenate([a, np.repeat(a[:1], pad, 0)]) for a in (ids, mask))
+    toks, glob = [], []
+    for i in range(0, len(ids), _CHUNK):
+        t, g = jax.device_get(embed(ids[i:i + _CHUNK], mask[i:i + _CHUNK]))
+        toks.append(t)
+        glob.append(g)
+    return (np.concatenate(toks)[:n], mask[:n].astype(bool), np.concatenate(glob)[:n])
+
+
+def check_clip_width(config: Any) -> int:
+    """The release's CLIP feature width, checked against eval.clip_model's projection."""
+    d = config.data
+    width = data.clip_width(d)
+    _, _, _, proj = _clip(config.eval.clip_model)
+    if width != proj:
+        raise ValueError(f"eval.clip_model={config.eval.clip_model!r} projects text to {proj}-d "
+                         f"but the CLIP frame features are {width}-d (column `clip` of "
+                         f"movie101/{d.movies_config}, read from features/clip/"
+                         "<movie>.mp4.npy.npz): EMScore needs the CLIP that made the features")
+    return width
+
+
+def em_scores(name: str, hyps: list[str], frames: np.ndarray, frame_mask: np.ndarray
+              ) -> dict[str, float]:
+    """Corpus means (x100) of EMScore(X, V) and its parts for hypotheses against frames."""
+    tok, tok_mask, glob = clip_text_embeddings(name, hyps)
+    em = cm.emscore(frames, frame_mask, glob, tok, tok_mask)
+    return {k: 100 * float(np.mean(v)) for k, v in em.items()}
