@@ -95,3 +95,29 @@ def test_bertscore_with_real_minilm_ranks_paraphrases(minilm) -> None:
     unrel = cm.bertscore_f1(he[1:], hm[1:], re[1:2], rm[1:2], baseline=b)
     np.testing.assert_allclose(same, [1.0], rtol=1e-5)
     assert para[0] > unrel[0] + 0.2
+
+
+def test_bert_layer_states_match_flax_bert_hidden_states(tmp_path) -> None:
+    """bert_token_embeddings(layer=k) = transformers' FlaxBertModel hidden_states[k] (k
+    layers, as bert_score truncates the model); layer 0 = the last; padded to the longest
+    text rounded up to 32 and computed in padded chunks."""
+    from vnr.models import encoders
+    from vnr.models.encoders.testing import write_tiny_checkpoint
+
+    ref, params = write_tiny_checkpoint("bert", tmp_path, "pt-safetensors")
+    toks = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *"abcdefghijklmnopqrstuvwxyz",
+            *[f"##{c}" for c in "abcdefghijklmnopqrstuvwxyz"], "老", "李"]
+    (tmp_path / "vocab.txt").write_text("\n".join(toks) + "\n")
+    model, tok, _ = encoders.load_pretrained(tmp_path)
+    texts = ["老李 opens the door", "a cat", "x"]
+    enc = tok(texts, padding="max_length", max_length=32, return_tensors="np")
+    hs = ref(enc["input_ids"], enc["attention_mask"], params=params,
+             output_hidden_states=True).hidden_states
+    for layer, want in ((1, hs[1]), (2, hs[2]), (0, hs[2])):
+        emb, mask = cm.bert_token_embeddings(model, tok, texts, layer=layer, chunk=2)
+        assert emb.shape == (3, 32, 32)  # longest 19 tokens -> 32
+        m = enc["attention_mask"].astype(bool)
+        np.testing.assert_allclose(emb[m], np.asarray(want)[m], rtol=1e-4, atol=1e-5)
+    assert mask[0].sum() == 2 + 12 and not mask[:, 0].any()  # [CLS]/[SEP] excluded
+    with pytest.raises(ValueError, match="layer=3"):
+        cm.bert_token_embeddings(model, tok, texts, layer=3)

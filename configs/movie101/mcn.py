@@ -62,7 +62,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.best_mode = "max"
     c.progress = True
     c.eval = dict(max_val_clips=256, max_test_clips=0, beam_size=5, alpha=0.0, bert_model="",
-                  clip_model="", em_frames=10, mnscore_em="fine")
+                  bert_layer=0, bert_baseline=-1.0, clip_model="", em_frames=10,
+                  mnscore_em="fine")
     if "smoke" in args:
         if not real:
             c.data.update(config="synthetic_tiny_narration", movies_config="synthetic_tiny_movies",

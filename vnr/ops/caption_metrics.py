@@ -20,10 +20,13 @@ Movie101 does and mixed Chinese/English text works.
   Movie101 computes it per sample from its own name matcher; we state ours.
 - `bertscore_f1(...)`: greedy cosine matching of contextual token embeddings (no idf,
   special tokens excluded), F1 rescaled as `(F - b) / (1 - b)` with a stated baseline `b`.
-  Upstream uses a language-specific BERT layer and published baselines; with the project's
-  encoder (e.g. all-MiniLM-L6-v2, last layer) no published baseline exists, so
+  `bert_token_embeddings(..., layer=k)` takes the states after k encoder layers as
+  bert_score does (`--lang zh` = bert-base-chinese, layer 8, whose published F baseline in
+  bert_score's `rescale_baseline/zh/bert-base-chinese.tsv` is 0.54755783): with those the
+  score is upstream's `bert-score --lang zh --rescale_with_baseline` (no idf there either).
+  For encoders without a published baseline (e.g. all-MiniLM-L6-v2, last layer)
   `bertscore_baseline` estimates `b` as upstream does in spirit: the mean F1 of mismatched
-  (random) pairs of the references. Tests pass the baseline explicitly.
+  (random) pairs of the references.
 - `emscore(...)`: EMScore(X, V) against the video (no reference), as Shi et al. (CVPR 2022,
   github.com/ShiYaya/emscore) define it: coarse = cosine of the normalised mean of the unit
   frame embeddings with the caption's global (projected EOS) embedding; fine = greedy
@@ -169,15 +172,57 @@ def bertscore_f1(hyp_emb, hyp_mask, ref_emb, ref_mask, baseline: float) -> np.nd
     return (np.asarray(f) - baseline) / (1.0 - baseline)
 
 
-def bert_token_embeddings(model, tokenizer, texts: Sequence[str], max_len: int = 64
-                          ) -> tuple[np.ndarray, np.ndarray]:
-    """Last-layer token embeddings [N,S,D] and mask without [CLS]/[SEP]/padding."""
-    enc = tokenizer(list(texts), padding="max_length", truncation=True, max_length=max_len,
+def encoder_states(model, ids: jax.Array, mask: jax.Array, layer: int = 0) -> jax.Array:
+    """Hidden states of a BERT-family `vnr.models.encoders.BertModel` after `layer` encoder
+    layers (0 = all: the last hidden state), as bert_score truncates the model."""
+    if not layer:
+        return model(ids, mask, deterministic=True).last_hidden_state
+    blocks = getattr(getattr(model, "encoder", None), "layer", None)
+    if blocks is None or not 0 < layer <= len(blocks):
+        raise ValueError(f"layer={layer}: needs a BERT/RoBERTa encoder with at least that many "
+                         f"layers (got {type(model).__name__})")
+    from vnr.models.encoders.bert import roberta_position_ids
+    from vnr.models.encoders.layers import attention_bias
+
+    if model.position_scheme == "roberta":
+        pos = roberta_position_ids(ids, model.pad_token_id)
+    else:
+        pos = jnp.broadcast_to(jnp.arange(ids.shape[-1]), ids.shape)
+    x = model.embeddings(ids, jnp.zeros_like(ids), pos, True)
+    bias = attention_bias(mask, dtype=x.dtype)
+    for block in list(blocks)[:layer]:
+        x = block(x, bias, True)
+    return x
+
+
+def bert_token_embeddings(model, tokenizer, texts: Sequence[str], max_len: int | None = None,
+                          layer: int = 0, chunk: int = 64) -> tuple[np.ndarray, np.ndarray]:
+    """Token embeddings [N,S,D] (layer `layer`, 0 = last) and mask without [CLS]/[SEP]/padding.
+
+    S = max_len, or the longest tokenized text rounded up to 32 (capped by the tokenizer's
+    and the model's maximum length: longer texts are truncated). Texts go through one jitted
+    call per `chunk` sentences (the last chunk padded: one trace)."""
+    from flax import nnx
+
+    texts = list(texts) or [""]
+    if max_len is None:
+        pos = model.embeddings.position_embeddings.embedding.shape[0]
+        cap = min(int(getattr(tokenizer, "model_max_length", pos)),
+                  pos - 2 * (getattr(model, "position_scheme", "") == "roberta"))
+        longest = max(len(x) for x in tokenizer(texts, truncation=True, max_length=cap)
+                      ["input_ids"])
+        max_len = min(cap, -(-longest // 32) * 32)
+    enc = tokenizer(texts, padding="max_length", truncation=True, max_length=max_len,
                     return_tensors="np")
     ids, mask = enc["input_ids"].astype(np.int32), enc["attention_mask"].astype(np.int32)
-    out = model(jnp.asarray(ids), jnp.asarray(mask), deterministic=True)
+    graph, state = nnx.split(model)
+    run = jax.jit(lambda st, i, m: encoder_states(nnx.merge(graph, st), i, m, layer))
+    pad = -len(ids) % chunk
+    pids, pmask = (np.concatenate([a, np.repeat(a[:1], pad, 0)]) for a in (ids, mask))
+    out = np.concatenate([np.asarray(run(state, pids[i:i + chunk], pmask[i:i + chunk]))
+                          for i in range(0, len(pids), chunk)])[: len(ids)]
     special = np.isin(ids, [tokenizer.cls_token_id, tokenizer.sep_token_id])
-    return np.asarray(out.last_hidden_state), (mask.astype(bool) & ~special)
+    return out, (mask.astype(bool) & ~special)
 
 
 def bertscore_baseline(ref_emb, ref_mask, seed: int = 0) -> float:

@@ -54,6 +54,8 @@ def validate(config: Any) -> None:
     e = config.eval
     if e.mnscore_em not in EM_KINDS:
         raise ValueError(f"eval.mnscore_em={e.mnscore_em!r} must be one of {sorted(EM_KINDS)}")
+    if e.bert_baseline >= 1:
+        raise ValueError(f"eval.bert_baseline={e.bert_baseline} must be < 1 (< 0 = estimate)")
     if e.em_frames < 0:
         raise ValueError(f"eval.em_frames={e.em_frames} must be >= 0 (0 = all frames)")
     if e.clip_model:
@@ -163,7 +165,7 @@ def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.M
             casts.append(cast)
     metrics = caption_scores(hyps, refs, casts)
     if e.bert_model:
-        metrics.update(bert_scores(e.bert_model, hyps, refs))
+        metrics.update(bert_scores(e.bert_model, hyps, refs, e.bert_layer, e.bert_baseline))
     if e.clip_model:
         metrics.update(em_scores(e.clip_model, hyps, np.concatenate(em_frames),
                                  np.concatenate(em_masks)))
@@ -196,12 +198,14 @@ def _bert(path: str):
     return model, tok
 
 
-def bert_scores(path: str, hyps: list[str], refs: list[str]) -> dict[str, float]:
-    """BERTScore F1 (x100) with the project's BERT encoder and the mismatched-pair baseline."""
+def bert_scores(path: str, hyps: list[str], refs: list[str], layer: int = 0,
+                baseline: float = -1.0) -> dict[str, float]:
+    """BERTScore F1 (x100) with the project's BERT encoder at `layer` (0 = last), rescaled
+    with `baseline` (< 0: estimated from mismatched reference pairs)."""
     model, tok = _bert(path)
-    he, hm = cm.bert_token_embeddings(model, tok, hyps)
-    re, rm = cm.bert_token_embeddings(model, tok, refs)
-    b = cm.bertscore_baseline(re, rm)
+    he, hm = cm.bert_token_embeddings(model, tok, hyps, layer=layer)
+    re, rm = cm.bert_token_embeddings(model, tok, refs, layer=layer)
+    b = baseline if baseline >= 0 else cm.bertscore_baseline(re, rm)
     return {"bertscore": 100 * float(np.mean(cm.bertscore_f1(he, hm, re, rm, b))),
             "bert_baseline": b}
 
