@@ -46,6 +46,13 @@ def test_role_f1_and_mentions() -> None:
     # TP = 1 + 1, |hyp| = 2 + 2 + 0, |ref| = 1 + 2 + 1
     assert r["role_p"] == pytest.approx(0.5) and r["role_r"] == pytest.approx(0.5)
     assert r["role_f1"] == pytest.approx(0.5)
+    # upstream averaging: per narration (P, R) = (1/2, 1), (1/2, 1/2), (0, 0) (hyp names
+    # nobody); F1 = 2/3, 1/2, 0; means over the three narrations
+    u = cm.role_f1_upstream(["Cheng Yong meets Cao Bin.", "老李看着李羊朵", "nobody here"],
+                            ["Cheng Yong walks.", "老李看着小天", "Cao Bin waits"],
+                            [cast, ["老李", "李羊朵", "小天"], cast])
+    assert u["role_p_up"] == pytest.approx(1 / 3) and u["role_r_up"] == pytest.approx(0.5)
+    assert u["role_f1_up"] == pytest.approx((2 / 3 + 0.5) / 3)
 
 
 def test_greedy_match_bertscore_emscore_mnscore() -> None:

@@ -222,13 +222,13 @@ def test_evaluate_emscore_mnscore_tiny_clip(prepared, tmp_path) -> None:
     for k in ("emscore", "em_coarse", "em_fine_p", "em_fine_r", "em_fine_f"):
         assert m[k] == pytest.approx(100 * float(np.mean(em[k])), rel=1e-4, abs=1e-4), k
     assert m["emscore"] == pytest.approx((m["em_coarse"] + m["em_fine_f"]) / 2, rel=1e-5)
-    assert m["mnscore"] == pytest.approx((m["em_fine_f"] + 4 * m["bertscore"] + m["role_f1"])
+    assert m["mnscore"] == pytest.approx((m["em_fine_f"] + 4 * m["bertscore"] + m["role_f1_up"])
                                          / 6, rel=1e-6)
     c.eval.mnscore_em = "full"
     m2 = task.evaluate(c, "test", lambda b: {"tokens": jnp.roll(b["targets"], 1, axis=0)},
                        sharding.make_mesh((-1, 1)), max_clips=8)
     assert m2["mnscore"] == pytest.approx((m2["emscore"] + 4 * m2["bertscore"]
-                                           + m2["role_f1"]) / 6, rel=1e-6)
+                                           + m2["role_f1_up"]) / 6, rel=1e-6)
     assert jax.tree.all(jax.tree.map(np.isfinite, m2))
     # a CLIP whose projection (24-d) does not fit the 16-d CLIP features: one clear line
     bad = tmp_path / "clip24"
@@ -304,5 +304,5 @@ def test_evaluate_mnscore_with_real_minilm(prepared, tmp_path) -> None:
     want = 100 * float(np.mean(cm.bertscore_f1(he, hm, re, rm, 0.5)))
     assert m["bertscore"] == pytest.approx(want, rel=1e-5) and m["bert_baseline"] == 0.5
     assert -100 < m["bertscore"] < 100 and m["bertscore"] != 0
-    assert m["mnscore"] == pytest.approx((m["em_fine_f"] + 4 * m["bertscore"] + m["role_f1"])
+    assert m["mnscore"] == pytest.approx((m["em_fine_f"] + 4 * m["bertscore"] + m["role_f1_up"])
                                          / 6, rel=1e-6)

@@ -16,8 +16,11 @@ Movie101 does and mixed Chinese/English text works.
 - `role_f1(hyps, refs, casts)`: the cast names mentioned in a text are found by
   longest-first non-overlapping substring match (case-insensitive) against the cast list;
   per narration the sets of named roles give TP / |hyp| / |ref|; counts are summed over the
-  corpus (micro P/R/F1). Narrations naming no role in either text add nothing. Upstream
-  Movie101 computes it per sample from its own name matcher; we state ours.
+  corpus (micro P/R/F1). Narrations naming no role in either text add nothing.
+- `role_f1_upstream(...)`: the averaging of Movie101's `evaluation/MCN/rolef1.py` (the
+  RoleF1 of its MNScore): per-narration P/R/F1, 0 for a narration whose reference or
+  hypothesis names nobody, averaged over all narrations. Upstream matches hypotheses against
+  the role names of every movie minus a hand-made ban list; we match against the clip's cast.
 - `bertscore_f1(...)`: greedy cosine matching of contextual token embeddings (no idf,
   special tokens excluded), F1 rescaled as `(F - b) / (1 - b)` with a stated baseline `b`.
   `bert_token_embeddings(..., layer=k)` takes the states after k encoder layers as
@@ -147,6 +150,22 @@ def role_f1(hyps: Sequence[str], refs: Sequence[str], casts: Sequence[Sequence[s
     p = tp / nh if nh else 0.0
     rc = tp / nr if nr else 0.0
     return {"role_p": p, "role_r": rc, "role_f1": 2 * p * rc / (p + rc) if p + rc else 0.0}
+
+
+def role_f1_upstream(hyps: Sequence[str], refs: Sequence[str], casts: Sequence[Sequence[str]]
+                     ) -> dict[str, float]:
+    """Movie101's RoleF1 averaging: per-narration P/R/F1 (0 when either side names nobody),
+    mean over every narration."""
+    p, r, f = [], [], []
+    for h, ref, cast in zip(hyps, refs, casts, strict=True):
+        hs, rs = mentioned_roles(h, cast), mentioned_roles(ref, cast)
+        tp = len(hs & rs)
+        pi, ri = (tp / len(hs), tp / len(rs)) if hs and rs else (0.0, 0.0)
+        p.append(pi)
+        r.append(ri)
+        f.append(2 * pi * ri / (pi + ri) if pi + ri else 0.0)
+    n = max(len(f), 1)
+    return {"role_p_up": sum(p) / n, "role_r_up": sum(r) / n, "role_f1_up": sum(f) / n}
 
 
 def _unit(x: jax.Array) -> jax.Array:

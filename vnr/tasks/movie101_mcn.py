@@ -172,7 +172,7 @@ def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.M
     if e.clip_model and e.bert_model:
         em = metrics[EM_KINDS[e.mnscore_em]]
         metrics["mnscore"] = cm.mnscore(em / 100, metrics["bertscore"] / 100,
-                                        metrics["role_f1"] / 100)
+                                        metrics["role_f1_up"] / 100)
     metrics["narrations"] = float(len(hyps))
     if report_path is not None:
         path = pathlib.Path(report_path).with_suffix(".txt")
@@ -187,6 +187,7 @@ def caption_scores(hyps: list[str], refs: list[str], casts: list[list[str]]) -> 
     out = {f"bleu{n + 1}": 100 * v for n, v in enumerate(b)}
     out["cider_d"] = 100 * cm.cider_d(hyps, [[r] for r in refs])
     out.update({k: 100 * v for k, v in cm.role_f1(hyps, refs, casts).items()})
+    out.update({k: 100 * v for k, v in cm.role_f1_upstream(hyps, refs, casts).items()})
     return out
 
 
