@@ -191,7 +191,7 @@ def _rolled_eval(c):
     return metrics, hyps, [str(r) for r in b["ref"]], frames, fmask
 
 
-def test_evaluate_emscore_mnscore_tiny_clip(prepared, tmp_path) -> None:
+def test_evaluate_emscore_mnscore_tiny_clip(prepared, tmp_path, monkeypatch) -> None:
     import jax
 
     width = data.clip_width(_config(prepared).data)
@@ -237,6 +237,13 @@ def test_evaluate_emscore_mnscore_tiny_clip(prepared, tmp_path) -> None:
         task.evaluate(_eval_config(prepared, bad), "test", lambda b: b, None, max_clips=8)
     with pytest.raises(ValueError, match="eval.clip_model=.*not a CLIP text tower"):
         task.validate(_eval_config(prepared, bert_dir))
+    # names resolve offline under $VNR_ENCODERS_DIR; a missing one is a named error
+    monkeypatch.setenv("VNR_ENCODERS_DIR", str(tmp_path))
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    task.validate(_eval_config(prepared, "clip", "bert"))
+    with pytest.raises(FileNotFoundError, match="eval.clip_model='no-such-clip'.*HF_HUB_OFF"):
+        task.validate(_eval_config(prepared, "no-such-clip"))
+    assert "HF_HUB_OFFLINE" not in os.environ
 
 
 def test_chinese_clip_text_tower_matches_flax_bert(tmp_path) -> None:

@@ -8,15 +8,43 @@ ARGS, comma-separated:
   v1          Movie101-N (v1_narration; add --config.data.manual_dir=<Movie101v1 with features/>)
   v2          Movie101v2 short Chinese narrations (v2_short_zh; manual_dir=<Movie101v2/data>)
   en          with v2: the English narrations (v2_short_en)
+  mnscore     also report BERTScore, EMScore and MNScore (Eq. 2) with the checkpoints below
 
 Defaults train on the generated `synthetic_narration` corpus (planted role/face signal, built
 on first use into data.data_dir). Real data needs the release's features (see
 tfds_builders/movie101/README.md): frame_dim = 512 + 1024, face_dim = 512.
+
+MNScore with real checkpoints. Nothing is downloaded at run time: fetch the directories once
+where there is internet and put them under $VNR_ENCODERS_DIR (default
+~/.cache/vnr/encoders), named as below, or pass a directory to the eval.* key:
+
+  huggingface-cli download openai/clip-vit-base-patch32 \
+      --local-dir ~/.cache/vnr/encoders/clip-vit-base-patch32      # eval.clip_model
+  huggingface-cli download google-bert/bert-base-chinese \
+      --local-dir ~/.cache/vnr/encoders/bert-base-chinese          # eval.bert_model (zh)
+  huggingface-cli download FacebookAI/roberta-large \
+      --local-dir ~/.cache/vnr/encoders/roberta-large              # eval.bert_model (en)
+
+(each needs config.json, model.safetensors or flax_model.msgpack, and its tokenizer files:
+vocab.json + merges.txt for CLIP/RoBERTa, vocab.txt for BERT). Then
+
+  python -m vnr.train --config configs/movie101/mcn.py:v1,mnscore --workdir DIR \
+      --config.data.manual_dir=<Movie101v1 with features/>
+
+`mnscore` sets eval.clip_model=clip-vit-base-patch32 (the 512-d OpenAI CLIP of the
+release's frame features; use clip-vit-base-patch16 if yours came from B/16) and BERTScore
+as bert_score's `--lang zh --rescale_with_baseline` (bert-base-chinese, layer 8, baseline
+0.54755783) or, for English (`v2,en`; the generated corpus), `--lang en` (roberta-large,
+layer 17, baseline 0.83122575; bert_score adds a prefix space to RoBERTa's first word, we
+do not).
+Upstream computes EMScore with a Movie101-fine-tuned ChineseCLIP-huge on frames it
+extracted itself, so our EMScore (and MNScore) are comparable across runs here, not equal
+to the paper's; see vnr/tasks/movie101_mcn.py for every difference.
 """
 
 import ml_collections
 
-ARGS = {"smoke", "no_pointer", "v1", "v2", "en"}
+ARGS = {"smoke", "no_pointer", "v1", "v2", "en", "mnscore"}
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
@@ -64,6 +92,12 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.eval = dict(max_val_clips=256, max_test_clips=0, beam_size=5, alpha=0.0, bert_model="",
                   bert_layer=0, bert_baseline=-1.0, clip_model="", em_frames=10,
                   mnscore_em="fine")
+    if "mnscore" in args:
+        english = not real or {"v2", "en"} <= args  # the generated corpus is English
+        bert = ("roberta-large", 17, 0.83122575) if english else \
+            ("bert-base-chinese", 8, 0.54755783)
+        c.eval.update(clip_model="clip-vit-base-patch32", bert_model=bert[0],
+                      bert_layer=bert[1], bert_baseline=bert[2])
     if "smoke" in args:
         if not real:
             c.data.update(config="synthetic_tiny_narration", movies_config="synthetic_tiny_movies",
