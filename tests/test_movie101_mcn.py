@@ -62,11 +62,21 @@ def test_tokens_round_trip_and_pointer_ids(data_dir) -> None:
 
 
 def test_trainer_end_to_end(data_dir, tmp_path) -> None:
+    """The loop with EMScore/MNScore on (tiny CLIP and BERT checkpoints written here)."""
     from vnr import train
+    from vnr.models.encoders.testing import write_tiny_checkpoint
 
-    results = train.run(_config(data_dir), str(tmp_path / "work"))
+    c = _config(data_dir)
+    data.prepare(c.data)
+    _tiny_clip(tmp_path / "clip", data.clip_width(c.data))
+    write_tiny_checkpoint("bert", tmp_path / "bert", "pt-safetensors")
+    _bert_vocab(tmp_path / "bert")
+    c.eval.update(clip_model=str(tmp_path / "clip"), bert_model=str(tmp_path / "bert"))
+    results = train.run(c, str(tmp_path / "work"))
     m = results["test"]
     assert m["narrations"] == 10 and 0 <= m["role_f1"] <= 100 and "cider_d" in m
+    assert np.isfinite(m["mnscore"]) and -1 <= m["em_fine_f"] / 100 <= 1
+    assert "mnscore" in task.results_table(results)
 
 
 def _train_and_score(c, steps: int) -> dict[str, float]:
