@@ -410,10 +410,19 @@ def clip_text_embeddings(name: str, texts: list[str]) -> tuple[np.ndarray, np.nd
     return (np.concatenate(toks)[:n], mask[:n].astype(bool), np.concatenate(glob)[:n])
 
 
+@functools.lru_cache(maxsize=4)
+def _clip_width(movies_config: str, data_dir: str, manual_dir: str) -> int:
+    """`data.clip_width`, once per dataset (it opens the movies table)."""
+    import types
+
+    return data.clip_width(types.SimpleNamespace(movies_config=movies_config,
+                                                 data_dir=data_dir, manual_dir=manual_dir))
+
+
 def check_clip_width(config: Any) -> int:
     """The release's CLIP feature width, checked against eval.clip_model's projection."""
     d = config.data
-    width = data.clip_width(d)
+    width = _clip_width(d.movies_config, os.path.abspath(d.data_dir), d.manual_dir)
     _, _, _, proj = _clip(config.eval.clip_model)
     if width != proj:
         raise ValueError(f"eval.clip_model={config.eval.clip_model!r} projects text to {proj}-d "
