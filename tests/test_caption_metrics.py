@@ -72,6 +72,17 @@ def test_greedy_match_bertscore_emscore_mnscore() -> None:
     np.testing.assert_allclose(em["em_coarse"], [1.0], rtol=1e-6)
     np.testing.assert_allclose(em["emscore"], [(1 + 2 / 3) / 2], rtol=1e-6)
     assert cm.mnscore(0.3, 0.2, 0.6) == pytest.approx((0.3 + 0.8 + 0.6) / 6 * 100)
+    # idf over 2 captions [S 5 E . .], [S 6 5 E]: S, 5, E in both -> log(3/3) = 0; 6 in one
+    # -> log(3/2); EOS (last real token) gets the mean of {0, 0, 0, log 1.5}
+    ids = np.array([[9, 5, 8, 0], [9, 6, 5, 8]])
+    w = cm.idf_weights(ids, np.array([[1, 1, 1, 0], [1, 1, 1, 1]]))
+    lg = math.log(1.5)
+    np.testing.assert_allclose(w, [[0, 0, lg / 4, 0], [0, lg, 0, lg / 4]], rtol=1e-6)
+    # weighted P: token 0 matches frame 0 (1.0), token 1 matches nothing better than 0
+    em = cm.emscore(frames, np.array([[True, True, False]]), np.array([[1.0, 0.0]]),
+                    np.array([[[1.0, 0.0], [-1.0, 0.0]]]), np.array([[True, True]]),
+                    np.array([[3.0, 1.0]]))
+    np.testing.assert_allclose(em["em_fine_p"], [(3 * 1 + 1 * -1) / 4], rtol=1e-6)
 
 
 @pytest.fixture(scope="module")

@@ -234,12 +234,17 @@ def test_evaluate_emscore_mnscore_tiny_clip(prepared, tmp_path, monkeypatch) -> 
     assert m["emscore"] == pytest.approx((m["em_coarse"] + m["em_fine_f"]) / 2, rel=1e-5)
     assert m["mnscore"] == pytest.approx((m["em_fine_f"] + 4 * m["bertscore"] + m["role_f1_up"])
                                          / 6, rel=1e-6)
-    c.eval.mnscore_em = "full"
+    c.eval.update(mnscore_em="full", em_idf=True)
+    idf = cm.idf_weights(enc["input_ids"], enc["attention_mask"])
+    em = cm.emscore(frames, fmask, glob, tok_emb, enc["attention_mask"].astype(bool), idf)
     m2 = task.evaluate(c, "test", lambda b: {"tokens": jnp.roll(b["targets"], 1, axis=0)},
                        sharding.make_mesh((-1, 1)), max_clips=8)
     assert m2["mnscore"] == pytest.approx((m2["emscore"] + 4 * m2["bertscore"]
                                            + m2["role_f1_up"]) / 6, rel=1e-6)
     assert jax.tree.all(jax.tree.map(np.isfinite, m2))
+    assert m2["em_fine_p"] == pytest.approx(100 * float(np.mean(em["em_fine_p"])), rel=1e-4)
+    assert m2["em_fine_p"] != pytest.approx(m["em_fine_p"], rel=1e-4)  # idf changed P
+    assert m2["em_fine_r"] == pytest.approx(m["em_fine_r"], rel=1e-6)
     # a CLIP whose projection (24-d) does not fit the 16-d CLIP features: one clear line
     bad = tmp_path / "clip24"
     _tiny_clip(bad, 24)
@@ -284,7 +289,7 @@ def test_chinese_clip_text_tower_matches_flax_bert(tmp_path) -> None:
     save_file(tensors, str(tmp_path / "model.safetensors"), metadata={"format": "pt"})
     _bert_vocab(tmp_path, extra=("老", "李", "看", "着"))
     texts = ["老李看着 tea.", "kalo opens the window."]
-    tok_emb, mask, glob = task.clip_text_embeddings(str(tmp_path), texts)
+    tok_emb, mask, glob, _ = task.clip_text_embeddings(str(tmp_path), texts)
     assert mask[0].sum() == 2 + 4 + 3 + 1  # [CLS] 4 chars t ##e ##a . [SEP]
     tok = task._clip(str(tmp_path))[1]
     enc = tok(texts, padding="max_length", max_length=24, return_tensors="np")

@@ -91,7 +91,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.progress = True
     c.eval = dict(max_val_clips=256, max_test_clips=0, beam_size=5, alpha=0.0, bert_model="",
                   bert_layer=0, bert_baseline=-1.0, clip_model="", em_frames=10,
-                  mnscore_em="fine")
+                  em_idf=False, mnscore_em="fine")
     if "mnscore" in args:
         english = not real or {"v2", "en"} <= args  # the generated corpus is English
         bert = ("roberta-large", 17, 0.83122575) if english else \

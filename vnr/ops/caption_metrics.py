@@ -35,10 +35,12 @@ Movie101 does and mixed Chinese/English text works.
   frame embeddings with the caption's global (projected EOS) embedding; fine = greedy
   token-frame matching of unit CLIP token / frame embeddings (P = mean over tokens of the
   best frame, R = mean over frames of the best token, F1); EMScore = (coarse + fine F1) / 2.
-  Differences: no idf weighting of P (Shi et al. weight tokens by idf from the candidates;
-  Movie101's released `evaluation/MCN/emscore.py` uses none, like us), and padded
-  tokens/frames are excluded by masks (upstream multiplies similarities by the mask, so a
-  padded entry counts as similarity 0 in a max; equal whenever some similarity is > 0).
+  P is a plain mean over tokens, as Movie101's released `evaluation/MCN/emscore.py`
+  computes it, or idf-weighted (`token_weight=idf_weights(...)`) as Shi et al.'s default
+  (idf from the candidates, EOS given the mean idf; upstream's mean also counts the padding
+  id's 0). Padded tokens/frames are excluded by masks (upstream multiplies similarities by
+  the mask, so a padded entry counts as similarity 0 in a max; equal whenever some
+  similarity is > 0).
 - `sample_frames(frames, mask, k)`: k frames uniformly spread over each clip's valid frames
   (Movie101 scores EMScore on 10 sampled frames per clip).
 - `mnscore(em, bert, role)` = (EMScore + 4·BERTScore + RoleF1) / 6 × 100 (Movie101 Eq. 2).
@@ -173,14 +175,16 @@ def _unit(x: jax.Array) -> jax.Array:
 
 
 @jax.jit
-def greedy_match(a: jax.Array, a_mask: jax.Array, b: jax.Array, b_mask: jax.Array
-                 ) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """Greedy cosine matching of a [N,S,D] against b [N,T,D]: (P over a, R over b, F1) [N]."""
+def greedy_match(a: jax.Array, a_mask: jax.Array, b: jax.Array, b_mask: jax.Array,
+                 a_weight: jax.Array | None = None) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """Greedy cosine matching of a [N,S,D] against b [N,T,D]: (P over a, R over b, F1) [N].
+    P is the mean over a's tokens, or their `a_weight` [N,S]-weighted mean (idf)."""
     sim = jnp.einsum("nsd,ntd->nst", _unit(a), _unit(b))
     big = 1e4
     p_tok = jnp.max(jnp.where(b_mask[:, None], sim, -big), 2)
     r_tok = jnp.max(jnp.where(a_mask[:, :, None], sim, -big), 1)
-    p = (p_tok * a_mask).sum(1) / jnp.maximum(a_mask.sum(1), 1)
+    w = a_mask if a_weight is None else a_weight * a_mask
+    p = (p_tok * w).sum(1) / jnp.where(w.sum(1) == 0, 1, w.sum(1))
     r = (r_tok * b_mask).sum(1) / jnp.maximum(b_mask.sum(1), 1)
     return p, r, 2 * p * r / jnp.where(p + r == 0, 1.0, p + r)
 
@@ -252,12 +256,33 @@ def bertscore_baseline(ref_emb, ref_mask, seed: int = 0) -> float:
     return float(np.mean(np.asarray(f)))
 
 
-def emscore(frame_emb, frame_mask, text_global, token_emb, token_mask) -> dict[str, np.ndarray]:
-    """EMScore(X, V) per caption: coarse, fine P/R/F1 and (coarse + fine F1) / 2."""
+def idf_weights(ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """Shi et al.'s token idf over the scored captions themselves: log((N + 1) / (df + 1))
+    per token id (df = captions containing it); each caption's last real token (CLIP's EOS)
+    gets the mean idf of the ids seen, as upstream does. [N,L] weights, 0 on padding."""
+    n = len(ids)
+    df: collections.Counter = collections.Counter()
+    for row, m in zip(ids, mask, strict=True):
+        df.update(set(row[m.astype(bool)].tolist()))
+    idf = {t: math.log((n + 1) / (c + 1)) for t, c in df.items()}
+    eos_idf = float(np.mean(list(idf.values()))) if idf else 0.0
+    out = np.zeros(ids.shape, np.float32)
+    for i, (row, m) in enumerate(zip(ids, mask, strict=True)):
+        real = np.flatnonzero(m)
+        out[i, real] = [idf[t] for t in row[real].tolist()]
+        if len(real):
+            out[i, real[-1]] = eos_idf
+    return out
+
+
+def emscore(frame_emb, frame_mask, text_global, token_emb, token_mask,
+            token_weight=None) -> dict[str, np.ndarray]:
+    """EMScore(X, V) per caption: coarse, fine P/R/F1 and (coarse + fine F1) / 2; fine P
+    weighted by `token_weight` (e.g. `idf_weights`) when given."""
     fm = frame_mask[..., None].astype(jnp.float32)
     video = _unit((_unit(frame_emb) * fm).sum(1) / jnp.maximum(fm.sum(1), 1))
     coarse = jnp.sum(video * _unit(text_global), -1)
-    p, r, f = greedy_match(token_emb, token_mask, frame_emb, frame_mask)
+    p, r, f = greedy_match(token_emb, token_mask, frame_emb, frame_mask, token_weight)
     return {"em_coarse": np.asarray(coarse), "em_fine_p": np.asarray(p),
             "em_fine_r": np.asarray(r), "em_fine_f": np.asarray(f),
             "emscore": np.asarray((coarse + f) / 2)}

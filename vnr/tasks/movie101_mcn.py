@@ -18,8 +18,9 @@ BLEU@1-4, CIDEr-D, RoleF1 (micro `role_*`, and `role_*_up` averaged as upstream 
     frame features, i.e. the first `clip` columns of the batch's `frames` (the release's
     `features/clip/<movie>.mp4.npy.npz`, see `vnr.data.movie101.clip_width`), eval.em_frames
     of them uniformly sampled (0 = all): `emscore` = (em_coarse + em_fine_f) / 2 and the
-    parts em_coarse, em_fine_p/r/f. A projection width different from the features' is a
-    one-line error before decoding;
+    parts em_coarse, em_fine_p/r/f (fine P idf-weighted over the hypotheses when
+    eval.em_idf, Shi et al.'s default; off = Movie101's). A projection width different
+    from the features' is a one-line error before decoding;
   * both: `mnscore` = (EM + 4·bertscore + role_f1_up) / 6 (Eq. 2), EM = em_fine_f
     (eval.mnscore_em="fine", upstream's) or emscore ("full", Shi et al.'s).
 The text tower is loaded once (cached), hypotheses are tokenised to the tower's maximum
@@ -43,7 +44,7 @@ What upstream does (sources; where we differ, we chose):
     reference-free EMScore(X, V)'s fine F, and what enters their MNScore -> our default
     eval.mnscore_em="fine", em_frames=10. The full (coarse + fine) / 2 of Shi et al.
     (CVPR 2022, github.com/ShiYaya/emscore: OpenAI CLIP ViT-B/32, EOS-projected global,
-    SOS..EOS tokens, idf-weighted P) is reported too (without idf, see caption_metrics).
+    SOS..EOS tokens, idf-weighted P: eval.em_idf=True) is reported too.
   * The release's frame features: OpenAI CLIP (Radford et al. 2021) at 1 frame/s, 512-d
     (paper §4.4 implementation details; `baseline/RMN/README.md`: "CLIP feature (512d)").
     Neither names the ViT (B/32 and B/16 both project to 512; tfds_builders/movie101
@@ -224,7 +225,7 @@ def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.M
         metrics.update(bert_scores(e.bert_model, hyps, refs, e.bert_layer, e.bert_baseline))
     if e.clip_model:
         metrics.update(em_scores(e.clip_model, hyps, np.concatenate(em_frames),
-                                 np.concatenate(em_masks)))
+                                 np.concatenate(em_masks), e.em_idf))
     if e.clip_model and e.bert_model:
         em = metrics[EM_KINDS[e.mnscore_em]]
         metrics["mnscore"] = cm.mnscore(em / 100, metrics["bertscore"] / 100,
@@ -392,9 +393,10 @@ def _clip(name: str):
 
 
 def clip_text_embeddings(name: str, texts: list[str]) -> tuple[np.ndarray, np.ndarray,
-                                                                  np.ndarray]:
+                                                                  np.ndarray, np.ndarray]:
     """Per-token projected embeddings [N,L,P], their mask [N,L] (every real token with the
-    start/end tokens, as Shi et al. keep [SOS]/[EOS]) and global embeddings [N,P]."""
+    start/end tokens, as Shi et al. keep [SOS]/[EOS]), global embeddings [N,P] and the
+    token ids [N,L]."""
     embed, tok, max_len, _ = _clip(name)
     enc = tok(list(texts) or [""], padding="max_length", truncation=True, max_length=max_len,
               return_tensors="np")
@@ -407,7 +409,8 @@ def clip_text_embeddings(name: str, texts: list[str]) -> tuple[np.ndarray, np.nd
         t, g = jax.device_get(embed(ids[i:i + _CHUNK], mask[i:i + _CHUNK]))
         toks.append(t)
         glob.append(g)
-    return (np.concatenate(toks)[:n], mask[:n].astype(bool), np.concatenate(glob)[:n])
+    return (np.concatenate(toks)[:n], mask[:n].astype(bool), np.concatenate(glob)[:n],
+            ids[:n])
 
 
 @functools.lru_cache(maxsize=4)
@@ -432,9 +435,11 @@ def check_clip_width(config: Any) -> int:
     return width
 
 
-def em_scores(name: str, hyps: list[str], frames: np.ndarray, frame_mask: np.ndarray
-              ) -> dict[str, float]:
-    """Corpus means (x100) of EMScore(X, V) and its parts for hypotheses against frames."""
-    tok, tok_mask, glob = clip_text_embeddings(name, hyps)
-    em = cm.emscore(frames, frame_mask, glob, tok, tok_mask)
+def em_scores(name: str, hyps: list[str], frames: np.ndarray, frame_mask: np.ndarray,
+              idf: bool = False) -> dict[str, float]:
+    """Corpus means (x100) of EMScore(X, V) and its parts for hypotheses against frames
+    (fine P idf-weighted over the hypotheses when `idf`)."""
+    tok, tok_mask, glob, ids = clip_text_embeddings(name, hyps)
+    weight = cm.idf_weights(ids, tok_mask) if idf else None
+    em = cm.emscore(frames, frame_mask, glob, tok, tok_mask, weight)
     return {k: 100 * float(np.mean(v)) for k, v in em.items()}
