@@ -1,20 +1,83 @@
-"""Shared grain plumbing: from a batched `MapDataset` to a (multi-process) `IterDataset`."""
+"""Shared grain plumbing: from a batched `MapDataset` to a (multi-process) `IterDataset`.
+
+Worker processes (`num_workers > 0`, grain 0.2.18 `mp_prefetch`) and two grain
+behaviours this module works around:
+
+* Order: `mp_prefetch` gives worker i the elements i, i + W, i + 2W, ... and
+  interleaves the workers round-robin, so the stream (and a restored one) is the
+  same as with `num_workers=0`, element for element (tests/test_workers.py).
+* Shared memory: a worker copies each batch's arrays into POSIX shared memory
+  (`/dev/shm`, registered with multiprocessing's resource tracker); the main
+  process maps them without a copy and grain unlinks a block only when its array
+  is deleted, on a daemon thread pool. Arrays still referenced when the interpreter
+  shuts down (a batch held by a caller, or by an iterator never closed, which keeps
+  its last batches in reference cycles until the garbage collector runs) are
+  deleted after that pool has stopped, so they are never unlinked and the tracker
+  prints "There appear to be N leaked shared_memory objects to clean up at
+  shutdown" (it unlinks them itself: the warning, not memory, was the leak).
+  `_own_shared_memory` unlinks each block's name as soon as the batch reaches this
+  process: the mapping stays valid (POSIX), the memory is freed when the arrays
+  are, and nothing is left for the tracker to report.
+* Flags: grain reads `--grain_enable_multiprocess_worker_profiling` through
+  `absl.flags.FLAGS` when a worker starts, which raises `UnparsedFlagAccessError`
+  unless absl parsed the command line (`python -m vnr.train` does; pytest, notebooks
+  and scripts calling `vnr.train.run` do not). `_readable_grain_flags` makes that
+  one flag read its default instead.
+"""
 
 from __future__ import annotations
 
+import mmap
+from typing import Any
+
 import grain
+from absl import flags
+from grain._src.python.ipc.shared_memory_array import SharedMemoryArray
 
 # grain's default ReadOptions prefetch 500 elements per reader. Our elements are
 # whole batches (a MoviePuzzle batch of 32 clips is ~8 MB), so the default kept
 # ~4 GB per worker process in flight; a few batches per worker keep the step fed.
 PREFETCH_BATCHES = 8
+# Read by grain in the main process when a worker starts (grain/_src/core/profiler.py).
+_MAIN_PROCESS_GRAIN_FLAGS = ("grain_enable_multiprocess_worker_profiling",)
 
 
 def to_iter(ds: grain.MapDataset, num_workers: int,
             prefetch: int = PREFETCH_BATCHES) -> grain.IterDataset:
     """`ds` (elements are batches) read with a bounded prefetch, in `num_workers`
-    spawned processes when > 0 (0: in this process, e.g. tests and debugging)."""
+    spawned processes when > 0 (0: in this process, e.g. tests and debugging).
+
+    With workers, close the iterator when done (`it.close()`): that stops the
+    worker processes; an unclosed one keeps them until it is garbage-collected.
+    """
     it = ds.to_iter_dataset(grain.ReadOptions(num_threads=prefetch, prefetch_buffer_size=prefetch))
     if num_workers > 0:
-        return it.mp_prefetch(grain.MultiprocessingOptions(num_workers=num_workers))
+        _readable_grain_flags()
+        it = it.mp_prefetch(grain.MultiprocessingOptions(num_workers=num_workers))
+        return it.map(_own_shared_memory)
     return it
+
+
+def _readable_grain_flags() -> None:
+    """Lets grain read its main-process flags at their defaults without parsed flags."""
+    if flags.FLAGS.is_parsed():
+        return
+    for name in _MAIN_PROCESS_GRAIN_FLAGS:
+        if name in flags.FLAGS and not flags.FLAGS[name].present:
+            # absl lets a flag marked present be read before parsing; a later
+            # app.run still parses the command line (and may set it) as usual.
+            flags.FLAGS[name].present = 1
+
+
+def _own_shared_memory(batch: Any) -> Any:
+    """Unlinks the shared-memory names of `batch`'s arrays (see the module docstring);
+    the arrays stay valid and unchanged. Other leaves pass through."""
+    if isinstance(batch, dict):
+        return {k: _own_shared_memory(v) for k, v in batch.items()}
+    if isinstance(batch, list | tuple):
+        return type(batch)(_own_shared_memory(v) for v in batch)
+    if (isinstance(batch, SharedMemoryArray) and isinstance(batch.base, mmap.mmap)
+            and batch._unlink_on_del):  # noqa: SLF001 (grain 0.2.18: set by open_from_shm)
+        batch.shm.unlink()  # also unregisters it from the resource tracker
+        batch._unlink_on_del = False  # noqa: SLF001 (its deletion now only unmaps)
+    return batch
