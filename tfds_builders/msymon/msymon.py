@@ -18,7 +18,6 @@ from typing import Any
 
 import numpy as np
 import tensorflow_datasets as tfds
-from etils import epath
 
 from tfds_builders import common
 from tfds_builders.msymon import parse
@@ -197,13 +196,12 @@ def make_example(video: dict, with_features: bool) -> dict:
 def _synthetic_dir(download_dir: pathlib.Path, config: MSymonConfig) -> pathlib.Path:
     from tfds_builders.msymon import synthetic
 
-    name = f"d{config.dim}_seed{config.seed}_v{synthetic.VERSION}"
-    root = download_dir / "msymon_synthetic" / name
-    return common.write_once(
-        root, lambda tmp: synthetic.write_corpus(tmp, seed=config.seed, dim=config.dim))
+    return common.corpus_dir(
+        download_dir, "msymon", f"d{config.dim}_seed{config.seed}_v{synthetic.VERSION}",
+        lambda tmp: synthetic.write_corpus(tmp, seed=config.seed, dim=config.dim))
 
 
-class MSymon(tfds.core.GeneratorBasedBuilder):
+class MSymon(common.SummaryBuilder, tfds.core.GeneratorBasedBuilder):
     """M-SyMoN videos: narration sentences with spans, matched flags, narration times,
     optional per-second features."""
 
@@ -221,16 +219,6 @@ class MSymon(tfds.core.GeneratorBasedBuilder):
                      description="Generated corpus with known alignment (no manual_dir)."),
     ]
     DEFAULT_CONFIG_NAME = "text_only"
-
-    @tfds.core.utils.classproperty
-    @classmethod
-    def code_path(cls) -> epath.Path:
-        return epath.Path(__file__)
-
-    def __init__(self, **kwargs: Any):
-        kwargs.setdefault("file_format", "array_record")
-        super().__init__(**kwargs)
-        self.skips: collections.Counter | None = None
 
     @classmethod
     def check_inputs(cls, config: str | MSymonConfig, manual_dir: Any) -> None:
@@ -273,13 +261,6 @@ class MSymon(tfds.core.GeneratorBasedBuilder):
     def _generate_examples(self, videos: list[dict]) -> Iterator[tuple[str, dict]]:
         for v in videos:
             yield v["video_id"], make_example(v, self.builder_config.features)
-
-    def download_and_prepare(self, *args: Any, **kwargs: Any) -> None:
-        """Builds the dataset if needed and stores `build_summary.json` beside it."""
-        self.skips = None
-        super().download_and_prepare(*args, **kwargs)
-        if self.skips is not None:
-            common.write_summary(self, self.skips)
 
 
 Builder = MSymon

@@ -12,8 +12,8 @@ import pathlib
 from typing import Any
 
 import numpy as np
-import tensorflow_datasets as tfds
 
+from tfds_builders import common
 from tfds_builders.common import ManualDirError
 from tfds_builders.sc2st.sc2st import Builder, Sc2St, Sc2StConfig
 
@@ -27,14 +27,10 @@ ARRAYS = {"index": np.int32, "start": np.float32, "end": np.float32, "features":
           "candidates": np.int32, "answer": np.int32}
 
 
-def _text(x: Any) -> str:
-    return x.decode("utf-8") if isinstance(x, bytes) else str(x)
-
-
 def to_record(raw: dict) -> dict:
     """A stored example as plain Python: str fields, lists of str, NumPy arrays."""
-    rec: dict[str, Any] = {k: _text(raw[k]) for k in TEXT_FIELDS}
-    rec.update({k: [_text(s) for s in raw[k]] for k in TEXT_LISTS})
+    rec: dict[str, Any] = {k: common.text(raw[k]) for k in TEXT_FIELDS}
+    rec.update({k: [common.text(s) for s in raw[k]] for k in TEXT_LISTS})
     rec.update({k: np.asarray(raw[k], dtype=t) for k, t in ARRAYS.items()})
     return rec
 
@@ -48,18 +44,8 @@ def _builder(config: str, data_dir: os.PathLike | str) -> Sc2St:
 def prepare(config: str, data_dir: os.PathLike | str, manual_dir: os.PathLike | str | None = None,
             build: bool = True) -> Sc2St:
     """The builder with its dataset built (building it now if missing and `build`)."""
-    manual_dir = manual_dir or None
-    builder = _builder(config, data_dir)
-    if builder.is_prepared():
-        return builder
-    if not build:
-        raise FileNotFoundError(
-            f"sc2st/{config} is not built under {data_dir}; run: python -m tfds_builders "
-            f"build sc2st --config {config} --data_dir {data_dir}")
-    Sc2St.check_inputs(config, manual_dir)
-    builder.download_and_prepare(download_config=tfds.download.DownloadConfig(
-        manual_dir=os.fspath(manual_dir) if manual_dir is not None else None))
-    return builder
+    return common.prepare(_builder(config, data_dir), data_dir, manual_dir, build,
+                          lambda m: Sc2St.check_inputs(config, m))
 
 
 class Sc2StSource:
@@ -99,10 +85,8 @@ def data_source(config: str, split: str, data_dir: os.PathLike | str,
                 manual_dir: os.PathLike | str | None = None, build: bool = True) -> Sc2StSource:
     """A random-access source over `split` of sc2st/`config` (built first if needed)."""
     builder = prepare(config, data_dir, manual_dir, build)
-    splits = builder.info.splits
-    if split not in splits:
-        raise KeyError(f"sc2st/{config} has no split {split!r}; it has {sorted(splits)}")
-    return Sc2StSource(config, split, os.path.abspath(data_dir), int(splits[split].num_examples))
+    return Sc2StSource(config, split, os.path.abspath(data_dir),
+                       common.split_length(builder, split))
 
 
 def pool(config: str, split: str, data_dir: os.PathLike | str) -> pathlib.Path:

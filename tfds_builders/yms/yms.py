@@ -18,7 +18,6 @@ from typing import Any
 
 import numpy as np
 import tensorflow_datasets as tfds
-from etils import epath
 
 from tfds_builders import common
 from tfds_builders.msymon import parse
@@ -191,7 +190,7 @@ def _video(root: pathlib.Path, cfg: YmsConfig, vid: str, a: dict, clips: np.ndar
     return video
 
 
-class Yms(tfds.core.GeneratorBasedBuilder):
+class Yms(common.SummaryBuilder, tfds.core.GeneratorBasedBuilder):
     """YMS videos: sentences (or phrases) with spans and matched flags, clip boundaries,
     optional per-second features."""
 
@@ -205,16 +204,6 @@ class Yms(tfds.core.GeneratorBasedBuilder):
         YmsConfig(name="phrases", text="phrases", dim=512, fps=1.0),
     ]
     DEFAULT_CONFIG_NAME = "sentences_text_only"
-
-    @tfds.core.utils.classproperty
-    @classmethod
-    def code_path(cls) -> epath.Path:
-        return epath.Path(__file__)
-
-    def __init__(self, **kwargs: Any):
-        kwargs.setdefault("file_format", "array_record")
-        super().__init__(**kwargs)
-        self.skips: collections.Counter | None = None
 
     @classmethod
     def check_inputs(cls, config: str | YmsConfig, manual_dir: Any) -> None:
@@ -254,12 +243,6 @@ class Yms(tfds.core.GeneratorBasedBuilder):
             ex["clip_begin"] = np.asarray(v["clip_begin"], np.float32)
             ex["clip_end"] = np.asarray(v["clip_end"], np.float32)
             yield v["video_id"], ex
-
-    def download_and_prepare(self, *args: Any, **kwargs: Any) -> None:
-        self.skips = None
-        super().download_and_prepare(*args, **kwargs)
-        if self.skips is not None:
-            common.write_summary(self, self.skips)
 
 
 Builder = Yms
