@@ -23,6 +23,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import tensorflow_datasets as tfds
 from etils import epath
 
@@ -161,6 +162,23 @@ class SummaryBuilder:
             write_summary(self, self.skips)
 
 
+def named_config(builder_cls: type, name: str) -> Any:
+    """The BuilderConfig of `builder_cls` called `name`, or a ValueError listing them."""
+    named = {c.name: c for c in builder_cls.BUILDER_CONFIGS}
+    if name not in named:
+        raise ValueError(f"unknown {builder_cls.name} config {name!r}; choose one of "
+                         f"{list(named)}")
+    return named[name]
+
+
+def open_builder(builder_cls: type, config: Any, data_dir: os.PathLike | str) -> Any:
+    """`builder_cls` for `config` (one of its config names, or a BuilderConfig) under the
+    absolute `data_dir`; an unknown name is a ValueError listing the names."""
+    if isinstance(config, str):
+        named_config(builder_cls, config)
+    return builder_cls(config=config, data_dir=os.path.abspath(data_dir))
+
+
 def _needs_manual_dir(check: Callable[[Any], None]) -> bool:
     try:
         check(None)
@@ -207,19 +225,32 @@ class Source:
     stored example); picklable: the TFDS reader is reopened lazily in each process.
 
     `config` is a config name or a BuilderConfig; `decoders`, if given, is a module-level
-    function returning the TFDS decoders to read with.
+    function returning the TFDS decoders to read with. TFDS stores examples in key-hash
+    order; `order_by`, an int field numbering the examples 0..n-1, restores their order.
     """
 
     def __init__(self, builder_cls: type, config: Any, split: str, data_dir: os.PathLike | str,
                  length: int, to_record: Callable[[dict], dict],
-                 decoders: Callable[[], dict] | None = None):
+                 decoders: Callable[[], dict] | None = None, order_by: str | None = None):
         self.builder_cls, self.config, self.split = builder_cls, config, split
         self.data_dir, self._len = os.fspath(data_dir), int(length)
-        self.to_record, self.decoders = to_record, decoders
+        self.to_record, self.decoders, self.order_by = to_record, decoders, order_by
         self._source: Any = None
+        self._rows: Any = None
 
     def __len__(self) -> int:
         return self._len
+
+    def _open(self) -> None:
+        builder = self.builder_cls(config=self.config, data_dir=self.data_dir)
+        decoders = self.decoders() if self.decoders is not None else None
+        source = builder.as_data_source(self.split, decoders=decoders)
+        if self.order_by is not None:
+            rows = np.empty(len(source), np.int64)
+            for row in range(len(source)):
+                rows[int(source[row][self.order_by])] = row
+            self._rows = rows
+        self._source = source
 
     def __getitem__(self, index: int) -> dict:
         index = int(index)
@@ -228,13 +259,12 @@ class Source:
         if not 0 <= index < self._len:
             raise IndexError(f"index {index} out of range for {self._len} records")
         if self._source is None:
-            builder = self.builder_cls(config=self.config, data_dir=self.data_dir)
-            decoders = self.decoders() if self.decoders is not None else None
-            self._source = builder.as_data_source(self.split, decoders=decoders)
-        return self.to_record(self._source[index])
+            self._open()
+        row = index if self._rows is None else int(self._rows[index])
+        return self.to_record(self._source[row])
 
     def __getstate__(self) -> dict:
-        return dict(self.__dict__, _source=None)
+        return dict(self.__dict__, _source=None, _rows=None)
 
     def __repr__(self) -> str:
         config = getattr(self.config, "name", self.config)

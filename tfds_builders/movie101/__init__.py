@@ -20,7 +20,6 @@ from tfds_builders.movie101.movie101 import Builder, Movie101, Movie101Config
 __all__ = ["Builder", "ManualDirError", "Movie101", "Movie101Config", "data_source", "prepare",
            "split_names", "to_record"]
 
-CONFIGS = tuple(c.name for c in Movie101.BUILDER_CONFIGS)
 
 
 def _plain(x: Any) -> Any:
@@ -49,16 +48,11 @@ def to_record(raw: dict) -> dict:
     return out
 
 
-def _builder(config: str, data_dir: os.PathLike | str) -> Movie101:
-    if config not in CONFIGS:
-        raise ValueError(f"unknown movie101 config {config!r}; choose one of {list(CONFIGS)}")
-    return Movie101(config=config, data_dir=os.path.abspath(data_dir))
-
-
 def prepare(config: str, data_dir: os.PathLike | str, manual_dir: Any = None,
             build: bool = True) -> Movie101:
     """The builder with its dataset built (building it now if missing and `build`)."""
-    return common.prepare(_builder(config, data_dir), data_dir, manual_dir, build,
+    builder = common.open_builder(Movie101, config, data_dir)
+    return common.prepare(builder, data_dir, manual_dir, build,
                           lambda m: Movie101.check_inputs(config, m))
 
 

@@ -36,7 +36,6 @@ __all__ = [
 ]
 
 INT_FIELDS = ("img_id", "shot_id", "scene_id", "position")
-CONFIGS = tuple(c.name for c in MoviePuzzle.BUILDER_CONFIGS)
 
 
 class _KeepBytes(tfds.decode.SkipDecoding):
@@ -64,12 +63,6 @@ def keep_frame_bytes() -> dict:
     return {"frames": _KeepBytes()}
 
 
-def _builder(config: str, data_dir: os.PathLike | str) -> MoviePuzzle:
-    if config not in CONFIGS:
-        raise ValueError(f"unknown moviepuzzle config {config!r}; choose one of {list(CONFIGS)}")
-    return MoviePuzzle(config=config, data_dir=os.path.abspath(data_dir))
-
-
 def prepare(
     config: str,
     data_dir: os.PathLike | str,
@@ -77,7 +70,8 @@ def prepare(
     build: bool = True,
 ) -> MoviePuzzle:
     """The builder with its dataset built (building it now if missing and `build`)."""
-    return common.prepare(_builder(config, data_dir), data_dir, manual_dir, build,
+    builder = common.open_builder(MoviePuzzle, config, data_dir)
+    return common.prepare(builder, data_dir, manual_dir, build,
                           lambda m: MoviePuzzle.check_inputs(config, m))
 
 

@@ -45,10 +45,7 @@ def resolve_config(config: str | MSymonConfig, dim: int = 0, fps: float = 1.0) -
     config), as an `MSymonConfig`."""
     if isinstance(config, MSymonConfig):
         return config
-    named = {c.name: c for c in MSymon.BUILDER_CONFIGS}
-    if config not in named:
-        raise ValueError(f"unknown msymon config {config!r}; choose one of {sorted(named)}")
-    c = named[config]
+    c = common.named_config(MSymon, config)
     if c.source == "manual" and c.features and dim and (dim != c.dim or fps != c.fps):
         return builder_config(True, dim, fps)
     return c

@@ -110,18 +110,11 @@ def _complete(root: pathlib.Path, config: MSymonConfig, lang: str, vid: str, vid
     video.update(video_id=vid, language=lang)
     need = parse.spans_end(video)
     if config.features:
-        fpath = root / "features" / f"{vid}.npy"
-        if not fpath.is_file():
-            common.record_skip(counts, "missing_features", fpath, f"video {vid} ({where})")
-            return None
-        feats = parse.read_features(fpath, config.dim, counts)
+        feats = parse.video_features(root, vid, config.dim, config.fps, need, counts,
+                                     f"video {vid} ({where})")
         if feats is None:
             return None
         duration = len(feats) / config.fps
-        if duration + parse.SHORT_TOLERANCE < need:
-            common.record_skip(counts, "features_too_short", fpath,
-                               f"{duration:.1f} s of features, the narration spans {need:.1f} s")
-            return None
         video["features"] = feats
     else:
         duration = need
@@ -161,16 +154,9 @@ def _complete_weak(root: pathlib.Path, config: MSymonConfig, video: dict,
     if not config.features:
         video["duration"] = np.float32(need)
         return video
-    fpath = root / "features" / f"{video['video_id']}.npy"
-    if not fpath.is_file():
-        common.record_skip(counts, "missing_features", fpath, f"weak video {video['video_id']}")
-        return None
-    feats = parse.read_features(fpath, config.dim, counts)
+    feats = parse.video_features(root, video["video_id"], config.dim, config.fps, need, counts,
+                                 f"weak video {video['video_id']}")
     if feats is None:
-        return None
-    if len(feats) / config.fps + parse.SHORT_TOLERANCE < need:
-        common.record_skip(counts, "features_too_short", fpath,
-                           f"{len(feats) / config.fps:.1f} s < narration {need:.1f} s")
         return None
     video.update(features=feats, duration=np.float32(len(feats) / config.fps))
     return video

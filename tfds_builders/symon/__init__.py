@@ -35,12 +35,6 @@ def to_record(raw: dict) -> dict:
     return rec
 
 
-def _builder(config: str | SymonConfig, data_dir: os.PathLike | str) -> Symon:
-    if isinstance(config, str) and config not in CONFIGS:
-        raise ValueError(f"unknown symon config {config!r}; choose one of {list(CONFIGS)}")
-    return Symon(config=config, data_dir=os.path.abspath(data_dir))
-
-
 def _check(builder: Symon, manual_dir: os.PathLike | str | None) -> None:
     if builder.builder_config.source == "manual":
         check_manual_dir(manual_dir, builder.builder_config.name)
@@ -49,7 +43,7 @@ def _check(builder: Symon, manual_dir: os.PathLike | str | None) -> None:
 def prepare(config: str | SymonConfig, data_dir: os.PathLike | str,
             manual_dir: os.PathLike | str | None = None, build: bool = True) -> Symon:
     """The builder with its dataset built (building it now if missing and `build`)."""
-    builder = _builder(config, data_dir)
+    builder = common.open_builder(Symon, config, data_dir)
     return common.prepare(builder, data_dir, manual_dir, build, lambda m: _check(builder, m))
 
 

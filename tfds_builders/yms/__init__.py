@@ -21,10 +21,7 @@ __all__ = ["Builder", "ManualDirError", "Yms", "YmsConfig", "builder_config", "d
 def resolve_config(config: str | YmsConfig, dim: int = 0, fps: float = 1.0) -> YmsConfig:
     if isinstance(config, YmsConfig):
         return config
-    named = {c.name: c for c in Yms.BUILDER_CONFIGS}
-    if config not in named:
-        raise ValueError(f"unknown yms config {config!r}; choose one of {sorted(named)}")
-    c = named[config]
+    c = common.named_config(Yms, config)
     if c.features and dim and (dim != c.dim or fps != c.fps):
         return builder_config(c.text, True, dim, fps)
     return c

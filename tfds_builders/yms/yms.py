@@ -68,16 +68,24 @@ def read_split(path: pathlib.Path, counts: collections.Counter | None = None) ->
     return out
 
 
-def read_annotations(path: pathlib.Path, counts: collections.Counter) -> dict[str, dict]:
-    """{video id: {sentences, begin, end, matched, last}} from an annotations_*.txt file."""
-    videos: dict[str, dict] = {}
+def _matches(path: pathlib.Path, pattern: re.Pattern, reason: str,
+             counts: collections.Counter) -> Iterator[tuple[str, re.Match]]:
+    """("<path>:<line no>", match) of every non-blank line of `path`; a line that does not
+    match `pattern` is counted under `reason`."""
     for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         if not line.strip():
             continue
-        m = _LINE.match(line)
-        if not m:
-            common.record_skip(counts, "malformed_annotation_line", f"{path}:{n}", line[:60])
-            continue
+        m = pattern.match(line)
+        if m:
+            yield f"{path}:{n}", m
+        else:
+            common.record_skip(counts, reason, f"{path}:{n}", line[:60])
+
+
+def read_annotations(path: pathlib.Path, counts: collections.Counter) -> dict[str, dict]:
+    """{video id: {sentences, begin, end, matched, last}} from an annotations_*.txt file."""
+    videos: dict[str, dict] = {}
+    for where, m in _matches(path, _LINE, "malformed_annotation_line", counts):
         vid, t = m.group(1), m.group(10)
         b, e = seconds(*m.group(2, 3, 4, 5)), seconds(*m.group(6, 7, 8, 9))
         v = videos.setdefault(vid, {"sentences": [], "begin": [], "end": [], "matched": [],
@@ -96,7 +104,7 @@ def read_annotations(path: pathlib.Path, counts: collections.Counter) -> dict[st
                 v["begin"].append(0.0), v["end"].append(0.0), v["matched"].append(False)
             continue
         if not t:
-            common.record_skip(counts, "empty_text", f"{path}:{n}", line[:60])
+            common.record_skip(counts, "empty_text", where, m.string[:60])
             continue
         v["sentences"].append(t)
         v["begin"].append(b), v["end"].append(e), v["matched"].append(e >= b)
@@ -106,16 +114,10 @@ def read_annotations(path: pathlib.Path, counts: collections.Counter) -> dict[st
 def read_clips(path: pathlib.Path, counts: collections.Counter) -> dict[str, np.ndarray]:
     """{video id: [C, 2] sorted clip (begin, end) seconds} from clip_segmentation.txt."""
     clips: dict[str, list] = collections.defaultdict(list)
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        m = _CLIP.match(line)
-        if not m:
-            common.record_skip(counts, "malformed_clip_line", f"{path}:{n}", line[:60])
-            continue
+    for where, m in _matches(path, _CLIP, "malformed_clip_line", counts):
         b, e = seconds(*m.group(2, 3, 4, 5)), seconds(*m.group(6, 7, 8, 9))
         if e <= b:
-            common.record_skip(counts, "empty_clip", f"{path}:{n}", line[:60])
+            common.record_skip(counts, "empty_clip", where, m.string[:60])
             continue
         clips[m.group(1)].append((b, e))
     return {k: np.asarray(sorted(v), np.float32) for k, v in clips.items()}
@@ -174,16 +176,8 @@ def _video(root: pathlib.Path, cfg: YmsConfig, vid: str, a: dict, clips: np.ndar
     video["clip_begin"], video["clip_end"] = clips[:, 0], clips[:, 1]
     need = max(a["last"], float(clips[:, 1].max()) if len(clips) else 0.0)
     if cfg.features:
-        fpath = root / "features" / f"{vid}.npy"
-        if not fpath.is_file():
-            common.record_skip(counts, "missing_features", fpath, vid)
-            return None
-        feats = parse.read_features(fpath, cfg.dim, counts)
+        feats = parse.video_features(root, vid, cfg.dim, cfg.fps, need, counts, f"video {vid}")
         if feats is None:
-            return None
-        if len(feats) / cfg.fps + parse.SHORT_TOLERANCE < need:
-            common.record_skip(counts, "features_too_short", fpath,
-                               f"{len(feats) / cfg.fps:.1f} s < annotated {need:.1f} s")
             return None
         video["features"], need = feats, len(feats) / cfg.fps
     video["duration"] = np.float32(need)
