@@ -126,6 +126,16 @@ def write_once(root: pathlib.Path, write: Callable[[pathlib.Path], None]) -> pat
     return root
 
 
+def timestamp(sec: float) -> str:
+    """`hh.mm.ss.mmm`, the time format of LSMDC clip ids and YMS annotations (for generated
+    corpora written in those layouts)."""
+    ms = int(round(sec * 1000))
+    h, ms = divmod(ms, 3_600_000)
+    m, ms = divmod(ms, 60_000)
+    s, ms = divmod(ms, 1000)
+    return f"{h:02d}.{m:02d}.{s:02d}.{ms:03d}"
+
+
 def corpus_dir(download_dir: os.PathLike | str, dataset: str, key: str,
                write: Callable[[pathlib.Path], None]) -> pathlib.Path:
     """`<download_dir>/<dataset>_synthetic/<key>`, a generated corpus written once by

@@ -179,6 +179,23 @@ def make_example(video: dict, with_features: bool) -> dict:
     return ex
 
 
+def feature_specs(config: Any) -> dict:
+    """The stored features of a video (YMS stores these too, plus clip boundaries);
+    `config.features` / `config.dim` add the [T, dim] video features."""
+    f32 = tfds.features.Tensor(shape=(None,), dtype=np.float32)
+    feats = {
+        "video_id": tfds.features.Text(),
+        "language": tfds.features.Text(),
+        "sentences": tfds.features.Sequence(tfds.features.Text()),
+        "begin": f32, "end": f32, "narr_begin": f32, "narr_end": f32,
+        "matched": tfds.features.Tensor(shape=(None,), dtype=np.int32),
+        "duration": tfds.features.Scalar(np.float32),
+    }
+    if config.features:
+        feats["features"] = tfds.features.Tensor(shape=(None, config.dim), dtype=np.float32)
+    return feats
+
+
 def _synthetic_dir(download_dir: pathlib.Path, config: MSymonConfig) -> pathlib.Path:
     from tfds_builders.msymon import synthetic
 
@@ -214,20 +231,8 @@ class MSymon(common.SummaryBuilder, tfds.core.GeneratorBasedBuilder):
             check_manual_dir(manual_dir)
 
     def _info(self) -> tfds.core.DatasetInfo:
-        f32 = tfds.features.Tensor(shape=(None,), dtype=np.float32)
-        feats = {
-            "video_id": tfds.features.Text(),
-            "language": tfds.features.Text(),
-            "sentences": tfds.features.Sequence(tfds.features.Text()),
-            "begin": f32, "end": f32, "narr_begin": f32, "narr_end": f32,
-            "matched": tfds.features.Tensor(shape=(None,), dtype=np.int32),
-            "duration": tfds.features.Scalar(np.float32),
-        }
-        if self.builder_config.features:
-            feats["features"] = tfds.features.Tensor(shape=(None, self.builder_config.dim),
-                                                     dtype=np.float32)
         return self.dataset_info_from_configs(
-            features=tfds.features.FeaturesDict(feats),
+            features=tfds.features.FeaturesDict(feature_specs(self.builder_config)),
             homepage="https://github.com/insundaycathy/M-SyMoN")
 
     def _split_generators(self, dl_manager: tfds.download.DownloadManager) -> dict:

@@ -206,16 +206,10 @@ class Yms(common.SummaryBuilder, tfds.core.GeneratorBasedBuilder):
         check_manual_dir(manual_dir, cfg.text)
 
     def _info(self) -> tfds.core.DatasetInfo:
+        from tfds_builders.msymon.msymon import feature_specs
+
         f32 = tfds.features.Tensor(shape=(None,), dtype=np.float32)
-        feats = {"video_id": tfds.features.Text(), "language": tfds.features.Text(),
-                 "sentences": tfds.features.Sequence(tfds.features.Text()),
-                 "begin": f32, "end": f32, "narr_begin": f32, "narr_end": f32,
-                 "clip_begin": f32, "clip_end": f32,
-                 "matched": tfds.features.Tensor(shape=(None,), dtype=np.int32),
-                 "duration": tfds.features.Scalar(np.float32)}
-        if self.builder_config.features:
-            feats["features"] = tfds.features.Tensor(shape=(None, self.builder_config.dim),
-                                                     dtype=np.float32)
+        feats = dict(feature_specs(self.builder_config), clip_begin=f32, clip_end=f32)
         return self.dataset_info_from_configs(
             features=tfds.features.FeaturesDict(feats),
             homepage="https://github.com/RubbyJ/Data-efficient-Alignment")
