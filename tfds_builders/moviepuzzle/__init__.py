@@ -83,7 +83,8 @@ def data_source(
     build: bool = True,
     to_record: Callable[[dict], dict] = to_record,
 ) -> common.Source:
-    """A random-access source over `split` of moviepuzzle/`config` (built first if needed)."""
+    """A random-access source over `split` of moviepuzzle/`config` (built first if needed);
+    `to_record` makes a record of a stored example (`synopsis.to_record` adds the text)."""
     builder = prepare(config, data_dir, manual_dir, build)
     return common.Source(MoviePuzzle, config, split, os.path.abspath(data_dir),
                          common.split_length(builder, split), to_record, keep_frame_bytes)
