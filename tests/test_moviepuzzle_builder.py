@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from tfds_builders import common
 from tfds_builders import moviepuzzle as mp
 from tfds_builders.moviepuzzle import synthetic
 
@@ -149,6 +150,28 @@ def test_missing_manual_dir_is_one_clear_line(tmp_path: pathlib.Path) -> None:
     with pytest.raises(FileNotFoundError, match="not built"):
         mp.data_source("synthetic_tiny", "train", tmp_path / "data", build=False)
     assert not (tmp_path / "data" / "moviepuzzle").exists()
+
+
+def test_not_built_error_gives_the_build_command(tmp_path: pathlib.Path) -> None:
+    data = tmp_path / "data"
+    with pytest.raises(FileNotFoundError) as e:
+        mp.prepare("synthetic_tiny", data, build=False)
+    assert str(e.value).endswith(
+        f"run: python -m tfds_builders build moviepuzzle --config synthetic_tiny --data_dir {data}")
+    with pytest.raises(FileNotFoundError) as e:  # a config that reads input files says so
+        mp.prepare("clips", data, build=False)
+    assert f"--config clips --manual_dir DIR --data_dir {data}" in str(e.value)
+
+
+def test_summary_prints_kept_counts_apart_from_skips() -> None:
+    summary = {"dataset": "d", "config": "c", "version": "1.0.0", "data_dir": "/x",
+               "examples": {"train": 3},
+               "skipped": {"bad_json": 2, "kept_lines_sorted": 5, "missing_frame": 1}}
+    lines = common.format_summary(summary).splitlines()
+    assert lines[2:] == ["  train: 3", "skipped: 3", "  bad_json: 2", "  missing_frame: 1",
+                         "kept with a fix or warning: 5", "  lines_sorted: 5"]
+    no_kept = dict(summary, skipped={"bad_json": 2})
+    assert common.format_summary(no_kept).splitlines()[-2:] == ["skipped: 2", "  bad_json: 2"]
 
 
 def test_synthetic_config_builds_without_manual_dir(tmp_path: pathlib.Path) -> None:

@@ -134,7 +134,7 @@ def test_fixture_records_splits_trims_cuts(fixture_build):
     movies_of = collections.defaultdict(set)
     n_checked = 0
     for split in b.info.splits:
-        src = builder.SymonSource(FIXTURE, split, data_dir, b.info.splits[split].num_examples)
+        src = builder.data_source(FIXTURE, split, data_dir, build=False)
         for i in range(len(src)):
             rec = src[i]
             t = truth[rec["video_id"]]
@@ -197,7 +197,7 @@ def test_real_symon_files_build(shared_data, tmp_path):
     franchises = collections.defaultdict(set)
     n_sent = 0
     for split in b.info.splits:
-        src = builder.SymonSource("text_only", split, tmp_path, b.info.splits[split].num_examples)
+        src = builder.data_source("text_only", split, tmp_path, build=False)
         for i in range(len(src)):
             rec = src[i]
             franchises[rec["franchise"]].add(split)

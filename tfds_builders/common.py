@@ -1,8 +1,14 @@
-"""Helpers shared by the project's TFDS builders: skip counting and build summaries.
+"""Helpers shared by the project's TFDS builders: skip counting, build summaries, readers.
 
 A builder records every input it cannot use with `record_skip` (one warning naming the
 file and the reason, and a count per reason), and after `download_and_prepare` writes
 `build_summary.json` next to the built dataset so that the summary survives re-runs.
+Counts named `kept_*` are inputs that were repaired or tolerated, not dropped; they share
+the `skipped` mapping of the JSON file but `format_summary` prints them apart.
+
+`SummaryBuilder` is the one piece of TFDS class boilerplate every builder shares (its code
+path, ArrayRecord output, `self.skips` and the summary write); `prepare` / `split_length` /
+`Source` are the trainer-side reader every builder package exposes.
 """
 
 from __future__ import annotations
@@ -13,10 +19,16 @@ import logging
 import os
 import pathlib
 import shutil
+import sys
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+import tensorflow_datasets as tfds
+from etils import epath
+
 SUMMARY_FILE = "build_summary.json"
+KEPT_PREFIX = "kept_"  # a count of inputs kept (repaired or tolerated), not of skips
 
 log = logging.getLogger("tfds_builders")
 
@@ -69,7 +81,8 @@ def read_summary(builder: Any) -> dict:
 
 
 def format_summary(summary: dict) -> str:
-    """Human-readable build summary: examples per split and skips by reason."""
+    """Human-readable build summary: examples per split, skips by reason, then the inputs
+    that were kept although imperfect (`kept_*` counts), which are not skips."""
     lines = [
         f"{summary['dataset']}/{summary['config']}:{summary['version']} -> {summary['data_dir']}"
     ]
@@ -77,12 +90,18 @@ def format_summary(summary: dict) -> str:
     lines.append(f"examples: {total}")
     for name, n in sorted(summary["examples"].items()):
         lines.append(f"  {name}: {n}")
-    skipped = summary.get("skipped") or {}
+    counts = summary.get("skipped") or {}
     if summary.get("skipped_known") is False:
         lines.append("skipped: unknown (no build_summary.json)")
-    else:
-        lines.append(f"skipped: {sum(skipped.values())}")
-        for reason, n in sorted(skipped.items()):
+        return "\n".join(lines)
+    skipped = {k: n for k, n in counts.items() if not k.startswith(KEPT_PREFIX)}
+    kept = {k[len(KEPT_PREFIX):]: n for k, n in counts.items() if k.startswith(KEPT_PREFIX)}
+    lines.append(f"skipped: {sum(skipped.values())}")
+    for reason, n in sorted(skipped.items()):
+        lines.append(f"  {reason}: {n}")
+    if kept:
+        lines.append(f"kept with a fix or warning: {sum(kept.values())}")
+        for reason, n in sorted(kept.items()):
             lines.append(f"  {reason}: {n}")
     return "\n".join(lines)
 
@@ -105,3 +124,159 @@ def write_once(root: pathlib.Path, write: Callable[[pathlib.Path], None]) -> pat
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return root
+
+
+def timestamp(sec: float) -> str:
+    """`hh.mm.ss.mmm`, the time format of LSMDC clip ids and YMS annotations (for generated
+    corpora written in those layouts)."""
+    ms = int(round(sec * 1000))
+    h, ms = divmod(ms, 3_600_000)
+    m, ms = divmod(ms, 60_000)
+    s, ms = divmod(ms, 1000)
+    return f"{h:02d}.{m:02d}.{s:02d}.{ms:03d}"
+
+
+def corpus_dir(download_dir: os.PathLike | str, dataset: str, key: str,
+               write: Callable[[pathlib.Path], None]) -> pathlib.Path:
+    """`<download_dir>/<dataset>_synthetic/<key>`, a generated corpus written once by
+    `write(dir)` (`key` names everything the corpus depends on: sizes, seed, version)."""
+    return write_once(pathlib.Path(download_dir) / f"{dataset}_synthetic" / key, write)
+
+
+class SummaryBuilder:
+    """Mixin for the project's `GeneratorBasedBuilder`s (list it first among the bases).
+
+    Gives what every builder repeats: `code_path` (the builder's own module file; TFDS's
+    lookup needs `importlib_resources`, absent here), ArrayRecord output by default, and
+    `self.skips`, a Counter that `_split_generators` sets when this call generates data;
+    `download_and_prepare` then writes `build_summary.json` beside the dataset.
+    """
+
+    skips: collections.Counter | None
+
+    @tfds.core.utils.classproperty
+    @classmethod
+    def code_path(cls) -> epath.Path:
+        return epath.Path(sys.modules[cls.__module__].__file__)
+
+    def __init__(self, **kwargs: Any):
+        kwargs.setdefault("file_format", "array_record")
+        super().__init__(**kwargs)
+        self.skips = None
+
+    def download_and_prepare(self, *args: Any, **kwargs: Any) -> None:
+        """Builds the dataset if needed and stores `build_summary.json` beside it."""
+        self.skips = None  # set by _split_generators when this call generates the data
+        super().download_and_prepare(*args, **kwargs)
+        if self.skips is not None:
+            write_summary(self, self.skips)
+
+
+def named_config(builder_cls: type, name: str) -> Any:
+    """The BuilderConfig of `builder_cls` called `name`, or a ValueError listing them."""
+    named = {c.name: c for c in builder_cls.BUILDER_CONFIGS}
+    if name not in named:
+        raise ValueError(f"unknown {builder_cls.name} config {name!r}; choose one of "
+                         f"{list(named)}")
+    return named[name]
+
+
+def open_builder(builder_cls: type, config: Any, data_dir: os.PathLike | str) -> Any:
+    """`builder_cls` for `config` (one of its config names, or a BuilderConfig) under the
+    absolute `data_dir`; an unknown name is a ValueError listing the names."""
+    if isinstance(config, str):
+        named_config(builder_cls, config)
+    return builder_cls(config=config, data_dir=os.path.abspath(data_dir))
+
+
+def _needs_manual_dir(check: Callable[[Any], None]) -> bool:
+    try:
+        check(None)
+    except ManualDirError:
+        return True
+    return False
+
+
+def prepare(builder: Any, data_dir: os.PathLike | str, manual_dir: os.PathLike | str | None,
+            build: bool, check: Callable[[Any], None]) -> Any:
+    """`builder` with its dataset built: built now if missing and `build` (after `check`, the
+    builder's one-line check of `manual_dir`), else a FileNotFoundError giving the command."""
+    if builder.is_prepared():
+        return builder
+    name, config = builder.name, builder.builder_config.name
+    if not build:
+        manual = " --manual_dir DIR" if _needs_manual_dir(check) else ""
+        raise FileNotFoundError(
+            f"{name}/{config} is not built under {data_dir}; run: python -m tfds_builders "
+            f"build {name} --config {config}{manual} --data_dir {data_dir}")
+    manual_dir = os.fspath(manual_dir) if manual_dir else None  # "" (unset string) = none
+    check(manual_dir)
+    builder.download_and_prepare(
+        download_config=tfds.download.DownloadConfig(manual_dir=manual_dir))
+    return builder
+
+
+def split_length(builder: Any, split: str) -> int:
+    """Number of examples of a built `split`, or a KeyError naming the splits there are."""
+    splits = builder.info.splits
+    if split not in splits:
+        raise KeyError(f"{builder.name}/{builder.builder_config.name} has no split {split!r}; "
+                       f"it has {sorted(splits)}")
+    return int(splits[split].num_examples)
+
+
+def text(x: Any) -> str:
+    """A stored Text value (bytes on the NumPy path) as str."""
+    return x.decode("utf-8") if isinstance(x, bytes) else str(x)
+
+
+class Source:
+    """Random access to one split of a built dataset as plain records (`to_record` of each
+    stored example); picklable: the TFDS reader is reopened lazily in each process.
+
+    `config` is a config name or a BuilderConfig; `decoders`, if given, is a module-level
+    function returning the TFDS decoders to read with. TFDS stores examples in key-hash
+    order; `order_by`, an int field numbering the examples 0..n-1, restores their order.
+    """
+
+    def __init__(self, builder_cls: type, config: Any, split: str, data_dir: os.PathLike | str,
+                 length: int, to_record: Callable[[dict], dict],
+                 decoders: Callable[[], dict] | None = None, order_by: str | None = None):
+        self.builder_cls, self.config, self.split = builder_cls, config, split
+        self.data_dir, self._len = os.fspath(data_dir), int(length)
+        self.to_record, self.decoders, self.order_by = to_record, decoders, order_by
+        self._source: Any = None
+        self._rows: Any = None
+
+    def __len__(self) -> int:
+        return self._len
+
+    def _open(self) -> None:
+        builder = self.builder_cls(config=self.config, data_dir=self.data_dir)
+        decoders = self.decoders() if self.decoders is not None else None
+        source = builder.as_data_source(self.split, decoders=decoders)
+        if self.order_by is not None:
+            rows = np.empty(len(source), np.int64)
+            for row in range(len(source)):
+                rows[int(source[row][self.order_by])] = row
+            self._rows = rows
+        self._source = source
+
+    def __getitem__(self, index: int) -> dict:
+        index = int(index)
+        if index < 0:
+            index += self._len
+        if not 0 <= index < self._len:
+            raise IndexError(f"index {index} out of range for {self._len} records")
+        if self._source is None:
+            self._open()
+        row = index if self._rows is None else int(self._rows[index])
+        return self.to_record(self._source[row])
+
+    def __getstate__(self) -> dict:
+        return dict(self.__dict__, _source=None, _rows=None)
+
+    def __repr__(self) -> str:
+        config = getattr(self.config, "name", self.config)
+        return (f"Source({self.builder_cls.name}/{config}, split={self.split!r}, "
+                f"data_dir={self.data_dir!r}, len={self._len})")

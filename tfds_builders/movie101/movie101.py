@@ -16,7 +16,6 @@ from typing import Any
 
 import numpy as np
 import tensorflow_datasets as tfds
-from etils import epath
 
 from tfds_builders import common
 from tfds_builders.movie101 import parsing
@@ -359,10 +358,9 @@ def movie_examples(root: pathlib.Path, config: Movie101Config, skips: collection
 def _synthetic_dir(download_dir: pathlib.Path, config: Movie101Config) -> pathlib.Path:
     from tfds_builders.movie101 import synthetic
 
-    root = download_dir / "movie101_synthetic" / \
-        f"{config.sizes}_seed{config.seed}_v{synthetic.CORPUS_VERSION}"
-    return common.write_once(
-        root, lambda tmp: synthetic.write_corpus(tmp, seed=config.seed, sizes=config.sizes))
+    return common.corpus_dir(
+        download_dir, "movie101", f"{config.sizes}_seed{config.seed}_v{synthetic.CORPUS_VERSION}",
+        lambda tmp: synthetic.write_corpus(tmp, seed=config.seed, sizes=config.sizes))
 
 
 def _narration_features() -> tfds.features.FeaturesDict:
@@ -390,7 +388,7 @@ def _movie_features() -> tfds.features.FeaturesDict:
     })
 
 
-class Movie101(tfds.core.GeneratorBasedBuilder):
+class Movie101(common.SummaryBuilder, tfds.core.GeneratorBasedBuilder):
     """Movie101 narrations (MCN), grounding clips (TNG) and per-movie casts and features."""
 
     name = "movie101"
@@ -399,16 +397,6 @@ class Movie101(tfds.core.GeneratorBasedBuilder):
     MANUAL_DOWNLOAD_INSTRUCTIONS = MANUAL_DOWNLOAD_INSTRUCTIONS
     BUILDER_CONFIGS = _configs()
     DEFAULT_CONFIG_NAME = "synthetic_narration"
-
-    @tfds.core.utils.classproperty
-    @classmethod
-    def code_path(cls) -> epath.Path:
-        return epath.Path(__file__)
-
-    def __init__(self, **kwargs: Any):
-        kwargs.setdefault("file_format", "array_record")
-        super().__init__(**kwargs)
-        self.skips: collections.Counter | None = None
 
     @classmethod
     def check_inputs(cls, config: str, manual_dir: Any) -> None:
@@ -454,12 +442,6 @@ class Movie101(tfds.core.GeneratorBasedBuilder):
     def _generate_examples(self, rows: list[dict]) -> Iterator[tuple[str, dict]]:
         for r in rows:
             yield r.get("id", r["movie_id"]), r
-
-    def download_and_prepare(self, *args: Any, **kwargs: Any) -> None:
-        self.skips = None
-        super().download_and_prepare(*args, **kwargs)
-        if self.skips is not None:
-            common.write_summary(self, self.skips)
 
 
 Builder = Movie101

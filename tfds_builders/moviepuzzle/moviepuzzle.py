@@ -22,7 +22,6 @@ from typing import Any
 
 import numpy as np
 import tensorflow_datasets as tfds
-from etils import epath
 from PIL import Image
 
 from tfds_builders import common
@@ -248,16 +247,13 @@ def _synthetic_dir(download_dir: pathlib.Path, config: MoviePuzzleConfig) -> pat
     """Writes the synthetic corpus once (deterministic) and returns its directory."""
     from tfds_builders.moviepuzzle import synthetic
 
-    root = (
-        download_dir
-        / "moviepuzzle_synthetic"
-        / f"{config.sizes}_seed{config.seed}_v{synthetic.CORPUS_VERSION}"
-    )
-    return common.write_once(
-        root, lambda tmp: synthetic.write_corpus(tmp, seed=config.seed, sizes=config.sizes))
+    key = f"{config.sizes}_seed{config.seed}_v{synthetic.CORPUS_VERSION}"
+    return common.corpus_dir(
+        download_dir, "moviepuzzle", key,
+        lambda tmp: synthetic.write_corpus(tmp, seed=config.seed, sizes=config.sizes))
 
 
-class MoviePuzzle(tfds.core.GeneratorBasedBuilder):
+class MoviePuzzle(common.SummaryBuilder, tfds.core.GeneratorBasedBuilder):
     """MoviePuzzle clips in true order: frames (JPEG), utterances, shot/scene ids."""
 
     name = "moviepuzzle"
@@ -316,17 +312,6 @@ class MoviePuzzle(tfds.core.GeneratorBasedBuilder):
         ),
     ]
     DEFAULT_CONFIG_NAME = "synthetic"
-
-    @tfds.core.utils.classproperty
-    @classmethod
-    def code_path(cls) -> epath.Path:
-        """This file; TFDS's own lookup needs `importlib_resources`, absent on Python >= 3.9."""
-        return epath.Path(__file__)
-
-    def __init__(self, **kwargs: Any):
-        kwargs.setdefault("file_format", "array_record")
-        super().__init__(**kwargs)
-        self.skips: collections.Counter | None = None
 
     @classmethod
     def check_inputs(cls, config: str, manual_dir: os.PathLike | str | None) -> None:
@@ -427,13 +412,6 @@ class MoviePuzzle(tfds.core.GeneratorBasedBuilder):
                 if "synopsis" in meta:
                     ex["synopsis"] = meta["synopsis"]
                 yield meta["clip_id"], ex
-
-    def download_and_prepare(self, *args: Any, **kwargs: Any) -> None:
-        """Builds the dataset if needed and stores `build_summary.json` beside it."""
-        self.skips = None  # set by _split_generators when this call generates the data
-        super().download_and_prepare(*args, **kwargs)
-        if self.skips is not None:
-            common.write_summary(self, self.skips)
 
 
 Builder = MoviePuzzle

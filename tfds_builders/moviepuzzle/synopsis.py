@@ -19,6 +19,7 @@ from typing import Any
 
 from PIL import Image
 
+from tfds_builders import common
 from tfds_builders import moviepuzzle as mp
 from tfds_builders.moviepuzzle import story, synthetic
 
@@ -98,26 +99,9 @@ def synthetic_pairs(seed: int, sizes: str | dict[str, int]) -> dict[str, list[di
     return out
 
 
-class SynopsisSource(mp.MoviePuzzleSource):
-    """Random access to one split of a synopsis config; picklable (reader reopened lazily)."""
-
-    def __getitem__(self, index: int) -> dict:
-        index = int(index)
-        if index < 0:
-            index += len(self)
-        if not 0 <= index < len(self):
-            raise IndexError(f"index {index} out of range for {len(self)} records")
-        if self._source is None:
-            builder = mp._builder(self.config, self.data_dir)  # noqa: SLF001
-            self._source = builder.as_data_source(
-                self.split, decoders={"frames": mp._KeepBytes()})  # noqa: SLF001
-        raw = self._source[index]
-        record = mp.to_record(raw)
-        record["synopsis"] = mp._text(raw["synopsis"])  # noqa: SLF001
-        return record
-
-    def __repr__(self) -> str:
-        return "Synopsis" + super().__repr__()
+def to_record(raw: dict) -> dict:
+    """A stored synopsis example: the clip record of `moviepuzzle.to_record` plus `synopsis`."""
+    return dict(mp.to_record(raw), synopsis=common.text(raw["synopsis"]))
 
 
 def data_source(config: str, split: str, data_dir: os.PathLike | str,
@@ -125,9 +109,4 @@ def data_source(config: str, split: str, data_dir: os.PathLike | str,
     """A random-access source over `split` of a synopsis config (built first if needed)."""
     if "synopsis" not in config:
         raise ValueError(f"moviepuzzle/{config} has no synopses; use a *synopsis config")
-    builder = mp.prepare(config, data_dir, manual_dir, build)
-    splits = builder.info.splits
-    if split not in splits:
-        raise KeyError(f"moviepuzzle/{config} has no split {split!r}; it has {sorted(splits)}")
-    return SynopsisSource(config, split, os.path.abspath(data_dir),
-                          int(splits[split].num_examples))
+    return mp.data_source(config, split, data_dir, manual_dir, build, to_record=to_record)

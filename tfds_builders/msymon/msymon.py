@@ -18,7 +18,6 @@ from typing import Any
 
 import numpy as np
 import tensorflow_datasets as tfds
-from etils import epath
 
 from tfds_builders import common
 from tfds_builders.msymon import parse
@@ -111,18 +110,11 @@ def _complete(root: pathlib.Path, config: MSymonConfig, lang: str, vid: str, vid
     video.update(video_id=vid, language=lang)
     need = parse.spans_end(video)
     if config.features:
-        fpath = root / "features" / f"{vid}.npy"
-        if not fpath.is_file():
-            common.record_skip(counts, "missing_features", fpath, f"video {vid} ({where})")
-            return None
-        feats = parse.read_features(fpath, config.dim, counts)
+        feats = parse.video_features(root, vid, config.dim, config.fps, need, counts,
+                                     f"video {vid} ({where})")
         if feats is None:
             return None
         duration = len(feats) / config.fps
-        if duration + parse.SHORT_TOLERANCE < need:
-            common.record_skip(counts, "features_too_short", fpath,
-                               f"{duration:.1f} s of features, the narration spans {need:.1f} s")
-            return None
         video["features"] = feats
     else:
         duration = need
@@ -162,16 +154,9 @@ def _complete_weak(root: pathlib.Path, config: MSymonConfig, video: dict,
     if not config.features:
         video["duration"] = np.float32(need)
         return video
-    fpath = root / "features" / f"{video['video_id']}.npy"
-    if not fpath.is_file():
-        common.record_skip(counts, "missing_features", fpath, f"weak video {video['video_id']}")
-        return None
-    feats = parse.read_features(fpath, config.dim, counts)
+    feats = parse.video_features(root, video["video_id"], config.dim, config.fps, need, counts,
+                                 f"weak video {video['video_id']}")
     if feats is None:
-        return None
-    if len(feats) / config.fps + parse.SHORT_TOLERANCE < need:
-        common.record_skip(counts, "features_too_short", fpath,
-                           f"{len(feats) / config.fps:.1f} s < narration {need:.1f} s")
         return None
     video.update(features=feats, duration=np.float32(len(feats) / config.fps))
     return video
@@ -194,16 +179,32 @@ def make_example(video: dict, with_features: bool) -> dict:
     return ex
 
 
+def feature_specs(config: Any) -> dict:
+    """The stored features of a video (YMS stores these too, plus clip boundaries);
+    `config.features` / `config.dim` add the [T, dim] video features."""
+    f32 = tfds.features.Tensor(shape=(None,), dtype=np.float32)
+    feats = {
+        "video_id": tfds.features.Text(),
+        "language": tfds.features.Text(),
+        "sentences": tfds.features.Sequence(tfds.features.Text()),
+        "begin": f32, "end": f32, "narr_begin": f32, "narr_end": f32,
+        "matched": tfds.features.Tensor(shape=(None,), dtype=np.int32),
+        "duration": tfds.features.Scalar(np.float32),
+    }
+    if config.features:
+        feats["features"] = tfds.features.Tensor(shape=(None, config.dim), dtype=np.float32)
+    return feats
+
+
 def _synthetic_dir(download_dir: pathlib.Path, config: MSymonConfig) -> pathlib.Path:
     from tfds_builders.msymon import synthetic
 
-    name = f"d{config.dim}_seed{config.seed}_v{synthetic.VERSION}"
-    root = download_dir / "msymon_synthetic" / name
-    return common.write_once(
-        root, lambda tmp: synthetic.write_corpus(tmp, seed=config.seed, dim=config.dim))
+    return common.corpus_dir(
+        download_dir, "msymon", f"d{config.dim}_seed{config.seed}_v{synthetic.VERSION}",
+        lambda tmp: synthetic.write_corpus(tmp, seed=config.seed, dim=config.dim))
 
 
-class MSymon(tfds.core.GeneratorBasedBuilder):
+class MSymon(common.SummaryBuilder, tfds.core.GeneratorBasedBuilder):
     """M-SyMoN videos: narration sentences with spans, matched flags, narration times,
     optional per-second features."""
 
@@ -222,16 +223,6 @@ class MSymon(tfds.core.GeneratorBasedBuilder):
     ]
     DEFAULT_CONFIG_NAME = "text_only"
 
-    @tfds.core.utils.classproperty
-    @classmethod
-    def code_path(cls) -> epath.Path:
-        return epath.Path(__file__)
-
-    def __init__(self, **kwargs: Any):
-        kwargs.setdefault("file_format", "array_record")
-        super().__init__(**kwargs)
-        self.skips: collections.Counter | None = None
-
     @classmethod
     def check_inputs(cls, config: str | MSymonConfig, manual_dir: Any) -> None:
         cfg = config if isinstance(config, MSymonConfig) else next(
@@ -240,20 +231,8 @@ class MSymon(tfds.core.GeneratorBasedBuilder):
             check_manual_dir(manual_dir)
 
     def _info(self) -> tfds.core.DatasetInfo:
-        f32 = tfds.features.Tensor(shape=(None,), dtype=np.float32)
-        feats = {
-            "video_id": tfds.features.Text(),
-            "language": tfds.features.Text(),
-            "sentences": tfds.features.Sequence(tfds.features.Text()),
-            "begin": f32, "end": f32, "narr_begin": f32, "narr_end": f32,
-            "matched": tfds.features.Tensor(shape=(None,), dtype=np.int32),
-            "duration": tfds.features.Scalar(np.float32),
-        }
-        if self.builder_config.features:
-            feats["features"] = tfds.features.Tensor(shape=(None, self.builder_config.dim),
-                                                     dtype=np.float32)
         return self.dataset_info_from_configs(
-            features=tfds.features.FeaturesDict(feats),
+            features=tfds.features.FeaturesDict(feature_specs(self.builder_config)),
             homepage="https://github.com/insundaycathy/M-SyMoN")
 
     def _split_generators(self, dl_manager: tfds.download.DownloadManager) -> dict:
@@ -273,13 +252,6 @@ class MSymon(tfds.core.GeneratorBasedBuilder):
     def _generate_examples(self, videos: list[dict]) -> Iterator[tuple[str, dict]]:
         for v in videos:
             yield v["video_id"], make_example(v, self.builder_config.features)
-
-    def download_and_prepare(self, *args: Any, **kwargs: Any) -> None:
-        """Builds the dataset if needed and stores `build_summary.json` beside it."""
-        self.skips = None
-        super().download_and_prepare(*args, **kwargs)
-        if self.skips is not None:
-            common.write_summary(self, self.skips)
 
 
 Builder = MSymon

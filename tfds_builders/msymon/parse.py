@@ -198,6 +198,26 @@ def read_features(path: pathlib.Path, dim: int, counts: collections.Counter
     return x
 
 
+def video_features(root: pathlib.Path, vid: str, dim: int, fps: float, need: float,
+                   counts: collections.Counter, what: str) -> np.ndarray | None:
+    """`root/features/<vid>.npy` as float32 [T, dim] covering `need` seconds at `fps` rows/s
+    (within SHORT_TOLERANCE), or None counted as `missing_features`, `features_too_short` or
+    a `read_features` reason; `what` names the video in the warning."""
+    fpath = root / "features" / f"{vid}.npy"
+    if not fpath.is_file():
+        common.record_skip(counts, "missing_features", fpath, what)
+        return None
+    feats = read_features(fpath, dim, counts)
+    if feats is None:
+        return None
+    if len(feats) / fps + SHORT_TOLERANCE < need:
+        common.record_skip(counts, "features_too_short", fpath,
+                           f"{what}: {len(feats) / fps:.1f} s of features, the annotation or "
+                           f"narration spans {need:.1f} s")
+        return None
+    return feats
+
+
 def spans_end(video: dict) -> float:
     """The last second the annotation or the narration refers to."""
     ends = [float(video["end"][video["matched"]].max()) if video["matched"].any() else 0.0]

@@ -12,102 +12,48 @@ import pathlib
 from typing import Any
 
 import numpy as np
-import tensorflow_datasets as tfds
 
+from tfds_builders import common
 from tfds_builders.common import ManualDirError
 from tfds_builders.sc2st.sc2st import Builder, Sc2St, Sc2StConfig
 
-__all__ = ["Builder", "ManualDirError", "Sc2St", "Sc2StConfig", "Sc2StSource", "data_source",
+__all__ = ["Builder", "ManualDirError", "Sc2St", "Sc2StConfig", "data_source",
            "pool", "prepare", "split_names", "to_record"]
 
-CONFIGS = tuple(c.name for c in Sc2St.BUILDER_CONFIGS)
 TEXT_FIELDS = ("storyboard_id", "movie")
 TEXT_LISTS = ("genres", "clip_ids", "sentences", "frame_ids")
 ARRAYS = {"index": np.int32, "start": np.float32, "end": np.float32, "features": np.float32,
           "candidates": np.int32, "answer": np.int32}
 
 
-def _text(x: Any) -> str:
-    return x.decode("utf-8") if isinstance(x, bytes) else str(x)
-
-
 def to_record(raw: dict) -> dict:
     """A stored example as plain Python: str fields, lists of str, NumPy arrays."""
-    rec: dict[str, Any] = {k: _text(raw[k]) for k in TEXT_FIELDS}
-    rec.update({k: [_text(s) for s in raw[k]] for k in TEXT_LISTS})
+    rec: dict[str, Any] = {k: common.text(raw[k]) for k in TEXT_FIELDS}
+    rec.update({k: [common.text(s) for s in raw[k]] for k in TEXT_LISTS})
     rec.update({k: np.asarray(raw[k], dtype=t) for k, t in ARRAYS.items()})
     return rec
-
-
-def _builder(config: str, data_dir: os.PathLike | str) -> Sc2St:
-    if config not in CONFIGS:
-        raise ValueError(f"unknown sc2st config {config!r}; choose one of {list(CONFIGS)}")
-    return Sc2St(config=config, data_dir=os.path.abspath(data_dir))
 
 
 def prepare(config: str, data_dir: os.PathLike | str, manual_dir: os.PathLike | str | None = None,
             build: bool = True) -> Sc2St:
     """The builder with its dataset built (building it now if missing and `build`)."""
-    manual_dir = manual_dir or None
-    builder = _builder(config, data_dir)
-    if builder.is_prepared():
-        return builder
-    if not build:
-        raise FileNotFoundError(
-            f"sc2st/{config} is not built under {data_dir}; run: python -m tfds_builders "
-            f"build sc2st --config {config} --data_dir {data_dir}")
-    Sc2St.check_inputs(config, manual_dir)
-    builder.download_and_prepare(download_config=tfds.download.DownloadConfig(
-        manual_dir=os.fspath(manual_dir) if manual_dir is not None else None))
-    return builder
-
-
-class Sc2StSource:
-    """Random access to one split, ordered by `index`; picklable (reader reopened lazily)."""
-
-    def __init__(self, config: str, split: str, data_dir: os.PathLike | str, length: int):
-        self.config, self.split, self.data_dir, self._len = config, split, os.fspath(data_dir), \
-            length
-        self._source: Any = None
-        self._order: np.ndarray | None = None
-
-    def __len__(self) -> int:
-        return self._len
-
-    def _open(self) -> None:
-        if self._source is None:
-            src = _builder(self.config, self.data_dir).as_data_source(self.split)
-            order = np.empty(len(src), np.int64)
-            for row in range(len(src)):  # TFDS stores by key hash; map index -> row
-                order[int(src[row]["index"])] = row
-            self._source, self._order = src, order
-
-    def __getitem__(self, index: int) -> dict:
-        index = int(index)
-        if index < 0:
-            index += self._len
-        if not 0 <= index < self._len:
-            raise IndexError(f"index {index} out of range for {self._len} storyboards")
-        self._open()
-        return to_record(self._source[int(self._order[index])])
-
-    def __getstate__(self) -> dict:
-        return dict(self.__dict__, _source=None, _order=None)
+    builder = common.open_builder(Sc2St, config, data_dir)
+    return common.prepare(builder, data_dir, manual_dir, build,
+                          lambda m: Sc2St.check_inputs(config, m))
 
 
 def data_source(config: str, split: str, data_dir: os.PathLike | str,
-                manual_dir: os.PathLike | str | None = None, build: bool = True) -> Sc2StSource:
-    """A random-access source over `split` of sc2st/`config` (built first if needed)."""
+                manual_dir: os.PathLike | str | None = None, build: bool = True) -> common.Source:
+    """A random-access source over `split` of sc2st/`config` (built first if needed), in
+    storyboard `index` order."""
     builder = prepare(config, data_dir, manual_dir, build)
-    splits = builder.info.splits
-    if split not in splits:
-        raise KeyError(f"sc2st/{config} has no split {split!r}; it has {sorted(splits)}")
-    return Sc2StSource(config, split, os.path.abspath(data_dir), int(splits[split].num_examples))
+    return common.Source(Sc2St, config, split, os.path.abspath(data_dir),
+                         common.split_length(builder, split), to_record, order_by="index")
 
 
 def pool(config: str, split: str, data_dir: os.PathLike | str) -> pathlib.Path:
     """Path of `pool_<split>.npy` ([N * length, D] float32 in pool order), written on first use."""
-    builder = _builder(config, data_dir)
+    builder = common.open_builder(Sc2St, config, data_dir)
     path = pathlib.Path(os.fspath(builder.data_dir)) / f"pool_{split}.npy"
     if not path.is_file():
         src = data_source(config, split, data_dir, build=False)

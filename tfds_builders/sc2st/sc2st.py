@@ -19,7 +19,6 @@ from typing import Any
 
 import numpy as np
 import tensorflow_datasets as tfds
-from etils import epath
 
 from tfds_builders import common
 from tfds_builders.sc2st import candidates, keyframes, lsmdc, story, text
@@ -303,13 +302,12 @@ def _example(index: int, board: list[Pair], feats: np.ndarray, cands: np.ndarray
 def _synthetic_dir(download_dir: pathlib.Path, config: Sc2StConfig) -> pathlib.Path:
     from tfds_builders.sc2st import synthetic
 
-    root = download_dir / "sc2st_synthetic" / \
-        f"{config.sizes}_seed{config.seed}_v{synthetic.CORPUS_VERSION}"
-    return common.write_once(
-        root, lambda tmp: synthetic.write_corpus(tmp, seed=config.seed, sizes=config.sizes))
+    return common.corpus_dir(
+        download_dir, "sc2st", f"{config.sizes}_seed{config.seed}_v{synthetic.CORPUS_VERSION}",
+        lambda tmp: synthetic.write_corpus(tmp, seed=config.seed, sizes=config.sizes))
 
 
-class Sc2St(tfds.core.GeneratorBasedBuilder):
+class Sc2St(common.SummaryBuilder, tfds.core.GeneratorBasedBuilder):
     """Sc2St storyboards: 10 keyframe-sentence pairs, 9 candidate sets of 100 each."""
 
     name = "sc2st"
@@ -333,15 +331,8 @@ class Sc2St(tfds.core.GeneratorBasedBuilder):
     ]
     DEFAULT_CONFIG_NAME = "synthetic"
 
-    @tfds.core.utils.classproperty
-    @classmethod
-    def code_path(cls) -> epath.Path:
-        return epath.Path(__file__)
-
     def __init__(self, **kwargs: Any):
-        kwargs.setdefault("file_format", "array_record")
         super().__init__(**kwargs)
-        self.skips: collections.Counter | None = None
         self.stats: collections.Counter = collections.Counter()
 
     @classmethod
@@ -398,10 +389,8 @@ class Sc2St(tfds.core.GeneratorBasedBuilder):
 
     def download_and_prepare(self, *args: Any, **kwargs: Any) -> None:
         """Builds the dataset if needed; stores build_summary.json and sc2st_stats.json."""
-        self.skips = None
         super().download_and_prepare(*args, **kwargs)
         if self.skips is not None:
-            common.write_summary(self, self.skips)
             path = os.path.join(os.fspath(self.data_dir), STATS_FILE)
             with open(path, "w") as f:
                 json.dump(dict(sorted(self.stats.items())), f, indent=2)

@@ -31,6 +31,8 @@ import pathlib
 
 import numpy as np
 
+from tfds_builders.common import timestamp
+
 VERBS = ("open", "close", "grab", "drop", "watch", "push", "pull", "throw", "kick", "lift",
          "paint", "clean", "carry", "hide", "break", "fix")
 OBJECTS = ("door", "box", "letter", "phone", "bag", "cup", "book", "chair", "window", "car",
@@ -41,14 +43,6 @@ SIZES = {  # movies, stories per movie, feature dim, settings
     "tiny": dict(movies=8, stories=6, dim=32, settings=6),
 }
 CORPUS_VERSION = 1
-
-
-def _ts(sec: float) -> str:
-    ms = int(round(sec * 1000))
-    h, ms = divmod(ms, 3_600_000)
-    m, ms = divmod(ms, 60_000)
-    s, ms = divmod(ms, 1000)
-    return f"{h:02d}.{m:02d}.{s:02d}.{ms:03d}"
 
 
 def _unit(x: np.ndarray) -> np.ndarray:
@@ -89,7 +83,7 @@ def write_corpus(root: pathlib.Path, seed: int = 0, sizes: str = "default") -> d
                     texts.append(f"{VERBS[vi]}s the {OBJECTS[oi]}" + (" closely" if close else ""))
                 k += len(feats)
                 dur = rng.uniform(2, 4)
-                clip_id = f"{movie}_{_ts(t)}-{_ts(t + dur)}"
+                clip_id = f"{movie}_{timestamp(t)}-{timestamp(t + dur)}"
                 if two:
                     frames = np.stack(feats)
                     sentence = f"SOMEONE {texts[0]}, then {texts[1]}."
@@ -98,8 +92,8 @@ def write_corpus(root: pathlib.Path, seed: int = 0, sizes: str = "default") -> d
                     sentence = f"SOMEONE {texts[0]}."
                 frames = _unit(frames + 0.01 * rng.normal(size=frames.shape))
                 np.save(root / "features" / movie / f"{clip_id}.npy", frames.astype(np.float32))
-                rows[file].append(f"{clip_id}\t{_ts(t)}\t{_ts(t + dur)}\t{_ts(t)}\t"
-                                  f"{_ts(t + dur)}\t{sentence}")
+                times = f"{timestamp(t)}\t{timestamp(t + dur)}"
+                rows[file].append(f"{clip_id}\t{times}\t{times}\t{sentence}")
                 t += dur + rng.uniform(0.5, 3.0)
             n_pairs += n
             t += rng.uniform(15, 30)

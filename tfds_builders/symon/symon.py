@@ -16,11 +16,9 @@ import pathlib
 import re
 import zlib
 from collections.abc import Iterator
-from typing import Any
 
 import numpy as np
 import tensorflow_datasets as tfds
-from etils import epath
 
 from tfds_builders import common
 from tfds_builders.symon import narration, vtt
@@ -306,13 +304,12 @@ def scan(root: pathlib.Path, cfg: SymonConfig, skips: collections.Counter) -> li
 def _synthetic_dir(download_dir: pathlib.Path, cfg: SymonConfig) -> pathlib.Path:
     from tfds_builders.symon import synthetic
 
-    version = synthetic.CORPUS_VERSION
-    root = download_dir / "symon_synthetic" / f"{cfg.sizes}_seed{cfg.seed}_v{version}"
-    return common.write_once(
-        root, lambda tmp: synthetic.write_corpus(tmp, sizes=cfg.sizes, seed=cfg.seed))
+    return common.corpus_dir(
+        download_dir, "symon", f"{cfg.sizes}_seed{cfg.seed}_v{synthetic.CORPUS_VERSION}",
+        lambda tmp: synthetic.write_corpus(tmp, sizes=cfg.sizes, seed=cfg.seed))
 
 
-class Symon(tfds.core.GeneratorBasedBuilder):
+class Symon(common.SummaryBuilder, tfds.core.GeneratorBasedBuilder):
     """SYMON summary videos: timed narration sentences, names, cuts, features."""
 
     name = "symon"
@@ -330,16 +327,6 @@ class Symon(tfds.core.GeneratorBasedBuilder):
                     description="Tiny generated corpus for tests."),
     ]
     DEFAULT_CONFIG_NAME = "text_only"
-
-    @tfds.core.utils.classproperty
-    @classmethod
-    def code_path(cls) -> epath.Path:
-        return epath.Path(__file__)
-
-    def __init__(self, **kwargs: Any):
-        kwargs.setdefault("file_format", "array_record")
-        super().__init__(**kwargs)
-        self.skips: collections.Counter | None = None
 
     @classmethod
     def check_inputs(cls, config: str, manual_dir: os.PathLike | str | None) -> None:
@@ -392,12 +379,6 @@ class Symon(tfds.core.GeneratorBasedBuilder):
             if self.builder_config.with_features:
                 ex["features"] = v["features"].astype(np.float16)
             yield v["video_id"], ex
-
-    def download_and_prepare(self, *args: Any, **kwargs: Any) -> None:
-        self.skips = None
-        super().download_and_prepare(*args, **kwargs)
-        if self.skips is not None:
-            common.write_summary(self, self.skips)
 
 
 Builder = Symon

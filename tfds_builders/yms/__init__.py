@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import os
 
+from tfds_builders import common
 from tfds_builders.common import ManualDirError
-from tfds_builders.msymon import Source
+from tfds_builders.msymon import to_record
 from tfds_builders.yms.yms import Builder, Yms, YmsConfig, builder_config
 
 __all__ = ["Builder", "ManualDirError", "Yms", "YmsConfig", "builder_config", "data_source",
@@ -20,10 +21,7 @@ __all__ = ["Builder", "ManualDirError", "Yms", "YmsConfig", "builder_config", "d
 def resolve_config(config: str | YmsConfig, dim: int = 0, fps: float = 1.0) -> YmsConfig:
     if isinstance(config, YmsConfig):
         return config
-    named = {c.name: c for c in Yms.BUILDER_CONFIGS}
-    if config not in named:
-        raise ValueError(f"unknown yms config {config!r}; choose one of {sorted(named)}")
-    c = named[config]
+    c = common.named_config(Yms, config)
     if c.features and dim and (dim != c.dim or fps != c.fps):
         return builder_config(c.text, True, dim, fps)
     return c
@@ -32,30 +30,17 @@ def resolve_config(config: str | YmsConfig, dim: int = 0, fps: float = 1.0) -> Y
 def prepare(config: str | YmsConfig, data_dir: os.PathLike | str,
             manual_dir: os.PathLike | str | None = None, build: bool = True, *, dim: int = 0,
             fps: float = 1.0) -> Yms:
-    import tensorflow_datasets as tfds
-
     cfg = resolve_config(config, dim, fps)
-    builder = Yms(config=cfg, data_dir=os.path.abspath(data_dir))
-    if builder.is_prepared():
-        return builder
-    if not build:
-        raise FileNotFoundError(f"yms/{cfg.name} is not built under {data_dir}")
-    Yms.check_inputs(cfg, manual_dir or None)
-    builder.download_and_prepare(download_config=tfds.download.DownloadConfig(
-        manual_dir=os.fspath(manual_dir) if manual_dir else None))
-    return builder
+    return common.prepare(Yms(config=cfg, data_dir=os.path.abspath(data_dir)), data_dir,
+                          manual_dir, build, lambda m: Yms.check_inputs(cfg, m))
 
 
 def data_source(config: str | YmsConfig, split: str, data_dir: os.PathLike | str,
                 manual_dir: os.PathLike | str | None = None, build: bool = True, *,
-                dim: int = 0, fps: float = 1.0) -> Source:
+                dim: int = 0, fps: float = 1.0) -> common.Source:
     builder = prepare(config, data_dir, manual_dir, build, dim=dim, fps=fps)
-    splits = builder.info.splits
-    if split not in splits:
-        raise KeyError(f"yms/{builder.builder_config.name} has no split {split!r}; it has "
-                       f"{sorted(splits)}")
-    return Source(Yms, builder.builder_config, split, os.path.abspath(data_dir),
-                  int(splits[split].num_examples))
+    return common.Source(Yms, builder.builder_config, split, os.path.abspath(data_dir),
+                         common.split_length(builder, split), to_record)
 
 
 def split_names(config: str | YmsConfig, data_dir: os.PathLike | str,

@@ -14,15 +14,8 @@ import pathlib
 
 import numpy as np
 
+from tfds_builders.common import timestamp
 from tfds_builders.msymon import synthetic as msy
-
-
-def _ts(t: float) -> str:
-    ms = int(round(t * 1000))
-    h, ms = divmod(ms, 3_600_000)
-    m, ms = divmod(ms, 60_000)
-    s, ms = divmod(ms, 1000)
-    return f"{h:02d}.{m:02d}.{s:02d}.{ms:03d}"
 
 
 def write_corpus(root: pathlib.Path | str, seed: int = 0, dim: int = 32,
@@ -53,11 +46,11 @@ def write_corpus(root: pathlib.Path | str, seed: int = 0, dim: int = 32,
                     items.append((s["begin_time"], s["end_time"], f"UNMATCHED{sep}{e['text']}"))
             if t < len(feats):
                 items.append((t, float(len(feats)), "UNMATCHED"))
-            lines += [f"{vid}_{_ts(b)}-{_ts(e)}\t{x}" for b, e, x in items]
+            lines += [f"{vid}_{timestamp(b)}-{timestamp(e)}\t{x}" for b, e, x in items]
             c = 0.0
             while c < len(feats) - 1e-6:
                 d = min(float(rng.integers(1, 5)), len(feats) - c)
-                clips.append(f"{vid}/{vid}_{_ts(c)}-{_ts(c + d)}")
+                clips.append(f"{vid}/{vid}_{timestamp(c)}-{timestamp(c + d)}")
                 c += d
     (root / "annotations_sentences.txt").write_text("\n".join(lines) + "\n")
     (root / "annotations_phrases.txt").write_text("\n".join(lines) + "\n")

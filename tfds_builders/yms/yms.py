@@ -18,7 +18,6 @@ from typing import Any
 
 import numpy as np
 import tensorflow_datasets as tfds
-from etils import epath
 
 from tfds_builders import common
 from tfds_builders.msymon import parse
@@ -69,16 +68,24 @@ def read_split(path: pathlib.Path, counts: collections.Counter | None = None) ->
     return out
 
 
-def read_annotations(path: pathlib.Path, counts: collections.Counter) -> dict[str, dict]:
-    """{video id: {sentences, begin, end, matched, last}} from an annotations_*.txt file."""
-    videos: dict[str, dict] = {}
+def _matches(path: pathlib.Path, pattern: re.Pattern, reason: str,
+             counts: collections.Counter) -> Iterator[tuple[str, re.Match]]:
+    """("<path>:<line no>", match) of every non-blank line of `path`; a line that does not
+    match `pattern` is counted under `reason`."""
     for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         if not line.strip():
             continue
-        m = _LINE.match(line)
-        if not m:
-            common.record_skip(counts, "malformed_annotation_line", f"{path}:{n}", line[:60])
-            continue
+        m = pattern.match(line)
+        if m:
+            yield f"{path}:{n}", m
+        else:
+            common.record_skip(counts, reason, f"{path}:{n}", line[:60])
+
+
+def read_annotations(path: pathlib.Path, counts: collections.Counter) -> dict[str, dict]:
+    """{video id: {sentences, begin, end, matched, last}} from an annotations_*.txt file."""
+    videos: dict[str, dict] = {}
+    for where, m in _matches(path, _LINE, "malformed_annotation_line", counts):
         vid, t = m.group(1), m.group(10)
         b, e = seconds(*m.group(2, 3, 4, 5)), seconds(*m.group(6, 7, 8, 9))
         v = videos.setdefault(vid, {"sentences": [], "begin": [], "end": [], "matched": [],
@@ -97,7 +104,7 @@ def read_annotations(path: pathlib.Path, counts: collections.Counter) -> dict[st
                 v["begin"].append(0.0), v["end"].append(0.0), v["matched"].append(False)
             continue
         if not t:
-            common.record_skip(counts, "empty_text", f"{path}:{n}", line[:60])
+            common.record_skip(counts, "empty_text", where, m.string[:60])
             continue
         v["sentences"].append(t)
         v["begin"].append(b), v["end"].append(e), v["matched"].append(e >= b)
@@ -107,16 +114,10 @@ def read_annotations(path: pathlib.Path, counts: collections.Counter) -> dict[st
 def read_clips(path: pathlib.Path, counts: collections.Counter) -> dict[str, np.ndarray]:
     """{video id: [C, 2] sorted clip (begin, end) seconds} from clip_segmentation.txt."""
     clips: dict[str, list] = collections.defaultdict(list)
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        m = _CLIP.match(line)
-        if not m:
-            common.record_skip(counts, "malformed_clip_line", f"{path}:{n}", line[:60])
-            continue
+    for where, m in _matches(path, _CLIP, "malformed_clip_line", counts):
         b, e = seconds(*m.group(2, 3, 4, 5)), seconds(*m.group(6, 7, 8, 9))
         if e <= b:
-            common.record_skip(counts, "empty_clip", f"{path}:{n}", line[:60])
+            common.record_skip(counts, "empty_clip", where, m.string[:60])
             continue
         clips[m.group(1)].append((b, e))
     return {k: np.asarray(sorted(v), np.float32) for k, v in clips.items()}
@@ -175,23 +176,15 @@ def _video(root: pathlib.Path, cfg: YmsConfig, vid: str, a: dict, clips: np.ndar
     video["clip_begin"], video["clip_end"] = clips[:, 0], clips[:, 1]
     need = max(a["last"], float(clips[:, 1].max()) if len(clips) else 0.0)
     if cfg.features:
-        fpath = root / "features" / f"{vid}.npy"
-        if not fpath.is_file():
-            common.record_skip(counts, "missing_features", fpath, vid)
-            return None
-        feats = parse.read_features(fpath, cfg.dim, counts)
+        feats = parse.video_features(root, vid, cfg.dim, cfg.fps, need, counts, f"video {vid}")
         if feats is None:
-            return None
-        if len(feats) / cfg.fps + parse.SHORT_TOLERANCE < need:
-            common.record_skip(counts, "features_too_short", fpath,
-                               f"{len(feats) / cfg.fps:.1f} s < annotated {need:.1f} s")
             return None
         video["features"], need = feats, len(feats) / cfg.fps
     video["duration"] = np.float32(need)
     return video
 
 
-class Yms(tfds.core.GeneratorBasedBuilder):
+class Yms(common.SummaryBuilder, tfds.core.GeneratorBasedBuilder):
     """YMS videos: sentences (or phrases) with spans and matched flags, clip boundaries,
     optional per-second features."""
 
@@ -206,16 +199,6 @@ class Yms(tfds.core.GeneratorBasedBuilder):
     ]
     DEFAULT_CONFIG_NAME = "sentences_text_only"
 
-    @tfds.core.utils.classproperty
-    @classmethod
-    def code_path(cls) -> epath.Path:
-        return epath.Path(__file__)
-
-    def __init__(self, **kwargs: Any):
-        kwargs.setdefault("file_format", "array_record")
-        super().__init__(**kwargs)
-        self.skips: collections.Counter | None = None
-
     @classmethod
     def check_inputs(cls, config: str | YmsConfig, manual_dir: Any) -> None:
         cfg = config if isinstance(config, YmsConfig) else next(
@@ -223,16 +206,10 @@ class Yms(tfds.core.GeneratorBasedBuilder):
         check_manual_dir(manual_dir, cfg.text)
 
     def _info(self) -> tfds.core.DatasetInfo:
+        from tfds_builders.msymon.msymon import feature_specs
+
         f32 = tfds.features.Tensor(shape=(None,), dtype=np.float32)
-        feats = {"video_id": tfds.features.Text(), "language": tfds.features.Text(),
-                 "sentences": tfds.features.Sequence(tfds.features.Text()),
-                 "begin": f32, "end": f32, "narr_begin": f32, "narr_end": f32,
-                 "clip_begin": f32, "clip_end": f32,
-                 "matched": tfds.features.Tensor(shape=(None,), dtype=np.int32),
-                 "duration": tfds.features.Scalar(np.float32)}
-        if self.builder_config.features:
-            feats["features"] = tfds.features.Tensor(shape=(None, self.builder_config.dim),
-                                                     dtype=np.float32)
+        feats = dict(feature_specs(self.builder_config), clip_begin=f32, clip_end=f32)
         return self.dataset_info_from_configs(
             features=tfds.features.FeaturesDict(feats),
             homepage="https://github.com/RubbyJ/Data-efficient-Alignment")
@@ -254,12 +231,6 @@ class Yms(tfds.core.GeneratorBasedBuilder):
             ex["clip_begin"] = np.asarray(v["clip_begin"], np.float32)
             ex["clip_end"] = np.asarray(v["clip_end"], np.float32)
             yield v["video_id"], ex
-
-    def download_and_prepare(self, *args: Any, **kwargs: Any) -> None:
-        self.skips = None
-        super().download_and_prepare(*args, **kwargs)
-        if self.skips is not None:
-            common.write_summary(self, self.skips)
 
 
 Builder = Yms
