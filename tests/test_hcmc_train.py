@@ -78,6 +78,9 @@ def test_bad_rows_are_one_line_errors():
     with pytest.raises(ValueError, match="exactly one row"):
         baselines.get_config("smoke")
     c = hcmc.get_config("smoke")
-    c.model.image_encoder = "openai/clip-vit-base-patch32"
-    with pytest.raises(ValueError, match="model.image_encoder"):
+    c.model.image_encoder = "no-such-org/no-such-clip"  # not on disk: never downloaded
+    with pytest.raises(FileNotFoundError, match="model.image_encoder='no-such-org/no-such-clip'"):
+        task.validate(c)
+    c.model.image_encoder = "scratch:bert-tiny"
+    with pytest.raises(ValueError, match="model.image_encoder='scratch:bert-tiny'"):
         task.validate(c)

@@ -7,7 +7,9 @@ The task named by `config.task` is imported as `vnr.tasks.<task>` and supplies
 `make_model`, `train_data`, `loss_fn`, `predict` and `evaluate` (plain
 functions, see `vnr/tasks/moviepuzzle.py`). Everything else lives here, in
 order: validate the config, build the mesh, create the sharded model and
-optimizer, restore the latest checkpoint if any, loop (jit-compiled step with
+optimizer, restore the latest checkpoint if any (else load the pretrained
+encoders the task names through its optional `pretrained(config)`, see
+`vnr/pretrained.py`; `config.frozen` lists parameters kept fixed), loop (jit-compiled step with
 donated state, progress bar, logs, periodic eval and checkpoints), then
 evaluate the test splits into `<workdir>/results.json`.
 """
@@ -33,7 +35,7 @@ from absl import app, flags, logging
 from flax import nnx
 from ml_collections import config_flags
 
-from vnr import checkpoint, distributed, sharding
+from vnr import checkpoint, distributed, pretrained, sharding
 from vnr.reports import plots
 from vnr.reports.writer import MetricWriter
 
@@ -126,7 +128,10 @@ def train_step(graphdef: Any, task: Any, config: Any, state: nnx.State, batch: d
     def loss(m, r):
         return task.loss_fn(m, batch, r, config)
 
-    (value, metrics), grads = nnx.value_and_grad(loss, has_aux=True)(model, rngs)
+    wrt = pretrained.trainable(config)  # nnx.Param unless config.frozen names parameters
+    grad_fn = nnx.value_and_grad(loss, has_aux=True) if wrt is nnx.Param else \
+        nnx.value_and_grad(loss, has_aux=True, argnums=nnx.DiffState(0, wrt))
+    (value, metrics), grads = grad_fn(model, rngs)
     grad_norm = optax.global_norm(grads)
     opt.update(model, grads)
     new_state = nnx.state((model, opt))
@@ -162,9 +167,12 @@ class Setup:
 
 
 def setup(config: ml_collections.ConfigDict, devices: list | None = None,
-          workdir: pathlib.Path | None = None) -> Setup:
+          workdir: pathlib.Path | None = None, load_pretrained: bool = True) -> Setup:
     """Validates the config and workdir (one-line ConfigError, before any compile),
-    builds the mesh, the sharded model and optimizer state and the jitted steps."""
+    builds the mesh, the sharded model and optimizer state and the jitted steps.
+
+    `load_pretrained`: put the task's pretrained encoder weights into the state
+    (`run` passes False and loads them itself only when no checkpoint is restored)."""
     try:
         task = importlib.import_module(f"vnr.tasks.{config.task}")
     except ModuleNotFoundError as e:
@@ -185,13 +193,23 @@ def setup(config: ml_collections.ConfigDict, devices: list | None = None,
         check_workdir(workdir, config)  # every process checks, so all of them stop
 
     tx = make_optimizer(config)
+    try:
+        wrt = pretrained.trainable(config)
+    except ValueError as e:
+        raise ConfigError(str(e)) from e
 
     def make():
         model = task.make_model(config, nnx.Rngs(config.seed))
-        return model, nnx.Optimizer(model, tx, wrt=nnx.Param)
+        return model, nnx.Optimizer(model, tx, wrt=wrt)
 
     rules = [tuple(r) for r in config.sharding_rules]
     graphdef, state, state_sh = sharding.create_sharded(make, mesh, rules)
+    try:
+        pretrained.check_frozen(state, config)
+    except ValueError as e:
+        raise ConfigError(str(e)) from e
+    if load_pretrained:
+        state = _pretrained(task, config, state, state_sh, jax.process_index() == 0)
     batch_sh, repl = sharding.batch_sharding(mesh), sharding.replicated(mesh)
     # Traced under the mesh, so a task can use `jax.shard_map` without naming it
     # (e.g. a contrastive loss that all-gathers the other modality).
@@ -218,11 +236,13 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
     """
     workdir = pathlib.Path(workdir).absolute()
     primary = jax.process_index() == 0
-    s = setup(config, workdir=workdir)
+    s = setup(config, workdir=workdir, load_pretrained=False)
     task, mesh, state, step_fn, predict_fn = s.task, s.mesh, s.state, s.step_fn, s.predict_fn
     n_params = sum(x.size for x in jax.tree.leaves(
         nnx.state(nnx.merge(s.graphdef, state)[0], nnx.Param)))
-    _say(primary, f"model: {n_params:,} parameters; mesh {dict(mesh.shape)}; "
+    n_frozen = pretrained.check_frozen(state, config)
+    frozen = f" ({n_frozen:,} frozen)" if n_frozen else ""
+    _say(primary, f"model: {n_params:,} parameters{frozen}; mesh {dict(mesh.shape)}; "
                   f"{jax.process_count()} process(es); workdir {workdir}")
 
     data_iter = _train_iterator(task, config, s.local_batch)
@@ -243,6 +263,12 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
         raise
     if start:
         _say(primary, f"resumed from step {start} ({ckpt_dir})")
+    else:  # a fresh run: pretrained encoders (a resumed one has them in its checkpoint)
+        try:
+            state = _pretrained(task, config, state, s.state_shardings, primary)
+        except BaseException:
+            data_iter.close()
+            raise
 
     writer = MetricWriter(workdir, active=primary)
     progress = _progress(config, start, primary)
@@ -331,6 +357,19 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
             f"{ckpt_dir} (see the warning above); results.json was written; the newest good "
             f"checkpoint is step {max(good) if good else 'none'}")
     return results
+
+
+def _pretrained(task: Any, config: Any, state: nnx.State, shardings: Any,
+                primary: bool) -> nnx.State:
+    """The state with the task's pretrained encoders loaded (every process reads the
+    slices of its own shards); unchanged when the task names none."""
+    try:
+        sources = task.pretrained(config) if hasattr(task, "pretrained") else {}
+        if not sources:
+            return state
+        return pretrained.load(state, shardings, sources, say=functools.partial(_say, primary))
+    except (ValueError, FileNotFoundError) as e:
+        raise ConfigError(str(e)) from e
 
 
 def _train_iterator(task: Any, config: Any, local_batch: int) -> Any:

@@ -11,10 +11,28 @@ ROW is one of:
   early_fusion  image and utterance tokens of both frames in one pair transformer
   fusion        late fusion = the main job's model (as configs/moviepuzzle/main.py)
 
-Text encoders are `scratch:<bert|albert>-small` (random init, trained here; the hashed
-subtitle vocabulary of vnr.data.text, no download). `--config.model.encoder=scratch:bert-tiny`
-changes the size. Sizes, optimizer and steps are the main job's, so rows compare at equal
-steps and batch.
+Text encoders are `scratch:<bert|albert>-small` by default (random init, trained here; the
+hashed subtitle vocabulary of vnr.data.text, no download).
+`--config.model.encoder=scratch:bert-tiny` changes the size. Sizes, optimizer and steps are
+the main job's, so rows compare at equal steps and batch. Add `movienet` (raw MovieNet, with
+--config.data.manual_dir=DIR) or `clips` for the real data.
+
+Real weights (the paper's rows: BERT-base uncased, ALBERT-base v2): `encoder=<checkpoint>`
+takes the encoder and its tokenizer from a checkpoint directory (or a $VNR_ENCODERS_DIR /
+Hugging Face cache name; nothing downloads at run time), fine-tuned at lr 3e-5 (the usual
+BERT fine-tuning rate; the scratch rows use 3e-4), utterances of up to 32 tokens:
+
+    huggingface-cli download google-bert/bert-base-uncased --local-dir $CKPT/bert-base-uncased
+    huggingface-cli download albert/albert-base-v2 --local-dir $CKPT/albert-base-v2
+    python -m vnr.train --workdir runs/nsp_bert \
+      --config configs/moviepuzzle/baselines.py:nsp_bert,movienet,encoder=$CKPT/bert-base-uncased \
+      --config.data.manual_dir=$MOVIENET
+    python -m vnr.train --workdir runs/sop_albert \
+      --config configs/moviepuzzle/baselines.py:sop_albert,movienet,encoder=$CKPT/albert-base-v2 \
+      --config.data.manual_dir=$MOVIENET
+
+(equivalently --config.model.encoder=DIR --config.data.tokenizer=DIR
+--config.data.vocab_size=0 --config.data.max_tokens=32 --config.lr=3e-5).
 """
 
 import importlib.util
@@ -35,11 +53,11 @@ def _hcmc_config():
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     hc = _hcmc_config()
-    args, values = hc.parse(arg, set(ROWS) | {"smoke", "clips"},
+    args, values = hc.parse(arg, set(ROWS) | {"smoke", "clips", "movienet"},
                             "configs/moviepuzzle/baselines.py")
-    if values:
-        raise ValueError(f"unknown config value(s) {sorted(values)} for "
-                         "configs/moviepuzzle/baselines.py")
+    if set(values) - {"encoder"}:
+        raise ValueError(f"unknown config value(s) {sorted(set(values) - {'encoder'})} for "
+                         "configs/moviepuzzle/baselines.py (only encoder=<checkpoint>)")
     rows = args & set(ROWS)
     if len(rows) != 1:
         raise ValueError(f"configs/moviepuzzle/baselines.py needs exactly one row of {ROWS}, "
@@ -61,9 +79,15 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     else:
         c.model.update(pair_layers=1, modalities={"vision": ("vision",), "text": ("text",)}.get(
             row, ("vision", "text")), fusion="early" if row == "early_fusion" else "late")
+    if "encoder" in values:
+        if c.model.kind != "text_pair":
+            raise ValueError(f"encoder=<checkpoint> goes with nsp_bert or sop_albert, not {row}")
+        c.model.encoder = values["encoder"]
+        c.data.update(tokenizer=values["encoder"], vocab_size=0, max_tokens=32)
+        c.lr = 3e-5
     if "smoke" in args:
         hc.smoke(c)
-        if c.model.kind == "text_pair":
+        if c.model.kind == "text_pair" and c.model.encoder.startswith("scratch:"):
             c.model.encoder = c.model.encoder.replace("-small", "-tiny")
         if row == "random":
             c.total_steps = c.warmup_steps = 0

@@ -7,7 +7,10 @@ restored iterator replays exactly). JPEG decoding and tokenization run in the
 grain workers. Batches are dicts of NumPy arrays, padded to `max_frames`:
 
   frames   uint8 [B, N, S, S, 3]   shuffled frames (zeros where padded)
-  tokens   int32 [B, N, L]         hashed subtitle tokens (vnr.data.text)
+  tokens   int32 [B, N, L]         subtitle token ids (vnr.data.text): hashed words, or
+                                   with `data.tokenizer` a checkpoint's tokenizer
+  token_mask bool [B, N, L]        only with a checkpoint tokenizer: True for real tokens
+                                   (its pad id may be a real id, e.g. CLIP's)
   mask     bool  [B, N]            True for real frames (real frames first)
   position int32 [B, N]            true position of input frame i (pad: i)
   shot_id, scene_id int32 [B, N]   group ids of input frame i (pad: -1); categorical
@@ -38,6 +41,7 @@ class Encode(grain.transforms.Map):
     max_tokens: int
     vocab_size: int
     keep_text: bool = False
+    tokenizer: str = text.HASH  # or a resolved checkpoint directory (text.resolve)
 
     def map(self, rec: dict[str, Any]) -> dict[str, np.ndarray]:
         n = len(rec["frames"])
@@ -53,9 +57,14 @@ class Encode(grain.transforms.Map):
                 img = img.resize((s, s), Image.BILINEAR)
             frames[k] = np.asarray(img)
         tokens = np.zeros((nf, self.max_tokens), np.int32)
-        for k, sub in enumerate(rec["subtitles"]):
-            sub = sub.decode() if isinstance(sub, bytes) else sub
-            tokens[k] = text.tokenize(sub, self.vocab_size, self.max_tokens)
+        subs = [t.decode() if isinstance(t, bytes) else t for t in rec["subtitles"]]
+        token_mask = None
+        if self.tokenizer == text.HASH:
+            for k, sub in enumerate(subs):
+                tokens[k] = text.tokenize(sub, self.vocab_size, self.max_tokens)
+        else:
+            token_mask = np.zeros((nf, self.max_tokens), bool)
+            tokens[:n], token_mask[:n] = text.encode(self.tokenizer, subs, self.max_tokens)
         pad_ids = np.full((nf,), -1, np.int32)
         shot, scene = pad_ids.copy(), pad_ids.copy()
         shot[:n], scene[:n] = rec["shot_id"], rec["scene_id"]
@@ -67,8 +76,9 @@ class Encode(grain.transforms.Map):
             "shot_id": shot,
             "scene_id": scene,
         }
+        if token_mask is not None:
+            out["token_mask"] = token_mask
         if self.keep_text:
-            subs = [t.decode() if isinstance(t, bytes) else t for t in rec["subtitles"]]
             out["text"] = np.array(subs + [""] * (nf - n), dtype=object)
         return out
 
@@ -107,7 +117,8 @@ def _source(cfg: Any, split: str):
 
 
 def _encode(cfg: Any, keep_text: bool = False) -> Encode:
-    return Encode(cfg.max_frames, cfg.image_size, cfg.max_tokens, cfg.vocab_size, keep_text)
+    return Encode(cfg.max_frames, cfg.image_size, cfg.max_tokens, cfg.vocab_size, keep_text,
+                  text.resolve(cfg.get("tokenizer", text.HASH)))
 
 
 def train_dataset(cfg: Any, batch_size: int, seed: int, process_index: int = 0,

@@ -1,8 +1,15 @@
 """HCMC: hierarchical contrastive movie clustering (MoviePuzzle §3.2, Fig. 5, Table 7).
 
 Per frame: image features ⊕ utterance features, projected to `width` (`FrameEncoder`; the
-towers are a config choice: the small from-scratch encoders of `vnr.models.pairwise`, or a
-CLIP tower of `vnr.models.encoders` by scratch name). A unit of level
+towers are a config choice: the small from-scratch encoders of `vnr.models.pairwise`, a
+`scratch:clip-<size>` CLIP tower of `vnr.models.encoders`, or a CLIP checkpoint (its
+`config.json` builds the tower here; `vnr.pretrained` loads the weights into a fresh run,
+e.g. ViT-B/32 as the paper's CLIP features). Real CLIP text towers read ids from the
+checkpoint's own tokenizer (`data.tokenizer`): <|startoftext|> ... <|endoftext|> with a
+token mask, pooled at the EOS token as CLIP does. Images are resized (bilinear) to the
+tower's square input and normalised with CLIP's mean/std; CLIP's processor resizes the short
+side (bicubic) and centre-crops instead (a choice: frames here are already square).
+A unit of level
 
   frame  is one frame: its frame feature;
   shot   is a set of frames: the masked mean of their frame features, then a shot MLP;
@@ -44,21 +51,31 @@ _CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
 _CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
 
 
-def _clip_tower(name: str, tower: str, rngs: nnx.Rngs, vocab_size: int, max_tokens: int):
-    """A CLIP tower from a `scratch:clip-<size>` name (random init, trained here)."""
+def _clip_tower(name: str, tower: str, rngs: nnx.Rngs, vocab_size: int, max_tokens: int,
+                eos_id: int | None):
+    """(CLIP tower, its output width): from a checkpoint (architecture from its config.json,
+    weights through `vnr.pretrained`) or a `scratch:clip-<size>` name (random init).
+
+    Scratch text towers pool the EOS token: `eos_id` of a checkpoint tokenizer, or, for
+    hashed ids (`eos_id=None`), the largest id (legacy CLIP rule: `_text` appends it)."""
+    from vnr import pretrained
     from vnr.models.encoders import builder, scratch_config
 
-    if not name.startswith("scratch:clip"):
-        raise ValueError(
-            f"encoder {name!r}: inside the trainer only 'small' or 'scratch:clip-<size>' "
-            "towers can be built (pretrained weights need a checkpoint-loading hook in "
-            "vnr/train.py, which it does not have)")
-    size = name.removeprefix("scratch:").rpartition("-")[2]
-    over = {} if tower == "vision" else {"vocab_size": vocab_size,
-                                         "max_position_embeddings": max(max_tokens, 16)}
-    cfg = scratch_config("clip", size, **over)
-    ctor, _, _ = builder(cfg, tower=tower)
-    return ctor(rngs)
+    if pretrained.is_checkpoint(name):
+        module, cfg = pretrained.build(name, tower, rngs)
+    elif name.startswith("scratch:clip"):
+        size = name.removeprefix("scratch:").rpartition("-")[2]
+        over = {} if tower == "vision" else {
+            "vocab_size": vocab_size, "max_position_embeddings": max(max_tokens, 16),
+            "eos_token_id": 2 if eos_id is None else eos_id}
+        cfg = scratch_config("clip", size, **over)
+        ctor, _, _ = builder(cfg, tower=tower)
+        module = pretrained.raw_rng_keys(ctor(rngs))  # restorable dropout streams
+    else:
+        raise ValueError(f"encoder {name!r}: use 'small', 'scratch:clip-<size>' or a CLIP "
+                         "checkpoint directory")
+    proj = module.visual_projection if tower == "vision" else module.text_projection
+    return module, proj.kernel.shape[-1] if proj is not None else cfg.hidden_size
 
 
 class FrameEncoder(nnx.Module):
@@ -67,7 +84,7 @@ class FrameEncoder(nnx.Module):
     def __init__(self, *, modalities: tuple[str, ...], image_encoder: str, text_encoder: str,
                  image_size: int, stem: int, conv: str, channels: tuple[int, ...],
                  vocab_size: int, max_tokens: int, width: int, text_layers: int, heads: int,
-                 dropout: float, rngs: nnx.Rngs):
+                 dropout: float, rngs: nnx.Rngs, eos_id: int | None = None):
         unknown = set(modalities) - {"vision", "text"}
         if unknown or not modalities:
             raise ValueError(f"model.modalities={modalities}: use 'vision' and/or 'text'")
@@ -79,16 +96,18 @@ class FrameEncoder(nnx.Module):
                 image = ImageEncoder(image_size, channels, width, rngs, stem, conv)
                 dims.append(width)
             else:
-                image = _clip_tower(image_encoder, "vision", rngs, vocab_size, max_tokens)
-                dims.append(image.visual_projection.kernel.shape[-1])
+                image, dim = _clip_tower(image_encoder, "vision", rngs, vocab_size, max_tokens,
+                                         eos_id)
+                dims.append(dim)
         if "text" in modalities:
             if text_encoder == "small":
                 text = TextEncoder(vocab_size, max_tokens, width, text_layers, heads, dropout,
                                    rngs)
                 dims.append(width)
             else:
-                text = _clip_tower(text_encoder, "text", rngs, vocab_size, max_tokens)
-                dims.append(text.text_projection.kernel.shape[-1])
+                text, dim = _clip_tower(text_encoder, "text", rngs, vocab_size, max_tokens,
+                                        eos_id)
+                dims.append(dim)
         self.image, self.text = nnx.data(image), nnx.data(text)
         self.image_kind, self.text_kind = image_encoder, text_encoder
         self.fuse = dense(sum(dims), width, ("mlp", "embed"), rngs)
@@ -104,13 +123,18 @@ class FrameEncoder(nnx.Module):
         x = (x - jnp.asarray(_CLIP_MEAN)) / jnp.asarray(_CLIP_STD)
         return self.image(x, deterministic=not train).pooled.reshape(*lead, -1)
 
-    def _text(self, tokens: jax.Array, train: bool, rngs: nnx.Rngs | None) -> jax.Array:
+    def _text(self, tokens: jax.Array, token_mask: jax.Array | None, train: bool,
+              rngs: nnx.Rngs | None) -> jax.Array:
         if self.text_kind == "small":
-            return self.text(tokens, train=train, rngs=rngs)
+            return self.text(tokens, train=train, rngs=rngs, mask=token_mask)
         lead = tokens.shape[:-1]
         t = tokens.reshape(-1, tokens.shape[-1])
-        # CLIP pools the token with the largest id (its EOS); hashed ids have no EOS, so the
-        # last real token is made the largest-id one by appending vocab_size - 1 after it.
+        if token_mask is not None:  # a checkpoint tokenizer: its own BOS ... EOS
+            m = token_mask.reshape(t.shape).astype(jnp.int32)
+            return self.text(t, m, deterministic=not train).pooled.reshape(*lead, -1)
+        # The tower pools the token with the largest id (legacy CLIP EOS rule, set for hashed
+        # ids by `_clip_tower`); hashed ids have no EOS, so the last real token is made the
+        # largest-id one by appending vocab_size - 1 after it.
         n = (t > 0).sum(-1)
         eos = self.text.text_model.embeddings.token_embedding.num_embeddings - 1
         t = jnp.concatenate([t, jnp.zeros_like(t[:, :1])], -1)
@@ -119,12 +143,13 @@ class FrameEncoder(nnx.Module):
         return out.pooled.reshape(*lead, -1)
 
     def __call__(self, frames: jax.Array, tokens: jax.Array, *, train: bool,
-                 rngs: nnx.Rngs | None) -> jax.Array:
+                 rngs: nnx.Rngs | None, token_mask: jax.Array | None = None) -> jax.Array:
+        """token_mask: with a checkpoint tokenizer (else tokens > 0 are the real ones)."""
         parts = []
         if self.image is not None:
             parts.append(self._image(frames, train))
         if self.text is not None:
-            parts.append(self._text(tokens, train, rngs))
+            parts.append(self._text(tokens, token_mask, train, rngs))
         return self.ln(jax.nn.gelu(self.fuse(jnp.concatenate(parts, -1))))
 
 
@@ -194,7 +219,7 @@ class HCMC(nnx.Module):
                  vocab_size: int = 4096, max_tokens: int = 16, width: int = 512,
                  text_layers: int = 0, pair_layers: int = 2, heads: int = 8, mlp: int = 2048,
                  dropout: float = 0.1, cluster_dim: int = 64, pair_arch: str = "transformer",
-                 separate: bool = False, rngs: nnx.Rngs):
+                 separate: bool = False, eos_id: int | None = None, rngs: nnx.Rngs):
         if "frame" not in levels or set(levels) - set(LEVELS):
             raise ValueError(f"model.levels={levels}: 'frame' plus any of 'shot', 'scene'")
         self.levels = tuple(lv for lv in LEVELS if lv in levels)
@@ -207,7 +232,8 @@ class HCMC(nnx.Module):
                 modalities=tuple(modalities), image_encoder=image_encoder,
                 text_encoder=text_encoder, image_size=image_size, stem=stem, conv=conv,
                 channels=tuple(channels), vocab_size=vocab_size, max_tokens=max_tokens,
-                width=width, text_layers=text_layers, heads=heads, dropout=dropout, rngs=rngs)
+                width=width, text_layers=text_layers, heads=heads, dropout=dropout, rngs=rngs,
+                eos_id=eos_id)
 
         def pair_encoder(lv):
             return PairEncoder(levels=(lv,) if separate else self.levels, width=width,
@@ -225,9 +251,10 @@ class HCMC(nnx.Module):
         return level if self.separate else "frame"
 
     def encode(self, frames: jax.Array, tokens: jax.Array, *, train: bool,
-               rngs: nnx.Rngs | None) -> jax.Array:
+               rngs: nnx.Rngs | None, token_mask: jax.Array | None = None) -> jax.Array:
         """Frame features per level: [B, N, L, W] (L = len(levels); copies when shared)."""
-        out = {o: enc(frames, tokens, train=train, rngs=rngs) for o, enc in self.encoders.items()}
+        out = {o: enc(frames, tokens, train=train, rngs=rngs, token_mask=token_mask)
+               for o, enc in self.encoders.items()}
         return jnp.stack([out[self._owner(lv)] for lv in self.levels], -2)
 
     def level_features(self, feats: jax.Array, level: str) -> jax.Array:

@@ -96,11 +96,12 @@ class TextEncoder(nnx.Module):
                                 for _ in range(layers)])
         self.ln = layer_norm(width, rngs)
 
-    def __call__(self, tokens: jax.Array, *, train: bool, rngs: nnx.Rngs | None) -> jax.Array:
-        """tokens int [..., L] (0 = pad) -> [..., W]."""
+    def __call__(self, tokens: jax.Array, *, train: bool, rngs: nnx.Rngs | None,
+                 mask: jax.Array | None = None) -> jax.Array:
+        """tokens int [..., L] -> [..., W]; mask [..., L] True = real (default tokens > 0)."""
         lead, length = tokens.shape[:-1], tokens.shape[-1]
         tokens = tokens.reshape(-1, length)
-        mask = tokens > 0
+        mask = tokens > 0 if mask is None else mask.reshape(-1, length)
         x = self.embed(tokens) + self.pos.value[:length]
         for block in self.blocks:
             x = block(x, mask, train=train, rngs=rngs)
@@ -143,13 +144,14 @@ class PairOrderModel(nnx.Module):
         self.head = dense(2 * tokens * width, 2, ("embed", None), rngs)
 
     def encode_frames(self, frames: jax.Array, tokens: jax.Array, *, train: bool,
-                      rngs: nnx.Rngs | None) -> jax.Array:
-        """frames [B, N, S, S, 3], tokens [B, N, L] -> per-frame vectors [B, N, W]."""
+                      rngs: nnx.Rngs | None, token_mask: jax.Array | None = None) -> jax.Array:
+        """frames [B, N, S, S, 3], tokens [B, N, L] (token_mask [B, N, L] with a checkpoint
+        tokenizer) -> per-frame vectors [B, N, W]."""
         parts = []
         if self.image is not None:
             parts.append(self.image(frames))
         if self.text is not None:
-            parts.append(self.text(tokens, train=train, rngs=rngs))
+            parts.append(self.text(tokens, train=train, rngs=rngs, mask=token_mask))
         if self.fusion == "early":  # [B, N, T * W]: one token per modality, fused later
             return jnp.concatenate(parts, -1)
         return jax.nn.gelu(self.fuse(jnp.concatenate(parts, -1)))
@@ -181,51 +183,84 @@ class PairOrderModel(nnx.Module):
 class TextPairModel(nnx.Module):
     """Text-pair baseline: "[CLS] utt_i [SEP] utt_j [SEP]" through BERT/ALBERT, 2-way head.
 
-    The head is trained NSP-style (class 1 = utt_j directly follows utt_i) or SOP-style
-    (class 1 = a consecutive pair in its true order) by the task; either way S[i, j] of
-    Eq. 5 says "j after i". Hashed subtitle ids (`vnr.data.text`, 0 = pad) are the
-    vocabulary; [CLS] and [SEP] are the two ids after it. `encoder` is a
-    `scratch:<bert|albert>-<size>` name (random init, trained here).
+    The head (on BERT's pooler output, tanh(dense([CLS])); the [CLS] state when the
+    checkpoint has no pooler) is trained NSP-style (class 1 = utt_j directly follows utt_i)
+    or SOP-style (class 1 = a consecutive pair in its true order) by the task; either way
+    S[i, j] of Eq. 5 says "j after i".
+
+    `encoder`: `scratch:<bert|albert>-<size>` (random init, trained here) or a BERT/ALBERT
+    checkpoint (architecture from its config.json; weights through `vnr.pretrained`).
+    `pad_id`: None for hashed subtitle ids (`vnr.data.text`, 0 = pad): [CLS] and [SEP] are
+    then the two ids after the vocabulary, added here. With a checkpoint tokenizer (its pad
+    id given) every utterance already reads "[CLS] utt [SEP]" (its own special ids, padded
+    with `pad_id`); a pair is the first utterance followed by the second without its [CLS],
+    which is exactly the tokenizer's pair encoding: token types 0 up to the first [SEP], 1
+    after, positions counted over real tokens only (the padding between the two parts is
+    masked out and skipped).
     """
 
     def __init__(self, *, encoder: str, vocab_size: int, max_tokens: int, dropout: float,
-                 rngs: nnx.Rngs):
+                 rngs: nnx.Rngs, pad_id: int | None = None):
+        from vnr import pretrained
         from vnr.models.encoders import builder, scratch_config
 
-        arch, _, size = encoder.removeprefix("scratch:").rpartition("-")
-        if not encoder.startswith("scratch:") or arch not in ("bert", "albert"):
-            raise ValueError(
-                f"model.encoder={encoder!r}: use 'scratch:bert-<size>' or 'scratch:albert-<size>' "
-                "(pretrained weights need the real tokenizer and a checkpoint-loading hook in "
-                "vnr/train.py)")
-        self.cls_id, self.sep_id = vocab_size, vocab_size + 1
-        cfg = scratch_config(arch, size, vocab_size=vocab_size + 2, type_vocab_size=2,
-                             max_position_embeddings=max(2 * max_tokens + 3, 16),
-                             hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
-        ctor, _, _ = builder(cfg)
-        self.encoder = ctor(rngs)
+        self.pad_id = pad_id
+        if pretrained.is_checkpoint(encoder):
+            self.encoder, cfg = pretrained.build(encoder, None, rngs)
+        else:
+            arch, _, size = encoder.removeprefix("scratch:").rpartition("-")
+            if not encoder.startswith("scratch:") or arch not in ("bert", "albert"):
+                raise ValueError(
+                    f"model.encoder={encoder!r}: use 'scratch:bert-<size>', "
+                    "'scratch:albert-<size>' or a BERT/ALBERT checkpoint directory")
+            extra = 0 if pad_id is not None else 2  # hashed ids: [CLS], [SEP] added here
+            cfg = scratch_config(arch, size, vocab_size=vocab_size + extra, type_vocab_size=2,
+                                 max_position_embeddings=max(2 * max_tokens + 3, 16),
+                                 hidden_dropout_prob=dropout,
+                                 attention_probs_dropout_prob=dropout)
+            ctor, _, _ = builder(cfg)
+            self.encoder = pretrained.raw_rng_keys(ctor(rngs))  # restorable dropout streams
+        self.cls_id, self.sep_id = vocab_size, vocab_size + 1  # hashed ids only
         self.head = dense(cfg.hidden_size, 2, ("embed", None), rngs)
 
     def encode_frames(self, frames: jax.Array, tokens: jax.Array, *, train: bool,
-                      rngs: nnx.Rngs | None) -> jax.Array:
+                      rngs: nnx.Rngs | None, token_mask: jax.Array | None = None) -> jax.Array:
         """The per-frame "features" are the token ids themselves [B, N, L]."""
-        del frames, train, rngs
+        del frames, train, rngs, token_mask
         return tokens
+
+    def pair_inputs(self, first: jax.Array, second: jax.Array) -> tuple[jax.Array, ...]:
+        """Token ids [P, L] of i and j -> (ids, mask, token types, positions) of the pairs."""
+        p, length = first.shape
+        if self.pad_id is None:
+            col = lambda v: jnp.full((p, 1), v, first.dtype)  # noqa: E731
+            ids = jnp.concatenate([col(self.cls_id), first, col(self.sep_id), second,
+                                   col(self.sep_id)], 1)
+            real = ids > 0
+            n_first = length + 2
+        else:
+            ids = jnp.concatenate([first, second[:, 1:]], 1)
+            real = ids != self.pad_id
+            n_first = length
+        types = jnp.concatenate([jnp.zeros((p, n_first), ids.dtype),
+                                 jnp.ones((p, ids.shape[1] - n_first), ids.dtype)], 1)
+        pos = jnp.maximum(jnp.cumsum(real, 1) - 1, 0)  # positions skip the padding between parts
+        return ids, real.astype(jnp.int32), types, pos
+
+    def pooled(self, first: jax.Array, second: jax.Array, *, train: bool) -> jax.Array:
+        """Token ids [P, L] of i and j -> the encoder's pooled pair vectors [P, H]."""
+        ids, mask, types, pos = self.pair_inputs(first, second)
+        out = self.encoder(ids, mask, types, pos, deterministic=not train)
+        return out.pooler_output if out.pooler_output is not None else \
+            out.last_hidden_state[:, 0]
 
     def pair_logits(self, first: jax.Array, second: jax.Array, *, train: bool,
                     rngs: nnx.Rngs | None) -> jax.Array:
         """Token ids [..., L] of i and j -> logits [..., 2]."""
         del rngs
         lead, length = first.shape[:-1], first.shape[-1]
-        a, b = first.reshape(-1, length), second.reshape(-1, length)
-        col = lambda v: jnp.full((a.shape[0], 1), v, a.dtype)  # noqa: E731
-        ids = jnp.concatenate([col(self.cls_id), a, col(self.sep_id), b, col(self.sep_id)], 1)
-        types = jnp.concatenate([jnp.zeros((a.shape[0], length + 2), a.dtype),
-                                 jnp.ones((a.shape[0], length + 1), a.dtype)], 1)
-        real = ids > 0
-        pos = jnp.maximum(jnp.cumsum(real, 1) - 1, 0)  # positions skip the padding between parts
-        out = self.encoder(ids, real.astype(jnp.int32), types, pos, deterministic=not train)
-        return self.head(out.pooler_output).reshape(*lead, 2)
+        x = self.pooled(first.reshape(-1, length), second.reshape(-1, length), train=train)
+        return self.head(x).reshape(*lead, 2)
 
     def all_pair_logits(self, feats: jax.Array) -> jax.Array:
         n = feats.shape[1]

@@ -26,6 +26,7 @@ from flax import nnx
 
 from vnr import sharding
 from vnr.data import moviepuzzle as data
+from vnr.data import text
 from vnr.models.pairwise import PairOrderModel
 
 METRICS = ("lsd", "lmd", "sd", "ssd", "os2", "os3")
@@ -41,6 +42,7 @@ def validate(config: Any) -> None:
                          f"({needs[d.config]})")
     if d.manual_dir and not pathlib.Path(d.manual_dir).is_dir():
         raise ValueError(f"data.manual_dir={d.manual_dir!r} does not exist")
+    check_tokenizer(config)
     if not 2 <= config.pairs_per_clip:
         raise ValueError(f"pairs_per_clip={config.pairs_per_clip} must be >= 2")
     if config.eval.objective not in ("path", "linear"):
@@ -54,6 +56,37 @@ def validate(config: Any) -> None:
     if config.eval.search == "exact" and d.max_frames > MAX_EXACT_N:
         raise ValueError(f"eval.search='exact' handles clips of <= {MAX_EXACT_N} frames but "
                          f"data.max_frames={d.max_frames}; use eval.search='beam'")
+
+
+def check_tokenizer(config: Any) -> dict | None:
+    """`data.tokenizer` ("hash" or a checkpoint's tokenizer) and `data.vocab_size` agree;
+    returns the tokenizer's ids (`text.info`) or None for hashed words."""
+    d = config.data
+    name = d.get("tokenizer", text.HASH)
+    if name == text.HASH:
+        if d.vocab_size < 3:
+            raise ValueError(f"data.vocab_size={d.vocab_size}: hashed words need >= 3 ids "
+                             "(0 = pad, 1 = no dialogue); 0 only goes with a checkpoint "
+                             "data.tokenizer")
+        return None
+    try:
+        got = text.info(name)
+    except (OSError, ValueError, TypeError) as e:
+        raise ValueError(f"data.tokenizer={name!r}: {str(e).splitlines()[0]}") from e
+    if d.vocab_size not in (0, got["vocab"]):
+        raise ValueError(f"data.vocab_size={d.vocab_size} but data.tokenizer={name!r} has "
+                         f"{got['vocab']} tokens; set data.vocab_size=0 (taken from the "
+                         f"tokenizer) or {got['vocab']}")
+    return got
+
+
+def text_vocab(config: Any) -> tuple[int, dict | None]:
+    """(id count the text towers embed, the tokenizer's ids or None for hashed words)."""
+    d = config.data
+    if d.get("tokenizer", text.HASH) == text.HASH:
+        return d.vocab_size, None
+    got = text.info(d.tokenizer)
+    return got["vocab"], got
 
 
 def check_splits(config: Any) -> None:
@@ -74,7 +107,7 @@ def make_model(config: Any, rngs: nnx.Rngs) -> PairOrderModel:
     return PairOrderModel(
         modalities=tuple(m.modalities), image_size=d.image_size, stem=m.stem, conv=m.conv,
         channels=tuple(m.channels),
-        vocab_size=d.vocab_size, max_tokens=d.max_tokens, width=m.width,
+        vocab_size=text_vocab(config)[0], max_tokens=d.max_tokens, width=m.width,
         text_layers=m.text_layers, pair_layers=m.pair_layers, heads=m.heads, mlp=m.mlp,
         dropout=m.dropout, rngs=rngs)
 
@@ -95,7 +128,8 @@ def sample_pairs(key: jax.Array, mask: jax.Array, num: int) -> tuple[jax.Array, 
 
 def loss_fn(model: PairOrderModel, batch: dict, rngs: nnx.Rngs, config: Any):
     """Mean cross-entropy of the order head over sampled pairs."""
-    feats = model.encode_frames(batch["frames"], batch["tokens"], train=True, rngs=rngs)
+    feats = model.encode_frames(batch["frames"], batch["tokens"], train=True, rngs=rngs,
+                                token_mask=batch.get("token_mask"))
     i, j = sample_pairs(rngs.dropout(), batch["mask"], config.pairs_per_clip)
     take = lambda a, idx: jnp.take_along_axis(a, idx[..., None], axis=1)  # noqa: E731
     logits = model.pair_logits(take(feats, i), take(feats, j), train=True, rngs=rngs)
@@ -110,7 +144,8 @@ def predict(model: PairOrderModel, batch: dict, config: Any) -> dict[str, jax.Ar
     """Eq. 5 scores for every ordered pair, plus what the host metrics need."""
     from vnr.ops.permutation_search import pair_scores_to_matrix
 
-    feats = model.encode_frames(batch["frames"], batch["tokens"], train=False, rngs=None)
+    feats = model.encode_frames(batch["frames"], batch["tokens"], train=False, rngs=None,
+                                token_mask=batch.get("token_mask"))
     scores = pair_scores_to_matrix(model.all_pair_logits(feats))
     return {"scores": scores, "mask": batch["mask"], "position": batch["position"]}
 

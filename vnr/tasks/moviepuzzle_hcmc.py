@@ -16,6 +16,13 @@
              (total_steps=0: the loop only evaluates). A placeholder parameter gives the
              optimizer something to hold.
 
+Pretrained encoders (`pretrained(config)`, the trainer's hook, see `vnr/pretrained.py`):
+`model.image_encoder` / `model.text_encoder` (hcmc) and `model.encoder` (text_pair) may name
+a checkpoint directory (or a `$VNR_ENCODERS_DIR` / Hugging Face cache name, never
+downloaded): CLIP towers for HCMC, BERT/ALBERT for the text pairs. Their subtitles must then
+come from the checkpoint's tokenizer (`data.tokenizer`, `data.vocab_size=0` or its size);
+`config.frozen` keeps parameters fixed (the paper's CLIP features: the towers frozen).
+
 HCMC training (per step, all clips and pairs in one jitted pass):
   * pairs per level: `pairs_per_clip` ordered pairs of distinct units (frames, shots or
     scenes; a unit is drawn uniformly among the clip's units, not its frames); with
@@ -51,8 +58,10 @@ import numpy as np
 import optax
 from flax import nnx
 
+from vnr import pretrained as pretrained_lib
 from vnr import sharding
 from vnr.data import moviepuzzle as data
+from vnr.data import text
 from vnr.models import hcmc as hcmc_model
 from vnr.models.pairwise import PairOrderModel, TextPairModel
 from vnr.tasks import moviepuzzle as base
@@ -86,12 +95,91 @@ def validate(config: Any) -> None:
         if e.distance == "softdtw" and m.cluster_dim % e.dtw_segments:
             raise ValueError(f"eval.dtw_segments={e.dtw_segments} must divide "
                              f"model.cluster_dim={m.cluster_dim}")
-        for name in ("image_encoder", "text_encoder"):
-            enc = m[name]
-            if enc != "small" and not enc.startswith("scratch:clip"):
-                raise ValueError(f"model.{name}={enc!r}: use 'small' or 'scratch:clip-<size>'")
-    if m.kind == "text_pair" and m.head not in ("nsp", "sop"):
-        raise ValueError(f"model.head={m.head!r}: use 'nsp' or 'sop'")
+        _check_clip_towers(config)
+    if m.kind == "text_pair":
+        if m.head not in ("nsp", "sop"):
+            raise ValueError(f"model.head={m.head!r}: use 'nsp' or 'sop'")
+        _check_text_pair(config)
+
+
+def _check_clip_towers(config: Any) -> None:
+    """HCMC towers: 'small', 'scratch:clip-<size>' or CLIP checkpoints fitting the data."""
+    m, d = config.model, config.data
+    tok = base.check_tokenizer(config)
+    for name, part, modality in (("image_encoder", "vision", "vision"),
+                                 ("text_encoder", "text", "text")):
+        enc = m[name]
+        if modality not in m.modalities or enc == "small" or enc.startswith("scratch:clip"):
+            continue
+        if not pretrained_lib.is_checkpoint(enc):
+            raise ValueError(f"model.{name}={enc!r}: use 'small', 'scratch:clip-<size>' or a "
+                             "CLIP checkpoint directory")
+        cfg = pretrained_lib.config_of(enc, part, f"model.{name}")
+        cfg = getattr(cfg, f"{part}_config", cfg)
+        if part == "vision":
+            continue
+        if tok is None:
+            raise ValueError(f"model.text_encoder={enc!r} is a pretrained CLIP text tower: set "
+                             "data.tokenizer to its tokenizer (e.g. the same directory) and "
+                             "data.vocab_size=0")
+        if tok["vocab"] > cfg.vocab_size:
+            raise ValueError(f"data.tokenizer={d.tokenizer!r} has {tok['vocab']} tokens but "
+                             f"model.text_encoder={enc!r} embeds {cfg.vocab_size}")
+        if d.max_tokens > cfg.max_position_embeddings:
+            raise ValueError(f"data.max_tokens={d.max_tokens} > the {cfg.max_position_embeddings}"
+                             f" positions of model.text_encoder={enc!r}")
+        pooled = tok["vocab"] - 1 if cfg.eos_token_id == 2 else cfg.eos_token_id
+        if tok["eos"] != pooled:
+            raise ValueError(f"data.tokenizer={d.tokenizer!r} ends texts with id {tok['eos']} but "
+                             f"model.text_encoder={enc!r} pools the token with id {pooled}")
+    scratch_text = "text" in m.modalities and m.text_encoder.startswith("scratch:clip")
+    if scratch_text and tok is not None and tok["eos"] is None and tok["sep"] is None:
+        raise ValueError(f"data.tokenizer={d.tokenizer!r} has no EOS/[SEP] token for the "
+                         "scratch CLIP text tower to pool")
+
+
+def _check_text_pair(config: Any) -> None:
+    """Text pairs: a checkpoint encoder needs its tokenizer; pairs fit its positions."""
+    m, d = config.model, config.data
+    tok = base.check_tokenizer(config)
+    if pretrained_lib.is_checkpoint(m.encoder):
+        cfg = pretrained_lib.config_of(m.encoder, None, "model.encoder")
+        if cfg.model_type not in ("bert", "albert"):
+            raise ValueError(f"model.encoder={m.encoder!r} is a {cfg.model_type!r} checkpoint; "
+                             "the text-pair rows need BERT or ALBERT")
+        if tok is None:
+            raise ValueError(f"model.encoder={m.encoder!r} is pretrained: set data.tokenizer to "
+                             "its tokenizer (e.g. the same directory) and data.vocab_size=0")
+        if tok["vocab"] > cfg.vocab_size:
+            raise ValueError(f"data.tokenizer={d.tokenizer!r} has {tok['vocab']} tokens but "
+                             f"model.encoder={m.encoder!r} embeds {cfg.vocab_size}")
+        if 2 * d.max_tokens - 1 > cfg.max_position_embeddings:
+            raise ValueError(f"data.max_tokens={d.max_tokens}: a pair of {2 * d.max_tokens - 1} "
+                             f"tokens exceeds the {cfg.max_position_embeddings} positions of "
+                             f"model.encoder={m.encoder!r}")
+    elif not m.encoder.startswith(("scratch:bert-", "scratch:albert-")):
+        raise ValueError(f"model.encoder={m.encoder!r}: use 'scratch:bert-<size>', "
+                         "'scratch:albert-<size>' or a BERT/ALBERT checkpoint directory")
+    if tok is not None:
+        ids, _ = text.encode(text.resolve(d.tokenizer), ["a"], max(d.max_tokens, 4))
+        if tok["cls"] is None or tok["sep"] is None or ids[0, 0] != tok["cls"]:
+            raise ValueError(f"data.tokenizer={d.tokenizer!r} does not write '[CLS] text [SEP]' "
+                             "(a BERT/ALBERT tokenizer is needed for the text-pair rows)")
+
+
+def pretrained(config: Any) -> dict[str, tuple[str, str | None]]:
+    """The model's subtrees that come from checkpoints (the trainer's hook)."""
+    m, out = config.model, {}
+    if m.kind == "hcmc":
+        levels = [lv for lv in hcmc_model.LEVELS if lv in m.levels]
+        for owner in levels if m.separate else ["frame"]:
+            for name, part, attr in (("image_encoder", "vision", "image"),
+                                     ("text_encoder", "text", "text")):
+                if part in m.modalities and pretrained_lib.is_checkpoint(m[name]):
+                    out[f"encoders.{owner}.{attr}"] = (m[name], part)
+    elif m.kind == "text_pair" and pretrained_lib.is_checkpoint(m.encoder):
+        out["encoder"] = (m.encoder, None)
+    return out
 
 
 class _NoModel(nnx.Module):
@@ -105,19 +193,23 @@ def make_model(config: Any, rngs: nnx.Rngs) -> nnx.Module:
     m, d = config.model, config.data
     if m.kind == "random":
         return _NoModel(rngs)
+    vocab, tok = base.text_vocab(config)
     if m.kind == "text_pair":
-        return TextPairModel(encoder=m.encoder, vocab_size=d.vocab_size,
-                             max_tokens=d.max_tokens, dropout=m.dropout, rngs=rngs)
+        pad = None if tok is None else tok["pad"] if tok["pad"] is not None else 0
+        return TextPairModel(encoder=m.encoder, vocab_size=vocab, max_tokens=d.max_tokens,
+                             dropout=m.dropout, rngs=rngs, pad_id=pad)
     common = dict(
         modalities=tuple(m.modalities), image_size=d.image_size, stem=m.stem, conv=m.conv,
-        channels=tuple(m.channels), vocab_size=d.vocab_size, max_tokens=d.max_tokens,
+        channels=tuple(m.channels), vocab_size=vocab, max_tokens=d.max_tokens,
         width=m.width, text_layers=m.text_layers, pair_layers=m.pair_layers, heads=m.heads,
         mlp=m.mlp, dropout=m.dropout, rngs=rngs)
     if m.kind == "pair":
         return PairOrderModel(fusion=m.fusion, **common)
     return hcmc_model.HCMC(levels=tuple(m.levels), image_encoder=m.image_encoder,
                            text_encoder=m.text_encoder, cluster_dim=m.cluster_dim,
-                           pair_arch=m.pair_arch, separate=m.separate, **common)
+                           pair_arch=m.pair_arch, separate=m.separate,
+                           eos_id=None if tok is None else
+                           tok["eos"] if tok["eos"] is not None else tok["sep"], **common)
 
 
 def train_data(config: Any, local_batch: int, process_index: int, process_count: int):
@@ -214,7 +306,8 @@ def _parents(levels: tuple[str, ...], batch: dict) -> dict[str, tuple[jax.Array,
 def hcmc_loss(model: hcmc_model.HCMC, batch: dict, rngs: nnx.Rngs, config: Any):
     """Eq. 4 over the batch; metrics per level."""
     mask, pos = batch["mask"], batch["position"]
-    feats = model.encode(batch["frames"], batch["tokens"], train=True, rngs=rngs)
+    feats = model.encode(batch["frames"], batch["tokens"], train=True, rngs=rngs,
+                         token_mask=batch.get("token_mask"))
     groups = _parents(model.levels, batch)
     key = rngs.dropout()
     order_loss, metrics = 0.0, {}
@@ -303,7 +396,8 @@ def predict(model: nnx.Module, batch: dict, config: Any) -> dict[str, jax.Array]
             units = model.units_from_members(level, batch[f"{level}_members"],
                                              batch[f"{level}_member_mask"])
             return {"scores": pair_scores_to_matrix(model.all_pair_logits(level, units))}
-    feats = model.encode(batch["frames"], batch["tokens"], train=False, rngs=None)
+    feats = model.encode(batch["frames"], batch["tokens"], train=False, rngs=None,
+                         token_mask=batch.get("token_mask"))
     frame = model.level_features(feats, "frame")
     out = {"scores": pair_scores_to_matrix(model.all_pair_logits("frame", frame)),
            "features": feats.reshape(*feats.shape[:2], -1)}

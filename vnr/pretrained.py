@@ -1,0 +1,247 @@
+"""Pretrained encoder weights for a fresh training state, and frozen parameters.
+
+**The hook.** A task opts in with one plain function:
+
+    def pretrained(config) -> dict[str, tuple[str, str | None]]:
+        return {"encoders.frame.image": (config.model.image_encoder, "vision")}
+
+Keys are dotted paths of parameter subtrees of the task's model (attribute names and list
+indices, as `nnx.state(model)` spells them). Values are `(checkpoint, part)`: `checkpoint`
+is a local Hugging Face directory, a name under `$VNR_ENCODERS_DIR` (default
+~/.cache/vnr/encoders) or a `loading.HUB_IDS` name already in the Hugging Face cache
+(resolved offline: nothing is downloaded at run time); `part` is `"vision"` or `"text"` to
+take one tower of a CLIP checkpoint, None for the whole checkpoint (BERT, ALBERT, XLM-R, a
+single-tower CLIP). The trainer (`vnr.train`) calls it after creating the sharded state and
+only when no checkpoint is restored (a resumed run reloads nothing), then `load` reads each
+checkpoint with the encoder loader (`loading.read_checkpoint` + `match_tensors`: renames,
+transposes, every parameter gets exactly one tensor of its shape, no tensor is left unused
+except pre-training heads and the other CLIP tower) and writes the arrays into the state's
+existing `NamedSharding`s with `jax.make_array_from_callback`: each process reads only the
+slices of its addressable shards (safetensors are memory-mapped), so no host holds a copy of
+the whole model and nothing is baked into the jitted init. One line per subtree is printed.
+
+**The model side.** `make_model` builds the subtree with `build(checkpoint, part, rngs)`:
+the architecture comes from the directory's `config.json` (and, like `load_pretrained`, the
+tensor names decide the BERT pooler and the CLIP projection), initialised randomly under
+the trainer's jit as any other layer; the weights then come through the hook.
+
+**Adopting it elsewhere** (Sc2St, M-SYMON, Movie101 text encoders): build the tower with
+`build(...)` in `make_model`, and add `pretrained(config)` returning its path; the data side
+tokenizes with `vnr.data.text.encode(name, texts, max_len)`.
+
+**Frozen parameters.** `config.frozen` (optional, default empty) lists regexes matched at the
+start of dotted parameter paths (so a plain prefix such as `encoders.frame.image` works).
+Matching parameters get no gradient and no optimizer state (`trainable` is the `wrt` filter
+of both `nnx.Optimizer` and the gradient): they stay bit-identical, and no backward pass runs
+through a frozen feature extractor. With no patterns the filter is `nnx.Param`, so the state
+and its checkpoints are exactly those of a run without this feature.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import os
+import re
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+from flax import nnx
+
+Sources = Mapping[str, tuple[str, str | None]]
+NOT_CHECKPOINTS = ("small", "hash")
+# model_type values each part accepts
+PARTS = {"vision": ("clip", "clip_vision_model"), "text": ("clip", "clip_text_model"),
+         None: ("bert", "albert", "roberta", "xlm-roberta", "clip_vision_model",
+                "clip_text_model")}
+
+
+def is_checkpoint(name: str) -> bool:
+    """True for anything naming weights on disk (not `small`, `hash` or `scratch:...`)."""
+    return bool(name) and name not in NOT_CHECKPOINTS and not name.startswith("scratch:")
+
+
+def resolve(name: str) -> Path:
+    """The local directory of a checkpoint name, never downloading (HF cache only).
+
+    Raises:
+      FileNotFoundError: saying where to put the files.
+    """
+    from vnr.models.encoders import loading
+
+    old = os.environ.get("HF_HUB_OFFLINE")
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    try:
+        return loading.resolve(name).absolute()
+    finally:
+        if old is None:
+            os.environ.pop("HF_HUB_OFFLINE", None)
+        else:
+            os.environ["HF_HUB_OFFLINE"] = old
+
+
+@functools.lru_cache(maxsize=16)
+def _inspect(directory: str) -> tuple[Any, frozenset[str]]:
+    """(transformers config, checkpoint tensor names) of a directory (names only: memmap)."""
+    from transformers import AutoConfig
+
+    from vnr.models.encoders.loading import read_checkpoint
+
+    cfg = AutoConfig.from_pretrained(directory)
+    tensors, _ = read_checkpoint(Path(directory))
+    return cfg, frozenset(tensors)
+
+
+def config_of(name: str, part: str | None = None, key: str = "checkpoint") -> Any:
+    """The transformers config of the checkpoint `name`, checked against `part`.
+
+    Raises:
+      ValueError / FileNotFoundError: one line naming `key`.
+    """
+    try:
+        directory = resolve(name)
+        if not (directory / "config.json").is_file():
+            raise FileNotFoundError(f"no config.json in {directory}")
+        cfg, _ = _inspect(str(directory))
+    except (OSError, ValueError) as e:
+        raise type(e)(f"{key}={name!r}: {str(e).splitlines()[0]}") from e
+    if cfg.model_type not in PARTS[part]:
+        want = {"vision": "a CLIP checkpoint (image tower)", "text": "a CLIP checkpoint (text "
+                "tower)", None: "a BERT/ALBERT/XLM-R checkpoint"}[part]
+        raise ValueError(f"{key}={name!r} is a {cfg.model_type!r} checkpoint; it needs {want}")
+    return cfg
+
+
+def _spec(name: str, part: str | None) -> tuple[Callable, tuple, tuple, Any, Path]:
+    """(constructor, tensor-name prefixes, ignorable prefixes, config, directory)."""
+    from vnr.models.encoders.factory import builder, sentence_transformers_pooling
+
+    directory = resolve(name)
+    cfg, names = _inspect(str(directory))
+    tower = part if cfg.model_type == "clip" else None
+    ctor, prefixes, ignore = builder(
+        cfg, tower=tower, add_pooling_layer=any("pooler" in k for k in names),
+        pooling=sentence_transformers_pooling(directory),
+        with_projection=any(k.startswith(("visual_projection", "text_projection"))
+                            for k in names))
+    return ctor, prefixes, ignore, cfg, directory
+
+
+def build(name: str, part: str | None, rngs: nnx.Rngs) -> tuple[nnx.Module, Any]:
+    """The encoder of checkpoint `name` (`part` of a CLIP one), randomly initialised:
+    (module, transformers config). Its weights come through the trainer's hook; its dropout
+    streams hold raw keys (`raw_rng_keys`) so a run's checkpoints restore."""
+    ctor, _, _, cfg, _ = _spec(name, part)
+    sub = getattr(cfg, f"{part}_config", None) if cfg.model_type == "clip" else None
+    return raw_rng_keys(ctor(rngs)), copy.deepcopy(sub or cfg)
+
+
+def raw_rng_keys(module: nnx.Module) -> nnx.Module:
+    """`module` with the typed PRNG keys of its stored RNG streams (the encoders' dropout
+    layers keep one) turned into raw uint32 key data, which `vnr.checkpoint` restores; the
+    streams work the same on raw keys. Returns the module (changed in place)."""
+    for _, var in nnx.to_flat_state(nnx.state(module, nnx.RngKey)):
+        value = var.get_value()
+        if jax.dtypes.issubdtype(value.dtype, jax.dtypes.prng_key):
+            var.set_value(jax.random.key_data(value))
+    return module
+
+
+def _key(path: tuple) -> str:
+    return ".".join(str(p) for p in path)
+
+
+def load(state: nnx.State, shardings: Any, sources: Sources, *, root: tuple = (0,),
+         say: Callable[[str], None] = print) -> nnx.State:
+    """The state with each source's subtree replaced by its checkpoint's tensors.
+
+    Args:
+      state: the sharded training state (`(model, optimizer)`: the model under `root`).
+      shardings: its `NamedSharding` tree (same structure).
+      sources: subtree path -> (checkpoint, part), see the module docstring.
+      root: the model's path inside `state`.
+      say: one line per loaded subtree.
+
+    Returns:
+      A new state (same shardings); the untouched leaves are the same arrays.
+
+    Raises:
+      ValueError: a path that is not a parameter subtree, or a checkpoint that does not fit
+        it (the message names the parameter, the checkpoint directory and both shapes).
+      FileNotFoundError: a checkpoint that is not on this machine.
+    """
+    from vnr.models.encoders.loading import CheckpointError, match_tensors, read_checkpoint
+
+    flat = list(nnx.to_flat_state(state))
+    shard = dict(nnx.to_flat_state(shardings))
+    new = dict(flat)
+    for prefix, (name, part) in sources.items():
+        want = tuple(int(p) if p.isdigit() else p for p in prefix.split("."))
+        full = (*root, *want)
+        targets = {_key(p[len(full):]): p for p, v in flat
+                   if p[:len(full)] == full and isinstance(v, nnx.Param)}
+        if not targets:
+            raise ValueError(f"pretrained {prefix!r} <- {name!r}: the model has no parameters "
+                             "under that path")
+        _, prefixes, ignore, cfg, directory = _spec(name, part)
+        tensors, layout = read_checkpoint(directory)
+        shapes = {k: tuple(new[p].get_value().shape) for k, p in targets.items()}
+        try:
+            arrays = match_tensors(shapes, tensors, layout, prefixes=prefixes, ignore=ignore)
+        except CheckpointError as e:
+            lines = [ln.strip() for ln in str(e).splitlines()[1:] if ln.strip()]
+            first = re.sub(r"parameter '([^']+)'", lambda m, p=prefix: f"parameter '{p}.{m[1]}'",
+                           lines[0] if lines else str(e))
+            more = f" (and {len(lines) - 1} more problems)" if len(lines) > 1 else ""
+            raise CheckpointError(f"pretrained {prefix} <- {directory} "
+                                  f"(model_type={cfg.model_type!r}): {first}{more}") from None
+        count = 0
+        for k, path in targets.items():
+            var, arr = new[path], arrays[k]
+            dtype = var.get_value().dtype
+            value = jax.make_array_from_callback(
+                tuple(arr.shape), shard[path],
+                lambda idx, a=arr, dt=dtype: np.ascontiguousarray(a[idx], dtype=dt))
+            new[path] = var.replace(value)
+            count += int(np.prod(arr.shape))
+        say(f"pretrained: {prefix} <- {directory} ({count:,} parameters)")
+    return nnx.from_flat_state([(p, new[p]) for p, _ in flat])
+
+
+def _patterns(config: Any) -> list[re.Pattern]:
+    out = []
+    for p in config.get("frozen", ()) or ():
+        try:
+            out.append(re.compile(p))
+        except re.error as e:
+            raise ValueError(f"frozen: {p!r} is not a regex ({e})") from None
+    return out
+
+
+def trainable(config: Any) -> Any:
+    """The `wrt` filter: `nnx.Param` minus the parameters `config.frozen` matches."""
+    pats = _patterns(config)
+    if not pats:
+        return nnx.Param
+
+    def keep(path: tuple, x: Any) -> bool:
+        return isinstance(x, nnx.Param) and not any(p.match(_key(path)) for p in pats)
+
+    return keep
+
+
+def check_frozen(state: nnx.State, config: Any, root: tuple = (0,)) -> int:
+    """Number of frozen parameters; ValueError when a pattern matches none (a typo)."""
+    sizes = {_key(p[len(root):]): v.get_value().size for p, v in nnx.to_flat_state(state)
+             if p[:len(root)] == root and isinstance(v, nnx.Param)}
+    frozen: set[str] = set()
+    for pat in _patterns(config):
+        hit = {k for k in sizes if pat.match(k)}
+        if not hit:
+            raise ValueError(f"frozen: {pat.pattern!r} matches no parameter (paths look like "
+                             f"{next(iter(sizes))!r})")
+        frozen |= hit
+    return sum(sizes[k] for k in frozen)
