@@ -151,3 +151,61 @@ def test_kv_cache_decoder_matches_full_recompute() -> None:
     assert int(out1[3]) > 1
     np.testing.assert_array_equal(out1[0], out2[0])
     np.testing.assert_allclose(out1[1], out2[1], rtol=1e-4, atol=1e-5)
+
+
+def test_slot_cache_matches_full_recompute_under_reordering() -> None:
+    """The in-place beam-slot KV cache (never copied; a gathered slot table) gives the
+    log-probs of a full prefix recompute while beams are reordered arbitrarily."""
+    from flax import nnx
+
+    from vnr.models.narrator import TransformerDecoder, cached_step, full_step
+    from vnr.ops.beam_decode import InPlace, gather_beams, set_beam
+
+    B, K, T = 2, 4, 6
+    dec = TransformerDecoder(vocab=13, width=16, layers=2, heads=2, mlp=32, max_len=T,
+                             rngs=nnx.Rngs(0))
+    graph, params = nnx.split(dec)
+    mem = jax.random.normal(jax.random.key(1), (B, 5, 16))
+    consts = tile_beams({"mem": mem, "mem_mask": jnp.ones((B, 5), bool)}, K)
+    consts.update(params=params, cross=dec.cross_kv(consts["mem"]))
+    slots = set_beam({"cache": dec.init_cache(B * K)}, K)
+    assert isinstance(slots["cache"]["k"][0], InPlace) and slots["cache"]["k"][0].beam == K
+    prefix = {"prefix": jnp.zeros((B * K, T), jnp.int32)}
+    rng = np.random.default_rng(0)
+    tokens = jnp.asarray(rng.integers(0, 13, B * K), jnp.int32)
+    for t in range(T):
+        lp1, slots = cached_step(graph, tokens, slots, t, consts)
+        lp2, prefix = full_step(graph, tokens, prefix, t, consts)
+        np.testing.assert_allclose(lp1, lp2, rtol=1e-4, atol=1e-5)
+        parents = jnp.asarray(rng.integers(0, K, (B, K)))  # arbitrary, with repeats
+        slots = gather_beams(slots, parents, B, K)
+        prefix = gather_beams(prefix, parents, B, K)
+        tokens = jnp.asarray(rng.integers(0, 13, B * K), jnp.int32)
+    assert int((slots["cache"]["slot"] != jnp.arange(B * K)[:, None] % K).sum()) > 0
+    with pytest.raises(ValueError, match="set_beam"):
+        gather_beams({"cache": dec.init_cache(K)}, jnp.zeros((1, K), int), 1, K)
+
+
+def test_rmn_role_scores_equal_the_projected_form() -> None:
+    """RMN's reassociated role pointer equals Eq. 1 written with projected memory/portraits."""
+    from flax import nnx
+
+    from vnr.models.narrator import RMN
+
+    m = RMN(frame_dim=8, face_dim=6, faces=2, genres=3, vocab=9, max_roles=4, width=16,
+            enc_layers=1, dec_layers=1, heads=2, mlp=32, max_frames=5, max_len=6, dropout=0.0,
+            pointer=True, rngs=nnx.Rngs(0))
+    for lin in (m.pk, m.pv, m.portrait):  # non-zero biases so the bias terms are exercised
+        lin.bias[...] = jax.random.normal(jax.random.key(7), lin.bias.shape)
+    k = jax.random.split(jax.random.key(3), 3)
+    h, mem, por = (jax.random.normal(k[0], (2, 3, 16)), jax.random.normal(k[1], (2, 5, 16)),
+                   jax.random.normal(k[2], (2, 4, 6)))
+    mask = jnp.arange(5)[None] < jnp.array([[5], [2]])
+    role_mask = jnp.array([[True, True, False, True], [True, False, True, True]])
+    att = jnp.einsum("bsw,btw->bst", m.pq(h), m.pk(mem)) / 4.0
+    att = jax.nn.softmax(jnp.where(mask[:, None], att, NEG), axis=-1)
+    c = jnp.einsum("bst,btw->bsw", att, m.pv(mem))
+    s = jnp.einsum("bsw,brw->bsr", c, m.portrait(por)) / 4.0
+    want = jnp.where(role_mask[:, None], jax.nn.sigmoid(m.gate(h)) * s, NEG)
+    np.testing.assert_allclose(m.role_scores(h, mem, mask, por, role_mask), want,
+                               rtol=1e-4, atol=1e-5)

@@ -20,6 +20,13 @@ outputs always -1e9), the paper's ablation.
 
 `cached_step` / `full_step` are `vnr.ops.beam_decode` step functions (the second recomputes
 the whole prefix; tests check both give the same beams).
+
+Decoding layouts (chosen from profiles of the batched beam search, see
+launch/bench_decode.py): the self-attention KV cache is head-major [H, N, L, Dh] in beam slots
+(`InPlace`, never reordered: a gathered [N, L] slot table says where each beam's history is;
+`_attend_slots`), cross-attention keys/values are computed once per decode (`cross_kv`)
+head-major [H, N, Dh, T], and the role pointer never projects the memory per step
+(`RMN.role_scores`). Each removes a per-step copy or a per-step O(T·W²) projection.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from vnr.models.layers import Block, annotate, dense, layer_norm
+from vnr.ops.beam_decode import InPlace
 
 NEG = -1.0e9
 
@@ -49,6 +57,41 @@ def _attend(q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array | None, he
     return jnp.einsum("nhst,nthd->nshd", att, v).reshape(n, s, w) if t else q.reshape(n, s, w)
 
 
+def _attend_slots(q: jax.Array, k: jax.Array, v: jax.Array, k_new: jax.Array,
+                  v_new: jax.Array, slot: jax.Array, t: jax.Array, group: int) -> jax.Array:
+    """Causal attention of position t over a beam-slot KV cache (no reordered copy).
+
+    q [N,1,W]; k/v [H,N,L,Dh], the cache BEFORE position t is written (head-major, so the
+    contractions are batched GEMMs over (head, example) that never transpose the cache;
+    reading the old cache also lets XLA write the new entry in place afterwards), with rows
+    in physical beam slots, N = examples x `group`; k_new/v_new [H,N,1,Dh] position t of
+    every row; slot [N,L]: the slot (within the row's group) holding position s of row n's
+    history. Row n attends to k[:, g(n), slot[n,s], s] for s < t (g(n) its group) and to
+    its own new key: scores against all `group` slots of each position, then the one named
+    by `slot` is kept (a one-hot mix: the cache is read once, as plain attention would,
+    never gathered or copied)."""
+    n, _, w = q.shape
+    heads, _, L, dh = k.shape
+    b = n // group
+    scale = 1.0 / jnp.sqrt(dh).astype(q.dtype)
+    qh = q.reshape(n, heads, dh).transpose(1, 0, 2)  # [h, n, d] (small)
+    kh, vh = (x.reshape(heads, b, group, L, dh) for x in (k, v))
+    pick = (slot.reshape(b, group, 1, L) == jnp.arange(group)[None, None, :, None]
+            ).astype(q.dtype)  # [b, k, j, s]: beam k reads slot j at position s
+    # the cache is the left operand with its contracted dim minor: no transposed copy of it
+    logits = jnp.einsum("hbjsd,hbkd->hbjsk", kh, qh.reshape(heads, b, group, dh)) * scale
+    logits = (logits * pick.transpose(0, 2, 3, 1)[None]).sum(2)  # [h, b, s, k]
+    logits = logits.transpose(0, 1, 3, 2).reshape(heads, n, L)
+    logits = jnp.where(jnp.arange(L) < t, logits, NEG)
+    new = jnp.einsum("hnd,hnd->hn", qh, k_new[:, :, 0]) * scale
+    att = jax.nn.softmax(jnp.concatenate([logits, new[..., None]], -1).astype(jnp.float32),
+                         axis=-1).astype(v.dtype)
+    mix = att[..., :L].reshape(heads, b, group, 1, L) * pick[None]  # [h, b, k, j, s]
+    out = jnp.einsum("hbkjs,hbjsd->hbkd", mix, vh).reshape(heads, n, dh)
+    out = out + att[..., L:] * v_new[:, :, 0]
+    return out.transpose(1, 0, 2).reshape(n, 1, w)
+
+
 class DecoderLayer(nnx.Module):
     """Pre-LN: causal self-attention (cacheable), cross-attention, MLP."""
 
@@ -65,8 +108,18 @@ class DecoderLayer(nnx.Module):
 
     def _rest(self, x, mem, mem_mask, train, rngs, cross_kv=None):
         h = self.ln2(x)
-        ck, cv = cross_kv if cross_kv is not None else (self.ck(mem), self.cv(mem))
-        y = _attend(self.cq(h), ck, cv, mem_mask[:, None, None, :], self.heads)
+        if cross_kv is None:
+            y = _attend(self.cq(h), self.ck(mem), self.cv(mem), mem_mask[:, None, None, :],
+                        self.heads)
+        else:  # head-major keys and values [H,N,Dh,T] from `cross_kv`
+            ck, cv = cross_kv
+            n, s, w = h.shape
+            q = self.cq(h).reshape(n, s, ck.shape[0], -1).transpose(2, 0, 1, 3)  # [H,N,S,Dh]
+            logits = jnp.einsum("hndt,hnsd->hnst", ck, q) / jnp.sqrt(ck.shape[2]).astype(
+                q.dtype)
+            logits = jnp.where(mem_mask[None, :, None, :], logits, NEG)
+            att = jax.nn.softmax(logits.astype(jnp.float32), axis=-1).astype(cv.dtype)
+            y = jnp.einsum("hndt,hnst->hnsd", cv, att).transpose(1, 2, 0, 3).reshape(n, s, w)
         x = x + self.drop(self.co(y), deterministic=not train, rngs=rngs)
         h = self.down(jax.nn.gelu(self.up(self.ln3(x))))
         return x + self.drop(h, deterministic=not train, rngs=rngs)
@@ -80,14 +133,25 @@ class DecoderLayer(nnx.Module):
         x = x + self.drop(self.so(y), deterministic=not train, rngs=rngs)
         return self._rest(x, mem, mem_mask, train, rngs)
 
-    def step(self, x, mem, mem_mask, k_cache, v_cache, t, cross_kv=None):
-        """One position: x [N,1,W]; caches [N,Lmax,W] updated at t; `cross_kv` = the
-        precomputed cross-attention keys/values of `mem` (else recomputed)."""
+    def step(self, x, mem, mem_mask, k_cache, v_cache, t, cross_kv=None, slot=None,
+             group: int = 1):
+        """One position: x [N,1,W]; `cross_kv` = the precomputed cross-attention keys/values
+        of `mem` (else recomputed). Without `slot`: caches [N,Lmax,W] (rows = beams, gathered
+        by the caller); with `slot` [N,Lmax]: head-major beam-slot caches [H,N,Lmax,Dh] in
+        groups of `group` rows (see `_attend_slots`). Caches are updated in place at t."""
         h = self.ln1(x)
-        k_cache = jax.lax.dynamic_update_slice_in_dim(k_cache, self.sk(h), t, axis=1)
-        v_cache = jax.lax.dynamic_update_slice_in_dim(v_cache, self.sv(h), t, axis=1)
-        mask = (jnp.arange(k_cache.shape[1]) <= t)[None, None, None, :]
-        y = _attend(self.sq(h), k_cache, v_cache, mask, self.heads)
+        k, v = self.sk(h), self.sv(h)
+        if slot is not None:
+            n, heads = x.shape[0], k_cache.shape[0]
+            k, v = (y.reshape(n, 1, heads, -1).transpose(2, 0, 1, 3) for y in (k, v))
+            y = _attend_slots(self.sq(h), k_cache, v_cache, k, v, slot, t, group)
+            k_cache = jax.lax.dynamic_update_slice_in_dim(k_cache, k, t, axis=2)
+            v_cache = jax.lax.dynamic_update_slice_in_dim(v_cache, v, t, axis=2)
+        else:
+            k_cache = jax.lax.dynamic_update_slice_in_dim(k_cache, k, t, axis=1)
+            v_cache = jax.lax.dynamic_update_slice_in_dim(v_cache, v, t, axis=1)
+            mask = (jnp.arange(k_cache.shape[1]) <= t)[None, None, None, :]
+            y = _attend(self.sq(h), k_cache, v_cache, mask, self.heads)
         x = x + self.so(y)
         return self._rest(x, mem, mem_mask, False, None, cross_kv), k_cache, v_cache
 
@@ -118,15 +182,27 @@ class TransformerDecoder(nnx.Module):
             x = layer(x, mem, mem_mask, train=train, rngs=rngs)
         return self.ln(x)
 
-    def init_cache(self, n: int, dtype=jnp.float32) -> dict[str, list[jax.Array]]:
-        """Self-attention KV cache: per layer [N, max_len, W] (beams lead, for beam_decode)."""
-        shape = (n, self.max_len, self.width)
-        return {"k": [jnp.zeros(shape, dtype) for _ in self.layers],
-                "v": [jnp.zeros(shape, dtype) for _ in self.layers]}
+    def init_cache(self, n: int, dtype=jnp.float32) -> dict[str, Any]:
+        """Self-attention KV cache for N rows (example-major beams, for beam_decode): per
+        layer head-major k/v [H, N, max_len, W/H] wrapped in `InPlace` (beam_search never
+        copies them: each beam writes its own slot) and `slot` [N, max_len] int32, the slot
+        holding each position of a row's history (gathered with the beams; see
+        `_attend_slots`). Plain [N, max_len, W] arrays instead of this dict entry also work
+        (no "slot": the caller gathers the whole cache, the layout before the slots)."""
+        heads = self.layers[0].heads
+        shape = (heads, n, self.max_len, self.width // heads)
+        return {"k": [InPlace(jnp.zeros(shape, dtype)) for _ in self.layers],
+                "v": [InPlace(jnp.zeros(shape, dtype)) for _ in self.layers],
+                "slot": jnp.zeros((n, self.max_len), jnp.int32)}
 
     def cross_kv(self, mem: jax.Array) -> list[tuple[jax.Array, jax.Array]]:
-        """Cross-attention keys/values of `mem` per layer, computed once per decode."""
-        return [(layer.ck(mem), layer.cv(mem)) for layer in self.layers]
+        """Cross-attention keys/values of `mem` [N,T,W] per layer, computed once per decode,
+        head-major [H,N,W/H,T] (the layout XLA contracts without transposing them again at
+        every step)."""
+        def heads(x, layer, perm):
+            return x.reshape(*x.shape[:2], layer.heads, -1).transpose(perm)
+        return [(heads(layer.ck(mem), layer, (2, 0, 3, 1)),
+                 heads(layer.cv(mem), layer, (2, 0, 3, 1))) for layer in self.layers]
 
     def step(self, token, mem, mem_mask, cache, t, cross=None):
         """token [N] at position t -> (hidden [N,W], cache)."""
@@ -136,13 +212,24 @@ class TransformerDecoder(nnx.Module):
         """Embedded input x [N,W] at position t -> (hidden [N,W], cache); `cross` from
         `cross_kv` (else the cross-attention keys/values are recomputed)."""
         x = x[:, None] + jax.lax.dynamic_slice_in_dim(self.pos[...], t, 1)[None]
+        group = max(cache["k"][0].beam, 1) if isinstance(cache["k"][0], InPlace) else 1
+        slot = cache.get("slot")
+        if slot is not None:  # this position of every row is in the row's own slot
+            own = (jnp.arange(x.shape[0], dtype=jnp.int32) % group)[:, None]
+            slot = jax.lax.dynamic_update_slice_in_dim(slot, own, t, axis=1)
         ks, vs = [], []
         for i, layer in enumerate(self.layers):
-            x, k, v = layer.step(x, mem, mem_mask, cache["k"][i], cache["v"][i], t,
-                                 None if cross is None else cross[i])
-            ks.append(k)
-            vs.append(v)
-        return self.ln(x)[:, 0], {"k": ks, "v": vs}
+            kc, vc = cache["k"][i], cache["v"][i]
+            in_place = isinstance(kc, InPlace)
+            x, k, v = layer.step(x, mem, mem_mask, kc.value if in_place else kc,
+                                 vc.value if in_place else vc, t,
+                                 None if cross is None else cross[i], slot, group)
+            ks.append(InPlace(k, kc.beam) if in_place else k)
+            vs.append(InPlace(v, vc.beam) if in_place else v)
+        new = {"k": ks, "v": vs}
+        if slot is not None:
+            new["slot"] = slot
+        return self.ln(x)[:, 0], new
 
 
 def cached_step(graph: Any, tokens, state, t, consts):
@@ -209,18 +296,26 @@ class RMN(nnx.Module):
         v = self.vocab
         is_role = tokens >= v
         x = self.decoder.embed(jnp.where(is_role, 0, tokens))
-        role = jnp.take_along_axis(self.portrait(portraits)[:, None],
-                                   jnp.clip(tokens - v, 0, self.max_roles - 1)[..., None, None],
-                                   axis=2)[..., 0, :]
-        return jnp.where(is_role[..., None], role, x)
+        raw = jnp.take_along_axis(portraits[:, None],
+                                  jnp.clip(tokens - v, 0, self.max_roles - 1)[..., None, None],
+                                  axis=2)[..., 0, :]  # project only the member named
+        return jnp.where(is_role[..., None], self.portrait(raw), x)
 
     def role_scores(self, h, mem, mem_mask, portraits, role_mask):
-        """h [B,S,W] -> gated role scores [B,S,R] (NEG where no portrait / no pointer)."""
+        """h [B,S,W] -> gated role scores [B,S,R] (NEG where no portrait / no pointer).
+
+        Computed reassociated, without projecting the memory or the portraits: q·k(m) =
+        (q Wkᵀ)·m + q·bk, and q·bk is the same for every frame so it cancels in the
+        softmax; α·v(M) = (α·M) Wv + bv (α sums to 1); c·P(p) = (c Wpᵀ)·p + c·bp. Same
+        function, but a decoding step costs O(T·W) per beam instead of O(T·W²)."""
         q = self.pq(h)
-        att = jnp.einsum("bsw,btw->bst", q, self.pk(mem)) / jnp.sqrt(self.width)
+        qk = jnp.einsum("bsw,dw->bsd", q, self.pk.kernel[...])  # q Wkᵀ
+        att = jnp.einsum("bsd,btd->bst", qk, mem) / jnp.sqrt(self.width)
         att = jax.nn.softmax(jnp.where(mem_mask[:, None], att, NEG), axis=-1)
-        c = jnp.einsum("bst,btw->bsw", att, self.pv(mem))
-        s = jnp.einsum("bsw,brw->bsr", c, self.portrait(portraits)) / jnp.sqrt(self.width)
+        c = self.pv(jnp.einsum("bst,btd->bsd", att, mem))
+        p = self.portrait
+        s = (jnp.einsum("bsw,dw,brd->bsr", c, p.kernel[...], portraits)
+             + jnp.einsum("bsw,w->bs", c, p.bias[...])[..., None]) / jnp.sqrt(self.width)
         lam = jax.nn.sigmoid(self.gate(h))
         valid = role_mask[:, None] & self.pointer
         return jnp.where(valid, lam * s, NEG)

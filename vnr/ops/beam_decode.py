@@ -13,6 +13,14 @@ separately; each step takes the top 2K of the K·V continuations (so K live ones
 even if K end in EOS), moves EOS endings to the finished set and gathers the decoder state
 of the surviving beams with one `take` per leaf (no Python loop over beams or examples).
 
+State wrapped in `InPlace(x)` is never gathered: its rows stay in their physical beam slot
+and `beam_search` sets `InPlace.beam = K` so the step knows the slot groups. A KV cache
+uses it to avoid copying the whole cache every step (`vnr.models.narrator`: each beam
+writes its new key/value into its own slot in place, and a small gathered table
+`slot [B*K, L]` says which of its example's K slots holds each earlier position of the
+beam's history). For a [B*K, L, W] cache this replaces a read+write of every cache byte per
+step with a [B*K, L] int32 gather.
+
 Scores: a hypothesis of `n` generated tokens (EOS included) with summed log-probability
 `s` scores `s / lp(n)`, `lp(n) = ((5 + n) / 6) ** alpha` (GNMT length penalty; alpha=0 is
 the plain sum). Beams that reach `max_len` without EOS are finished there (truncated).
@@ -29,6 +37,7 @@ calls made).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from functools import partial
 from typing import Any
@@ -49,10 +58,36 @@ def tile_beams(tree: Any, beam_size: int) -> Any:
     return jax.tree.map(lambda x: jnp.repeat(x, beam_size, axis=0), tree)
 
 
-def _gather_beams(tree: Any, idx: jax.Array, batch: int, beam: int) -> Any:
-    """state leaves [B*K, ...] -> rows idx [B, K] (beam indices within each example)."""
+@partial(jax.tree_util.register_dataclass, data_fields=["value"], meta_fields=["beam"])
+@dataclasses.dataclass(frozen=True)
+class InPlace:
+    """A state subtree that `beam_search` never gathers (rows stay in their beam slot);
+    `beam` is the number of beams per example (0 = not set: outside a beam search)."""
+
+    value: Any
+    beam: int = 0
+
+
+def _is_in_place(x: Any) -> bool:
+    return isinstance(x, InPlace)
+
+
+def set_beam(tree: Any, beam_size: int) -> Any:
+    """Every `InPlace` node of `tree` with `beam = beam_size`."""
+    return jax.tree.map(lambda x: InPlace(x.value, beam_size) if _is_in_place(x) else x, tree,
+                        is_leaf=_is_in_place)
+
+
+def gather_beams(tree: Any, idx: jax.Array, batch: int, beam: int) -> Any:
+    """state leaves [B*K, ...] -> rows idx [B, K] (beam indices within each example);
+    `InPlace` nodes are returned unchanged."""
+    for x in jax.tree.leaves(tree, is_leaf=_is_in_place):
+        if _is_in_place(x) and x.beam != beam:
+            raise ValueError(f"gather_beams: an InPlace state node has beam={x.beam}, not "
+                             f"{beam}; call set_beam(state, {beam}) before the first step")
     flat = (idx + jnp.arange(batch)[:, None] * beam).reshape(-1)
-    return jax.tree.map(lambda x: jnp.take(x, flat, axis=0), tree)
+    return jax.tree.map(lambda x: x if _is_in_place(x) else jnp.take(x, flat, axis=0), tree,
+                        is_leaf=_is_in_place)
 
 
 @partial(jax.jit, static_argnames=("step_fn", "batch_size", "beam_size", "max_len", "bos_id",
@@ -70,6 +105,7 @@ def beam_search(step_fn: Callable, state: Any, *, batch_size: int, beam_size: in
     fin_score = jnp.full((B, K), NEG, jnp.float32)
     fin_len = jnp.zeros((B, K), jnp.int32)
     max_lp = length_penalty(jnp.asarray(L), alpha)
+    state = set_beam(state, K)
 
     def done_fn(live_lp, fin_score, t):
         bound_lp = max_lp if alpha >= 0 else length_penalty(t + 1, alpha)
@@ -115,7 +151,7 @@ def beam_search(step_fn: Callable, state: Any, *, batch_size: int, beam_size: in
         alive_lp = jnp.where(is_eos, NEG, top_lp)
         live_lp, keep = jax.lax.top_k(alive_lp, K)
         live_seq = jnp.take_along_axis(seqs, keep[:, :, None], 1)
-        state = _gather_beams(state, jnp.take_along_axis(src, keep, 1), B, K)
+        state = gather_beams(state, jnp.take_along_axis(src, keep, 1), B, K)
         done = done_fn(live_lp, fin_score, t + 1)
         return t + 1, live_seq, live_lp, state, fin_seq, fin_score, fin_len, done
 
