@@ -275,3 +275,45 @@ def test_bad_checkpoints_and_keys_are_one_line_errors(clip_ckpt, data_dir, tmp_p
         hcmc.get_config("smoke,finetune")
     with pytest.raises(ValueError, match="goes with nsp_bert or sop_albert"):
         baselines.get_config(f"vision,smoke,encoder={d}")
+
+
+def test_sop_albert_row_on_a_tiny_albert_checkpoint(data_dir, tmp_path):
+    """ALBERT (shared layer groups, factorised embeddings) through the hook; a WordPiece
+    tokenizer stands in for ALBERT's sentencepiece one (a tiny .model cannot be written
+    offline here); the pair's pooled output equals transformers' FlaxAlbertModel."""
+    from transformers import AutoTokenizer, BertTokenizerFast, FlaxAlbertModel
+
+    from vnr.models.encoders.testing import write_tiny_checkpoint
+
+    d = tmp_path / "albert"
+    _, params = write_tiny_checkpoint("albert", d, "pt-safetensors", seed=5)
+    letters = list("abcdefghijklmnopqrstuvwxyz")
+    words = ["the", "we", "to", "at", "go", "is", "are", "you", "it", "morning", "good",
+             "should", "chapel", "rooftop"]
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *letters,
+             *[f"##{c}" for c in letters], *list("0123456789.,?!'"), *words]
+    vocab += [f"[unused{k}]" for k in range(96 - len(vocab))]
+    (d / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    BertTokenizerFast(str(d / "vocab.txt")).save_pretrained(str(d))
+
+    c = baselines.get_config(f"sop_albert,smoke,encoder={d}")
+    c.data.data_dir = data_dir
+    s = train.setup(c)
+    want = {".".join(k): np.asarray(v) for k, v in flatten_dict(params).items()}
+    got = _params(s.state, "encoder")
+    assert set(got) == set(want)
+    for k in want:
+        np.testing.assert_array_equal(got[k], want[k], err_msg=k)
+    a, b = "We should go to the chapel.", "Good morning, you are at the rooftop!"
+    ids, _ = text.encode(str(d), [a, b], 16)
+    model = nnx.merge(s.graphdef, s.state)[0]
+    ours = model.pooled(jnp.asarray(ids[:1]), jnp.asarray(ids[1:]), train=False)
+    pair = AutoTokenizer.from_pretrained(d)(a, b, return_tensors="np")
+    ref = FlaxAlbertModel.from_pretrained(d)
+    out = ref(pair["input_ids"], pair["attention_mask"], pair["token_type_ids"],
+              params=ref.params)
+    np.testing.assert_allclose(np.asarray(ours), np.asarray(out.pooler_output),
+                               rtol=1e-4, atol=1e-5)
+    c.data.max_tokens = 21  # a pair of 41 tokens > the 40 positions
+    with pytest.raises(train.ConfigError, match="data.max_tokens=21"):
+        train.setup(c)
