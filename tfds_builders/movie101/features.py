@@ -1,6 +1,6 @@
 """Per-movie, per-second features in the layout the Movie101 release ships them (README.md).
 
-    <manual_dir>/features/clip/<movie>.mp4.npy.npz      [T, 512]     CLIP ViT-B/32, 1 per second
+    <manual_dir>/features/clip/<movie>.mp4.npy.npz      [T, 512]     OpenAI CLIP (ViT unstated)
     <manual_dir>/features/s3d/<movie>-4.npz             [T, 1024]    S3D, 1 per second
     <manual_dir>/features/frame_face/<movie>.npz        features [T, F, 512] (+ scores [T, F])
     <manual_dir>/features/portrait_face/<movie>.npz     one [512] array per role id
