@@ -107,6 +107,7 @@ def test_nsp_on_real_minilm_matches_transformers_trains_and_resumes_without_relo
     c.mesh.shape = (2, 4)  # encoder weights placed on a data x model mesh
     c.batch_size = c.eval_batch_size = 2
     c.eval.max_test_clips = 2
+    c.data.max_tokens = 8  # pairs of 15 tokens: every pair of 2 clips is scored at the end
     assert c.data.tokenizer == str(minilm_dir) and c.data.vocab_size == 0
 
     ref = FlaxBertModel.from_pretrained(minilm_dir)  # transformers' own conversion
@@ -162,10 +163,10 @@ def test_pipeline_uses_the_checkpoint_tokenizer_once_per_process(clip_ckpt, data
     d, _ = clip_ckpt
     c = hcmc.get_config(f"smoke,clip={d}")
     c.data.data_dir = data_dir
-    text.load_tokenizer.cache_clear()
-    it = iter(task.train_data(c, 4, 0, 1))
+    text._load.cache_clear()
+    it = iter(task.train_data(c, 4, 0, 1))  # grain's read threads share one tokenizer
     batches = [next(it) for _ in range(3)]
-    assert text.load_tokenizer.cache_info().misses == 1  # not once per element
+    assert text._load.cache_info().misses == 1  # loaded once, not per element or thread
     for batch in batches:
         ids, m, frames = batch["tokens"], batch["token_mask"], batch["mask"]
         assert ids.shape == m.shape == (4, c.data.max_frames, 16)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import re
+import threading
 import zlib
 from typing import Any
 
@@ -56,9 +57,13 @@ def resolve(name: str) -> str:
     return str(pretrained.resolve(name))
 
 
+# grain reads with several threads per process: one lock guards loading (once per process)
+# and encoding (a fast tokenizer's truncation settings are shared, mutable state).
+_LOCK = threading.RLock()
+
+
 @functools.lru_cache(maxsize=4)
-def load_tokenizer(directory: str) -> Any:
-    """The fast tokenizer saved in `directory` (cached: once per process)."""
+def _load(directory: str) -> Any:
     from pathlib import Path
 
     from vnr.models.encoders.factory import load_tokenizer as load
@@ -68,6 +73,12 @@ def load_tokenizer(directory: str) -> Any:
         raise FileNotFoundError(f"{directory}: no tokenizer files (tokenizer.json, vocab.txt, "
                                 "vocab.json + merges.txt or a sentencepiece model)")
     return tok
+
+
+def load_tokenizer(directory: str) -> Any:
+    """The fast tokenizer saved in `directory` (loaded once per process)."""
+    with _LOCK:
+        return _load(directory)
 
 
 def info(name: str) -> dict[str, int | None]:
@@ -84,8 +95,9 @@ def encode(directory: str, texts: list[str], max_len: int) -> tuple[np.ndarray, 
     truncated to `max_len` tokens (the closing special token kept); padding uses the
     tokenizer's pad id (0 when it has none) and is False in the mask.
     """
-    tok = load_tokenizer(directory)
-    got = tok(list(texts), truncation=True, max_length=max_len)["input_ids"]
+    with _LOCK:
+        tok = load_tokenizer(directory)
+        got = tok(list(texts), truncation=True, max_length=max_len)["input_ids"]
     pad = tok.pad_token_id if tok.pad_token_id is not None else 0
     ids = np.full((len(texts), max_len), pad, np.int32)
     mask = np.zeros((len(texts), max_len), bool)
