@@ -164,11 +164,14 @@ def test_sigterm_saves_everywhere_then_a_dead_peer_stops_the_other(reference, tm
     run = tmp_path / "pre"
     endless = ["--config.total_steps=100000", "--config.eval_every=100000",
                "--config.ckpt_every=100000", "--heartbeat_timeout=10"]
+    t = [time.monotonic()]
     procs = _launch(run, data_dir, 2, *endless)
     try:
         _wait_for_rows(run, procs, 2)
+        t.append(time.monotonic())
         procs[1].send_signal(signal.SIGTERM)
         codes = _wait_all(procs, timeout=180)
+        t.append(time.monotonic())
     finally:
         _wait_all(procs, timeout=30)
     assert codes == [0, 0], _log(run, 0)[-3000:] + _log(run, 1)[-3000:]
@@ -184,6 +187,7 @@ def test_sigterm_saves_everywhere_then_a_dead_peer_stops_the_other(reference, tm
     procs = _launch(run, data_dir, 2, *endless)
     try:
         _wait_for_rows(run, procs, before + 2)
+        t.append(time.monotonic())
         procs[1].send_signal(signal.SIGKILL)
         killed = time.monotonic()
         code = _wait_all(procs[:1], timeout=150)[0]
@@ -193,7 +197,8 @@ def test_sigterm_saves_everywhere_then_a_dead_peer_stops_the_other(reference, tm
     assert f"resumed from step {saved[0]}" in _log(run, 0)
     assert code != 0, _log(run, 0)[-3000:]
     print(f"SIGTERM: saved step {saved[0]}; after kill -9 of process 1, process 0 exited "
-          f"with {code} in {took:.1f} s")
+          f"with {code} in {took:.1f} s (launch to 2 steps {t[1] - t[0]:.1f} s, SIGTERM to "
+          f"exit {t[2] - t[1]:.1f} s, relaunch to 2 more steps {t[3] - t[2]:.1f} s)")
 
 
 @pytest.mark.parametrize("flags, message", [
@@ -203,7 +208,7 @@ def test_sigterm_saves_everywhere_then_a_dead_peer_stops_the_other(reference, tm
      "error: --process_id=2 must be in [0, --num_processes=2)"),
     # Process 1 of 2 and nobody else: the join gives up after --init_timeout (JAX's
     # client then aborts the process: no Python exception to turn into one line).
-    (["--num_processes=2", "--process_id=1", "--init_timeout=5", "--coordinator_address="
+    (["--num_processes=2", "--process_id=1", "--init_timeout=2", "--coordinator_address="
       "127.0.0.1:PORT"], "DEADLINE_EXCEEDED"),
 ])
 def test_bad_or_unreachable_distributed_setup_fails_fast(tmp_path, flags, message):
