@@ -259,6 +259,8 @@ def test_bad_checkpoints_and_keys_are_one_line_errors(clip_ckpt, data_dir, tmp_p
         {"vision_model.post_layernorm.weight": np.ones((7,), np.float32)}))
     msg = error(config(f"clip={bad}"))
     assert "encoders.frame.image.vision_model.post_layernorm.scale" in msg
+    with pytest.raises(train.ConfigError, match="post_layernorm"):  # run's setup checks too
+        train.setup(config(f"clip={bad}"), load_pretrained=False)
     assert str(bad) in msg and "(7,)" in msg and "(32,)" in msg
 
     gone = _broken(d, tmp_path / "missing", lambda t: t.pop("text_projection.weight"))

@@ -154,6 +154,41 @@ def _key(path: tuple) -> str:
     return ".".join(str(p) for p in path)
 
 
+def _matched(state: nnx.State, sources: Sources, root: tuple):
+    """Per source: (prefix, directory, {state path: array in the Flax layout}), checked
+    against the state's parameter shapes. Arrays are memory-mapped views where possible."""
+    from vnr.models.encoders.loading import CheckpointError, match_tensors, read_checkpoint
+
+    flat = list(nnx.to_flat_state(state))
+    for prefix, (name, part) in sources.items():
+        want = tuple(int(p) if p.isdigit() else p for p in prefix.split("."))
+        full = (*root, *want)
+        targets = {_key(p[len(full):]): (p, v) for p, v in flat
+                   if p[:len(full)] == full and isinstance(v, nnx.Param)}
+        if not targets:
+            raise ValueError(f"pretrained {prefix!r} <- {name!r}: the model has no parameters "
+                             "under that path")
+        _, prefixes, ignore, cfg, directory = _spec(name, part)
+        tensors, layout = read_checkpoint(directory)
+        shapes = {k: tuple(v.get_value().shape) for k, (_, v) in targets.items()}
+        try:
+            arrays = match_tensors(shapes, tensors, layout, prefixes=prefixes, ignore=ignore)
+        except CheckpointError as e:
+            lines = [ln.strip() for ln in str(e).splitlines()[1:] if ln.strip()]
+            first = re.sub(r"parameter '([^']+)'", lambda m, p=prefix: f"parameter '{p}.{m[1]}'",
+                           lines[0] if lines else str(e))
+            more = f" (and {len(lines) - 1} more problems)" if len(lines) > 1 else ""
+            raise CheckpointError(f"pretrained {prefix} <- {directory} "
+                                  f"(model_type={cfg.model_type!r}): {first}{more}") from None
+        yield prefix, directory, {p: arrays[k] for k, (p, _) in targets.items()}
+
+
+def check(state: nnx.State, sources: Sources, *, root: tuple = (0,)) -> None:
+    """Every source fits its subtree (names and shapes only; raises as `load`)."""
+    for _ in _matched(state, sources, root):
+        pass
+
+
 def load(state: nnx.State, shardings: Any, sources: Sources, *, root: tuple = (0,),
          say: Callable[[str], None] = print) -> nnx.State:
     """The state with each source's subtree replaced by its checkpoint's tensors.
@@ -173,35 +208,15 @@ def load(state: nnx.State, shardings: Any, sources: Sources, *, root: tuple = (0
         it (the message names the parameter, the checkpoint directory and both shapes).
       FileNotFoundError: a checkpoint that is not on this machine.
     """
-    from vnr.models.encoders.loading import CheckpointError, match_tensors, read_checkpoint
-
     flat = list(nnx.to_flat_state(state))
     shard = dict(nnx.to_flat_state(shardings))
     new = dict(flat)
-    for prefix, (name, part) in sources.items():
-        want = tuple(int(p) if p.isdigit() else p for p in prefix.split("."))
-        full = (*root, *want)
-        targets = {_key(p[len(full):]): p for p, v in flat
-                   if p[:len(full)] == full and isinstance(v, nnx.Param)}
-        if not targets:
-            raise ValueError(f"pretrained {prefix!r} <- {name!r}: the model has no parameters "
-                             "under that path")
-        _, prefixes, ignore, cfg, directory = _spec(name, part)
-        tensors, layout = read_checkpoint(directory)
-        shapes = {k: tuple(new[p].get_value().shape) for k, p in targets.items()}
-        try:
-            arrays = match_tensors(shapes, tensors, layout, prefixes=prefixes, ignore=ignore)
-        except CheckpointError as e:
-            lines = [ln.strip() for ln in str(e).splitlines()[1:] if ln.strip()]
-            first = re.sub(r"parameter '([^']+)'", lambda m, p=prefix: f"parameter '{p}.{m[1]}'",
-                           lines[0] if lines else str(e))
-            more = f" (and {len(lines) - 1} more problems)" if len(lines) > 1 else ""
-            raise CheckpointError(f"pretrained {prefix} <- {directory} "
-                                  f"(model_type={cfg.model_type!r}): {first}{more}") from None
+    for prefix, directory, arrays in _matched(state, sources, root):
         count = 0
-        for k, path in targets.items():
-            var, arr = new[path], arrays[k]
+        for path, arr in arrays.items():
+            var = new[path]
             dtype = var.get_value().dtype
+            # Each process builds only its addressable shards, from slices of the memmap.
             value = jax.make_array_from_callback(
                 tuple(arr.shape), shard[path],
                 lambda idx, a=arr, dt=dtype: np.ascontiguousarray(a[idx], dtype=dt))

@@ -208,8 +208,9 @@ def setup(config: ml_collections.ConfigDict, devices: list | None = None,
         pretrained.check_frozen(state, config)
     except ValueError as e:
         raise ConfigError(str(e)) from e
-    if load_pretrained:
-        state = _pretrained(task, config, state, state_sh, jax.process_index() == 0)
+    # Checked now (names and shapes), loaded here or, by `run`, only into a fresh run.
+    state = _pretrained(task, config, state, state_sh, jax.process_index() == 0,
+                        check_only=not load_pretrained)
     batch_sh, repl = sharding.batch_sharding(mesh), sharding.replicated(mesh)
     # Traced under the mesh, so a task can use `jax.shard_map` without naming it
     # (e.g. a contrastive loss that all-gathers the other modality).
@@ -360,12 +361,15 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
 
 
 def _pretrained(task: Any, config: Any, state: nnx.State, shardings: Any,
-                primary: bool) -> nnx.State:
+                primary: bool, check_only: bool = False) -> nnx.State:
     """The state with the task's pretrained encoders loaded (every process reads the
-    slices of its own shards); unchanged when the task names none."""
+    slices of its own shards); unchanged when the task names none or `check_only`."""
     try:
         sources = task.pretrained(config) if hasattr(task, "pretrained") else {}
         if not sources:
+            return state
+        if check_only:
+            pretrained.check(state, sources)
             return state
         return pretrained.load(state, shardings, sources, say=functools.partial(_say, primary))
     except (ValueError, FileNotFoundError) as e:
