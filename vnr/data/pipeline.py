@@ -77,7 +77,7 @@ def _own_shared_memory(batch: Any) -> Any:
     if isinstance(batch, list | tuple):
         return type(batch)(_own_shared_memory(v) for v in batch)
     if (isinstance(batch, SharedMemoryArray) and isinstance(batch.base, mmap.mmap)
-            and batch._unlink_on_del):  # noqa: SLF001 (grain 0.2.18: set by open_from_shm)
+            and batch._unlink_on_del):  # grain 0.2.18: set by open_from_shm
         batch.shm.unlink()  # also unregisters it from the resource tracker
-        batch._unlink_on_del = False  # noqa: SLF001 (its deletion now only unmaps)
+        batch._unlink_on_del = False  # its deletion now only unmaps
     return batch
