@@ -42,7 +42,8 @@ them from its checkpoint) and freezes them (`config.frozen`). Table 1 HCMC rows 
 
 The CLI equivalent of clip=DIR is --config.model.image_encoder=DIR
 --config.model.text_encoder=DIR --config.data.tokenizer=DIR --config.data.vocab_size=0
---config.data.max_tokens=32 --config.data.image_size=224 plus the frozen patterns below.
+--config.data.max_tokens=32 --config.data.image_size=224 and config.frozen set to the
+towers' paths (`pretrained_clip` below: encoders.<level>.image / .text).
 """
 
 import ml_collections
