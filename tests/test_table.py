@@ -60,3 +60,17 @@ def test_runs_with_the_same_name_are_told_apart_by_their_parent(tmp_path, capsys
     out = capsys.readouterr().out.splitlines()
     assert out[2].startswith("| a/fusion | ") and out[3].startswith("| b/fusion | ")
     assert "| 300 |" in out[2]
+
+
+def test_pretrained_encoders_are_named_by_checkpoint_and_frozen_state() -> None:
+    hcmc = {"task": "moviepuzzle_hcmc", "frozen": [r"encoders\.\w+\.image\."],
+            "model": {"kind": "hcmc", "levels": ["frame", "shot"],
+                      "image_encoder": "/ckpt/clip-vit-base-patch32/"}}
+    assert table.describe(hcmc) == "HCMC frame+shot, clip-vit-base-patch32, frozen"
+    hcmc["frozen"] = []
+    assert table.describe(hcmc) == "HCMC frame+shot, clip-vit-base-patch32"
+    nsp = {"task": "moviepuzzle_hcmc", "model": {"kind": "text_pair", "head": "nsp",
+                                                 "encoder": "/ckpt/bert-base-uncased"}}
+    assert table.describe(nsp) == "text pair NSP-style (bert-base-uncased)"
+    nsp["model"]["encoder"] = "scratch:bert-small"
+    assert table.describe(nsp) == "text pair NSP-style (bert-small)"

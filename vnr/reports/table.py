@@ -35,8 +35,7 @@ def describe(cfg: dict[str, Any]) -> str:
     if kind == "random":
         return "random"
     if kind == "text_pair":
-        enc = m.get("encoder", "?").removeprefix("scratch:")
-        return f"text pair {m.get('head', '?').upper()}-style ({enc})"
+        return f"text pair {m.get('head', '?').upper()}-style ({_encoder(m.get('encoder', '?'))})"
     if kind == "pair":
         return f"pair model ({mod}, {m.get('fusion', 'late')} fusion)"
     parts = ["HCMC " + "+".join(m.get("levels", ["frame"]))]
@@ -54,8 +53,17 @@ def describe(cfg: dict[str, Any]) -> str:
     if e.get("cluster_count", "gt") != "gt":
         parts.append(f"{e['cluster_count']} counts")
     if m.get("image_encoder", "small") != "small":
-        parts.append(m["image_encoder"].removeprefix("scratch:"))
+        enc = _encoder(m["image_encoder"])
+        frozen = cfg.get("frozen") or []
+        parts.append(f"{enc}, frozen" if frozen else enc)
     return ", ".join(parts)
+
+
+def _encoder(name: str) -> str:
+    """`scratch:clip-tiny` -> `clip-tiny`; a checkpoint directory -> its basename."""
+    if name.startswith("scratch:"):
+        return name.removeprefix("scratch:")
+    return pathlib.PurePath(name.rstrip("/")).name or name
 
 
 def load_run(workdir: pathlib.Path) -> dict[str, Any]:
