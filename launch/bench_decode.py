@@ -26,25 +26,28 @@ them the role pointer re-projecting the 65 memory tokens for every beam at every
 whole 106 MB self-attention KV cache was gathered each step (212 MB read+written) and, with
 the cross-attention K/V, transposed again inside attention (HLO); the beam bookkeeping
 (two-stage top-k over 320 x 8016, finished set) was 6 ms/step (top_k alone 4.8 ms). Now:
-the pointer is reassociated (2.99 GFLOP/step), the cache stays in beam slots and is updated
-in place (per step only a 104 KB slot table is gathered; the compiled loop body has no copy
-of any cache buffer), cross K/V are stored in the layout the step contracts.
+the pointer is reassociated (2.99 GFLOP/step incl. slot attention), the cache stays in
+beam slots and is updated in place (per step only a 104 KB slot table is gathered; the
+compiled loop body has no copy of any cache buffer), cross K/V are stored in the layout the
+step contracts. Remaining bookkeeping: 0.57-0.77 s of ours' 4.4-7.7 s (mostly top-k).
 
-Measured (2-core CPU shared with other jobs, load average 7; noisy), `python -m
-launch.benchmark decode`, ours / loop / ratio / ours vs compute floor:
-  small 1,944 / 466 tok/s = 4.2x, floor 1.02;  copy-the-cache layout 1,019 tok/s
-  mcn     665 / 127 tok/s = 5.3x, floor 1.13;  copy layout 389 tok/s
-  large   270 /  33 tok/s = 8.1x, floor 0.86;  copy layout 218 tok/s
-So ours runs at its compute floor (the bare step, 18-47 GFLOP/s); the 20x target is not
-reached on CPU because there both versions do the same FLOPs per token and the loop's
-step at 5 rows is itself mostly compute (5-7 GFLOP/s, 1.8-28 ms per step here): the ratio
-is the GEMM efficiency of 320 vs 5 rows plus the loop's overheads, and it grows with the
-model (4x -> 8x). The overheads that no device removes are counted, not guessed: per step
+Measured (2-core CPU shared with other jobs; noisy), `python -m launch.benchmark decode`,
+two runs (load average 7.3 / 6.1 at start), ours / loop tok/s = ratio, ours / floor time,
+and the previous copy-the-cache layout:
+  small 1,944 / 466 = 4.2x, 1.02, copy 1,019  |  2,302 / 590 = 3.9x, 1.02, copy 1,154
+  mcn     665 / 127 = 5.3x, 1.13, copy   389  |  1,155 / 263 = 4.4x, 1.04, copy   756
+  large   270 /  33 = 8.1x, 0.86, copy   218  |    533 /  55 = 9.7x, 0.99, copy   394
+(before these changes, at load ~1: mcn ours 623 tok/s, 8.2 s.)
+So ours runs at its compute floor (the bare step; 18-93 GFLOP/s); the 20x target is not
+reached on CPU because there both versions do the same FLOPs per token and the loop's step
+at 5 rows is itself mostly compute (5-15 GFLOP/s, 1.4-28 ms per step here): the ratio is
+the GEMM efficiency of 320 vs 5 rows plus the loop's overheads, and it grows with the model
+(4x -> 8-10x). The overheads that no device removes are counted, not guessed: per step
 (5 beams of one example) the loop makes 2 jitted dispatches (step, beam gather), 1
 host->device token upload and 1 device->host transfer of the log-probs, and spends its
 host time (printed: 0.3-2 ms/step) plus the dispatch cost (a no-op jitted call with the
 step's argument tree: ~0.4 ms here); ours makes 1 dispatch per 64 x 80 tokens. The loop
-therefore cannot exceed ~80 / (80 x (host + 0.4 ms)) tokens/s per host thread on any
+therefore cannot exceed ~1 / (host + 0.4 ms) tokens/s per host thread on any
 device (printed as "loop host floor" without the dispatch part); 20x that is what ours
 has to reach, which needs the device to run the 320-row step in about 2-4 ms.
 """
