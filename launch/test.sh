@@ -3,4 +3,7 @@
 # Tests simulate 8 CPU devices (tests/conftest.py); each test has a timeout so
 # a hang fails instead of stalling CI.
 source "$(dirname "$0")/venv.sh"
-exec python -m pytest -q -p no:cacheprovider --timeout=900 tests "$@"
+# Two pytest workers, each running whole test files (a file's module fixtures and
+# compiled shapes stay in one process): 12-35% faster than one process on the 2-core
+# CI machine, measured side by side. Pass -n 0 to run in one process.
+exec python -m pytest -q -p no:cacheprovider --timeout=900 -n 2 --dist loadfile tests "$@"
