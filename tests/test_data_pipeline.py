@@ -4,7 +4,7 @@ import numpy as np
 
 from configs.moviepuzzle.main import get_config
 from vnr.data import moviepuzzle as data
-from vnr.data import text
+from vnr.data import pipeline, text
 from vnr.tasks.moviepuzzle import gt_order
 
 
@@ -77,7 +77,7 @@ def test_processes_split_one_global_stream(monkeypatch):
 def test_pad_batch_masks_padding():
     b = {"mask": np.ones((3, 5), bool), "frames": np.ones((3, 5, 2, 2, 3), np.uint8),
          "text": np.full((3, 5), "x", dtype=object)}
-    p = data.pad_batch(b, 8)
+    p = pipeline.pad_batch(b, 8)
     assert p["mask"].shape == (8, 5) and not p["mask"][3:].any() and p["mask"][:3].all()
     assert (p["frames"][3:] == 0).all() and p["text"][5, 0] == ""
 

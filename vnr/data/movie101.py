@@ -268,16 +268,3 @@ def eval_batches(cfg: Any, split: str, batch_size: int, max_examples: int = 0,
     shard = -(-n // process_count)
     n_batches = -(-shard // local)
     return iter(pipeline.to_iter(ds, 0)), n_batches
-
-
-def pad_batch(batch: dict[str, np.ndarray], size: int) -> dict[str, np.ndarray]:
-    have = len(batch["targets"])
-    if have == size:
-        return batch
-    out = {}
-    for k, v in batch.items():
-        fill = np.zeros((size - have, *v.shape[1:]), v.dtype)
-        if v.dtype == object:
-            fill[...] = ""
-        out[k] = np.concatenate([v, fill])
-    return out

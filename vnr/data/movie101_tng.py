@@ -135,14 +135,6 @@ def eval_batches(cfg: Any, split: str, batch_size: int, max_examples: int = 0,
     return iter(ds.to_iter_dataset()), -(-shard // local)
 
 
-def pad_batch(batch: dict[str, np.ndarray], size: int) -> dict[str, np.ndarray]:
-    have = len(batch["gt"])
-    if have == size:
-        return batch
-    return {k: np.concatenate([v, np.zeros((size - have, *v.shape[1:]), v.dtype)])
-            for k, v in batch.items()}
-
-
 def movie_seconds(movie: dict, movie_id: str) -> int:
     """Seconds with both CLIP and S3D features (a clear error when there are none)."""
     clip, s3d = movie["clip"], movie["s3d"]

@@ -141,7 +141,7 @@ def eval_dataset(cfg: Any, split: str, batch_size: int, seed: int, max_examples:
     """One pass over `split` with a fixed per-clip frame shuffle.
 
     Yields per-process batches of `batch_size // process_count`; the last one
-    may be short (see `pad_batch`). Use `num_eval_batches` for a count that is
+    may be short (see `pipeline.pad_batch`). Use `num_eval_batches` for a count that is
     the same on every process.
     """
     ds = grain.MapDataset.source(_source(cfg, split))
@@ -160,17 +160,3 @@ def num_eval_batches(cfg: Any, split: str, batch_size: int, max_examples: int = 
     n = min(n, max_examples) if max_examples else n
     largest_shard = -(-n // process_count)
     return -(-largest_shard // (batch_size // process_count))
-
-
-def pad_batch(batch: dict[str, np.ndarray], size: int) -> dict[str, np.ndarray]:
-    """Pads a short batch to `size` clips with all-False masks."""
-    have = len(batch["mask"])
-    if have == size:
-        return batch
-    out = {}
-    for k, v in batch.items():
-        fill = np.zeros((size - have, *v.shape[1:]), v.dtype)
-        if v.dtype == object:
-            fill[...] = ""
-        out[k] = np.concatenate([v, fill])
-    return out

@@ -87,7 +87,7 @@ def train_dataset(cfg: Any, batch_size: int, seed: int, process_index: int = 0,
 def eval_dataset(cfg: Any, split: str, batch_size: int, max_examples: int = 0,
                  process_index: int = 0, process_count: int = 1) -> grain.IterDataset:
     """One pass over `split` in stored order; per-process batches of
-    `batch_size // process_count`, the last one possibly short (pad with `pad_batch`)."""
+    `batch_size // process_count`, the last one possibly short (pad with `pipeline.pad_batch`)."""
     ds = grain.MapDataset.source(_source(cfg, split))
     if max_examples:
         ds = ds[:max_examples]
@@ -103,12 +103,3 @@ def num_eval_batches(cfg: Any, split: str, batch_size: int, max_examples: int = 
     n = min(n, max_examples) if max_examples else n
     largest_shard = -(-n // process_count)
     return -(-largest_shard // (batch_size // process_count))
-
-
-def pad_batch(batch: dict[str, np.ndarray], size: int) -> dict[str, np.ndarray]:
-    """Pads a short batch to `size` with zeros (`valid` and `mask` False)."""
-    have = len(batch["valid"])
-    if have == size:
-        return batch
-    return {k: np.concatenate([v, np.zeros((size - have, *v.shape[1:]), v.dtype)])
-            for k, v in batch.items()}

@@ -232,7 +232,7 @@ def eval_batches(cfg: Any, split: str, batch_size: int, max_examples: int = 0,
                  process_index: int = 0, process_count: int = 1):
     """(iterator of per-process batches of batch_size // process_count, number of batches).
 
-    The last batch may be short (`pad_batch`); the count is the same on every process."""
+    The last batch may be short (`pipeline.pad_batch`); the count is the same on every process."""
     src = source(cfg, split)
     n = min(len(src), max_examples) if max_examples else len(src)
     mc, ms = eval_sizes(src, cfg, max_examples)
@@ -242,12 +242,3 @@ def eval_batches(cfg: Any, split: str, batch_size: int, max_examples: int = 0,
     largest_shard = -(-n // process_count)
     count = -(-largest_shard // local)
     return iter(pipeline.to_iter(ds, 0)), count
-
-
-def pad_batch(batch: dict[str, np.ndarray], size: int) -> dict[str, np.ndarray]:
-    """Pads a short batch to `size` videos with empty masks."""
-    have = len(batch["clip_mask"])
-    if have == size:
-        return batch
-    return {k: np.concatenate([v, np.zeros((size - have, *v.shape[1:]), v.dtype)])
-            for k, v in batch.items()}

@@ -31,6 +31,7 @@ import mmap
 from typing import Any
 
 import grain
+import numpy as np
 from absl import flags
 from grain._src.python.ipc.shared_memory_array import SharedMemoryArray
 
@@ -81,3 +82,18 @@ def _own_shared_memory(batch: Any) -> Any:
         batch.shm.unlink()  # also unregisters it from the resource tracker
         batch._unlink_on_del = False  # its deletion now only unmaps
     return batch
+
+
+def pad_batch(batch: dict[str, np.ndarray], size: int) -> dict[str, np.ndarray]:
+    """Pads a short eval batch to `size` rows: zeros (so every mask / valid flag is False)
+    and "" in object (text) columns. Every task pads its last eval batch with this."""
+    have = len(next(iter(batch.values())))
+    if have == size:
+        return batch
+    out = {}
+    for k, v in batch.items():
+        fill = np.zeros((size - have, *v.shape[1:]), v.dtype)
+        if v.dtype == object:
+            fill[...] = ""
+        out[k] = np.concatenate([v, fill])
+    return out

@@ -127,12 +127,3 @@ def num_eval_batches(cfg: Any, split: str, batch_size: int, max_examples: int = 
     n = min(n, max_examples) if max_examples else n
     largest_shard = -(-n // process_count)
     return -(-largest_shard // (batch_size // process_count))
-
-
-def pad_batch(batch: dict[str, np.ndarray], size: int) -> dict[str, np.ndarray]:
-    """Pads a short batch to `size` storyboards with mask False."""
-    have = len(batch["mask"])
-    if have == size:
-        return batch
-    return {k: np.concatenate([v, np.zeros((size - have, *v.shape[1:]), v.dtype)])
-            for k, v in batch.items()}

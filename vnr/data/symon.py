@@ -245,15 +245,6 @@ def eval_dataset(cfg: Any, task: str, split: str, batch_size: int, max_examples:
     return pipeline.to_iter(ds, cfg.num_workers), n
 
 
-def pad_batch(batch: dict[str, np.ndarray], size: int) -> dict[str, np.ndarray]:
-    """Pads a short batch to `size` with zeros (valid = False)."""
-    have = len(batch["valid"])
-    if have == size:
-        return batch
-    return {k: np.concatenate([v, np.zeros((size - have, *v.shape[1:]), v.dtype)])
-            for k, v in batch.items()}
-
-
 def num_batches(n: int, process_count: int, local_batch: int) -> int:
     """Eval batches per process for n items, equal on every process."""
     largest_shard = -(-n // process_count)

@@ -86,6 +86,7 @@ from flax import nnx
 
 from vnr import sharding
 from vnr.data import movie101 as data
+from vnr.data import pipeline
 from vnr.models.narrator import RMN, rmn_step
 from vnr.ops import caption_metrics as cm
 from vnr.ops.beam_decode import beam_search, tile_beams
@@ -207,7 +208,7 @@ def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.M
         if host is None:
             raise ValueError(f"evaluation split {split} is empty on this process")
         n_real = len(host["targets"])
-        host = data.pad_batch(host, local)
+        host = pipeline.pad_batch(host, local)
         texts = {k: host.pop(k) for k in TEXT_KEYS}
         if clip_dim:  # the release's CLIP frame features: the first clip_dim columns
             f, m = cm.sample_frames(host["frames"][:n_real, :, :clip_dim],

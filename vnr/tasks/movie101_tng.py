@@ -31,6 +31,7 @@ from flax import nnx
 
 from vnr import sharding
 from vnr.data import movie101_tng as data
+from vnr.data import pipeline
 from vnr.models.grounding import RNL, ShotDualEncoder
 from vnr.ops import grounding_metrics as gm
 
@@ -136,7 +137,7 @@ def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.M
         host = next(it, None)
         if host is None:
             raise ValueError(f"evaluation split {split} is empty on this process")
-        out = jax.device_get(predict_fn(sharding.global_batch(data.pad_batch(host, local),
+        out = jax.device_get(predict_fn(sharding.global_batch(pipeline.pad_batch(host, local),
                                                               mesh)))
         keep = np.asarray(out["valid"], bool)
         scores.append(np.asarray(out["scores"])[keep])
@@ -329,7 +330,7 @@ def two_stage(global_workdir: str, local_workdir: str, split: str = "test", k: i
     for b in range(n_batches):
         chunk = items[b * G + pi * local: b * G + (pi + 1) * local]
         host = {key: np.stack([it[key] for it in chunk]) for key in items[0]} if chunk else None
-        host = data.pad_batch(host, local) if host else {
+        host = pipeline.pad_batch(host, local) if host else {
             key: np.zeros((local, *val.shape), val.dtype) for key, val in items[0].items()}
         out = jax.device_get(ls.predict_fn(lstate, sharding.global_batch(host, ls.mesh)))
         scores.append(np.asarray(out["scores"]))

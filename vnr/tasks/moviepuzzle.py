@@ -26,7 +26,7 @@ from flax import nnx
 
 from vnr import sharding
 from vnr.data import moviepuzzle as data
-from vnr.data import text
+from vnr.data import pipeline, text
 from vnr.models.pairwise import PairOrderModel
 
 METRICS = ("lsd", "lmd", "sd", "ssd", "os2", "os3")
@@ -177,7 +177,7 @@ def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.M
     outs, first = [], None
     for _ in range(n_batches):
         host = next(it, None)
-        host = data.pad_batch(host, local) if host is not None else _empty(first, local)
+        host = pipeline.pad_batch(host, local) if host is not None else _empty(first, local)
         first = first or host
         host = {k: v for k, v in host.items() if k != "text"}
         out = jax.device_get(predict_fn(sharding.global_batch(host, mesh)))
@@ -204,7 +204,7 @@ def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.M
 def _empty(like: dict[str, np.ndarray] | None, size: int) -> dict[str, np.ndarray]:
     if like is None:
         raise ValueError("evaluation split is empty on this process")
-    return data.pad_batch({k: v[:0] for k, v in like.items()}, size)
+    return pipeline.pad_batch({k: v[:0] for k, v in like.items()}, size)
 
 
 def results_table(results: dict[str, dict[str, float]]) -> str:

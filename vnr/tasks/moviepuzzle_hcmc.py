@@ -61,7 +61,7 @@ from flax import nnx
 from vnr import pretrained as pretrained_lib
 from vnr import sharding
 from vnr.data import moviepuzzle as data
-from vnr.data import text
+from vnr.data import pipeline, text
 from vnr.models import hcmc as hcmc_model
 from vnr.models.pairwise import PairOrderModel, TextPairModel
 from vnr.tasks import moviepuzzle as base
@@ -447,7 +447,7 @@ def _collect(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.M
     outs, first = [], None
     for _ in range(n_batches):
         host = next(it, None)
-        host = data.pad_batch(host, local) if host is not None else base._empty(first, local)
+        host = pipeline.pad_batch(host, local) if host is not None else base._empty(first, local)
         first = first or host
         host = {k: v for k, v in host.items() if k != "text"}
         out = jax.device_get(predict_fn(sharding.global_batch(host, mesh)))

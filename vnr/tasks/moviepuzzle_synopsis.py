@@ -37,6 +37,7 @@ from flax import nnx
 
 from vnr import sharding
 from vnr.data import moviepuzzle_synopsis as data
+from vnr.data import pipeline
 from vnr.models.layers import Block, annotate, dense, layer_norm
 from vnr.models.pairwise import ImageEncoder, TextEncoder
 from vnr.ops.synopsis_metrics import retrieval_metrics
@@ -313,7 +314,7 @@ def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.M
             if first is None:
                 raise ValueError(f"evaluation split {split!r} is empty on this process")
             host = {k: np.zeros_like(v) for k, v in first.items()}
-        host = data.pad_batch(host, local)
+        host = pipeline.pad_batch(host, local)
         first = first or host
         out = jax.device_get(predict_fn(sharding.global_batch(host, mesh)))
         keep = out["valid"].astype(bool)

@@ -50,6 +50,7 @@ from flax import nnx
 
 from vnr import sharding
 from vnr.data import msymon as data
+from vnr.data import pipeline
 from vnr.models.aligner import Aligner
 from vnr.ops import alignment_metrics as am
 
@@ -323,7 +324,7 @@ def collect(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.Me
         host = next(it, None)
         if host is None:
             host = {k: np.zeros((local, *v.shape[1:]), v.dtype) for k, v in first.items()}
-        host = data.pad_batch(host, local)
+        host = pipeline.pad_batch(host, local)
         first = first or host
         out = jax.device_get(predict_fn(sharding.global_batch(host, mesh)))
         keep = np.asarray(out["clip_mask"]).any(-1)

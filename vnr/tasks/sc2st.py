@@ -22,6 +22,7 @@ import optax
 from flax import nnx
 
 from vnr import sharding
+from vnr.data import pipeline
 from vnr.data import sc2st as data
 from vnr.models import storyboard
 from vnr.ops import rank_metrics
@@ -132,7 +133,7 @@ def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.M
                 raise ValueError(f"evaluation split {split!r} is empty on this process")
             host = {k: v[:0] for k, v in first.items()}
         first = first or host
-        out = jax.device_get(predict_fn(sharding.global_batch(data.pad_batch(host, local),
+        out = jax.device_get(predict_fn(sharding.global_batch(pipeline.pad_batch(host, local),
                                                               mesh)))
         keep = np.asarray(out["mask"], bool)
         scores.append(out["scores"][keep])

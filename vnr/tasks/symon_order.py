@@ -19,6 +19,7 @@ import optax
 from flax import nnx
 
 from vnr import sharding
+from vnr.data import pipeline
 from vnr.data import symon as data
 from vnr.models.symon import OrderModel
 from vnr.tasks import symon_retrieval
@@ -81,7 +82,7 @@ def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.M
         if host is None:
             host = {k: np.zeros((0, *v.shape[1:]), v.dtype) for k, v in first.items()}
         first = host
-        out = jax.device_get(predict_fn(sharding.global_batch(data.pad_batch(host, local),
+        out = jax.device_get(predict_fn(sharding.global_batch(pipeline.pad_batch(host, local),
                                                                mesh)))
         valid = np.asarray(out["valid"])
         right += int(((out["logits"] > 0) == (out["label"] == 1))[valid].sum())

@@ -22,6 +22,7 @@ import numpy as np
 from flax import nnx
 
 from vnr import sharding
+from vnr.data import pipeline
 from vnr.data import symon as data
 from vnr.models.symon import RetrievalModel
 from vnr.ops import contrastive, retrieval_metrics
@@ -122,7 +123,7 @@ def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.M
         if host is None:
             host = {k: np.zeros((0, *v.shape[1:]), v.dtype) for k, v in first.items()}
         first = host
-        out = jax.device_get(predict_fn(sharding.global_batch(data.pad_batch(host, local),
+        out = jax.device_get(predict_fn(sharding.global_batch(pipeline.pad_batch(host, local),
                                                                mesh)))
         outs.append({k: np.asarray(v)[np.asarray(out["valid"])] for k, v in out.items()})
     cat = {k: np.concatenate([o[k] for o in outs]) for k in outs[0]}
