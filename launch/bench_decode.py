@@ -1,6 +1,6 @@
 """Decoding benchmark: ``python -m launch.benchmark decode [--sizes small,mcn,large]``.
 
-Side by side in one run, same decoder (the RMN decoder step `vnr.models.narrator.rmn_step`:
+Side by side in one run, same decoder (the RMN decoder step `vnr.benchmarks.movie101.narrator.rmn_step`:
 transformer decoder with KV cache, vocabulary + role-pointer scores, one log-softmax), same
 weights, same memory, beam 5, batch 64, 80 tokens, early stop off (every example decodes 80
 tokens; tokens/s = examples x 80 / seconds):
@@ -64,7 +64,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from vnr.models.narrator import RMN, rmn_step
+from vnr.benchmarks.movie101.narrator import RMN, rmn_step
 from vnr.ops.beam_decode import beam_search, gather_beams, set_beam, tile_beams
 
 BOS, EOS = 1, 2
@@ -99,7 +99,7 @@ def make(size: tuple[int, ...], batch: int, length: int, seed: int = 0):
 
 @functools.partial(jax.jit, static_argnums=(0, 3))
 def beam_consts(graph, params, ex, beam: int) -> dict:
-    """Per-example inputs tiled over beams + cross-attention K/V (as movie101_mcn.predict)."""
+    """Per-example inputs tiled over beams + cross-attention K/V (as movie101.mcn.predict)."""
     model = nnx.merge(graph, params)
     c = tile_beams(ex, beam)
     return dict(c, params=params, cross=model.decoder.cross_kv(c["mem"]))

@@ -12,7 +12,7 @@ Side by side in one run, on the same inputs:
   numba ``SoftDTW.compute/grad``: tslearn's feature-space path above is dominated by its
   per-pair Python overhead, this row shows the recursion against the recursion.
 - Drop-DTW (one-sided, contiguous) at (24, 200, 20): ours vs the NumPy transcription of the
-  authors' cell loop (``launch/ref_drop_dtw.py``).
+  authors' cell loop (``tests/reference/drop_dtw.py``).
 
 Times are the best of ``--repeats`` runs after one warm-up run (compilation excluded); the
 slow references run once at (8, 1024, 1024).
@@ -26,8 +26,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from launch.ref_drop_dtw import drop_dtw_batch
 from launch.timing import wall_times
+from tests.reference.drop_dtw import drop_dtw_batch
 from vnr.ops.dtw import drop_dtw, pairwise_cost, soft_dtw
 
 SOFT_SIZES = [(64, 64, 64), (64, 256, 256), (8, 1024, 1024)]

@@ -32,12 +32,12 @@ def main(argv: list[str]) -> None:
     config = FLAGS.config
     if config is None:
         raise SystemExit("error: --config is required")
-    if config.task != "moviepuzzle_hcmc" or config.model.kind != "hcmc":
+    if config.task != "moviepuzzle.hcmc" or config.model.kind != "hcmc":
         raise SystemExit("error: the hcmc benchmark needs a row of configs/moviepuzzle/hcmc.py")
-    from vnr.inference.hierarchical import hierarchical_order
+    from vnr.benchmarks.moviepuzzle import hcmc as task
+    from vnr.benchmarks.moviepuzzle.hierarchical import hierarchical_order
     from vnr.ops.kmeans import kmeans
     from vnr.ops.permutation_search import beam_search_order
-    from vnr.tasks import moviepuzzle_hcmc as task
 
     s = setup(config)
     predict = lambda b: s.predict_fn(s.state, b)  # noqa: E731

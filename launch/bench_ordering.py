@@ -1,7 +1,7 @@
 """Ordering benchmark: `python -m launch.benchmark ordering [--batch 256 --n 15 --beam 10]`.
 
 Side by side on the same inputs: the jitted batched `beam_search_order` versus the
-literal Python transcription of Algorithm 3 (`launch/ref_algorithm3.py`, the reference)
+literal Python transcription of Algorithm 3 (`tests/reference/algorithm3.py`, the reference)
 and a per-step NumPy-vectorised version of it; `exact_order` throughput at n = 10, 13, 16;
 the optimality gap of beam search against `exact_order` at several beam widths; and the
 Random row of Table 1 under our metric definitions.
@@ -13,9 +13,9 @@ import argparse
 
 import numpy as np
 
-from launch.ref_algorithm3 import beam_search_batch, beam_search_clip_numpy
 from launch.timing import wall_times
-from vnr.ops import order_metrics as om
+from tests.reference.algorithm3 import beam_search_batch, beam_search_clip_numpy
+from vnr.benchmarks.moviepuzzle import order_metrics as om
 from vnr.ops import permutation_search as ps
 
 # img_num histogram of the 100 public in-domain MoviePuzzle clips

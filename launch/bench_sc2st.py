@@ -59,7 +59,7 @@ def main(argv: list[str]) -> None:
     p.add_argument("--repeats", type=int, default=10)
     a = p.parse_args(argv[1:])
 
-    from vnr.tasks import sc2st as task
+    from vnr.benchmarks.sc2st import storyboard as task
 
     cfg = _config(a.fusion)
     model = task.make_model(cfg, nnx.Rngs(0))

@@ -5,7 +5,7 @@
 
 The task named by `config.task` is imported as `vnr.tasks.<task>` and supplies
 `make_model`, `train_data`, `loss_fn`, `predict` and `evaluate` (plain
-functions, see `vnr/tasks/moviepuzzle.py`). Everything else lives here, in
+functions, see `vnr/benchmarks/moviepuzzle/pairwise.py`). Everything else lives here, in
 order: validate the config, build the mesh, create the sharded model and
 optimizer, restore the latest checkpoint if any (else load the pretrained
 encoders the task names through its optional `pretrained(config)`, see
@@ -174,9 +174,9 @@ def setup(config: ml_collections.ConfigDict, devices: list | None = None,
     `load_pretrained`: put the task's pretrained encoder weights into the state
     (`run` passes False and loads them itself only when no checkpoint is restored)."""
     try:
-        task = importlib.import_module(f"vnr.tasks.{config.task}")
+        task = importlib.import_module(f"vnr.benchmarks.{config.task}")
     except ModuleNotFoundError as e:
-        raise ConfigError(f"task={config.task!r}: no module vnr/tasks/{config.task}.py") from e
+        raise ConfigError(f"task={config.task!r}: no module vnr/benchmarks/{config.task}.py") from e
     try:
         mesh = sharding.make_mesh(config.mesh.shape, config.mesh.axes, devices)
         local_batch = sharding.check_batch_size(config.batch_size, mesh)

@@ -39,7 +39,7 @@ layer 17, baseline 0.83122575; bert_score adds a prefix space to RoBERTa's first
 do not).
 Upstream computes EMScore with a Movie101-fine-tuned ChineseCLIP-huge on frames it
 extracted itself, so our EMScore (and MNScore) are comparable across runs here, not equal
-to the paper's; see vnr/tasks/movie101_mcn.py for every difference.
+to the paper's; see vnr/benchmarks/movie101/mcn.py for every difference.
 """
 
 import ml_collections
@@ -55,7 +55,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     if {"v1", "v2"} <= args:
         raise ValueError("pass v1 or v2, not both")
     c = ml_collections.ConfigDict()
-    c.task = "movie101_mcn"
+    c.task = "movie101.mcn"
     c.seed = 0
     real = bool(args & {"v1", "v2"})
     config, movies = "synthetic_narration", "synthetic_movies"

@@ -11,7 +11,7 @@ ARGS, comma-separated:
 
 Table 6 (two stages), after a `global` run A and a local run B on the same data config:
 
-    python -m vnr.tasks.movie101_tng two_stage --global_workdir A --local_workdir B [--k 5]
+    python -m vnr.benchmarks.movie101.tng two_stage --global_workdir A --local_workdir B [--k 5]
 
 Real data: a 200-second window pooled into 50 clips of 4 s (as §5.2's window); the generated
 corpus: 48 s into 16 clips of 3 s.
@@ -36,7 +36,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     if "v2" in args:
         config, movies = "v2_short_zh", "v2_movies"
     c = ml_collections.ConfigDict()
-    c.task = "movie101_tng"
+    c.task = "movie101.tng"
     c.seed = 0
     c.stage = "global" if "global" in args else "local"
     c.data = dict(

@@ -1,4 +1,4 @@
-"""MoviePuzzle Table 1 baselines, one command per row (task moviepuzzle_hcmc):
+"""MoviePuzzle Table 1 baselines, one command per row (task moviepuzzle.hcmc):
 
     python -m vnr.train --config configs/moviepuzzle/baselines.py:ROW[,smoke|clips] --workdir DIR
 

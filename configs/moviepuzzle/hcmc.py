@@ -76,7 +76,7 @@ def parse(arg: str | None, allowed: set[str], path: str) -> tuple[set[str], dict
 def base_config(args: set[str]) -> ml_collections.ConfigDict:
     """Data, optimizer, loop and eval settings shared by every MoviePuzzle row."""
     c = ml_collections.ConfigDict()
-    c.task = "moviepuzzle_hcmc"
+    c.task = "moviepuzzle.hcmc"
     c.seed = 0
     if {"clips", "movienet"} <= args:
         raise ValueError("pick clips or movienet, not both")

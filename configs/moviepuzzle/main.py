@@ -22,7 +22,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     if unknown:
         raise ValueError(f"unknown config arg(s) {sorted(unknown)} for configs/moviepuzzle/main.py")
     c = ml_collections.ConfigDict()
-    c.task = "moviepuzzle"
+    c.task = "moviepuzzle.pairwise"
     c.seed = 0
 
     c.data = dict(

@@ -18,7 +18,7 @@ withholds every test.json and only ru has a non-empty val.json: with it pass e.g
 `--config.data.val_split=ru_val --config.data.test_splits='("ru_val",)'` (a configured
 split that does not exist is one error line before training). The
 transcript-only baseline is reported next to the model (`transcript_*`) and runs alone,
-without video, as `python -m vnr.tasks.msymon baseline --data_dir D --manual_dir RELEASE`.
+without video, as `python -m vnr.benchmarks.msymon.alignment baseline --data_dir D --manual_dir RELEASE`.
 """
 
 import ml_collections
@@ -41,7 +41,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     langs = (lang,) if lang else LANGUAGES
 
     c = ml_collections.ConfigDict()
-    c.task = "msymon"
+    c.task = "msymon.alignment"
     c.seed = 0
     c.init_from = ""  # a workdir whose latest checkpoint initialises the model (two-stage)
     c.require_init_from = "two_stage" in flags  # stage 2 without stage 1 is an error

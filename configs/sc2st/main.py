@@ -37,7 +37,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
         raise ValueError("pass 'lsmdc' or 'released', not both")
     real = bool(args & {"lsmdc", "released"})
     c = ml_collections.ConfigDict()
-    c.task = "sc2st"
+    c.task = "sc2st.storyboard"
     c.seed = 0
     c.data = dict(
         builder="sc2st",

@@ -27,7 +27,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     args = common.parse_args(arg, {"text_video", "video_only", "smoke"}, __file__)
     if {"text_video", "video_only"} <= args:
         raise ValueError("pass text_video or video_only, not both")
-    c = common.base("symon_order", "smoke" in args)
+    c = common.base("symon.order", "smoke" in args)
     c.model.use_text = "video_only" not in args
     c.best_metric = "" if "smoke" in args else "accuracy"
     return c

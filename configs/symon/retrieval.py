@@ -25,7 +25,7 @@ def _common():
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     common = _common()
     args = common.parse_args(arg, {"no_memory", "smoke"}, __file__)
-    c = common.base("symon_retrieval", "smoke" in args)
+    c = common.base("symon.retrieval", "smoke" in args)
     c.data.memory = "no_memory" not in args
     c.model.embed_dim = 64 if "smoke" not in args else 32
     c.temperature = 1.0  # the paper's plain dot product

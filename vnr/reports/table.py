@@ -30,7 +30,7 @@ def describe(cfg: dict[str, Any]) -> str:
     task, kind = cfg.get("task", "?"), m.get("kind", "pair")
     mods = m.get("modalities", ["vision", "text"])
     mod = "+".join("V" if x == "vision" else "T" for x in mods)
-    if task == "moviepuzzle":
+    if task in ("moviepuzzle.pairwise", "moviepuzzle"):  # the old name: older workdirs
         return f"pair model ({mod}, late fusion; main job)"
     if kind == "random":
         return "random"

@@ -1,0 +1,205 @@
+"""HCMC pieces: model shapes and masking, pair/negative sampling, Eq. 3 against NumPy,
+the loss going down, and Algorithm 1 driven by the model's heads."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+from flax import nnx
+
+from configs.moviepuzzle.hcmc import get_config
+from vnr.benchmarks.moviepuzzle import hcmc as task
+from vnr.benchmarks.moviepuzzle.hcmc_model import contrastive_cluster_loss, group_mean
+
+B, N, S, L = 2, 8, 16, 6
+
+
+def _config(arg="smoke,frame_shot_scene"):
+    return get_config(arg)
+
+
+def _model(config, seed=0):
+    return task.make_model(config, nnx.Rngs(seed))
+
+
+def _batch(seed=0):
+    """Two clips: 8 and 6 real frames; shots contiguous in true order; frames shuffled."""
+    rng = np.random.default_rng(seed)
+    shot = np.array([[0, 0, 1, 1, 1, 2, 3, 3], [5, 5, 6, 7, 7, 7, -1, -1]])
+    scene = np.array([[0, 0, 0, 0, 0, 1, 1, 1], [2, 2, 2, 3, 3, 3, -1, -1]])
+    mask = shot >= 0
+    position = np.tile(np.arange(N), (B, 1))
+    for b in range(B):  # shuffle the real frames of each clip
+        n = mask[b].sum()
+        perm = np.r_[rng.permutation(n), np.arange(n, N)]
+        shot[b], scene[b], position[b] = shot[b][perm], scene[b][perm], position[b][perm]
+    frames = rng.integers(0, 255, (B, N, S, S, 3), dtype=np.uint8)
+    frames[~mask] = 0
+    tokens = rng.integers(2, 100, (B, N, L), dtype=np.int32)
+    tokens[~mask] = 0
+    return {"frames": frames, "tokens": tokens, "mask": mask, "position": position.astype(
+        np.int32), "shot_id": shot.astype(np.int32), "scene_id": scene.astype(np.int32)}
+
+
+def test_shapes_and_padding_does_not_leak():
+    config = _config()
+    model = _model(config)
+    batch = _batch()
+    feats = model.encode(batch["frames"], batch["tokens"], train=False, rngs=None)
+    assert feats.shape == (B, N, 3, config.model.width)
+    out = task.predict(model, batch, config)
+    assert out["scores"].shape == (B, N, N) and out["shot_embed"].shape == (B, N, 16)
+    np.testing.assert_allclose(np.linalg.norm(out["scene_embed"], axis=-1), 1.0, atol=1e-5)
+    # changing padded frames changes no real frame's outputs, nor pooled group vectors
+    noisy = dict(batch, frames=batch["frames"].copy(), tokens=batch["tokens"].copy())
+    noisy["frames"][1, 6:] = 200
+    noisy["tokens"][1, 6:] = 7
+    out2 = task.predict(model, noisy, config)
+    real = batch["mask"]
+    np.testing.assert_allclose(out["features"][real], out2["features"][real], atol=1e-5)
+    f2 = model.encode(noisy["frames"], noisy["tokens"], train=False, rngs=None)
+    u1 = model.units_from_groups("shot", feats, jnp.asarray(batch["shot_id"]), real)
+    u2 = model.units_from_groups("shot", f2, jnp.asarray(batch["shot_id"]), real)
+    np.testing.assert_allclose(np.asarray(u1)[real], np.asarray(u2)[real], atol=1e-5)
+
+
+def test_group_mean_is_the_mean_over_the_group():
+    x = np.random.default_rng(0).normal(size=(1, 5, 3)).astype(np.float32)
+    group = np.array([[4, 9, 4, 9, 0]])
+    mask = np.array([[True, True, True, True, False]])
+    got = np.asarray(group_mean(jnp.asarray(x), jnp.asarray(group), jnp.asarray(mask)))
+    np.testing.assert_allclose(got[0, 0], x[0, [0, 2]].mean(0), rtol=1e-6)
+    np.testing.assert_allclose(got[0, 3], x[0, [1, 3]].mean(0), rtol=1e-6)
+
+
+def test_unit_pairs_are_distinct_units_within_and_across_groups():
+    batch = _batch(1)
+    shot, scene, mask = (jnp.asarray(batch[k]) for k in ("shot_id", "scene_id", "mask"))
+    key = jax.random.key(0)
+    i, j, valid = task.sample_unit_pairs(key, shot, scene, mask, 400, 0.5)
+    i, j, valid = map(np.asarray, (i, j, valid))
+    s, c = batch["shot_id"], batch["scene_id"]
+    take = lambda a, idx: np.take_along_axis(a, idx, 1)  # noqa: E731
+    assert valid.all() and batch["mask"][np.arange(B)[:, None], j].all()
+    assert (take(s, i) != take(s, j)).all()
+    same_scene = take(c, i) == take(c, j)
+    assert 0.3 < same_scene.mean() < 0.95  # both within and across scenes
+    i1, j1, _ = map(np.asarray, task.sample_unit_pairs(key, shot, scene, mask, 200, 1.0))
+    # within_frac=1: the second shot is in the same scene whenever that scene has another
+    # shot (clip 0: scene 0 has shots 0, 1; scene 1 has shots 2, 3)
+    assert (take(c, i1)[0] == take(c, j1)[0]).all()
+    one = jnp.zeros_like(shot)  # a single unit per clip: no valid pair
+    assert not np.asarray(task.sample_unit_pairs(key, one, one, mask, 5, 0.5)[2]).any()
+
+
+def test_contrastive_draws_respect_groups():
+    batch = _batch(2)
+    shot, mask = jnp.asarray(batch["shot_id"]), jnp.asarray(batch["mask"])
+    pos, neg, ok, neg_ok = map(np.asarray, task.sample_contrastive(jax.random.key(3), shot,
+                                                                   mask, 6))
+    g, m = batch["shot_id"].reshape(-1), batch["mask"].reshape(-1)
+    clip = np.repeat(np.arange(B), N)
+    a = np.arange(B * N)
+    assert (pos[ok] != a[ok]).all() and (g[pos[ok]] == g[a[ok]]).all()
+    assert (clip[pos[ok]] == clip[a[ok]]).all()
+    assert (ok == (m & (np.bincount(g[m] + 1, minlength=10)[g + 1] > 1))).all()
+    n_ok = neg[neg_ok]
+    anchors = np.broadcast_to(a[:, None], neg.shape)[neg_ok]
+    assert m[n_ok].all() and (g[n_ok] != g[anchors]).all() and (clip[n_ok] == clip[anchors]).all()
+
+
+def test_eq3_matches_a_direct_numpy_computation():
+    rng = np.random.default_rng(0)
+    A, n, D, tau = 5, 4, 3, 0.2
+    z, zp, zn = rng.normal(size=(A, D)), rng.normal(size=(A, D)), rng.normal(size=(A, n, D))
+    neg_mask = rng.random((A, n)) > 0.3
+    neg_mask[0] = False  # no negative: anchor 0 does not count
+    valid = np.array([True, True, False, True, True])
+    cos = lambda a, b: (a * b).sum(-1) / np.linalg.norm(a, axis=-1) / np.linalg.norm(b, axis=-1)  # noqa
+    want = []
+    for a in range(A):
+        if not valid[a] or not neg_mask[a].any():
+            continue
+        num = np.exp(cos(z[a], zp[a]) / tau)
+        den = num + sum(np.exp(cos(z[a], zn[a, k]) / tau) for k in range(n) if neg_mask[a, k])
+        want.append(-np.log(num / den))
+    got = contrastive_cluster_loss(jnp.asarray(z), jnp.asarray(zp), jnp.asarray(zn),
+                                   jnp.asarray(neg_mask), jnp.asarray(valid), tau)
+    np.testing.assert_allclose(float(got), np.mean(want), rtol=1e-5)
+
+
+def test_loss_is_finite_and_goes_down():
+    config = _config()
+    model = _model(config)
+    opt = nnx.Optimizer(model, optax.adam(3e-3), wrt=nnx.Param)
+    batch = {k: jnp.asarray(v) for k, v in _batch(4).items()}
+
+    @nnx.jit
+    def step(model, opt, seed):
+        def loss(m):
+            return task.loss_fn(m, batch, nnx.Rngs(dropout=seed), config)
+        (value, metrics), grads = nnx.value_and_grad(loss, has_aux=True)(model)
+        opt.update(model, grads)
+        return value, metrics
+
+    losses = [float(step(model, opt, jax.random.key(0))[0]) for _ in range(25)]
+    assert np.isfinite(losses).all()
+    assert np.mean(losses[-5:]) < 0.8 * np.mean(losses[:5]), losses
+    _, metrics = step(model, opt, jax.random.key(0))
+    assert {"frame_pair_acc", "shot_pair_acc", "scene_pair_acc", "shot_cl", "scene_cl"} <= set(
+        metrics)
+
+
+def test_algorithm1_with_the_heads_keeps_predicted_shots_contiguous():
+    from vnr import sharding
+    from vnr.benchmarks.moviepuzzle.hierarchical import hierarchical_order
+
+    config = _config()
+    model = _model(config, seed=1)
+    batch = _batch(5)
+    predict = jax.jit(lambda b: task.predict(model, b, config))
+    mesh = sharding.make_mesh((-1, 1), ("data", "model"))
+    fn = lambda b: predict({k: jnp.asarray(v) for k, v in b.items()})  # noqa: E731
+    out = jax.device_get(predict(batch))
+    fns = {lv: task._score_fn(lv, fn, mesh, 64) for lv in ("frame", "shot", "scene")}
+    order, clusters = hierarchical_order(
+        out["features"], out["mask"], fns["frame"], fns["shot"], fns["scene"],
+        shot_embed=out["shot_embed"], scene_embed=out["scene_embed"],
+        gt_shot_ids=batch["shot_id"], gt_scene_ids=batch["scene_id"], return_clusters=True)
+    order = np.asarray(order)
+    for b in range(B):
+        n = batch["mask"][b].sum()
+        assert sorted(order[b, :n]) == list(range(n))
+        for level in ("shot", "scene"):
+            lab = clusters[level][b][order[b, :n]]  # cluster of each output position
+            runs = lab[np.r_[True, lab[1:] != lab[:-1]]]
+            assert len(runs) == len(set(lab)), (level, lab)  # each cluster is one block
+        # counts as the seed code: per predicted scene, its number of distinct true shots
+        for sc in set(clusters["scene"][b][:n]):
+            in_sc = clusters["scene"][b][:n] == sc
+            assert len(set(clusters["shot"][b][:n][in_sc])) == len(
+                set(batch["shot_id"][b][:n][in_sc]))
+
+
+@pytest.mark.parametrize("arg, msg", [("smoke,frame_shot,frame_scene", "one level set"),
+                                      ("smoke,lambda=x", "not a number"),
+                                      ("smoke,bogus", "unknown config arg")])
+def test_bad_config_args_raise(arg, msg):
+    with pytest.raises(ValueError, match=msg):
+        get_config(arg)
+
+
+@pytest.mark.parametrize("arg", ["smoke,separate_mlp", "smoke,separate_transformer,frame_scene",
+                                 "smoke,clip", "smoke,no_text", "smoke,no_vision,frame"])
+def test_row_variants_build_train_and_predict(arg):
+    config = get_config(arg)
+    task.validate(config)
+    model = _model(config)
+    batch = {k: jnp.asarray(v) for k, v in _batch(6).items()}
+    loss, metrics = task.loss_fn(model, batch, nnx.Rngs(dropout=jax.random.key(0)), config)
+    assert np.isfinite(float(loss))
+    assert ("shot_cl" in metrics) == ("shot" in config.model.levels)
+    out = task.predict(model, batch, config)
+    assert out["scores"].shape == (B, N, N)
+    assert out["features"].shape == (B, N, len(config.model.levels) * config.model.width)

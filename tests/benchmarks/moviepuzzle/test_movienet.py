@@ -1,0 +1,380 @@
+"""MovieNet curation (builder config `movienet`): pure rules, and a generated raw-MovieNet
+fixture with one defect per movie, built end to end (counts, pairing, clips, splits)."""
+
+from __future__ import annotations
+
+import collections
+import io
+import json
+import pathlib
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from tests import ROOT
+from tfds_builders import common
+from tfds_builders import moviepuzzle as mp
+from tfds_builders.moviepuzzle import movienet as mn
+from tfds_builders.moviepuzzle import movienet_build as mb
+
+KF = (10, 50, 90)  # keyframe offsets inside a 100-frame shot
+FPS = 24.0
+
+
+# ----------------------------------------------------------------------------- pure rules
+
+
+def test_decode_subtitle_encodings() -> None:
+    text = "1\n00:00:01,000 --> 00:00:02,000\nCaf\u00e9 \u201chi\u201d\n"
+    assert mn.decode_subtitle(text.encode("utf-8")) == (text, "utf-8")
+    assert mn.decode_subtitle(text.encode("cp1252")) == (text, "cp1252")
+    assert mn.decode_subtitle(b"\xef\xbb\xbf" + text.encode()) == (text, "utf-8-sig")
+    got, enc = mn.decode_subtitle(text.encode("utf-16"))  # with BOM
+    assert (got, enc) == (text, "utf-16")
+    assert mn.decode_subtitle(text.encode("utf-16-le"))[1] == "utf-16-le"  # BOM-less
+    assert mn.decode_subtitle(b"caf\xe9 \x81")[1] == "latin-1"  # 0x81 is undefined in cp1252
+
+
+def test_parse_srt_blocks_times_and_malformed() -> None:
+    srt = (
+        "1\r\n00:00:01,500 --> 00:00:03,250\r\nHello.\r\nSecond line.\r\n\r\n"
+        "2\n00:01:02.5 --> 00:01:04.000\nDot decimals.\n\n"
+        "3\nno timing line here\n\n"
+        "4\n00:00:09,000 --> 00:00:08,000\nends before it starts\n\n"
+        "5\n00:00:10,000 --> 00:00:11,000\n\n"
+    )
+    cues, bad = mn.parse_srt(srt)
+    assert bad == 2
+    assert [(c.start, c.end) for c in cues] == [(1.5, 3.25), (62.5, 64.0), (10.0, 11.0)]
+    assert cues[0].text == "Hello.\nSecond line." and cues[2].text == ""
+
+
+def test_order_cues_counts_unordered_and_overlaps() -> None:
+    c = [mn.Cue(5, 6, "b"), mn.Cue(1, 2, "a"), mn.Cue(5.5, 7, "c"), mn.Cue(7, 8, "d")]
+    ordered, unordered, overlaps = mn.order_cues(c)
+    assert [x.text for x in ordered] == ["a", "b", "c", "d"]
+    assert unordered == 1  # b -> a
+    assert overlaps == 1  # c starts before b ends; d starts exactly when c ends: no overlap
+
+
+@pytest.mark.parametrize("raw,clean", [
+    ("[Radio Playing Salsa]", ""),
+    ("// [Radio Playing Salsa]", ""),
+    ("Hello. // whispering", "Hello."),
+    ("(laughs) Hello there.", "Hello there."),
+    ("\u266a Singing in the rain \u266a", ""),
+    ("# la la la #\nWho sings?", "Who sings?"),
+    ("JOHN: Hi, Mary.", "Hi, Mary."),
+    ("<i>Where are you?</i>", "Where are you?"),
+    ("{\\an8}Up here.", "Up here."),
+    ("- Yes.\n- No.", "Yes. No."),
+    ("Caf\u00e9 au lait \u2013 tr\u00e8s bien\u2026", "Cafe au lait - tres bien..."),
+    ("\u4f60\u597d", ""),
+    ("(unclosed cue", ""),
+    ("...", ""),
+])
+def test_clean_utterance(raw: str, clean: str) -> None:
+    assert mn.clean_utterance(raw) == clean
+
+
+def test_english_rule() -> None:
+    en = ["I don't think we should go there.", "Where is the key?", "It was in the car."]
+    fr = ["Je ne pense pas qu'on doive y aller.", "Ou est la cle?", "Elle etait dans la voiture."]
+    ru = ["\u0413\u0434\u0435 \u043a\u043b\u044e\u0447?"] * 5
+    assert mn.is_english(en) and not mn.is_english(fr) and not mn.is_english(ru)
+
+
+def test_pair_frames_span_is_half_open_and_overlaps_are_ambiguous() -> None:
+    cues = [mn.Cue(1.0, 2.0, "a"), mn.Cue(3.0, 5.0, "b"), mn.Cue(4.0, 6.0, "c")]
+    got = mn.pair_frames([0.5, 1.0, 1.999, 2.0, 3.5, 4.5, 5.5, 7.0], cues)
+    np.testing.assert_array_equal(got, [-1, 0, 0, -1, 1, mn.AMBIGUOUS, 2, -1])
+    np.testing.assert_array_equal(mn.pair_frames([1.0], []), [-1])
+
+
+def test_keep_middle() -> None:
+    #        one cue on 3 frames, 4 frames, none, single
+    cue_of = [0, 0, 0, -1, 1, 1, 1, 1, -1, -2, 2]
+    keep = mn.keep_middle(cue_of)
+    np.testing.assert_array_equal(
+        keep, [False, True, False, True, False, True, False, False, True, True, True])
+
+
+def test_cut_clips_greedy_longest_with_80_percent() -> None:
+    assert mn.cut_clips([True] * 45) == [(0, 20), (20, 40)]  # 5 left over
+    assert mn.cut_clips([True] * 50) == [(0, 20), (20, 40), (40, 50)]
+    # 8 of 10 paired is enough, 7 of 10 is not
+    assert mn.cut_clips([True] * 8 + [False] * 2) == [(0, 10)]
+    assert mn.cut_clips([True] * 7 + [False] * 3) == []
+    # five unpaired frames first: the start moves on until a window qualifies
+    assert mn.cut_clips([False] * 5 + [True] * 12) == [(2, 17)]
+    # 12/15 = 0.8 exactly qualifies: the longest qualifying window from 0 wins
+    assert mn.cut_clips([False] * 3 + [True] * 12 + [False] * 5) == [(0, 15)]
+
+
+def test_split_proportions_and_spacing() -> None:
+    counts = {f"tt{m:07d}": 20 + (m * 7) % 31 for m in range(100)}
+    labels = mn.split_clips(counts, seed=0)
+    total = sum(counts.values())
+    got = collections.Counter(s for v in labels.values() for s in v)
+    for split, frac in mn.FRACTIONS.items():
+        assert abs(got[split] / total - frac) < 0.01, (split, got[split] / total)
+    held = set(mn.split_movies(counts, 0))
+    for m, v in labels.items():
+        assert (set(v) == {"test_out_domain"}) == (m in held)
+        idx = [i for i, s in enumerate(v) if s == "test_in_domain"]
+        if m not in held:  # equally spaced: test_in_domain clips are spread over the movie
+            assert len(idx) >= 2
+            assert np.ptp(np.diff(idx)) <= 1 and idx[0] <= len(v) / len(idx)
+    assert mn.split_clips(counts, seed=0) == labels  # deterministic
+    assert mn.split_movies({"tt1": 5}, 0) == []  # a single movie stays in domain
+
+
+# ----------------------------------------------------------------------------- fixture
+
+
+def _jpeg(colour: tuple[int, int, int]) -> bytes:
+    buf = io.BytesIO()
+    Image.new("RGB", (8, 8), colour).save(buf, format="JPEG")
+    return buf.getvalue()
+
+
+def _ts(t: float) -> str:
+    ms = int(round(t * 1000))
+    return f"{ms // 3600000:02d}:{ms // 60000 % 60:02d}:{ms // 1000 % 60:02d},{ms % 1000:03d}"
+
+
+def _srt(cues: list[tuple[float, float, str]]) -> str:
+    return "".join(f"{i}\n{_ts(a)} --> {_ts(b)}\n{t}\n\n" for i, (a, b, t) in enumerate(cues, 1))
+
+
+def frame_cues(n_shots: int, fps: float = FPS, skip: frozenset = frozenset()) -> list:
+    """One English cue around every keyframe (+-0.3 s), except (shot, img) in `skip`."""
+    return [((i * 100 + o) / fps - 0.3, (i * 100 + o) / fps + 0.3,
+             f"I think we should go to the house {i} {k}.")
+            for i in range(n_shots) for k, o in enumerate(KF) if (i, k) not in skip]
+
+
+def write_movie(root: pathlib.Path, imdb: str, n_shots: int, scenes: list | None,
+                cues: list | None, *, encoding: str = "utf-8", meta: dict | None = None,
+                story: list | None = None) -> None:
+    """One movie in MovieNet's layout: shot i spans frames [100 i, 100 i + 99] with keyframes
+    at +10, +50, +90; `scenes` are [first, last] shot ranges; `cues` (start, end, text)."""
+    for sub in ("annotation", "shot", "subtitle", "meta"):
+        (root / sub).mkdir(parents=True, exist_ok=True)
+    ann = {"imdb_id": imdb}
+    if scenes is not None:
+        ann["scene"] = [{"id": f"{imdb}_{k:04d}", "shot": list(s),
+                         "frame": [s[0] * 100, s[1] * 100 + 99]} for k, s in enumerate(scenes)]
+    if story is not None:
+        ann["story"] = story
+    (root / "annotation" / f"{imdb}.json").write_text(json.dumps(ann))
+    (root / "shot" / f"{imdb}.txt").write_text("".join(
+        f"{i * 100} {i * 100 + 99} {' '.join(str(i * 100 + o) for o in KF)}\n"
+        for i in range(n_shots)))
+    if cues is not None:
+        (root / "subtitle" / f"{imdb}.srt").write_bytes(_srt(cues).encode(encoding))
+    if meta is not None:
+        (root / "meta" / f"{imdb}.json").write_text(json.dumps(meta))
+    frames = root / imdb
+    frames.mkdir()
+    seed = int(imdb[2:])
+    for i in range(n_shots):
+        for k in range(3):
+            colour = ((seed * 40) % 256, (i * 9) % 256, k * 80)
+            (frames / f"shot_{i:04d}_img_{k}.jpg").write_bytes(_jpeg(colour))
+
+
+def make_fixture(root: pathlib.Path) -> dict:
+    """Raw MovieNet with one defect per movie; returns the expected clips per movie."""
+    three = [[0, 9], [10, 19], [20, 29]]
+    # 1: clean; shot 5's keyframes share one utterance (-> 2 frames removed), shot 12 img 1
+    # has only a sound cue (-> unpaired); meta fps 25
+    cues = frame_cues(30, 25.0, frozenset({(5, 0), (5, 1), (5, 2), (12, 1)}))
+    cues += [(510 / 25.0 - 0.1, 590 / 25.0 + 0.1, "We all talk at once here."),
+             (1250 / 25.0 - 0.3, 1250 / 25.0 + 0.3, "[Door Slams]")]
+    meta = {"imdb_id": "tt0000001", "fps": 25}
+    write_movie(root, "tt0000001", 30, three, sorted(cues), meta=meta)
+    # 2: cp1252 .srt with accents and curly quotes
+    cues = [(a, b, t.replace("house", "caf\u00e9 \u201chouse\u201d")) for a, b, t in
+            frame_cues(20)]
+    write_movie(root, "tt0000002", 20, [[0, 9], [10, 19]], cues, encoding="cp1252")
+    # 3: UTF-16 with BOM
+    write_movie(root, "tt0000003", 14, [[0, 13]], frame_cues(14), encoding="utf-16")
+    # 4: cues out of order in the file, one pair overlapping over keyframe (3, 1)
+    cues = frame_cues(14)
+    a, b, t = cues[10]
+    cues[10] = (a, b + 0.5, t)  # overlaps cue 11 (shot 3 img 2) from its start on
+    cues[11] = (cues[11][0] - 1.5, cues[11][1], cues[11][2])  # now also holds keyframe (3, 1)
+    write_movie(root, "tt0000004", 14, [[0, 6], [7, 13]], cues[::-1])
+    # 5: every cue overlaps the next: a broken .srt -> movie skipped
+    cues = [(a, b + 2.0, t) for a, b, t in frame_cues(14)]
+    write_movie(root, "tt0000005", 14, [[0, 13]], cues)
+    # 6: keyframe shot 10 img 1 missing on disk -> runs of 31 and 28 frames
+    write_movie(root, "tt0000006", 20, [[0, 19]], frame_cues(20))
+    (root / "tt0000006" / "shot_0010_img_1.jpg").unlink()
+    # 7: shots 10 and 11 outside every scene range
+    write_movie(root, "tt0000007", 20, [[0, 9], [12, 19]], frame_cues(20))
+    # 8: French subtitles
+    fr = [(a, b, "Je ne pense pas qu'on doive y aller maintenant.") for a, b, _ in
+          frame_cues(14)]
+    write_movie(root, "tt0000008", 14, [[0, 13]], fr)
+    # 9: no subtitle file; 10: no scene annotation; 11: scenes beyond the shot file
+    write_movie(root, "tt0000009", 14, [[0, 13]], None)
+    write_movie(root, "tt0000010", 14, None, frame_cues(14))
+    write_movie(root, "tt0000011", 14, [[0, 20]], frame_cues(14))
+    # 12: a keyframe that is not a JPEG -> its clip is skipped at generation
+    write_movie(root, "tt0000012", 14, [[0, 13]], frame_cues(14))
+    (root / "tt0000012" / "shot_0002_img_0.jpg").write_bytes(b"\xff\xd8 not a jpeg")
+    # 13: only every other shot has dialogue -> no window with 80% paired
+    sparse = frozenset((i, k) for i in range(0, 14, 2) for k in range(3))
+    write_movie(root, "tt0000013", 14, [[0, 13]], frame_cues(14, skip=sparse))
+    return {"tt0000001": 4, "tt0000002": 3, "tt0000003": 2, "tt0000004": 2, "tt0000006": 3,
+            "tt0000007": 3, "tt0000012": 1}
+
+
+EXPECTED_SKIPS = {
+    "movie_srt_overlapping": 1,
+    "movie_not_english": 1,
+    "movie_no_subtitle": 1,
+    "movie_no_scenes": 1,
+    "movie_scenes_beyond_shots": 1,
+    "movie_no_clips": 1,
+    "clip_bad_frame": 1,
+    "srt_decoded_as_cp1252": 1,
+    "srt_decoded_as_utf-16": 1,
+    "srt_unordered_cues_sorted": 1,
+    "cue_non_verbal": 1,
+    "cue_overlapping": 1,
+    "frame_unpaired_overlapping_cues": 1,
+    "frame_same_utterance": 2,
+    "frame_missing_jpeg": 1,
+    "frame_shot_outside_scenes": 6,
+    # 1: 88 - 80; 3, 4, 12: 42 - 40; 6: 8 (second run); 7: 4 (second run); 13: 42 - 0
+    "frame_not_in_clip": 8 + 2 + 2 + 2 + 8 + 4 + 42,
+}
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory):
+    base = tmp_path_factory.mktemp("movienet")
+    expected = make_fixture(base / "raw")
+    builder = mp.prepare("movienet", base / "data", manual_dir=base / "raw")
+    return base, builder, expected
+
+
+def _records(base: pathlib.Path, builder) -> dict[str, list[dict]]:
+    return {s: [mp.data_source("movienet", s, base / "data")[i]
+                for i in range(int(builder.info.splits[s].num_examples))]
+            for s in builder.info.splits}
+
+
+def test_fixture_counts_every_rule(built) -> None:
+    base, builder, expected = built
+    summary = json.loads((pathlib.Path(builder.data_dir) / common.SUMMARY_FILE).read_text())
+    skipped = {k: v for k, v in summary["skipped"].items() if v}
+    assert skipped == EXPECTED_SKIPS
+    assert sum(summary["examples"].values()) == sum(expected.values())
+    text = common.format_summary(common.read_summary(builder))
+    assert "movie_not_english: 1" in text and "frame_same_utterance: 2" in text
+
+
+def test_clips_pairing_and_features(built) -> None:
+    base, builder, expected = built
+    records = [r for rs in _records(base, builder).values() for r in rs]
+    per_movie = collections.Counter(r["movie_id"] for r in records)
+    assert dict(per_movie) == expected
+    for r in records:  # same features as the other configs
+        n = len(r["frames"])
+        assert 10 <= n <= 20 and len(r["subtitles"]) == n
+        assert sum(bool(s) for s in r["subtitles"]) >= 0.8 * n
+        np.testing.assert_array_equal(r["position"], np.arange(n))
+        assert np.all(np.diff(r["img_id"]) > 0) and r["shot_id"][0] == 0
+        assert all(s.isascii() for s in r["subtitles"])
+    m1 = sorted((r for r in records if r["movie_id"] == "tt0000001"), key=lambda r: r["clip_id"])
+    assert [len(r["frames"]) for r in m1] == [20, 20, 20, 20]
+    first = m1[0]["subtitles"]  # shot 5's three keyframes -> its middle one only
+    assert first[15] == "We all talk at once here." and first.count(first[15]) == 1
+    assert first[14] == "I think we should go to the house 4 2." and m1[0]["img_id"][15] == 16
+    assert first[16] == "I think we should go to the house 6 0."
+    assert "" in m1[1]["subtitles"]  # the frame under "[Door Slams]" stays, unpaired
+    raw = base / "raw" / "tt0000001"
+    assert m1[0]["frames"][0] == (raw / "shot_0000_img_0.jpg").read_bytes()
+    m2 = [r for r in records if r["movie_id"] == "tt0000002"]
+    assert any("cafe \"house\"" in s for r in m2 for s in r["subtitles"])
+    m7 = sorted((r for r in records if r["movie_id"] == "tt0000007"), key=lambda r: r["clip_id"])
+    assert [len(r["frames"]) for r in m7] == [20, 10, 20]  # no clip spans shots 10-11
+    assert list(m7[2]["scene_id"][:1]) == [0]
+
+
+def test_splits_are_movie_disjoint_and_in_proportion(built) -> None:
+    base, builder, expected = built
+    records = _records(base, builder)
+    movies = {s: {r["movie_id"] for r in rs} for s, rs in records.items()}
+    out = movies.get("test_out_domain", set())
+    assert out and not out & (movies["train"] | movies.get("val", set()) |
+                              movies.get("test_in_domain", set()))
+    labels = mn.split_clips({m: n + (m == "tt0000012") for m, n in expected.items()}, seed=0)
+    want = collections.Counter(s for v in labels.values() for s in v)
+    got = {s: len(rs) for s, rs in records.items()}
+    want[labels["tt0000012"][0]] -= 1  # tt0000012's first clip holds the bad JPEG
+    assert got == {s: n for s, n in want.items() if n}
+
+
+def test_missing_or_incomplete_manual_dir_is_one_line(tmp_path: pathlib.Path) -> None:
+    with pytest.raises(common.ManualDirError, match="needs --manual_dir"):
+        mp.MoviePuzzle.check_inputs("movienet", None)
+    (tmp_path / "annotation").mkdir()
+    with pytest.raises(common.ManualDirError, match="no shot/ folder") as e:
+        mp.MoviePuzzle.check_inputs("movienet", tmp_path)
+    assert "\n" not in str(e.value)
+
+
+def test_no_usable_movie_is_one_clear_error(tmp_path: pathlib.Path) -> None:
+    write_movie(tmp_path / "raw", "tt0000008", 14, [[0, 13]],
+                [(a, b, "Je ne pense pas qu'on doive y aller.") for a, b, _ in frame_cues(14)])
+    with pytest.raises(common.ManualDirError, match="movie_not_english=1"):
+        mp.prepare("movienet", tmp_path / "data", manual_dir=tmp_path / "raw")
+
+
+def test_read_fps_sources() -> None:
+    assert mb.read_fps({"fps": 25}, None, 24.0) == (25.0, "meta.fps")
+    assert mb.read_fps({"video": {"fps": 23.976}}, None, 24.0)[0] == 23.976
+    story = {"story": [{"frame": [0, 2500], "duration": [0.0, 100.0]}]}
+    assert mb.read_fps({}, story, 24.0) == (25.0, "annotation.story")
+    assert mb.read_fps(None, {"story": [{"frame": "x"}]}, 24.0) == (24.0, "default")
+
+
+def test_moviepuzzle_pipeline_reads_movienet_unchanged(built) -> None:
+    import ml_collections
+
+    from vnr.benchmarks.moviepuzzle import data as pipeline
+
+    base, builder, expected = built
+    cfg = ml_collections.ConfigDict(dict(
+        config="movienet", data_dir=str(base / "data"), manual_dir="", train_split="train",
+        max_frames=20, image_size=16, max_tokens=8, vocab_size=512, num_workers=0,
+        augment=False))
+    batch = next(iter(pipeline.train_dataset(cfg, 2, seed=0)))
+    assert batch["frames"].shape == (2, 20, 16, 16, 3) and batch["tokens"].shape == (2, 20, 8)
+    assert batch["mask"].sum() >= 20
+
+
+def test_cli_prints_the_curation_summary(built, tmp_path: pathlib.Path) -> None:
+    import subprocess
+    import sys
+
+    base, _, _ = built
+    out = subprocess.run(
+        [sys.executable, "-m", "tfds_builders", "build", "moviepuzzle", "--config", "movienet",
+         "--manual_dir", str(base / "raw"), "--data_dir", str(tmp_path)],
+        capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "examples: 18" in out.stdout and "frame_shot_outside_scenes: 6" in out.stdout
+    assert "skipped " in out.stderr and "movie_not_english" in out.stderr
+    bad = subprocess.run(
+        [sys.executable, "-m", "tfds_builders", "build", "moviepuzzle", "--config", "movienet",
+         "--data_dir", str(tmp_path)],
+        capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert bad.returncode == 2 and bad.stderr.strip().count("\n") == 0
+    assert "needs --manual_dir" in bad.stderr

@@ -1,0 +1,253 @@
+"""M-SyMoN: parsing rules, builder on generated and real files, alignment task, baselines."""
+
+import collections
+import json
+import pathlib
+
+import jax
+import numpy as np
+import pytest
+
+from configs.msymon.main import get_config
+from tfds_builders import common
+from tfds_builders import msymon as builder
+from tfds_builders.msymon import parse, synthetic
+from vnr import sharding, train
+from vnr.benchmarks.msymon import alignment as task
+from vnr.benchmarks.msymon import data
+
+DIM = 32
+
+
+def test_matched_spellings_and_bad_spans_are_counted():
+    counts = collections.Counter()
+    assert parse.normalise_matched(" Yes", counts) is True
+    assert parse.normalise_matched("no ", counts) is False
+    assert parse.normalise_matched("No", counts) is False
+    assert parse.normalise_matched("yes", counts) is True
+    assert parse.normalise_matched("maybe", counts) is None
+    assert counts["kept_fixed_matched_spelling"] == 3
+    entries = [
+        {"text": "a", "matched": "yes", "begin_time": 0.0, "end_time": 4.0},
+        {"text": "b", "matched": "no", "begin_time": 0, "end_time": 0},
+        {"text": "c", "matched": "yes", "begin_time": 9.0, "end_time": 5.0},  # end < begin
+        {"text": "d", "matched": "yes", "begin_time": 1.0, "end_time": 3.0},  # backwards
+        {"text": "e", "matched": "perhaps", "begin_time": 1.0, "end_time": 3.0},
+    ]
+    v = parse.parse_video("v", entries, pathlib.Path("x.json"), counts)
+    assert v["sentences"] == ["a", "b", "c", "d"]
+    assert v["matched"].tolist() == [True, False, False, True]
+    assert counts["kept_as_unmatched_end_before_begin"] == 1
+    assert counts["kept_times_backwards"] == 1
+    assert counts["unknown_matched_value"] == 1
+    # Clips: 2 s; midpoints 1, 3, 5 -> "a" then "d" wins the overlap [1, 3), then nothing.
+    cb, ce = parse.fixed_clips(5.0, 2.0)
+    assert ce.tolist() == [2.0, 4.0, 5.0]
+    labels = parse.gt_clip_labels(v["begin"], v["end"], v["matched"], cb, ce)
+    assert labels.tolist() == [3, 0, -1]
+
+
+def test_transcript_baseline_and_window_definitions():
+    out = {"clip_begin": np.array([[0.0, 2, 4, 6]]), "clip_end": np.array([[2.0, 4, 6, 8]]),
+           "narr_begin": np.array([[0.5, 4.5]]), "narr_end": np.array([[4.5, 6.5]]),
+           "clip_mask": np.array([[True, True, True, False]]),
+           "sent_mask": np.array([[True, True]])}
+    assert task.transcript_alignment(out).tolist() == [[0, 0, 1, -1]]
+    assert task.window_mask(out, 0.0)[0, :, 1].tolist() == [False, False, True, True]
+    # Narration estimate without subtitles: proportional to characters over the duration.
+    nb, ne, known = data.narration_times(["ab", "abcdef", "xy"], np.full(3, np.nan),
+                                         np.full(3, np.nan), 10.0)
+    assert np.allclose(nb, [0, 2, 8]) and np.allclose(ne, [2, 8, 10]) and not known.any()
+
+
+def _corpus(root: pathlib.Path) -> pathlib.Path:
+    """Two languages in the upstream layout, plus one of each defect kind."""
+    synthetic.write_corpus(root, seed=1, dim=DIM, languages=("en", "ch"),
+                           sizes={"train": 16, "val": 2, "test": 4, "weak": 1})
+    ann = root / "annotations" / "en" / "train.json"
+    d = json.loads(ann.read_text())
+    vids = sorted(d)
+    d[vids[0]][0]["matched"] = " Yes"
+    later = [e for e in d[vids[1]] if e["matched"] == "yes"][-1]
+    later["end_time"] = later["begin_time"] - 1  # end < begin
+    ann.write_text(json.dumps(d))
+    np.save(root / "features" / f"{vids[2]}.npy", np.zeros((50, DIM + 1), np.float32))
+    np.save(root / "features" / f"{vids[3]}.npy", np.zeros((2, DIM), np.float32))
+    (root / "annotations" / "de").mkdir()
+    (root / "annotations" / "de" / "train.json").write_text(json.dumps({"x": []}))
+    (root / "annotations" / "ch" / "val.json").write_text("{not json")
+    return root
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> tuple[pathlib.Path, str, dict]:
+    """The generated corpus built once: (manual_dir, data_dir, build summary)."""
+    root = _corpus(tmp_path_factory.mktemp("msymon_raw"))
+    data_dir = str(tmp_path_factory.mktemp("msymon_tfds"))
+    b = builder.prepare(builder.builder_config(True, DIM, 1.0), data_dir, root)
+    return root, data_dir, common.read_summary(b)
+
+
+def test_builder_counts_every_defect_of_the_generated_corpus(corpus):
+    _, _, summary = corpus
+    skipped = summary["skipped"]
+    assert skipped["kept_fixed_matched_spelling"] == 1
+    assert skipped["kept_as_unmatched_end_before_begin"] == 1
+    assert skipped["features_wrong_dim"] == 1
+    assert skipped["features_too_short"] == 1
+    assert skipped["unknown_language"] == 1
+    assert skipped["bad_json"] == 1
+    ex = summary["examples"]
+    assert ex["en_train"] == 14 and ex["ch_train"] == 16 and ex["en_weak"] == 1
+    assert "ch_val" not in ex and ex["en_test"] == 4
+
+
+def test_real_msymon_builds_and_counts_its_defects(shared_data, tmp_path):
+    b = builder.prepare("text_only", tmp_path, shared_data / "msymon")
+    s = common.read_summary(b)
+    assert sum(s["examples"].values()) == 131 and s["examples"]["ru_val"] == 17
+    assert s["skipped"]["kept_fixed_matched_spelling"] == 135  # " yes", " no", "no "
+    assert s["skipped"]["kept_as_unmatched_end_before_begin"] == 5
+    assert s["skipped"]["kept_times_backwards"] == 24
+    rec = builder.data_source("text_only", "en_train", tmp_path)[0]
+    assert rec["matched"].dtype == bool and len(rec["sentences"]) == len(rec["begin"])
+    # The transcript baseline runs on the real annotations (no video, no subtitles).
+    cfg = get_config("smoke").data
+    cfg.update(config="text_only", data_dir=str(tmp_path), features=False, clip_seconds=3.0)
+    res = task.baseline(cfg, ["val"])
+    assert set(res) == {"ru_val"} and 0 < res["ru_val"]["clip_accuracy"] < 1
+    assert res["ru_val"]["narration_from_subtitles"] == 0.0
+
+
+def _config(corpus, lang: str = "en", **kw):
+    root, data_dir, _ = corpus
+    c = get_config(f"smoke,individual:{lang}")
+    c.data.update(config="features", dim=DIM, data_dir=data_dir, manual_dir=str(root))
+    c.data.val_split = f"{lang}_val" if lang == "en" else f"{lang}_test"
+    for k, v in kw.items():
+        node = c
+        *parents, leaf = k.split(".")
+        for p in parents:
+            node = node[p]
+        node[leaf] = v
+    return c
+
+
+# One model/batch shape for every run in this file, so compiled steps are shared (the
+# persistent compile cache keys on the HLO).
+SIZES = {"model.clip_layers": 0, "model.width": 64, "model.embed": 64, "batch_size": 16}
+RUN = {**SIZES, "total_steps": 150, "warmup_steps": 10, "lr": 3e-3, "eval_every": 150,
+       "ckpt_every": 150, "log_every": 50, "eval.max_test_clips": 0}
+
+
+def test_loss_is_the_same_on_1_and_8_devices(corpus):
+    c = _config(corpus, **RUN)
+    batch = next(iter(task.train_data(c, c.batch_size, 0, 1)))
+    assert (batch["labels"] >= 0).any() and (batch["labels"] == -1).any()
+    losses = []
+    for shape, devices in (((1, 1), jax.devices()[:1]), ((8, 1), jax.devices())):
+        c.mesh.shape = shape
+        s = train.setup(c, devices=devices)
+        _, metrics = s.step_fn(s.state, sharding.global_batch(batch, s.mesh),
+                               np.int32(1))
+        losses.append(float(metrics["loss"]))
+    assert np.isfinite(losses[0]) and losses[0] > 0
+    np.testing.assert_allclose(losses[0], losses[1], rtol=1e-5)
+
+
+@pytest.fixture(scope="module")
+def en_run(corpus, tmp_path_factory) -> tuple[str, dict]:
+    """A short English run end to end (train, val, test with the transcript baseline)."""
+    c = _config(corpus, **RUN)
+    workdir = str(tmp_path_factory.mktemp("en_run"))
+    return workdir, train.run(c, workdir)
+
+
+def test_alignment_beats_the_transcript_baseline(en_run):
+    results = en_run[1]["en_test"]
+    assert results["f1"] > results["transcript_f1"] + 0.05, results
+    assert results["clip_accuracy"] > results["transcript_clip_accuracy"], results
+
+
+def test_crosslingual_matrix_from_two_language_runs(corpus, en_run, tmp_path):
+    ch = str(tmp_path / "ch")
+    train.run(_config(corpus, "ch", **SIZES, **{"data.test_splits": (), "total_steps": 2}), ch)
+    cfg = _config(corpus, **SIZES)
+    cells, table = task.crosslingual(cfg, {"en": en_run[0], "ch": ch}, "test")
+    assert set(cells) == {(r, c) for r in ("en", "ch") for c in ("en", "ch")}
+    lines = table.splitlines()
+    assert len(lines) == 2 + 7 and lines[2].startswith("| en | ") and "-" in lines[4]
+    assert all(0 <= v <= 1 for v in cells.values())
+    # The English model on English test videos is the run's own test result.
+    assert cells["en", "en"] == pytest.approx(en_run[1]["en_test"]["f1"], abs=1e-6)
+
+
+def test_window_constraint_and_wrong_sized_init(corpus, en_run):
+    c = _config(corpus, **RUN, **{"eval.window_seconds": 4.0, "data.test_splits": ("en_test",)})
+    c.init_from = en_run[0]
+    res = task.evaluate_run(c)["en_test"]
+    # The window only removes far-off matches: still better than timestamps alone.
+    assert res["f1"] > res["transcript_f1"], res
+    bad = _config(corpus, **{**RUN, "model.width": 48})
+    bad.init_from = en_run[0]
+    with pytest.raises(train.ConfigError, match="init_from"):
+        train.setup(bad)
+
+
+def test_bad_config_and_missing_init_are_one_line_errors(corpus):
+    with pytest.raises(train.ConfigError, match="init_from"):
+        train.setup(_config(corpus, init_from="/nonexistent/run"))
+    with pytest.raises(train.ConfigError, match="eval.drop"):
+        train.setup(_config(corpus, **{"eval.drop": "median"}))
+    two = _config(corpus)
+    two.require_init_from = True
+    with pytest.raises(train.ConfigError, match="two_stage"):
+        train.setup(two)
+    with pytest.raises(ValueError, match="individual"):
+        get_config("individual:de")
+
+
+def test_yms_zero_shot_from_the_msymon_run_and_supervised_batches(en_run, tmp_path):
+    from configs.yms.main import get_config as yms_config
+
+    from tfds_builders.msymon.yms import synthetic as yms_synthetic
+
+    root = yms_synthetic.write_corpus(tmp_path / "yms", seed=1, dim=DIM)
+    c = yms_config("smoke,zeroshot")
+    c.data.update(manual_dir=str(root), data_dir=str(tmp_path / "tfds"), dim=DIM)
+    c.model.update(clip_layers=0, width=64, embed=64)
+    c.init_from = en_run[0]
+    res = task.evaluate_run(c)["test"]
+    assert 0 <= res["threshold"] <= 1 and res["videos"] == 2
+    # Zero-shot argmax (threshold tuned on val) beats the timestamp-free transcript guess.
+    assert res["f1"] > res["transcript_f1"], res
+    sup = yms_config("smoke,supervised")
+    sup.data.update(manual_dir=str(root), data_dir=str(tmp_path / "tfds"), dim=DIM)
+    train.setup(sup)  # the supervised config validates
+    batch = next(iter(task.train_data(sup, sup.batch_size, 0, 1)))
+    assert batch["features"].shape[-1] == DIM and (batch["labels"] >= 0).any()
+    # YMS clips follow clip_segmentation.txt (1-4 s), not the fixed clip_seconds grid.
+    lengths = (batch["clip_end"] - batch["clip_begin"])[batch["clip_mask"]]
+    assert len(np.unique(np.round(lengths, 3))) > 2
+
+
+def test_init_from_restores_every_parameter_including_list_indices(tmp_path):
+    import orbax.checkpoint as ocp
+    from flax import nnx
+
+    c = get_config("smoke")
+    c.model.update(clip_layers=1, sentence_layers=1, text_layers=1)
+    model = task.make_model(c, nnx.Rngs(3))
+    params = nnx.state(model, nnx.Param).to_pure_dict()  # nnx.List blocks: int keys
+    with ocp.StandardCheckpointer() as ckpt:  # the trainer's layout: (model, optimizer)
+        ckpt.save(tmp_path / "checkpoints" / "7" / "state",
+                  {"0": params, "1": {"step": np.zeros((), np.int32)}})
+    c.init_from = str(tmp_path)
+    loaded = task.make_model(c, nnx.Rngs(99))
+    got = nnx.state(loaded, nnx.Param).to_pure_dict()
+    flat = lambda t: {task._name(k): np.asarray(v)  # noqa: E731
+                      for k, v in jax.tree_util.tree_flatten_with_path(t)[0]}
+    want, have = flat(params), flat(got)
+    assert set(want) == set(have) and any(".blocks.0." in k for k in want)
+    for k in want:
+        np.testing.assert_array_equal(have[k], want[k], err_msg=k)

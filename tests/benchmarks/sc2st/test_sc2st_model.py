@@ -1,0 +1,109 @@
+"""Sc2St model and task: scan == Python loop, causality, baselines, and a smoke run."""
+
+import importlib.util
+import json
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import nnx
+
+from tests import ROOT  # noqa: E402
+from vnr.benchmarks.sc2st import model as storyboard
+from vnr.benchmarks.sc2st import storyboard as task
+
+
+def get_config(arg):
+    spec = importlib.util.spec_from_file_location("sc2st_cfg", ROOT / "configs/sc2st/main.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.get_config(arg)
+
+
+def fake_batch(b=2, c=12, d=32, tokens=16, seed=0):
+    rng = np.random.default_rng(seed)
+    return {"tokens": rng.integers(2, 1024, (b, 10, tokens)).astype(np.int32),
+            "features": rng.normal(size=(b, 10, d)).astype(np.float32),
+            "cands": rng.normal(size=(b, 9, c, d)).astype(np.float32),
+            "answer": rng.integers(0, c, (b, 9)).astype(np.int32),
+            "index": np.arange(b, dtype=np.int32), "mask": np.ones(b, bool)}
+
+
+@pytest.fixture(scope="module")
+def models():
+    out = {}
+    for fusion in storyboard.TRAINED:
+        cfg = get_config(f"smoke,{fusion}")
+        out[fusion] = task.make_model(cfg, nnx.Rngs(0))
+    return out
+
+
+def test_scan_equals_python_loop_and_is_causal(models):
+    batch = fake_batch()
+    for fusion, model in models.items():
+        carry, xs = model.prepare(batch)
+        scan = model.rounds_scan(carry, xs)
+        loop = model.rounds_loop(carry, xs)
+        assert scan.shape == (2, 9, 12)
+        np.testing.assert_allclose(scan, loop, rtol=1e-5, atol=1e-5, err_msg=fusion)
+        # Round t (index t-2) must not see keyframe t or later: change keyframe 6.
+        changed = dict(batch, features=batch["features"].copy())
+        changed["features"][:, 5] += 3.0
+        after = model(changed)
+        np.testing.assert_allclose(after[:, :5], scan[:, :5], atol=1e-6, err_msg=fusion)
+        if fusion != "lf_t":  # visual context must matter from round 7 on
+            assert not np.allclose(after[:, 5:], scan[:, 5:])
+        else:
+            np.testing.assert_allclose(after, scan, atol=1e-6)
+
+
+def test_loss_has_gradients_everywhere(models):
+    batch = jax.tree.map(jnp.asarray, fake_batch())
+    cfg = get_config("smoke,gf")
+    model = models["gf"]
+    grads = nnx.jit(nnx.grad(lambda m: task.loss_fn(m, batch, nnx.Rngs(dropout=1), cfg)[0]))(
+        model)
+    norms = {jax.tree_util.keystr(p): float(jnp.abs(g).sum())
+             for p, g in jax.tree_util.tree_leaves_with_path(nnx.state(grads))}
+    assert all(np.isfinite(v) for v in norms.values())
+    dead = [k for k, v in norms.items() if v == 0]
+    assert not dead, dead
+
+
+def test_baselines():
+    b = fake_batch()
+    sim = np.asarray(storyboard.similarity_scores(b["features"], b["cands"]))
+    prev, cand = b["features"][0, 3], b["cands"][0, 3, 7]
+    want = prev @ cand / np.linalg.norm(prev) / np.linalg.norm(cand)
+    assert sim[0, 3, 7] == pytest.approx(want, rel=1e-5)
+    p1 = storyboard.prior_scores(jax.random.key(0), jnp.array([0, 1]), (9, 12))
+    p2 = storyboard.prior_scores(jax.random.key(0), jnp.array([1]), (9, 12))
+    np.testing.assert_array_equal(p1[1], p2[0])  # a storyboard's scores depend on its index only
+    cfg = get_config("similarity")
+    assert cfg.total_steps == 0
+    cfg.total_steps = 5
+    with pytest.raises(ValueError, match="nothing to train"):
+        task.validate(cfg)
+    with pytest.raises(ValueError, match="one model"):
+        get_config("sa,gf")
+
+
+def test_smoke_run_end_to_end(tmp_path):
+    """Builds synthetic_tiny, trains the SA model a few steps, evaluates; prior baseline too."""
+    from vnr import train
+
+    results = {}
+    for arg in ("smoke,sa", "smoke,prior"):
+        cfg = get_config(arg)
+        cfg.data.data_dir = str(tmp_path / "tfds")
+        cfg.progress = False
+        results[arg] = train.run(cfg, str(tmp_path / arg.replace(",", "_")))
+    for r in results.values():
+        m = r["test"]
+        assert m["storyboards"] == 6
+        assert 0 <= m["r1"] <= m["r5"] <= m["r10"] <= 100 and 1 <= m["mean_rank"] <= 20
+        assert {"early_r1", "middle_mrr", "late_mean_rank"} <= set(m)
+    saved = json.loads((tmp_path / "smoke_sa" / "results.json").read_text())
+    assert saved["test"]["r1"] == pytest.approx(results["smoke,sa"]["test"]["r1"])
+    assert (tmp_path / "smoke_sa" / "checkpoints").is_dir()

@@ -1,0 +1,116 @@
+"""SYMON tasks: memory (Eq. 6), cut pairs, 1 vs 8 devices, and learning on generated data."""
+
+import importlib.util
+import json
+import pathlib
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from tests import ROOT  # noqa: E402
+from vnr import sharding, train
+from vnr.benchmarks.symon import data
+
+
+def _config(name: str, arg: str, data_dir: pathlib.Path):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "configs" / "symon" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    c = module.get_config(arg)
+    c.data.data_dir = str(data_dir)
+    c.progress = False
+    return c
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("symon_tfds")
+
+
+def test_memory_choice_eq6():
+    rng = np.random.default_rng(0)
+    base = rng.normal(size=(4, 8))
+    frames = [base + 0.1 * rng.normal(size=base.shape),  # j=0: similar frames, no shared name
+              rng.normal(size=(4, 8)),  # j=1: unrelated frames, two shared names
+              base + 0.5 * rng.normal(size=base.shape),  # j=2: a bit less similar, one name
+              base]
+    names = ["", "Ann|Bob", "Ann", "Ann|Bob"]
+    cos = [float(data._unit_mean(f) @ data._unit_mean(frames[3])) for f in frames[:3]]
+    want = int(np.argmax([(1 + e) * c for e, c in zip((0, 2, 1), cos)]))
+    assert data.memory_choice(frames, names, 3, window=10) == want == 2
+    assert data.memory_choice(frames, names, 3, window=1) == 2
+    assert data.memory_choice(frames, ["", "", "", ""], 3, window=10) == 0  # cosine alone
+    assert data.memory_choice(frames, names, 0, window=10) == -1
+
+
+def test_order_items_rules():
+    rec = {"cuts": np.array([5.0, 12.0, 14.0, 30.0, 40.0], np.float32),
+           "trim": np.array([2.0, 38.0], np.float32), "features": np.zeros((45, 4)),
+           "sentences": ["a b.", "c d.", "e f."], "starts": np.array([3.0, 9.0, 29.0]),
+           "ends": np.array([8.0, 11.0, 31.0])}
+    # 5: 1 s before the trim start; 12/14: another cut inside the window; 40 > trim end.
+    assert data.order_items(rec, 1.0, 4.0) == [(30.0, "e f.")]
+    rec["sentences"][2], rec["starts"][2], rec["ends"][2] = "late.", 35.0, 36.0
+    assert data.order_items(rec, 1.0, 4.0) == []  # no narration overlapping [26, 34)
+
+
+def _first_losses(config, devices, batches):
+    s = train.setup(config, devices=devices)
+    state, losses = s.state, []
+    for i, host in enumerate(batches):
+        state, m = s.step_fn(state, sharding.global_batch(host, s.mesh), jnp.int32(i + 1))
+        losses.append(float(m["loss"]))
+    return losses
+
+
+@pytest.mark.parametrize("name,arg", [("retrieval", "smoke"), ("order", "smoke,text_video")])
+def test_same_loss_on_one_and_eight_devices(name, arg, data_dir):
+    c = _config(name, arg, data_dir)
+    task = importlib.import_module(f"vnr.benchmarks.{c.task}")
+    it = iter(task.train_data(c, c.batch_size, 0, 1))
+    batches = [next(it) for _ in range(3)]
+    one = _first_losses(c, jax.devices()[:1], batches)
+    c8 = _config(name, arg, data_dir)
+    c8.mesh.shape = (8, 1)
+    eight = _first_losses(c8, jax.devices(), batches)
+    np.testing.assert_allclose(one, eight, rtol=2e-4)
+    assert one[0] != one[2]  # the steps really updated the model
+
+
+def _run(name, arg, data_dir, tmp_path, **over):
+    c = _config(name, arg, data_dir)
+    c.data.config = "synthetic"  # enough val/test movies for a meaningful chance level
+    c.update(total_steps=over.pop("steps"), warmup_steps=10, lr=3e-3, batch_size=32,
+             eval_batch_size=64, log_every=20, eval_every=1000, ckpt_every=1000)
+    c.eval.update(max_val_clips=0, max_test_clips=0)
+    c.data.test_splits = ("val", "test")
+    results = train.run(c, str(tmp_path))
+    assert json.loads((tmp_path / "results.json").read_text()) == results
+    return results
+
+
+def test_retrieval_beats_chance_on_generated_data(data_dir, tmp_path):
+    res = _run("retrieval", "smoke", data_dir, tmp_path, steps=300)
+    for split, m in res.items():
+        assert m["items"] > 100, split
+        assert m["v2t_r@10"] > m["chance_v2t_r@10"] + 15, (split, m)
+        assert m["t2v_r@10"] > m["chance_v2t_r@10"] + 15, (split, m)
+        assert m["v2t_r@1"] > m["chance_v2t_r@1"] + 5, (split, m)
+
+
+def test_ordering_beats_half_on_generated_data(data_dir, tmp_path):
+    res = _run("order", "smoke,video_only", data_dir, tmp_path, steps=60)
+    for split, m in res.items():
+        assert m["pairs"] >= 40, split
+        assert m["accuracy"] > 62, (split, m)
+
+
+def test_config_errors_are_one_line(data_dir):
+    c = _config("retrieval", "smoke", data_dir)
+    c.data.config = "text_only"
+    with pytest.raises(train.ConfigError, match="no video features"):
+        train.setup(c)
+    with pytest.raises(ValueError, match="unknown config arg"):
+        _config("order", "smoke,bogus", data_dir)

@@ -1,0 +1,91 @@
+"""The MoviePuzzle grain pipeline: conventions, reshuffles, process sharding, padding."""
+
+import numpy as np
+
+from configs.moviepuzzle.main import get_config
+from vnr.benchmarks.moviepuzzle import data
+from vnr.benchmarks.moviepuzzle.pairwise import gt_order
+from vnr.data import pipeline, text
+
+
+def _cfg():
+    return get_config("smoke").data
+
+
+def _records(n=12, seed=0):
+    import io
+
+    from PIL import Image
+
+    rng = np.random.default_rng(seed)
+    out = []
+    for c in range(n):
+        k = int(rng.integers(3, 8))
+        frames = []
+        for t in range(k):  # frame t has brightness 20 * t: decodes back to its position
+            b = io.BytesIO()
+            Image.fromarray(np.full((16, 16, 3), 20 * t, np.uint8)).save(b, "JPEG", quality=95)
+            frames.append(b.getvalue())
+        out.append(dict(clip_id=str(c), movie_id="m", frames=frames,
+                        subtitles=[f"word{t}" for t in range(k)],
+                        img_id=np.arange(k, dtype=np.int32), shot_id=np.arange(k, dtype=np.int32),
+                        scene_id=np.zeros(k, np.int32), position=np.arange(k, dtype=np.int32)))
+    return out
+
+
+def _batches(monkeypatch, n_batches, batch=4, pi=0, pc=1, seed=0):
+    recs = _records()
+    monkeypatch.setattr(data, "_source", lambda cfg, split: recs)
+    it = iter(data.train_dataset(_cfg(), batch, seed, pi, pc))
+    out = [next(it) for _ in range(n_batches)]
+    it.close()
+    return out
+
+
+def test_position_and_gt_order_follow_the_shuffle(monkeypatch):
+    for b in _batches(monkeypatch, 3):
+        n = b["mask"].sum(-1)
+        order = gt_order(b["position"])
+        for c in range(len(n)):
+            # The input frame at true position k has brightness 20 * k.
+            bright = b["frames"][c, order[c, : n[c]], 0, 0, 0].astype(int)
+            np.testing.assert_allclose(bright, 20 * np.arange(n[c]), atol=3)
+            assert sorted(b["position"][c, : n[c]]) == list(range(n[c]))
+            np.testing.assert_array_equal(order[c, n[c]:], np.arange(n[c], len(order[c])))
+            assert not b["mask"][c, n[c]:].any()
+
+
+def test_frames_reshuffled_every_epoch_and_deterministic(monkeypatch):
+    a = _batches(monkeypatch, 6)  # 12 clips / 4 per batch: 2 epochs
+    again = _batches(monkeypatch, 6)
+    for x, y in zip(a, again):
+        np.testing.assert_array_equal(x["position"], y["position"])
+    first = {tuple(p) for b in a[:3] for p in b["position"]}
+    second = {tuple(p) for b in a[3:] for p in b["position"]}
+    assert first != second
+
+
+def test_processes_split_one_global_stream(monkeypatch):
+    """Process p of 2 reads the p-th half of every global batch, same rows and shuffles."""
+    whole = [b["position"] for b in _batches(monkeypatch, 2, batch=4)]
+    for p in range(2):
+        got = [b["position"] for b in _batches(monkeypatch, 2, batch=2, pi=p, pc=2)]
+        for g, w in zip(got, whole, strict=True):
+            np.testing.assert_array_equal(g, w[2 * p:2 * p + 2])
+
+
+def test_pad_batch_masks_padding():
+    b = {"mask": np.ones((3, 5), bool), "frames": np.ones((3, 5, 2, 2, 3), np.uint8),
+         "text": np.full((3, 5), "x", dtype=object)}
+    p = pipeline.pad_batch(b, 8)
+    assert p["mask"].shape == (8, 5) and not p["mask"][3:].any() and p["mask"][:3].all()
+    assert (p["frames"][3:] == 0).all() and p["text"][5, 0] == ""
+
+
+def test_tokenizer_is_unicode_aware_and_stable():
+    assert text.words("Où est-il? café") == ["où", "est", "il", "?", "café"]
+    assert text.words("你好") == ["你", "好"]
+    a = text.tokenize("Where is the key?", 4096, 8)
+    np.testing.assert_array_equal(a, text.tokenize("where is the KEY ?", 4096, 8))
+    assert (a[:5] >= 2).all() and (a[5:] == 0).all()
+    np.testing.assert_array_equal(text.tokenize("", 4096, 4), [text.EMPTY, 0, 0, 0])

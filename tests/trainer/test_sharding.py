@@ -1,0 +1,98 @@
+"""Same loss and gradients on every mesh; parameters land in their rule shardings."""
+
+import functools
+
+import jax
+import numpy as np
+import pytest
+from flax import nnx
+from jax.sharding import PartitionSpec as P
+
+from configs.moviepuzzle.main import get_config
+from vnr import sharding
+from vnr.benchmarks.moviepuzzle import pairwise as task
+
+MESHES = [(1, 1), (8, 1), (4, 2), (2, 4)]
+
+
+def _config():
+    c = get_config("smoke")
+    c.model.update(dropout=0.0, heads=4, width=32, mlp=64)  # divisible by 4-way model axis
+    return c
+
+
+def _batch(config, b=8, n=12, seed=0):
+    rng = np.random.default_rng(seed)
+    d = config.data
+    n_real = rng.integers(5, n + 1, size=b)
+    mask = np.arange(n)[None] < n_real[:, None]
+    pos = np.stack([np.concatenate([rng.permutation(k), np.arange(k, n)]) for k in n_real])
+    return {
+        "frames": rng.integers(0, 255, (b, n, d.image_size, d.image_size, 3), dtype=np.uint8),
+        "tokens": rng.integers(0, d.vocab_size, (b, n, d.max_tokens)).astype(np.int32),
+        "mask": mask,
+        "position": pos.astype(np.int32),
+        "shot_id": np.zeros((b, n), np.int32),
+        "scene_id": np.zeros((b, n), np.int32),
+    }
+
+
+@functools.cache
+def _loss_and_grads_cached(mesh_shape):
+    return _loss_and_grads(_config(), mesh_shape)
+
+
+def _loss_and_grads(config, mesh_shape):
+    devices = jax.devices()[: int(np.prod(mesh_shape))]
+    mesh = sharding.make_mesh(mesh_shape, devices=devices)
+    rules = [tuple(r) for r in config.sharding_rules]
+    graphdef, state, shardings = sharding.create_sharded(
+        lambda: task.make_model(config, nnx.Rngs(0)), mesh, rules)
+
+    def f(state, batch):
+        model = nnx.merge(graphdef, state)
+        rngs = nnx.Rngs(dropout=jax.random.key(1))
+        (loss, _), grads = nnx.value_and_grad(
+            lambda m, r: task.loss_fn(m, batch, r, config), has_aux=True)(model, rngs)
+        return loss, nnx.state(grads, nnx.Param)
+
+    batch = sharding.global_batch(_batch(config), mesh)
+    loss, grads = jax.jit(f, in_shardings=(shardings, sharding.batch_sharding(mesh)))(state, batch)
+    return float(loss), jax.device_get(grads.to_pure_dict()), state, mesh
+
+
+def test_same_loss_and_grads_on_all_meshes():
+    ref_loss, ref_grads, _, _ = _loss_and_grads_cached(MESHES[0])
+    for shape in MESHES[1:]:
+        loss, grads, _, _ = _loss_and_grads_cached(shape)
+        np.testing.assert_allclose(loss, ref_loss, rtol=1e-5, err_msg=str(shape))
+        jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=2e-4, atol=2e-6),
+                     grads, ref_grads)
+
+
+def test_parameters_follow_rules():
+    _, _, state, mesh = _loss_and_grads_cached((4, 2))
+    params = state.to_pure_dict()
+    assert params["blocks"][0]["up"]["kernel"].sharding.spec == P(None, "model")
+    assert params["blocks"][0]["down"]["kernel"].sharding.spec == P("model", None)
+    assert params["blocks"][0]["q"]["kernel"].sharding.spec == P(None, "model")
+    assert params["text"]["embed"]["embedding"].sharding.spec == P("model", None)
+    assert params["ln"]["scale"].sharding.spec == P(None)
+    assert params["blocks"][0]["up"]["kernel"].sharding.mesh.shape == mesh.shape
+
+
+def test_bad_mesh_and_batch_fail_with_clear_errors():
+    with pytest.raises(ValueError, match=r"mesh.shape \(3, 1\) needs 3 devices but there are 8"):
+        sharding.make_mesh((3, 1))
+    with pytest.raises(ValueError, match=r"mesh.shape \(-1, 3\) does not divide the 8 devices"):
+        sharding.make_mesh((-1, 3))
+    mesh = sharding.make_mesh((8, 1))
+    with pytest.raises(ValueError, match=r"batch_size=12 is not divisible by the mesh's data axis"):
+        sharding.check_batch_size(12, mesh)
+
+
+def test_logical_to_spec_uses_each_mesh_axis_once():
+    rules = [("mlp", "model"), ("heads", "model"), ("batch", "data")]
+    assert sharding.logical_to_spec(("mlp", "heads"), rules) == P("model", None)
+    assert sharding.logical_to_spec(("embed", "mlp"), rules) == P(None, "model")
+    assert sharding.logical_to_spec(None, rules) == P()

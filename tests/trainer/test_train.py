@@ -1,0 +1,199 @@
+"""The train loop end to end on the tiny synthetic corpus: outputs, resume, NaN, bad input."""
+
+import json
+import pathlib
+import shutil
+import subprocess
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import orbax.checkpoint as ocp
+import pytest
+
+from configs.moviepuzzle.main import get_config
+from tests import ROOT  # noqa: E402
+from vnr import train
+
+METRICS = {"lsd", "lmd", "sd", "ssd", "os2", "os3"}
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory) -> str:
+    """One tiny synthetic corpus built once for the module."""
+    return str(tmp_path_factory.mktemp("tfds"))
+
+
+def smoke(data_dir: str, **overrides):
+    c = get_config("smoke")
+    c.data.data_dir = data_dir
+    for k, v in overrides.items():
+        node = c
+        *parents, leaf = k.split(".")
+        for p in parents:
+            node = node[p]
+        node[leaf] = v
+    return c
+
+
+def _named(tree) -> dict[str, np.ndarray]:
+    """Leaves by dotted path (orbax stores list indices as string keys)."""
+    key = lambda k: str(getattr(k, "key", getattr(k, "idx", k)))  # noqa: E731
+    return {".".join(map(key, p)): np.asarray(v)
+            for p, v in jax.tree_util.tree_flatten_with_path(tree)[0]}
+
+
+def _final_params(workdir: pathlib.Path, step: int) -> dict[str, np.ndarray]:
+    with ocp.StandardCheckpointer() as ckpt:
+        return _named(ckpt.restore(workdir / "checkpoints" / str(step) / "state"))
+
+
+@pytest.fixture(scope="module")
+def finished(data_dir, tmp_path_factory) -> tuple[pathlib.Path, dict]:
+    """One uninterrupted smoke run on a (4, 2) mesh (6 steps, checkpoints at 3 and 6)."""
+    workdir = tmp_path_factory.mktemp("full")
+    return workdir, train.run(smoke(data_dir, **{"mesh.shape": (4, 2)}), str(workdir))
+
+
+def test_smoke_run_writes_results_reports_and_logs(finished):
+    workdir, results = finished
+    saved = json.loads((workdir / "results.json").read_text())
+    assert set(saved) == {"test_in_domain", "test_out_domain"}
+    for split in saved.values():
+        assert METRICS <= set(split)
+        assert 0.0 <= split["os2"] <= 100.0 and split["clips"] == 10  # a full + a short batch
+    assert saved == json.loads(json.dumps(results))
+    for name in ("reports/curves.png", "reports/test_out_domain_orders.png", "config.json"):
+        assert (workdir / name).stat().st_size > 1000, name
+    rows = [json.loads(x) for x in (workdir / "metrics.jsonl").read_text().splitlines()]
+    assert any("train/loss" in r for r in rows) and any("val/os2" in r for r in rows)
+    assert list((workdir / "tb").glob("events.out.tfevents.*"))
+    assert json.loads((workdir / "config.json").read_text())["task"] == "moviepuzzle.pairwise"
+
+
+def test_restart_resumes_where_it_stopped(data_dir, finished, tmp_path, monkeypatch):
+    """Killed after the step-3 checkpoint and restarted (relative workdir): the same
+    parameters, bit for bit, as the run that never stopped."""
+    full, _ = finished
+    shutil.copytree(full, tmp_path / "cut")
+    shutil.rmtree(tmp_path / "cut" / "checkpoints" / "6")
+    (tmp_path / "cut" / "results.json").unlink()
+    monkeypatch.chdir(tmp_path)
+    train.run(smoke(data_dir, **{"mesh.shape": (4, 2)}), "cut")
+    a, b = _final_params(full, 6), _final_params(tmp_path / "cut", 6)
+    assert a.keys() == b.keys()
+    for name in a:
+        np.testing.assert_array_equal(a[name], b[name], err_msg=name)
+
+
+def test_checkpoint_restores_onto_another_mesh(data_dir, finished):
+    """A checkpoint written on (4, 2) restores exactly onto (2, 4) in the new shardings."""
+    full, _ = finished
+    from vnr import checkpoint
+
+    s = train.setup(smoke(data_dir, **{"mesh.shape": (2, 4)}))
+    with checkpoint.manager(full / "checkpoints") as mgr:
+        state = checkpoint.restore(mgr, 6, s.state, s.state_shardings, None)
+    restored = state.to_pure_dict()
+    want = _final_params(full, 6)
+    got = _named(jax.device_get(restored))
+    assert got.keys() == want.keys()
+    for name in want:
+        np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+    kernel = restored[0]["blocks"][0]["up"]["kernel"]  # state = (model, optimizer)
+    assert dict(kernel.sharding.mesh.shape) == {"data": 2, "model": 4}
+    assert kernel.sharding.spec == s.state_shardings.to_pure_dict()[0]["blocks"][0]["up"][
+        "kernel"].spec
+
+
+def test_checkpoint_of_another_model_names_the_parameter(data_dir, finished):
+    full, _ = finished
+    from vnr import checkpoint
+
+    s = train.setup(smoke(data_dir, **{"model.mlp": 32}))
+    with checkpoint.manager(full / "checkpoints") as mgr, pytest.raises(
+            ValueError, match=r"checkpoint parameter 0\.blocks\.0\.down\.kernel has shape "
+                              r"\(64, 32\), model expects \(32, 32\)"):
+        checkpoint.restore(mgr, 6, s.state, s.state_shardings, None)
+
+
+def test_train_step_skips_nonfinite_updates(data_dir):
+    config = smoke(data_dir, lr=float("nan"))
+    s = train.setup(config)
+    batch = next(iter(s.task.train_data(config, s.local_batch, 0, 1)))
+    from vnr import sharding
+
+    before = jax.device_get(s.state.to_pure_dict())
+    state, metrics = s.step_fn(s.state, sharding.global_batch(batch, s.mesh),
+                               jnp.asarray(1, jnp.int32))
+    assert int(metrics["nonfinite"]) == 1
+    jax.tree.map(np.testing.assert_array_equal, before, jax.device_get(state.to_pure_dict()))
+
+
+def test_nonfinite_loss_stops_run_and_keeps_last_good_checkpoint(data_dir, tmp_path,
+                                                                 monkeypatch):
+    original = train.train_step
+
+    def poisoned(graphdef, task, config, state, batch, step):
+        old = state.to_pure_dict()
+        new, metrics = original(graphdef, task, config, state, batch, step)
+        bad = step == 5
+        metrics["nonfinite"] = jnp.where(bad, 1, metrics["nonfinite"])
+        from flax import nnx
+
+        nnx.replace_by_pure_dict(new, jax.tree.map(lambda n, o: jnp.where(bad, o, n),
+                                                   new.to_pure_dict(), old))
+        return new, metrics
+
+    monkeypatch.setattr(train, "train_step", poisoned)
+    with pytest.raises(train.NonFiniteLoss, match=r"step 5 .*step 3\)"):
+        train.run(smoke(data_dir), str(tmp_path))
+    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir() if p.name.isdigit()) \
+        == ["3"]
+    assert not (tmp_path / "results.json").exists()
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"mesh.shape": (3, 1)}, r"mesh.shape \(3, 1\) needs 3 devices but there are 8"),
+    ({"batch_size": 12}, r"batch_size=12 is not divisible by the mesh's data axis"),
+    ({"data.config": "clips"}, r"data.manual_dir is required"),
+    ({"data.config": "clips", "data.manual_dir": "/nonexistent/dir"}, r"does not exist"),
+    ({"task": "nope"}, r"task='nope': no module vnr/benchmarks/nope.py"),
+    ({"eval.search": "exact"}, r"eval.search='exact' handles clips of <= 18 frames"),
+    ({"eval.search": "bem"}, r"eval.search='bem': use 'beam' or 'exact'"),
+    ({"best_metric": "os2", "ckpt_every": 2}, r"needs ckpt_every \(2\) to be a multiple"),
+])
+def test_bad_config_fails_before_compile(data_dir, tmp_path, overrides, message):
+    with pytest.raises(train.ConfigError, match=message):
+        train.setup(smoke(data_dir, **overrides), workdir=tmp_path)
+    assert not (tmp_path / "config.json").exists()
+
+
+def test_unknown_split_is_one_config_error(data_dir, tmp_path):
+    with pytest.raises(train.ConfigError, match=r"data.test_splits='test' is not a split of "
+                       r"moviepuzzle/synthetic_tiny \(it has train, val, test_in_domain"):
+        train.run(smoke(data_dir, **{"data.test_splits": ("test",)}), str(tmp_path))
+
+
+def test_workdir_of_another_config_is_refused(data_dir, tmp_path):
+    train.check_workdir(tmp_path, smoke(data_dir))
+    train.check_workdir(tmp_path, smoke(data_dir, total_steps=99))  # resumable key: fine
+    with pytest.raises(train.ConfigError, match=r"holds a run of another config .*model.width"):
+        train.setup(smoke(data_dir, **{"model.width": 64}), workdir=tmp_path)
+
+
+def test_cli_errors_are_one_line(tmp_path):
+    def cli(*args):
+        out = subprocess.run(
+            [sys.executable, "-m", "vnr.train", "--config", "configs/moviepuzzle/main.py:smoke",
+             "--workdir", str(tmp_path), *args],
+            cwd=ROOT, capture_output=True, text=True, timeout=240)
+        errors = [x for x in out.stderr.splitlines() if x.startswith("error:")]
+        return out.returncode, errors
+
+    code, errors = cli("--config.model.widht=3")
+    assert code != 0 and errors == [
+        "error: unknown config key --config.model.widht (not in configs/moviepuzzle/main.py)"]
+    code, errors = cli("--config.mesh.shape=(3,1)")
+    assert code != 0 and len(errors) == 1 and "mesh.shape (3, 1)" in errors[0]

@@ -1,0 +1,306 @@
+"""Caption metrics for movie narration: BLEU@4, CIDEr-D, RoleF1, BERTScore, EMScore, MNScore.
+
+Tokens: `tokens(text)` = `vnr.data.text.words` (lower-cased; every CJK character is one
+token, Latin words are tokens, `?!.,` kept), so Chinese is scored at character level as
+Movie101 does and mixed Chinese/English text works.
+
+- `bleu(hyps, refs)`: corpus BLEU-1..4 as coco-caption computes it (clipped n-gram counts
+  summed over the corpus, brevity penalty from the reference length closest to each
+  hypothesis, geometric mean with no smoothing). Difference: coco adds a tiny 1e-9 to
+  numerators/denominators; we return 0 for an n with no match instead.
+- `cider_d(hyps, refs)`: CIDEr-D as coco-caption: TF-IDF n-gram vectors (n = 1..4) with
+  document frequencies from the references of the evaluated corpus, hypothesis counts
+  clipped by the reference counts, Gaussian length penalty (σ = 6) on the bigram-count
+  length difference, ×10, mean over n and references. Same formula; the tokenizer differs
+  (coco's PTB tokenizer is English-only).
+- `role_f1(hyps, refs, casts)`: the cast names mentioned in a text are found by
+  longest-first non-overlapping substring match (case-insensitive) against the cast list;
+  per narration the sets of named roles give TP / |hyp| / |ref|; counts are summed over the
+  corpus (micro P/R/F1). Narrations naming no role in either text add nothing.
+- `role_f1_upstream(...)`: the averaging of Movie101's `evaluation/MCN/rolef1.py` (the
+  RoleF1 of its MNScore): per-narration P/R/F1, 0 for a narration whose reference or
+  hypothesis names nobody, averaged over all narrations. Upstream matches hypotheses against
+  the role names of every movie minus a hand-made ban list; we match against the clip's cast.
+- `bertscore_f1(...)`: greedy cosine matching of contextual token embeddings (no idf,
+  special tokens excluded), F1 rescaled as `(F - b) / (1 - b)` with a stated baseline `b`.
+  `bert_token_embeddings(..., layer=k)` takes the states after k encoder layers as
+  bert_score does (`--lang zh` = bert-base-chinese, layer 8, whose published F baseline in
+  bert_score's `rescale_baseline/zh/bert-base-chinese.tsv` is 0.54755783): with those the
+  score is upstream's `bert-score --lang zh --rescale_with_baseline` (no idf there either).
+  For encoders without a published baseline (e.g. all-MiniLM-L6-v2, last layer)
+  `bertscore_baseline` estimates `b` as upstream does in spirit: the mean F1 of mismatched
+  (random) pairs of the references.
+- `emscore(...)`: EMScore(X, V) against the video (no reference), as Shi et al. (CVPR 2022,
+  github.com/ShiYaya/emscore) define it: coarse = cosine of the normalised mean of the unit
+  frame embeddings with the caption's global (projected EOS) embedding; fine = greedy
+  token-frame matching of unit CLIP token / frame embeddings (P = mean over tokens of the
+  best frame, R = mean over frames of the best token, F1); EMScore = (coarse + fine F1) / 2.
+  P is a plain mean over tokens, as Movie101's released `evaluation/MCN/emscore.py`
+  computes it, or idf-weighted (`token_weight=idf_weights(...)`) as Shi et al.'s default
+  (idf from the candidates, EOS given the mean idf; upstream's mean also counts the padding
+  id's 0). Padded tokens/frames are excluded by masks (upstream multiplies similarities by
+  the mask, so a padded entry counts as similarity 0 in a max; equal whenever some
+  similarity is > 0).
+- `sample_frames(frames, mask, k)`: k frames uniformly spread over each clip's valid frames
+  (Movie101 scores EMScore on 10 sampled frames per clip).
+- `mnscore(em, bert, role)` = (EMScore + 4·BERTScore + RoleF1) / 6 × 100 (Movie101 Eq. 2).
+  Which EMScore enters it is the caller's choice (see `vnr.benchmarks.movie101.mcn`).
+"""
+
+from __future__ import annotations
+
+import collections
+import math
+from collections.abc import Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from vnr.data.text import words
+
+
+def tokens(text: str) -> list[str]:
+    return words(text)
+
+
+def _ngrams(toks: Sequence[str], n: int) -> collections.Counter:
+    return collections.Counter(tuple(toks[i:i + n]) for i in range(len(toks) - n + 1))
+
+
+def bleu(hyps: Sequence[str], refs: Sequence[Sequence[str]], max_n: int = 4) -> list[float]:
+    """Corpus BLEU-1..max_n (coco-caption's closest-reference brevity penalty)."""
+    match, total = np.zeros(max_n), np.zeros(max_n)
+    hyp_len = ref_len = 0
+    for h, rs in zip(hyps, refs, strict=True):
+        ht = tokens(h)
+        rts = [tokens(r) for r in rs]
+        hyp_len += len(ht)
+        ref_len += min((abs(len(r) - len(ht)), len(r)) for r in rts)[1]
+        for n in range(1, max_n + 1):
+            hc = _ngrams(ht, n)
+            best: collections.Counter = collections.Counter()
+            for r in rts:
+                best |= _ngrams(r, n)
+            match[n - 1] += sum(min(c, best[g]) for g, c in hc.items())
+            total[n - 1] += max(len(ht) - n + 1, 0)
+    bp = 1.0 if hyp_len >= ref_len else math.exp(1 - ref_len / max(hyp_len, 1))
+    out, logsum = [], 0.0
+    for n in range(max_n):
+        if match[n] == 0 or total[n] == 0:
+            out.extend([0.0] * (max_n - n))
+            break
+        logsum += math.log(match[n] / total[n])
+        out.append(bp * math.exp(logsum / (n + 1)))
+    return out
+
+
+def cider_d(hyps: Sequence[str], refs: Sequence[Sequence[str]], n: int = 4,
+            sigma: float = 6.0) -> float:
+    """Corpus CIDEr-D (mean over narrations), coco-caption's formula."""
+    ref_toks = [[tokens(r) for r in rs] for rs in refs]
+    df: collections.Counter = collections.Counter()
+    for rs in ref_toks:
+        df.update({g for r in rs for k in range(1, n + 1) for g in _ngrams(r, k)})
+    log_n = math.log(float(len(refs)))
+
+    def vec(toks):
+        v, norms, length = [], [], 0
+        for k in range(1, n + 1):
+            counts = _ngrams(toks, k)
+            vk = {g: tf * (log_n - math.log(max(1.0, df[g]))) for g, tf in counts.items()}
+            if k == 2:
+                length = sum(counts.values())
+            v.append(vk)
+            norms.append(math.sqrt(sum(x * x for x in vk.values())))
+        return v, norms, length
+
+    scores = []
+    for h, rs in zip(hyps, ref_toks, strict=True):
+        vh, nh, lh = vec(tokens(h))
+        total = np.zeros(n)
+        for r in rs:
+            vr, nr, lr = vec(r)
+            for k in range(n):
+                val = sum(min(x, vr[k].get(g, 0.0)) * vr[k].get(g, 0.0) for g, x in vh[k].items())
+                if nh[k] and nr[k]:
+                    val /= nh[k] * nr[k]
+                total[k] += val * math.exp(-((lh - lr) ** 2) / (2 * sigma**2))
+        scores.append(total.mean() / len(rs) * 10.0)
+    return float(np.mean(scores)) if scores else 0.0
+
+
+def mentioned_roles(text: str, cast: Sequence[str]) -> set[str]:
+    """Cast names found in `text` (longest first, non-overlapping, case-insensitive)."""
+    low = text.lower()
+    found = set()
+    for name in sorted({c for c in cast if c.strip()}, key=len, reverse=True):
+        key = name.lower()
+        if key in low:
+            found.add(name)
+            low = low.replace(key, "\0" * len(key))
+    return found
+
+
+def role_f1(hyps: Sequence[str], refs: Sequence[str], casts: Sequence[Sequence[str]]
+            ) -> dict[str, float]:
+    """Micro role precision / recall / F1 over the corpus."""
+    tp = nh = nr = 0
+    for h, r, cast in zip(hyps, refs, casts, strict=True):
+        hs, rs = mentioned_roles(h, cast), mentioned_roles(r, cast)
+        tp, nh, nr = tp + len(hs & rs), nh + len(hs), nr + len(rs)
+    p = tp / nh if nh else 0.0
+    rc = tp / nr if nr else 0.0
+    return {"role_p": p, "role_r": rc, "role_f1": 2 * p * rc / (p + rc) if p + rc else 0.0}
+
+
+def role_f1_upstream(hyps: Sequence[str], refs: Sequence[str], casts: Sequence[Sequence[str]]
+                     ) -> dict[str, float]:
+    """Movie101's RoleF1 averaging: per-narration P/R/F1 (0 when either side names nobody),
+    mean over every narration."""
+    p, r, f = [], [], []
+    for h, ref, cast in zip(hyps, refs, casts, strict=True):
+        hs, rs = mentioned_roles(h, cast), mentioned_roles(ref, cast)
+        tp = len(hs & rs)
+        pi, ri = (tp / len(hs), tp / len(rs)) if hs and rs else (0.0, 0.0)
+        p.append(pi)
+        r.append(ri)
+        f.append(2 * pi * ri / (pi + ri) if pi + ri else 0.0)
+    n = max(len(f), 1)
+    return {"role_p_up": sum(p) / n, "role_r_up": sum(r) / n, "role_f1_up": sum(f) / n}
+
+
+def _unit(x: jax.Array) -> jax.Array:
+    return x / jnp.maximum(jnp.linalg.norm(x, axis=-1, keepdims=True), 1e-12)
+
+
+@jax.jit
+def greedy_match(a: jax.Array, a_mask: jax.Array, b: jax.Array, b_mask: jax.Array,
+                 a_weight: jax.Array | None = None) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """Greedy cosine matching of a [N,S,D] against b [N,T,D]: (P over a, R over b, F1) [N].
+    P is the mean over a's tokens, or their `a_weight` [N,S]-weighted mean (idf)."""
+    sim = jnp.einsum("nsd,ntd->nst", _unit(a), _unit(b))
+    big = 1e4
+    p_tok = jnp.max(jnp.where(b_mask[:, None], sim, -big), 2)
+    r_tok = jnp.max(jnp.where(a_mask[:, :, None], sim, -big), 1)
+    w = a_mask if a_weight is None else a_weight * a_mask
+    p = (p_tok * w).sum(1) / jnp.where(w.sum(1) == 0, 1, w.sum(1))
+    r = (r_tok * b_mask).sum(1) / jnp.maximum(b_mask.sum(1), 1)
+    return p, r, 2 * p * r / jnp.where(p + r == 0, 1.0, p + r)
+
+
+def bertscore_f1(hyp_emb, hyp_mask, ref_emb, ref_mask, baseline: float) -> np.ndarray:
+    """Per-pair BERTScore F1 rescaled with `baseline`: (F - b) / (1 - b)."""
+    _, _, f = greedy_match(hyp_emb, hyp_mask, ref_emb, ref_mask)
+    return (np.asarray(f) - baseline) / (1.0 - baseline)
+
+
+def encoder_states(model, ids: jax.Array, mask: jax.Array, layer: int = 0) -> jax.Array:
+    """Hidden states of a BERT-family `vnr.models.encoders.BertModel` after `layer` encoder
+    layers (0 = all: the last hidden state), as bert_score truncates the model."""
+    if not layer:
+        return model(ids, mask, deterministic=True).last_hidden_state
+    blocks = getattr(getattr(model, "encoder", None), "layer", None)
+    if blocks is None or not 0 < layer <= len(blocks):
+        raise ValueError(f"layer={layer}: needs a BERT/RoBERTa encoder with at least that many "
+                         f"layers (got {type(model).__name__})")
+    from vnr.models.encoders.bert import roberta_position_ids
+    from vnr.models.encoders.layers import attention_bias
+
+    if model.position_scheme == "roberta":
+        pos = roberta_position_ids(ids, model.pad_token_id)
+    else:
+        pos = jnp.broadcast_to(jnp.arange(ids.shape[-1]), ids.shape)
+    x = model.embeddings(ids, jnp.zeros_like(ids), pos, True)
+    bias = attention_bias(mask, dtype=x.dtype)
+    for block in list(blocks)[:layer]:
+        x = block(x, bias, True)
+    return x
+
+
+def bert_token_embeddings(model, tokenizer, texts: Sequence[str], max_len: int | None = None,
+                          layer: int = 0, chunk: int = 64) -> tuple[np.ndarray, np.ndarray]:
+    """Token embeddings [N,S,D] (layer `layer`, 0 = last) and mask without [CLS]/[SEP]/padding.
+
+    S = max_len, or the longest tokenized text rounded up to 32 (capped by the tokenizer's
+    and the model's maximum length: longer texts are truncated). Texts go through one jitted
+    call per `chunk` sentences (the last chunk padded: one trace)."""
+    from flax import nnx
+
+    texts = list(texts) or [""]
+    if max_len is None:
+        pos = model.embeddings.position_embeddings.embedding.shape[0]
+        cap = min(int(getattr(tokenizer, "model_max_length", pos)),
+                  pos - 2 * (getattr(model, "position_scheme", "") == "roberta"))
+        longest = max(len(x) for x in tokenizer(texts, truncation=True, max_length=cap)
+                      ["input_ids"])
+        max_len = min(cap, -(-longest // 32) * 32)
+    enc = tokenizer(texts, padding="max_length", truncation=True, max_length=max_len,
+                    return_tensors="np")
+    ids, mask = enc["input_ids"].astype(np.int32), enc["attention_mask"].astype(np.int32)
+    graph, state = nnx.split(model)
+    run = jax.jit(lambda st, i, m: encoder_states(nnx.merge(graph, st), i, m, layer))
+    pad = -len(ids) % chunk
+    pids, pmask = (np.concatenate([a, np.repeat(a[:1], pad, 0)]) for a in (ids, mask))
+    out = np.concatenate([np.asarray(run(state, pids[i:i + chunk], pmask[i:i + chunk]))
+                          for i in range(0, len(pids), chunk)])[: len(ids)]
+    special = np.isin(ids, [tokenizer.cls_token_id, tokenizer.sep_token_id])
+    return out, (mask.astype(bool) & ~special)
+
+
+def bertscore_baseline(ref_emb, ref_mask, seed: int = 0) -> float:
+    """Mean raw F1 of mismatched reference pairs (a random derangement of the corpus)."""
+    n = len(ref_emb)
+    perm = (np.arange(n) + 1 + np.random.default_rng(seed).integers(max(n - 1, 1))) % n
+    _, _, f = greedy_match(ref_emb, ref_mask, ref_emb[perm], ref_mask[perm])
+    return float(np.mean(np.asarray(f)))
+
+
+def idf_weights(ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """Shi et al.'s token idf over the scored captions themselves: log((N + 1) / (df + 1))
+    per token id (df = captions containing it); each caption's last real token (CLIP's EOS)
+    gets the mean idf of the ids seen, as upstream does. [N,L] weights, 0 on padding."""
+    n = len(ids)
+    df: collections.Counter = collections.Counter()
+    for row, m in zip(ids, mask, strict=True):
+        df.update(set(row[m.astype(bool)].tolist()))
+    idf = {t: math.log((n + 1) / (c + 1)) for t, c in df.items()}
+    eos_idf = float(np.mean(list(idf.values()))) if idf else 0.0
+    out = np.zeros(ids.shape, np.float32)
+    for i, (row, m) in enumerate(zip(ids, mask, strict=True)):
+        real = np.flatnonzero(m)
+        out[i, real] = [idf[t] for t in row[real].tolist()]
+        if len(real):
+            out[i, real[-1]] = eos_idf
+    return out
+
+
+def emscore(frame_emb, frame_mask, text_global, token_emb, token_mask,
+            token_weight=None) -> dict[str, np.ndarray]:
+    """EMScore(X, V) per caption: coarse, fine P/R/F1 and (coarse + fine F1) / 2; fine P
+    weighted by `token_weight` (e.g. `idf_weights`) when given."""
+    fm = frame_mask[..., None].astype(jnp.float32)
+    video = _unit((_unit(frame_emb) * fm).sum(1) / jnp.maximum(fm.sum(1), 1))
+    coarse = jnp.sum(video * _unit(text_global), -1)
+    p, r, f = greedy_match(token_emb, token_mask, frame_emb, frame_mask, token_weight)
+    return {"em_coarse": np.asarray(coarse), "em_fine_p": np.asarray(p),
+            "em_fine_r": np.asarray(r), "em_fine_f": np.asarray(f),
+            "emscore": np.asarray((coarse + f) / 2)}
+
+
+def sample_frames(frames: np.ndarray, mask: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """[N,T,D] frames + [N,T] mask -> [N,k,D] frames uniformly spread over each row's valid
+    frames (order kept; rows with fewer than k valid frames keep them all, rest masked)."""
+    n, _, d = frames.shape
+    out, out_mask = np.zeros((n, k, d), frames.dtype), np.zeros((n, k), bool)
+    for i in range(n):
+        valid = np.flatnonzero(mask[i])
+        if len(valid) > k:
+            valid = valid[np.linspace(0, len(valid) - 1, k).round().astype(int)]
+        out[i, : len(valid)], out_mask[i, : len(valid)] = frames[i, valid], True
+    return out, out_mask
+
+
+def mnscore(em: float, bert: float, role: float) -> float:
+    """Movie101 Eq. 2: (EMScore + 4·BERTScore + RoleF1) / 6 × 100 (inputs in [0, 1])."""
+    return (em + 4.0 * bert + role) / 6.0 * 100.0

@@ -1,0 +1,211 @@
+"""Grain pipelines for Movie101 TNG local grounding (RNL): a window around each narration.
+
+A window of `window` seconds containing the narration is cut from its movie's per-second
+features (training: a random offset per epoch; evaluation: a fixed offset from a hash of
+the narration id, i.e. the oracle anchor of the paper's local-grounding protocol) and
+average-pooled into `n_clips` clips. Batches:
+
+  clips     float32 [B,n,Dc+Ds]   faces float32 [B,n,F,Df] (clip means)
+  tokens    int32 [B,L]           hashed words of the narration (`vnr.data.text.tokenize`)
+  portraits float32 [B,R,Df], portrait_mask bool [B,R]   the named roles' portrait features
+  gt        float32 [B,2]         the narration span in clip units (0..n)
+  valid     bool [B]              False for eval padding
+
+Global shot retrieval (§5.2): `shot_train_dataset` pairs each narration with one of the
+`shot_len`-second shots of its movie aligned with it (`grounding_metrics.shot_alignment`;
+a random one when several are; the most-overlapping shot when none passes the rule, e.g. a
+short narration split evenly by a shot boundary). Batches: shot float32 [B,L,Dc+Ds],
+shot_mask bool [B,L], tokens int32 [B,T], movie int32 [B] (crc32 of the id), shot_index
+int32 [B] (to mask in-batch duplicates of the same shot). `movie_frames` / `split_movies`
+give the evaluation's per-movie seconds and narrations.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import zlib
+from typing import Any
+
+import grain
+import numpy as np
+
+from vnr.benchmarks.movie101 import grounding_metrics as gm
+from vnr.benchmarks.movie101.data import MovieTable, _source
+from vnr.data import text
+
+
+@dataclasses.dataclass(frozen=True)
+class Window(grain.transforms.RandomMap):
+    table: MovieTable
+    window: int
+    n_clips: int
+    max_tokens: int
+    vocab_size: int
+    max_roles: int
+    face_dim: int
+    faces: int
+    train: bool
+
+    def random_map(self, rec: dict, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        movie = self.table[rec["movie_id"]]
+        T, W = movie_seconds(movie, rec["movie_id"]), self.window
+        s, e = float(rec["start"]), float(min(rec["end"], T))
+        lo, hi = max(0.0, e - W), max(0.0, min(s, T - W))
+        if self.train:
+            u = rng.random()
+        else:
+            u = (zlib.crc32(rec["id"].encode()) % 1000) / 999.0
+        ws = int(np.floor(lo + u * max(hi - lo, 0.0))) if hi >= lo else int(max(0.0, T - W))
+        clips, faces = window_features(movie, ws, W, self.n_clips, self.faces, self.face_dim)
+        n = self.n_clips
+        scale = n / W
+        gt = np.array([np.clip((s - ws) * scale, 0, n), np.clip((e - ws) * scale, 0, n)],
+                      np.float32)
+        if gt[1] <= gt[0]:
+            gt[1] = min(n, gt[0] + scale)
+        portraits, pmask = portrait_features(movie, rec["roles"], self.max_roles, self.face_dim)
+        return {"clips": clips, "faces": faces,
+                "tokens": text.tokenize(rec["text"], self.vocab_size, self.max_tokens),
+                "portraits": portraits, "portrait_mask": pmask, "gt": gt,
+                "valid": np.array(True)}
+
+
+def portrait_features(movie: dict, roles: Any, max_roles: int, face_dim: int
+                      ) -> tuple[np.ndarray, np.ndarray]:
+    """The named roles' portrait face features [R, Df] and mask [R] (first `max_roles`)."""
+    portraits = np.zeros((max_roles, face_dim), np.float32)
+    pmask = np.zeros((max_roles,), bool)
+    pf, pm = movie["portrait_face"], movie["portrait_face_mask"]
+    for j, k in enumerate(dict.fromkeys(int(r) for r in roles)):
+        if j < max_roles and k < len(pf) and pm[k]:
+            portraits[j], pmask[j] = pf[k], True
+    return portraits, pmask
+
+
+def window_features(movie: dict, ws: int, W: int, n: int, faces: int, face_dim: int
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """Seconds ws..ws+W (zeros past the end) pooled into n clips: (clips, faces)."""
+    clip, s3d, face = movie["clip"], movie["s3d"], movie["face"]
+    T = min(len(clip), len(s3d))
+    secs = np.arange(ws, ws + W)
+    ok = secs < T
+    idx = np.minimum(secs, T - 1)
+    feats = np.concatenate([clip[idx], s3d[idx]], -1).astype(np.float32) * ok[:, None]
+    fc = np.zeros((W, faces, face_dim), np.float32)
+    if len(face):
+        f = face[np.minimum(idx, len(face) - 1), :faces].astype(np.float32)
+        fc[:, : f.shape[1]] = f * ok[:, None, None]
+    return (feats.reshape(n, W // n, -1).mean(1),
+            fc.reshape(n, W // n, faces, face_dim).mean(1))
+
+
+def _window(cfg: Any, train: bool) -> Window:
+    if cfg.window % cfg.n_clips:
+        raise ValueError(f"data.window={cfg.window} must be a multiple of data.n_clips="
+                         f"{cfg.n_clips}")
+    return Window(MovieTable(cfg), cfg.window, cfg.n_clips, cfg.max_tokens, cfg.vocab_size,
+                  cfg.max_roles, cfg.face_dim, cfg.faces, train)
+
+
+def prepare(cfg: Any) -> None:
+    from tfds_builders import movie101
+
+    movie101.prepare(cfg.config, cfg.data_dir, cfg.manual_dir or None)
+    movie101.prepare(cfg.movies_config, cfg.data_dir, cfg.manual_dir or None)
+
+
+def train_dataset(cfg: Any, batch_size: int, seed: int, process_index: int = 0,
+                  process_count: int = 1) -> grain.IterDataset:
+    prepare(cfg)
+    ds = grain.MapDataset.source(_source(cfg, cfg.config, cfg.train_split))
+    ds = ds.seed(seed).shuffle().repeat(None).random_map(_window(cfg, True))
+    ds = ds[process_index::process_count].batch(batch_size, drop_remainder=True)
+    return ds.to_iter_dataset()
+
+
+def eval_batches(cfg: Any, split: str, batch_size: int, max_examples: int = 0,
+                 process_index: int = 0, process_count: int = 1):
+    """(iterator of per-process batches, batches per process); the last may be short."""
+    src = _source(cfg, cfg.config, split)
+    n = min(len(src), max_examples) if max_examples else len(src)
+    ds = grain.MapDataset.source(src)[:n].seed(0).random_map(_window(cfg, False))
+    local = batch_size // process_count
+    ds = ds[process_index::process_count].batch(local, drop_remainder=False)
+    shard = -(-n // process_count)
+    return iter(ds.to_iter_dataset()), -(-shard // local)
+
+
+def movie_seconds(movie: dict, movie_id: str) -> int:
+    """Seconds with both CLIP and S3D features (a clear error when there are none)."""
+    clip, s3d = movie["clip"], movie["s3d"]
+    if not len(clip) or not len(s3d):
+        raise ValueError(f"movie {movie_id} has no clip/s3d features: TNG needs features/ "
+                         "in manual_dir")
+    return min(len(clip), len(s3d))
+
+
+def movie_frames(movie: dict, movie_id: str) -> np.ndarray:
+    """Per-second CLIP ⊕ S3D features [T, Dc+Ds] of a movie record."""
+    T = movie_seconds(movie, movie_id)
+    clip, s3d = movie["clip"], movie["s3d"]
+    return np.concatenate([clip[:T], s3d[:T]], -1).astype(np.float32)
+
+
+def shot_features(frames: np.ndarray, shot_len: int) -> tuple[np.ndarray, np.ndarray]:
+    """frames [T, D] -> (shots [S, shot_len, D] zero-padded, mask [S, shot_len])."""
+    T = len(frames)
+    S = -(-T // shot_len)
+    out = np.zeros((S * shot_len, frames.shape[1]), np.float32)
+    out[:T] = frames
+    mask = np.arange(S * shot_len) < T
+    return out.reshape(S, shot_len, -1), mask.reshape(S, shot_len)
+
+
+def movie_code(movie_id: str) -> int:
+    return zlib.crc32(movie_id.encode()) % 2**31
+
+
+@dataclasses.dataclass(frozen=True)
+class ShotPair(grain.transforms.RandomMap):
+    table: MovieTable
+    shot_len: int
+    max_tokens: int
+    vocab_size: int
+
+    def random_map(self, rec: dict, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        movie = self.table[rec["movie_id"]]
+        T, L = movie_seconds(movie, rec["movie_id"]), self.shot_len
+        spans = gm.cut_shots(float(T), float(L))
+        q = np.array([float(rec["start"]), float(rec["end"])])
+        pos = np.flatnonzero(gm.shot_alignment(spans, q))
+        if len(pos):
+            k = int(rng.choice(pos))
+        else:
+            k = int(np.argmax(np.minimum(spans[:, 1], q[1]) - np.maximum(spans[:, 0], q[0])))
+        e = min((k + 1) * L, T)
+        shot = np.zeros((L, movie["clip"].shape[1] + movie["s3d"].shape[1]), np.float32)
+        shot[: e - k * L] = np.concatenate([movie["clip"][k * L:e], movie["s3d"][k * L:e]], -1)
+        return {"shot": shot, "shot_mask": np.arange(L) < e - k * L,
+                "tokens": text.tokenize(rec["text"], self.vocab_size, self.max_tokens),
+                "movie": np.int32(movie_code(rec["movie_id"])), "shot_index": np.int32(k)}
+
+
+def shot_train_dataset(cfg: Any, batch_size: int, seed: int, process_index: int = 0,
+                       process_count: int = 1) -> grain.IterDataset:
+    prepare(cfg)
+    ds = grain.MapDataset.source(_source(cfg, cfg.config, cfg.train_split))
+    ds = ds.seed(seed).shuffle().repeat(None).random_map(
+        ShotPair(MovieTable(cfg), cfg.shot_len, cfg.max_tokens, cfg.vocab_size))
+    ds = ds[process_index::process_count].batch(batch_size, drop_remainder=True)
+    return ds.to_iter_dataset()
+
+
+def split_movies(cfg: Any, split: str, max_examples: int = 0) -> dict[str, list[dict]]:
+    """movie_id -> its narration records (first `max_examples` of the split, in order)."""
+    src = _source(cfg, cfg.config, split)
+    n = min(len(src), max_examples) if max_examples else len(src)
+    out: dict[str, list[dict]] = {}
+    for i in range(n):
+        rec = src[i]
+        out.setdefault(rec["movie_id"], []).append(rec)
+    return out

@@ -1,0 +1,526 @@
+"""MoviePuzzle with HCMC (§3.2, Algorithm 1) and the Table 1 baselines, one task.
+
+`config.model.kind` selects the model:
+
+  hcmc       `vnr.benchmarks.moviepuzzle.hcmc_model.HCMC`: order heads per level (frame, shot, scene) and
+             cluster heads (shot, scene), loss Eq. 4, evaluation through Algorithm 1
+             (`vnr.benchmarks.moviepuzzle.hierarchical`).
+  pair       `vnr.benchmarks.moviepuzzle.pairwise_model.PairOrderModel` (vision-only, late- or early-fusion pair
+             models), trained and evaluated as the main job (`vnr.benchmarks.moviepuzzle.pairwise`).
+  text_pair  `vnr.benchmarks.moviepuzzle.pairwise_model.TextPairModel` on BERT/ALBERT with an NSP-style head
+             (`model.head="nsp"`: does utt_j directly follow utt_i; random negatives) or
+             a SOP-style head (`"sop"`: is a consecutive pair in its true order; swapped
+             negatives); search objective "path" (consecutive-pair scores).
+  random     nothing to learn: the exact expected metrics of uniformly random orders of the
+             split's clips (`order_metrics.random_expectation`); its config runs no step
+             (total_steps=0: the loop only evaluates). A placeholder parameter gives the
+             optimizer something to hold.
+
+Pretrained encoders (`pretrained(config)`, the trainer's hook, see `vnr/pretrained.py`):
+`model.image_encoder` / `model.text_encoder` (hcmc) and `model.encoder` (text_pair) may name
+a checkpoint directory (or a `$VNR_ENCODERS_DIR` / Hugging Face cache name, never
+downloaded): CLIP towers for HCMC, BERT/ALBERT for the text pairs. Their subtitles must then
+come from the checkpoint's tokenizer (`data.tokenizer`, `data.vocab_size=0` or its size);
+`config.frozen` keeps parameters fixed (the paper's CLIP features: the towers frozen).
+
+HCMC training (per step, all clips and pairs in one jitted pass):
+  * pairs per level: `pairs_per_clip` ordered pairs of distinct units (frames, shots or
+    scenes; a unit is drawn uniformly among the clip's units, not its frames); with
+    probability `within_frac` the second unit is drawn inside the first one's parent group
+    (frames within a shot, shots within a scene; scenes have the clip as parent), otherwise
+    anywhere in the clip, so pairs both within and across groups are seen (§3.2, against
+    exposure error). Label: unit u before v by their first true positions.
+  * Eq. 3 per cluster level: every real frame is an anchor, its positive a uniform other
+    frame of its group (shot or scene); `cl_negatives` negatives drawn uniformly (with
+    replacement) among the clip's frames outside the group, or among other clips' frames
+    when the clip has a single group; temperature `cl_tau`.
+  * Eq. 4: L = Σ_levels CE_level + λ Σ_cluster-levels L_CL (`cl_lambda`; `use_cl=False`
+    drops the second term, the "w/o CL" row).
+
+HCMC evaluation: the clip pass returns frame features, cluster embeddings and the
+frame-level Eq. 5 scores of every pair; Algorithm 1 then clusters (k-means, counts from the
+ground-truth ids as the seed code does with `eval.cluster_count="gt"`, or the silhouette
+estimate), and asks `predict` again for the Eq. 5 scores of every pair of units of each
+level (the same jitted function, called with member tensors). Metrics: LSD, LMD, SD, SSD,
+OS2, OS3, pair_acc (frame head on all real pairs) and the matched IoU of predicted shots
+and scenes with the ground truth (`vnr.benchmarks.moviepuzzle.cluster_metrics`, Table 3).
+"""
+
+from __future__ import annotations
+
+import pathlib
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import nnx
+
+from vnr import pretrained as pretrained_lib
+from vnr import sharding
+from vnr.benchmarks.moviepuzzle import data, hcmc_model
+from vnr.benchmarks.moviepuzzle import pairwise as base
+from vnr.benchmarks.moviepuzzle.pairwise_model import PairOrderModel, TextPairModel
+from vnr.data import pipeline, text
+
+METRICS = base.METRICS
+KINDS = ("hcmc", "pair", "text_pair", "random")
+check_splits = base.check_splits
+
+
+def validate(config: Any) -> None:
+    """Config checks that need no data or compile."""
+    base.validate(config)
+    m = config.model
+    if m.kind not in KINDS:
+        raise ValueError(f"model.kind={m.kind!r}: use one of {KINDS}")
+    if m.kind == "hcmc":
+        levels = tuple(m.levels)
+        if "frame" not in levels or set(levels) - set(hcmc_model.LEVELS):
+            raise ValueError(f"model.levels={levels}: 'frame' plus any of 'shot', 'scene'")
+        if config.cl_lambda < 0:
+            raise ValueError(f"cl_lambda={config.cl_lambda} must be >= 0")
+        if config.cl_negatives < 1 or config.cl_tau <= 0:
+            raise ValueError("cl_negatives must be >= 1 and cl_tau > 0")
+        if not 0.0 <= config.within_frac <= 1.0:
+            raise ValueError(f"within_frac={config.within_frac} must be in [0, 1]")
+        e = config.eval
+        if e.cluster_count not in ("gt", "silhouette"):
+            raise ValueError(f"eval.cluster_count={e.cluster_count!r}: use 'gt' or 'silhouette'")
+        if e.distance not in ("euclidean", "cosine", "softdtw"):
+            raise ValueError(f"eval.distance={e.distance!r}: euclidean, cosine or softdtw")
+        if e.distance == "softdtw" and m.cluster_dim % e.dtw_segments:
+            raise ValueError(f"eval.dtw_segments={e.dtw_segments} must divide "
+                             f"model.cluster_dim={m.cluster_dim}")
+        _check_clip_towers(config)
+    if m.kind == "text_pair":
+        if m.head not in ("nsp", "sop"):
+            raise ValueError(f"model.head={m.head!r}: use 'nsp' or 'sop'")
+        _check_text_pair(config)
+
+
+def _check_clip_towers(config: Any) -> None:
+    """HCMC towers: 'small', 'scratch:clip-<size>' or CLIP checkpoints fitting the data."""
+    m, d = config.model, config.data
+    tok = base.check_tokenizer(config)
+    for name, part, modality in (("image_encoder", "vision", "vision"),
+                                 ("text_encoder", "text", "text")):
+        enc = m[name]
+        if modality not in m.modalities or enc == "small" or enc.startswith("scratch:clip"):
+            continue
+        if not pretrained_lib.is_checkpoint(enc):
+            raise ValueError(f"model.{name}={enc!r}: use 'small', 'scratch:clip-<size>' or a "
+                             "CLIP checkpoint directory")
+        cfg = pretrained_lib.config_of(enc, part, f"model.{name}")
+        cfg = getattr(cfg, f"{part}_config", cfg)
+        if part == "vision":
+            continue
+        if tok is None:
+            raise ValueError(f"model.text_encoder={enc!r} is a pretrained CLIP text tower: set "
+                             "data.tokenizer to its tokenizer (e.g. the same directory) and "
+                             "data.vocab_size=0")
+        if tok["vocab"] > cfg.vocab_size:
+            raise ValueError(f"data.tokenizer={d.tokenizer!r} has {tok['vocab']} tokens but "
+                             f"model.text_encoder={enc!r} embeds {cfg.vocab_size}")
+        if d.max_tokens > cfg.max_position_embeddings:
+            raise ValueError(f"data.max_tokens={d.max_tokens} > the {cfg.max_position_embeddings}"
+                             f" positions of model.text_encoder={enc!r}")
+        pooled = tok["vocab"] - 1 if cfg.eos_token_id == 2 else cfg.eos_token_id
+        if tok["eos"] != pooled:
+            raise ValueError(f"data.tokenizer={d.tokenizer!r} ends texts with id {tok['eos']} but "
+                             f"model.text_encoder={enc!r} pools the token with id {pooled}")
+    scratch_text = "text" in m.modalities and m.text_encoder.startswith("scratch:clip")
+    if scratch_text and tok is not None and tok["eos"] is None and tok["sep"] is None:
+        raise ValueError(f"data.tokenizer={d.tokenizer!r} has no EOS/[SEP] token for the "
+                         "scratch CLIP text tower to pool")
+
+
+def _check_text_pair(config: Any) -> None:
+    """Text pairs: a checkpoint encoder needs its tokenizer; pairs fit its positions."""
+    m, d = config.model, config.data
+    tok = base.check_tokenizer(config)
+    if pretrained_lib.is_checkpoint(m.encoder):
+        cfg = pretrained_lib.config_of(m.encoder, None, "model.encoder")
+        if cfg.model_type not in ("bert", "albert"):
+            raise ValueError(f"model.encoder={m.encoder!r} is a {cfg.model_type!r} checkpoint; "
+                             "the text-pair rows need BERT or ALBERT")
+        if tok is None:
+            raise ValueError(f"model.encoder={m.encoder!r} is pretrained: set data.tokenizer to "
+                             "its tokenizer (e.g. the same directory) and data.vocab_size=0")
+        if tok["vocab"] > cfg.vocab_size:
+            raise ValueError(f"data.tokenizer={d.tokenizer!r} has {tok['vocab']} tokens but "
+                             f"model.encoder={m.encoder!r} embeds {cfg.vocab_size}")
+        if 2 * d.max_tokens - 1 > cfg.max_position_embeddings:
+            raise ValueError(f"data.max_tokens={d.max_tokens}: a pair of {2 * d.max_tokens - 1} "
+                             f"tokens exceeds the {cfg.max_position_embeddings} positions of "
+                             f"model.encoder={m.encoder!r}")
+    elif not m.encoder.startswith(("scratch:bert-", "scratch:albert-")):
+        raise ValueError(f"model.encoder={m.encoder!r}: use 'scratch:bert-<size>', "
+                         "'scratch:albert-<size>' or a BERT/ALBERT checkpoint directory")
+    if tok is not None:
+        ids, _ = text.encode(text.resolve(d.tokenizer), ["a"], max(d.max_tokens, 4))
+        if tok["cls"] is None or tok["sep"] is None or ids[0, 0] != tok["cls"]:
+            raise ValueError(f"data.tokenizer={d.tokenizer!r} does not write '[CLS] text [SEP]' "
+                             "(a BERT/ALBERT tokenizer is needed for the text-pair rows)")
+
+
+def pretrained(config: Any) -> dict[str, tuple[str, str | None]]:
+    """The model's subtrees that come from checkpoints (the trainer's hook)."""
+    m, out = config.model, {}
+    if m.kind == "hcmc":
+        levels = [lv for lv in hcmc_model.LEVELS if lv in m.levels]
+        for owner in levels if m.separate else ["frame"]:
+            for name, part, attr in (("image_encoder", "vision", "image"),
+                                     ("text_encoder", "text", "text")):
+                if part in m.modalities and pretrained_lib.is_checkpoint(m[name]):
+                    out[f"encoders.{owner}.{attr}"] = (m[name], part)
+    elif m.kind == "text_pair" and pretrained_lib.is_checkpoint(m.encoder):
+        out["encoder"] = (m.encoder, None)
+    return out
+
+
+class _NoModel(nnx.Module):
+    """The random baseline's placeholder (the trainer needs a module to checkpoint)."""
+
+    def __init__(self, rngs: nnx.Rngs):
+        self.unused = nnx.Param(jnp.zeros((1,)))
+
+
+def make_model(config: Any, rngs: nnx.Rngs) -> nnx.Module:
+    m, d = config.model, config.data
+    if m.kind == "random":
+        return _NoModel(rngs)
+    vocab, tok = base.text_vocab(config)
+    if m.kind == "text_pair":
+        pad = None if tok is None else tok["pad"] if tok["pad"] is not None else 0
+        return TextPairModel(encoder=m.encoder, vocab_size=vocab, max_tokens=d.max_tokens,
+                             dropout=m.dropout, rngs=rngs, pad_id=pad)
+    common = dict(
+        modalities=tuple(m.modalities), image_size=d.image_size, stem=m.stem, conv=m.conv,
+        channels=tuple(m.channels), vocab_size=vocab, max_tokens=d.max_tokens,
+        width=m.width, text_layers=m.text_layers, pair_layers=m.pair_layers, heads=m.heads,
+        mlp=m.mlp, dropout=m.dropout, rngs=rngs)
+    if m.kind == "pair":
+        return PairOrderModel(fusion=m.fusion, **common)
+    return hcmc_model.HCMC(levels=tuple(m.levels), image_encoder=m.image_encoder,
+                           text_encoder=m.text_encoder, cluster_dim=m.cluster_dim,
+                           pair_arch=m.pair_arch, separate=m.separate,
+                           eos_id=None if tok is None else
+                           tok["eos"] if tok["eos"] is not None else tok["sep"], **common)
+
+
+def train_data(config: Any, local_batch: int, process_index: int, process_count: int):
+    return data.train_dataset(config.data, local_batch, config.seed, process_index,
+                              process_count)
+
+
+# ----------------------------------------------------------------------------- sampling
+
+
+def _pick(weights: jax.Array, u: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Inverse-CDF draw along the last axis: index [...] and whether any weight was > 0."""
+    cum = jnp.cumsum(weights, -1)
+    total = cum[..., -1]
+    idx = (cum <= (u * total)[..., None]).sum(-1)
+    return jnp.minimum(idx, weights.shape[-1] - 1), total > 0
+
+
+def _take(a: jax.Array, idx: jax.Array) -> jax.Array:
+    """a [B, N, ...] rows at idx [B, P] -> [B, P, ...]."""
+    return jnp.take_along_axis(a, idx.reshape(*idx.shape, *[1] * (a.ndim - 2)), axis=1)
+
+
+def first_position(group: jax.Array, position: jax.Array, mask: jax.Array) -> jax.Array:
+    """Per frame, the smallest true position among the real frames of its group [B, N]."""
+    same = (group[:, :, None] == group[:, None, :]) & mask[:, None, :]
+    return jnp.where(same, position[:, None, :], jnp.iinfo(jnp.int32).max).min(-1)
+
+
+def sample_unit_pairs(key: jax.Array, unit: jax.Array, parent: jax.Array, mask: jax.Array,
+                      num: int, within_frac: float):
+    """Ordered pairs of frames (i, j) standing for two distinct units, [B, num] each.
+
+    i: uniform over the clip's units (a frame of it, uniform). j: a frame of another unit,
+    with probability `within_frac` of the same parent group (when it has another unit),
+    else of any other unit. Returns (i, j, valid [B, num]): invalid when the clip has a
+    single unit.
+    """
+    b, n = mask.shape
+    k1, k2, k3 = jax.random.split(key, 3)
+    same_unit = (unit[:, :, None] == unit[:, None, :]) & mask[:, None, :]
+    size = same_unit.sum(-1)
+    w = jnp.where(mask, 1.0 / jnp.maximum(size, 1), 0.0)  # uniform over units
+    i, _ = _pick(jnp.broadcast_to(w[:, None], (b, num, n)), jax.random.uniform(k1, (b, num)))
+    other = ~_take(same_unit, i) & mask[:, None, :]  # [B, num, N]
+    within = other & (_take(parent[..., None], i) == parent[:, None, :])
+    wj = w[:, None, :]
+    want_within = jax.random.uniform(k2, (b, num)) < within_frac
+    has_within = within.any(-1)
+    cand = jnp.where((want_within & has_within)[..., None], within, other)
+    j, valid = _pick(jnp.where(cand, wj, 0.0), jax.random.uniform(k3, (b, num)))
+    return i, j, valid
+
+
+def sample_contrastive(key: jax.Array, group: jax.Array, mask: jax.Array, num_neg: int):
+    """Eq. 3 draws for every frame as an anchor (flattened over the batch, A = B * N).
+
+    Returns (positive [A], negatives [A, n], valid [A], neg_valid [A, n]): positives are
+    another frame of the anchor's group; negatives frames of the same clip outside the
+    group, or of other clips when the clip has one group only.
+    """
+    b, n = mask.shape
+    a = b * n
+    clip = jnp.repeat(jnp.arange(b), n)
+    g, m = group.reshape(a), mask.reshape(a)
+    same_clip = clip[:, None] == clip[None, :]
+    same_group = same_clip & (g[:, None] == g[None, :])
+    real = m[None, :] & m[:, None]
+    pos_w = (same_group & real & ~jnp.eye(a, dtype=bool)).astype(jnp.float32)
+    in_clip = same_clip & ~same_group & real
+    elsewhere = ~same_clip & real
+    neg_w = jnp.where(in_clip.any(-1, keepdims=True), in_clip, elsewhere).astype(jnp.float32)
+    kp, kn = jax.random.split(key)
+    pos, has_pos = _pick(pos_w, jax.random.uniform(kp, (a,)))
+    neg, has_neg = _pick(jnp.broadcast_to(neg_w[:, None], (a, num_neg, a)),
+                         jax.random.uniform(kn, (a, num_neg)))
+    return pos, neg, has_pos & m, has_neg & m[:, None]
+
+
+# ----------------------------------------------------------------------------- losses
+
+
+def _parents(levels: tuple[str, ...], batch: dict) -> dict[str, tuple[jax.Array, jax.Array]]:
+    """(unit id, parent id) per level: frames in shots (scenes when shots are not modelled),
+    shots in scenes, scenes in the clip."""
+    n = batch["mask"].shape[1]
+    frame = jnp.broadcast_to(jnp.arange(n), batch["mask"].shape)
+    shot, scene = batch["shot_id"], batch["scene_id"]
+    frame_parent = shot if "shot" in levels or "scene" not in levels else scene
+    return {"frame": (frame, frame_parent), "shot": (shot, scene),
+            "scene": (scene, jnp.zeros_like(scene))}
+
+
+def hcmc_loss(model: hcmc_model.HCMC, batch: dict, rngs: nnx.Rngs, config: Any):
+    """Eq. 4 over the batch; metrics per level."""
+    mask, pos = batch["mask"], batch["position"]
+    feats = model.encode(batch["frames"], batch["tokens"], train=True, rngs=rngs,
+                         token_mask=batch.get("token_mask"))
+    groups = _parents(model.levels, batch)
+    key = rngs.dropout()
+    order_loss, metrics = 0.0, {}
+    for k, level in enumerate(model.levels):
+        unit, parent = groups[level]
+        vecs = model.units_from_groups(level, feats, unit, mask)
+        i, j, valid = sample_unit_pairs(jax.random.fold_in(key, k), unit, parent, mask,
+                                        config.pairs_per_clip, config.within_frac)
+        logits = model.pair_logits(level, _take(vecs, i), _take(vecs, j), train=True, rngs=rngs)
+        first = first_position(unit, pos, mask)
+        labels = (_take(first, i) < _take(first, j)).astype(jnp.int32)
+        ce = optax.softmax_cross_entropy_with_integer_labels(logits, labels)
+        w = valid.astype(jnp.float32)
+        order_loss = order_loss + (ce * w).sum() / jnp.maximum(w.sum(), 1.0)
+        right = (logits[..., 1] > logits[..., 0]) == labels.astype(bool)
+        metrics[f"{level}_pair_acc"] = (right * w).sum() / jnp.maximum(w.sum(), 1.0)
+    cl_loss = 0.0
+    for k, level in enumerate(model.cluster_levels):
+        z = model.cluster_embed(level, feats).reshape(-1, config.model.cluster_dim)
+        p, neg, ok, neg_ok = sample_contrastive(jax.random.fold_in(key, 100 + k),
+                                                groups[level][0], mask, config.cl_negatives)
+        cl = hcmc_model.contrastive_cluster_loss(z, z[p], z[neg], neg_ok, ok, config.cl_tau)
+        metrics[f"{level}_cl"] = cl
+        cl_loss = cl_loss + cl
+    metrics["order_loss"] = order_loss
+    lam = config.cl_lambda if config.use_cl else 0.0
+    return order_loss + lam * cl_loss, metrics
+
+
+def text_pair_loss(model: TextPairModel, batch: dict, rngs: nnx.Rngs, config: Any):
+    """NSP-style: (i, next(i)) positives, (i, random) negatives. SOP-style: consecutive
+    pairs, half of them swapped. Cross-entropy over `pairs_per_clip` pairs per clip."""
+    mask, pos, tokens = batch["mask"], batch["position"], batch["tokens"]
+    b, n = mask.shape
+    k1, k2, k3 = jax.random.split(rngs.dropout(), 3)
+    num = config.pairs_per_clip
+    length = mask.sum(-1, keepdims=True)
+    has_next = mask & (pos < length - 1)
+    i, valid = _pick(jnp.broadcast_to(has_next[:, None].astype(jnp.float32), (b, num, n)),
+                     jax.random.uniform(k1, (b, num)))
+    nxt = (pos[:, None, :] == _take(pos, i)[..., None] + 1) & mask[:, None, :]
+    j_next = jnp.argmax(nxt, -1)
+    coin = jax.random.uniform(k2, (b, num)) < 0.5
+    if config.model.head == "nsp":
+        others = mask[:, None, :] & (jnp.arange(n) != i[..., None])
+        j_rand, _ = _pick(others.astype(jnp.float32), jax.random.uniform(k3, (b, num)))
+        j = jnp.where(coin, j_next, j_rand)
+        first, second = i, j
+        labels = (_take(pos, j) == _take(pos, i) + 1).astype(jnp.int32)
+    else:
+        first, second = jnp.where(coin, i, j_next), jnp.where(coin, j_next, i)
+        labels = coin.astype(jnp.int32)
+    logits = model.pair_logits(_take(tokens, first), _take(tokens, second), train=True,
+                               rngs=rngs)
+    ce = optax.softmax_cross_entropy_with_integer_labels(logits, labels)
+    w = valid.astype(jnp.float32)
+    acc = (((logits[..., 1] > logits[..., 0]) == labels.astype(bool)) * w).sum()
+    return (ce * w).sum() / jnp.maximum(w.sum(), 1.0), {"pair_acc": acc / jnp.maximum(w.sum(), 1)}
+
+
+def loss_fn(model: nnx.Module, batch: dict, rngs: nnx.Rngs, config: Any):
+    kind = config.model.kind
+    if kind == "hcmc":
+        return hcmc_loss(model, batch, rngs, config)
+    if kind == "text_pair":
+        return text_pair_loss(model, batch, rngs, config)
+    if kind == "pair":
+        return base.loss_fn(model, batch, rngs, config)
+    return 0.0 * model.unused.value.sum(), {}  # random: never stepped (total_steps=0)
+
+
+# ----------------------------------------------------------------------------- prediction
+
+
+def predict(model: nnx.Module, batch: dict, config: Any) -> dict[str, jax.Array]:
+    """Clip pass (Eq. 5 frame scores and, for HCMC, features and cluster embeddings), or,
+    when `batch` holds `<level>_members` [P, G, M, F] and `<level>_member_mask` [P, G, M],
+    the Eq. 5 scores [P, G, G] of every pair of those units (Algorithm 1's requests)."""
+    from vnr.ops.permutation_search import pair_scores_to_matrix
+
+    kind = config.model.kind
+    if kind != "hcmc":
+        return base.predict(model, batch, config)
+    for level in model.levels:
+        if f"{level}_members" in batch:
+            units = model.units_from_members(level, batch[f"{level}_members"],
+                                             batch[f"{level}_member_mask"])
+            return {"scores": pair_scores_to_matrix(model.all_pair_logits(level, units))}
+    feats = model.encode(batch["frames"], batch["tokens"], train=False, rngs=None,
+                         token_mask=batch.get("token_mask"))
+    frame = model.level_features(feats, "frame")
+    out = {"scores": pair_scores_to_matrix(model.all_pair_logits("frame", frame)),
+           "features": feats.reshape(*feats.shape[:2], -1)}
+    for level in model.cluster_levels:
+        out[f"{level}_embed"] = model.cluster_embed(level, feats)
+    for k in ("mask", "position", "shot_id", "scene_id"):
+        out[k] = batch[k]
+    return out
+
+
+def _score_fn(level: str, predict_fn: Callable, mesh: jax.sharding.Mesh, max_pairs: int):
+    """Algorithm 1's score callable for `level`: chunks of sub-problems through predict_fn."""
+    pc, pi = jax.process_count(), jax.process_index()
+    step = mesh.shape["data"] * pc  # chunks split evenly over the data axis and processes
+
+    def fn(members: jax.Array, member_mask: jax.Array) -> jax.Array:
+        members, member_mask = np.asarray(members), np.asarray(member_mask)
+        p, g, _ = member_mask.shape
+        chunk = max(step, (max(max_pairs // (g * g), 1) // step) * step)
+        total = -(-p // chunk) * chunk
+        pad = total - p
+        members = np.concatenate([members, np.zeros((pad, *members.shape[1:]), members.dtype)])
+        member_mask = np.concatenate([member_mask, np.zeros((pad, *member_mask.shape[1:]),
+                                                            bool)])
+        member_mask[p:, 0, 0] = True
+        out = []
+        for s in range(0, total, chunk):
+            per = chunk // pc
+            lo = s + pi * per
+            host = {f"{level}_members": members[lo:lo + per].astype(np.float32),
+                    f"{level}_member_mask": member_mask[lo:lo + per]}
+            out.append(np.asarray(jax.device_get(
+                predict_fn(sharding.global_batch(host, mesh))["scores"])))
+        return jnp.asarray(np.concatenate(out)[:p])
+
+    return fn
+
+
+def _collect(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.Mesh,
+             max_clips: int) -> tuple[dict[str, np.ndarray], dict | None]:
+    """All clips of `split` through the clip pass (padding clips dropped)."""
+    pc = jax.process_count()
+    local = config.eval_batch_size // pc
+    n_batches = data.num_eval_batches(config.data, split, config.eval_batch_size, max_clips, pc)
+    it = iter(data.eval_dataset(config.data, split, config.eval_batch_size, config.seed,
+                                max_clips, jax.process_index(), pc))
+    outs, first = [], None
+    for _ in range(n_batches):
+        host = next(it, None)
+        host = pipeline.pad_batch(host, local) if host is not None else base._empty(first, local)
+        first = first or host
+        host = {k: v for k, v in host.items() if k != "text"}
+        out = jax.device_get(predict_fn(sharding.global_batch(host, mesh)))
+        keep = out["mask"].any(-1)
+        outs.append({k: v[keep] for k, v in out.items()})
+    return {k: np.concatenate([o[k] for o in outs]) for k in outs[0]}, first
+
+
+def _random_metrics(config: Any, split: str, max_clips: int) -> dict[str, float]:
+    from vnr.benchmarks.moviepuzzle.order_metrics import random_expectation
+
+    src = data._source(config.data, split)
+    n = min(len(src), max_clips) if max_clips else len(src)
+    lengths = [len(src[k]["frames"]) for k in range(n)]
+    out = random_expectation(lengths)
+    out.update(pair_acc=0.5, clips=float(n))
+    return out
+
+
+def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.Mesh, *,
+             max_clips: int = 0, report_path: pathlib.Path | None = None) -> dict[str, float]:
+    """The paper's metrics on `split` (HCMC through Algorithm 1; baselines as the main job)."""
+    kind = config.model.kind
+    if kind == "random":
+        return _random_metrics(config, split, max_clips)
+    if kind != "hcmc":
+        return base.evaluate(config, split, predict_fn, mesh, max_clips=max_clips,
+                             report_path=report_path)
+    from vnr.benchmarks.moviepuzzle.cluster_metrics import matched_iou
+    from vnr.benchmarks.moviepuzzle.hierarchical import hierarchical_order
+    from vnr.benchmarks.moviepuzzle.order_metrics import summary
+
+    cat, first = _collect(config, split, predict_fn, mesh, max_clips)
+    levels, e = tuple(config.model.levels), config.eval
+    fns = {lv: _score_fn(lv, predict_fn, mesh, e.max_pairs) for lv in levels}
+    gt = e.cluster_count == "gt"
+    pred, clusters = hierarchical_order(
+        cat["features"], cat["mask"], fns["frame"], fns.get("shot"), fns.get("scene"),
+        shot_embed=cat.get("shot_embed"), scene_embed=cat.get("scene_embed"),
+        gt_shot_ids=cat["shot_id"] if gt and "shot" in levels else None,
+        gt_scene_ids=cat["scene_id"] if gt and "scene" in levels else None,
+        key=jax.random.key(config.seed), search=e.search, beam_size=e.beam_size,
+        objective=e.objective, distance=e.distance, max_clusters=e.max_clusters,
+        min_silhouette=e.min_silhouette, dtw_segments=e.dtw_segments, dtw_gamma=e.dtw_gamma,
+        return_clusters=True)
+    pred = np.asarray(pred)
+    order = base.gt_order(cat["position"])
+    metrics = {k: float(v) for k, v in summary(pred, order, cat["mask"]).items()}
+    metrics["pair_acc"] = float(base.pair_accuracy(cat["scores"], cat["position"],
+                                                   cat["mask"]).mean())
+    for level in ("shot", "scene"):
+        if f"{level}_embed" in cat:
+            iou = matched_iou(cat[f"{level}_embed"], clusters[level], cat[f"{level}_id"],
+                              cat["mask"])
+            metrics[f"{level}_iou"] = float(np.mean(iou))
+    metrics["clips"] = float(len(pred))
+    if report_path is not None and first is not None:
+        from vnr.reports import plots
+
+        k = min(e.report_clips, int(first["mask"].any(-1).sum()))
+        plots.order_examples(first, pred[:k], order[:k], report_path, title=split,
+                             subtitles=[list(t) for t in first["text"][:k]])
+    return metrics
+
+
+def results_table(results: dict[str, dict[str, float]]) -> str:
+    """Markdown table: one row per split, the paper's metric columns (+ IoU when present)."""
+    extra = [c for c in ("pair_acc", "shot_iou", "scene_iou")
+             if any(c in m for m in results.values())]
+    cols = (*METRICS, *extra)
+    rows = ["| split | " + " | ".join(c.upper() for c in cols) + " |",
+            "|" + "---|" * (len(cols) + 1)]
+    for split, m in results.items():
+        rows.append(f"| {split} | " + " | ".join(
+            f"{m.get(c, float('nan')):.2f}" if c in METRICS else f"{m.get(c, float('nan')):.3f}"
+            for c in cols) + " |")
+    return "\n".join(rows)

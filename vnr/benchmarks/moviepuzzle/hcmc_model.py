@@ -1,0 +1,318 @@
+"""HCMC: hierarchical contrastive movie clustering (MoviePuzzle §3.2, Fig. 5, Table 7).
+
+Per frame: image features ⊕ utterance features, projected to `width` (`FrameEncoder`; the
+towers are a config choice: the small from-scratch encoders of `vnr.benchmarks.moviepuzzle.pairwise_model`, a
+`scratch:clip-<size>` CLIP tower of `vnr.models.encoders`, or a CLIP checkpoint (its
+`config.json` builds the tower here; `vnr.pretrained` loads the weights into a fresh run,
+e.g. ViT-B/32 as the paper's CLIP features). Real CLIP text towers read ids from the
+checkpoint's own tokenizer (`data.tokenizer`): <|startoftext|> ... <|endoftext|> with a
+token mask, pooled at the EOS token as CLIP does. Images are resized (bilinear) to the
+tower's square input and normalised with CLIP's mean/std; CLIP's processor resizes the short
+side (bicubic) and centre-crops instead (a choice: frames here are already square).
+A unit of level
+
+  frame  is one frame: its frame feature;
+  shot   is a set of frames: the masked mean of their frame features, then a shot MLP;
+  scene  is a set of frames: the masked mean of their frame features, then a scene MLP.
+
+A scene's pooled vector is the mean over its frames, i.e. the mean of its shots' pooled
+vectors weighted by shot length (the choice that needs no shot partition inside a scene,
+so the same function serves training, where groups are the ground truth, and Algorithm 1,
+where they are predicted clusters). Inside a batch pooling is a masked [N, N] average
+over frames with the same group id (no Python loops).
+
+A pair of units (u, v) of one level is two tokens (unit vector + segment + level
+embeddings) through the video-dialogue transformer encoder (`pair_layers` pre-LN blocks,
+default 2 layers, width 512, 8 heads as Table 7); the per-level binary order head reads
+both output tokens: class 1 = u before v. `pair_arch="mlp"` replaces the transformer by an
+MLP over [u, v] (Appendix E). Cluster heads (shot, scene) map frame features to unit-norm
+embeddings trained with the contrastive loss of Eq. 3 (`contrastive_cluster_loss`) and
+clustered by k-means at inference.
+
+`separate=True` gives every level its own frame encoder, pair encoder and cluster head
+(Appendix E's separately trained variants): the summed loss then has disjoint gradients
+per level, which equals training them separately up to the shared LR schedule and global
+gradient clipping.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from vnr.benchmarks.moviepuzzle.pairwise_model import ImageEncoder, TextEncoder
+from vnr.models.layers import Block, annotate, dense, layer_norm
+
+LEVELS = ("frame", "shot", "scene")
+CLUSTER_LEVELS = ("shot", "scene")
+# OpenAI CLIP's image normalisation (what its processor applies).
+_CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
+_CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
+
+
+def _clip_tower(name: str, tower: str, rngs: nnx.Rngs, vocab_size: int, max_tokens: int,
+                eos_id: int | None):
+    """(CLIP tower, its output width): from a checkpoint (architecture from its config.json,
+    weights through `vnr.pretrained`) or a `scratch:clip-<size>` name (random init).
+
+    Scratch text towers pool the EOS token: `eos_id` of a checkpoint tokenizer, or, for
+    hashed ids (`eos_id=None`), the largest id (legacy CLIP rule: `_text` appends it)."""
+    from vnr import pretrained
+    from vnr.models.encoders import builder, scratch_config
+
+    if pretrained.is_checkpoint(name):
+        module, cfg = pretrained.build(name, tower, rngs)
+    elif name.startswith("scratch:clip"):
+        size = name.removeprefix("scratch:").rpartition("-")[2]
+        over = {} if tower == "vision" else {
+            "vocab_size": vocab_size, "max_position_embeddings": max(max_tokens, 16),
+            "eos_token_id": 2 if eos_id is None else eos_id}
+        cfg = scratch_config("clip", size, **over)
+        ctor, _, _ = builder(cfg, tower=tower)
+        module = pretrained.raw_rng_keys(ctor(rngs))  # restorable dropout streams
+    else:
+        raise ValueError(f"encoder {name!r}: use 'small', 'scratch:clip-<size>' or a CLIP "
+                         "checkpoint directory")
+    proj = module.visual_projection if tower == "vision" else module.text_projection
+    return module, proj.kernel.shape[-1] if proj is not None else cfg.hidden_size
+
+
+class FrameEncoder(nnx.Module):
+    """Image and utterance towers, concatenated and projected: [B, N, ...] -> [B, N, W]."""
+
+    def __init__(self, *, modalities: tuple[str, ...], image_encoder: str, text_encoder: str,
+                 image_size: int, stem: int, conv: str, channels: tuple[int, ...],
+                 vocab_size: int, max_tokens: int, width: int, text_layers: int, heads: int,
+                 dropout: float, rngs: nnx.Rngs, eos_id: int | None = None):
+        unknown = set(modalities) - {"vision", "text"}
+        if unknown or not modalities:
+            raise ValueError(f"model.modalities={modalities}: use 'vision' and/or 'text'")
+        self.modalities = tuple(modalities)
+        image = text = None
+        dims = []
+        if "vision" in modalities:
+            if image_encoder == "small":
+                image = ImageEncoder(image_size, channels, width, rngs, stem, conv)
+                dims.append(width)
+            else:
+                image, dim = _clip_tower(image_encoder, "vision", rngs, vocab_size, max_tokens,
+                                         eos_id)
+                dims.append(dim)
+        if "text" in modalities:
+            if text_encoder == "small":
+                text = TextEncoder(vocab_size, max_tokens, width, text_layers, heads, dropout,
+                                   rngs)
+                dims.append(width)
+            else:
+                text, dim = _clip_tower(text_encoder, "text", rngs, vocab_size, max_tokens,
+                                        eos_id)
+                dims.append(dim)
+        self.image, self.text = nnx.data(image), nnx.data(text)
+        self.image_kind, self.text_kind = image_encoder, text_encoder
+        self.fuse = dense(sum(dims), width, ("mlp", "embed"), rngs)
+        self.ln = layer_norm(width, rngs)
+
+    def _image(self, frames: jax.Array, train: bool) -> jax.Array:
+        if self.image_kind == "small":
+            return self.image(frames)
+        lead, side = frames.shape[:-3], self.image.vision_model.image_size
+        x = frames.reshape(-1, *frames.shape[-3:]).astype(jnp.float32) / 255.0
+        if x.shape[1] != side:
+            x = jax.image.resize(x, (x.shape[0], side, side, 3), "bilinear")
+        x = (x - jnp.asarray(_CLIP_MEAN)) / jnp.asarray(_CLIP_STD)
+        return self.image(x, deterministic=not train).pooled.reshape(*lead, -1)
+
+    def _text(self, tokens: jax.Array, token_mask: jax.Array | None, train: bool,
+              rngs: nnx.Rngs | None) -> jax.Array:
+        if self.text_kind == "small":
+            return self.text(tokens, train=train, rngs=rngs, mask=token_mask)
+        lead = tokens.shape[:-1]
+        t = tokens.reshape(-1, tokens.shape[-1])
+        if token_mask is not None:  # a checkpoint tokenizer: its own BOS ... EOS
+            m = token_mask.reshape(t.shape).astype(jnp.int32)
+            return self.text(t, m, deterministic=not train).pooled.reshape(*lead, -1)
+        # The tower pools the token with the largest id (legacy CLIP EOS rule, set for hashed
+        # ids by `_clip_tower`); hashed ids have no EOS, so the last real token is made the
+        # largest-id one by appending vocab_size - 1 after it.
+        n = (t > 0).sum(-1)
+        eos = self.text.text_model.embeddings.token_embedding.num_embeddings - 1
+        t = jnp.concatenate([t, jnp.zeros_like(t[:, :1])], -1)
+        t = t.at[jnp.arange(t.shape[0]), n].set(eos)
+        out = self.text(t, (t > 0).astype(jnp.int32), deterministic=not train)
+        return out.pooled.reshape(*lead, -1)
+
+    def __call__(self, frames: jax.Array, tokens: jax.Array, *, train: bool,
+                 rngs: nnx.Rngs | None, token_mask: jax.Array | None = None) -> jax.Array:
+        """token_mask: with a checkpoint tokenizer (else tokens > 0 are the real ones)."""
+        parts = []
+        if self.image is not None:
+            parts.append(self._image(frames, train))
+        if self.text is not None:
+            parts.append(self._text(tokens, token_mask, train, rngs))
+        return self.ln(jax.nn.gelu(self.fuse(jnp.concatenate(parts, -1))))
+
+
+class PairEncoder(nnx.Module):
+    """Video-dialogue transformer over a pair of unit vectors (or an MLP), per-level heads."""
+
+    def __init__(self, *, levels: tuple[str, ...], width: int, layers: int, heads: int,
+                 mlp: int, dropout: float, arch: str, rngs: nnx.Rngs):
+        if arch not in ("transformer", "mlp"):
+            raise ValueError(f"model.pair_arch={arch!r}: use 'transformer' or 'mlp'")
+        self.arch, self.levels = arch, tuple(levels)
+        init = annotate(nnx.initializers.normal(0.02), (None, "embed"))
+        self.segment = nnx.Param(init(rngs.params(), (2, width)))
+        self.level_embed = nnx.Param(init(rngs.params(), (len(levels), width)))
+        tf = arch == "transformer"
+        self.blocks = nnx.List([Block(width, heads, mlp, dropout, rngs)
+                                for _ in range(layers if tf else 0)])
+        self.ln = nnx.data(layer_norm(width, rngs) if tf else None)
+        self.mlp = nnx.List([] if tf else [dense(2 * width, mlp, ("embed", "mlp"), rngs)] + [
+            dense(mlp, mlp, ("mlp", "mlp"), rngs) for _ in range(max(layers - 1, 0))])
+        self.drop = nnx.Dropout(dropout)
+        self.heads = nnx.Dict({lv: dense(2 * width if arch == "transformer" else mlp, 2,
+                                         ("embed", None), rngs) for lv in levels})
+
+    def __call__(self, level: str, first: jax.Array, second: jax.Array, *, train: bool,
+                 rngs: nnx.Rngs | None) -> jax.Array:
+        """Unit vectors [..., W] of u and v -> logits [..., 2]; class 1 = u before v."""
+        lead, w = first.shape[:-1], first.shape[-1]
+        if self.arch == "mlp":
+            x = jnp.concatenate([first, second], -1).reshape(-1, 2 * w)
+            for layer in self.mlp:
+                x = self.drop(jax.nn.gelu(layer(x)), deterministic=not train, rngs=rngs)
+            return self.heads[level](x).reshape(*lead, 2)
+        lvl = self.level_embed.value[self.levels.index(level)]
+        x = jnp.stack([first, second], axis=-2) + self.segment.value + lvl
+        x = x.reshape(-1, 2, w)
+        for block in self.blocks:
+            x = block(x, None, train=train, rngs=rngs)
+        return self.heads[level](self.ln(x).reshape(x.shape[0], -1)).reshape(*lead, 2)
+
+
+def _mlp2(din: int, dout: int, rngs: nnx.Rngs) -> nnx.List:
+    return nnx.List([dense(din, din, ("embed", "mlp"), rngs), dense(din, dout, ("mlp", "embed"),
+                                                                    rngs)])
+
+
+def group_mean(x: jax.Array, group: jax.Array, mask: jax.Array) -> jax.Array:
+    """Mean of x [B, N, W] over the real frames sharing each frame's group id [B, N]."""
+    same = (group[:, :, None] == group[:, None, :]) & mask[:, None, :] & mask[:, :, None]
+    w = same.astype(x.dtype)
+    return jnp.einsum("bij,bjw->biw", w, x) / jnp.maximum(w.sum(-1, keepdims=True), 1.0)
+
+
+def member_mean(x: jax.Array, member_mask: jax.Array) -> jax.Array:
+    """Mean of x [..., M, W] over its real members [..., M]."""
+    m = member_mask[..., None].astype(x.dtype)
+    return (x * m).sum(-2) / jnp.maximum(m.sum(-2), 1.0)
+
+
+class HCMC(nnx.Module):
+    """Frame encoder(s), unit poolers, pair encoder(s), order and cluster heads."""
+
+    def __init__(self, *, levels: tuple[str, ...] = ("frame", "shot"),
+                 modalities: tuple[str, ...] = ("vision", "text"), image_encoder: str = "small",
+                 text_encoder: str = "small", image_size: int = 64, stem: int = 4,
+                 conv: str = "patch", channels: tuple[int, ...] = (32, 64, 64),
+                 vocab_size: int = 4096, max_tokens: int = 16, width: int = 512,
+                 text_layers: int = 0, pair_layers: int = 2, heads: int = 8, mlp: int = 2048,
+                 dropout: float = 0.1, cluster_dim: int = 64, pair_arch: str = "transformer",
+                 separate: bool = False, eos_id: int | None = None, rngs: nnx.Rngs):
+        if "frame" not in levels or set(levels) - set(LEVELS):
+            raise ValueError(f"model.levels={levels}: 'frame' plus any of 'shot', 'scene'")
+        self.levels = tuple(lv for lv in LEVELS if lv in levels)
+        self.cluster_levels = tuple(lv for lv in CLUSTER_LEVELS if lv in self.levels)
+        self.separate = separate
+        owners = self.levels if separate else ("frame",)
+
+        def frame_encoder():
+            return FrameEncoder(
+                modalities=tuple(modalities), image_encoder=image_encoder,
+                text_encoder=text_encoder, image_size=image_size, stem=stem, conv=conv,
+                channels=tuple(channels), vocab_size=vocab_size, max_tokens=max_tokens,
+                width=width, text_layers=text_layers, heads=heads, dropout=dropout, rngs=rngs,
+                eos_id=eos_id)
+
+        def pair_encoder(lv):
+            return PairEncoder(levels=(lv,) if separate else self.levels, width=width,
+                               layers=pair_layers, heads=heads, mlp=mlp, dropout=dropout,
+                               arch=pair_arch, rngs=rngs)
+
+        self.encoders = nnx.Dict({o: frame_encoder() for o in owners})
+        self.pairs = nnx.Dict({o: pair_encoder(o) for o in owners})
+        self.poolers = nnx.Dict({lv: _mlp2(width, width, rngs) for lv in CLUSTER_LEVELS
+                                 if lv in self.levels})
+        self.cluster_heads = nnx.Dict({lv: _mlp2(width, cluster_dim, rngs)
+                                       for lv in self.cluster_levels})
+
+    def _owner(self, level: str) -> str:
+        return level if self.separate else "frame"
+
+    def encode(self, frames: jax.Array, tokens: jax.Array, *, train: bool,
+               rngs: nnx.Rngs | None, token_mask: jax.Array | None = None) -> jax.Array:
+        """Frame features per level: [B, N, L, W] (L = len(levels); copies when shared)."""
+        out = {o: enc(frames, tokens, train=train, rngs=rngs, token_mask=token_mask)
+               for o, enc in self.encoders.items()}
+        return jnp.stack([out[self._owner(lv)] for lv in self.levels], -2)
+
+    def level_features(self, feats: jax.Array, level: str) -> jax.Array:
+        return feats[..., self.levels.index(level), :]
+
+    def unit_vectors(self, level: str, pooled: jax.Array) -> jax.Array:
+        """Pooled frame features [..., W] of a unit -> its unit vector [..., W]."""
+        if level == "frame":
+            return pooled
+        a, b = self.poolers[level]
+        return pooled + b(jax.nn.gelu(a(pooled)))
+
+    def units_from_groups(self, level: str, feats: jax.Array, group: jax.Array,
+                          mask: jax.Array) -> jax.Array:
+        """Per frame, the unit vector of its group (training: ground-truth groups)."""
+        x = self.level_features(feats, level)
+        return x if level == "frame" else self.unit_vectors(level, group_mean(x, group, mask))
+
+    def units_from_members(self, level: str, members: jax.Array,
+                           member_mask: jax.Array) -> jax.Array:
+        """Members' features [P, G, M, L*W] (Algorithm 1 layout) -> unit vectors [P, G, W]."""
+        x = members.reshape(*members.shape[:-1], len(self.levels), -1)
+        x = self.level_features(x, level)
+        return self.unit_vectors(level, member_mean(x, member_mask))
+
+    def pair_logits(self, level: str, first: jax.Array, second: jax.Array, *, train: bool,
+                    rngs: nnx.Rngs | None) -> jax.Array:
+        return self.pairs[self._owner(level)](level, first, second, train=train, rngs=rngs)
+
+    def all_pair_logits(self, level: str, units: jax.Array) -> jax.Array:
+        """Unit vectors [P, G, W] -> logits of every ordered pair [P, G, G, 2]."""
+        g = units.shape[1]
+        first = jnp.broadcast_to(units[:, :, None], (units.shape[0], g, g, units.shape[-1]))
+        second = jnp.broadcast_to(units[:, None, :], first.shape)
+        return self.pair_logits(level, first, second, train=False, rngs=None)
+
+    def cluster_embed(self, level: str, feats: jax.Array) -> jax.Array:
+        """Unit-norm clustering embedding [B, N, D] of every frame for `level`."""
+        a, b = self.cluster_heads[level]
+        z = b(jax.nn.gelu(a(self.level_features(feats, level))))
+        return z / jnp.maximum(jnp.linalg.norm(z, axis=-1, keepdims=True), 1e-6)
+
+
+def contrastive_cluster_loss(anchor: jax.Array, positive: jax.Array, negatives: jax.Array,
+                             neg_mask: jax.Array, valid: jax.Array, tau: float) -> jax.Array:
+    """Eq. 3, averaged over valid anchors:
+
+        L_CL = -log( e^{s(z, z+)/τ} / (e^{s(z, z+)/τ} + Σ_k e^{s(z, z_k^-)/τ}) ),
+
+    s = cosine similarity, z+ a frame of the anchor's group, z_k^- (k = 1..n) frames outside
+    it. anchor, positive [A, D]; negatives [A, n, D]; neg_mask [A, n] (False = unused draw);
+    valid [A] (anchors without a positive or any negative do not count).
+    """
+    unit = lambda v: v / jnp.maximum(jnp.linalg.norm(v, axis=-1, keepdims=True), 1e-6)  # noqa
+    a, p, n = unit(anchor), unit(positive), unit(negatives)
+    pos = (a * p).sum(-1) / tau
+    neg = jnp.where(neg_mask, jnp.einsum("ad,and->an", a, n) / tau, -jnp.inf)
+    logits = jnp.concatenate([pos[:, None], neg], -1)
+    nll = jax.nn.logsumexp(logits, -1) - pos
+    ok = valid & neg_mask.any(-1)
+    return jnp.where(ok, nll, 0.0).sum() / jnp.maximum(ok.sum(), 1)

@@ -1,0 +1,219 @@
+"""MoviePuzzle glue: pairwise-order loss, all-pairs prediction, ordering eval.
+
+Training: for each clip, `pairs_per_clip` ordered pairs (i, j), i != j, both
+real frames, are drawn uniformly (fresh each step); the 2-way head is trained
+with cross-entropy on "i comes before j" (class 1). Sampling pairs rather than
+scoring all N^2 keeps the step cheap; every pair is scored at evaluation.
+
+Evaluation: every ordered pair is scored, the logits turned into
+S[i, j] = (e^{l1} - e^{l0}) / (e^{l1} + e^{l0}) (Eq. 5), and an order is found by
+`beam_search_order` (objective and beam width from `config.eval`). Metrics:
+LSD, LMD, SD, SSD, OS2, OS3 (vnr.benchmarks.moviepuzzle.order_metrics) plus the pairwise order
+accuracy of the head on real pairs.
+"""
+
+from __future__ import annotations
+
+import pathlib
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import nnx
+
+from vnr import sharding
+from vnr.benchmarks.moviepuzzle import data
+from vnr.benchmarks.moviepuzzle.pairwise_model import PairOrderModel
+from vnr.data import pipeline, text
+
+METRICS = ("lsd", "lmd", "sd", "ssd", "os2", "os3")
+
+
+def validate(config: Any) -> None:
+    """Config checks that need no data or compile."""
+    d = config.data
+    needs = {"clips": "the per-clip release: clip_id.json and <split>/<clip>/ folders",
+             "movienet": "MovieNet: annotation/, shot/, subtitle/, meta/ and <imdb>/ keyframes"}
+    if d.config in needs and not d.manual_dir:
+        raise ValueError(f"data.manual_dir is required for data.config={d.config!r} "
+                         f"({needs[d.config]})")
+    if d.manual_dir and not pathlib.Path(d.manual_dir).is_dir():
+        raise ValueError(f"data.manual_dir={d.manual_dir!r} does not exist")
+    check_tokenizer(config)
+    if not 2 <= config.pairs_per_clip:
+        raise ValueError(f"pairs_per_clip={config.pairs_per_clip} must be >= 2")
+    if config.eval.objective not in ("path", "linear"):
+        raise ValueError(f"eval.objective={config.eval.objective!r}: use 'path' or 'linear'")
+    if config.eval.search not in ("beam", "exact"):
+        raise ValueError(f"eval.search={config.eval.search!r}: use 'beam' or 'exact'")
+    if config.eval.search == "beam" and config.eval.beam_size < 1:
+        raise ValueError(f"eval.beam_size={config.eval.beam_size} must be >= 1")
+    from vnr.ops.permutation_search import MAX_EXACT_N
+
+    if config.eval.search == "exact" and d.max_frames > MAX_EXACT_N:
+        raise ValueError(f"eval.search='exact' handles clips of <= {MAX_EXACT_N} frames but "
+                         f"data.max_frames={d.max_frames}; use eval.search='beam'")
+
+
+def check_tokenizer(config: Any) -> dict | None:
+    """`data.tokenizer` ("hash" or a checkpoint's tokenizer) and `data.vocab_size` agree;
+    returns the tokenizer's ids (`text.info`) or None for hashed words."""
+    d = config.data
+    name = d.get("tokenizer", text.HASH)
+    if name == text.HASH:
+        if d.vocab_size < 3:
+            raise ValueError(f"data.vocab_size={d.vocab_size}: hashed words need >= 3 ids "
+                             "(0 = pad, 1 = no dialogue); 0 only goes with a checkpoint "
+                             "data.tokenizer")
+        return None
+    try:
+        got = text.info(name)
+    except (OSError, ValueError, TypeError) as e:
+        raise ValueError(f"data.tokenizer={name!r}: {str(e).splitlines()[0]}") from e
+    if d.vocab_size not in (0, got["vocab"]):
+        raise ValueError(f"data.vocab_size={d.vocab_size} but data.tokenizer={name!r} has "
+                         f"{got['vocab']} tokens; set data.vocab_size=0 (taken from the "
+                         f"tokenizer) or {got['vocab']}")
+    return got
+
+
+def text_vocab(config: Any) -> tuple[int, dict | None]:
+    """(id count the text towers embed, the tokenizer's ids or None for hashed words)."""
+    d = config.data
+    if d.get("tokenizer", text.HASH) == text.HASH:
+        return d.vocab_size, None
+    got = text.info(d.tokenizer)
+    return got["vocab"], got
+
+
+def check_splits(config: Any) -> None:
+    """Every configured split exists in the built dataset (called once it is built)."""
+    from tfds_builders import moviepuzzle as builder
+
+    d = config.data
+    have = builder.split_names(d.config, d.data_dir, manual_dir=d.manual_dir or None)
+    for key, split in [("data.train_split", d.train_split), ("data.val_split", d.val_split)] + [
+            ("data.test_splits", s) for s in d.test_splits]:
+        if split not in have:
+            raise ValueError(f"{key}={split!r} is not a split of moviepuzzle/{d.config} "
+                             f"(it has {', '.join(have)})")
+
+
+def make_model(config: Any, rngs: nnx.Rngs) -> PairOrderModel:
+    m, d = config.model, config.data
+    return PairOrderModel(
+        modalities=tuple(m.modalities), image_size=d.image_size, stem=m.stem, conv=m.conv,
+        channels=tuple(m.channels),
+        vocab_size=text_vocab(config)[0], max_tokens=d.max_tokens, width=m.width,
+        text_layers=m.text_layers, pair_layers=m.pair_layers, heads=m.heads, mlp=m.mlp,
+        dropout=m.dropout, rngs=rngs)
+
+
+def train_data(config: Any, local_batch: int, process_index: int, process_count: int):
+    return data.train_dataset(config.data, local_batch, config.seed, process_index,
+                              process_count)
+
+
+def sample_pairs(key: jax.Array, mask: jax.Array, num: int) -> tuple[jax.Array, jax.Array]:
+    """Uniform ordered pairs (i, j), i != j, among each clip's real frames: [B, num] each."""
+    n = mask.sum(-1, keepdims=True)
+    ki, kj = jax.random.split(key)
+    i = jnp.floor(jax.random.uniform(ki, (mask.shape[0], num)) * n).astype(jnp.int32)
+    shift = 1 + jnp.floor(jax.random.uniform(kj, i.shape) * (n - 1)).astype(jnp.int32)
+    return i, (i + shift) % n
+
+
+def loss_fn(model: PairOrderModel, batch: dict, rngs: nnx.Rngs, config: Any):
+    """Mean cross-entropy of the order head over sampled pairs."""
+    feats = model.encode_frames(batch["frames"], batch["tokens"], train=True, rngs=rngs,
+                                token_mask=batch.get("token_mask"))
+    i, j = sample_pairs(rngs.dropout(), batch["mask"], config.pairs_per_clip)
+    take = lambda a, idx: jnp.take_along_axis(a, idx[..., None], axis=1)  # noqa: E731
+    logits = model.pair_logits(take(feats, i), take(feats, j), train=True, rngs=rngs)
+    pos = batch["position"]
+    labels = (jnp.take_along_axis(pos, i, 1) < jnp.take_along_axis(pos, j, 1)).astype(jnp.int32)
+    loss = optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean()
+    acc = ((logits[..., 1] > logits[..., 0]) == labels.astype(bool)).mean()
+    return loss, {"pair_acc": acc}
+
+
+def predict(model: PairOrderModel, batch: dict, config: Any) -> dict[str, jax.Array]:
+    """Eq. 5 scores for every ordered pair, plus what the host metrics need."""
+    from vnr.ops.permutation_search import pair_scores_to_matrix
+
+    feats = model.encode_frames(batch["frames"], batch["tokens"], train=False, rngs=None,
+                                token_mask=batch.get("token_mask"))
+    scores = pair_scores_to_matrix(model.all_pair_logits(feats))
+    return {"scores": scores, "mask": batch["mask"], "position": batch["position"]}
+
+
+def gt_order(position: np.ndarray) -> np.ndarray:
+    """order[b, k] = input index at true position k (padding keeps its own index)."""
+    return np.argsort(position, axis=-1, kind="stable").astype(np.int32)
+
+
+def pair_accuracy(scores: np.ndarray, position: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """Per clip: fraction of real ordered pairs i != j where sign(S[i, j]) is right."""
+    before = position[:, :, None] < position[:, None, :]
+    real = mask[:, :, None] & mask[:, None, :] & ~np.eye(mask.shape[1], dtype=bool)
+    right = ((scores > 0) == before) & real
+    return right.sum((1, 2)) / np.maximum(real.sum((1, 2)), 1)
+
+
+def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.Mesh, *,
+             max_clips: int = 0, report_path: pathlib.Path | None = None) -> dict[str, float]:
+    """Orders every clip of `split` and returns the paper's metrics (and pair_acc)."""
+    from vnr.benchmarks.moviepuzzle.order_metrics import summary
+    from vnr.ops.permutation_search import beam_search_order, exact_order
+
+    pc = jax.process_count()
+    local = config.eval_batch_size // pc
+    n_batches = data.num_eval_batches(config.data, split, config.eval_batch_size, max_clips, pc)
+    it = iter(data.eval_dataset(config.data, split, config.eval_batch_size, config.seed,
+                                max_clips, jax.process_index(), pc))
+    outs, first = [], None
+    for _ in range(n_batches):
+        host = next(it, None)
+        host = pipeline.pad_batch(host, local) if host is not None else _empty(first, local)
+        first = first or host
+        host = {k: v for k, v in host.items() if k != "text"}
+        out = jax.device_get(predict_fn(sharding.global_batch(host, mesh)))
+        keep = out["mask"].any(-1)
+        outs.append({k: v[keep] for k, v in out.items()})
+    cat = {k: np.concatenate([o[k] for o in outs]) for k in outs[0]}
+    search = exact_order if config.eval.search == "exact" else \
+        lambda s, m, **kw: beam_search_order(s, m, beam_size=config.eval.beam_size, **kw)
+    pred, _ = search(cat["scores"], cat["mask"], objective=config.eval.objective)
+    pred = np.asarray(pred)
+    gt = gt_order(cat["position"])
+    metrics = {k: float(v) for k, v in summary(pred, gt, cat["mask"]).items()}
+    metrics["pair_acc"] = float(pair_accuracy(cat["scores"], cat["position"], cat["mask"]).mean())
+    metrics["clips"] = float(len(pred))
+    if report_path is not None and first is not None:
+        from vnr.reports import plots
+
+        k = min(config.eval.report_clips, int(first["mask"].any(-1).sum()))
+        plots.order_examples(first, pred[:k], gt[:k], report_path, title=split,
+                             subtitles=[list(t) for t in first["text"][:k]])
+    return metrics
+
+
+def _empty(like: dict[str, np.ndarray] | None, size: int) -> dict[str, np.ndarray]:
+    if like is None:
+        raise ValueError("evaluation split is empty on this process")
+    return pipeline.pad_batch({k: v[:0] for k, v in like.items()}, size)
+
+
+def results_table(results: dict[str, dict[str, float]]) -> str:
+    """Markdown table: one row per split, the paper's metric columns."""
+    cols = (*METRICS, "pair_acc")
+    head = "| split | " + " | ".join(c.upper() for c in cols) + " |"
+    rows = [head, "|" + "---|" * (len(cols) + 1)]
+    for split, m in results.items():
+        rows.append(f"| {split} | " + " | ".join(f"{m.get(c, float('nan')):.2f}"
+                                                if c != "pair_acc" else f"{m[c]:.3f}"
+                                                for c in cols) + " |")
+    return "\n".join(rows)

@@ -1,0 +1,339 @@
+"""Movie Synopsis Association (MoviePuzzle Table 4): retrieve a segment's synopsis paragraph.
+
+Dual encoder.
+  Segment: the reordering model's frame encoder, built from `vnr.benchmarks.moviepuzzle.pairwise_model`
+  (`ImageEncoder` + `TextEncoder` + the `fuse` layer, under the same parameter names as
+  `PairOrderModel`, so a reordering checkpoint loads by name), then a learned temporal
+  position embedding, `segment_layers` transformer blocks over the frames (true order),
+  a masked mean pool and a projection to `embed` dims.
+  Synopsis: a `TextEncoder` over the paragraph's hashed tokens and a projection.
+Score: cosine similarity times a learned temperature (CLIP's init 1/0.07, capped at 100).
+Loss: symmetric in-batch InfoNCE over the global batch (segment -> synopsis and
+synopsis -> segment cross-entropy, averaged); the other pairs of the batch are negatives.
+Eval: every segment of a split against every synopsis of the split: R@1/5/10 and median rank
+(vnr.benchmarks.moviepuzzle.synopsis_metrics, expected value under random tie-breaking), plus the reverse
+direction as `syn2seg_*`.
+
+"With reordering pre-training" (Table 4's second row): `config.init_from=<workdir>` of a
+finished `moviepuzzle` (PairOrderModel, late fusion) run; the parameters named in
+`config.init_params` (default image, text, fuse) are read through orbax from the latest step
+of `<workdir>/checkpoints` and replace the fresh ones; everything is then fine-tuned.
+A mismatch (missing run, other model, other sizes) is one clear error line before training.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import pathlib
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import nnx
+
+from vnr import sharding
+from vnr.benchmarks.moviepuzzle import synopsis_data as data
+from vnr.benchmarks.moviepuzzle.pairwise_model import ImageEncoder, TextEncoder
+from vnr.benchmarks.moviepuzzle.synopsis_metrics import retrieval_metrics
+from vnr.data import pipeline
+from vnr.models.layers import Block, annotate, dense, layer_norm
+
+METRICS = ("r1", "r5", "r10", "medr")
+# Keys of the reordering run's config.json that fix the shapes of the frame encoder.
+ENCODER_KEYS = ("model.modalities", "model.stem", "model.conv", "model.channels", "model.width",
+                "model.text_layers", "model.heads", "data.image_size", "data.max_tokens",
+                "data.vocab_size")
+
+
+class SynopsisModel(nnx.Module):
+    """Segment encoder (reordering frame encoder + temporal transformer) and synopsis encoder."""
+
+    def __init__(self, *, modalities: tuple[str, ...], image_size: int, stem: int, conv: str,
+                 channels: tuple[int, ...], vocab_size: int, max_tokens: int, max_frames: int,
+                 synopsis_tokens: int, width: int, text_layers: int, segment_layers: int,
+                 synopsis_layers: int, heads: int, mlp: int, embed: int, dropout: float,
+                 rngs: nnx.Rngs):
+        unknown = set(modalities) - {"vision", "text"}
+        if unknown or not modalities:
+            raise ValueError(f"model.modalities={modalities}: use 'vision' and/or 'text'")
+        # Same attribute names and shapes as vnr.benchmarks.moviepuzzle.pairwise_model.PairOrderModel.
+        self.image = ImageEncoder(image_size, channels, width, rngs, stem, conv) \
+            if "vision" in modalities else None
+        self.text = TextEncoder(vocab_size, max_tokens, width, text_layers, heads, dropout, rngs) \
+            if "text" in modalities else None
+        self.fuse = dense(width * len(modalities), width, ("mlp", "embed"), rngs)
+        self.frame_pos = nnx.Param(annotate(nnx.initializers.normal(0.02), (None, "embed"))(
+            rngs.params(), (max_frames, width)))
+        self.segment_blocks = nnx.List([Block(width, heads, mlp, dropout, rngs)
+                                        for _ in range(segment_layers)])
+        self.segment_ln = layer_norm(width, rngs)
+        self.segment_proj = dense(width, embed, ("embed", None), rngs)
+        self.synopsis = TextEncoder(vocab_size, synopsis_tokens, width, synopsis_layers, heads,
+                                    dropout, rngs)
+        self.synopsis_proj = dense(width, embed, ("embed", None), rngs)
+        self.log_scale = nnx.Param(jnp.asarray(np.log(1 / 0.07), jnp.float32))
+
+    def encode_segments(self, frames: jax.Array, tokens: jax.Array, mask: jax.Array, *,
+                        train: bool, rngs: nnx.Rngs | None) -> jax.Array:
+        """frames [B, N, S, S, 3], tokens [B, N, L], mask [B, N] -> unit vectors [B, E]."""
+        parts = []
+        if self.image is not None:
+            parts.append(self.image(frames))
+        if self.text is not None:
+            parts.append(self.text(tokens, train=train, rngs=rngs))
+        x = jax.nn.gelu(self.fuse(jnp.concatenate(parts, -1)))
+        x = x + self.frame_pos.value[: x.shape[1]]
+        for block in self.segment_blocks:
+            x = block(x, mask, train=train, rngs=rngs)
+        m = mask[..., None].astype(x.dtype)
+        x = (self.segment_ln(x) * m).sum(1) / jnp.maximum(m.sum(1), 1.0)
+        return _unit(self.segment_proj(x))
+
+    def encode_synopses(self, tokens: jax.Array, *, train: bool,
+                        rngs: nnx.Rngs | None) -> jax.Array:
+        """tokens [B, Ls] -> unit vectors [B, E]."""
+        return _unit(self.synopsis_proj(self.synopsis(tokens, train=train, rngs=rngs)))
+
+    def scale(self) -> jax.Array:
+        return jnp.minimum(jnp.exp(self.log_scale.value), 100.0)
+
+
+def _unit(x: jax.Array) -> jax.Array:
+    return x / jnp.maximum(jnp.linalg.norm(x, axis=-1, keepdims=True), 1e-6)
+
+
+# ----------------------------------------------------------------------------- init_from
+
+
+def _flat(tree: Any) -> dict[str, Any]:
+    """Leaves by dotted path (integer keys as strings, as orbax stores them)."""
+    def name(path: tuple) -> str:
+        return ".".join(str(getattr(k, "key", getattr(k, "idx", getattr(k, "name", k))))
+                        for k in path)
+
+    return {name(p): v for p, v in jax.tree_util.tree_flatten_with_path(tree)[0]}
+
+
+def latest_checkpoint(workdir: str) -> tuple[int, pathlib.Path]:
+    """(step, path of its `state` item) of the newest committed step in <workdir>/checkpoints."""
+    ckpt = pathlib.Path(workdir).absolute() / "checkpoints"
+    if not ckpt.is_dir():
+        raise FileNotFoundError(f"init_from={workdir}: no checkpoints/ folder there (give the "
+                                "workdir of a finished moviepuzzle reordering run)")
+    steps = sorted(int(p.name) for p in ckpt.iterdir() if p.name.isdigit())
+    if not steps:
+        raise FileNotFoundError(f"init_from={workdir}: {ckpt} holds no finished checkpoint step")
+    path = ckpt / str(steps[-1]) / "state"
+    if not path.is_dir():
+        raise FileNotFoundError(f"init_from={workdir}: step {steps[-1]} has no `state` item")
+    return steps[-1], path
+
+
+@functools.lru_cache(maxsize=4)
+def load_pretrained(workdir: str, names: tuple[str, ...]) -> tuple[int, dict[str, np.ndarray]]:
+    """(step, {dotted name: array}) of the model parameters under `names` in the latest
+    checkpoint of a reordering run (its state is (model, optimizer): item "0" is the model)."""
+    import orbax.checkpoint as ocp
+
+    step, path = latest_checkpoint(workdir)
+    ckptr = ocp.PyTreeCheckpointer()
+    meta = ckptr.metadata(path)
+    tree = getattr(meta, "item_metadata", meta)
+    tree = getattr(tree, "tree", tree)
+    if not isinstance(tree, dict) or "0" not in tree:
+        raise ValueError(f"init_from={workdir}: step {step} is not a vnr training state "
+                         "((model, optimizer) with the model under item 0)")
+    missing = [n for n in names if n not in tree["0"]]
+    if missing:
+        raise ValueError(f"init_from={workdir}: the checkpointed model (step {step}) has no "
+                         f"{missing[0]!r} (it has {sorted(tree['0'])}); init_params must name "
+                         "PairOrderModel parts")
+    sub = {"0": {n: tree["0"][n] for n in names}}
+    args = jax.tree.map(lambda _: ocp.RestoreArgs(restore_type=np.ndarray), sub)
+    restored = ckptr.restore(path, args=ocp.args.PyTreeRestore(item=sub, restore_args=args,
+                                                               partial_restore=True))
+    return step, {k.removeprefix("0."): np.asarray(v) for k, v in _flat(restored).items()}
+
+
+def _check_run_config(config: Any) -> None:
+    """The reordering run's config.json (if present) agrees on the encoder-shaping keys."""
+    path = pathlib.Path(config.init_from) / "config.json"
+    if not path.is_file():
+        return
+    run = json.loads(path.read_text())
+    for key in ENCODER_KEYS:
+        section, name = key.split(".")
+        have = run.get(section, {}).get(name)
+        want = config[section][name]
+        want = list(want) if isinstance(want, tuple | list) else want
+        if have is not None and have != want:
+            raise ValueError(f"init_from={config.init_from}: the reordering run has {key}="
+                             f"{have!r} but this config has {want!r}; set --config.{key} to match")
+    if run.get("model", {}).get("fusion", "late") != "late":
+        raise ValueError(f"init_from={config.init_from}: the reordering run uses model.fusion="
+                         f"{run['model']['fusion']!r}; only late fusion has a `fuse` layer")
+
+
+def apply_pretrained(model: SynopsisModel, workdir: str, names: tuple[str, ...]) -> int:
+    """Replaces the parameters under `names` with the run's; ValueError naming the first
+    missing or mis-shaped one. Returns the checkpoint step."""
+    step, loaded = load_pretrained(str(pathlib.Path(workdir).absolute()), tuple(names))
+    for name in names:
+        part = getattr(model, name, None)
+        if part is None:
+            raise ValueError(f"init_params names {name!r}, which this model does not have "
+                             "(model.modalities?)")
+        state = nnx.state(part, nnx.Param)
+        pure = state.to_pure_dict()
+        flat = _flat(pure)
+        extra = sorted(k for k in loaded if k.startswith(name + ".")
+                       and k.removeprefix(name + ".") not in flat)
+        if extra:
+            raise ValueError(f"init_from={workdir} (step {step}): checkpoint parameter "
+                             f"{extra[0]} has no counterpart in this model")
+        leaves = []
+        for key, want in flat.items():
+            full = f"{name}.{key}"
+            if full not in loaded:
+                raise ValueError(f"init_from={workdir} (step {step}): no parameter {full} in "
+                                 f"the checkpoint (model expects {tuple(want.shape)})")
+            if tuple(loaded[full].shape) != tuple(want.shape):
+                raise ValueError(f"init_from={workdir} (step {step}): parameter {full} has "
+                                 f"shape {tuple(loaded[full].shape)}, this model expects "
+                                 f"{tuple(want.shape)}; match model/data sizes of that run")
+            leaves.append(jnp.asarray(loaded[full], want.dtype))
+        new = jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(pure), leaves)
+        nnx.replace_by_pure_dict(state, new)
+        nnx.update(part, state)
+    return step
+
+
+# ----------------------------------------------------------------------------- task API
+
+
+def validate(config: Any) -> None:
+    """Config checks before any compile; with init_from, the checkpoint is checked too."""
+    d = config.data
+    if "synopsis" not in d.config:
+        raise ValueError(f"data.config={d.config!r}: use a synopsis config (synthetic_synopsis*, "
+                         "movienet_synopsis)")
+    if d.config.startswith("movienet") and not d.manual_dir:
+        raise ValueError("data.manual_dir is required for data.config='movienet_synopsis' "
+                         "(raw MovieNet: annotation/, shot/, subtitle/, meta/, keyframes)")
+    if d.manual_dir and not pathlib.Path(d.manual_dir).is_dir():
+        raise ValueError(f"data.manual_dir={d.manual_dir!r} does not exist")
+    if config.batch_size < 2:
+        raise ValueError(f"batch_size={config.batch_size}: the in-batch loss needs >= 2 pairs")
+    if config.init_from:
+        _check_run_config(config)
+        latest_checkpoint(config.init_from)
+        model = nnx.eval_shape(lambda: make_model(config, nnx.Rngs(0), load=False))
+        apply_abstract = {n: getattr(model, n, None) for n in config.init_params}
+        step, loaded = load_pretrained(str(pathlib.Path(config.init_from).absolute()),
+                                       tuple(config.init_params))
+        for name, part in apply_abstract.items():
+            if part is None:
+                raise ValueError(f"init_params names {name!r}, which this model does not have")
+            for key, want in _flat(nnx.state(part, nnx.Param).to_pure_dict()).items():
+                have = loaded.get(f"{name}.{key}")
+                if have is None or tuple(have.shape) != tuple(want.shape):
+                    got = "missing" if have is None else f"shape {tuple(have.shape)}"
+                    raise ValueError(f"init_from={config.init_from} (step {step}): parameter "
+                                     f"{name}.{key} is {got}, this model expects "
+                                     f"{tuple(want.shape)}")
+
+
+def check_splits(config: Any) -> None:
+    from tfds_builders import moviepuzzle as builder
+
+    d = config.data
+    have = builder.split_names(d.config, d.data_dir, manual_dir=d.manual_dir or None)
+    for key, split in [("data.train_split", d.train_split), ("data.val_split", d.val_split)] + [
+            ("data.test_splits", s) for s in d.test_splits]:
+        if split not in have:
+            raise ValueError(f"{key}={split!r} is not a split of moviepuzzle/{d.config} "
+                             f"(it has {', '.join(have)})")
+
+
+def make_model(config: Any, rngs: nnx.Rngs, load: bool = True) -> SynopsisModel:
+    m, d = config.model, config.data
+    model = SynopsisModel(
+        modalities=tuple(m.modalities), image_size=d.image_size, stem=m.stem, conv=m.conv,
+        channels=tuple(m.channels), vocab_size=d.vocab_size, max_tokens=d.max_tokens,
+        max_frames=d.max_frames, synopsis_tokens=d.synopsis_tokens, width=m.width,
+        text_layers=m.text_layers, segment_layers=m.segment_layers,
+        synopsis_layers=m.synopsis_layers, heads=m.heads, mlp=m.mlp, embed=m.embed,
+        dropout=m.dropout, rngs=rngs)
+    if load and config.init_from:
+        apply_pretrained(model, config.init_from, tuple(config.init_params))
+    return model
+
+
+def train_data(config: Any, local_batch: int, process_index: int, process_count: int):
+    return data.train_dataset(config.data, local_batch, config.seed, process_index,
+                              process_count)
+
+
+def loss_fn(model: SynopsisModel, batch: dict, rngs: nnx.Rngs, config: Any):
+    """Symmetric in-batch InfoNCE over the global batch."""
+    seg = model.encode_segments(batch["frames"], batch["tokens"], batch["mask"], train=True,
+                                rngs=rngs)
+    syn = model.encode_synopses(batch["synopsis"], train=True, rngs=rngs)
+    logits = model.scale() * seg @ syn.T
+    labels = jnp.arange(logits.shape[0])
+    ce = optax.softmax_cross_entropy_with_integer_labels
+    loss = 0.5 * (ce(logits, labels).mean() + ce(logits.T, labels).mean())
+    acc = (jnp.argmax(logits, 1) == labels).mean()
+    return loss, {"batch_r1": acc, "scale": model.scale()}
+
+
+def predict(model: SynopsisModel, batch: dict, config: Any) -> dict[str, jax.Array]:
+    seg = model.encode_segments(batch["frames"], batch["tokens"], batch["mask"], train=False,
+                                rngs=None)
+    syn = model.encode_synopses(batch["synopsis"], train=False, rngs=None)
+    return {"segment": seg, "synopsis": syn, "valid": batch["valid"]}
+
+
+def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.Mesh, *,
+             max_clips: int = 0, report_path: pathlib.Path | None = None) -> dict[str, float]:
+    """Ranks every synopsis of `split` for every segment of it (and the reverse)."""
+    del report_path  # no figure for retrieval
+    pc = jax.process_count()
+    local = config.eval_batch_size // pc
+    n_batches = data.num_eval_batches(config.data, split, config.eval_batch_size, max_clips, pc)
+    it = iter(data.eval_dataset(config.data, split, config.eval_batch_size, max_clips,
+                                jax.process_index(), pc))
+    outs, first = [], None
+    for _ in range(n_batches):
+        host = next(it, None)
+        if host is None:
+            if first is None:
+                raise ValueError(f"evaluation split {split!r} is empty on this process")
+            host = {k: np.zeros_like(v) for k, v in first.items()}
+        host = pipeline.pad_batch(host, local)
+        first = first or host
+        out = jax.device_get(predict_fn(sharding.global_batch(host, mesh)))
+        keep = out["valid"].astype(bool)
+        outs.append({k: v[keep] for k, v in out.items()})
+    seg = np.concatenate([o["segment"] for o in outs])
+    syn = np.concatenate([o["synopsis"] for o in outs])
+    sim = seg @ syn.T
+    result = {k: float(v) for k, v in retrieval_metrics(sim).items()}
+    back = retrieval_metrics(sim.T)
+    result.update({f"syn2seg_{k}": float(back[k]) for k in ("r1", "r5", "r10", "medr")})
+    result["clips"] = float(len(seg))
+    result.pop("count", None)
+    return result
+
+
+def results_table(results: dict[str, dict[str, float]]) -> str:
+    """Markdown: one row per split, Table 4's columns (R@k in percent, MedR)."""
+    rows = ["| split | pairs | R@1 | R@5 | R@10 | MedR |", "|---|---|---|---|---|---|"]
+    for split, m in results.items():
+        rows.append(f"| {split} | {int(m['clips'])} | {100 * m['r1']:.1f} | {100 * m['r5']:.1f}"
+                    f" | {100 * m['r10']:.1f} | {m['medr']:.1f} |")
+    return "\n".join(rows)

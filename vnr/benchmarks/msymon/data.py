@@ -1,0 +1,244 @@
+"""Grain pipelines for clip/sentence alignment (M-SyMoN and YMS records).
+
+A video is cut into clips: YMS records carry their own clip boundaries
+(`clip_segmentation.txt`); M-SyMoN records are cut into consecutive clips of
+`clip_seconds` (the last one shorter). A clip's feature is the mean of the feature rows
+(`fps` per second) it covers. Its ground-truth sentence is the matched sentence whose
+annotated span holds the clip's midpoint (`tfds_builders.msymon.parse.gt_clip_labels`), else
+-1. Batches (padded to `max_clips` / `max_sentences`; eval pads to the split's largest video):
+
+  features     float32 [B, C, D]   mean feature per clip (zeros in text_only)
+  clip_mask    bool    [B, C]
+  clip_begin, clip_end float32 [B, C] seconds
+  labels       int32   [B, C]      sentence index per clip, -1 none, -2 ignore (crop edge)
+  tokens       int32   [B, S, L]   hashed sentence tokens (vnr.data.text)
+  sent_mask    bool    [B, S]
+  matched      bool    [B, S]      annotated as matched
+  narr_begin, narr_end float32 [B, S] narration times (`narration_times` fills unknowns)
+  narr_known   bool    [B, S]      the narration time came from subtitles
+  language     int32   [B]         index in `LANGUAGES` (-1 unknown)
+
+Training takes a random window of at most `max_clips` clips and the sentences around it
+(at most `max_sentences`); clips whose sentence falls outside get label -2 (ignored).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import grain
+import numpy as np
+
+from vnr.data import pipeline, text
+
+LANGUAGES = ("en", "ch", "es", "fr", "pt", "hi", "ru")
+
+
+def _weight(s: str) -> int:
+    return max(1, len("".join(s.split())))
+
+
+def narration_times(sentences: list[str], begin: np.ndarray, end: np.ndarray,
+                    duration: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Narration intervals with unknown (NaN) ones estimated; returns (begin, end, known).
+
+    Without subtitle times the narration is assumed to run continuously over the whole video
+    at a constant rate: sentence i gets the share of [0, duration] proportional to its
+    character count (spaces excluded), in order. Known times are kept as they are.
+    """
+    w = np.array([_weight(s) for s in sentences], np.float64)
+    cum = np.concatenate([[0.0], np.cumsum(w)]) / max(w.sum(), 1.0) * duration
+    known = np.isfinite(begin) & np.isfinite(end)
+    nb = np.where(known, begin, cum[:-1]).astype(np.float32)
+    ne = np.where(known, end, cum[1:]).astype(np.float32)
+    return nb, ne, known
+
+
+def cut_clips(rec: dict, clip_seconds: float) -> tuple[np.ndarray, np.ndarray]:
+    """The record's clip boundaries, or fixed-length clips over its duration."""
+    if len(rec.get("clip_begin", ())):
+        return rec["clip_begin"].astype(np.float32), rec["clip_end"].astype(np.float32)
+    from tfds_builders.msymon.parse import fixed_clips
+
+    return fixed_clips(float(rec["duration"]), clip_seconds)
+
+
+def pool_features(feats: np.ndarray | None, cb: np.ndarray, ce: np.ndarray, fps: float,
+                  dim: int) -> np.ndarray:
+    """Mean feature row over each clip's seconds: [C, dim] (zeros without features)."""
+    out = np.zeros((len(cb), dim), np.float32)
+    if feats is None or not len(feats):
+        return out
+    t = len(feats)
+    for c, (b, e) in enumerate(zip(cb, ce, strict=True)):
+        lo = min(int(math.floor(b * fps)), t - 1)
+        hi = min(max(int(math.ceil(e * fps)), lo + 1), t)
+        out[c] = feats[lo:hi].mean(0)
+    return out
+
+
+def video_arrays(rec: dict, clip_seconds: float, fps: float, dim: int) -> dict[str, Any]:
+    """Unpadded per-video arrays (clips, labels, narration) of one record."""
+    from tfds_builders.msymon.parse import gt_clip_labels
+
+    cb, ce = cut_clips(rec, clip_seconds)
+    labels = gt_clip_labels(rec["begin"], rec["end"], rec["matched"], cb, ce)
+    nb, ne, known = narration_times(rec["sentences"], rec["narr_begin"], rec["narr_end"],
+                                    float(rec["duration"]))
+    return {"clip_begin": cb, "clip_end": ce, "labels": labels,
+            "features": pool_features(rec.get("features"), cb, ce, fps, dim),
+            "narr_begin": nb, "narr_end": ne, "narr_known": known,
+            "matched": rec["matched"].astype(bool), "sentences": rec["sentences"]}
+
+
+def _pad(x: np.ndarray, n: int, fill: Any = 0) -> np.ndarray:
+    out = np.full((n, *x.shape[1:]), fill, x.dtype)
+    out[: len(x)] = x
+    return out
+
+
+def crop(v: dict, max_clips: int, max_sentences: int, rng: np.random.Generator) -> dict:
+    """A random window of <= max_clips clips and the sentences it needs (<= max_sentences)."""
+    c = len(v["labels"])
+    s = len(v["sentences"])
+    start = int(rng.integers(0, c - max_clips + 1)) if c > max_clips else 0
+    cs = slice(start, start + max_clips)
+    labels = v["labels"][cs].copy()
+    seen = labels[labels >= 0]
+    if len(seen):
+        lo, hi = int(seen.min()), int(seen.max()) + 1
+        while lo > 0 and not v["matched"][lo - 1]:  # unmatched neighbours: hard negatives
+            lo -= 1
+        while hi < s and not v["matched"][hi]:
+            hi += 1
+    else:
+        lo, hi = 0, s
+    if hi - lo > max_sentences:
+        lo = int(rng.integers(lo, hi - max_sentences + 1))
+        hi = lo + max_sentences
+    labels = np.where(labels >= 0, np.where((labels >= lo) & (labels < hi), labels - lo, -2),
+                      labels)
+    out = {k: v[k][cs] for k in ("clip_begin", "clip_end", "features")}
+    out.update({k: v[k][lo:hi] for k in ("narr_begin", "narr_end", "narr_known", "matched")})
+    out.update(labels=labels.astype(np.int32), sentences=v["sentences"][lo:hi])
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class Encode(grain.transforms.RandomMap):
+    """Record -> padded arrays (random crop when `train`; eval needs sizes that fit)."""
+
+    max_clips: int
+    max_sentences: int
+    clip_seconds: float
+    fps: float
+    dim: int
+    max_tokens: int
+    vocab_size: int
+    train: bool = False
+
+    def random_map(self, rec: dict, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        v = video_arrays(rec, self.clip_seconds, self.fps, self.dim)
+        c, s = len(v["labels"]), len(v["sentences"])
+        if self.train:
+            v = crop(v, self.max_clips, self.max_sentences, rng)
+        elif c > self.max_clips or s > self.max_sentences:
+            raise ValueError(f"video {rec['video_id']!r} has {c} clips / {s} sentences, more than "
+                             f"the eval sizes {self.max_clips} / {self.max_sentences}")
+        c, s = len(v["labels"]), len(v["sentences"])
+        tokens = np.zeros((self.max_sentences, self.max_tokens), np.int32)
+        for i, sent in enumerate(v["sentences"]):
+            tokens[i] = text.tokenize(sent, self.vocab_size, self.max_tokens)
+        lang = rec.get("language", "")
+        return {
+            "features": _pad(v["features"], self.max_clips),
+            "clip_mask": np.arange(self.max_clips) < c,
+            "clip_begin": _pad(v["clip_begin"], self.max_clips),
+            "clip_end": _pad(v["clip_end"], self.max_clips),
+            "labels": _pad(v["labels"], self.max_clips, -1),
+            "tokens": tokens,
+            "sent_mask": np.arange(self.max_sentences) < s,
+            "matched": _pad(v["matched"], self.max_sentences, False),
+            "narr_begin": _pad(v["narr_begin"], self.max_sentences),
+            "narr_end": _pad(v["narr_end"], self.max_sentences),
+            "narr_known": _pad(v["narr_known"], self.max_sentences, False),
+            "language": np.int32(LANGUAGES.index(lang) if lang in LANGUAGES else -1),
+        }
+
+
+class Concat:
+    """Random access over several sources in sequence (picklable if they are)."""
+
+    def __init__(self, sources: list):
+        self.sources = list(sources)
+        self.offsets = np.cumsum([0] + [len(s) for s in self.sources])
+
+    def __len__(self) -> int:
+        return int(self.offsets[-1])
+
+    def __getitem__(self, index: int) -> dict:
+        index = int(index)
+        k = int(np.searchsorted(self.offsets, index, side="right") - 1)
+        if not 0 <= index < len(self) or k >= len(self.sources):
+            raise IndexError(f"index {index} out of range for {len(self)} records")
+        return self.sources[k][index - int(self.offsets[k])]
+
+
+def source(cfg: Any, split: str):
+    """The records of `split` ("a+b" concatenates splits) of the configured builder."""
+    names = [s for s in split.split("+") if s]
+    if cfg.builder == "yms":
+        from tfds_builders.msymon import yms as builder
+
+        srcs = [builder.data_source(cfg.config, s, cfg.data_dir, cfg.manual_dir or None,
+                                    dim=cfg.dim, fps=cfg.fps) for s in names]
+    else:
+        from tfds_builders import msymon as builder
+
+        bc = builder.resolve_config(cfg.config, cfg.dim, cfg.fps)
+        srcs = [builder.data_source(bc, s, cfg.data_dir, cfg.manual_dir or None) for s in names]
+    return srcs[0] if len(srcs) == 1 else Concat(srcs)
+
+
+def _encode(cfg: Any, max_clips: int, max_sentences: int, train: bool) -> Encode:
+    return Encode(max_clips, max_sentences, cfg.clip_seconds, cfg.fps,
+                  cfg.dim if cfg.features else 1, cfg.max_tokens, cfg.vocab_size, train)
+
+
+def train_dataset(cfg: Any, batch_size: int, seed: int, process_index: int = 0,
+                  process_count: int = 1) -> grain.IterDataset:
+    """Endless, per-epoch reshuffled batches of random crops for one process."""
+    ds = grain.MapDataset.source(source(cfg, cfg.train_split)).seed(seed).shuffle().repeat(None)
+    ds = ds.random_map(_encode(cfg, cfg.max_clips, cfg.max_sentences, True))
+    ds = ds.batch(batch_size, drop_remainder=True)[process_index::process_count]  # p-th block
+    return pipeline.to_iter(ds, cfg.num_workers)
+
+
+def eval_sizes(src: Any, cfg: Any, max_examples: int = 0) -> tuple[int, int]:
+    """(clips, sentences) of the split's largest video, rounded up to a multiple of 16."""
+    n = min(len(src), max_examples) if max_examples else len(src)
+    c = s = 1
+    for i in range(n):
+        rec = src[i]
+        c = max(c, len(cut_clips(rec, cfg.clip_seconds)[0]))
+        s = max(s, len(rec["sentences"]))
+    up = lambda x: -(-x // 16) * 16  # noqa: E731
+    return up(c), up(s)
+
+
+def eval_batches(cfg: Any, split: str, batch_size: int, max_examples: int = 0,
+                 process_index: int = 0, process_count: int = 1):
+    """(iterator of per-process batches of batch_size // process_count, number of batches).
+
+    The last batch may be short (`pipeline.pad_batch`); the count is the same on every process."""
+    src = source(cfg, split)
+    n = min(len(src), max_examples) if max_examples else len(src)
+    mc, ms = eval_sizes(src, cfg, max_examples)
+    ds = grain.MapDataset.source(src)[:n].seed(0).random_map(_encode(cfg, mc, ms, False))
+    local = batch_size // process_count
+    ds = ds[process_index::process_count].batch(local, drop_remainder=False)
+    largest_shard = -(-n // process_count)
+    count = -(-largest_shard // local)
+    return iter(pipeline.to_iter(ds, 0)), count

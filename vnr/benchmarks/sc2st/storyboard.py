@@ -1,0 +1,148 @@
+"""Sc2St glue: contextual retrieval over 100 candidates per round, rounds t = 2..10.
+
+Training: softmax cross-entropy of the context gist's dot-product scores against
+the correct candidate, averaged over the 9 rounds and the real storyboards.
+Evaluation: every round of every storyboard of a split is scored; R@1/5/10 (%),
+mean rank and MRR overall and by stage (early 2-4, middle 5-7, late 8-10) from
+`vnr.benchmarks.sc2st.metrics` (ties broken uniformly in expectation). The baselines
+`prior` (random scores) and `similarity` (cosine to keyframe t-1) train nothing:
+their configs set total_steps=0 (the loop only evaluates).
+"""
+
+from __future__ import annotations
+
+import pathlib
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import nnx
+
+from vnr import sharding
+from vnr.benchmarks.sc2st import data
+from vnr.benchmarks.sc2st import metrics as rank_metrics
+from vnr.benchmarks.sc2st import model as storyboard
+from vnr.data import pipeline
+
+
+def validate(config: Any) -> None:
+    """Config checks that need no data or compile."""
+    m, d = config.model, config.data
+    if m.fusion not in storyboard.FUSIONS:
+        raise ValueError(f"model.fusion={m.fusion!r}: choose one of {storyboard.FUSIONS}")
+    if m.fusion not in storyboard.TRAINED and config.total_steps:
+        raise ValueError(f"model.fusion={m.fusion!r} is a baseline with nothing to train; "
+                         f"set total_steps=0 (got {config.total_steps})")
+    if d.config.startswith(("lsmdc", "released")) and not d.manual_dir:
+        raise ValueError(f"data.manual_dir is required for data.config={d.config!r} (see "
+                         "tfds_builders/sc2st/README.md for its layout)")
+    if d.manual_dir and not pathlib.Path(d.manual_dir).is_dir():
+        raise ValueError(f"data.manual_dir={d.manual_dir!r} does not exist")
+    if d.max_tokens < 2:
+        raise ValueError(f"data.max_tokens={d.max_tokens} must be >= 2 ([CLS] and a word)")
+
+
+def check_splits(config: Any) -> None:
+    from tfds_builders import sc2st as builder
+
+    d = config.data
+    have = builder.split_names(d.config, d.data_dir, manual_dir=d.manual_dir or None)
+    for key, split in [("data.train_split", d.train_split), ("data.val_split", d.val_split)] + [
+            ("data.test_splits", s) for s in d.test_splits]:
+        if split not in have:
+            raise ValueError(f"{key}={split!r} is not a split of sc2st/{d.config} "
+                             f"(it has {', '.join(have)})")
+
+
+def text_encoder(config: Any, rngs: nnx.Rngs) -> tuple[nnx.Module, int]:
+    """The sentence encoder named by model.text_encoder and its width.
+
+    `scratch:<arch>-<size>` builds a random BERT-family encoder sized for the hashed
+    tokenizer (vocab data.vocab_size, >= data.max_tokens positions); any other name
+    loads a pretrained checkpoint with `vnr.models.encoders.load_pretrained`.
+    """
+    from vnr.models.encoders import factory
+
+    name, d = config.model.text_encoder, config.data
+    if name.startswith("scratch:"):
+        arch, _, size = name.removeprefix("scratch:").rpartition("-")
+        cfg = factory.scratch_config(arch or "bert", size, vocab_size=d.vocab_size,
+                                     max_position_embeddings=max(d.max_tokens, 8),
+                                     **dict(config.model.text_overrides))
+        ctor, _, _ = factory.builder(cfg, pooling="pooler")
+        return ctor(rngs), int(cfg.hidden_size)
+    model, _, cfg = factory.load_pretrained(name, rngs=rngs)
+    return model, int(cfg.hidden_size)
+
+
+def make_model(config: Any, rngs: nnx.Rngs) -> storyboard.StoryboardModel:
+    m, d = config.model, config.data
+    text, text_width = text_encoder(config, rngs)
+    return storyboard.StoryboardModel(
+        fusion=m.fusion, text_encoder=text, text_width=text_width, feature_dim=d.feature_dim,
+        width=m.width, mlp=m.mlp, length=d.length, heads=m.heads, dropout=m.dropout, rngs=rngs)
+
+
+def train_data(config: Any, local_batch: int, process_index: int, process_count: int):
+    return data.train_dataset(config.data, config.model.text_encoder, local_batch, config.seed,
+                              process_index, process_count)
+
+
+def loss_fn(model: storyboard.StoryboardModel, batch: dict, rngs: nnx.Rngs, config: Any):
+    """Mean cross-entropy over rounds and real storyboards; R@1 of the training batch.
+
+    Baselines give their own scores (no parameter is used: the gradient is zero)."""
+    scores = (_prior(batch, config) if config.model.fusion == "prior"
+              else model(batch, train=True, rngs=rngs))
+    ce = optax.softmax_cross_entropy_with_integer_labels(scores, batch["answer"])  # [B, R]
+    w = batch["mask"].astype(jnp.float32)[:, None]
+    n = jnp.maximum(w.sum() * ce.shape[1], 1.0)
+    hit = jnp.argmax(scores, -1) == batch["answer"]
+    return (ce * w).sum() / n, {"r1": 100 * (hit * w).sum() / n}
+
+
+def _prior(batch: dict, config: Any) -> jax.Array:
+    r, c = batch["answer"].shape[1], batch["cands"].shape[2]
+    return storyboard.prior_scores(jax.random.key(config.seed), batch["index"], (r, c))
+
+
+def predict(model: storyboard.StoryboardModel, batch: dict, config: Any) -> dict[str, jax.Array]:
+    scores = (_prior(batch, config) if config.model.fusion == "prior"
+              else model(batch, train=False))
+    return {"scores": scores, "answer": batch["answer"], "mask": batch["mask"]}
+
+
+def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.Mesh, *,
+             max_clips: int = 0, report_path: pathlib.Path | None = None) -> dict[str, float]:
+    """Scores every round of every storyboard of `split` (max_clips = max storyboards)."""
+    del report_path  # no figure for this task
+    pc = jax.process_count()
+    local = config.eval_batch_size // pc
+    d, enc = config.data, config.model.text_encoder
+    n_batches = data.num_eval_batches(d, split, config.eval_batch_size, max_clips, pc)
+    it = iter(data.eval_dataset(d, split, enc, config.eval_batch_size, max_clips,
+                                jax.process_index(), pc))
+    scores, answers, first = [], [], None
+    for _ in range(n_batches):
+        host = next(it, None)
+        if host is None:
+            if first is None:
+                raise ValueError(f"evaluation split {split!r} is empty on this process")
+            host = {k: v[:0] for k, v in first.items()}
+        first = first or host
+        out = jax.device_get(predict_fn(sharding.global_batch(pipeline.pad_batch(host, local),
+                                                              mesh)))
+        keep = np.asarray(out["mask"], bool)
+        scores.append(out["scores"][keep])
+        answers.append(out["answer"][keep])
+    metrics = rank_metrics.summarise(np.concatenate(scores), np.concatenate(answers))
+    metrics["storyboards"] = float(sum(len(a) for a in answers))
+    return metrics
+
+
+def results_table(results: dict[str, dict[str, float]]) -> str:
+    """Markdown: one row per split; R@1 R@5 R@10 MeanR MRR overall, then early/middle/late."""
+    return rank_metrics.table(results)

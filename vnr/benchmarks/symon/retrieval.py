@@ -1,0 +1,148 @@
+"""SYMON bidirectional retrieval (§7.1, Eq. 5-6) with long-term memory.
+
+Training: dual encoders embed each segment (+ its memory segment) and each
+narration sentence (+ the memory sentence); the loss is the bidirectional NCE of
+Eq. 5 over in-batch negatives of the WHOLE global batch, computed sharded
+(`vnr.ops.contrastive.nce_loss`: shard_map over "data", the other modality
+all-gathered). In training 60% (`memory_mask_rate`) of the memory's tokens and
+frames are masked out at random. Evaluation embeds every item of the split and
+scores all segment x sentence pairs by dot product; metrics (§7.2) in
+`vnr.ops.retrieval_metrics`, plus `chance_v2t_r@1` / `chance_v2t_r@10` (random scores, same items).
+"""
+
+from __future__ import annotations
+
+import pathlib
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from vnr import sharding
+from vnr.benchmarks.symon import data
+from vnr.benchmarks.symon.model import RetrievalModel
+from vnr.data import pipeline
+from vnr.ops import contrastive, retrieval_metrics
+
+TASK = "retrieval"
+
+
+def validate_data(d: Any) -> None:
+    """Checks `config.data` shared by both SYMON tasks (features config, manual_dir)."""
+    from tfds_builders import symon
+
+    if d.config not in symon.CONFIGS:
+        raise ValueError(f"data.config={d.config!r}: choose one of {list(symon.CONFIGS)}")
+    if not symon.metadata(d.config)[2]:
+        raise ValueError(f"data.config={d.config!r} has no video features; the SYMON "
+                         "tasks need a features config (features, synthetic, synthetic_tiny)")
+    if symon.CONFIGS[d.config].source == "manual" and not d.manual_dir:
+        raise ValueError(f"data.manual_dir is required for data.config={d.config!r}")
+    if d.manual_dir and not pathlib.Path(d.manual_dir).is_dir():
+        raise ValueError(f"data.manual_dir={d.manual_dir!r} does not exist")
+
+
+def validate(config: Any) -> None:
+    validate_data(config.data)
+    if not 0.0 <= config.memory_mask_rate < 1.0:
+        raise ValueError(f"memory_mask_rate={config.memory_mask_rate} must be in [0, 1)")
+    if config.temperature <= 0:
+        raise ValueError(f"temperature={config.temperature} must be > 0")
+
+
+def check_splits(config: Any) -> None:
+    from tfds_builders import symon
+
+    d = config.data
+    have = symon.split_names(d.config, d.data_dir, manual_dir=d.manual_dir or None)
+    for key, split in [("data.train_split", d.train_split), ("data.val_split", d.val_split)] + [
+            ("data.test_splits", s) for s in d.test_splits]:
+        if split not in have:
+            raise ValueError(f"{key}={split!r} is not a split of symon/{d.config} "
+                             f"(it has {', '.join(have)})")
+
+
+def make_model(config: Any, rngs: nnx.Rngs) -> RetrievalModel:
+    from tfds_builders import symon
+
+    m, d = config.model, config.data
+    return RetrievalModel(feature_dim=symon.metadata(d.config)[0], vocab_size=d.vocab_size,
+                          max_len=max(d.max_frames, d.max_tokens), width=m.width,
+                          embed_dim=m.embed_dim, layers=m.layers, heads=m.heads, mlp=m.mlp,
+                          dropout=m.dropout, rngs=rngs)
+
+
+def train_data(config: Any, local_batch: int, process_index: int, process_count: int):
+    return data.train_dataset(config.data, TASK, local_batch, config.seed, process_index,
+                              process_count)
+
+
+def _embed(model: RetrievalModel, batch: dict, train: bool, rngs: nnx.Rngs | None,
+           mask_rate: float = 0.0) -> tuple[jax.Array, jax.Array]:
+    mem_frames = batch["mem_frame_mask"]
+    mem_tokens = batch["mem_tokens"] > 0
+    if train and mask_rate > 0:
+        kf, kt = jax.random.split(rngs.dropout())
+        mem_frames &= jax.random.uniform(kf, mem_frames.shape) >= mask_rate
+        mem_tokens &= jax.random.uniform(kt, mem_tokens.shape) >= mask_rate
+    v = model.encode_video(batch["frames"], batch["frame_mask"], batch["mem_frames"],
+                           mem_frames, train=train, rngs=rngs)
+    t = model.encode_text(batch["tokens"], batch["mem_tokens"], mem_tokens, train=train,
+                          rngs=rngs)
+    return v, t
+
+
+def loss_fn(model: RetrievalModel, batch: dict, rngs: nnx.Rngs, config: Any):
+    """Bidirectional NCE (Eq. 5) over the global batch, sharded over "data"."""
+    v, t = _embed(model, batch, True, rngs, config.memory_mask_rate)
+    loss = contrastive.nce_loss(v, t, batch["valid"], config.temperature)
+    return loss, {"embed_norm": jnp.linalg.norm(v, axis=-1).mean()}
+
+
+def predict(model: RetrievalModel, batch: dict, config: Any) -> dict[str, jax.Array]:
+    v, t = _embed(model, batch, False, None)
+    return {"v": v, "t": t, "video": batch["video"], "movie": batch["movie"],
+            "center": batch["center"], "valid": batch["valid"]}
+
+
+def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.Mesh, *,
+             max_clips: int = 0, report_path: pathlib.Path | None = None) -> dict[str, float]:
+    """R@1/5/10 and median rank in both directions over the items of `split`."""
+    del report_path
+    pc = jax.process_count()
+    local = config.eval_batch_size // pc
+    ds, n = data.eval_dataset(config.data, TASK, split, config.eval_batch_size, max_clips,
+                              jax.process_index(), pc)
+    n_batches = data.num_batches(n, pc, local)
+    it, outs, first = iter(ds), [], None
+    for _ in range(n_batches):
+        host = next(it, None)
+        if host is None:
+            host = {k: np.zeros((0, *v.shape[1:]), v.dtype) for k, v in first.items()}
+        first = host
+        out = jax.device_get(predict_fn(sharding.global_batch(pipeline.pad_batch(host, local),
+                                                               mesh)))
+        outs.append({k: np.asarray(v)[np.asarray(out["valid"])] for k, v in out.items()})
+    cat = {k: np.concatenate([o[k] for o in outs]) for k in outs[0]}
+    if not len(cat["v"]):
+        raise ValueError(f"symon {split}: no retrieval items")
+    sim = cat["v"] @ cat["t"].T
+    metrics = retrieval_metrics.retrieval_metrics(sim, cat["video"], cat["movie"], cat["center"])
+    for k in (1, 10):  # chance levels of these very items (random scores)
+        metrics[f"chance_v2t_r@{k}"] = retrieval_metrics.random_expectation(
+            cat["video"], cat["movie"], cat["center"], k=k)
+    metrics["items"] = float(len(sim))
+    return metrics
+
+
+def results_table(results: dict[str, dict[str, float]]) -> str:
+    cols = ("v2t_r@1", "v2t_r@5", "v2t_r@10", "v2t_medr", "t2v_r@1", "t2v_r@5", "t2v_r@10",
+            "t2v_medr", "chance_v2t_r@10")
+    rows = ["| split | " + " | ".join(cols) + " |", "|" + "---|" * (len(cols) + 1)]
+    for split, m in results.items():
+        rows.append(f"| {split} | " + " | ".join(f"{m.get(c, float('nan')):.1f}" for c in cols)
+                    + " |")
+    return "\n".join(rows)
