@@ -27,6 +27,7 @@ from typing import Any
 
 import grain
 import jax
+import numpy as np
 import orbax.checkpoint as ocp
 from etils import epath
 from flax import nnx
@@ -185,3 +186,98 @@ def restore_latest(mgr: ocp.CheckpointManager, state: nnx.State, shardings: Any,
         distributed.barrier(f"vnr:ckpt_aside_{step}")
         mgr.reload()
     return 0, state
+
+
+# ------------------------------------------------ the trainer's saves: failures are warnings
+
+_IN_FLIGHT: dict[int, int] = {}  # id(manager) -> step of the async save in flight
+
+
+def save_guarded(mgr: Any, step: int, state: nnx.State, data_iter: Any, warn: Callable,
+          metrics: dict | None = None, force: bool = False) -> bool:
+    """Starts a checkpoint; a failure (disk full, permissions) is a warning, not a crash:
+    training goes on from memory and the previous checkpoints stay valid.
+
+    The previous async save is finished first, so its failure is reported as its
+    own and does not take this save down with it.
+    """
+    wait_guarded(mgr, warn)
+    for attempt in range(2):
+        try:
+            save(mgr, step, state, data_iter, metrics=metrics, force=force)
+            _IN_FLIGHT[id(mgr)] = step
+            return True
+        except Exception as e:
+            if attempt == 0 and f"/{step}." not in str(e) and f"/{step}/" not in str(e):
+                # orbax re-raises an earlier save's background failure (it names that
+                # step's directory) at the next save; it is consumed now: retry once.
+                warn(f"an earlier checkpoint write failed ({type(e).__name__}: "
+                               f"{_first_line(e)})")
+                continue
+            warn(f"checkpoint at step {step} failed ({type(e).__name__}: "
+                           f"{_first_line(e)}); training continues from memory, the previous "
+                           f"checkpoints are kept; next attempt at the next checkpoint step")
+            return False
+    return False
+
+
+def wait_guarded(mgr: Any, warn: Callable) -> bool:
+    """Waits for the async save in flight; False (with a warning) if it failed."""
+    step = _IN_FLIGHT.pop(id(mgr), "?")
+    try:
+        mgr.wait_until_finished()
+        return True
+    except Exception as e:
+        warn(f"checkpoint at step {step} failed while writing in the background "
+                       f"({type(e).__name__}: "
+                       f"{_first_line(e)}); training continues from memory, the previous "
+                       f"checkpoints are kept")
+        return False
+
+
+def close_guarded(mgr: Any, warn: Callable) -> bool:
+    """Closes the manager; False (with a warning) if a pending write failed."""
+    try:
+        mgr.close()
+        return True
+    except Exception as e:
+        warn(f"a checkpoint write failed ({type(e).__name__}: {_first_line(e)})")
+        return False
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
+
+
+def restore_run(workdir: str | pathlib.Path, names: tuple[str, ...] | None = None,
+                key: str = "init_from") -> tuple[int, dict[str, np.ndarray]]:
+    """(step, {dotted parameter path: host array}) of the model of another finished vnr run:
+    its newest committed checkpoint under `<workdir>/checkpoints`, model item "0" of the
+    saved (model, optimizer) state; only the subtrees `names` when given. The one reader of
+    another run's weights (fine-tuning from a run, two-stage training, zero-shot and
+    two-stage evaluation). Errors name `key`, the workdir and the step."""
+    root = pathlib.Path(workdir).absolute()
+    steps = good_steps(root / "checkpoints")
+    if not steps:
+        raise FileNotFoundError(f"{key}={workdir}: no finished checkpoint under "
+                                f"{root / 'checkpoints'} (give the workdir of a finished run)")
+    path = root / "checkpoints" / str(steps[-1]) / "state"
+    if not path.is_dir():
+        raise FileNotFoundError(f"{key}={workdir}: step {steps[-1]} has no `state` item")
+    ckptr = ocp.PyTreeCheckpointer()
+    meta = ckptr.metadata(path)
+    tree = getattr(getattr(meta, "item_metadata", meta), "tree", meta)
+    if not isinstance(tree, dict) or "0" not in tree:
+        raise ValueError(f"{key}={workdir}: step {steps[-1]} is not a vnr training state "
+                         "((model, optimizer) with the model under item 0)")
+    model = tree["0"]
+    missing = [n for n in names or () if n not in model]
+    if missing:
+        raise ValueError(f"{key}={workdir}: the checkpointed model (step {steps[-1]}) has no "
+                         f"{missing[0]!r} (it has {sorted(model)})")
+    sub = {"0": {n: model[n] for n in names} if names else model}
+    args = jax.tree.map(lambda _: ocp.RestoreArgs(restore_type=np.ndarray), sub)
+    restored = ckptr.restore(path, args=ocp.args.PyTreeRestore(item=sub, restore_args=args,
+                                                               partial_restore=True))
+    return steps[-1], {k.removeprefix("0."): np.asarray(v) for k, v in _flat(restored).items()}

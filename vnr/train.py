@@ -3,9 +3,9 @@
     python -m vnr.train --config configs/<benchmark>/<name>.py[:arg] --workdir DIR \
         [--config.key=value ...]
 
-The task named by `config.task` is imported as `vnr.tasks.<task>` and supplies
-`make_model`, `train_data`, `loss_fn`, `predict` and `evaluate` (plain
-functions, see `vnr/benchmarks/moviepuzzle/pairwise.py`). Everything else lives here, in
+The task named by `config.task` is imported as `vnr.benchmarks.<task>` and checked
+against the task contract (`vnr/task.py`: `make_model`, `train_data`, `loss_fn`,
+`predict`, `evaluate` and optional hooks, plain functions). Everything else lives here, in
 order: validate the config, build the mesh, create the sharded model and
 optimizer, restore the latest checkpoint if any (else load the pretrained
 encoders the task names through its optional `pretrained(config)`, see
@@ -36,7 +36,9 @@ from flax import nnx
 from ml_collections import config_flags
 
 from vnr import checkpoint, distributed, pretrained, sharding
+from vnr import task as task_lib
 from vnr.reports import plots
+from vnr.reports import results as results_table
 from vnr.reports.writer import MetricWriter
 
 FLAGS = flags.FLAGS
@@ -126,7 +128,7 @@ def train_step(graphdef: Any, task: Any, config: Any, state: nnx.State, batch: d
     rngs = nnx.Rngs(dropout=jax.random.fold_in(jax.random.key(config.seed), step))
 
     def loss(m, r):
-        return task.loss_fn(m, batch, r, config)
+        return task.loss_fn(config, m, batch, r)
 
     wrt = pretrained.trainable(config)  # nnx.Param unless config.frozen names parameters
     grad_fn = nnx.value_and_grad(loss, has_aux=True) if wrt is nnx.Param else \
@@ -174,15 +176,15 @@ def setup(config: ml_collections.ConfigDict, devices: list | None = None,
     `load_pretrained`: put the task's pretrained encoder weights into the state
     (`run` passes False and loads them itself only when no checkpoint is restored)."""
     try:
-        task = importlib.import_module(f"vnr.benchmarks.{config.task}")
-    except ModuleNotFoundError as e:
-        raise ConfigError(f"task={config.task!r}: no module vnr/benchmarks/{config.task}.py") from e
+        task = task_lib.load(config.task)
+    except task_lib.TaskError as e:
+        raise ConfigError(str(e)) from e
     try:
         mesh = sharding.make_mesh(config.mesh.shape, config.mesh.axes, devices)
         local_batch = sharding.check_batch_size(config.batch_size, mesh)
         sharding.check_batch_size(config.eval_batch_size, mesh, "eval_batch_size")
-        if hasattr(task, "validate"):
-            task.validate(config)
+        if validate := task_lib.hook(task, "validate"):
+            validate(config)
     except (ValueError, FileNotFoundError) as e:
         raise ConfigError(str(e)) from e
     if config.get("best_metric") and config.ckpt_every % config.eval_every:
@@ -219,7 +221,7 @@ def setup(config: ml_collections.ConfigDict, devices: list | None = None,
         in_shardings=(state_sh, batch_sh, repl), out_shardings=(state_sh, repl),
         donate_argnums=0)
     predict_fn = jax.jit(
-        _under_mesh(mesh, lambda st, b: task.predict(nnx.merge(graphdef, st)[0], b, config)),
+        _under_mesh(mesh, lambda st, b: task.predict(config, nnx.merge(graphdef, st)[0], b)),
         in_shardings=(state_sh, batch_sh), out_shardings=repl)
     return Setup(task, mesh, local_batch, graphdef, state, state_sh, step_fn, predict_fn)
 
@@ -247,9 +249,9 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
                   f"{jax.process_count()} process(es); workdir {workdir}")
 
     data_iter = _train_iterator(task, config, s.local_batch)
-    if hasattr(task, "check_splits"):
+    if check_splits := task_lib.hook(task, "check_splits"):
         try:
-            task.check_splits(config)
+            check_splits(config)
         except ValueError as e:
             data_iter.close()
             raise ConfigError(str(e)) from e
@@ -274,6 +276,7 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
     writer = MetricWriter(workdir, active=primary)
     progress = _progress(config, start, primary)
     preemption = distributed.Preemption()
+    warn = _warner(primary)
     pending: list[dict] = []
     t0, n0 = time.perf_counter(), start
     val: dict[str, float] = {}
@@ -305,29 +308,30 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
             progress.update(1)
             if step % config.eval_every == 0:
                 val = task.evaluate(config, config.data.val_split, functools.partial(
-                    predict_fn, state), mesh, max_clips=config.eval.max_val_clips)
+                    predict_fn, state), mesh, max_examples=config.eval.max_val_clips)
                 writer.write(step, {f"val/{k}": v for k, v in val.items()})
                 _say(primary, f"step {step} val: {_fmt(val)}")
                 t0 = time.perf_counter()  # keep eval time out of examples/s
             if step % config.ckpt_every == 0 or step == config.total_steps:
                 # Only metrics measured at this very step rank a checkpoint.
-                if _save(mgr, step, state, data_iter, primary,
-                         metrics=val if step % config.eval_every == 0 else None):
+                if checkpoint.save_guarded(mgr, step, state, data_iter, warn, metrics=val if
+                                           step % config.eval_every == 0 else None):
                     saved_at = step
             if preemption.reached(step) and step < config.total_steps:
                 if pending:  # a non-finite step must not be checkpointed as good
                     _reduce(jax.device_get(pending), step - len(pending) + 1)
-                if saved_at != step and _save(mgr, step, state, data_iter, primary, force=True):
+                if saved_at != step and checkpoint.save_guarded(mgr, step, state, data_iter,
+                                                                warn, force=True):
                     saved_at = step
-                if not (_wait(mgr, primary) and saved_at == step):
+                if not (checkpoint.wait_guarded(mgr, warn) and saved_at == step):
                     good = checkpoint.good_steps(ckpt_dir)
                     raise CheckpointError(f"preempted at step {step} but its checkpoint "
                                           f"failed; the newest good one is step "
                                           f"{max(good) if good else 'none'}")
-                _close(mgr, primary)
+                checkpoint.close_guarded(mgr, warn)
                 raise Preempted(step, ckpt_dir)
     except NonFiniteLoss as e:
-        _wait(mgr, primary)
+        checkpoint.wait_guarded(mgr, warn)
         writer.close()
         raise NonFiniteLoss(f"{e}; the last good checkpoint is kept in "
                             f"{ckpt_dir} (step {mgr.latest_step()})") from None
@@ -336,21 +340,21 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
         progress.close()
         data_iter.close()  # stop the grain workers before evaluation starts its own
     # Not "is it on disk": a best_metric policy may delete a worse final checkpoint.
-    final_ok = _wait(mgr, primary) and saved_at >= config.total_steps
+    final_ok = checkpoint.wait_guarded(mgr, warn) and saved_at >= config.total_steps
 
     results: dict[str, Any] = {}
     for split in config.data.test_splits:
         report = workdir / "reports" / f"{split}_orders.png" if primary else None
         results[split] = task.evaluate(config, split, functools.partial(predict_fn, state), mesh,
-                                       max_clips=config.eval.max_test_clips, report_path=report)
+                                       max_examples=config.eval.max_test_clips,
+                                       report_path=report)
         writer.write(config.total_steps, {f"{split}/{k}": v for k, v in results[split].items()})
     if primary:
         (workdir / "results.json").write_text(json.dumps(results, indent=2))
         plots.learning_curves(workdir / "metrics.jsonl", workdir / "reports" / "curves.png")
-        print(task.results_table(results) if hasattr(task, "results_table")
-              else json.dumps(results, indent=2))
+        print(results_table.markdown(results, task_lib.columns(task, config, results)))
     writer.close()
-    final_ok = _close(mgr, primary) and final_ok
+    final_ok = checkpoint.close_guarded(mgr, warn) and final_ok
     if not final_ok:
         good = checkpoint.good_steps(ckpt_dir)
         raise CheckpointError(
@@ -365,7 +369,8 @@ def _pretrained(task: Any, config: Any, state: nnx.State, shardings: Any,
     """The state with the task's pretrained encoders loaded (every process reads the
     slices of its own shards); unchanged when the task names none or `check_only`."""
     try:
-        sources = task.pretrained(config) if hasattr(task, "pretrained") else {}
+        hook = task_lib.hook(task, "pretrained")
+        sources = hook(config) if hook is not None else {}
         if not sources:
             return state
         if check_only:
@@ -390,9 +395,9 @@ def _train_iterator(task: Any, config: Any, local_batch: int) -> Any:
     if jax.process_count() == 1:
         return make()
     primary = jax.process_index() == 0
-    if hasattr(task, "prepare_data"):
+    if prepare := task_lib.hook(task, "prepare_data"):
         if primary:
-            task.prepare_data(config)
+            prepare(config)
         distributed.barrier("vnr:data_prepared")
         return make()
     it = make() if primary else None
@@ -400,64 +405,8 @@ def _train_iterator(task: Any, config: Any, local_batch: int) -> Any:
     return it if primary else make()
 
 
-_IN_FLIGHT: dict[int, int] = {}  # id(manager) -> step of the async save in flight
-
-
-def _save(mgr: Any, step: int, state: nnx.State, data_iter: Any, primary: bool,
-          metrics: dict | None = None, force: bool = False) -> bool:
-    """Starts a checkpoint; a failure (disk full, permissions) is a warning, not a crash:
-    training goes on from memory and the previous checkpoints stay valid.
-
-    The previous async save is finished first, so its failure is reported as its
-    own and does not take this save down with it.
-    """
-    _wait(mgr, primary)
-    for attempt in range(2):
-        try:
-            checkpoint.save(mgr, step, state, data_iter, metrics=metrics, force=force)
-            _IN_FLIGHT[id(mgr)] = step
-            return True
-        except Exception as e:
-            if attempt == 0 and f"/{step}." not in str(e) and f"/{step}/" not in str(e):
-                # orbax re-raises an earlier save's background failure (it names that
-                # step's directory) at the next save; it is consumed now: retry once.
-                _warn(primary, f"an earlier checkpoint write failed ({type(e).__name__}: "
-                               f"{_first_line(e)})")
-                continue
-            _warn(primary, f"checkpoint at step {step} failed ({type(e).__name__}: "
-                           f"{_first_line(e)}); training continues from memory, the previous "
-                           f"checkpoints are kept; next attempt at the next checkpoint step")
-            return False
-    return False
-
-
-def _wait(mgr: Any, primary: bool) -> bool:
-    """Waits for the async save in flight; False (with a warning) if it failed."""
-    step = _IN_FLIGHT.pop(id(mgr), "?")
-    try:
-        mgr.wait_until_finished()
-        return True
-    except Exception as e:
-        _warn(primary, f"checkpoint at step {step} failed while writing in the background "
-                       f"({type(e).__name__}: "
-                       f"{_first_line(e)}); training continues from memory, the previous "
-                       f"checkpoints are kept")
-        return False
-
-
-def _close(mgr: Any, primary: bool) -> bool:
-    """Closes the manager; False (with a warning) if a pending write failed."""
-    try:
-        mgr.close()
-        return True
-    except Exception as e:
-        _warn(primary, f"a checkpoint write failed ({type(e).__name__}: {_first_line(e)})")
-        return False
-
-
-def _first_line(e: BaseException) -> str:
-    text = str(e).strip()
-    return text.splitlines()[0] if text else type(e).__name__
+def _warner(primary: bool) -> Any:
+    return functools.partial(_warn, primary)
 
 
 def _warn(primary: bool, message: str) -> None:

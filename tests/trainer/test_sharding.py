@@ -53,7 +53,7 @@ def _loss_and_grads(config, mesh_shape):
         model = nnx.merge(graphdef, state)
         rngs = nnx.Rngs(dropout=jax.random.key(1))
         (loss, _), grads = nnx.value_and_grad(
-            lambda m, r: task.loss_fn(m, batch, r, config), has_aux=True)(model, rngs)
+            lambda m, r: task.loss_fn(config, m, batch, r), has_aux=True)(model, rngs)
         return loss, nnx.state(grads, nnx.Param)
 
     batch = sharding.global_batch(_batch(config), mesh)

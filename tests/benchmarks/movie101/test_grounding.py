@@ -58,7 +58,7 @@ def test_rnl_beats_random(tmp_path) -> None:
 
     @nnx.jit
     def step(model, opt, batch):
-        (loss, _), g = nnx.value_and_grad(lambda m: task.loss_fn(m, batch, None, c),
+        (loss, _), g = nnx.value_and_grad(lambda m: task.loss_fn(c, m, batch, None),
                                           has_aux=True)(model)
         opt.update(model, g)
         return loss
@@ -67,7 +67,7 @@ def test_rnl_beats_random(tmp_path) -> None:
     for _ in range(250):  # 150 steps left R@1 IoU@0.5 at 4-29 % across init seeds
         loss = step(model, opt, {k: jnp.asarray(v) for k, v in next(it).items()})
     assert np.isfinite(float(loss))
-    predict = nnx.jit(lambda m, b: task.predict(m, b, c))
+    predict = nnx.jit(lambda m, b: task.predict(c, m, b))
     batches, n = data.eval_batches(c.data, "test", 16)
     scores, gts = [], []
     for _ in range(n):

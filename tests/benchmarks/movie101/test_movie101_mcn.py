@@ -85,7 +85,7 @@ def _train_and_score(c, steps: int) -> dict[str, float]:
 
     @nnx.jit
     def step(model, opt, batch, rngs):
-        (loss, _), g = nnx.value_and_grad(lambda m: task.loss_fn(m, batch, rngs, c),
+        (loss, _), g = nnx.value_and_grad(lambda m: task.loss_fn(c, m, batch, rngs),
                                           has_aux=True)(model)
         opt.update(model, g)
         return loss
@@ -96,7 +96,7 @@ def _train_and_score(c, steps: int) -> dict[str, float]:
         loss = step(model, opt, {k: jnp.asarray(v) for k, v in next(it).items()}, rngs)
     assert np.isfinite(float(loss))
     model.eval()
-    predict = nnx.jit(lambda m, b: task.predict(m, b, c))
+    predict = nnx.jit(lambda m, b: task.predict(c, m, b))
     words = data.vocab(c.data)
     hyps, refs, casts = [], [], []
     batches, n = data.eval_batches(c.data, "test", c.eval_batch_size)
@@ -188,7 +188,7 @@ def _rolled_eval(c):
     CLIP frames recomputed here."""
     mesh = sharding.make_mesh((-1, 1))
     predict = lambda b: {"tokens": jnp.roll(b["targets"], 1, axis=0)}  # noqa: E731
-    metrics = task.evaluate(c, "test", predict, mesh, max_clips=8)
+    metrics = task.evaluate(c, "test", predict, mesh, max_examples=8)
     it, n = data.eval_batches(c.data, "test", 8, 8)
     b = next(it)
     assert n == 1 and len(b["targets"]) == 8
@@ -238,7 +238,7 @@ def test_evaluate_emscore_mnscore_tiny_clip(prepared, tmp_path, monkeypatch) -> 
     idf = cm.idf_weights(enc["input_ids"], enc["attention_mask"])
     em = cm.emscore(frames, fmask, glob, tok_emb, enc["attention_mask"].astype(bool), idf)
     m2 = task.evaluate(c, "test", lambda b: {"tokens": jnp.roll(b["targets"], 1, axis=0)},
-                       sharding.make_mesh((-1, 1)), max_clips=8)
+                       sharding.make_mesh((-1, 1)), max_examples=8)
     assert m2["mnscore"] == pytest.approx((m2["emscore"] + 4 * m2["bertscore"]
                                            + m2["role_f1_up"]) / 6, rel=1e-6)
     assert jax.tree.all(jax.tree.map(np.isfinite, m2))
@@ -249,7 +249,7 @@ def test_evaluate_emscore_mnscore_tiny_clip(prepared, tmp_path, monkeypatch) -> 
     bad = tmp_path / "clip24"
     _tiny_clip(bad, 24)
     with pytest.raises(ValueError, match=r"eval.clip_model=.*24-d.*16-d.*column `clip`"):
-        task.evaluate(_eval_config(prepared, bad), "test", lambda b: b, None, max_clips=8)
+        task.evaluate(_eval_config(prepared, bad), "test", lambda b: b, None, max_examples=8)
     with pytest.raises(ValueError, match="eval.clip_model=.*not a CLIP text tower"):
         task.validate(_eval_config(prepared, bert_dir))
     # names resolve offline under $VNR_ENCODERS_DIR; a missing one is a named error

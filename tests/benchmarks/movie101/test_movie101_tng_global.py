@@ -58,16 +58,17 @@ def test_global_retrieval_end_to_end_beats_random(tmp_path) -> None:
 
     # Table 6: the two trained runs combined (a few-step local run: checks the plumbing)
     from vnr.benchmarks.movie101 import tng as task
+    from vnr.benchmarks.movie101 import tools
 
     lc = tng_config.get_config("smoke")
     lc.data.data_dir = c.data.data_dir
     lc.progress = False
     train.run(lc, str(tmp_path / "local"))
-    two = task.two_stage(str(tmp_path / "work"), str(tmp_path / "local"), "test", k=3,
-                         max_clips=12)
+    two = tools.two_stage(str(tmp_path / "work"), str(tmp_path / "local"), "test", k=3,
+                         max_examples=12)
     print(two)
     assert two["narrations"] == 12
     for m in (0.1, 0.3, 0.5, 0.7):
         assert 0 <= two[f"R@1,IoU@{m}"] <= two[f"R@5,IoU@{m}"] <= 100
     with pytest.raises(ValueError, match="stage=global"):
-        task.two_stage(str(tmp_path / "local"), str(tmp_path / "work"))
+        tools.two_stage(str(tmp_path / "local"), str(tmp_path / "work"))

@@ -48,14 +48,14 @@ def test_shapes_and_padding_does_not_leak():
     batch = _batch()
     feats = model.encode(batch["frames"], batch["tokens"], train=False, rngs=None)
     assert feats.shape == (B, N, 3, config.model.width)
-    out = task.predict(model, batch, config)
+    out = task.predict(config, model, batch)
     assert out["scores"].shape == (B, N, N) and out["shot_embed"].shape == (B, N, 16)
     np.testing.assert_allclose(np.linalg.norm(out["scene_embed"], axis=-1), 1.0, atol=1e-5)
     # changing padded frames changes no real frame's outputs, nor pooled group vectors
     noisy = dict(batch, frames=batch["frames"].copy(), tokens=batch["tokens"].copy())
     noisy["frames"][1, 6:] = 200
     noisy["tokens"][1, 6:] = 7
-    out2 = task.predict(model, noisy, config)
+    out2 = task.predict(config, model, noisy)
     real = batch["mask"]
     np.testing.assert_allclose(out["features"][real], out2["features"][real], atol=1e-5)
     f2 = model.encode(noisy["frames"], noisy["tokens"], train=False, rngs=None)
@@ -138,7 +138,7 @@ def test_loss_is_finite_and_goes_down():
     @nnx.jit
     def step(model, opt, seed):
         def loss(m):
-            return task.loss_fn(m, batch, nnx.Rngs(dropout=seed), config)
+            return task.loss_fn(config, m, batch, nnx.Rngs(dropout=seed))
         (value, metrics), grads = nnx.value_and_grad(loss, has_aux=True)(model)
         opt.update(model, grads)
         return value, metrics
@@ -158,7 +158,7 @@ def test_algorithm1_with_the_heads_keeps_predicted_shots_contiguous():
     config = _config()
     model = _model(config, seed=1)
     batch = _batch(5)
-    predict = jax.jit(lambda b: task.predict(model, b, config))
+    predict = jax.jit(lambda b: task.predict(config, model, b))
     mesh = sharding.make_mesh((-1, 1), ("data", "model"))
     fn = lambda b: predict({k: jnp.asarray(v) for k, v in b.items()})  # noqa: E731
     out = jax.device_get(predict(batch))
@@ -197,9 +197,9 @@ def test_row_variants_build_train_and_predict(arg):
     task.validate(config)
     model = _model(config)
     batch = {k: jnp.asarray(v) for k, v in _batch(6).items()}
-    loss, metrics = task.loss_fn(model, batch, nnx.Rngs(dropout=jax.random.key(0)), config)
+    loss, metrics = task.loss_fn(config, model, batch, nnx.Rngs(dropout=jax.random.key(0)))
     assert np.isfinite(float(loss))
     assert ("shot_cl" in metrics) == ("shot" in config.model.levels)
-    out = task.predict(model, batch, config)
+    out = task.predict(config, model, batch)
     assert out["scores"].shape == (B, N, N)
     assert out["features"].shape == (B, N, len(config.model.levels) * config.model.width)

@@ -67,9 +67,9 @@ def test_baseline_models_train_and_score_every_pair(row):
     task.validate(c)
     model = task.make_model(c, nnx.Rngs(0))
     batch = _batch(c)
-    loss, metrics = task.loss_fn(model, batch, nnx.Rngs(dropout=jax.random.key(0)), c)
+    loss, metrics = task.loss_fn(c, model, batch, nnx.Rngs(dropout=jax.random.key(0)))
     assert np.isfinite(float(loss)) and 0 <= float(metrics["pair_acc"]) <= 1
-    out = task.predict(model, batch, c)
+    out = task.predict(c, model, batch)
     assert out["scores"].shape == (2, 6, 6)
     assert np.all(np.abs(np.asarray(out["scores"])) <= 1)
 

@@ -14,6 +14,7 @@ from tfds_builders import msymon as builder
 from tfds_builders.msymon import parse, synthetic
 from vnr import sharding, train
 from vnr.benchmarks.msymon import alignment as task
+from vnr.benchmarks.msymon import tools
 from vnr.benchmarks.msymon import data
 
 DIM = 32
@@ -114,7 +115,7 @@ def test_real_msymon_builds_and_counts_its_defects(shared_data, tmp_path):
     # The transcript baseline runs on the real annotations (no video, no subtitles).
     cfg = get_config("smoke").data
     cfg.update(config="text_only", data_dir=str(tmp_path), features=False, clip_seconds=3.0)
-    res = task.baseline(cfg, ["val"])
+    res = tools.baseline(cfg, ["val"])
     assert set(res) == {"ru_val"} and 0 < res["ru_val"]["clip_accuracy"] < 1
     assert res["ru_val"]["narration_from_subtitles"] == 0.0
 
@@ -173,7 +174,7 @@ def test_crosslingual_matrix_from_two_language_runs(corpus, en_run, tmp_path):
     ch = str(tmp_path / "ch")
     train.run(_config(corpus, "ch", **SIZES, **{"data.test_splits": (), "total_steps": 2}), ch)
     cfg = _config(corpus, **SIZES)
-    cells, table = task.crosslingual(cfg, {"en": en_run[0], "ch": ch}, "test")
+    cells, table = tools.crosslingual(cfg, {"en": en_run[0], "ch": ch}, "test")
     assert set(cells) == {(r, c) for r in ("en", "ch") for c in ("en", "ch")}
     lines = table.splitlines()
     assert len(lines) == 2 + 7 and lines[2].startswith("| en | ") and "-" in lines[4]
@@ -185,7 +186,7 @@ def test_crosslingual_matrix_from_two_language_runs(corpus, en_run, tmp_path):
 def test_window_constraint_and_wrong_sized_init(corpus, en_run):
     c = _config(corpus, **RUN, **{"eval.window_seconds": 4.0, "data.test_splits": ("en_test",)})
     c.init_from = en_run[0]
-    res = task.evaluate_run(c)["en_test"]
+    res = tools.evaluate_run(c)["en_test"]
     # The window only removes far-off matches: still better than timestamps alone.
     assert res["f1"] > res["transcript_f1"], res
     bad = _config(corpus, **{**RUN, "model.width": 48})
@@ -217,7 +218,7 @@ def test_yms_zero_shot_from_the_msymon_run_and_supervised_batches(en_run, tmp_pa
     c.data.update(manual_dir=str(root), data_dir=str(tmp_path / "tfds"), dim=DIM)
     c.model.update(clip_layers=0, width=64, embed=64)
     c.init_from = en_run[0]
-    res = task.evaluate_run(c)["test"]
+    res = tools.evaluate_run(c)["test"]
     assert 0 <= res["threshold"] <= 1 and res["videos"] == 2
     # Zero-shot argmax (threshold tuned on val) beats the timestamp-free transcript guess.
     assert res["f1"] > res["transcript_f1"], res

@@ -62,7 +62,7 @@ def test_loss_has_gradients_everywhere(models):
     batch = jax.tree.map(jnp.asarray, fake_batch())
     cfg = get_config("smoke,gf")
     model = models["gf"]
-    grads = nnx.jit(nnx.grad(lambda m: task.loss_fn(m, batch, nnx.Rngs(dropout=1), cfg)[0]))(
+    grads = nnx.jit(nnx.grad(lambda m: task.loss_fn(cfg, m, batch, nnx.Rngs(dropout=1))[0]))(
         model)
     norms = {jax.tree_util.keystr(p): float(jnp.abs(g).sum())
              for p, g in jax.tree_util.tree_leaves_with_path(nnx.state(grads))}

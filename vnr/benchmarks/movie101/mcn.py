@@ -84,12 +84,12 @@ import numpy as np
 import optax
 from flax import nnx
 
-from vnr import sharding
+from vnr import evaluation
 from vnr.benchmarks.movie101 import caption_metrics as cm
 from vnr.benchmarks.movie101 import data
 from vnr.benchmarks.movie101.narrator import RMN, rmn_step
-from vnr.data import pipeline
 from vnr.ops.beam_decode import beam_search, tile_beams
+from vnr.reports import results as results_lib
 
 TEXT_KEYS = ("ref", "cast")
 
@@ -150,7 +150,7 @@ def train_data(config: Any, local_batch: int, process_index: int, process_count:
                               process_count)
 
 
-def loss_fn(model: RMN, batch: dict, rngs: nnx.Rngs, config: Any):
+def loss_fn(config: Any, model: RMN, batch: dict, rngs: nnx.Rngs):
     logits = model(batch, train=True, rngs=rngs)
     ce = optax.softmax_cross_entropy_with_integer_labels(logits, batch["targets"])
     m = batch["target_mask"].astype(jnp.float32)
@@ -162,7 +162,7 @@ def loss_fn(model: RMN, batch: dict, rngs: nnx.Rngs, config: Any):
     return loss, {"token_acc": acc, "role_token_acc": role_acc}
 
 
-def predict(model: RMN, batch: dict, config: Any) -> dict[str, jax.Array]:
+def predict(config: Any, model: RMN, batch: dict) -> dict[str, jax.Array]:
     """Beam-searched token ids [B, L] (best hypothesis) for every example."""
     K, B = config.eval.beam_size, batch["frames"].shape[0]
     mem, mask = model.encode(batch["frames"], batch["faces"], batch["frame_mask"],
@@ -176,7 +176,10 @@ def predict(model: RMN, batch: dict, config: Any) -> dict[str, jax.Array]:
         functools.partial(rmn_step, graph), state, batch_size=B, beam_size=K,
         max_len=config.data.max_tokens, bos_id=data.BOS, eos_id=data.EOS,
         alpha=config.eval.alpha, consts=consts)
-    return {"tokens": seqs[:, 0], "length": lengths[:, 0], "valid": batch["frame_mask"].any(-1)}
+    out = {"tokens": seqs[:, 0], "length": lengths[:, 0], "valid": batch["frame_mask"].any(-1)}
+    if config.eval.clip_model:  # EMScore reads the release's CLIP frame features on the host
+        out.update(frames=batch["frames"], frame_mask=batch["frame_mask"])
+    return out
 
 
 def decode_text(ids: np.ndarray, words: list[str], cast: list[str]) -> str:
@@ -194,39 +197,27 @@ def decode_text(ids: np.ndarray, words: list[str], cast: list[str]) -> str:
 
 
 def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.Mesh, *,
-             max_clips: int = 0, report_path: pathlib.Path | None = None) -> dict[str, float]:
+             max_examples: int = 0, report_path: pathlib.Path | None = None) -> dict[str, float]:
+    """Decodes every narration of `split`; BLEU/CIDEr-D/RoleF1 (+ BERTScore, EMScore, MNScore
+    when their checkpoints are configured)."""
     d, e = config.data, config.eval
     words = data.vocab(d)
     clip_dim = check_clip_width(config) if e.clip_model else 0  # fails before decoding
     pc = jax.process_count()
-    local = config.eval_batch_size // pc
-    it, n_batches = data.eval_batches(d, split, config.eval_batch_size, max_clips,
+    it, n_batches = data.eval_batches(d, split, config.eval_batch_size, max_examples,
                                       jax.process_index(), pc)
-    hyps, refs, casts, em_frames, em_masks = [], [], [], [], []
-    for _ in range(n_batches):
-        host = next(it, None)
-        if host is None:
-            raise ValueError(f"evaluation split {split} is empty on this process")
-        n_real = len(host["targets"])
-        host = pipeline.pad_batch(host, local)
-        texts = {k: host.pop(k) for k in TEXT_KEYS}
-        if clip_dim:  # the release's CLIP frame features: the first clip_dim columns
-            f, m = cm.sample_frames(host["frames"][:n_real, :, :clip_dim],
-                                    host["frame_mask"][:n_real], e.em_frames or d.max_frames)
-            em_frames.append(f)
-            em_masks.append(m)
-        out = jax.device_get(predict_fn(sharding.global_batch(host, mesh)))
-        for i in range(n_real):
-            cast = texts["cast"][i].split("\t") if texts["cast"][i] else []
-            hyps.append(decode_text(np.asarray(out["tokens"][i]), words, cast))
-            refs.append(str(texts["ref"][i]))
-            casts.append(cast)
+    out = evaluation.predict_split(it, n_batches, predict_fn, mesh, config.eval_batch_size // pc,
+                                   name=f"movie101 {split}", host_columns=TEXT_KEYS)
+    casts = [c.split("\t") if c else [] for c in out["cast"]]
+    hyps = [decode_text(np.asarray(t), words, cast) for t, cast in zip(out["tokens"], casts)]
+    refs = [str(r) for r in out["ref"]]
     metrics = caption_scores(hyps, refs, casts)
     if e.bert_model:
         metrics.update(bert_scores(e.bert_model, hyps, refs, e.bert_layer, e.bert_baseline))
-    if e.clip_model:
-        metrics.update(em_scores(e.clip_model, hyps, np.concatenate(em_frames),
-                                 np.concatenate(em_masks), e.em_idf))
+    if e.clip_model:  # the release's CLIP frame features: the first clip_dim columns
+        frames, masks = cm.sample_frames(out["frames"][:, :, :clip_dim], out["frame_mask"],
+                                         e.em_frames or d.max_frames)
+        metrics.update(em_scores(e.clip_model, hyps, frames, masks, e.em_idf))
     if e.clip_model and e.bert_model:
         em = metrics[EM_KINDS[e.mnscore_em]]
         metrics["mnscore"] = cm.mnscore(em / 100, metrics["bertscore"] / 100,
@@ -272,14 +263,9 @@ def bert_scores(path: str, hyps: list[str], refs: list[str], layer: int = 0,
             "bert_baseline": b}
 
 
-def results_table(results: dict[str, dict[str, float]]) -> str:
-    cols = ("bleu4", "cider_d", "role_f1", "role_p", "role_r", "bertscore", "emscore",
-            "em_fine_f", "mnscore")
-    rows = ["| split | " + " | ".join(cols) + " |", "|" + "---|" * (len(cols) + 1)]
-    for split, m in results.items():
-        rows.append(f"| {split} | " + " | ".join(f"{m[c]:.2f}" if c in m else "-" for c in cols)
-                    + " |")
-    return "\n".join(rows)
+def result_columns(config: Any, results: dict) -> list[results_lib.Column]:
+    return results_lib.cols(("bleu4", "cider_d", "role_f1", "role_p", "role_r", "bertscore",
+                             "emscore", "em_fine_f", "mnscore"))
 
 
 # ----------------------------------------------------------------------------- EMScore

@@ -29,11 +29,11 @@ import numpy as np
 import optax
 from flax import nnx
 
-from vnr import sharding
+from vnr import evaluation
 from vnr.benchmarks.movie101 import grounding_metrics as gm
 from vnr.benchmarks.movie101 import tng_data as data
 from vnr.benchmarks.movie101.grounding import RNL, ShotDualEncoder
-from vnr.data import pipeline
+from vnr.reports import results as results_lib
 
 NEG = -1.0e9
 
@@ -105,7 +105,7 @@ def _infonce(model: ShotDualEncoder, batch: dict, config: Any):
     return loss, {"batch_t2v_acc": (jnp.argmax(logits, 1) == labels).mean()}
 
 
-def loss_fn(model: RNL, batch: dict, rngs: nnx.Rngs, config: Any):
+def loss_fn(config: Any, model: RNL, batch: dict, rngs: nnx.Rngs):
     if _global(config):
         return _infonce(model, batch, config)
     scores = model(batch)
@@ -117,32 +117,23 @@ def loss_fn(model: RNL, batch: dict, rngs: nnx.Rngs, config: Any):
     return loss, {"top1_iou_gt_0.5": hit.mean()}
 
 
-def predict(model: RNL, batch: dict, config: Any) -> dict[str, jax.Array]:
+def predict(config: Any, model: RNL, batch: dict) -> dict[str, jax.Array]:
     if _global(config):
         return {"shot": model.shots(batch["shot"], batch["shot_mask"]),
-                "text": model.text(batch["tokens"])}
+                "text": model.text(batch["tokens"]), "valid": batch["valid"]}
     return {"scores": model(batch), "gt": batch["gt"], "valid": batch["valid"]}
 
 
 def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.Mesh, *,
-             max_clips: int = 0, report_path: pathlib.Path | None = None) -> dict[str, float]:
+             max_examples: int = 0, report_path: pathlib.Path | None = None) -> dict[str, float]:
     if _global(config):
-        return evaluate_global(config, split, predict_fn, mesh, max_clips=max_clips)
+        return evaluate_global(config, split, predict_fn, mesh, max_examples=max_examples)
     pc = jax.process_count()
-    local = config.eval_batch_size // pc
-    it, n_batches = data.eval_batches(config.data, split, config.eval_batch_size, max_clips,
+    it, n_batches = data.eval_batches(config.data, split, config.eval_batch_size, max_examples,
                                       jax.process_index(), pc)
-    scores, gts = [], []
-    for _ in range(n_batches):
-        host = next(it, None)
-        if host is None:
-            raise ValueError(f"evaluation split {split} is empty on this process")
-        out = jax.device_get(predict_fn(sharding.global_batch(pipeline.pad_batch(host, local),
-                                                              mesh)))
-        keep = np.asarray(out["valid"], bool)
-        scores.append(np.asarray(out["scores"])[keep])
-        gts.append(np.asarray(out["gt"])[keep])
-    return score_windows(np.concatenate(scores), np.concatenate(gts), config.data.n_clips)
+    out = evaluation.predict_split(it, n_batches, predict_fn, mesh,
+                                   config.eval_batch_size // pc, name=f"movie101 tng {split}")
+    return score_windows(out["scores"], out["gt"], config.data.n_clips)
 
 
 def score_windows(scores: np.ndarray, gt: np.ndarray, n: int) -> dict[str, float]:
@@ -181,23 +172,17 @@ def embed_movies(config: Any, movies: dict[str, list[dict]], predict_fn: Callabl
     shot = np.concatenate(shots)
     mask = np.concatenate(masks)
     tok = np.stack(toks)
-    G, pc, pi = config.eval_batch_size, jax.process_count(), jax.process_index()
-    local = G // pc
+    G, pc = config.eval_batch_size, jax.process_count()
     n = max(len(shot), len(tok))
-    n_batches = -(-n // G)
 
-    def pad(x: np.ndarray) -> np.ndarray:
-        return np.concatenate([x, np.zeros((n_batches * G - len(x), *x.shape[1:]), x.dtype)])
+    def pad(x: np.ndarray) -> np.ndarray:  # shots and narrations share rows
+        return np.concatenate([x, np.zeros((n - len(x), *x.shape[1:]), x.dtype)])
 
-    shot, mask, tok = pad(shot), pad(mask), pad(tok)
-    vs, ts = [], []
-    for b in range(n_batches):
-        sl = slice(b * G + pi * local, b * G + (pi + 1) * local)
-        out = jax.device_get(predict_fn(sharding.global_batch(
-            {"shot": shot[sl], "shot_mask": mask[sl], "tokens": tok[sl]}, mesh)))
-        vs.append(np.asarray(out["shot"]))
-        ts.append(np.asarray(out["text"]))
-    v, t = np.concatenate(vs), np.concatenate(ts)
+    batches, n_batches = evaluation.global_rows(
+        {"shot": pad(shot), "shot_mask": pad(mask), "tokens": pad(tok)}, G)
+    out = evaluation.predict_split(batches, n_batches, predict_fn, mesh, G // pc,
+                                   name="movie101 tng shots")
+    v, t = out["shot"][:len(shot)], out["text"][:len(tok)]
     bounds_v = np.cumsum([0] + n_shots)
     bounds_t = np.cumsum([0] + [len(r) for r in movies.values()])
     return ([v[bounds_v[i]:bounds_v[i + 1]] for i in range(len(movies))],
@@ -205,10 +190,10 @@ def embed_movies(config: Any, movies: dict[str, list[dict]], predict_fn: Callabl
 
 
 def evaluate_global(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.Mesh,
-                    *, max_clips: int = 0) -> dict[str, float]:
+                    *, max_examples: int = 0) -> dict[str, float]:
     """Global shot retrieval within each movie: R@1/5/10 (percent) and the random level."""
     d = config.data
-    movies = data.split_movies(d, split, max_clips)
+    movies = data.split_movies(d, split, max_examples)
     if not movies:
         raise ValueError(f"evaluation split {split} of movie101/{d.config} is empty")
     vs, ts, durations = embed_movies(config, movies, predict_fn, mesh)
@@ -232,135 +217,12 @@ def evaluate_global(config: Any, split: str, predict_fn: Callable, mesh: jax.sha
     return out
 
 
-def results_table(results: dict[str, dict[str, float]]) -> str:
+def result_columns(config: Any, results: dict) -> list[results_lib.Column]:
+    """Global retrieval: R@1/5/10 and the random level; local: R@n,IoU@m (Tables 4-6)."""
     if all("R@10" in m for m in results.values()):
-        rows = ["| split | R@1 | R@5 | R@10 | random R@1 | random R@5 | narrations |",
-                "|---|---|---|---|---|---|---|"]
-        for split, m in results.items():
-            rows.append(f"| {split} | {m['R@1']:.2f} | {m['R@5']:.2f} | {m['R@10']:.2f} | "
-                        f"{m['random_R@1']:.2f} | {m['random_R@5']:.2f} | "
-                        f"{m['narrations']:.0f} |")
-        return "\n".join(rows)
-    cols = [f"R@{n},IoU@{m}" for n in (1, 5) for m in IOUS]
-    rows = ["| split | " + " | ".join(cols) + " | random R@1,IoU@0.5 |",
-            "|" + "---|" * (len(cols) + 2)]
-    for split, m in results.items():
-        rows.append(f"| {split} | " + " | ".join(f"{m[c]:.2f}" for c in cols)
-                    + f" | {m['random_R@1,IoU@0.5']:.2f} |")
-    return "\n".join(rows)
-
-
-def _load(workdir: str) -> tuple[Any, Any, Any]:
-    """(config, state restored from the newest checkpoint, train.Setup) of a finished run."""
-    import json
-
-    import ml_collections
-
-    from vnr import checkpoint, train
-
-    wd = pathlib.Path(workdir).absolute()
-    path = wd / "config.json"
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: not a training run (no config.json)")
-    config = ml_collections.ConfigDict(json.loads(path.read_text()))
-    config.sharding_rules = tuple(tuple(r) for r in config.sharding_rules)
-    config.mesh.shape, config.mesh.axes = tuple(config.mesh.shape), tuple(config.mesh.axes)
-    if config.task != "movie101.tng":
-        raise ValueError(f"{path}: task={config.task!r}, expected movie101.tng")
-    s = train.setup(config)
-    mgr = checkpoint.manager(wd / "checkpoints", config.keep_ckpts)
-    step, state = checkpoint.restore_latest(mgr, s.state, s.state_shardings, None)
-    if not step:
-        raise FileNotFoundError(f"{wd / 'checkpoints'}: no checkpoint to evaluate")
-    return config, state, s
-
-
-def two_stage(global_workdir: str, local_workdir: str, split: str = "test", k: int = 5,
-              weight: float = 1.0, max_clips: int = 0) -> dict[str, float]:
-    """Table 6: global top-k shots, RNL in a window centred on each, k-way re-ranking.
-
-    For every narration of `split`: its movie's shots are ranked by the global run; for each
-    of the k best, a `window`-second window of the local run centred on the shot (clamped to
-    the movie) is scored by RNL; all k windows' proposals are combined by
-    `grounding_metrics.two_stage_rank` (log-sigmoid of the local logit + `weight` x cosine
-    of the shot) and NMS'd. R@n IoU@m (percent) against the narration's span in seconds.
-    """
-    from vnr.benchmarks.movie101.data import MovieTable
-    from vnr.data import text
-
-    gc, gstate, gs = _load(global_workdir)
-    lc, lstate, ls = _load(local_workdir)
-    if not _global(gc) or _global(lc):
-        raise ValueError("--global_workdir must be a stage=global run and --local_workdir a "
-                         "stage=local run")
-    if (gc.data.config, gc.data.vocab_size, gc.data.max_tokens) != (
-            lc.data.config, lc.data.vocab_size, lc.data.max_tokens):
-        raise ValueError("the two runs use different data configs / tokenizers")
-    d = lc.data
-    movies = data.split_movies(gc.data, split, max_clips)
-    vs, ts, durations = embed_movies(gc, movies, lambda b: gs.predict_fn(gstate, b), gs.mesh)
-    table = MovieTable(d)
-    W, n = d.window, d.n_clips
-    spans, valid = gm.proposal_spans(n)
-    rel = spans[valid] * (W / n)
-    items, meta = [], []
-    for (mid, recs), v, t, T in zip(movies.items(), vs, ts, durations):
-        movie = table[mid]
-        sim = t @ v.T
-        for r, row in zip(recs, sim):
-            # a movie with fewer than k shots repeats its last one (NMS drops the copies)
-            top = np.resize(np.argsort(-row, kind="stable"), k)
-            starts = []
-            for j in top:
-                centre = (j + 0.5) * gc.data.shot_len
-                ws = int(np.clip(round(centre - W / 2), 0, max(T - W, 0)))
-                clips, faces = data.window_features(movie, ws, W, n, d.faces, d.face_dim)
-                por, pm = data.portrait_features(movie, r["roles"], d.max_roles, d.face_dim)
-                items.append({"clips": clips, "faces": faces, "portraits": por,
-                              "portrait_mask": pm, "gt": np.zeros(2, np.float32),
-                              "valid": np.array(True),
-                              "tokens": text.tokenize(r["text"], d.vocab_size, d.max_tokens)})
-                starts.append(ws)
-            meta.append((row[top], np.array(starts, float),
-                         np.array([float(r["start"]), float(r["end"])])))
-    G, pc, pi = lc.eval_batch_size, jax.process_count(), jax.process_index()
-    local = G // pc
-    n_batches = -(-len(items) // G)
-    scores = []
-    for b in range(n_batches):
-        chunk = items[b * G + pi * local: b * G + (pi + 1) * local]
-        host = {key: np.stack([it[key] for it in chunk]) for key in items[0]} if chunk else None
-        host = pipeline.pad_batch(host, local) if host else {
-            key: np.zeros((local, *val.shape), val.dtype) for key, val in items[0].items()}
-        out = jax.device_get(ls.predict_fn(lstate, sharding.global_batch(host, ls.mesh)))
-        scores.append(np.asarray(out["scores"]))
-    sc = np.concatenate(scores)[: len(items)].reshape(len(meta), k, n, n)[:, :, valid]
-    preds = np.stack([gm.two_stage_rank(m[0], m[1], rel, s, k, weight, 0.5, 5)
-                      for m, s in zip(meta, sc)])
-    gt = np.stack([m[2] for m in meta])
-    out = {key: 100 * val for key, val in gm.recall_at_iou(preds, gt, (1, 5), IOUS).items()}
-    out["narrations"] = float(len(gt))
-    return out
-
-
-def main(argv: list[str] | None = None) -> None:
-    import argparse
-    import json
-
-    p = argparse.ArgumentParser(description="Movie101 TNG two-stage evaluation (Table 6)")
-    p.add_argument("command", choices=["two_stage"])
-    p.add_argument("--global_workdir", required=True, help="a configs/movie101/tng.py:global run")
-    p.add_argument("--local_workdir", required=True, help="a configs/movie101/tng.py run")
-    p.add_argument("--split", default="test")
-    p.add_argument("--k", type=int, default=5, help="shots kept by the global stage")
-    p.add_argument("--weight", type=float, default=1.0, help="weight of the shot cosine")
-    p.add_argument("--max_clips", type=int, default=0, help="first N narrations (0 = all)")
-    a = p.parse_args(argv)
-    if a.k < 1:
-        p.error(f"--k={a.k} must be >= 1")
-    print(json.dumps(two_stage(a.global_workdir, a.local_workdir, a.split, a.k, a.weight,
-                               a.max_clips), indent=1))
-
-
-if __name__ == "__main__":
-    main()
+        return [*results_lib.cols(("R@1", "R@5", "R@10")),
+                results_lib.Column("random_R@1", "random R@1"),
+                results_lib.Column("random_R@5", "random R@5"),
+                results_lib.Column("narrations", fmt="{:.0f}")]
+    return [*results_lib.cols([f"R@{n},IoU@{m}" for n in (1, 5) for m in IOUS]),
+            results_lib.Column("random_R@1,IoU@0.5", "random R@1,IoU@0.5")]

@@ -108,7 +108,7 @@ class AugmentClip(grain.transforms.RandomMap):
         return dict(ex, frames=np.ascontiguousarray(frames))
 
 
-def _source(cfg: Any, split: str):
+def source(cfg: Any, split: str):
     from tfds_builders import moviepuzzle as builder
 
     return builder.data_source(
@@ -124,7 +124,7 @@ def _encode(cfg: Any, keep_text: bool = False) -> Encode:
 def train_dataset(cfg: Any, batch_size: int, seed: int, process_index: int = 0,
                   process_count: int = 1) -> grain.IterDataset:
     """Endless, per-epoch reshuffled (clips and frames) batches for one process."""
-    ds = grain.MapDataset.source(_source(cfg, cfg.train_split))
+    ds = grain.MapDataset.source(source(cfg, cfg.train_split))
     ds = ds.seed(seed).shuffle().repeat(None)
     ds = ds.map(_encode(cfg)).random_map(ShuffleFrames())
     if cfg.get("augment", False):
@@ -144,7 +144,7 @@ def eval_dataset(cfg: Any, split: str, batch_size: int, seed: int, max_examples:
     may be short (see `pipeline.pad_batch`). Use `num_eval_batches` for a count that is
     the same on every process.
     """
-    ds = grain.MapDataset.source(_source(cfg, split))
+    ds = grain.MapDataset.source(source(cfg, split))
     if max_examples:
         ds = ds[:max_examples]
     ds = ds.seed(seed + 1).map(_encode(cfg, keep_text=True)).random_map(ShuffleFrames())
@@ -156,7 +156,7 @@ def eval_dataset(cfg: Any, split: str, batch_size: int, seed: int, max_examples:
 def num_eval_batches(cfg: Any, split: str, batch_size: int, max_examples: int = 0,
                      process_count: int = 1) -> int:
     """Batches per process for `eval_dataset`, equal on every process."""
-    n = len(_source(cfg, split))
+    n = len(source(cfg, split))
     n = min(n, max_examples) if max_examples else n
     largest_shard = -(-n // process_count)
     return -(-largest_shard // (batch_size // process_count))

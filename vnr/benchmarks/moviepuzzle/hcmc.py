@@ -63,7 +63,15 @@ from vnr import sharding
 from vnr.benchmarks.moviepuzzle import data, hcmc_model
 from vnr.benchmarks.moviepuzzle import pairwise as base
 from vnr.benchmarks.moviepuzzle.pairwise_model import PairOrderModel, TextPairModel
-from vnr.data import pipeline, text
+from vnr.benchmarks.moviepuzzle.sampling import (
+    _pick,
+    _take,
+    first_position,
+    sample_contrastive,
+    sample_unit_pairs,
+)
+from vnr.data import text
+from vnr.reports import results as results_lib
 
 METRICS = base.METRICS
 KINDS = ("hcmc", "pair", "text_pair", "random")
@@ -219,78 +227,6 @@ def train_data(config: Any, local_batch: int, process_index: int, process_count:
 # ----------------------------------------------------------------------------- sampling
 
 
-def _pick(weights: jax.Array, u: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """Inverse-CDF draw along the last axis: index [...] and whether any weight was > 0."""
-    cum = jnp.cumsum(weights, -1)
-    total = cum[..., -1]
-    idx = (cum <= (u * total)[..., None]).sum(-1)
-    return jnp.minimum(idx, weights.shape[-1] - 1), total > 0
-
-
-def _take(a: jax.Array, idx: jax.Array) -> jax.Array:
-    """a [B, N, ...] rows at idx [B, P] -> [B, P, ...]."""
-    return jnp.take_along_axis(a, idx.reshape(*idx.shape, *[1] * (a.ndim - 2)), axis=1)
-
-
-def first_position(group: jax.Array, position: jax.Array, mask: jax.Array) -> jax.Array:
-    """Per frame, the smallest true position among the real frames of its group [B, N]."""
-    same = (group[:, :, None] == group[:, None, :]) & mask[:, None, :]
-    return jnp.where(same, position[:, None, :], jnp.iinfo(jnp.int32).max).min(-1)
-
-
-def sample_unit_pairs(key: jax.Array, unit: jax.Array, parent: jax.Array, mask: jax.Array,
-                      num: int, within_frac: float):
-    """Ordered pairs of frames (i, j) standing for two distinct units, [B, num] each.
-
-    i: uniform over the clip's units (a frame of it, uniform). j: a frame of another unit,
-    with probability `within_frac` of the same parent group (when it has another unit),
-    else of any other unit. Returns (i, j, valid [B, num]): invalid when the clip has a
-    single unit.
-    """
-    b, n = mask.shape
-    k1, k2, k3 = jax.random.split(key, 3)
-    same_unit = (unit[:, :, None] == unit[:, None, :]) & mask[:, None, :]
-    size = same_unit.sum(-1)
-    w = jnp.where(mask, 1.0 / jnp.maximum(size, 1), 0.0)  # uniform over units
-    i, _ = _pick(jnp.broadcast_to(w[:, None], (b, num, n)), jax.random.uniform(k1, (b, num)))
-    other = ~_take(same_unit, i) & mask[:, None, :]  # [B, num, N]
-    within = other & (_take(parent[..., None], i) == parent[:, None, :])
-    wj = w[:, None, :]
-    want_within = jax.random.uniform(k2, (b, num)) < within_frac
-    has_within = within.any(-1)
-    cand = jnp.where((want_within & has_within)[..., None], within, other)
-    j, valid = _pick(jnp.where(cand, wj, 0.0), jax.random.uniform(k3, (b, num)))
-    return i, j, valid
-
-
-def sample_contrastive(key: jax.Array, group: jax.Array, mask: jax.Array, num_neg: int):
-    """Eq. 3 draws for every frame as an anchor (flattened over the batch, A = B * N).
-
-    Returns (positive [A], negatives [A, n], valid [A], neg_valid [A, n]): positives are
-    another frame of the anchor's group; negatives frames of the same clip outside the
-    group, or of other clips when the clip has one group only.
-    """
-    b, n = mask.shape
-    a = b * n
-    clip = jnp.repeat(jnp.arange(b), n)
-    g, m = group.reshape(a), mask.reshape(a)
-    same_clip = clip[:, None] == clip[None, :]
-    same_group = same_clip & (g[:, None] == g[None, :])
-    real = m[None, :] & m[:, None]
-    pos_w = (same_group & real & ~jnp.eye(a, dtype=bool)).astype(jnp.float32)
-    in_clip = same_clip & ~same_group & real
-    elsewhere = ~same_clip & real
-    neg_w = jnp.where(in_clip.any(-1, keepdims=True), in_clip, elsewhere).astype(jnp.float32)
-    kp, kn = jax.random.split(key)
-    pos, has_pos = _pick(pos_w, jax.random.uniform(kp, (a,)))
-    neg, has_neg = _pick(jnp.broadcast_to(neg_w[:, None], (a, num_neg, a)),
-                         jax.random.uniform(kn, (a, num_neg)))
-    return pos, neg, has_pos & m, has_neg & m[:, None]
-
-
-# ----------------------------------------------------------------------------- losses
-
-
 def _parents(levels: tuple[str, ...], batch: dict) -> dict[str, tuple[jax.Array, jax.Array]]:
     """(unit id, parent id) per level: frames in shots (scenes when shots are not modelled),
     shots in scenes, scenes in the clip."""
@@ -302,7 +238,7 @@ def _parents(levels: tuple[str, ...], batch: dict) -> dict[str, tuple[jax.Array,
             "scene": (scene, jnp.zeros_like(scene))}
 
 
-def hcmc_loss(model: hcmc_model.HCMC, batch: dict, rngs: nnx.Rngs, config: Any):
+def hcmc_loss(config: Any, model: hcmc_model.HCMC, batch: dict, rngs: nnx.Rngs):
     """Eq. 4 over the batch; metrics per level."""
     mask, pos = batch["mask"], batch["position"]
     feats = model.encode(batch["frames"], batch["tokens"], train=True, rngs=rngs,
@@ -336,7 +272,7 @@ def hcmc_loss(model: hcmc_model.HCMC, batch: dict, rngs: nnx.Rngs, config: Any):
     return order_loss + lam * cl_loss, metrics
 
 
-def text_pair_loss(model: TextPairModel, batch: dict, rngs: nnx.Rngs, config: Any):
+def text_pair_loss(config: Any, model: TextPairModel, batch: dict, rngs: nnx.Rngs):
     """NSP-style: (i, next(i)) positives, (i, random) negatives. SOP-style: consecutive
     pairs, half of them swapped. Cross-entropy over `pairs_per_clip` pairs per clip."""
     mask, pos, tokens = batch["mask"], batch["position"], batch["tokens"]
@@ -367,21 +303,21 @@ def text_pair_loss(model: TextPairModel, batch: dict, rngs: nnx.Rngs, config: An
     return (ce * w).sum() / jnp.maximum(w.sum(), 1.0), {"pair_acc": acc / jnp.maximum(w.sum(), 1)}
 
 
-def loss_fn(model: nnx.Module, batch: dict, rngs: nnx.Rngs, config: Any):
+def loss_fn(config: Any, model: nnx.Module, batch: dict, rngs: nnx.Rngs):
     kind = config.model.kind
     if kind == "hcmc":
-        return hcmc_loss(model, batch, rngs, config)
+        return hcmc_loss(config, model, batch, rngs)
     if kind == "text_pair":
-        return text_pair_loss(model, batch, rngs, config)
+        return text_pair_loss(config, model, batch, rngs)
     if kind == "pair":
-        return base.loss_fn(model, batch, rngs, config)
+        return base.loss_fn(config, model, batch, rngs)
     return 0.0 * model.unused.value.sum(), {}  # random: never stepped (total_steps=0)
 
 
 # ----------------------------------------------------------------------------- prediction
 
 
-def predict(model: nnx.Module, batch: dict, config: Any) -> dict[str, jax.Array]:
+def predict(config: Any, model: nnx.Module, batch: dict) -> dict[str, jax.Array]:
     """Clip pass (Eq. 5 frame scores and, for HCMC, features and cluster embeddings), or,
     when `batch` holds `<level>_members` [P, G, M, F] and `<level>_member_mask` [P, G, M],
     the Eq. 5 scores [P, G, G] of every pair of those units (Algorithm 1's requests)."""
@@ -389,7 +325,7 @@ def predict(model: nnx.Module, batch: dict, config: Any) -> dict[str, jax.Array]
 
     kind = config.model.kind
     if kind != "hcmc":
-        return base.predict(model, batch, config)
+        return base.predict(config, model, batch)
     for level in model.levels:
         if f"{level}_members" in batch:
             units = model.units_from_members(level, batch[f"{level}_members"],
@@ -404,6 +340,7 @@ def predict(model: nnx.Module, batch: dict, config: Any) -> dict[str, jax.Array]
         out[f"{level}_embed"] = model.cluster_embed(level, feats)
     for k in ("mask", "position", "shot_id", "scene_id"):
         out[k] = batch[k]
+    out["valid"] = batch["mask"].any(-1)
     return out
 
 
@@ -435,31 +372,11 @@ def _score_fn(level: str, predict_fn: Callable, mesh: jax.sharding.Mesh, max_pai
     return fn
 
 
-def _collect(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.Mesh,
-             max_clips: int) -> tuple[dict[str, np.ndarray], dict | None]:
-    """All clips of `split` through the clip pass (padding clips dropped)."""
-    pc = jax.process_count()
-    local = config.eval_batch_size // pc
-    n_batches = data.num_eval_batches(config.data, split, config.eval_batch_size, max_clips, pc)
-    it = iter(data.eval_dataset(config.data, split, config.eval_batch_size, config.seed,
-                                max_clips, jax.process_index(), pc))
-    outs, first = [], None
-    for _ in range(n_batches):
-        host = next(it, None)
-        host = pipeline.pad_batch(host, local) if host is not None else base._empty(first, local)
-        first = first or host
-        host = {k: v for k, v in host.items() if k != "text"}
-        out = jax.device_get(predict_fn(sharding.global_batch(host, mesh)))
-        keep = out["mask"].any(-1)
-        outs.append({k: v[keep] for k, v in out.items()})
-    return {k: np.concatenate([o[k] for o in outs]) for k in outs[0]}, first
-
-
-def _random_metrics(config: Any, split: str, max_clips: int) -> dict[str, float]:
+def _random_metrics(config: Any, split: str, max_examples: int) -> dict[str, float]:
     from vnr.benchmarks.moviepuzzle.order_metrics import random_expectation
 
-    src = data._source(config.data, split)
-    n = min(len(src), max_clips) if max_clips else len(src)
+    src = data.source(config.data, split)
+    n = min(len(src), max_examples) if max_examples else len(src)
     lengths = [len(src[k]["frames"]) for k in range(n)]
     out = random_expectation(lengths)
     out.update(pair_acc=0.5, clips=float(n))
@@ -467,19 +384,18 @@ def _random_metrics(config: Any, split: str, max_clips: int) -> dict[str, float]
 
 
 def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.Mesh, *,
-             max_clips: int = 0, report_path: pathlib.Path | None = None) -> dict[str, float]:
+             max_examples: int = 0, report_path: pathlib.Path | None = None) -> dict[str, float]:
     """The paper's metrics on `split` (HCMC through Algorithm 1; baselines as the main job)."""
     kind = config.model.kind
     if kind == "random":
-        return _random_metrics(config, split, max_clips)
+        return _random_metrics(config, split, max_examples)
     if kind != "hcmc":
-        return base.evaluate(config, split, predict_fn, mesh, max_clips=max_clips,
+        return base.evaluate(config, split, predict_fn, mesh, max_examples=max_examples,
                              report_path=report_path)
     from vnr.benchmarks.moviepuzzle.cluster_metrics import matched_iou
     from vnr.benchmarks.moviepuzzle.hierarchical import hierarchical_order
-    from vnr.benchmarks.moviepuzzle.order_metrics import summary
 
-    cat, first = _collect(config, split, predict_fn, mesh, max_clips)
+    cat = base.collect(config, split, predict_fn, mesh, max_examples)
     levels, e = tuple(config.model.levels), config.eval
     fns = {lv: _score_fn(lv, predict_fn, mesh, e.max_pairs) for lv in levels}
     gt = e.cluster_count == "gt"
@@ -494,33 +410,19 @@ def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.M
         return_clusters=True)
     pred = np.asarray(pred)
     order = base.gt_order(cat["position"])
-    metrics = {k: float(v) for k, v in summary(pred, order, cat["mask"]).items()}
-    metrics["pair_acc"] = float(base.pair_accuracy(cat["scores"], cat["position"],
-                                                   cat["mask"]).mean())
+    metrics = base.order_metrics(pred, order, cat)
     for level in ("shot", "scene"):
         if f"{level}_embed" in cat:
             iou = matched_iou(cat[f"{level}_embed"], clusters[level], cat[f"{level}_id"],
                               cat["mask"])
             metrics[f"{level}_iou"] = float(np.mean(iou))
-    metrics["clips"] = float(len(pred))
-    if report_path is not None and first is not None:
-        from vnr.reports import plots
-
-        k = min(e.report_clips, int(first["mask"].any(-1).sum()))
-        plots.order_examples(first, pred[:k], order[:k], report_path, title=split,
-                             subtitles=[list(t) for t in first["text"][:k]])
+    if report_path is not None and cat.first is not None:
+        base.order_report(config, split, cat.first, pred, order, report_path)
     return metrics
 
 
-def results_table(results: dict[str, dict[str, float]]) -> str:
-    """Markdown table: one row per split, the paper's metric columns (+ IoU when present)."""
+def result_columns(config: Any, results: dict) -> list[results_lib.Column]:
+    """The paper's metric columns (+ pair accuracy and clustering IoU when present)."""
     extra = [c for c in ("pair_acc", "shot_iou", "scene_iou")
              if any(c in m for m in results.values())]
-    cols = (*METRICS, *extra)
-    rows = ["| split | " + " | ".join(c.upper() for c in cols) + " |",
-            "|" + "---|" * (len(cols) + 1)]
-    for split, m in results.items():
-        rows.append(f"| {split} | " + " | ".join(
-            f"{m.get(c, float('nan')):.2f}" if c in METRICS else f"{m.get(c, float('nan')):.3f}"
-            for c in cols) + " |")
-    return "\n".join(rows)
+    return [*results_lib.cols(METRICS, upper=True), *results_lib.cols(extra, "{:.3f}", upper=True)]

@@ -24,10 +24,11 @@ import numpy as np
 import optax
 from flax import nnx
 
-from vnr import sharding
+from vnr import evaluation
 from vnr.benchmarks.moviepuzzle import data
 from vnr.benchmarks.moviepuzzle.pairwise_model import PairOrderModel
-from vnr.data import pipeline, text
+from vnr.data import text
+from vnr.reports import results as results_lib
 
 METRICS = ("lsd", "lmd", "sd", "ssd", "os2", "os3")
 
@@ -126,7 +127,7 @@ def sample_pairs(key: jax.Array, mask: jax.Array, num: int) -> tuple[jax.Array, 
     return i, (i + shift) % n
 
 
-def loss_fn(model: PairOrderModel, batch: dict, rngs: nnx.Rngs, config: Any):
+def loss_fn(config: Any, model: PairOrderModel, batch: dict, rngs: nnx.Rngs):
     """Mean cross-entropy of the order head over sampled pairs."""
     feats = model.encode_frames(batch["frames"], batch["tokens"], train=True, rngs=rngs,
                                 token_mask=batch.get("token_mask"))
@@ -140,14 +141,15 @@ def loss_fn(model: PairOrderModel, batch: dict, rngs: nnx.Rngs, config: Any):
     return loss, {"pair_acc": acc}
 
 
-def predict(model: PairOrderModel, batch: dict, config: Any) -> dict[str, jax.Array]:
+def predict(config: Any, model: PairOrderModel, batch: dict) -> dict[str, jax.Array]:
     """Eq. 5 scores for every ordered pair, plus what the host metrics need."""
     from vnr.ops.permutation_search import pair_scores_to_matrix
 
     feats = model.encode_frames(batch["frames"], batch["tokens"], train=False, rngs=None,
                                 token_mask=batch.get("token_mask"))
     scores = pair_scores_to_matrix(model.all_pair_logits(feats))
-    return {"scores": scores, "mask": batch["mask"], "position": batch["position"]}
+    return {"scores": scores, "mask": batch["mask"], "position": batch["position"],
+            "valid": batch["mask"].any(-1)}
 
 
 def gt_order(position: np.ndarray) -> np.ndarray:
@@ -164,56 +166,60 @@ def pair_accuracy(scores: np.ndarray, position: np.ndarray, mask: np.ndarray) ->
 
 
 def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.Mesh, *,
-             max_clips: int = 0, report_path: pathlib.Path | None = None) -> dict[str, float]:
+             max_examples: int = 0, report_path: pathlib.Path | None = None) -> dict[str, float]:
     """Orders every clip of `split` and returns the paper's metrics (and pair_acc)."""
-    from vnr.benchmarks.moviepuzzle.order_metrics import summary
-    from vnr.ops.permutation_search import beam_search_order, exact_order
-
-    pc = jax.process_count()
-    local = config.eval_batch_size // pc
-    n_batches = data.num_eval_batches(config.data, split, config.eval_batch_size, max_clips, pc)
-    it = iter(data.eval_dataset(config.data, split, config.eval_batch_size, config.seed,
-                                max_clips, jax.process_index(), pc))
-    outs, first = [], None
-    for _ in range(n_batches):
-        host = next(it, None)
-        host = pipeline.pad_batch(host, local) if host is not None else _empty(first, local)
-        first = first or host
-        host = {k: v for k, v in host.items() if k != "text"}
-        out = jax.device_get(predict_fn(sharding.global_batch(host, mesh)))
-        keep = out["mask"].any(-1)
-        outs.append({k: v[keep] for k, v in out.items()})
-    cat = {k: np.concatenate([o[k] for o in outs]) for k in outs[0]}
-    search = exact_order if config.eval.search == "exact" else \
-        lambda s, m, **kw: beam_search_order(s, m, beam_size=config.eval.beam_size, **kw)
-    pred, _ = search(cat["scores"], cat["mask"], objective=config.eval.objective)
-    pred = np.asarray(pred)
-    gt = gt_order(cat["position"])
-    metrics = {k: float(v) for k, v in summary(pred, gt, cat["mask"]).items()}
-    metrics["pair_acc"] = float(pair_accuracy(cat["scores"], cat["position"], cat["mask"]).mean())
-    metrics["clips"] = float(len(pred))
-    if report_path is not None and first is not None:
-        from vnr.reports import plots
-
-        k = min(config.eval.report_clips, int(first["mask"].any(-1).sum()))
-        plots.order_examples(first, pred[:k], gt[:k], report_path, title=split,
-                             subtitles=[list(t) for t in first["text"][:k]])
+    out = collect(config, split, predict_fn, mesh, max_examples)
+    pred = np.asarray(order_clips(config, out["scores"], out["mask"]))
+    gt = gt_order(out["position"])
+    metrics = order_metrics(pred, gt, out)
+    if report_path is not None and out.first is not None:
+        order_report(config, split, out.first, pred, gt, report_path)
     return metrics
 
 
-def _empty(like: dict[str, np.ndarray] | None, size: int) -> dict[str, np.ndarray]:
-    if like is None:
-        raise ValueError("evaluation split is empty on this process")
-    return pipeline.pad_batch({k: v[:0] for k, v in like.items()}, size)
+def collect(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.Mesh,
+            max_examples: int) -> evaluation.SplitOutputs:
+    """Every clip of `split` through `predict_fn` (the one evaluation loop)."""
+    pc = jax.process_count()
+    n = data.num_eval_batches(config.data, split, config.eval_batch_size, max_examples, pc)
+    ds = data.eval_dataset(config.data, split, config.eval_batch_size, config.seed,
+                           max_examples, jax.process_index(), pc)
+    return evaluation.predict_split(ds, n, predict_fn, mesh, config.eval_batch_size // pc,
+                                    name=f"moviepuzzle {split}")
 
 
-def results_table(results: dict[str, dict[str, float]]) -> str:
-    """Markdown table: one row per split, the paper's metric columns."""
-    cols = (*METRICS, "pair_acc")
-    head = "| split | " + " | ".join(c.upper() for c in cols) + " |"
-    rows = [head, "|" + "---|" * (len(cols) + 1)]
-    for split, m in results.items():
-        rows.append(f"| {split} | " + " | ".join(f"{m.get(c, float('nan')):.2f}"
-                                                if c != "pair_acc" else f"{m[c]:.3f}"
-                                                for c in cols) + " |")
-    return "\n".join(rows)
+def order_clips(config: Any, scores: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """Predicted orders [B, N] by the configured search over the pair scores."""
+    from vnr.ops.permutation_search import beam_search_order, exact_order
+
+    e = config.eval
+    if e.search == "exact":
+        return exact_order(scores, mask, objective=e.objective)[0]
+    return beam_search_order(scores, mask, beam_size=e.beam_size, objective=e.objective)[0]
+
+
+def order_metrics(pred: np.ndarray, gt: np.ndarray, out: Any) -> dict[str, float]:
+    """LSD/LMD/SD/SSD/OS2/OS3, the pair accuracy of the scores and the clip count."""
+    from vnr.benchmarks.moviepuzzle.order_metrics import summary
+
+    metrics = {k: float(v) for k, v in summary(pred, gt, out["mask"]).items()}
+    metrics["pair_acc"] = float(pair_accuracy(out["scores"], out["position"],
+                                              out["mask"]).mean())
+    metrics["clips"] = float(len(pred))
+    return metrics
+
+
+def order_report(config: Any, split: str, first: dict, pred: np.ndarray, gt: np.ndarray,
+                 path: pathlib.Path) -> None:
+    """A figure of this process's first clips: true vs predicted order, with subtitles."""
+    from vnr.reports import plots
+
+    k = min(config.eval.report_clips, int(first["mask"].any(-1).sum()))
+    plots.order_examples(first, pred[:k], gt[:k], path, title=split,
+                         subtitles=[list(t) for t in first["text"][:k]])
+
+
+def result_columns(config: Any, results: dict) -> list[results_lib.Column]:
+    """The paper's metric columns, then the pair accuracy."""
+    return [*results_lib.cols(METRICS, upper=True), results_lib.Column("pair_acc", "PAIR_ACC",
+                                                                        "{:.3f}")]

@@ -35,12 +35,12 @@ import numpy as np
 import optax
 from flax import nnx
 
-from vnr import sharding
+from vnr import checkpoint, evaluation
 from vnr.benchmarks.moviepuzzle import synopsis_data as data
 from vnr.benchmarks.moviepuzzle.pairwise_model import ImageEncoder, TextEncoder
 from vnr.benchmarks.moviepuzzle.synopsis_metrics import retrieval_metrics
-from vnr.data import pipeline
 from vnr.models.layers import Block, annotate, dense, layer_norm
+from vnr.reports import results as results_lib
 
 METRICS = ("r1", "r5", "r10", "medr")
 # Keys of the reordering run's config.json that fix the shapes of the frame encoder.
@@ -118,45 +118,11 @@ def _flat(tree: Any) -> dict[str, Any]:
     return {name(p): v for p, v in jax.tree_util.tree_flatten_with_path(tree)[0]}
 
 
-def latest_checkpoint(workdir: str) -> tuple[int, pathlib.Path]:
-    """(step, path of its `state` item) of the newest committed step in <workdir>/checkpoints."""
-    ckpt = pathlib.Path(workdir).absolute() / "checkpoints"
-    if not ckpt.is_dir():
-        raise FileNotFoundError(f"init_from={workdir}: no checkpoints/ folder there (give the "
-                                "workdir of a finished moviepuzzle reordering run)")
-    steps = sorted(int(p.name) for p in ckpt.iterdir() if p.name.isdigit())
-    if not steps:
-        raise FileNotFoundError(f"init_from={workdir}: {ckpt} holds no finished checkpoint step")
-    path = ckpt / str(steps[-1]) / "state"
-    if not path.is_dir():
-        raise FileNotFoundError(f"init_from={workdir}: step {steps[-1]} has no `state` item")
-    return steps[-1], path
-
-
 @functools.lru_cache(maxsize=4)
 def load_pretrained(workdir: str, names: tuple[str, ...]) -> tuple[int, dict[str, np.ndarray]]:
     """(step, {dotted name: array}) of the model parameters under `names` in the latest
-    checkpoint of a reordering run (its state is (model, optimizer): item "0" is the model)."""
-    import orbax.checkpoint as ocp
-
-    step, path = latest_checkpoint(workdir)
-    ckptr = ocp.PyTreeCheckpointer()
-    meta = ckptr.metadata(path)
-    tree = getattr(meta, "item_metadata", meta)
-    tree = getattr(tree, "tree", tree)
-    if not isinstance(tree, dict) or "0" not in tree:
-        raise ValueError(f"init_from={workdir}: step {step} is not a vnr training state "
-                         "((model, optimizer) with the model under item 0)")
-    missing = [n for n in names if n not in tree["0"]]
-    if missing:
-        raise ValueError(f"init_from={workdir}: the checkpointed model (step {step}) has no "
-                         f"{missing[0]!r} (it has {sorted(tree['0'])}); init_params must name "
-                         "PairOrderModel parts")
-    sub = {"0": {n: tree["0"][n] for n in names}}
-    args = jax.tree.map(lambda _: ocp.RestoreArgs(restore_type=np.ndarray), sub)
-    restored = ckptr.restore(path, args=ocp.args.PyTreeRestore(item=sub, restore_args=args,
-                                                               partial_restore=True))
-    return step, {k.removeprefix("0."): np.asarray(v) for k, v in _flat(restored).items()}
+    checkpoint of a reordering run (`vnr.checkpoint.restore_run`)."""
+    return checkpoint.restore_run(workdir, names)
 
 
 def _check_run_config(config: Any) -> None:
@@ -230,7 +196,6 @@ def validate(config: Any) -> None:
         raise ValueError(f"batch_size={config.batch_size}: the in-batch loss needs >= 2 pairs")
     if config.init_from:
         _check_run_config(config)
-        latest_checkpoint(config.init_from)
         model = nnx.eval_shape(lambda: make_model(config, nnx.Rngs(0), load=False))
         apply_abstract = {n: getattr(model, n, None) for n in config.init_params}
         step, loaded = load_pretrained(str(pathlib.Path(config.init_from).absolute()),
@@ -278,7 +243,7 @@ def train_data(config: Any, local_batch: int, process_index: int, process_count:
                               process_count)
 
 
-def loss_fn(model: SynopsisModel, batch: dict, rngs: nnx.Rngs, config: Any):
+def loss_fn(config: Any, model: SynopsisModel, batch: dict, rngs: nnx.Rngs):
     """Symmetric in-batch InfoNCE over the global batch."""
     seg = model.encode_segments(batch["frames"], batch["tokens"], batch["mask"], train=True,
                                 rngs=rngs)
@@ -291,7 +256,7 @@ def loss_fn(model: SynopsisModel, batch: dict, rngs: nnx.Rngs, config: Any):
     return loss, {"batch_r1": acc, "scale": model.scale()}
 
 
-def predict(model: SynopsisModel, batch: dict, config: Any) -> dict[str, jax.Array]:
+def predict(config: Any, model: SynopsisModel, batch: dict) -> dict[str, jax.Array]:
     seg = model.encode_segments(batch["frames"], batch["tokens"], batch["mask"], train=False,
                                 rngs=None)
     syn = model.encode_synopses(batch["synopsis"], train=False, rngs=None)
@@ -299,41 +264,29 @@ def predict(model: SynopsisModel, batch: dict, config: Any) -> dict[str, jax.Arr
 
 
 def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.Mesh, *,
-             max_clips: int = 0, report_path: pathlib.Path | None = None) -> dict[str, float]:
+             max_examples: int = 0, report_path: pathlib.Path | None = None) -> dict[str, float]:
     """Ranks every synopsis of `split` for every segment of it (and the reverse)."""
     del report_path  # no figure for retrieval
     pc = jax.process_count()
-    local = config.eval_batch_size // pc
-    n_batches = data.num_eval_batches(config.data, split, config.eval_batch_size, max_clips, pc)
-    it = iter(data.eval_dataset(config.data, split, config.eval_batch_size, max_clips,
-                                jax.process_index(), pc))
-    outs, first = [], None
-    for _ in range(n_batches):
-        host = next(it, None)
-        if host is None:
-            if first is None:
-                raise ValueError(f"evaluation split {split!r} is empty on this process")
-            host = {k: np.zeros_like(v) for k, v in first.items()}
-        host = pipeline.pad_batch(host, local)
-        first = first or host
-        out = jax.device_get(predict_fn(sharding.global_batch(host, mesh)))
-        keep = out["valid"].astype(bool)
-        outs.append({k: v[keep] for k, v in out.items()})
-    seg = np.concatenate([o["segment"] for o in outs])
-    syn = np.concatenate([o["synopsis"] for o in outs])
-    sim = seg @ syn.T
+    n = data.num_eval_batches(config.data, split, config.eval_batch_size, max_examples, pc)
+    ds = data.eval_dataset(config.data, split, config.eval_batch_size, max_examples,
+                           jax.process_index(), pc)
+    out = evaluation.predict_split(ds, n, predict_fn, mesh, config.eval_batch_size // pc,
+                                   name=f"synopsis {split}")
+    sim = out["segment"] @ out["synopsis"].T
     result = {k: float(v) for k, v in retrieval_metrics(sim).items()}
     back = retrieval_metrics(sim.T)
     result.update({f"syn2seg_{k}": float(back[k]) for k in ("r1", "r5", "r10", "medr")})
-    result["clips"] = float(len(seg))
+    result["clips"] = float(len(sim))
     result.pop("count", None)
     return result
 
 
-def results_table(results: dict[str, dict[str, float]]) -> str:
-    """Markdown: one row per split, Table 4's columns (R@k in percent, MedR)."""
-    rows = ["| split | pairs | R@1 | R@5 | R@10 | MedR |", "|---|---|---|---|---|---|"]
-    for split, m in results.items():
-        rows.append(f"| {split} | {int(m['clips'])} | {100 * m['r1']:.1f} | {100 * m['r5']:.1f}"
-                    f" | {100 * m['r10']:.1f} | {m['medr']:.1f} |")
-    return "\n".join(rows)
+RESULT_COLUMNS = [results_lib.Column("clips", "pairs", "{:.0f}"),
+                  *results_lib.cols(("r1", "r5", "r10"), "{:.1f}", 100.0),
+                  results_lib.Column("medr", "MedR", "{:.1f}")]
+
+
+def result_columns(config: Any, results: dict) -> list[results_lib.Column]:
+    """Table 4's columns: R@k in percent, median rank."""
+    return RESULT_COLUMNS

@@ -38,7 +38,6 @@ raw release, per language), `... crosslingual ...` (the 7x7 matrix of Figure 4).
 
 from __future__ import annotations
 
-import functools
 import pathlib
 from collections.abc import Callable
 from typing import Any
@@ -48,11 +47,11 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from vnr import sharding
+from vnr import checkpoint, evaluation
 from vnr.benchmarks.msymon import data
 from vnr.benchmarks.msymon import metrics as am
 from vnr.benchmarks.msymon.model import Aligner
-from vnr.data import pipeline
+from vnr.reports import results as results_lib
 
 METRICS = ("clip_accuracy", "sentence_iou", "f1")
 WINDOW_COST = 1e4
@@ -63,7 +62,8 @@ def validate(config: Any) -> None:
     d, e = config.data, config.eval
     if not d.features:
         raise ValueError("data.features=False (text_only) cannot train an aligner; it serves the "
-                         "transcript baseline: python -m vnr.benchmarks.msymon.alignment baseline --data_dir ...")
+                         "transcript baseline: "
+                         "python -m vnr.benchmarks.msymon.tools baseline --data_dir ...")
     if d.manual_dir and not pathlib.Path(d.manual_dir).is_dir():
         raise ValueError(f"data.manual_dir={d.manual_dir!r} does not exist")
     if config.loss.temperature <= 0 or config.loss.num_negatives < 1:
@@ -101,7 +101,7 @@ def _is_number(x: Any) -> bool:
 
 def check_splits(config: Any) -> None:
     d = config.data
-    have = set(_split_names(d))
+    have = set(split_names(d))
     for key, split in [("data.train_split", d.train_split), ("data.val_split", d.val_split)] + [
             ("data.test_splits", s) for s in d.test_splits]:
         for part in split.split("+"):
@@ -110,7 +110,7 @@ def check_splits(config: Any) -> None:
                                  f"{d.builder}/{d.config} (it has {', '.join(sorted(have))})")
 
 
-def _split_names(d: Any) -> list[str]:
+def split_names(d: Any) -> list[str]:
     if d.builder == "yms":
         from tfds_builders.msymon import yms
 
@@ -134,50 +134,27 @@ def _name(path: tuple) -> str:
                     for k in path)
 
 
-def _str_keys(tree: Any) -> Any:
-    return {str(k): _str_keys(v) for k, v in tree.items()} if isinstance(tree, dict) else tree
-
-
-def _keys_like(tree: Any, like: Any) -> Any:
-    """`tree` (string keys) with the keys of `like`, leaves as NumPy arrays."""
-    if isinstance(like, dict):
-        return {k: _keys_like(tree[str(k)], v) for k, v in like.items()}
-    return np.asarray(tree)
-
-
 def _init_params(config: Any) -> Any:
-    """The model parameters of the latest checkpoint in `config.init_from` (host arrays)."""
-    import orbax.checkpoint as ocp
-
-    root = pathlib.Path(config.init_from).absolute()
-    ckpts = root / "checkpoints"
-    steps = sorted(int(p.name) for p in ckpts.iterdir() if p.name.isdigit()) \
-        if ckpts.is_dir() else []
-    if not steps:
-        raise FileNotFoundError(f"init_from={config.init_from!r}: no checkpoint under {ckpts}")
+    """The model parameters of the latest checkpoint in `config.init_from` (host arrays,
+    read by `vnr.checkpoint.restore_run`), checked name by name against this model."""
     abstract = nnx.state(nnx.eval_shape(lambda: _new_model(config, nnx.Rngs(0))), nnx.Param)
     target = jax.tree.map(lambda x: np.zeros(x.shape, x.dtype), abstract.to_pure_dict())
-    key = f"{root}|{steps[-1]}|{[x.shape for x in jax.tree.leaves(target)]}"
+    shapes = [x.shape for x in jax.tree.leaves(target)]
+    key = f"{pathlib.Path(config.init_from).absolute()}|{shapes}"
     if key in _INIT_CACHE:  # validate() and make_model() both ask; read the files once
         return _INIT_CACHE[key]
-    path = ckpts / str(steps[-1]) / "state"
-    ckptr = ocp.PyTreeCheckpointer()
-    meta = ckptr.metadata(path)
-    meta = getattr(getattr(meta, "item_metadata", meta), "tree", meta)
-    saved = {_name(k): tuple(v.shape) for k, v in
-             jax.tree_util.tree_flatten_with_path(meta.get("0", {}))[0]}
+    step, saved = checkpoint.restore_run(config.init_from)
+    leaves = []
     for k, want in jax.tree_util.tree_flatten_with_path(target)[0]:
         have = saved.get(_name(k))
-        if have != tuple(want.shape):
+        if have is None or tuple(have.shape) != tuple(want.shape):
             raise ValueError(
-                f"init_from={config.init_from!r}: parameter {_name(k)} is {have} in its "
-                f"checkpoint (step {steps[-1]}) but {tuple(want.shape)} in this config's model "
-                "(the same model.* and data.dim/vocab_size/max_tokens are needed)")
-    item = {"0": _str_keys(target)}  # orbax stores list indices as string keys
-    restored = ckptr.restore(path, args=ocp.args.PyTreeRestore(
-        item=item, partial_restore=True,
-        restore_args=jax.tree.map(lambda _: ocp.RestoreArgs(restore_type=np.ndarray), item)))
-    params = _keys_like(restored["0"], target)
+                f"init_from={config.init_from!r}: parameter {_name(k)} is "
+                f"{None if have is None else tuple(have.shape)} in its checkpoint (step {step}) "
+                f"but {tuple(want.shape)} in this config's model (the same model.* and "
+                "data.dim/vocab_size/max_tokens are needed)")
+        leaves.append(have)
+    params = jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(target), leaves)
     _INIT_CACHE[key] = params
     return params
 
@@ -235,7 +212,7 @@ def info_nce(v: jax.Array, t: jax.Array, batch: dict, key: jax.Array, tau: float
     return (c2t + t2c) / 2, {"loss_c2t": c2t, "loss_t2c": t2c, "clip_top1": acc}
 
 
-def loss_fn(model: Aligner, batch: dict, rngs: nnx.Rngs, config: Any):
+def loss_fn(config: Any, model: Aligner, batch: dict, rngs: nnx.Rngs):
     v, t = model(batch, train=True, rngs=rngs)
     return info_nce(v, t, batch, rngs.dropout(), config.loss.temperature,
                     config.loss.num_negatives)
@@ -245,10 +222,11 @@ _HOST_KEYS = ("clip_mask", "sent_mask", "labels", "clip_begin", "clip_end", "nar
               "narr_end", "matched", "language")
 
 
-def predict(model: Aligner, batch: dict, config: Any) -> dict[str, jax.Array]:
+def predict(config: Any, model: Aligner, batch: dict) -> dict[str, jax.Array]:
     """Cosine similarities [B, C, S] plus what the host needs for alignment and metrics."""
     v, t = model(batch, train=False, rngs=None)
-    return {"sim": jnp.einsum("bce,bse->bcs", v, t), **{k: batch[k] for k in _HOST_KEYS}}
+    return {"sim": jnp.einsum("bce,bse->bcs", v, t), "valid": batch["clip_mask"].any(-1),
+            **{k: batch[k] for k in _HOST_KEYS}}
 
 
 # ----------------------------------------------------------------------------- alignment
@@ -313,23 +291,13 @@ def score(outs: dict, pred: np.ndarray, prefix: str = "") -> dict[str, float]:
 
 
 def collect(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.Mesh,
-            max_clips: int = 0) -> dict[str, np.ndarray]:
-    """predict_fn over a whole split; concatenated host outputs of the real videos."""
+            max_examples: int = 0) -> evaluation.SplitOutputs:
+    """predict_fn over a whole split (the one evaluation loop): the real videos' outputs."""
     pc = jax.process_count()
-    local = config.eval_batch_size // pc
-    it, n_batches = data.eval_batches(config.data, split, config.eval_batch_size, max_clips,
+    it, n_batches = data.eval_batches(config.data, split, config.eval_batch_size, max_examples,
                                       jax.process_index(), pc)
-    outs, first = [], None
-    for _ in range(n_batches):
-        host = next(it, None)
-        if host is None:
-            host = {k: np.zeros((local, *v.shape[1:]), v.dtype) for k, v in first.items()}
-        host = pipeline.pad_batch(host, local)
-        first = first or host
-        out = jax.device_get(predict_fn(sharding.global_batch(host, mesh)))
-        keep = np.asarray(out["clip_mask"]).any(-1)
-        outs.append({k: np.asarray(v)[keep] for k, v in out.items()})
-    return {k: np.concatenate([o[k] for o in outs]) for k in outs[0]}
+    return evaluation.predict_split(it, n_batches, predict_fn, mesh,
+                                    config.eval_batch_size // pc, name=f"msymon {split}")
 
 
 def tune_threshold(out: dict, window_seconds: float = 0.0) -> float:
@@ -343,15 +311,15 @@ def tune_threshold(out: dict, window_seconds: float = 0.0) -> float:
 
 
 def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.Mesh, *,
-             max_clips: int = 0, report_path: pathlib.Path | None = None) -> dict[str, float]:
+             max_examples: int = 0, report_path: pathlib.Path | None = None) -> dict[str, float]:
     """Aligns every video of `split`; the model's metrics and the transcript baseline's."""
     ev = config.eval
-    out = collect(config, split, predict_fn, mesh, max_clips)
+    out = collect(config, split, predict_fn, mesh, max_examples).outputs
     if ev.method == "argmax":
         thr = ev.threshold
         if thr is None or thr == "tune":
             val = out if split == config.data.val_split else collect(
-                config, config.data.val_split, predict_fn, mesh, config.eval.max_val_clips)
+                config, config.data.val_split, predict_fn, mesh, config.eval.max_val_clips).outputs
             thr = tune_threshold(val, ev.window_seconds)
         pred = argmax_alignment(out, float(thr), ev.window_seconds)
     else:
@@ -365,148 +333,6 @@ def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.M
     return metrics
 
 
-def results_table(results: dict[str, dict[str, float]]) -> str:
-    cols = (*METRICS, *(f"transcript_{m}" for m in METRICS))
-    rows = ["| split | " + " | ".join(cols) + " |", "|" + "---|" * (len(cols) + 1)]
-    for split, m in results.items():
-        rows.append(f"| {split} | " + " | ".join(f"{100 * m.get(c, np.nan):.1f}" for c in cols)
-                    + " |")
-    return "\n".join(rows)
-
-
-def _load_config(spec: str) -> Any:
-    """`path.py[:arg]` -> the config its `get_config(arg)` returns (unlocked)."""
-    import importlib.util
-
-    path, _, arg = spec.partition(":")
-    if not pathlib.Path(path).is_file():
-        raise SystemExit(f"error: --config {path}: no such file")
-    mod_spec = importlib.util.spec_from_file_location("_vnr_cfg", path)
-    mod = importlib.util.module_from_spec(mod_spec)
-    mod_spec.loader.exec_module(mod)
-    return mod.get_config(arg or None)
-
-
-def baseline(data_cfg: Any, splits: list[str], languages: tuple[str, ...] = data.LANGUAGES
-             ) -> dict[str, dict[str, float]]:
-    """Transcript-only baseline per `<lang>_<split>` that exists: {split: metrics}."""
-    have = set(_split_names(data_cfg))
-    results = {}
-    for split in splits:
-        for lang in languages:
-            name = f"{lang}_{split}"
-            if name not in have:
-                continue
-            it, n = data.eval_batches(data_cfg, name, 8)
-            outs = [b for _, b in zip(range(n), it, strict=False)]
-            out = {k: np.concatenate([o[k] for o in outs]) for k in outs[0]}
-            res = score(out, transcript_alignment(out))
-            res["videos"] = float(len(out["labels"]))
-            res["narration_from_subtitles"] = float(out["narr_known"][out["sent_mask"]].mean())
-            results[name] = res
-    return results
-
-
-def crosslingual(config: Any, workdirs: dict[str, str], split: str, metric: str = "f1"
-                 ) -> tuple[dict[tuple[str, str], float], str]:
-    """Figure 4: a model trained on language r (row) evaluated on `<c>_<split>` (column).
-
-    Returns ({(row, col): value}, a Markdown 7x7 table; "-" where there is no checkpoint
-    or no such split)."""
-    from vnr import train
-
-    have = set(_split_names(config.data))
-    cells: dict[tuple[str, str], float] = {}
-    for row, wd in workdirs.items():
-        cfg = config.copy_and_resolve_references()
-        cfg.unlock()
-        cfg.init_from = wd
-        s = train.setup(cfg)
-        fn = functools.partial(s.predict_fn, s.state)
-        for col in data.LANGUAGES:
-            if f"{col}_{split}" in have:
-                cells[row, col] = evaluate(cfg, f"{col}_{split}", fn, s.mesh)[metric]
-    head = "| train \\ eval | " + " | ".join(data.LANGUAGES) + " |"
-    rows = [head, "|" + "---|" * (len(data.LANGUAGES) + 1)]
-    for r in data.LANGUAGES:
-        rows.append(f"| {r} | " + " | ".join(
-            f"{100 * cells[r, c]:.1f}" if (r, c) in cells else "-" for c in data.LANGUAGES)
-            + " |")
-    return cells, "\n".join(rows)
-
-
-def evaluate_run(config: Any) -> dict[str, dict[str, float]]:
-    """Evaluation only (zero-shot transfer, or re-scoring a run): the model of
-    `config.init_from` on every `data.test_splits` split; {split: metrics}."""
-    from vnr import train
-
-    if not config.get("init_from"):
-        raise ValueError("evaluation needs init_from=<workdir of a trained alignment run>")
-    s = train.setup(config)
-    fn = functools.partial(s.predict_fn, s.state)
-    return {split: evaluate(config, split, fn, s.mesh, max_clips=config.eval.max_test_clips)
-            for split in config.data.test_splits}
-
-
-def main(argv: list[str] | None = None) -> int:
-    import argparse
-    import json
-
-    p = argparse.ArgumentParser(prog="python -m vnr.benchmarks.msymon.alignment")
-    sub = p.add_subparsers(dest="command", required=True)
-    b = sub.add_parser("baseline", help="transcript-only baseline per language (no video)")
-    b.add_argument("--data_dir", required=True, help="where the TFDS dataset is (or goes)")
-    b.add_argument("--manual_dir", default="", help="the M-SyMoN release (to build it)")
-    b.add_argument("--builder_config", default="text_only")
-    b.add_argument("--splits", default="val,train", help="comma-separated: val,train,test")
-    b.add_argument("--clip_seconds", type=float, default=3.0)
-    e = sub.add_parser("evaluate", help="evaluate a trained run (e.g. zero-shot on YMS)")
-    e.add_argument("--config", required=True, help="e.g. configs/msymon/yms.py:zeroshot")
-    e.add_argument("--init_from", required=True, help="workdir of the trained run")
-    e.add_argument("--data_dir", default=None)
-    e.add_argument("--manual_dir", default=None)
-    c = sub.add_parser("crosslingual", help="fill the 7x7 matrix from per-language runs")
-    c.add_argument("--config", required=True, help="configs/msymon/main.py[:args]")
-    c.add_argument("--workdirs", nargs="+", required=True, help="lang=WORKDIR ...")
-    c.add_argument("--split", default="test")
-    c.add_argument("--metric", default="f1", choices=METRICS)
-    c.add_argument("--data_dir", default=None)
-    c.add_argument("--manual_dir", default=None)
-    args = p.parse_args(argv)
-    if args.command == "baseline":
-        import ml_collections
-
-        cfg = ml_collections.ConfigDict(dict(
-            builder="msymon", config=args.builder_config, data_dir=args.data_dir,
-            manual_dir=args.manual_dir, features=args.builder_config != "text_only", dim=512,
-            fps=1.0, clip_seconds=args.clip_seconds, max_tokens=4, vocab_size=64,
-            num_workers=0))
-        res = baseline(cfg, args.splits.split(","))
-        print(json.dumps(res, indent=2))
-        print("| split | videos | clip accuracy | sentence IoU | F1 | narration from subtitles |")
-        print("|---|---|---|---|---|---|")
-        for k, v in res.items():
-            print(f"| {k} | {v['videos']:.0f} | " + " | ".join(f"{100 * v[m]:.1f}" for m in METRICS)
-                  + f" | {100 * v['narration_from_subtitles']:.0f}% |")
-        return 0
-    cfg = _load_config(args.config)
-    for k in ("data_dir", "manual_dir"):
-        if getattr(args, k) is not None:
-            cfg.data[k] = getattr(args, k)
-    if args.command == "evaluate":
-        cfg.init_from = args.init_from
-        results = evaluate_run(cfg)
-        print(json.dumps(results, indent=2))
-        print(results_table(results))
-        return 0
-    bad = [w for w in args.workdirs if "=" not in w or w.split("=")[0] not in data.LANGUAGES]
-    if bad:
-        raise SystemExit(f"error: --workdirs takes lang=DIR with lang in {data.LANGUAGES}: {bad}")
-    _, table = crosslingual(cfg, dict(w.split("=", 1) for w in args.workdirs), args.split,
-                            args.metric)
-    print(table)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+def result_columns(config: Any, results: dict) -> list[results_lib.Column]:
+    """The model's metrics, then the transcript baseline's (percent)."""
+    return results_lib.cols((*METRICS, *(f"transcript_{m}" for m in METRICS)), "{:.1f}", 100.0)

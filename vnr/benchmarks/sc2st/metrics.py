@@ -21,6 +21,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from vnr.reports.results import Column, markdown
+
 KS = (1, 5, 10)
 STAGES = {"early": (2, 3, 4), "middle": (5, 6, 7), "late": (8, 9, 10)}
 METRICS = ("r1", "r5", "r10", "mean_rank", "mrr")
@@ -81,18 +83,15 @@ def summarise(scores: np.ndarray, answer: np.ndarray, first_round: int = 2
     return out
 
 
-def table(results: dict[str, dict[str, float]], stages: bool = True) -> str:
-    """Markdown table as the paper lays it out: R@1 R@5 R@10 MeanR MRR, overall then stages."""
-    groups = [("", "overall")] + ([(f"{s}_", s) for s in STAGES] if stages else [])
+def columns(stages: bool = True) -> list[Column]:
+    """Results-table columns as the paper lays them out: R@1 R@5 R@10 MeanR MRR, overall
+    then per stage (early / middle / late)."""
+    groups = [("", "")] + ([(f"{s}_", f"{s} ") for s in STAGES] if stages else [])
     names = {"r1": "R@1", "r5": "R@5", "r10": "R@10", "mean_rank": "MeanR", "mrr": "MRR"}
-    head = ["row"] + [f"{label} {names[m]}" if label != "overall" else names[m]
-                      for _, label in groups for m in METRICS]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for row, m in results.items():
-        cells = []
-        for prefix, _ in groups:
-            for k in METRICS:
-                v = m.get(prefix + k, float("nan"))
-                cells.append(f"{v:.3f}" if k == "mrr" else f"{v:.2f}")
-        lines.append(f"| {row} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+    return [Column(prefix + k, label + names[k], "{:.3f}" if k == "mrr" else "{:.2f}")
+            for prefix, label in groups for k in METRICS]
+
+
+def table(results: dict[str, dict[str, float]], stages: bool = True) -> str:
+    """Markdown table of `columns` (one row per run or split)."""
+    return markdown(results, columns(stages))

@@ -17,15 +17,14 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import optax
 from flax import nnx
 
-from vnr import sharding
+from vnr import evaluation
 from vnr.benchmarks.sc2st import data
 from vnr.benchmarks.sc2st import metrics as rank_metrics
 from vnr.benchmarks.sc2st import model as storyboard
-from vnr.data import pipeline
+from vnr.reports import results as results_lib
 
 
 def validate(config: Any) -> None:
@@ -91,7 +90,7 @@ def train_data(config: Any, local_batch: int, process_index: int, process_count:
                               process_index, process_count)
 
 
-def loss_fn(model: storyboard.StoryboardModel, batch: dict, rngs: nnx.Rngs, config: Any):
+def loss_fn(config: Any, model: storyboard.StoryboardModel, batch: dict, rngs: nnx.Rngs):
     """Mean cross-entropy over rounds and real storyboards; R@1 of the training batch.
 
     Baselines give their own scores (no parameter is used: the gradient is zero)."""
@@ -109,40 +108,27 @@ def _prior(batch: dict, config: Any) -> jax.Array:
     return storyboard.prior_scores(jax.random.key(config.seed), batch["index"], (r, c))
 
 
-def predict(model: storyboard.StoryboardModel, batch: dict, config: Any) -> dict[str, jax.Array]:
+def predict(config: Any, model: storyboard.StoryboardModel, batch: dict) -> dict[str, jax.Array]:
     scores = (_prior(batch, config) if config.model.fusion == "prior"
               else model(batch, train=False))
-    return {"scores": scores, "answer": batch["answer"], "mask": batch["mask"]}
+    return {"scores": scores, "answer": batch["answer"], "valid": batch["mask"]}
 
 
 def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.Mesh, *,
-             max_clips: int = 0, report_path: pathlib.Path | None = None) -> dict[str, float]:
-    """Scores every round of every storyboard of `split` (max_clips = max storyboards)."""
+             max_examples: int = 0, report_path: pathlib.Path | None = None) -> dict[str, float]:
+    """Scores every round of every storyboard of `split` (max_examples = max storyboards)."""
     del report_path  # no figure for this task
-    pc = jax.process_count()
-    local = config.eval_batch_size // pc
-    d, enc = config.data, config.model.text_encoder
-    n_batches = data.num_eval_batches(d, split, config.eval_batch_size, max_clips, pc)
-    it = iter(data.eval_dataset(d, split, enc, config.eval_batch_size, max_clips,
-                                jax.process_index(), pc))
-    scores, answers, first = [], [], None
-    for _ in range(n_batches):
-        host = next(it, None)
-        if host is None:
-            if first is None:
-                raise ValueError(f"evaluation split {split!r} is empty on this process")
-            host = {k: v[:0] for k, v in first.items()}
-        first = first or host
-        out = jax.device_get(predict_fn(sharding.global_batch(pipeline.pad_batch(host, local),
-                                                              mesh)))
-        keep = np.asarray(out["mask"], bool)
-        scores.append(out["scores"][keep])
-        answers.append(out["answer"][keep])
-    metrics = rank_metrics.summarise(np.concatenate(scores), np.concatenate(answers))
-    metrics["storyboards"] = float(sum(len(a) for a in answers))
+    pc, d, enc = jax.process_count(), config.data, config.model.text_encoder
+    n = data.num_eval_batches(d, split, config.eval_batch_size, max_examples, pc)
+    ds = data.eval_dataset(d, split, enc, config.eval_batch_size, max_examples,
+                           jax.process_index(), pc)
+    out = evaluation.predict_split(ds, n, predict_fn, mesh, config.eval_batch_size // pc,
+                                   name=f"sc2st {split}")
+    metrics = rank_metrics.summarise(out["scores"], out["answer"])
+    metrics["storyboards"] = float(len(out))
     return metrics
 
 
-def results_table(results: dict[str, dict[str, float]]) -> str:
-    """Markdown: one row per split; R@1 R@5 R@10 MeanR MRR overall, then early/middle/late."""
-    return rank_metrics.table(results)
+def result_columns(config: Any, results: dict) -> list[results_lib.Column]:
+    """As the paper lays it out: R@1 R@5 R@10 MeanR MRR, overall then by stage."""
+    return rank_metrics.columns()

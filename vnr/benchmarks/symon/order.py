@@ -14,15 +14,13 @@ from collections.abc import Callable
 from typing import Any
 
 import jax
-import numpy as np
 import optax
 from flax import nnx
 
-from vnr import sharding
 from vnr.benchmarks.symon import data
 from vnr.benchmarks.symon import retrieval as symon_retrieval
 from vnr.benchmarks.symon.model import OrderModel
-from vnr.data import pipeline
+from vnr.reports import results as results_lib
 
 TASK = "order"
 check_splits = symon_retrieval.check_splits
@@ -52,7 +50,7 @@ def train_data(config: Any, local_batch: int, process_index: int, process_count:
                               process_count)
 
 
-def loss_fn(model: OrderModel, batch: dict, rngs: nnx.Rngs, config: Any):
+def loss_fn(config: Any, model: OrderModel, batch: dict, rngs: nnx.Rngs):
     logits = model(batch["seg_a"], batch["seg_b"], batch["tokens"], train=True, rngs=rngs)
     labels = batch["label"].astype(logits.dtype)
     loss = optax.sigmoid_binary_cross_entropy(logits, labels).mean()
@@ -60,37 +58,25 @@ def loss_fn(model: OrderModel, batch: dict, rngs: nnx.Rngs, config: Any):
     return loss, {"acc": acc}
 
 
-def predict(model: OrderModel, batch: dict, config: Any) -> dict[str, jax.Array]:
+def predict(config: Any, model: OrderModel, batch: dict) -> dict[str, jax.Array]:
     logits = model(batch["seg_a"], batch["seg_b"], batch["tokens"], train=False, rngs=None)
     return {"logits": logits, "label": batch["label"], "valid": batch["valid"]}
 
 
 def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.Mesh, *,
-             max_clips: int = 0, report_path: pathlib.Path | None = None) -> dict[str, float]:
+             max_examples: int = 0, report_path: pathlib.Path | None = None) -> dict[str, float]:
     """Accuracy of the order prediction over the cut pairs of `split`."""
     del report_path
-    pc = jax.process_count()
-    local = config.eval_batch_size // pc
-    ds, n = data.eval_dataset(config.data, TASK, split, config.eval_batch_size, max_clips,
-                              jax.process_index(), pc)
-    if not n:
+    out = symon_retrieval.collect(config, TASK, split, predict_fn, mesh, max_examples)
+    if not len(out):
         raise ValueError(f"symon {split}: no usable cut pairs")
-    n_batches = data.num_batches(n, pc, local)
-    it, right, total, first = iter(ds), 0, 0, None
-    for _ in range(n_batches):
-        host = next(it, None)
-        if host is None:
-            host = {k: np.zeros((0, *v.shape[1:]), v.dtype) for k, v in first.items()}
-        first = host
-        out = jax.device_get(predict_fn(sharding.global_batch(pipeline.pad_batch(host, local),
-                                                               mesh)))
-        valid = np.asarray(out["valid"])
-        right += int(((out["logits"] > 0) == (out["label"] == 1))[valid].sum())
-        total += int(valid.sum())
-    return {"accuracy": 100.0 * right / total, "pairs": float(total)}
+    right = int(((out["logits"] > 0) == (out["label"] == 1)).sum())
+    return {"accuracy": 100.0 * right / len(out), "pairs": float(len(out))}
 
 
-def results_table(results: dict[str, dict[str, float]]) -> str:
-    rows = ["| split | accuracy (%) | pairs |", "|---|---|---|"]
-    rows += [f"| {s} | {m['accuracy']:.1f} | {int(m['pairs'])} |" for s, m in results.items()]
-    return "\n".join(rows)
+RESULT_COLUMNS = [results_lib.Column("accuracy", "accuracy (%)", "{:.1f}"),
+                  results_lib.Column("pairs", fmt="{:.0f}")]
+
+
+def result_columns(config: Any, results: dict) -> list[results_lib.Column]:
+    return RESULT_COLUMNS

@@ -18,14 +18,13 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from flax import nnx
 
-from vnr import sharding
+from vnr import evaluation
 from vnr.benchmarks.symon import data
 from vnr.benchmarks.symon.model import RetrievalModel
-from vnr.data import pipeline
 from vnr.ops import contrastive, retrieval_metrics
+from vnr.reports import results as results_lib
 
 TASK = "retrieval"
 
@@ -95,39 +94,36 @@ def _embed(model: RetrievalModel, batch: dict, train: bool, rngs: nnx.Rngs | Non
     return v, t
 
 
-def loss_fn(model: RetrievalModel, batch: dict, rngs: nnx.Rngs, config: Any):
+def loss_fn(config: Any, model: RetrievalModel, batch: dict, rngs: nnx.Rngs):
     """Bidirectional NCE (Eq. 5) over the global batch, sharded over "data"."""
     v, t = _embed(model, batch, True, rngs, config.memory_mask_rate)
     loss = contrastive.nce_loss(v, t, batch["valid"], config.temperature)
     return loss, {"embed_norm": jnp.linalg.norm(v, axis=-1).mean()}
 
 
-def predict(model: RetrievalModel, batch: dict, config: Any) -> dict[str, jax.Array]:
+def predict(config: Any, model: RetrievalModel, batch: dict) -> dict[str, jax.Array]:
     v, t = _embed(model, batch, False, None)
     return {"v": v, "t": t, "video": batch["video"], "movie": batch["movie"],
             "center": batch["center"], "valid": batch["valid"]}
 
 
-def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.Mesh, *,
-             max_clips: int = 0, report_path: pathlib.Path | None = None) -> dict[str, float]:
-    """R@1/5/10 and median rank in both directions over the items of `split`."""
-    del report_path
+def collect(config: Any, task: str, split: str, predict_fn: Callable, mesh: jax.sharding.Mesh,
+            max_examples: int) -> evaluation.SplitOutputs:
+    """Every `task` item of `split` through `predict_fn` (the one evaluation loop)."""
     pc = jax.process_count()
     local = config.eval_batch_size // pc
-    ds, n = data.eval_dataset(config.data, TASK, split, config.eval_batch_size, max_clips,
+    ds, n = data.eval_dataset(config.data, task, split, config.eval_batch_size, max_examples,
                               jax.process_index(), pc)
-    n_batches = data.num_batches(n, pc, local)
-    it, outs, first = iter(ds), [], None
-    for _ in range(n_batches):
-        host = next(it, None)
-        if host is None:
-            host = {k: np.zeros((0, *v.shape[1:]), v.dtype) for k, v in first.items()}
-        first = host
-        out = jax.device_get(predict_fn(sharding.global_batch(pipeline.pad_batch(host, local),
-                                                               mesh)))
-        outs.append({k: np.asarray(v)[np.asarray(out["valid"])] for k, v in out.items()})
-    cat = {k: np.concatenate([o[k] for o in outs]) for k in outs[0]}
-    if not len(cat["v"]):
+    return evaluation.predict_split(ds, data.num_batches(n, pc, local), predict_fn, mesh, local,
+                                    name=f"symon {split}")
+
+
+def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.Mesh, *,
+             max_examples: int = 0, report_path: pathlib.Path | None = None) -> dict[str, float]:
+    """R@1/5/10 and median rank in both directions over the items of `split`."""
+    del report_path
+    cat = collect(config, TASK, split, predict_fn, mesh, max_examples)
+    if not len(cat):
         raise ValueError(f"symon {split}: no retrieval items")
     sim = cat["v"] @ cat["t"].T
     metrics = retrieval_metrics.retrieval_metrics(sim, cat["video"], cat["movie"], cat["center"])
@@ -138,11 +134,6 @@ def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.M
     return metrics
 
 
-def results_table(results: dict[str, dict[str, float]]) -> str:
-    cols = ("v2t_r@1", "v2t_r@5", "v2t_r@10", "v2t_medr", "t2v_r@1", "t2v_r@5", "t2v_r@10",
-            "t2v_medr", "chance_v2t_r@10")
-    rows = ["| split | " + " | ".join(cols) + " |", "|" + "---|" * (len(cols) + 1)]
-    for split, m in results.items():
-        rows.append(f"| {split} | " + " | ".join(f"{m.get(c, float('nan')):.1f}" for c in cols)
-                    + " |")
-    return "\n".join(rows)
+def result_columns(config: Any, results: dict) -> list[results_lib.Column]:
+    return results_lib.cols(("v2t_r@1", "v2t_r@5", "v2t_r@10", "v2t_medr", "t2v_r@1",
+                             "t2v_r@5", "t2v_r@10", "t2v_medr", "chance_v2t_r@10"), "{:.1f}")

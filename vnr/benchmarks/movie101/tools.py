@@ -1,0 +1,131 @@
+"""Movie101 command-line tools (not the trainer; never imported by a task).
+
+    python -m vnr.benchmarks.movie101.tools two_stage --global_workdir G --local_workdir L \
+        [--k 5] [--split test]
+
+`two_stage`: Table 6, the global shot-retrieval run's top-k shots re-ranked by the local
+RNL run (`two_stage` below).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+from typing import Any
+
+import jax
+import ml_collections
+import numpy as np
+from flax import nnx
+
+from vnr import checkpoint, evaluation, train
+from vnr.benchmarks.movie101 import grounding_metrics as gm
+from vnr.benchmarks.movie101 import tng, tng_data
+from vnr.benchmarks.movie101.data import MovieTable
+from vnr.data import text
+
+
+def _load(workdir: str) -> tuple[Any, Any, Any]:
+    """(config, state with the run's newest checkpoint, train.Setup) of a finished TNG run."""
+    wd = pathlib.Path(workdir).absolute()
+    path = wd / "config.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: not a training run (no config.json)")
+    config = ml_collections.ConfigDict(json.loads(path.read_text()))
+    config.sharding_rules = tuple(tuple(r) for r in config.sharding_rules)
+    config.mesh.shape, config.mesh.axes = tuple(config.mesh.shape), tuple(config.mesh.axes)
+    if config.task != "movie101.tng":
+        raise ValueError(f"{path}: task={config.task!r}, expected movie101.tng")
+    s = train.setup(config)
+    _, params = checkpoint.restore_run(wd, key="workdir")
+    model = s.state["0"] if "0" in s.state else s.state[0]
+    pure = model.to_pure_dict()
+    flat = checkpoint._flat(pure)
+    missing = sorted(set(flat) - set(params))
+    if missing:
+        raise ValueError(f"{wd}: its checkpoint lacks parameter {missing[0]}")
+    leaves = [params[k] for k in flat]
+    nnx.replace_by_pure_dict(model, jax.tree_util.tree_unflatten(
+        jax.tree_util.tree_structure(pure), leaves))
+    return config, s.state, s
+
+
+def two_stage(global_workdir: str, local_workdir: str, split: str = "test", k: int = 5,
+              weight: float = 1.0, max_examples: int = 0) -> dict[str, float]:
+    """Table 6: global top-k shots, RNL in a window centred on each, k-way re-ranking.
+
+    For every narration of `split`: its movie's shots are ranked by the global run; for each
+    of the k best, a `window`-second window of the local run centred on the shot (clamped to
+    the movie) is scored by RNL; all k windows' proposals are combined by
+    `grounding_metrics.two_stage_rank` (log-sigmoid of the local logit + `weight` x cosine
+    of the shot) and NMS'd. R@n IoU@m (percent) against the narration's span in seconds.
+    """
+    gc, gstate, gs = _load(global_workdir)
+    lc, lstate, ls = _load(local_workdir)
+    if not tng._global(gc) or tng._global(lc):
+        raise ValueError("--global_workdir must be a stage=global run and --local_workdir a "
+                         "stage=local run")
+    if (gc.data.config, gc.data.vocab_size, gc.data.max_tokens) != (
+            lc.data.config, lc.data.vocab_size, lc.data.max_tokens):
+        raise ValueError("the two runs use different data configs / tokenizers")
+    d = lc.data
+    movies = tng_data.split_movies(gc.data, split, max_examples)
+    vs, ts, durations = tng.embed_movies(gc, movies, lambda b: gs.predict_fn(gstate, b), gs.mesh)
+    table = MovieTable(d)
+    W, n = d.window, d.n_clips
+    spans, valid = gm.proposal_spans(n)
+    rel = spans[valid] * (W / n)
+    items, meta = [], []
+    for (mid, recs), v, t, T in zip(movies.items(), vs, ts, durations):
+        movie = table[mid]
+        sim = t @ v.T
+        for r, row in zip(recs, sim):
+            # a movie with fewer than k shots repeats its last one (NMS drops the copies)
+            top = np.resize(np.argsort(-row, kind="stable"), k)
+            starts = []
+            for j in top:
+                centre = (j + 0.5) * gc.data.shot_len
+                ws = int(np.clip(round(centre - W / 2), 0, max(T - W, 0)))
+                clips, faces = tng_data.window_features(movie, ws, W, n, d.faces, d.face_dim)
+                por, pm = tng_data.portrait_features(movie, r["roles"], d.max_roles, d.face_dim)
+                items.append({"clips": clips, "faces": faces, "portraits": por,
+                              "portrait_mask": pm, "gt": np.zeros(2, np.float32),
+                              "valid": np.array(True),
+                              "tokens": text.tokenize(r["text"], d.vocab_size, d.max_tokens)})
+                starts.append(ws)
+            meta.append((row[top], np.array(starts, float),
+                         np.array([float(r["start"]), float(r["end"])])))
+    batches, n_batches = evaluation.global_rows(
+        {key: np.stack([it[key] for it in items]) for key in items[0] if key != "valid"},
+        lc.eval_batch_size)
+    scores = evaluation.predict_split(batches, n_batches, lambda b: ls.predict_fn(lstate, b),
+                                      ls.mesh, lc.eval_batch_size // jax.process_count(),
+                                      name="movie101 two-stage windows")["scores"]
+    sc = scores.reshape(len(meta), k, n, n)[:, :, valid]
+    preds = np.stack([gm.two_stage_rank(m[0], m[1], rel, s, k, weight, 0.5, 5)
+                      for m, s in zip(meta, sc)])
+    gt = np.stack([m[2] for m in meta])
+    out = {key: 100 * val for key, val in gm.recall_at_iou(preds, gt, (1, 5), tng.IOUS).items()}
+    out["narrations"] = float(len(gt))
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description="Movie101 TNG two-stage evaluation (Table 6)")
+    p.add_argument("command", choices=["two_stage"])
+    p.add_argument("--global_workdir", required=True, help="a configs/movie101/tng.py:global run")
+    p.add_argument("--local_workdir", required=True, help="a configs/movie101/tng.py run")
+    p.add_argument("--split", default="test")
+    p.add_argument("--k", type=int, default=5, help="shots kept by the global stage")
+    p.add_argument("--weight", type=float, default=1.0, help="weight of the shot cosine")
+    p.add_argument("--max_clips", type=int, default=0, help="first N narrations (0 = all)")
+    a = p.parse_args(argv)
+    if a.k < 1:
+        p.error(f"--k={a.k} must be >= 1")
+    print(json.dumps(two_stage(a.global_workdir, a.local_workdir, a.split, a.k, a.weight,
+                               a.max_clips), indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,133 @@
+"""The one evaluation loop: host batches -> jitted predict -> outputs of every process.
+
+Every task's `evaluate` (`vnr/task.py`) gets its model outputs from `predict_split` and
+keeps only metric code. The loop:
+  * pads a short last batch with `vnr.data.pipeline.pad_batch` (zeros, so `valid` is
+    False on padding rows);
+  * runs exactly `num_batches` global batches on every process, so uneven per-process
+    shards work: a process whose shard ran out feeds an all-padding batch (every process
+    must join each jitted call);
+  * keeps the rows whose `valid` output is True. `predict_fn`'s outputs are replicated,
+    so every process holds every process's rows, in global batch order;
+  * keeps text (object) columns on the host; the columns named in `host_columns` are
+    gathered from every process into the same row order as the model outputs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable, Sequence
+
+import jax
+import numpy as np
+
+from vnr import sharding
+from vnr.data import pipeline
+
+
+@dataclasses.dataclass
+class SplitOutputs:
+    """What `predict_split` returns.
+
+    outputs: every `predict` output (and each gathered host column) for the valid rows
+      of every process, concatenated in global batch order.
+    first: this process's first host batch, padded, text columns included (for reports);
+      None when this process had no example.
+    """
+
+    outputs: dict[str, np.ndarray]
+    first: dict[str, np.ndarray] | None
+
+    def __getitem__(self, key: str) -> np.ndarray:
+        return self.outputs[key]
+
+    def __len__(self) -> int:
+        return len(self.outputs["valid"])
+
+
+def num_batches(local_counts: Sequence[int], local_batch: int) -> int:
+    """Batches every process must run: the largest process shard, in `local_batch` rows."""
+    return max(-(-int(n) // local_batch) for n in local_counts) if local_counts else 0
+
+
+def predict_split(batches: Iterable[dict], n_batches: int, predict_fn: Callable,
+                  mesh: jax.sharding.Mesh, local_batch: int, *, name: str = "split",
+                  host_columns: Sequence[str] = ()) -> SplitOutputs:
+    """Runs `predict_fn` (global batch -> replicated outputs with `valid` [B]) over
+    `n_batches` global batches built from this process's `batches`."""
+    it = iter(batches)
+    outs: list[dict[str, np.ndarray]] = []
+    first = None
+    for _ in range(n_batches):
+        host = next(it, None)
+        if host is None:
+            if first is None:
+                raise ValueError(f"evaluation of {name}: process {jax.process_index()} has no "
+                                 f"example (fewer examples than processes)")
+            host = {k: v[:0] for k, v in first.items()}
+        host = pipeline.pad_batch(host, local_batch)
+        first = first if first is not None else host
+        arrays = {k: v for k, v in host.items() if not _is_text(v)}
+        out = jax.device_get(predict_fn(sharding.global_batch(arrays, mesh)))
+        if "valid" not in out:
+            raise ValueError(f"evaluation of {name}: predict returned no `valid` column "
+                             f"(keys {sorted(out)}); see vnr/task.py")
+        keep = np.asarray(out["valid"], bool)
+        row = {k: np.asarray(v)[keep] for k, v in out.items()
+               if np.ndim(v) and np.shape(v)[0] == len(keep)}
+        for k in host_columns:
+            row[k] = _gather_rows(host[k])[keep]
+        outs.append(row)
+    if not outs:
+        raise ValueError(f"evaluation of {name}: no batch to evaluate")
+    cat = {k: np.concatenate([o[k] for o in outs]) for k in outs[0]}
+    return SplitOutputs(cat, first)
+
+
+def _is_text(v: np.ndarray) -> bool:
+    return np.asarray(v).dtype.kind in "OUS"
+
+
+def _gather_rows(column: np.ndarray) -> np.ndarray:
+    """This process's rows of a host column -> every process's rows, in process order
+    (the global batch's row order). Text is gathered as UTF-8 bytes."""
+    column = np.asarray(column)
+    if jax.process_count() == 1:
+        return column
+    from jax.experimental import multihost_utils
+
+    if not _is_text(column):
+        return np.concatenate(list(multihost_utils.process_allgather(column)))
+    raw = [str(x).encode("utf-8") for x in column]
+    width = int(np.max(multihost_utils.process_allgather(
+        np.asarray(max((len(r) for r in raw), default=0), np.int32))))
+    buf = np.zeros((len(raw), max(width, 1)), np.uint8)
+    lengths = np.zeros(len(raw), np.int32)
+    for i, r in enumerate(raw):
+        buf[i, :len(r)] = np.frombuffer(r, np.uint8)
+        lengths[i] = len(r)
+    bufs = multihost_utils.process_allgather(buf)
+    lens = multihost_utils.process_allgather(lengths)
+    flat_b, flat_l = bufs.reshape(-1, bufs.shape[-1]), lens.reshape(-1)
+    return np.array([bytes(b[:n]).decode("utf-8") for b, n in zip(flat_b, flat_l)],
+                    dtype=object)
+
+
+def global_rows(columns: dict[str, np.ndarray], global_batch: int
+                ) -> tuple[Iterable[dict[str, np.ndarray]], int]:
+    """Rows every process knows (same arrays everywhere) as this process's host batches:
+    global batch b holds rows [b * global_batch, (b + 1) * global_batch), process p feeds
+    the p-th block of it (the trainer's layout). Adds `valid` (False on padding rows), so
+    `predict_split`'s outputs come back in row order. Returns (batches, n_batches)."""
+    n = len(next(iter(columns.values())))
+    pc, pi = jax.process_count(), jax.process_index()
+    local = global_batch // pc
+    n_batches = -(-n // global_batch)
+    cols = dict(columns, valid=np.ones(n, bool))
+
+    def batches():
+        for b in range(n_batches):
+            lo = b * global_batch + pi * local
+            yield {k: v[lo:lo + local] for k, v in cols.items()}
+
+    return batches(), n_batches

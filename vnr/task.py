@@ -1,0 +1,131 @@
+"""The task contract: the plain functions a benchmark task module gives the trainer.
+
+A task is a module `vnr/benchmarks/<benchmark>/<task>.py`, named in a config as
+`config.task = "<benchmark>.<task>"`. The trainer (`vnr/train.py`) owns everything
+else: mesh, sharded state, optimizer, checkpoints, the loop, the evaluation loop
+(`vnr/evaluation.py`) and the results table (`vnr/reports/results.py`). Every hook
+takes `config` first. `load` imports a task and checks it against this contract
+before anything compiles.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import pathlib
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import jax
+from flax import nnx
+
+Metrics = dict[str, float]
+
+
+@runtime_checkable
+class Task(Protocol):
+    """Required hooks (module-level functions of a task module)."""
+
+    def make_model(self, config: Any, rngs: nnx.Rngs) -> nnx.Module:
+        """The model's structure, randomly initialised; never reads weights (those come
+        through the optional `pretrained` hook, so a resumed run takes its own)."""
+
+    def train_data(self, config: Any, local_batch: int, process_index: int,
+                   process_count: int) -> Iterable[dict]:
+        """This process's endless stream of host batches of `local_batch` rows."""
+
+    def loss_fn(self, config: Any, model: nnx.Module, batch: dict,
+                rngs: nnx.Rngs) -> tuple[jax.Array, dict]:
+        """(scalar loss, metrics to log) on one global batch; traced inside the step."""
+
+    def predict(self, config: Any, model: nnx.Module, batch: dict) -> dict[str, jax.Array]:
+        """Jitted model outputs for one global eval batch. Must hold `valid` [B] (bool):
+        the evaluation loop keeps exactly the rows where it is True."""
+
+    def evaluate(self, config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.Mesh,
+                 *, max_examples: int = 0,
+                 report_path: pathlib.Path | None = None) -> Metrics:
+        """Metrics of `split`: outputs come from `vnr.evaluation.predict_split`; the task
+        keeps only its metric code. `max_examples` > 0 caps the split (0 = all)."""
+
+
+REQUIRED = ("make_model", "train_data", "loss_fn", "predict", "evaluate")
+
+# Optional hooks: name -> what it does (the trainer calls each one only if defined).
+OPTIONAL = {
+    "validate": "validate(config): config checks that need no data or compile (raise "
+                "ValueError with one line)",
+    "check_splits": "check_splits(config): every configured split exists, once the "
+                    "dataset is built",
+    "prepare_data": "prepare_data(config): process 0 builds the dataset before the others "
+                    "open it",
+    "pretrained": "pretrained(config) -> {param path: (checkpoint, tower)}: the weights "
+                  "`vnr/pretrained.py` loads into a fresh run",
+    "result_columns": "result_columns(config, results) -> columns of the results table "
+                      "(`vnr/reports/results.py`); default: every metric",
+}
+
+# Argument names of each hook, in order (the contract's one argument order).
+SIGNATURES = {
+    "make_model": ("config", "rngs"),
+    "train_data": ("config", "local_batch", "process_index", "process_count"),
+    "loss_fn": ("config", "model", "batch", "rngs"),
+    "predict": ("config", "model", "batch"),
+    "evaluate": ("config", "split", "predict_fn", "mesh"),
+    "validate": ("config",),
+    "check_splits": ("config",),
+    "prepare_data": ("config",),
+    "pretrained": ("config",),
+    "result_columns": ("config", "results"),
+}
+
+
+class TaskError(ValueError):
+    """A config names no task module, or the module breaks the contract."""
+
+
+def check(module: Any) -> None:
+    """Raises TaskError naming the module and every missing or misordered hook."""
+    name = getattr(module, "__name__", repr(module))
+    missing = [h for h in REQUIRED if not callable(getattr(module, h, None))]
+    if missing:
+        raise TaskError(f"task module {name} lacks required hook(s) {', '.join(missing)} "
+                        f"(the contract is in vnr/task.py)")
+    wrong = []
+    for hook, want in SIGNATURES.items():
+        fn = getattr(module, hook, None)
+        if fn is None:
+            continue
+        params = [p.name for p in inspect.signature(fn).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        if tuple(params[:len(want)]) != want:
+            wrong.append(f"{hook}({', '.join(params)}) should be {hook}({', '.join(want)})")
+    if wrong:
+        raise TaskError(f"task module {name}: " + "; ".join(wrong) + " (vnr/task.py)")
+
+
+def load(name: str) -> Any:
+    """Imports `vnr.benchmarks.<name>` and checks it against the contract."""
+    module_name = f"vnr.benchmarks.{name}"
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as e:
+        if e.name is not None and module_name.startswith(e.name):
+            path = "vnr/benchmarks/" + name.replace(".", "/") + ".py"
+            raise TaskError(f"task={name!r}: no module {path}") from None
+        raise
+    check(module)
+    return module
+
+
+def hook(module: Any, name: str) -> Callable | None:
+    """An optional hook of `module`, or None when the task does not define it."""
+    if name not in OPTIONAL:
+        raise KeyError(f"{name!r} is not an optional hook of vnr/task.py")
+    return getattr(module, name, None)
+
+
+def columns(module: Any, config: Any, results: dict[str, Metrics]) -> Sequence[Any] | None:
+    """The task's results-table columns, or None for every metric."""
+    fn = hook(module, "result_columns")
+    return fn(config, results) if fn is not None else None
