@@ -77,7 +77,7 @@ def test_describe_clip_mentions_places_and_finds() -> None:
 
 
 def test_movienet_synopsis_from_story_alignment(tmp_path: pathlib.Path) -> None:
-    from test_movienet import frame_cues, write_movie
+    from tests.benchmarks.moviepuzzle.test_movienet import frame_cues, write_movie
 
     raw = tmp_path / "raw"
     for m in range(1, 6):
@@ -110,7 +110,7 @@ def test_movienet_synopsis_from_story_alignment(tmp_path: pathlib.Path) -> None:
 
 
 def _smoke(tmp_path: pathlib.Path, **overrides):
-    from configs.moviepuzzle_synopsis.main import get_config
+    from configs.moviepuzzle.synopsis import get_config
 
     c = get_config("smoke")
     c.data.data_dir = str(tmp_path / "tfds")

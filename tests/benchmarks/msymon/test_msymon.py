@@ -209,7 +209,7 @@ def test_bad_config_and_missing_init_are_one_line_errors(corpus):
 
 
 def test_yms_zero_shot_from_the_msymon_run_and_supervised_batches(en_run, tmp_path):
-    from configs.yms.main import get_config as yms_config
+    from configs.msymon.yms import get_config as yms_config
 
     from tfds_builders.msymon.yms import synthetic as yms_synthetic
 
