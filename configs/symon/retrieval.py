@@ -8,24 +8,15 @@ Defaults use the generated `synthetic` corpus; for real features pass
 --config.data.config=features --config.data.manual_dir=DIR.
 """
 
-import importlib.util
-import pathlib
-
 import ml_collections
 
-
-def _common():
-    path = pathlib.Path(__file__).with_name("common.py")
-    spec = importlib.util.spec_from_file_location("_symon_common", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from configs import common
+from configs.symon.base import base
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
-    common = _common()
-    args = common.parse_args(arg, {"no_memory", "smoke"}, __file__)
-    c = common.base("symon.retrieval", "smoke" in args)
+    args = common.parse_arg(arg, __file__, ("no_memory", "smoke"))
+    c = base("symon.retrieval", "smoke" in args)
     c.data.memory = "no_memory" not in args
     c.model.embed_dim = 64 if "smoke" not in args else 32
     c.temperature = 1.0  # the paper's plain dot product
