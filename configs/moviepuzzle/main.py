@@ -26,7 +26,6 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c = common.base("moviepuzzle.pairwise", warmup_steps=50, weight_decay=0.05, log_every=25)
     # AdamW as in the paper (Appendix D), from scratch: warmup + cosine decay (common.base).
     c.data = dict(
-        builder="moviepuzzle",
         config="clips" if "clips" in args else "synthetic",
         data_dir="data/tfds",
         manual_dir="",

@@ -31,7 +31,6 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.init_from = ""  # workdir of a finished moviepuzzle reordering run ("" = from scratch)
     c.init_params = ("image", "text", "fuse")  # PairOrderModel parts copied by name
     c.data = dict(
-        builder="moviepuzzle",
         config="movienet_synopsis" if movienet else "synthetic_synopsis",
         data_dir="data/tfds",
         manual_dir="",
