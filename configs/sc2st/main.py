@@ -35,15 +35,12 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
                     warmup_steps=0 if baseline else 100, lr=2e-3, eval_every=150,
                     ckpt_every=150, keep_ckpts=1)
     c.data = dict(
-        builder="sc2st",
         config=source or "synthetic",
         data_dir="data/tfds",
         manual_dir="",
         train_split="train",
         val_split="val",
         test_splits=("test",),
-        length=10,
-        feature_dim=512 if real else 32,  # the builder config's CLIP width
         max_tokens=40 if real else 16,
         vocab_size=30522 if real else 1024,
         num_workers=0,  # records are small arrays: the main process keeps up
