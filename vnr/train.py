@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import importlib
-import importlib.util
 import json
 import pathlib
 import sys
@@ -35,7 +33,7 @@ from absl import app, flags, logging
 from flax import nnx
 from ml_collections import config_flags
 
-from vnr import checkpoint, distributed, pretrained, sharding
+from vnr import checkpoint, config_file, distributed, pretrained, sharding
 from vnr import task as task_lib
 from vnr.reports import plots
 from vnr.reports import results as results_table
@@ -469,24 +467,20 @@ def main(argv: list[str]) -> None:
 
 
 def check_overrides(argv: list[str]) -> None:
-    """Exits with one line naming an unknown `--config.<key>` before absl parses it."""
+    """Exits with one `error:` line on a bad `--config path.py[:arg]` or an unknown
+    `--config.<key>`, before absl parses them (its errors are tracebacks)."""
     spec = next((a.split("=", 1)[1] if "=" in a else argv[i + 1]
                  for i, a in enumerate(argv) if a.split("=", 1)[0] == "--config"
                  and ("=" in a or i + 1 < len(argv))), None)
-    keys = [a[len("--config."):].split("=", 1)[0] for a in argv if a.startswith("--config.")]
-    if spec is None or not keys:
+    if spec is None:
         return
-    path, _, arg = spec.partition(":")
-    if not pathlib.Path(path).is_file():
-        sys.exit(f"error: --config file {path} does not exist")
-    module_spec = importlib.util.spec_from_file_location("_vnr_config", path)
-    module = importlib.util.module_from_spec(module_spec)
-    module_spec.loader.exec_module(module)
     try:
-        config = module.get_config(arg or None)
+        config = config_file.load(spec)
     except ValueError as e:
-        sys.exit(f"error: {path}: {e}")
-    for key in keys:
+        sys.exit(f"error: {e}")
+    path = spec.partition(":")[0]
+    for key in [a[len("--config."):].split("=", 1)[0] for a in argv
+                if a.startswith("--config.")]:
         node = config
         for part in key.split("."):
             if not isinstance(node, ml_collections.ConfigDict) or part not in node:

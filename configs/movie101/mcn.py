@@ -44,25 +44,22 @@ to the paper's; see vnr/benchmarks/movie101/mcn.py for every difference.
 
 import ml_collections
 
-ARGS = {"smoke", "no_pointer", "v1", "v2", "en", "mnscore"}
+from configs import common
+
+ARGS = ("smoke", "no_pointer", "v1", "v2", "en", "mnscore")
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
-    args = {a.strip() for a in (arg or "").split(",") if a.strip()}
-    if args - ARGS:
-        raise ValueError(f"unknown config arg(s) {sorted(args - ARGS)} for "
-                         f"configs/movie101/mcn.py; choose from {sorted(ARGS)}")
-    if {"v1", "v2"} <= args:
-        raise ValueError("pass v1 or v2, not both")
-    c = ml_collections.ConfigDict()
-    c.task = "movie101.mcn"
-    c.seed = 0
-    real = bool(args & {"v1", "v2"})
-    config, movies = "synthetic_narration", "synthetic_movies"
-    if "v1" in args:
-        config, movies = "v1_narration", "v1_movies"
-    if "v2" in args:
-        config, movies = ("v2_short_en" if "en" in args else "v2_short_zh"), "v2_movies"
+    args = common.parse_arg(arg, __file__, ARGS)
+    release = args.pick(("v1", "v2"), "release")
+    real = release is not None
+    config, movies = {None: ("synthetic_narration", "synthetic_movies"),
+                      "v1": ("v1_narration", "v1_movies"),
+                      "v2": ("v2_short_en" if "en" in args else "v2_short_zh", "v2_movies")
+                      }[release]
+    c = common.base("movie101.mcn", total_steps=3000 if real else 600,
+                    warmup_steps=100 if real else 30, lr=3e-4 if real else 2e-3, b2=0.98,
+                    eval_every=1000 if real else 300, ckpt_every=1000 if real else 300)
     c.data = dict(
         config=config, movies_config=movies, data_dir="data/tfds", manual_dir="",
         train_split="train", val_split="val", test_splits=("test",),
@@ -72,28 +69,11 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
         pointer="no_pointer" not in args, num_workers=0,
     )
     c.model = dict(width=256, enc_layers=2, dec_layers=2, heads=4, mlp=1024, dropout=0.1)
-    c.batch_size = 32
-    c.eval_batch_size = 32
-    c.total_steps = 3000 if real else 600
-    c.warmup_steps = 100 if real else 30
-    c.lr = 3e-4 if real else 2e-3
-    c.weight_decay = 0.01
-    c.b1, c.b2 = 0.9, 0.98
-    c.grad_clip = 1.0
-    c.mesh = dict(shape=(-1, 1), axes=("data", "model"))
-    c.sharding_rules = (("mlp", "model"), ("heads", "model"), ("vocab", "model"))
-    c.log_every = 50
-    c.eval_every = 1000 if real else 300
-    c.ckpt_every = 1000 if real else 300
-    c.keep_ckpts = 2
-    c.best_metric = ""
-    c.best_mode = "max"
-    c.progress = True
-    c.eval = dict(max_val_clips=256, max_test_clips=0, beam_size=5, alpha=0.0, bert_model="",
-                  bert_layer=0, bert_baseline=-1.0, clip_model="", em_frames=10,
-                  em_idf=False, mnscore_em="fine")
+    c.eval.update(max_val_clips=256, beam_size=5, alpha=0.0, bert_model="", bert_layer=0,
+                  bert_baseline=-1.0, clip_model="", em_frames=10, em_idf=False,
+                  mnscore_em="fine")
     if "mnscore" in args:
-        english = not real or {"v2", "en"} <= args  # the generated corpus is English
+        english = not real or (release == "v2" and "en" in args)  # generated corpus: English
         bert = ("roberta-large", 17, 0.83122575) if english else \
             ("bert-base-chinese", 8, 0.54755783)
         c.eval.update(clip_model="clip-vit-base-patch32", bert_model=bert[0],
@@ -104,8 +84,6 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
                           frame_dim=32, face_dim=16)
         c.data.update(max_frames=8, max_tokens=10)
         c.model.update(width=32, enc_layers=1, dec_layers=1, heads=2, mlp=64, dropout=0.0)
-        c.batch_size = c.eval_batch_size = 8
-        c.total_steps, c.warmup_steps = 6, 2
-        c.log_every = c.eval_every = c.ckpt_every = 3
+        common.smoke(c)
         c.eval.update(max_val_clips=8, max_test_clips=10, beam_size=2)
     return c

@@ -35,35 +35,20 @@ BERT fine-tuning rate; the scratch rows use 3e-4), utterances of up to 32 tokens
 --config.data.vocab_size=0 --config.data.max_tokens=32 --config.lr=3e-5).
 """
 
-import importlib.util
-import pathlib
-
 import ml_collections
+
+from configs import common
+from configs.moviepuzzle import hcmc, main
 
 ROWS = ("random", "nsp_bert", "sop_albert", "vision", "text", "early_fusion", "fusion")
 
 
-def _hcmc_config():
-    path = pathlib.Path(__file__).with_name("hcmc.py")
-    spec = importlib.util.spec_from_file_location("_vnr_hcmc_config", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
-    hc = _hcmc_config()
-    args, values = hc.parse(arg, set(ROWS) | {"smoke", "clips", "movienet"},
-                            "configs/moviepuzzle/baselines.py")
-    if set(values) - {"encoder"}:
-        raise ValueError(f"unknown config value(s) {sorted(set(values) - {'encoder'})} for "
-                         "configs/moviepuzzle/baselines.py (only encoder=<checkpoint>)")
-    rows = args & set(ROWS)
-    if len(rows) != 1:
-        raise ValueError(f"configs/moviepuzzle/baselines.py needs exactly one row of {ROWS}, "
-                         f"got {sorted(rows) or 'none'}")
-    row = rows.pop()
-    c = hc.base_config(args)
+    args = common.parse_arg(arg, __file__, (*ROWS, "smoke", "clips", "movienet"), ("encoder",))
+    row = args.pick(ROWS, "row")
+    if row is None:
+        raise args.error(f"needs exactly one row of {ROWS}, got none")
+    c = hcmc.base_config(args)
     c.model.update(kind="pair", fusion="late")
     c.pairs_per_clip = 64
     if row == "random":
@@ -79,17 +64,18 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     else:
         c.model.update(pair_layers=1, modalities={"vision": ("vision",), "text": ("text",)}.get(
             row, ("vision", "text")), fusion="early" if row == "early_fusion" else "late")
-    if "encoder" in values:
+    encoder = args.values.get("encoder")
+    if encoder is not None:
         if c.model.kind != "text_pair":
-            raise ValueError(f"encoder=<checkpoint> goes with nsp_bert or sop_albert, not {row}")
-        c.model.encoder = values["encoder"]
-        c.data.update(tokenizer=values["encoder"], vocab_size=0, max_tokens=32)
+            raise args.error(f"encoder=<checkpoint> goes with nsp_bert or sop_albert, not {row}")
+        c.model.encoder = encoder
+        c.data.update(tokenizer=encoder, vocab_size=0, max_tokens=32)
         c.lr = 3e-5
     if "smoke" in args:
-        hc.smoke(c)
+        main.smoke(c)
         if c.model.kind == "text_pair" and c.model.encoder.startswith("scratch:"):
             c.model.encoder = c.model.encoder.replace("-small", "-tiny")
-        if "encoder" in values:  # tiny test checkpoints have 40 positions: pairs of 31
+        if encoder is not None:  # tiny test checkpoints have 40 positions: pairs of 31
             c.data.max_tokens = 16
         if row == "random":
             c.total_steps = c.warmup_steps = 0

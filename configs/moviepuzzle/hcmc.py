@@ -48,124 +48,68 @@ towers' paths (`pretrained_clip` below: encoders.<level>.image / .text).
 
 import ml_collections
 
-FLAGS = {"frame_shot", "frame_scene", "frame_shot_scene", "frame", "no_shot", "no_cl",
-         "no_text", "no_vision", "euclidean", "cosine", "softdtw", "separate_mlp",
-         "separate_transformer", "clip", "finetune", "silhouette", "exact", "paper", "clips",
-         "movienet", "smoke"}
-VALUES = {"lambda", "clip"}
+from configs import common
+from configs.moviepuzzle import main
+
+LEVELS = {"frame_shot": ("frame", "shot"), "frame_scene": ("frame", "scene"),
+          "frame_shot_scene": ("frame", "shot", "scene"), "frame": ("frame",)}
+FLAGS = (*LEVELS, "no_shot", "no_cl", "no_text", "no_vision", "euclidean", "cosine", "softdtw",
+         "separate_mlp", "separate_transformer", "clip", "finetune", "silhouette", "exact",
+         "paper", "clips", "movienet", "smoke")
+VALUES = ("lambda", "clip")
 
 
-def parse(arg: str | None, allowed: set[str], path: str) -> tuple[set[str], dict[str, str]]:
-    """Comma-separated flags and key=value pairs; unknown ones raise ValueError."""
-    flags, values = set(), {}
-    for a in (arg or "").split(","):
-        a = a.strip()
-        if not a:
-            continue
-        if "=" in a:
-            k, v = a.split("=", 1)
-            values[k.strip()] = v.strip()
-        else:
-            flags.add(a)
-    unknown = flags - allowed
-    if unknown:
-        raise ValueError(f"unknown config arg(s) {sorted(unknown)} for {path}")
-    return flags, values
-
-
-def base_config(args: set[str]) -> ml_collections.ConfigDict:
-    """Data, optimizer, loop and eval settings shared by every MoviePuzzle row."""
-    c = ml_collections.ConfigDict()
+def base_config(args: common.Args) -> ml_collections.ConfigDict:
+    """The main job's data, model, optimizer, loop and eval settings for every HCMC row."""
+    c = main.get_config()
     c.task = "moviepuzzle.hcmc"
-    c.seed = 0
-    if {"clips", "movienet"} <= args:
-        raise ValueError("pick clips or movienet, not both")
-    source = "clips" if "clips" in args else "movienet" if "movienet" in args else "synthetic"
-    c.data = dict(builder="moviepuzzle", config=source,
-                  data_dir="data/tfds", manual_dir="", train_split="train", val_split="val",
-                  test_splits=("test_in_domain", "test_out_domain"), max_frames=20,
-                  image_size=64, max_tokens=16, vocab_size=4096, num_workers=2, augment=True,
+    c.data.update(config=args.pick(("clips", "movienet"), "data source", "synthetic"),
                   tokenizer="hash")  # or a checkpoint directory: its tokenizer (vnr.data.text)
-    c.model = dict(kind="hcmc", modalities=("vision", "text"), stem=4, conv="patch",
-                   channels=(32, 64, 64), width=128, text_layers=0, pair_layers=2, heads=4,
-                   mlp=256, dropout=0.1)
-    c.pairs_per_clip = 64
+    c.model.update(kind="hcmc", pair_layers=2)
     c.frozen = ()  # regexes of parameter paths kept fixed (vnr/pretrained.py)
-    c.batch_size = c.eval_batch_size = 32
-    c.total_steps, c.warmup_steps = 1000, 50
-    c.lr, c.weight_decay, c.b1, c.b2, c.grad_clip = 1e-3, 0.05, 0.9, 0.999, 1.0
-    c.mesh = dict(shape=(-1, 1), axes=("data", "model"))
-    c.sharding_rules = (("mlp", "model"), ("heads", "model"), ("vocab", "model"))
-    c.log_every, c.eval_every, c.ckpt_every, c.keep_ckpts = 25, 500, 500, 2
-    c.best_metric, c.best_mode, c.progress = "", "max", True
-    c.eval = dict(max_val_clips=200, max_test_clips=0, search="exact" if "exact" in args
-                  else "beam", beam_size=10, objective="linear", report_clips=4)
+    c.eval.search = "exact" if "exact" in args else "beam"
     return c
 
 
-def smoke(c: ml_collections.ConfigDict) -> None:
-    c.data.config = "synthetic_tiny" if c.data.config == "synthetic" else c.data.config
-    c.data.num_workers = 0
-    c.data.image_size = 16
-    c.model.update(stem=1, channels=(8, 16), width=32, mlp=64, heads=2)
-    c.pairs_per_clip = 8
-    c.batch_size = c.eval_batch_size = 8
-    c.total_steps, c.warmup_steps = 6, 2
-    c.log_every = c.eval_every = c.ckpt_every = 3
-    c.eval.update(max_val_clips=8, max_test_clips=10, report_clips=2)
-
-
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
-    args, values = parse(arg, FLAGS, "configs/moviepuzzle/hcmc.py")
-    if set(values) - VALUES:
-        raise ValueError(f"unknown config value(s) {sorted(set(values) - VALUES)} for "
-                         "configs/moviepuzzle/hcmc.py (only lambda=<v>, clip=<checkpoint>)")
-    if "clip" in args and "clip" in values:
-        raise ValueError("pass clip (scratch CLIP towers) or clip=<checkpoint>, not both")
-    if "finetune" in args and "clip" not in values:
-        raise ValueError("finetune goes with clip=<checkpoint>")
+    args = common.parse_arg(arg, __file__, FLAGS, VALUES)
+    if "clip" in args and "clip" in args.values:
+        raise args.error("pass clip (scratch CLIP towers) or clip=<checkpoint>, not both")
+    if "finetune" in args and "clip" not in args.values:
+        raise args.error("finetune goes with clip=<checkpoint>")
     c = base_config(args)
-    picked = args & {"frame_shot", "frame_scene", "frame_shot_scene", "frame"}
-    if len(picked) > 1:
-        raise ValueError(f"pick one level set, got {sorted(picked)}")
-    levels = {"frame_shot": ("frame", "shot"), "frame_scene": ("frame", "scene"),
-              "frame_shot_scene": ("frame", "shot", "scene"), "frame": ("frame",)}[
-        picked.pop() if picked else "frame_shot"]
+    levels = LEVELS[args.pick(LEVELS, "level set", "frame_shot")]
     if "no_shot" in args:
         levels = tuple(lv for lv in levels if lv != "shot")
-    if {"no_text", "no_vision"} <= args:
-        raise ValueError("pass 'no_text' or 'no_vision', not both")
-    modalities = ("vision",) if "no_text" in args else ("text",) if "no_vision" in args \
-        else ("vision", "text")
-    distances = args & {"euclidean", "cosine", "softdtw"}
-    if len(distances) > 1:
-        raise ValueError(f"pick one distance, got {sorted(distances)}")
-    if {"separate_mlp", "separate_transformer"} <= args:
-        raise ValueError("pick separate_mlp or separate_transformer, not both")
+    no_modality = args.pick(("no_text", "no_vision"), "ablated modality")
+    modalities = {"no_text": ("vision",), "no_vision": ("text",)}.get(no_modality,
+                                                                        ("vision", "text"))
+    distance = args.pick(("euclidean", "cosine", "softdtw"), "distance", "euclidean")
+    separate = args.pick(("separate_mlp", "separate_transformer"), "separate model")
     encoder = "scratch:clip-tiny" if "clip" in args else "small"
     c.model.update(levels=levels, modalities=modalities, image_encoder=encoder,
                    text_encoder=encoder, cluster_dim=64,
-                   pair_arch="mlp" if "separate_mlp" in args else "transformer",
-                   separate=bool(args & {"separate_mlp", "separate_transformer"}))
+                   pair_arch="mlp" if separate == "separate_mlp" else "transformer",
+                   separate=separate is not None)
     if "paper" in args:
         c.model.update(width=512, heads=8, pair_layers=2, mlp=2048)
     c.within_frac = 0.5
     c.use_cl = "no_cl" not in args
     try:
-        c.cl_lambda = float(values.get("lambda", 0.75))
+        c.cl_lambda = float(args.values.get("lambda", 0.75))
     except ValueError as e:
-        raise ValueError(f"lambda={values['lambda']!r} is not a number") from e
+        raise args.error(f"lambda={args.values['lambda']!r} is not a number") from e
     c.cl_tau = 0.1
     c.cl_negatives = 8
     c.eval.update(cluster_count="silhouette" if "silhouette" in args else "gt",
-                  distance=distances.pop() if distances else "euclidean", max_clusters=8,
-                  min_silhouette=0.5, dtw_segments=4, dtw_gamma=0.1, max_pairs=16384)
-    if "clip" in values:
-        pretrained_clip(c, values["clip"], finetune="finetune" in args)
+                  distance=distance, max_clusters=8, min_silhouette=0.5, dtw_segments=4,
+                  dtw_gamma=0.1, max_pairs=16384)
+    if "clip" in args.values:
+        pretrained_clip(c, args.values["clip"], finetune="finetune" in args)
     if "smoke" in args:
-        smoke(c)
+        main.smoke(c)
         c.model.cluster_dim = 16
-        if "clip" in values:  # tiny test checkpoints have 16 text positions
+        if "clip" in args.values:  # tiny test checkpoints have 16 text positions
             c.data.max_tokens = 16
     return c
 

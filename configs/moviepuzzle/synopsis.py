@@ -20,22 +20,17 @@ Defaults use `synthetic_synopsis` (the synthetic corpus's clips with generated p
 
 import ml_collections
 
+from configs import common
+
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
-    args = {a.strip() for a in (arg or "").split(",") if a.strip()}
-    unknown = args - {"smoke", "movienet"}
-    if unknown:
-        raise ValueError(f"unknown config arg(s) {sorted(unknown)} for "
-                         "configs/moviepuzzle/synopsis.py")
-    c = ml_collections.ConfigDict()
-    c.task = "moviepuzzle.synopsis"
-    c.seed = 0
+    args = common.parse_arg(arg, __file__, ("smoke", "movienet"))
+    movienet = "movienet" in args
+    c = common.base("moviepuzzle.synopsis", total_steps=600, warmup_steps=50,
+                    weight_decay=0.05, log_every=25, eval_every=200, ckpt_every=200)
     c.init_from = ""  # workdir of a finished moviepuzzle reordering run ("" = from scratch)
     c.init_params = ("image", "text", "fuse")  # PairOrderModel parts copied by name
-
-    movienet = "movienet" in args
     c.data = dict(
-        builder="moviepuzzle",
         config="movienet_synopsis" if movienet else "synthetic_synopsis",
         data_dir="data/tfds",
         manual_dir="",
@@ -50,50 +45,14 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
         num_workers=2,
         augment=False,  # colour/flip changes would contradict colour words of a synopsis
     )
-    c.model = dict(
-        modalities=("vision", "text"),
-        stem=4,
-        conv="patch",
-        channels=(32, 64, 64),
-        width=128,
-        text_layers=0,
-        segment_layers=1,
-        synopsis_layers=1,
-        heads=4,
-        mlp=256,
-        embed=128,
-        dropout=0.1,
-    )
-
-    c.batch_size = 32
-    c.eval_batch_size = 32
-    c.total_steps = 600
-    c.warmup_steps = 50
-    c.lr = 1e-3
-    c.weight_decay = 0.05
-    c.b1, c.b2 = 0.9, 0.999
-    c.grad_clip = 1.0
-
-    c.mesh = dict(shape=(-1, 1), axes=("data", "model"))
-    c.sharding_rules = (("mlp", "model"), ("heads", "model"), ("vocab", "model"))
-
-    c.log_every = 25
-    c.eval_every = 200
-    c.ckpt_every = 200
-    c.keep_ckpts = 2
-    c.best_metric = ""  # e.g. "r1"
-    c.best_mode = "max"
-    c.progress = True
-    c.eval = dict(max_val_clips=0, max_test_clips=0)  # 0 = the whole split
-
+    c.model = dict(modalities=("vision", "text"), stem=4, conv="patch", channels=(32, 64, 64),
+                   width=128, text_layers=0, segment_layers=1, synopsis_layers=1, heads=4,
+                   mlp=256, embed=128, dropout=0.1)
+    # best_metric: e.g. "r1"
     if "smoke" in args:
         c.data.config = "synthetic_synopsis_tiny" if not movienet else c.data.config
-        c.data.num_workers = 0
-        c.data.image_size = 16
-        c.data.synopsis_tokens = 32
+        c.data.update(num_workers=0, image_size=16, synopsis_tokens=32)
         c.model.update(stem=1, channels=(8, 16), width=32, mlp=64, heads=2, embed=32)
-        c.batch_size = c.eval_batch_size = 8
-        c.total_steps, c.warmup_steps = 6, 2
-        c.log_every = c.eval_every = c.ckpt_every = 3
+        common.smoke(c)
         c.eval.update(max_val_clips=8, max_test_clips=10)
     return c

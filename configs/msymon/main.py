@@ -18,34 +18,34 @@ withholds every test.json and only ru has a non-empty val.json: with it pass e.g
 `--config.data.val_split=ru_val --config.data.test_splits='("ru_val",)'` (a configured
 split that does not exist is one error line before training). The
 transcript-only baseline is reported next to the model (`transcript_*`) and runs alone,
-without video, as `python -m vnr.benchmarks.msymon.alignment baseline --data_dir D --manual_dir RELEASE`.
+without video, as
+`python -m vnr.benchmarks.msymon.alignment baseline --data_dir D --manual_dir RELEASE`.
 """
 
 import ml_collections
+
+from configs import common
 
 LANGUAGES = ("en", "ch", "es", "fr", "pt", "hi", "ru")
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
-    args = [a.strip() for a in (arg or "").split(",") if a.strip()]
-    flags = {a.split(":")[0] for a in args}
-    unknown = flags - {"multilingual", "individual", "two_stage", "weak", "window", "synthetic",
-                       "smoke"}
-    if unknown:
-        raise ValueError(f"unknown config arg(s) {sorted(unknown)} for configs/msymon/main.py")
-    lang = next((a.split(":", 1)[1] for a in args if a.split(":")[0] in
-                 ("individual", "two_stage")), None)
-    if ("individual" in flags or "two_stage" in flags) and lang not in LANGUAGES:
-        raise ValueError(f"individual:/two_stage: need a language in {LANGUAGES}, got {lang!r}")
-    synthetic = "synthetic" in flags or "smoke" in flags
+    args = common.parse_arg(arg, __file__, ("multilingual", "weak", "window", "synthetic",
+                                            "smoke"), ("individual", "two_stage"), sep=":")
+    picked = {args.values[k] for k in ("individual", "two_stage") if k in args.values}
+    lang = picked.pop() if len(picked) == 1 else None
+    if picked or (args.values and lang not in LANGUAGES):
+        raise args.error(f"individual:/two_stage: need one language in {LANGUAGES}, got "
+                         f"{sorted(args.values.values())}")
+    two_stage = "two_stage" in args.values
+    synthetic = "synthetic" in args or "smoke" in args
     langs = (lang,) if lang else LANGUAGES
 
-    c = ml_collections.ConfigDict()
-    c.task = "msymon.alignment"
-    c.seed = 0
+    c = common.base("msymon.alignment", batch_size=16, eval_batch_size=8, total_steps=3000,
+                    warmup_steps=200, lr=3e-4)
     c.init_from = ""  # a workdir whose latest checkpoint initialises the model (two-stage)
-    c.require_init_from = "two_stage" in flags  # stage 2 without stage 1 is an error
-    train = [f"{x}_train" for x in langs] + ([f"{x}_weak" for x in langs] if "weak" in flags
+    c.require_init_from = two_stage  # stage 2 without stage 1 is an error
+    train = [f"{x}_train" for x in langs] + ([f"{x}_weak" for x in langs] if "weak" in args
                                              else [])
     c.data = dict(
         builder="msymon",
@@ -69,35 +69,15 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
                    heads=4, dropout=0.1,
                    text_encoder="hash")  # or "scratch:bert-small", "scratch:xlm-roberta-tiny"
     c.loss = dict(temperature=0.07, num_negatives=16)
-
-    c.batch_size = 16
-    c.eval_batch_size = 8
-    c.total_steps = 3000
-    c.warmup_steps = 200
-    c.lr = 3e-4
-    c.weight_decay = 0.01
-    c.b1, c.b2 = 0.9, 0.999
-    c.grad_clip = 1.0
-    c.mesh = dict(shape=(-1, 1), axes=("data", "model"))
-    c.sharding_rules = (("mlp", "model"), ("heads", "model"), ("vocab", "model"))
-    c.log_every = 50
-    c.eval_every = 500
-    c.ckpt_every = 500
-    c.keep_ckpts = 2
-    c.best_metric = ""
-    c.best_mode = "max"
-    c.progress = True
-    c.eval = dict(
-        max_val_clips=0,  # videos (0 = all)
-        max_test_clips=0,
+    c.eval.update(  # eval.max_*_clips count videos
         method="drop_dtw",  # or "argmax" (threshold tuned on val unless eval.threshold)
         drop="percentile",  # or a number: the drop cost of a clip / sentence
         keep_percentile=0.3,
         drop_sentences=True,  # two-sided Drop-DTW: unmatched sentences can be dropped
-        window_seconds=10.0 if "window" in flags else 0.0,
+        window_seconds=10.0 if "window" in args else 0.0,
         threshold=None,
     )
-    if "two_stage" in flags:
+    if two_stage:
         c.lr, c.total_steps, c.warmup_steps = 1e-4, 1000, 50
     if synthetic:
         c.data.val_split = "+".join(f"{x}_val" for x in langs)
@@ -107,12 +87,10 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
         c.loss.num_negatives = 8
         c.batch_size, c.total_steps, c.warmup_steps, c.lr = 16, 300, 20, 2e-3
         c.eval_every = c.ckpt_every = 150
-    if "smoke" in flags:
+    if "smoke" in args:
         c.data.num_workers = 0
         c.model.update(width=32, embed=32, clip_layers=1, heads=2)
-        c.batch_size = c.eval_batch_size = 8
-        c.total_steps, c.warmup_steps = 4, 1
-        c.log_every = c.eval_every = c.ckpt_every = 2
+        common.smoke(c, steps=(4, 1), every=2)
         c.eval.update(max_val_clips=6, max_test_clips=6)
         c.progress = False
     return c

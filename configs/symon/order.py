@@ -8,26 +8,16 @@ ARGS (comma-separated): text_video (default: segment features + narration) or vi
 --config.data.manual_dir=DIR.
 """
 
-import importlib.util
-import pathlib
-
 import ml_collections
 
-
-def _common():
-    path = pathlib.Path(__file__).with_name("common.py")
-    spec = importlib.util.spec_from_file_location("_symon_common", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from configs import common
+from configs.symon.base import base
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
-    common = _common()
-    args = common.parse_args(arg, {"text_video", "video_only", "smoke"}, __file__)
-    if {"text_video", "video_only"} <= args:
-        raise ValueError("pass text_video or video_only, not both")
-    c = common.base("symon.order", "smoke" in args)
+    args = common.parse_arg(arg, __file__, ("text_video", "video_only", "smoke"))
+    args.pick(("text_video", "video_only"), "input")
+    c = base("symon.order", "smoke" in args)
     c.model.use_text = "video_only" not in args
     c.best_metric = "" if "smoke" in args else "accuracy"
     return c

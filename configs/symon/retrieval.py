@@ -8,25 +8,19 @@ Defaults use the generated `synthetic` corpus; for real features pass
 --config.data.config=features --config.data.manual_dir=DIR.
 """
 
-import importlib.util
-import pathlib
-
 import ml_collections
 
-
-def _common():
-    path = pathlib.Path(__file__).with_name("common.py")
-    spec = importlib.util.spec_from_file_location("_symon_common", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from configs import common
+from configs.symon.base import base
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
-    common = _common()
-    args = common.parse_args(arg, {"no_memory", "smoke"}, __file__)
-    c = common.base("symon.retrieval", "smoke" in args)
-    c.data.memory = "no_memory" not in args
+    args = common.parse_arg(arg, __file__, ("no_memory", "smoke"))
+    c = base("symon.retrieval", "smoke" in args)
+    # Frames per segment (sampled uniformly if longer); the long-term memory of Eq. 6 over
+    # the previous memory_window sentences.
+    c.data.update(max_frames=8 if "smoke" in args else 16, memory="no_memory" not in args,
+                  memory_window=10)
     c.model.embed_dim = 64 if "smoke" not in args else 32
     c.temperature = 1.0  # the paper's plain dot product
     c.memory_mask_rate = 0.6  # 60% of the memory's tokens masked in training

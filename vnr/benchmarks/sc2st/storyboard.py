@@ -77,12 +77,24 @@ def text_encoder(config: Any, rngs: nnx.Rngs) -> tuple[nnx.Module, int]:
     return model, int(cfg.hidden_size)
 
 
+def builder_config(config: Any) -> Any:
+    """The Sc2St builder config named by data.config: it fixes the keyframe feature width
+    (`feature_dim`) and the storyboard `length`, so the model takes them from there."""
+    from tfds_builders import sc2st as builder
+
+    configs = builder.Sc2St.builder_configs
+    if config.data.config not in configs:
+        raise ValueError(f"data.config={config.data.config!r} is not an Sc2St builder config "
+                         f"(choose from {', '.join(configs)})")
+    return configs[config.data.config]
+
+
 def make_model(config: Any, rngs: nnx.Rngs) -> storyboard.StoryboardModel:
-    m, d = config.model, config.data
+    m, b = config.model, builder_config(config)
     text, text_width = text_encoder(config, rngs)
     return storyboard.StoryboardModel(
-        fusion=m.fusion, text_encoder=text, text_width=text_width, feature_dim=d.feature_dim,
-        width=m.width, mlp=m.mlp, length=d.length, heads=m.heads, dropout=m.dropout, rngs=rngs)
+        fusion=m.fusion, text_encoder=text, text_width=text_width, feature_dim=b.feature_dim,
+        width=m.width, mlp=m.mlp, length=b.length, heads=m.heads, dropout=m.dropout, rngs=rngs)
 
 
 def train_data(config: Any, local_batch: int, process_index: int, process_count: int):

@@ -1,0 +1,122 @@
+"""What every config shares: the trainer defaults and the parser of `path.py:ARGS`.
+
+A config builds on `base(task, ...)` (optimizer, schedule, mesh, sharding rules, logging /
+eval / checkpoint cadence) and sets only what differs; `smoke(c, ...)` applies the tiny loop
+sizes tests use. `parse_arg` turns the comma-separated ARGS of `--config path.py:ARGS` into
+flags and `key=value` pairs, rejecting anything the config does not list.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+from collections.abc import Iterable
+from typing import Any
+
+import ml_collections
+
+_REPO = pathlib.Path(__file__).resolve().parent.parent
+
+
+def base(task: str, **overrides: Any) -> ml_collections.ConfigDict:
+    """The trainer defaults for `task`; keyword arguments replace (or add) top-level keys."""
+    c = ml_collections.ConfigDict()
+    c.task = task
+    c.seed = 0
+    # AdamW with linear warmup and cosine decay (vnr.train.make_optimizer).
+    c.batch_size = 32
+    c.eval_batch_size = 32
+    c.total_steps = 1000
+    c.warmup_steps = 100
+    c.lr = 1e-3
+    c.weight_decay = 0.01
+    c.b1, c.b2 = 0.9, 0.999
+    c.grad_clip = 1.0
+    c.mesh = dict(shape=(-1, 1), axes=("data", "model"))
+    # Logical axis -> mesh axis; names not listed are replicated.
+    c.sharding_rules = (("mlp", "model"), ("heads", "model"), ("vocab", "model"))
+    c.log_every = 50
+    c.eval_every = 500
+    c.ckpt_every = 500
+    c.keep_ckpts = 2
+    c.best_metric = ""  # e.g. "os2": keep the best keep_ckpts checkpoints by this val metric
+    c.best_mode = "max"  # or "min"
+    c.progress = True
+    c.eval = dict(max_val_clips=0, max_test_clips=0)  # 0 = the whole split
+    for key, value in overrides.items():
+        c[key] = value
+    return c
+
+
+def smoke(c: ml_collections.ConfigDict, batch: int = 8, steps: tuple[int, int] = (6, 2),
+          every: int = 3) -> None:
+    """Tiny loop sizes for tests: `batch` examples, (total, warmup) `steps`, log/eval/ckpt."""
+    c.batch_size = c.eval_batch_size = batch
+    c.total_steps, c.warmup_steps = steps
+    c.log_every = c.eval_every = c.ckpt_every = every
+
+
+@dataclasses.dataclass(frozen=True)
+class Args:
+    """Parsed `path.py:ARGS`: bare `flags` and `key<sep>value` pairs, with the file named."""
+
+    flags: frozenset[str]
+    values: dict[str, str]
+    path: str
+
+    def __contains__(self, flag: str) -> bool:
+        return flag in self.flags
+
+    def error(self, message: str) -> ValueError:
+        """A one-line config error naming this file."""
+        return ValueError(f"{message} ({self.path})")
+
+    def pick(self, choices: Iterable[str], what: str, default: str | None = None) -> str | None:
+        """The one flag of `choices` given (else `default`); two or more is an error."""
+        got = sorted(self.flags & set(choices))
+        if len(got) > 1:
+            raise self.error(f"pick one {what} of {', '.join(choices)}, got {got}")
+        return got[0] if got else default
+
+
+def parse_arg(arg: str | None, file: str, flags: Iterable[str] = (), values: Iterable[str] = (),
+              sep: str = "=") -> Args:
+    """Comma-separated `arg` of the config `file` (its `__file__`) -> `Args`.
+
+    `flags` are the bare words allowed, `values` the keys allowed as `key<sep>value` (a name
+    may be both); anything else, a key given twice or a key without its value is a
+    ValueError naming the file and the offending item.
+    """
+    path = display_path(file)
+    flags, values = set(flags), set(values)
+    got_flags, got_values = set(), {}
+    for item in (arg or "").split(","):
+        item = item.strip()
+        if not item:
+            continue
+        if sep in item:
+            key, value = (s.strip() for s in item.split(sep, 1))
+            if key not in values:
+                raise ValueError(f"unknown config arg {item!r} for {path}; "
+                                 f"{_choices(flags, values, sep)}")
+            if key in got_values:
+                raise ValueError(f"config arg {key}{sep} given twice for {path}")
+            got_values[key] = value
+        elif item in flags:
+            got_flags.add(item)
+        elif item in values:
+            raise ValueError(f"config arg {item} needs a value ({item}{sep}...) for {path}")
+        else:
+            raise ValueError(f"unknown config arg {item!r} for {path}; "
+                             f"{_choices(flags, values, sep)}")
+    return Args(frozenset(got_flags), got_values, path)
+
+
+def _choices(flags: set[str], values: set[str], sep: str) -> str:
+    return "choose from " + ", ".join(sorted(flags) + [f"{v}{sep}<value>" for v in sorted(values)])
+
+
+def display_path(file: str) -> str:
+    """`file` relative to the repository when it lies inside it (as configs are named)."""
+    p = pathlib.Path(file).resolve()
+    return str(p.relative_to(_REPO)) if p.is_relative_to(_REPO) else str(file)

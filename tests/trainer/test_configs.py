@@ -1,0 +1,106 @@
+"""Config files: every one (and every `path.py:ARGS` the docs show) loads, bad args are one
+error line, and configs import their siblings however they are loaded."""
+
+import re
+import shutil
+import subprocess
+import sys
+
+import ml_collections
+import pytest
+from absl import flags
+from ml_collections import config_flags
+
+from tests import ROOT
+from vnr import config_file
+
+CONFIG_FILES = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "configs").rglob("*.py")
+                      if "def get_config" in p.read_text())
+# `configs/<...>.py[:ARGS]` as written in the READMEs, launch scripts and config docstrings.
+_SPEC = re.compile(r"configs/[\w/]+\.py(?::[^\s'\"`)\]]+)?")
+_DOCS = [ROOT / "README.md", *ROOT.glob("*/**/README.md"), *ROOT.glob("launch/*.sh"),
+         *(ROOT / "configs").rglob("*.py")]
+
+
+def _documented_specs() -> list[str]:
+    specs = set()
+    for doc in _DOCS:
+        if ".venv" in doc.parts:
+            continue
+        for spec in _SPEC.findall(doc.read_text()):
+            spec = spec.rstrip(".,;")
+            if re.search(r"[\[<>|]|ARGS|ROW", spec):
+                continue  # a placeholder such as path.py:ROW[,smoke|clips]
+            specs.add(re.sub(r"\$\w+", "/ckpt", spec))  # $CKPT/x: any directory will do
+    return sorted(specs)
+
+
+DOCUMENTED = _documented_specs()
+NEEDS_ARG = {"configs/moviepuzzle/baselines.py": "fusion"}  # no default row: name one
+
+
+def test_every_config_file_is_found():
+    assert len(CONFIG_FILES) >= 11, CONFIG_FILES
+    assert "configs/moviepuzzle/hcmc.py:frame_shot,paper,movienet,clip=/ckpt" in {
+        s.replace("/ckpt/clip-vit-base-patch32", "/ckpt") for s in DOCUMENTED}
+
+
+@pytest.mark.parametrize("spec", sorted(set(CONFIG_FILES) | set(DOCUMENTED)))
+def test_config_loads(spec):
+    config = config_file.load(spec if ":" in spec else f"{spec}:{NEEDS_ARG.get(spec, '')}")
+    assert isinstance(config, ml_collections.ConfigDict)
+    for key in ("task", "data", "model", "batch_size", "total_steps", "lr", "mesh", "eval"):
+        assert key in config, (spec, key)
+
+
+@pytest.mark.parametrize("spec, names", [
+    ("configs/moviepuzzle/main.py:bogus", "'bogus'"),
+    ("configs/moviepuzzle/hcmc.py:smoke,lambda=x", "lambda='x'"),
+    ("configs/moviepuzzle/baselines.py:smoke", "exactly one row"),
+    ("configs/msymon/main.py:individual:de", "'de'"),
+    ("configs/msymon/main.py:individual", "individual needs a value"),
+    ("configs/movie101/mcn.py:v1,v2", "v1, v2"),
+    ("configs/symon/order.py:text_video,video_only", "text_video, video_only"),
+])
+def test_bad_arg_is_one_line_naming_file_and_arg(spec, names):
+    with pytest.raises(ValueError) as e:
+        config_file.load(spec)
+    message = str(e.value)
+    assert "\n" not in message and names in message
+    assert spec.partition(":")[0] in message, message
+
+
+def test_missing_file_or_get_config_is_one_line(tmp_path):
+    with pytest.raises(ValueError, match="configs/nope.py does not exist"):
+        config_file.load("configs/nope.py:smoke")
+    (tmp_path / "empty.py").write_text("X = 1\n")
+    with pytest.raises(ValueError, match="defines no get_config"):
+        config_file.load(f"{tmp_path}/empty.py")
+
+
+def test_bad_config_arg_is_one_error_line_from_the_cli(tmp_path):
+    out = subprocess.run(
+        [sys.executable, "-m", "vnr.train", "--config", "configs/moviepuzzle/main.py:bogus",
+         "--workdir", str(tmp_path / "run")],
+        cwd=ROOT, capture_output=True, text=True, timeout=300)
+    lines = [x for x in (out.stdout + out.stderr).splitlines() if x.strip()]
+    assert out.returncode != 0
+    assert lines == ["error: unknown config arg 'bogus' for configs/moviepuzzle/main.py; "
+                     "choose from clips, smoke, text, vision"], lines
+    assert not (tmp_path / "run").exists()
+
+
+def test_siblings_import_through_the_config_flag_and_by_path(tmp_path):
+    # ml_collections' --config flag executes the file by path (as `python -m vnr.train` does).
+    fv = flags.FlagValues()
+    config_flags.DEFINE_config_file("config", None, "", flag_values=fv, lock_config=True)
+    fv(["prog", "--config=configs/moviepuzzle/baselines.py:random,smoke"])
+    assert fv.config.task == "moviepuzzle.hcmc" and fv.config.model.kind == "random"
+    want = config_file.load("configs/moviepuzzle/baselines.py:random,smoke")
+    assert fv.config.to_dict() == want.to_dict()
+    # A copy outside the repository loads by path and still imports the configs package.
+    copy = tmp_path / "my_yms.py"
+    shutil.copy(ROOT / "configs/msymon/yms.py", copy)
+    assert config_file.load(f"{copy}:smoke").to_dict() == \
+        config_file.load("configs/msymon/yms.py:smoke").to_dict()
+    assert config_file.load(str(ROOT / "configs/symon/order.py")).task == "symon.order"
