@@ -1,9 +1,9 @@
 """Decoding benchmark: ``python -m launch.benchmark decode [--sizes small,mcn,large]``.
 
-Side by side in one run, same decoder (the RMN decoder step `vnr.benchmarks.movie101.narrator.rmn_step`:
-transformer decoder with KV cache, vocabulary + role-pointer scores, one log-softmax), same
-weights, same memory, beam 5, batch 64, 80 tokens, early stop off (every example decodes 80
-tokens; tokens/s = examples x 80 / seconds):
+Side by side in one run, same decoder (the RMN decoder step
+`vnr.benchmarks.movie101.narrator.rmn_step`: transformer decoder with KV cache, vocabulary +
+role-pointer scores, one log-softmax), same weights, same memory, beam 5, batch 64, 80
+tokens, early stop off (every example decodes 80 tokens; tokens/s = examples x 80 / seconds):
 - ours: `vnr.ops.beam_decode.beam_search`, one jit-compiled `lax.while_loop` over all
   examples and beams (KV cache written in place in beam slots, no per-token host work);
 - loop: the same beam search as a per-example Python loop around the SAME jitted step

@@ -13,7 +13,7 @@ Restoring takes an abstract target with the *current* shardings, so a
 checkpoint written on one mesh restores onto any other. `restore_latest`
 falls back to the previous step when the newest one cannot be read (e.g. a
 file truncated by a crash), with a warning, and moves the bad one aside to
-`corrupt-<step>` so it is never picked again; a checkpoint of another model
+`corrupt-<step>-<unix time>` so it is never picked again; a checkpoint of another model
 is an `IncompatibleCheckpoint` error naming the parameter, never skipped.
 """
 
@@ -159,7 +159,7 @@ def restore_latest(mgr: ocp.CheckpointManager, state: nnx.State, shardings: Any,
     """Restores the newest readable step; returns (step, state), (0, state) if none.
 
     An unreadable step (truncated or missing file, bad metadata) is reported
-    through `warn`, renamed to `corrupt-<step>` by process 0, and the previous
+    through `warn`, renamed to `corrupt-<step>-<unix time>` by process 0, and the previous
     step is tried. All processes agree on each attempt's outcome.
 
     Raises:

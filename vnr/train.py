@@ -3,9 +3,10 @@
     python -m vnr.train --config configs/<benchmark>/<name>.py[:arg] --workdir DIR \
         [--config.key=value ...]
 
-The task named by `config.task` is imported as `vnr.benchmarks.<task>` and checked
-against the task contract (`vnr/task.py`: `make_model`, `train_data`, `loss_fn`,
-`predict`, `evaluate` and optional hooks, plain functions). Everything else lives here, in
+The task named by `config.task` ("<benchmark>.<module>") is imported as
+`vnr.benchmarks.<benchmark>.<module>` and supplies the hooks of the task contract
+(`vnr/task.py`: `make_model`, `train_data`, `loss_fn`, `predict`, `evaluate` and the optional
+ones; e.g. `vnr/benchmarks/moviepuzzle/pairwise.py`). Everything else lives here, in
 order: validate the config, build the mesh, create the sharded model and
 optimizer, restore the latest checkpoint if any (else load the pretrained
 encoders the task names through its optional `pretrained(config)`, see

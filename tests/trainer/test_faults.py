@@ -1,7 +1,7 @@
 """Faults in the train loop: a truncated latest checkpoint, a full disk while saving.
 
-(NaN/inf halting at the offending step is tested in tests/test_train.py; a peer
-process dying mid-run in tests/test_multihost.py.)
+(NaN/inf halting at the offending step is tested in tests/trainer/test_train.py; a peer
+process dying mid-run in tests/trainer/test_multihost.py.)
 """
 
 import errno

@@ -5,7 +5,7 @@ behaviours this module works around:
 
 * Order: `mp_prefetch` gives worker i the elements i, i + W, i + 2W, ... and
   interleaves the workers round-robin, so the stream (and a restored one) is the
-  same as with `num_workers=0`, element for element (tests/test_workers.py).
+  same as with `num_workers=0`, element for element (tests/trainer/test_workers.py).
 * Shared memory: a worker copies each batch's arrays into POSIX shared memory
   (`/dev/shm`, registered with multiprocessing's resource tracker); the main
   process maps them without a copy and grain unlinks a block only when its array

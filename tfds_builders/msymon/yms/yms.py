@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import os
 import pathlib
 import re
 from collections.abc import Iterator
@@ -234,7 +233,3 @@ class Yms(common.SummaryBuilder, tfds.core.GeneratorBasedBuilder):
 
 
 Builder = Yms
-
-
-def data_root_ok(path: os.PathLike | str) -> bool:
-    return (pathlib.Path(path) / "annotations_sentences.txt").is_file()

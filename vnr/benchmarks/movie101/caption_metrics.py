@@ -5,46 +5,25 @@ token, Latin words are tokens, `?!.,` kept), so Chinese is scored at character l
 Movie101 does and mixed Chinese/English text works.
 
 - `bleu(hyps, refs)`: corpus BLEU-1..4 as coco-caption computes it (clipped n-gram counts
-  summed over the corpus, brevity penalty from the reference length closest to each
-  hypothesis, geometric mean with no smoothing). Difference: coco adds a tiny 1e-9 to
-  numerators/denominators; we return 0 for an n with no match instead.
-- `cider_d(hyps, refs)`: CIDEr-D as coco-caption: TF-IDF n-gram vectors (n = 1..4) with
-  document frequencies from the references of the evaluated corpus, hypothesis counts
-  clipped by the reference counts, Gaussian length penalty (σ = 6) on the bigram-count
-  length difference, ×10, mean over n and references. Same formula; the tokenizer differs
-  (coco's PTB tokenizer is English-only).
-- `role_f1(hyps, refs, casts)`: the cast names mentioned in a text are found by
-  longest-first non-overlapping substring match (case-insensitive) against the cast list;
-  per narration the sets of named roles give TP / |hyp| / |ref|; counts are summed over the
-  corpus (micro P/R/F1). Narrations naming no role in either text add nothing.
-- `role_f1_upstream(...)`: the averaging of Movie101's `evaluation/MCN/rolef1.py` (the
-  RoleF1 of its MNScore): per-narration P/R/F1, 0 for a narration whose reference or
-  hypothesis names nobody, averaged over all narrations. Upstream matches hypotheses against
-  the role names of every movie minus a hand-made ban list; we match against the clip's cast.
-- `bertscore_f1(...)`: greedy cosine matching of contextual token embeddings (no idf,
-  special tokens excluded), F1 rescaled as `(F - b) / (1 - b)` with a stated baseline `b`.
-  `bert_token_embeddings(..., layer=k)` takes the states after k encoder layers as
-  bert_score does (`--lang zh` = bert-base-chinese, layer 8, whose published F baseline in
-  bert_score's `rescale_baseline/zh/bert-base-chinese.tsv` is 0.54755783): with those the
-  score is upstream's `bert-score --lang zh --rescale_with_baseline` (no idf there either).
-  For encoders without a published baseline (e.g. all-MiniLM-L6-v2, last layer)
-  `bertscore_baseline` estimates `b` as upstream does in spirit: the mean F1 of mismatched
-  (random) pairs of the references.
-- `emscore(...)`: EMScore(X, V) against the video (no reference), as Shi et al. (CVPR 2022,
-  github.com/ShiYaya/emscore) define it: coarse = cosine of the normalised mean of the unit
-  frame embeddings with the caption's global (projected EOS) embedding; fine = greedy
-  token-frame matching of unit CLIP token / frame embeddings (P = mean over tokens of the
-  best frame, R = mean over frames of the best token, F1); EMScore = (coarse + fine F1) / 2.
-  P is a plain mean over tokens, as Movie101's released `evaluation/MCN/emscore.py`
-  computes it, or idf-weighted (`token_weight=idf_weights(...)`) as Shi et al.'s default
-  (idf from the candidates, EOS given the mean idf; upstream's mean also counts the padding
-  id's 0). Padded tokens/frames are excluded by masks (upstream multiplies similarities by
-  the mask, so a padded entry counts as similarity 0 in a max; equal whenever some
-  similarity is > 0).
-- `sample_frames(frames, mask, k)`: k frames uniformly spread over each clip's valid frames
-  (Movie101 scores EMScore on 10 sampled frames per clip).
+  summed over the corpus, closest-reference brevity penalty, no smoothing).
+- `cider_d(hyps, refs)`: coco-caption's CIDEr-D (TF-IDF n-grams, n = 1..4, document
+  frequencies from the evaluated corpus's references, clipped counts, Gaussian length
+  penalty σ = 6, ×10), on the tokens above.
+- `role_f1(hyps, refs, casts)`: cast names found by longest-first non-overlapping,
+  case-insensitive substring match; micro P/R/F1 summed over the corpus.
+  `role_f1_upstream(...)`: Movie101's per-narration average (0 when either side names
+  nobody), the RoleF1 of its MNScore.
+- `bertscore_f1(...)`: greedy cosine matching of contextual token embeddings (no idf),
+  rescaled `(F - b) / (1 - b)`; `bert_token_embeddings(..., layer=k)` takes the states
+  after k layers as bert_score does; `bertscore_baseline` estimates `b` from mismatched
+  reference pairs when no published baseline exists.
+- `emscore(...)`: EMScore(X, V) of Shi et al. (CVPR 2022): coarse = cosine of the mean
+  unit frame embedding with the caption's global embedding; fine = greedy token-frame F1
+  (P a plain mean over tokens, or idf-weighted via `idf_weights`); EMScore = (coarse +
+  fine) / 2. Padded tokens/frames are masked out.
+- `sample_frames(frames, mask, k)`: k frames spread uniformly over each clip's valid frames.
 - `mnscore(em, bert, role)` = (EMScore + 4·BERTScore + RoleF1) / 6 × 100 (Movie101 Eq. 2).
-  Which EMScore enters it is the caller's choice (see `vnr.benchmarks.movie101.mcn`).
+Where each differs from the upstream scorer, and why: `vnr/benchmarks/movie101/README.md`.
 """
 
 from __future__ import annotations

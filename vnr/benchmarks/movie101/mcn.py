@@ -1,72 +1,24 @@
-"""Movie101 MCN glue: RMN (role pointer) trained with MLE / teacher forcing, beam decoding,
-caption metrics including EMScore and MNScore.
+"""Movie101 MCN task: RMN (role pointer) trained by teacher forcing, beam-decoded, scored.
 
 Training: cross-entropy of the one softmax over vocabulary + cast outputs against the next
 token of the narration (`@k` role mentions are the pointer outputs V + k when the model has
 the pointer, plain name tokens otherwise), masked to the real tokens and EOS.
 
-Evaluation: `vnr.ops.beam_decode.beam_search` (config.eval.beam_size, length penalty
-eval.alpha, KV cache) decodes every narration inside the jitted `predict`; pointer outputs
-are expanded to the cast member's full name. Metrics (`vnr.benchmarks.movie101.caption_metrics`, x100):
-BLEU@1-4, CIDEr-D, RoleF1 (micro `role_*`, and `role_*_up` averaged as upstream does), and
-  * eval.bert_model (a BERT checkpoint directory or offline name): `bertscore` at layer
-    eval.bert_layer (0 = last) rescaled with eval.bert_baseline (< 0: estimated from
-    mismatched reference pairs, reported as `bert_baseline`);
-  * eval.clip_model (a CLIP checkpoint directory, or a name `vnr.models.encoders.loading.
-    resolve` finds offline; model_type clip, clip_text_model or chinese_clip, with its text
-    projection and tokenizer files): EMScore(X, V) of each hypothesis against its clip's CLIP
-    frame features, i.e. the first `clip` columns of the batch's `frames` (the release's
-    `features/clip/<movie>.mp4.npy.npz`, see `vnr.benchmarks.movie101.data.clip_width`), eval.em_frames
-    of them uniformly sampled (0 = all): `emscore` = (em_coarse + em_fine_f) / 2 and the
-    parts em_coarse, em_fine_p/r/f (fine P idf-weighted over the hypotheses when
-    eval.em_idf, Shi et al.'s default; off = Movie101's). A projection width different
-    from the features' is a one-line error before decoding;
-  * both: `mnscore` = (EM + 4·bertscore + role_f1_up) / 6 (Eq. 2), EM = em_fine_f
-    (eval.mnscore_em="fine", upstream's) or emscore ("full", Shi et al.'s).
-The text tower is loaded once (cached), hypotheses are tokenised to the tower's maximum
-length and embedded in jitted chunks of 64 (one trace): per-token embeddings = final states
-@ text_projection for every real token (start/end included, as Shi et al. keep [SOS]/[EOS]);
-global = the EOS row (CLIP; the tokenizer's last real token, so unknown-token ids cannot
-move it) or the [CLS] row (Chinese-CLIP: a `BertModel` + bias-free projection composed
-here, `ChineseCLIPText`, because `vnr.models.encoders` has no chinese_clip builder).
-
-What upstream does (sources; where we differ, we chose):
-  * MNScore = (1·EMScore + 4·BERTScore + 1·RoleF1) / 6 × 100: paper Eq. 2 (arXiv
-    2305.12140) and github.com/yuezih/Movie101 `Movie101v1/evaluation/README.md`; the RMN
-    row of `baseline/README_en.md` (0.154, 0.188, 0.238 -> 19.07) checks it.
-  * EMScore: "calculated by our fine-tuned CNCLIP model" (evaluation/README.md). The
-    paper's appendix (Chinese version, `Movie101v1/assets/Movie101_zh.pdf`, "metric
-    implementation") fine-tunes ChineseCLIP-huge on Movie101 as for TNG retrieval (§5.2);
-    CLIPScore uses the mean of 10 uniformly sampled frames, EMScore each sampled frame's
-    feature and the text-token features. The released `evaluation/MCN/emscore.py` reads
-    precomputed L2-normalised frame / token features and prints the mean fine-grained F1
-    only (P over tokens, R over frames, no idf, no coarse term, no references): that is
-    reference-free EMScore(X, V)'s fine F, and what enters their MNScore -> our default
-    eval.mnscore_em="fine", em_frames=10. The full (coarse + fine) / 2 of Shi et al.
-    (CVPR 2022, github.com/ShiYaya/emscore: OpenAI CLIP ViT-B/32, EOS-projected global,
-    SOS..EOS tokens, idf-weighted P: eval.em_idf=True) is reported too.
-  * The release's frame features: OpenAI CLIP (Radford et al. 2021) at 1 frame/s, 512-d
-    (paper §4.4 implementation details; `baseline/RMN/README.md`: "CLIP feature (512d)").
-    Neither names the ViT (B/32 and B/16 both project to 512; tfds_builders/movie101
-    assumes B/32). ChineseCLIP-huge is 1024-d: upstream's EMScore space is not the
-    release's features, and its fine-tuned checkpoint (TeraBox, PyTorch .pt) and the videos
-    are needed to reproduce its EMScore exactly. Our choice: score against the release's
-    features with the OpenAI CLIP text tower that made them (eval.clip_model =
-    clip-vit-base-patch32, or patch16). The width check cannot tell two 512-d CLIPs apart
-    (B/32 vs B/16, or a 512-d Chinese-CLIP-base): use the one that made the features.
-  * Chinese text: upstream tokenises it with CN-CLIP's / bert-base-chinese's WordPiece (one
-    token per character). OpenAI CLIP's byte-level BPE (English) turns Chinese characters
-    into byte pieces it was hardly trained on, so on zh narrations our EMScore is a weak
-    signal; on the English narrations (v2 `en`) it is CLIP's usual one. A chinese_clip
-    checkpoint is accepted (character tokens, [CLS] global) for frame features it made.
-  * BERTScore: `evaluation/MCN/bertscore.py` runs `bert-score --lang zh
-    --rescale_with_baseline` = bert-base-chinese, layer 8, published F baseline 0.54755783,
-    no idf -> eval.bert_model=<bert-base-chinese dir>, bert_layer=8,
-    bert_baseline=0.54755783 computes the same quantity (padding to the longest text, not
-    512; inputs longer than 512 tokens are truncated by both).
-  * RoleF1: `evaluation/MCN/rolef1.py` averages per-narration F1 (0 when either side names
-    nobody) -> `role_f1_up`, used in `mnscore`; names are matched against the clip's cast
-    (upstream: every movie's role names minus a ban list).
+Evaluation: `vnr.ops.beam_decode.beam_search` (eval.beam_size, length penalty eval.alpha,
+KV cache) decodes every narration inside the jitted `predict`; pointer outputs become the
+cast member's full name. Metrics (`caption_metrics`, x100): BLEU@1-4, CIDEr-D, RoleF1 (micro
+`role_*`; upstream's per-narration average `role_*_up`), and when configured
+  * eval.bert_model: `bertscore` at eval.bert_layer (0 = last), rescaled by
+    eval.bert_baseline (< 0: estimated from mismatched reference pairs, `bert_baseline`);
+  * eval.clip_model (a CLIP or Chinese-CLIP checkpoint, resolved offline): EMScore(X, V) of
+    each hypothesis against its clip's CLIP frame features (the first
+    `data.clip_width(cfg)` columns of `frames`, eval.em_frames sampled; 0 = all): `emscore`,
+    em_coarse, em_fine_p/r/f (idf-weighted P when eval.em_idf). A projection width other
+    than the features' is a one-line error before decoding;
+  * both: `mnscore` (Eq. 2) with EM = em_fine_f (eval.mnscore_em="fine") or emscore ("full").
+The text tower is loaded once and run in jitted chunks of 64 hypotheses (one trace).
+Why these defaults (Movie101's scripts, the release's CLIP features, Chinese text):
+`vnr/benchmarks/movie101/README.md`.
 """
 
 from __future__ import annotations

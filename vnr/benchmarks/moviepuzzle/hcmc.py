@@ -1,13 +1,12 @@
 """MoviePuzzle with HCMC (§3.2, Algorithm 1) and the Table 1 baselines, one task.
 
-`config.model.kind` selects the model:
+`config.model.kind` selects the model (modules of `vnr.benchmarks.moviepuzzle`):
 
-  hcmc       `vnr.benchmarks.moviepuzzle.hcmc_model.HCMC`: order heads per level (frame, shot, scene) and
-             cluster heads (shot, scene), loss Eq. 4, evaluation through Algorithm 1
-             (`vnr.benchmarks.moviepuzzle.hierarchical`).
-  pair       `vnr.benchmarks.moviepuzzle.pairwise_model.PairOrderModel` (vision-only, late- or early-fusion pair
-             models), trained and evaluated as the main job (`vnr.benchmarks.moviepuzzle.pairwise`).
-  text_pair  `vnr.benchmarks.moviepuzzle.pairwise_model.TextPairModel` on BERT/ALBERT with an NSP-style head
+  hcmc       `hcmc_model.HCMC`: order heads per level (frame, shot, scene) and cluster heads
+             (shot, scene), loss Eq. 4, evaluation through Algorithm 1 (`hierarchical`).
+  pair       `pairwise_model.PairOrderModel` (vision-only, late- or early-fusion pair
+             models), trained and evaluated as the main job (`pairwise`).
+  text_pair  `pairwise_model.TextPairModel` on BERT/ALBERT with an NSP-style head
              (`model.head="nsp"`: does utt_j directly follow utt_i; random negatives) or
              a SOP-style head (`"sop"`: is a consecutive pair in its true order; swapped
              negatives); search objective "path" (consecutive-pair scores).
@@ -43,7 +42,7 @@ ground-truth ids as the seed code does with `eval.cluster_count="gt"`, or the si
 estimate), and asks `predict` again for the Eq. 5 scores of every pair of units of each
 level (the same jitted function, called with member tensors). Metrics: LSD, LMD, SD, SSD,
 OS2, OS3, pair_acc (frame head on all real pairs) and the matched IoU of predicted shots
-and scenes with the ground truth (`vnr.benchmarks.moviepuzzle.cluster_metrics`, Table 3).
+and scenes with the ground truth (`cluster_metrics`, Table 3).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """HCMC: hierarchical contrastive movie clustering (MoviePuzzle §3.2, Fig. 5, Table 7).
 
 Per frame: image features ⊕ utterance features, projected to `width` (`FrameEncoder`; the
-towers are a config choice: the small from-scratch encoders of `vnr.benchmarks.moviepuzzle.pairwise_model`, a
+towers are a config choice: the small from-scratch encoders of `pairwise_model`, a
 `scratch:clip-<size>` CLIP tower of `vnr.models.encoders`, or a CLIP checkpoint (its
 `config.json` builds the tower here; `vnr.pretrained` loads the weights into a fresh run,
 e.g. ViT-B/32 as the paper's CLIP features). Real CLIP text towers read ids from the

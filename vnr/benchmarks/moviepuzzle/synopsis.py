@@ -1,7 +1,7 @@
 """Movie Synopsis Association (MoviePuzzle Table 4): retrieve a segment's synopsis paragraph.
 
 Dual encoder.
-  Segment: the reordering model's frame encoder, built from `vnr.benchmarks.moviepuzzle.pairwise_model`
+  Segment: the reordering model's frame encoder, built from `pairwise_model`
   (`ImageEncoder` + `TextEncoder` + the `fuse` layer, under the same parameter names as
   `PairOrderModel`, so a reordering checkpoint loads by name), then a learned temporal
   position embedding, `segment_layers` transformer blocks over the frames (true order),
@@ -11,11 +11,11 @@ Score: cosine similarity times a learned temperature (CLIP's init 1/0.07, capped
 Loss: symmetric in-batch InfoNCE over the global batch (segment -> synopsis and
 synopsis -> segment cross-entropy, averaged); the other pairs of the batch are negatives.
 Eval: every segment of a split against every synopsis of the split: R@1/5/10 and median rank
-(vnr.benchmarks.moviepuzzle.synopsis_metrics, expected value under random tie-breaking), plus the reverse
-direction as `syn2seg_*`.
+(`synopsis_metrics`, expected value under random tie-breaking), plus the reverse direction
+as `syn2seg_*`.
 
 "With reordering pre-training" (Table 4's second row): `config.init_from=<workdir>` of a
-finished `moviepuzzle` (PairOrderModel, late fusion) run; the parameters named in
+finished `moviepuzzle.pairwise` (PairOrderModel, late fusion) run; the parameters named in
 `config.init_params` (default image, text, fuse) are read through orbax from the latest step
 of `<workdir>/checkpoints` and replace the fresh ones; everything is then fine-tuned.
 A mismatch (missing run, other model, other sizes) is one clear error line before training.
@@ -60,7 +60,7 @@ class SynopsisModel(nnx.Module):
         unknown = set(modalities) - {"vision", "text"}
         if unknown or not modalities:
             raise ValueError(f"model.modalities={modalities}: use 'vision' and/or 'text'")
-        # Same attribute names and shapes as vnr.benchmarks.moviepuzzle.pairwise_model.PairOrderModel.
+        # Same attribute names and shapes as pairwise_model.PairOrderModel.
         self.image = ImageEncoder(image_size, channels, width, rngs, stem, conv) \
             if "vision" in modalities else None
         self.text = TextEncoder(vocab_size, max_tokens, width, text_layers, heads, dropout, rngs) \

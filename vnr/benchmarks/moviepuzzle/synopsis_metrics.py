@@ -51,9 +51,3 @@ def retrieval_metrics(sim: jax.Array, valid: jax.Array | None = None,
     out["count"] = w.sum()
     return out
 
-
-def cosine_similarity(a: jax.Array, b: jax.Array, eps: float = 1e-6) -> jax.Array:
-    """[Q, D] x [C, D] -> [Q, C] cosine similarities."""
-    a = a / jnp.maximum(jnp.linalg.norm(a, axis=-1, keepdims=True), eps)
-    b = b / jnp.maximum(jnp.linalg.norm(b, axis=-1, keepdims=True), eps)
-    return a @ b.T

@@ -1,9 +1,9 @@
-"""Clip/sentence alignment (M-SyMoN §5, Appendix E; SYMON §7.3 on YMS, `vnr/tasks/yms.py`).
+"""Clip/sentence alignment (M-SyMoN §5, Appendix E; SYMON §7.3 on YMS, `configs/msymon/yms.py`).
 
-Training (Eq. 2): clips and sentences are embedded by `vnr.benchmarks.msymon.model.Aligner` (unit
-vectors, so a dot product is a cosine). For every clip c annotated with sentence s, an
-InfoNCE term in each direction with temperature tau and K hard negatives from the SAME
-video, sampled uniformly without replacement each step:
+Training (Eq. 2): clips and sentences are embedded by `model.Aligner` (unit vectors, so a
+dot product is a cosine). For every clip c annotated with sentence s, an InfoNCE term in
+each direction with temperature tau and K hard negatives from the SAME video, sampled
+uniformly without replacement each step:
 
     clip->text: -log e^{cos(v_c,t_s)/tau} / (e^{cos(v_c,t_s)/tau} + sum_k e^{cos(v_c,t_k)/tau})
                 t_k: K of the video's other sentences (matched or not);
@@ -26,14 +26,12 @@ narration interval (cost set to +1e4 outside, so Drop-DTW drops rather than matc
 Transcript-only baseline (`transcript_alignment`, no video): each clip is given the
 sentence being narrated at the clip's midpoint (narration intervals from the subtitle
 timestamps; when the release has no subtitles, from the constant-rate estimate of
-`vnr.benchmarks.msymon.data.narration_times`), clips with no narration get "no sentence", and every
-sentence is predicted matched. `evaluate` reports it next to the model as `transcript_*`.
+`data.narration_times`), clips with no narration get "no sentence", and every sentence is
+predicted matched. `evaluate` reports it next to the model as `transcript_*`.
 
-Metrics (`vnr.benchmarks.msymon.metrics`): duration-weighted clip accuracy, sentence IoU over
-annotated sentences, and F1 of the two dataset means.
-
-Commands: `python -m vnr.benchmarks.msymon.alignment baseline ...` (transcript baseline on a built or
-raw release, per language), `... crosslingual ...` (the 7x7 matrix of Figure 4).
+Metrics (`metrics`): duration-weighted clip accuracy, sentence IoU over annotated
+sentences, and F1 of the two dataset means. Command-line tools (transcript baseline,
+cross-lingual matrix, zero-shot evaluation): `python -m vnr.benchmarks.msymon.tools`.
 """
 
 from __future__ import annotations

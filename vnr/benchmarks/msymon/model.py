@@ -2,11 +2,12 @@
 
 Clips: the per-clip video feature through a dense layer, optional transformer layers over
 the clip sequence of the video (`clip_layers`, context), and a projection. Sentences: the
-scratch text encoder of `vnr.benchmarks.moviepuzzle.pairwise_model` (hashed tokens, token + position embeddings,
-`text_layers` transformer layers, masked mean pool), or an encoder of `vnr.models.encoders`
-by name (`text_encoder="scratch:bert-tiny"`, its pooled output), then optional layers over
-the video's sentence sequence and a projection. Both land in one `embed`-dim space, L2
-normalised, so a dot product is the cosine similarity the paper aligns with.
+scratch text encoder of `vnr.benchmarks.moviepuzzle.pairwise_model` (hashed tokens, token +
+position embeddings, `text_layers` transformer layers, masked mean pool), or an encoder of
+`vnr.models.encoders` by name (`text_encoder="scratch:bert-tiny"`, its pooled output), then
+optional layers over the video's sentence sequence and a projection. Both land in one
+`embed`-dim space, L2 normalised, so a dot product is the cosine similarity the paper
+aligns with.
 """
 
 from __future__ import annotations

@@ -19,9 +19,8 @@ sentences 1..t and ground-truth keyframes 1..t-1:
        far [h^s_1..h^s_t; h^v_1..h^v_{t-1}] (plus a learned text/image type
        embedding; outputs not produced yet are masked), Q, K, V = X W_q, X W_k, X W_v;
        (Eq. 3) g = MLP([X + A at h^s_t ; X + A at h^v_{t-1}]): the gist reads the
-       attended outputs of the current round (choice made here; a masked mean over
-       all outputs instead dilutes the current sentence and trained to R@1 32 vs 67
-       for LF on the synthetic corpus);
+       attended outputs of the current round (choice made here, so the current
+       sentence is not diluted; why: vnr/benchmarks/sc2st/README.md);
   LF-T g = MLP(h^s) (text context only);  LF-V g = MLP(h^v) (visual only);
 * score of candidate c: g . W_img c (dot product), softmax cross-entropy over the
   100 candidates.

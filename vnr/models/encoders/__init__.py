@@ -44,7 +44,7 @@ Keyword overrides change any config field (``create("scratch:bert-tiny", vocab_s
 
 Sharding: parameters carry logical names (``vocab``, ``embed``, ``mlp``, ``heads``, ``norm``,
 ``pos``, ``patch``; see ``layers``) mapped to mesh axes by ``rules`` (default
-``loading.DEFAULT_RULES``: vocab/mlp/heads -> ``"model"``, the rest replicated); a dim the
+``vnr.sharding.DEFAULT_RULES``: vocab/mlp/heads -> ``"model"``, the rest replicated); a dim the
 mesh axis does not divide is replicated.
 """
 
