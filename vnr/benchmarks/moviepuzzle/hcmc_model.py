@@ -41,8 +41,8 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from vnr.benchmarks.moviepuzzle.pairwise_model import ImageEncoder, TextEncoder
-from vnr.models.layers import Block, annotate, dense, layer_norm
+from vnr.benchmarks.moviepuzzle.pairwise_model import ImageEncoder
+from vnr.models.layers import Block, TextEncoder, annotate, dense, layer_norm
 
 LEVELS = ("frame", "shot", "scene")
 CLUSTER_LEVELS = ("shot", "scene")

@@ -2,7 +2,7 @@
 
 Clips: the per-clip video feature through a dense layer, optional transformer layers over
 the clip sequence of the video (`clip_layers`, context), and a projection. Sentences: the
-scratch text encoder of `vnr.benchmarks.moviepuzzle.pairwise_model` (hashed tokens, token + position embeddings,
+scratch text encoder `vnr.models.layers.TextEncoder` (hashed tokens, token + position embeddings,
 `text_layers` transformer layers, masked mean pool), or an encoder of `vnr.models.encoders`
 by name (`text_encoder="scratch:bert-tiny"`, its pooled output), then optional layers over
 the video's sentence sequence and a projection. Both land in one `embed`-dim space, L2
@@ -15,8 +15,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from vnr.benchmarks.moviepuzzle.pairwise_model import TextEncoder
-from vnr.models.layers import Block, dense, layer_norm
+from vnr.models.layers import Block, TextEncoder, dense, layer_norm
 
 
 def l2_normalize(x: jax.Array, eps: float = 1e-6) -> jax.Array:
