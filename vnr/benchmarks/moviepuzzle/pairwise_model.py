@@ -162,7 +162,8 @@ class TextPairModel(nnx.Module):
     S[i, j] of Eq. 5 says "j after i".
 
     `encoder`: `scratch:<bert|albert>-<size>` (random init, trained here) or a BERT/ALBERT
-    checkpoint (architecture from its config.json; weights through `vnr.pretrained`).
+    checkpoint (architecture from its config.json; weights through the task's `pretrained`
+    hook).
     `pad_id`: None for hashed subtitle ids (`vnr.data.text`, 0 = pad): [CLS] and [SEP] are
     then the two ids after the vocabulary, added here. With a checkpoint tokenizer (its pad
     id given) every utterance already reads "[CLS] utt [SEP]" (its own special ids, padded
@@ -174,12 +175,11 @@ class TextPairModel(nnx.Module):
 
     def __init__(self, *, encoder: str, vocab_size: int, max_tokens: int, dropout: float,
                  rngs: nnx.Rngs, pad_id: int | None = None):
-        from vnr import pretrained
-        from vnr.models.encoders import builder, scratch_config
+        from vnr.models.encoders import builder, scratch_config, towers
 
         self.pad_id = pad_id
-        if pretrained.is_checkpoint(encoder):
-            self.encoder, cfg = pretrained.build(encoder, None, rngs)
+        if towers.is_checkpoint(encoder):
+            self.encoder, cfg = towers.build(encoder, None, rngs)
         else:
             arch, _, size = encoder.removeprefix("scratch:").rpartition("-")
             if not encoder.startswith("scratch:") or arch not in ("bert", "albert"):
@@ -192,7 +192,7 @@ class TextPairModel(nnx.Module):
                                  hidden_dropout_prob=dropout,
                                  attention_probs_dropout_prob=dropout)
             ctor, _, _ = builder(cfg)
-            self.encoder = pretrained.raw_rng_keys(ctor(rngs))  # restorable dropout streams
+            self.encoder = towers.raw_rng_keys(ctor(rngs))  # restorable dropout streams
         self.cls_id, self.sep_id = vocab_size, vocab_size + 1  # hashed ids only
         self.head = dense(cfg.hidden_size, 2, ("embed", None), rngs)
 
