@@ -1,9 +1,13 @@
 """Build the project's TFDS datasets without tensorflow (`tfds build` needs it; this does not).
 
     python -m tfds_builders build <name> --config <cfg> [--manual_dir DIR] --data_dir OUT
+                                 [--embedder module:function]
 
 A thin wrapper over `download_and_prepare`: imports `tfds_builders.<name>`, builds the config
-and prints the build summary (examples per split, skipped inputs by reason).
+and prints the build summary (examples per split, skipped inputs by reason). Builders that
+embed their inputs with a model (Sc2St keyframes) take the embedding function as an argument;
+`--embedder` names it (default: the builder's `DEFAULT_EMBEDDER`), so no builder imports the
+model code itself.
 """
 
 from __future__ import annotations
@@ -43,6 +47,17 @@ def find_builder(name: str) -> type:
     return cls
 
 
+def load_function(spec: str) -> Any:
+    """The function `module:function` names (SystemExit with one line when there is none)."""
+    module, _, attr = spec.partition(":")
+    if not module or not attr:
+        raise SystemExit(f"error: --embedder {spec!r}: use module:function")
+    try:
+        return getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError) as e:
+        raise SystemExit(f"error: --embedder {spec!r}: {e}") from None
+
+
 def build(
     name: str,
     config: str | None,
@@ -50,9 +65,14 @@ def build(
     manual_dir: str | None = None,
     download_dir: str | None = None,
     overwrite: bool = False,
+    embedder: str | None = None,
 ) -> dict[str, Any]:
     """Builds `name`/`config` (if needed) and returns its summary dict."""
     cls = find_builder(name)
+    if embedder and not hasattr(cls, "DEFAULT_EMBEDDER"):
+        raise SystemExit(f"error: {name} takes no --embedder")
+    spec = embedder or getattr(cls, "DEFAULT_EMBEDDER", None)
+    extra = {"embedder": load_function(spec)} if spec else {}
     configs = [c.name for c in getattr(cls, "BUILDER_CONFIGS", [])]
     if config is None and configs:
         config = getattr(cls, "DEFAULT_CONFIG_NAME", None) or configs[0]
@@ -62,7 +82,8 @@ def build(
         cls.check_inputs(config, manual_dir)
     elif manual_dir is not None and not os.path.isdir(manual_dir):
         raise common.ManualDirError(f"manual_dir {manual_dir} does not exist")
-    builder = cls(config=config, data_dir=data_dir) if configs else cls(data_dir=data_dir)
+    builder = (cls(config=config, data_dir=data_dir, **extra) if configs
+               else cls(data_dir=data_dir, **extra))
     reused = builder.is_prepared() and not overwrite
     mode = (
         tfds.download.GenerateMode.REUSE_CACHE_IF_EXISTS
@@ -90,6 +111,8 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--manual_dir", default=None, help="input files for configs that need them")
     b.add_argument("--download_dir", default=None, help="default: <data_dir>/downloads")
     b.add_argument("--overwrite", action="store_true", help="rebuild even if already built")
+    b.add_argument("--embedder", default=None, help="module:function making the builder's "
+                   "embedder (Sc2St keyframes; default: the builder's DEFAULT_EMBEDDER)")
     b.add_argument("-v", "--verbose", action="store_true", help="show TFDS's own log lines")
     args = parser.parse_args(argv)
 
@@ -105,6 +128,7 @@ def main(argv: list[str] | None = None) -> int:
             args.manual_dir,
             args.download_dir,
             args.overwrite,
+            args.embedder,
         )
     except common.ManualDirError as e:
         print(f"error: {e}", file=sys.stderr)

@@ -20,14 +20,11 @@ existing `NamedSharding`s with `jax.make_array_from_callback`: each process read
 slices of its addressable shards (safetensors are memory-mapped), so no host holds a copy of
 the whole model and nothing is baked into the jitted init. One line per subtree is printed.
 
-**The model side.** `make_model` builds the subtree with `build(checkpoint, part, rngs)`:
-the architecture comes from the directory's `config.json` (and, like `load_pretrained`, the
-tensor names decide the BERT pooler and the CLIP projection), initialised randomly under
-the trainer's jit as any other layer; the weights then come through the hook.
-
-**Adopting it elsewhere** (Sc2St, M-SYMON, Movie101 text encoders): build the tower with
-`build(...)` in `make_model`, and add `pretrained(config)` returning its path; the data side
-tokenizes with `vnr.data.text.encode(name, texts, max_len)`.
+**The model side.** `make_model` builds the subtree with
+`vnr.models.encoders.towers.build(checkpoint, part, rngs)`: the architecture comes from the
+directory's `config.json`, initialised randomly under the trainer's jit as any other layer;
+the weights then come through the hook (MoviePuzzle HCMC and text-pair, Sc2St and M-SYMON
+text encoders). Checkpoint tokenizers for the data side: `vnr.models.encoders.tokenizers`.
 
 **Frozen parameters.** `config.frozen` (optional, default empty) lists regexes matched at the
 start of dotted parameter paths (so a plain prefix such as `encoders.frame.image` works).
@@ -39,115 +36,18 @@ and its checkpoints are exactly those of a run without this feature.
 
 from __future__ import annotations
 
-import copy
-import functools
-import os
 import re
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import Any
 
 import jax
 import numpy as np
 from flax import nnx
 
+from vnr.models.encoders import towers
+from vnr.models.encoders.loading import CheckpointError, match_tensors, read_checkpoint
+
 Sources = Mapping[str, tuple[str, str | None]]
-NOT_CHECKPOINTS = ("small", "hash")
-# model_type values each part accepts
-PARTS = {"vision": ("clip", "clip_vision_model"), "text": ("clip", "clip_text_model"),
-         None: ("bert", "albert", "roberta", "xlm-roberta", "clip_vision_model",
-                "clip_text_model")}
-
-
-def is_checkpoint(name: str) -> bool:
-    """True for anything naming weights on disk (not `small`, `hash` or `scratch:...`)."""
-    return bool(name) and name not in NOT_CHECKPOINTS and not name.startswith("scratch:")
-
-
-def resolve(name: str) -> Path:
-    """The local directory of a checkpoint name, never downloading (HF cache only).
-
-    Raises:
-      FileNotFoundError: saying where to put the files.
-    """
-    from vnr.models.encoders import loading
-
-    old = os.environ.get("HF_HUB_OFFLINE")
-    os.environ["HF_HUB_OFFLINE"] = "1"
-    try:
-        return loading.resolve(name).absolute()
-    finally:
-        if old is None:
-            os.environ.pop("HF_HUB_OFFLINE", None)
-        else:
-            os.environ["HF_HUB_OFFLINE"] = old
-
-
-@functools.lru_cache(maxsize=16)
-def _inspect(directory: str) -> tuple[Any, frozenset[str]]:
-    """(transformers config, checkpoint tensor names) of a directory (names only: memmap)."""
-    from transformers import AutoConfig
-
-    from vnr.models.encoders.loading import read_checkpoint
-
-    cfg = AutoConfig.from_pretrained(directory)
-    tensors, _ = read_checkpoint(Path(directory))
-    return cfg, frozenset(tensors)
-
-
-def config_of(name: str, part: str | None = None, key: str = "checkpoint") -> Any:
-    """The transformers config of the checkpoint `name`, checked against `part`.
-
-    Raises:
-      ValueError / FileNotFoundError: one line naming `key`.
-    """
-    try:
-        directory = resolve(name)
-        if not (directory / "config.json").is_file():
-            raise FileNotFoundError(f"no config.json in {directory}")
-        cfg, _ = _inspect(str(directory))
-    except (OSError, ValueError) as e:
-        raise type(e)(f"{key}={name!r}: {str(e).splitlines()[0]}") from e
-    if cfg.model_type not in PARTS[part]:
-        want = {"vision": "a CLIP checkpoint (image tower)", "text": "a CLIP checkpoint (text "
-                "tower)", None: "a BERT/ALBERT/XLM-R checkpoint"}[part]
-        raise ValueError(f"{key}={name!r} is a {cfg.model_type!r} checkpoint; it needs {want}")
-    return cfg
-
-
-def _spec(name: str, part: str | None) -> tuple[Callable, tuple, tuple, Any, Path]:
-    """(constructor, tensor-name prefixes, ignorable prefixes, config, directory)."""
-    from vnr.models.encoders.factory import builder, sentence_transformers_pooling
-
-    directory = resolve(name)
-    cfg, names = _inspect(str(directory))
-    tower = part if cfg.model_type == "clip" else None
-    ctor, prefixes, ignore = builder(
-        cfg, tower=tower, add_pooling_layer=any("pooler" in k for k in names),
-        pooling=sentence_transformers_pooling(directory),
-        with_projection=any(k.startswith(("visual_projection", "text_projection"))
-                            for k in names))
-    return ctor, prefixes, ignore, cfg, directory
-
-
-def build(name: str, part: str | None, rngs: nnx.Rngs) -> tuple[nnx.Module, Any]:
-    """The encoder of checkpoint `name` (`part` of a CLIP one), randomly initialised:
-    (module, transformers config). Its weights come through the trainer's hook; its dropout
-    streams hold raw keys (`raw_rng_keys`) so a run's checkpoints restore."""
-    ctor, _, _, cfg, _ = _spec(name, part)
-    sub = getattr(cfg, f"{part}_config", None) if cfg.model_type == "clip" else None
-    return raw_rng_keys(ctor(rngs)), copy.deepcopy(sub or cfg)
-
-
-def raw_rng_keys(module: nnx.Module) -> nnx.Module:
-    """`module` with the typed PRNG keys of its stored RNG streams (the encoders' dropout
-    layers keep one) turned into raw uint32 key data, which `vnr.checkpoint` restores; the
-    streams work the same on raw keys. Returns the module (changed in place)."""
-    for _, var in nnx.to_flat_state(nnx.state(module, nnx.RngKey)):
-        value = var.get_value()
-        if jax.dtypes.issubdtype(value.dtype, jax.dtypes.prng_key):
-            var.set_value(jax.random.key_data(value))
-    return module
 
 
 def _key(path: tuple) -> str:
@@ -157,8 +57,6 @@ def _key(path: tuple) -> str:
 def _matched(state: nnx.State, sources: Sources, root: tuple):
     """Per source: (prefix, directory, {state path: array in the Flax layout}), checked
     against the state's parameter shapes. Arrays are memory-mapped views where possible."""
-    from vnr.models.encoders.loading import CheckpointError, match_tensors, read_checkpoint
-
     flat = list(nnx.to_flat_state(state))
     for prefix, (name, part) in sources.items():
         want = tuple(int(p) if p.isdigit() else p for p in prefix.split("."))
@@ -168,7 +66,7 @@ def _matched(state: nnx.State, sources: Sources, root: tuple):
         if not targets:
             raise ValueError(f"pretrained {prefix!r} <- {name!r}: the model has no parameters "
                              "under that path")
-        _, prefixes, ignore, cfg, directory = _spec(name, part)
+        _, prefixes, ignore, cfg, directory = towers.spec(name, part)
         tensors, layout = read_checkpoint(directory)
         shapes = {k: tuple(v.get_value().shape) for k, (_, v) in targets.items()}
         try:

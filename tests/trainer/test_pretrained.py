@@ -20,7 +20,7 @@ from configs.moviepuzzle import baselines, hcmc  # noqa: E402
 from vnr import pretrained, train  # noqa: E402
 from vnr.benchmarks.moviepuzzle import data as mp_data  # noqa: E402
 from vnr.benchmarks.moviepuzzle import hcmc as task  # noqa: E402
-from vnr.data import text  # noqa: E402
+from vnr.models.encoders import tokenizers  # noqa: E402
 
 METRICS = {"lsd", "lmd", "sd", "ssd", "os2", "os3", "pair_acc"}
 
@@ -122,7 +122,7 @@ def test_nsp_on_real_minilm_matches_transformers_trains_and_resumes_without_relo
     src = mp_data._source(c.data, "train")
     subs = [t.decode() if isinstance(t, bytes) else t for t in src[0]["subtitles"]]
     a, b = [t for t in subs if t][:2]
-    ids, mask = text.encode(text.resolve(c.data.tokenizer), [a, b], 24)
+    ids, mask = tokenizers.encode(tokenizers.resolve(c.data.tokenizer), [a, b], 24)
     assert ids[0, 0] == 101 and (ids[~mask] == 0).all()  # [CLS], padded with [PAD] = 0
     model = nnx.merge(s.graphdef, s.state)[0]
     ours = model.pooled(jnp.asarray(ids[:1]), jnp.asarray(ids[1:]), train=False)
@@ -163,10 +163,10 @@ def test_pipeline_uses_the_checkpoint_tokenizer_once_per_process(clip_ckpt, data
     d, _ = clip_ckpt
     c = hcmc.get_config(f"smoke,clip={d}")
     c.data.data_dir = data_dir
-    text._load.cache_clear()
+    tokenizers._load.cache_clear()
     it = iter(task.train_data(c, 4, 0, 1))  # grain's read threads share one tokenizer
     batches = [next(it) for _ in range(3)]
-    assert text._load.cache_info().misses == 1  # loaded once, not per element or thread
+    assert tokenizers._load.cache_info().misses == 1  # loaded once, not per element or thread
     for batch in batches:
         ids, m, frames = batch["tokens"], batch["token_mask"], batch["mask"]
         assert ids.shape == m.shape == (4, c.data.max_frames, 16)
@@ -197,7 +197,7 @@ def test_hcmc_on_tiny_clip_frozen_towers_run_end_to_end(clip_ckpt, data_dir, tmp
 
     # CLIP's text features (pooled at <|endoftext|>, projected) on pipeline-tokenized subtitles.
     model = nnx.merge(s.graphdef, s.state)[0]
-    ids, mask = text.encode(str(d), ["We should go to the chapel.", "", "Is it 42?"], 16)
+    ids, mask = tokenizers.encode(str(d), ["We should go to the chapel.", "", "Is it 42?"], 16)
     ours = model.encoders["frame"]._text(jnp.asarray(ids), jnp.asarray(mask), False, None)
     ref = FlaxCLIPModel.from_pretrained(d)
     want = ref.get_text_features(ids, mask, params=ref.params)
@@ -308,7 +308,7 @@ def test_sop_albert_row_on_a_tiny_albert_checkpoint(data_dir, tmp_path):
     for k in want:
         np.testing.assert_array_equal(got[k], want[k], err_msg=k)
     a, b = "We should go to the chapel.", "Good morning, you are at the rooftop!"
-    ids, _ = text.encode(str(d), [a, b], 16)
+    ids, _ = tokenizers.encode(str(d), [a, b], 16)
     model = nnx.merge(s.graphdef, s.state)[0]
     ours = model.pooled(jnp.asarray(ids[:1]), jnp.asarray(ids[1:]), train=False)
     pair = AutoTokenizer.from_pretrained(d)(a, b, return_tensors="np")

@@ -6,7 +6,7 @@ Examples are stored in true order; frames are the original JPEG bytes.
 
 Added configs (same features): `movienet` curates raw MovieNet (`movienet_build.py`, rules in
 `movienet.py`); `movienet_synopsis` and `synthetic_synopsis*` add a `synopsis` text feature
-for the Movie Synopsis Association task (`synopsis.py`).
+for the Movie Synopsis Association task (`synopsis_corpus.py`; reader `synopsis.py`).
 """
 
 from __future__ import annotations
@@ -371,12 +371,12 @@ class MoviePuzzle(common.SummaryBuilder, tfds.core.GeneratorBasedBuilder):
 
     def _added_split_generators(self, dl_manager: tfds.download.DownloadManager) -> dict:
         """Splits of the movienet / synopsis configs (empty splits are left out, warned)."""
-        from tfds_builders.moviepuzzle import movienet_build, synopsis
+        from tfds_builders.moviepuzzle import movienet_build, synopsis_corpus
 
         config = self.builder_config
         self.skips = collections.Counter()
         if config.source == "synthetic_synopsis":
-            pairs = synopsis.synthetic_pairs(config.seed, config.sizes)
+            pairs = synopsis_corpus.synthetic_pairs(config.seed, config.sizes)
             return {s: self._generate_ready(v) for s, v in pairs.items() if v}
         root = movienet_build.check_manual_dir(dl_manager._manual_dir, config.name)  # noqa: SLF001
         splits = movienet_build.scan(root, config.rules(), self.skips,

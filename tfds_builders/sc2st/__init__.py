@@ -1,5 +1,6 @@
 """Sc2St TFDS builder (configs lsmdc / lsmdc_scratch / synthetic*) and the trainer's reader.
 
+Building needs a keyframe embedder (`embedder=`, see `keyframes`); reading does not.
 `data_source(config, split, data_dir)` returns a picklable random-access source of plain
 dicts, one storyboard each (see `to_record`), and `pool(config, split, data_dir)` the split's
 keyframe features in pool order (`[N * 10, D]`, candidate index `b * 10 + p`).
@@ -15,6 +16,7 @@ import numpy as np
 
 from tfds_builders import common
 from tfds_builders.common import ManualDirError
+from tfds_builders.sc2st.keyframes import MakeEmbedder
 from tfds_builders.sc2st.sc2st import Builder, Sc2St, Sc2StConfig
 
 __all__ = ["Builder", "ManualDirError", "Sc2St", "Sc2StConfig", "data_source",
@@ -35,18 +37,21 @@ def to_record(raw: dict) -> dict:
 
 
 def prepare(config: str, data_dir: os.PathLike | str, manual_dir: os.PathLike | str | None = None,
-            build: bool = True) -> Sc2St:
-    """The builder with its dataset built (building it now if missing and `build`)."""
+            build: bool = True, embedder: MakeEmbedder | None = None) -> Sc2St:
+    """The builder with its dataset built (building it now if missing and `build`, with the
+    keyframe `embedder`, see `keyframes`)."""
     builder = common.open_builder(Sc2St, config, data_dir)
+    builder.embedder = embedder
     return common.prepare(builder, data_dir, manual_dir, build,
                           lambda m: Sc2St.check_inputs(config, m))
 
 
 def data_source(config: str, split: str, data_dir: os.PathLike | str,
-                manual_dir: os.PathLike | str | None = None, build: bool = True) -> common.Source:
+                manual_dir: os.PathLike | str | None = None, build: bool = True,
+                embedder: MakeEmbedder | None = None) -> common.Source:
     """A random-access source over `split` of sc2st/`config` (built first if needed), in
     storyboard `index` order."""
-    builder = prepare(config, data_dir, manual_dir, build)
+    builder = prepare(config, data_dir, manual_dir, build, embedder)
     return common.Source(Sc2St, config, split, os.path.abspath(data_dir),
                          common.split_length(builder, split), to_record, order_by="index")
 
@@ -65,5 +70,6 @@ def pool(config: str, split: str, data_dir: os.PathLike | str) -> pathlib.Path:
 
 
 def split_names(config: str, data_dir: os.PathLike | str,
-                manual_dir: os.PathLike | str | None = None, build: bool = True) -> list[str]:
-    return list(prepare(config, data_dir, manual_dir, build).info.splits)
+                manual_dir: os.PathLike | str | None = None, build: bool = True,
+                embedder: MakeEmbedder | None = None) -> list[str]:
+    return list(prepare(config, data_dir, manual_dir, build, embedder).info.splits)

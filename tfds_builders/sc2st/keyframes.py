@@ -8,23 +8,37 @@ increasing frame indices (`align_monotone`, an O(S·F) dynamic programme); a cli
 with fewer frames than sub-sentences has its trailing sub-sentences merged into
 the last one that gets a frame (choice made here).
 
-`ClipScorer` wraps any encoder `vnr.models.encoders.create` accepts: a local
-pretrained CLIP checkpoint by name or directory (offline: `$VNR_ENCODERS_DIR`), or
-`scratch:<size>` (random weights: plumbing and tests only). Pretrained names use
-the checkpoint's tokenizer; scratch encoders use the hashed word tokenizer
-`vnr.data.text`. Images are resized (bicubic) to the encoder's size and
-normalised with CLIP's mean/std.
+The embeddings come from an `Embedder` that the caller passes in (the builder holds no
+model code): `make_embedder(encoder, seed)` is given to the builder, e.g.
+`vnr.benchmarks.sc2st.keyframes.clip_embedder` (a CLIP dual encoder by name), which
+`python -m tfds_builders build sc2st` uses unless `--embedder module:function` names another.
 """
 
 from __future__ import annotations
 
-import io
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Protocol
 
 import numpy as np
 
-CLIP_MEAN = np.array([0.48145466, 0.4578275, 0.40821073], np.float32)
-CLIP_STD = np.array([0.26862954, 0.26130258, 0.27577711], np.float32)
+# The CLI's default `--embedder` for this builder.
+DEFAULT_EMBEDDER = "vnr.benchmarks.sc2st.keyframes:clip_embedder"
+
+
+class Embedder(Protocol):
+    """L2-normalised text and image embeddings in one `dim`-wide space (numpy)."""
+
+    dim: int
+
+    def encode_texts(self, texts: Sequence[str]) -> np.ndarray:
+        """[len(texts), dim] float32."""
+
+    def encode_images(self, jpegs: Sequence[bytes]) -> np.ndarray:
+        """[len(jpegs), dim] float32, from JPEG bytes."""
+
+
+# (builder config's encoder name, seed) -> Embedder
+MakeEmbedder = Callable[[str, int], Embedder]
 
 
 def align_monotone(sim: np.ndarray) -> np.ndarray:
@@ -52,67 +66,3 @@ def align_monotone(sim: np.ndarray) -> np.ndarray:
 
 def normalise(x: np.ndarray) -> np.ndarray:
     return x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), 1e-12)
-
-
-class ClipScorer:
-    """Text and image embeddings (L2-normalised, numpy) from a CLIP dual encoder."""
-
-    def __init__(self, name: str, seed: int = 0, batch: int = 64):
-        import jax
-        from flax import nnx
-
-        from vnr.models.encoders import create
-
-        self.name, self.batch = name, batch
-        model, tokenizer, cfg = create(name, rngs=nnx.Rngs(seed))
-        if getattr(cfg, "model_type", None) != "clip":
-            raise ValueError(f"keyframe encoder {name!r} must be a CLIP dual encoder "
-                             f"(model_type 'clip'), got {getattr(cfg, 'model_type', None)!r}")
-        self.tokenizer = tokenizer
-        self.image_size = int(cfg.vision_config.image_size)
-        self.max_tokens = int(cfg.text_config.max_position_embeddings)
-        self.vocab = int(cfg.text_config.vocab_size)
-        self.dim = int(cfg.projection_dim)
-        graphdef, state = nnx.split(model)
-        self._img = jax.jit(lambda st, px: nnx.merge(graphdef, st).encode_image(
-            px, deterministic=True).pooled)
-        self._txt = jax.jit(lambda st, ids, m: nnx.merge(graphdef, st).encode_text(
-            ids, m, deterministic=True).pooled)
-        self._state = state
-
-    def _tokens(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-        if self.tokenizer is not None:
-            enc = self.tokenizer(list(texts), padding="max_length", truncation=True,
-                                 max_length=self.max_tokens, return_tensors="np")
-            return enc["input_ids"].astype(np.int32), enc["attention_mask"].astype(np.int32)
-        from vnr.data import text
-
-        ids = np.stack([text.tokenize(t, self.vocab, self.max_tokens) for t in texts])
-        # CLIP pools at the highest token id (EOS); hashed ids carry no EOS, so the
-        # scratch encoder pools wherever the largest hash lands: fine for random weights.
-        return ids, (ids > 0).astype(np.int32)
-
-    def encode_texts(self, texts: Sequence[str]) -> np.ndarray:
-        out = []
-        for lo in range(0, len(texts), self.batch):
-            chunk = list(texts[lo:lo + self.batch])
-            pad = self.batch - len(chunk)
-            ids, mask = self._tokens(chunk + [""] * pad)
-            out.append(np.asarray(self._txt(self._state, ids, mask))[:len(chunk)])
-        return normalise(np.concatenate(out)) if out else np.zeros((0, self.dim), np.float32)
-
-    def pixels(self, jpeg: bytes) -> np.ndarray:
-        from PIL import Image
-
-        img = Image.open(io.BytesIO(jpeg)).convert("RGB")
-        img = img.resize((self.image_size, self.image_size), Image.BICUBIC)
-        return (np.asarray(img, np.float32) / 255.0 - CLIP_MEAN) / CLIP_STD
-
-    def encode_images(self, jpegs: Sequence[bytes]) -> np.ndarray:
-        out = []
-        for lo in range(0, len(jpegs), self.batch):
-            chunk = [self.pixels(j) for j in jpegs[lo:lo + self.batch]]
-            n = len(chunk)
-            chunk += [np.zeros_like(chunk[0])] * (self.batch - n)
-            out.append(np.asarray(self._img(self._state, np.stack(chunk)))[:n])
-        return normalise(np.concatenate(out)) if out else np.zeros((0, self.dim), np.float32)

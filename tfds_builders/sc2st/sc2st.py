@@ -35,9 +35,9 @@ features/<movie>/<clip_id>.npy (float32 [frames, D] CLIP image embeddings)."""
 class Sc2StConfig(tfds.core.BuilderConfig):
     """Build options; every number the protocol uses is here.
 
-    encoder: CLIP dual encoder for keyframe selection (`vnr.models.encoders.create`
-      name: a local pretrained checkpoint or `scratch:<size>`); feature_dim must be
-      its projection width.
+    encoder: CLIP dual encoder for keyframe selection, the name the builder's `embedder`
+      gets (`vnr.benchmarks.sc2st.keyframes.clip_embedder`: a local pretrained checkpoint
+      or `scratch:<size>`); feature_dim must be its projection width.
     """
 
     source: str = "lsmdc"  # or "synthetic", or "released" (the Google-Drive story files)
@@ -81,7 +81,7 @@ def check_manual_dir(manual_dir: os.PathLike | str | None) -> pathlib.Path:
     return path
 
 
-def _clip_frames(root: pathlib.Path, clip: lsmdc.Clip, scorer: keyframes.ClipScorer,
+def _clip_frames(root: pathlib.Path, clip: lsmdc.Clip, scorer: keyframes.Embedder,
                  dim: int) -> tuple[np.ndarray | None, list[str], tuple]:
     """(per-frame features [F, D], frame ids, ()) or (None, [], (reason, path, detail))."""
     frame_dir = root / "frames" / clip.movie / clip.clip_id
@@ -107,7 +107,7 @@ def _clip_frames(root: pathlib.Path, clip: lsmdc.Clip, scorer: keyframes.ClipSco
 
 
 def clip_pairs(root: pathlib.Path, clips: list[lsmdc.Clip], cfg: Sc2StConfig,
-               scorer: keyframes.ClipScorer, skips: collections.Counter,
+               scorer: keyframes.Embedder, skips: collections.Counter,
                stats: collections.Counter) -> dict[str, list[Pair]]:
     """Keyframe-sentence pairs of every usable clip (clip id -> pairs in order)."""
     texts: dict[str, list[str]] = {}
@@ -140,10 +140,17 @@ def clip_pairs(root: pathlib.Path, clips: list[lsmdc.Clip], cfg: Sc2StConfig,
     return out
 
 
+def _check_dim(scorer: keyframes.Embedder, cfg: Sc2StConfig) -> None:
+    if scorer.dim != cfg.feature_dim:
+        raise ValueError(f"encoder {cfg.encoder!r} embeds in {scorer.dim} dims but the builder "
+                         f"config says feature_dim={cfg.feature_dim}")
+
+
 def build_storyboards(root: pathlib.Path, cfg: Sc2StConfig, skips: collections.Counter,
-                      stats: collections.Counter, scorer: keyframes.ClipScorer | None = None
+                      stats: collections.Counter, scorer: keyframes.Embedder
                       ) -> dict[str, list[dict]]:
-    """Everything but TFDS: split name -> list of example dicts (in pool order)."""
+    """Everything but TFDS: split name -> list of example dicts (in pool order); `scorer`
+    embeds sentences and frames for keyframe selection."""
     rows = []
     for name in lsmdc.ANNOTATION_FILES.values():
         if (root / name).is_file():
@@ -159,10 +166,7 @@ def build_storyboards(root: pathlib.Path, cfg: Sc2StConfig, skips: collections.C
         meta = lsmdc.read_meta(root / "meta.csv", skips)
     else:
         common.log.warning("%s has no meta.csv: genres are left empty", root)
-    scorer = scorer or keyframes.ClipScorer(cfg.encoder, seed=cfg.seed)
-    if scorer.dim != cfg.feature_dim:
-        raise ValueError(f"encoder {cfg.encoder!r} embeds in {scorer.dim} dims but the builder "
-                         f"config says feature_dim={cfg.feature_dim}")
+    _check_dim(scorer, cfg)
     pairs = clip_pairs(root, clips, cfg, scorer, skips, stats)
     stories = story.group_stories([c for c in clips if c.clip_id in pairs], cfg.max_gap)
     story_pairs = [[p for c in s for p in pairs[c.clip_id]] for s in stories]
@@ -206,7 +210,7 @@ def _find(root: pathlib.Path, name: str) -> pathlib.Path | None:
 
 
 def build_released(root: pathlib.Path, cfg: Sc2StConfig, skips: collections.Counter,
-                   stats: collections.Counter, scorer: keyframes.ClipScorer | None = None
+                   stats: collections.Counter, scorer: keyframes.Embedder
                    ) -> dict[str, list[dict]]:
     """Storyboards of the released `story10_all_<split>_no.json` files (see `released`).
 
@@ -228,10 +232,7 @@ def build_released(root: pathlib.Path, cfg: Sc2StConfig, skips: collections.Coun
     text_path = _find(root, "parsed_text.json")
     texts = released.read_id_map(text_path, "str") if text_path else {}
     meta = lsmdc.read_meta(root / "meta.csv", skips) if (root / "meta.csv").is_file() else {}
-    scorer = scorer or keyframes.ClipScorer(cfg.encoder, seed=cfg.seed)
-    if scorer.dim != cfg.feature_dim:
-        raise ValueError(f"encoder {cfg.encoder!r} embeds in {scorer.dim} dims but the builder "
-                         f"config says feature_dim={cfg.feature_dim}")
+    _check_dim(scorer, cfg)
     out = {}
     for code, (split, name) in enumerate(RELEASED_SPLITS.items()):
         path = _find(root, name)
@@ -331,8 +332,13 @@ class Sc2St(common.SummaryBuilder, tfds.core.GeneratorBasedBuilder):
     ]
     DEFAULT_CONFIG_NAME = "synthetic"
 
-    def __init__(self, **kwargs: Any):
+    DEFAULT_EMBEDDER = keyframes.DEFAULT_EMBEDDER  # the CLI's default --embedder
+
+    def __init__(self, *, embedder: keyframes.MakeEmbedder | None = None, **kwargs: Any):
+        """`embedder(config.encoder, config.seed)` gives the keyframe `Embedder` a build
+        needs (reading a built dataset needs none)."""
         super().__init__(**kwargs)
+        self.embedder = embedder
         self.stats: collections.Counter = collections.Counter()
 
     @classmethod
@@ -378,7 +384,12 @@ class Sc2St(common.SummaryBuilder, tfds.core.GeneratorBasedBuilder):
         self.skips, self.stats = collections.Counter(), collections.Counter()
         build = build_released if c.source == "released" else build_storyboards
         try:
-            examples = build(root, c, self.skips, self.stats)
+            if self.embedder is None:
+                raise ValueError(
+                    f"sc2st/{c.name} embeds keyframes: pass embedder= to the builder (e.g. "
+                    f"{self.DEFAULT_EMBEDDER.replace(':', '.')}) or --embedder module:function "
+                    "to python -m tfds_builders")
+            examples = build(root, c, self.skips, self.stats, self.embedder(c.encoder, c.seed))
         except ValueError as e:
             raise common.ManualDirError(str(e)) from None
         return {split: self._generate_examples(ex) for split, ex in examples.items()}

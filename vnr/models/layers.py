@@ -74,3 +74,30 @@ class Block(nnx.Module):
         x = x + self.drop(self.out(y), deterministic=not train, rngs=rngs)
         h = self.down(jax.nn.gelu(self.up(self.ln2(x))))
         return x + self.drop(h, deterministic=not train, rngs=rngs)
+
+
+class TextEncoder(nnx.Module):
+    """Token + position embeddings, transformer blocks, masked mean pool."""
+
+    def __init__(self, vocab: int, max_tokens: int, width: int, layers: int, heads: int,
+                 dropout: float, rngs: nnx.Rngs):
+        self.embed = nnx.Embed(vocab, width, rngs=rngs, embedding_init=annotate(
+            nnx.initializers.normal(0.02), ("vocab", "embed")))
+        self.pos = nnx.Param(annotate(nnx.initializers.normal(0.02), (None, "embed"))(
+            rngs.params(), (max_tokens, width)))
+        self.blocks = nnx.List([Block(width, heads, 2 * width, dropout, rngs)
+                                for _ in range(layers)])
+        self.ln = layer_norm(width, rngs)
+
+    def __call__(self, tokens: jax.Array, *, train: bool, rngs: nnx.Rngs | None,
+                 mask: jax.Array | None = None) -> jax.Array:
+        """tokens int [..., L] -> [..., W]; mask [..., L] True = real (default tokens > 0)."""
+        lead, length = tokens.shape[:-1], tokens.shape[-1]
+        tokens = tokens.reshape(-1, length)
+        mask = tokens > 0 if mask is None else mask.reshape(-1, length)
+        x = self.embed(tokens) + self.pos.value[:length]
+        for block in self.blocks:
+            x = block(x, mask, train=train, rngs=rngs)
+        m = mask[..., None].astype(x.dtype)
+        x = (self.ln(x) * m).sum(-2) / jnp.maximum(m.sum(-2), 1.0)
+        return x.reshape(*lead, -1)

@@ -40,7 +40,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from vnr.ops.dtw import (
+from vnr.ops.wavefront import (
     BIG,
     as_arrays,
     check_gamma,

@@ -23,151 +23,48 @@ NaN in the padding (outside the real lengths) reaches no value (nor, for soft-DT
 Costs of +inf are clamped to ``BIG`` (1e10), which stands in for +inf inside the recursions.
 
 Drop-DTW (``drop_dtw``, ``soft_drop_dtw``, ``percentile_drop_cost``) lives in
-``vnr/ops/drop_dtw.py`` and is re-exported here.
+``vnr/ops/drop_dtw.py`` and is re-exported here; the input checks and wavefront helpers
+both use are in ``vnr/ops/wavefront.py``.
 """
 
 from __future__ import annotations
 
 import functools
 import itertools
-import math
 from typing import Any
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jax import lax
 
+from vnr.ops.drop_dtw import drop_dtw, percentile_drop_cost, soft_drop_dtw
+from vnr.ops.wavefront import (
+    BIG,
+    as_arrays,
+    check_cost,
+    check_gamma,
+    prepare,
+    shape_of,
+    shift_down,
+    shift_up,
+    skew,
+    take_index,
+    unskew,
+)
+
 __all__ = [
+    "BIG",
     "soft_dtw",
     "soft_dtw_divergence",
     "pairwise_cost",
     "dtw",
-]  # plus drop_dtw, soft_drop_dtw, percentile_drop_cost, re-exported lazily (bottom)
+    "drop_dtw",  # re-exported from vnr.ops.drop_dtw
+    "soft_drop_dtw",
+    "percentile_drop_cost",
+]
 
-# Stands in for +inf inside the recursions: finite, so soft-min weights never see inf - inf.
-BIG = 1e10
 # Scan unrolling (no change in results). 1 is fastest on XLA:CPU here: unrolled bodies fuse worse.
 _UNROLL = 1
-
-
-# ----------------------------------------------------------------------------- validation
-
-
-def _is_concrete(x: Any) -> bool:
-    return not isinstance(x, jax.core.Tracer)
-
-
-def check_gamma(gamma: Any, name: str = "gamma") -> float:
-    """Validates a smoothing parameter: a concrete finite float > 0 (it is static under jit)."""
-    if not _is_concrete(gamma):
-        raise ValueError(f"{name} must be a concrete Python float (it is a static parameter)")
-    try:
-        g = float(gamma)
-    except (TypeError, ValueError) as e:
-        raise ValueError(f"{name} must be a float > 0, got {gamma!r}") from e
-    if not math.isfinite(g) or g <= 0.0:
-        raise ValueError(f"{name} must be finite and > 0, got {g}")
-    return g
-
-
-def _shape(x: Any) -> tuple[int, ...]:
-    return tuple(np.shape(x))
-
-
-def check_cost(cost: Any, name: str = "cost") -> Any:
-    """Validates the shape ``[B, N, M]`` (N, M >= 1) without converting a JAX/NumPy array."""
-    if not hasattr(cost, "shape"):
-        cost = np.asarray(cost)
-    shape = _shape(cost)
-    if len(shape) != 3:
-        raise ValueError(f"{name} must have shape [B, N, M], got shape {shape}")
-    if shape[1] < 1 or shape[2] < 1:
-        raise ValueError(f"{name} must have N >= 1 and M >= 1, got shape {shape}")
-    return cost
-
-
-def check_lengths(lengths: Any, batch: int, size: int, name: str) -> Any:
-    """Validates ``lengths [B]`` (values in ``[1, size]`` when concrete); None stays None."""
-    if lengths is None:
-        return None
-    if not _is_concrete(lengths):
-        if _shape(lengths) != (batch,):
-            raise ValueError(f"{name} must have shape [B]=({batch},), got shape {_shape(lengths)}")
-        return lengths
-    arr = np.asarray(lengths)
-    if arr.shape != (batch,):
-        raise ValueError(f"{name} must have shape [B]=({batch},), got shape {arr.shape}")
-    if arr.size and not np.issubdtype(arr.dtype, np.integer):
-        if not np.issubdtype(arr.dtype, np.number) or not np.all(arr == np.round(arr)):
-            raise ValueError(f"{name} must hold integers, got {arr}")
-    if arr.size and (arr.min() < 1 or arr.max() > size):
-        raise ValueError(
-            f"{name} values must be in [1, {size}], got min {arr.min()} max {arr.max()}"
-        )
-    return arr.astype(np.int32)
-
-
-def prepare(cost: Any, len_x: Any, len_y: Any, name: str = "cost"):
-    """Validates ``cost``, ``len_x``, ``len_y`` outside jit; see :func:`as_arrays` inside."""
-    cost = check_cost(cost, name)
-    b, n, m = _shape(cost)
-    return cost, check_lengths(len_x, b, n, "len_x"), check_lengths(len_y, b, m, "len_y")
-
-
-def as_arrays(cost: Any, len_x: Any, len_y: Any):
-    """Inside jit: float cost, int32 lengths (None -> full length)."""
-    cost = jnp.asarray(cost)
-    if not jnp.issubdtype(cost.dtype, jnp.floating):
-        cost = cost.astype(jnp.float32)
-    b, n, m = cost.shape
-    lx = jnp.full((b,), n, jnp.int32) if len_x is None else jnp.asarray(len_x).astype(jnp.int32)
-    ly = jnp.full((b,), m, jnp.int32) if len_y is None else jnp.asarray(len_y).astype(jnp.int32)
-    return cost, lx, ly
-
-
-# ----------------------------------------------------------------------------- wavefront helpers
-
-
-def skew(x: jax.Array, fill: float = 0.0) -> jax.Array:
-    """``[B, N, M] -> [N + M - 1, B, N]`` with ``out[d, b, i] = x[b, i, d - i]`` (fill outside)."""
-    b, n, m = x.shape
-    xp = jnp.pad(x, ((0, 0), (0, 0), (0, n)), constant_values=fill)
-    flat = xp.reshape(b, n * (m + n))[:, : n * (m + n - 1)]
-    return flat.reshape(b, n, m + n - 1).transpose(2, 0, 1)
-
-
-def unskew(s: jax.Array, m: int) -> jax.Array:
-    """Inverse of :func:`skew`: ``[N + M - 1, B, N] -> [B, N, M]``."""
-    d, b, n = s.shape
-    flat = s.transpose(1, 2, 0).reshape(b, n * d)
-    flat = jnp.pad(flat, ((0, 0), (0, n)))
-    return flat.reshape(b, n, d + 1)[:, :, :m]
-
-
-def shift_down(x: jax.Array, fill: Any) -> jax.Array:
-    """``out[..., i] = x[..., i - 1]``, ``out[..., 0] = fill`` (fill: scalar or ``[B]``)."""
-    fill = jnp.broadcast_to(jnp.asarray(fill, x.dtype), x.shape[:-1])[..., None]
-    return jnp.concatenate([fill, x[..., :-1]], axis=-1)
-
-
-def shift_up(x: jax.Array, fill: Any = 0.0) -> jax.Array:
-    """``out[..., i] = x[..., i + 1]``, last entry ``fill``."""
-    fill = jnp.broadcast_to(jnp.asarray(fill, x.dtype), x.shape[:-1])[..., None]
-    return jnp.concatenate([x[..., 1:], fill], axis=-1)
-
-
-def softmin(vals: list[jax.Array], gamma: float) -> jax.Array:
-    """``-gamma log sum_k exp(-vals[k] / gamma)``, shifted by the min so it never overflows."""
-    m = functools.reduce(jnp.minimum, vals)
-    m = lax.stop_gradient(m)
-    s = sum(jnp.exp((m - v) / gamma) for v in vals)
-    return m - gamma * jnp.log(s)
-
-
-def take_index(x: jax.Array, idx: jax.Array) -> jax.Array:
-    """``x[b, idx[b]]`` for ``x [B, K]``, ``idx [B]``."""
-    return jnp.take_along_axis(x, idx[:, None], axis=1)[:, 0]
 
 
 # ----------------------------------------------------------------------------- soft-DTW
@@ -417,13 +314,13 @@ def soft_dtw_divergence(
     """
     gamma = check_gamma(gamma)
     cost_xy, lx, ly = prepare(cost_xy, len_x, len_y, "cost_xy")
-    b, n, m = _shape(cost_xy)
+    b, n, m = shape_of(cost_xy)
     cost_xx = check_cost(cost_xx, "cost_xx")
     cost_yy = check_cost(cost_yy, "cost_yy")
-    if _shape(cost_xx) != (b, n, n):
-        raise ValueError(f"cost_xx must have shape {(b, n, n)}, got {_shape(cost_xx)}")
-    if _shape(cost_yy) != (b, m, m):
-        raise ValueError(f"cost_yy must have shape {(b, m, m)}, got {_shape(cost_yy)}")
+    if shape_of(cost_xx) != (b, n, n):
+        raise ValueError(f"cost_xx must have shape {(b, n, n)}, got {shape_of(cost_xx)}")
+    if shape_of(cost_yy) != (b, m, m):
+        raise ValueError(f"cost_yy must have shape {(b, m, m)}, got {shape_of(cost_yy)}")
     xy = _soft_dtw_jit(cost_xy, lx, ly, gamma=gamma)
     xx = _soft_dtw_jit(cost_xx, lx, lx, gamma=gamma)
     yy = _soft_dtw_jit(cost_yy, ly, ly, gamma=gamma)
@@ -543,14 +440,3 @@ def dtw(cost: Any, len_x: Any = None, len_y: Any = None) -> tuple[jax.Array, jax
     """
     cost, len_x, len_y = prepare(cost, len_x, len_y)
     return _dtw_jit(cost, len_x, len_y)
-
-
-# ----------------------------------------------------------------------------- re-exports
-
-
-def __getattr__(name: str):  # lazy, so drop_dtw.py can import the helpers above
-    if name in ("drop_dtw", "soft_drop_dtw", "percentile_drop_cost"):
-        from vnr.ops import drop_dtw as _drop
-
-        return getattr(_drop, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

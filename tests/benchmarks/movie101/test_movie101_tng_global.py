@@ -57,7 +57,6 @@ def test_global_retrieval_end_to_end_beats_random(tmp_path) -> None:
     assert m["R@5"] > m["random_R@5"]
 
     # Table 6: the two trained runs combined (a few-step local run: checks the plumbing)
-    from vnr.benchmarks.movie101 import tng as task
     from vnr.benchmarks.movie101 import tools
 
     lc = tng_config.get_config("smoke")

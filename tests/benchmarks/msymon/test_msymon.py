@@ -14,8 +14,7 @@ from tfds_builders import msymon as builder
 from tfds_builders.msymon import parse, synthetic
 from vnr import sharding, train
 from vnr.benchmarks.msymon import alignment as task
-from vnr.benchmarks.msymon import tools
-from vnr.benchmarks.msymon import data
+from vnr.benchmarks.msymon import data, tools
 
 DIM = 32
 
@@ -210,7 +209,6 @@ def test_bad_config_and_missing_init_are_one_line_errors(corpus):
 
 def test_yms_zero_shot_from_the_msymon_run_and_supervised_batches(en_run, tmp_path):
     from configs.msymon.yms import get_config as yms_config
-
     from tfds_builders.msymon.yms import synthetic as yms_synthetic
 
     root = yms_synthetic.write_corpus(tmp_path / "yms", seed=1, dim=DIM)

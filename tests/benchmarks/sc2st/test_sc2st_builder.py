@@ -12,8 +12,8 @@ from PIL import Image
 
 from tfds_builders import common
 from tfds_builders import sc2st as sc2st_lib
-from tfds_builders.sc2st import keyframes
 from tfds_builders.sc2st.sc2st import Sc2St, Sc2StConfig, build_storyboards, check_manual_dir
+from vnr.benchmarks.sc2st import keyframes
 
 CONFIG = Sc2StConfig(name="test", encoder="scratch:tiny", feature_dim=32, num_candidates=10,
                      fractions=(0.5, 0.25, 0.25))
@@ -93,7 +93,7 @@ def built(tmp_path_factory):
     root = tmp_path_factory.mktemp("lsmdc")
     write_corpus(root)
     data_dir = tmp_path_factory.mktemp("tfds")
-    builder = Sc2St(config=CONFIG, data_dir=str(data_dir))
+    builder = Sc2St(config=CONFIG, data_dir=str(data_dir), embedder=keyframes.clip_embedder)
     builder.download_and_prepare(download_config=tfds.download.DownloadConfig(manual_dir=str(root)))
     return root, builder
 
@@ -186,3 +186,19 @@ def test_manual_dir_errors(tmp_path):
     (tmp_path / "LSMDC16_annos_val.csv").write_text("")
     with pytest.raises(common.ManualDirError, match="neither frames/ nor features/"):
         check_manual_dir(tmp_path)
+
+
+def test_keyframe_embedder_is_passed_in(tmp_path):
+    """The builder holds no model code: a build without an embedder is one clear line; the
+    CLI passes the builder's default (vnr's CLIP) or the one `--embedder` names."""
+    from tfds_builders import __main__ as cli
+
+    with pytest.raises(common.ManualDirError, match="embeds keyframes: pass embedder="):
+        sc2st_lib.prepare("synthetic_tiny", tmp_path / "none")
+    with pytest.raises(SystemExit, match="--embedder 'no_such_module:f'"):
+        cli.build("sc2st", "synthetic_tiny", str(tmp_path / "bad"), embedder="no_such_module:f")
+    spec = "vnr.benchmarks.sc2st.keyframes:clip_embedder"
+    assert cli.main(["build", "sc2st", "--config", "synthetic_tiny", "--data_dir",
+                     str(tmp_path / "cli"), "--embedder", spec]) == 0
+    assert sc2st_lib.split_names("synthetic_tiny", tmp_path / "cli", build=False) == \
+        ["train", "val", "test"]

@@ -82,8 +82,8 @@ def test_build_released_storyboards(tmp_path):
     import numpy as np
     from PIL import Image
 
-    from tfds_builders.sc2st import keyframes
     from tfds_builders.sc2st.sc2st import Sc2StConfig, build_released
+    from vnr.benchmarks.sc2st import keyframes
 
     rng = np.random.default_rng(0)
     movies = {"1": ["0001_Movie_A", {}], "2": ["0002_Movie_B", {}]}

@@ -40,6 +40,7 @@ from vnr import evaluation
 from vnr.benchmarks.movie101 import caption_metrics as cm
 from vnr.benchmarks.movie101 import data
 from vnr.benchmarks.movie101.narrator import RMN, rmn_step
+from vnr.models.encoders import loading
 from vnr.ops.beam_decode import beam_search, tile_beams
 from vnr.reports import results as results_lib
 
@@ -69,7 +70,7 @@ def validate(config: Any) -> None:
     if e.clip_model:
         clip_config(e.clip_model)
     if e.bert_model:
-        resolve_offline("eval.bert_model", e.bert_model)
+        loading.resolve(e.bert_model, key="eval.bert_model")
 
 
 def check_splits(config: Any) -> None:
@@ -196,7 +197,7 @@ def caption_scores(hyps: list[str], refs: list[str], casts: list[list[str]]) -> 
 def _bert(path: str):
     from vnr.models import encoders
 
-    model, tok, _ = encoders.load_pretrained(resolve_offline("eval.bert_model", path))
+    model, tok, _ = encoders.load_pretrained(loading.resolve(path, key="eval.bert_model"))
     if tok is None:
         raise FileNotFoundError(f"eval.bert_model={path!r}: no tokenizer files (vocab.txt, "
                                 "tokenizer.json, ...) next to the checkpoint")
@@ -227,27 +228,9 @@ CLIP_TYPES = ("clip", "clip_text_model", "chinese_clip")
 _CHUNK = 64  # sentences per jitted text-tower call (the last chunk is padded: one trace)
 
 
-def resolve_offline(key: str, name: str) -> pathlib.Path:
-    """`vnr.models.encoders.loading.resolve` with the hub switched off (a directory,
-    $VNR_ENCODERS_DIR/<name> or the Hugging Face cache): evaluation never downloads."""
-    from vnr.models.encoders import loading
-
-    old = os.environ.get("HF_HUB_OFFLINE")
-    os.environ["HF_HUB_OFFLINE"] = "1"
-    try:
-        return loading.resolve(name)
-    except FileNotFoundError as err:
-        raise FileNotFoundError(f"{key}={name!r}: {err}") from None
-    finally:
-        if old is None:
-            os.environ.pop("HF_HUB_OFFLINE")
-        else:
-            os.environ["HF_HUB_OFFLINE"] = old
-
-
 def clip_config(name: str) -> tuple[pathlib.Path, dict]:
     """(checkpoint directory, config.json) of eval.clip_model; one-line errors otherwise."""
-    path = resolve_offline("eval.clip_model", name)
+    path = loading.resolve(name, key="eval.clip_model")
     if not (path / "config.json").is_file():
         raise FileNotFoundError(f"eval.clip_model={name!r}: no config.json in {path}")
     conf = json.loads((path / "config.json").read_text())

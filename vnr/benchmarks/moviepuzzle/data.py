@@ -30,6 +30,7 @@ import numpy as np
 from PIL import Image
 
 from vnr.data import pipeline, text
+from vnr.models.encoders import tokenizers
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,7 +42,7 @@ class Encode(grain.transforms.Map):
     max_tokens: int
     vocab_size: int
     keep_text: bool = False
-    tokenizer: str = text.HASH  # or a resolved checkpoint directory (text.resolve)
+    tokenizer: str = text.HASH  # or a resolved checkpoint directory (tokenizers.resolve)
 
     def map(self, rec: dict[str, Any]) -> dict[str, np.ndarray]:
         n = len(rec["frames"])
@@ -64,7 +65,7 @@ class Encode(grain.transforms.Map):
                 tokens[k] = text.tokenize(sub, self.vocab_size, self.max_tokens)
         else:
             token_mask = np.zeros((nf, self.max_tokens), bool)
-            tokens[:n], token_mask[:n] = text.encode(self.tokenizer, subs, self.max_tokens)
+            tokens[:n], token_mask[:n] = tokenizers.encode(self.tokenizer, subs, self.max_tokens)
         pad_ids = np.full((nf,), -1, np.int32)
         shot, scene = pad_ids.copy(), pad_ids.copy()
         shot[:n], scene[:n] = rec["shot_id"], rec["scene_id"]
@@ -118,7 +119,7 @@ def source(cfg: Any, split: str):
 
 def _encode(cfg: Any, keep_text: bool = False) -> Encode:
     return Encode(cfg.max_frames, cfg.image_size, cfg.max_tokens, cfg.vocab_size, keep_text,
-                  text.resolve(cfg.get("tokenizer", text.HASH)))
+                  tokenizers.resolve(cfg.get("tokenizer", text.HASH)))
 
 
 def train_dataset(cfg: Any, batch_size: int, seed: int, process_index: int = 0,

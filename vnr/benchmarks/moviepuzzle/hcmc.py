@@ -57,7 +57,6 @@ import numpy as np
 import optax
 from flax import nnx
 
-from vnr import pretrained as pretrained_lib
 from vnr import sharding
 from vnr.benchmarks.moviepuzzle import data, hcmc_model
 from vnr.benchmarks.moviepuzzle import pairwise as base
@@ -69,7 +68,7 @@ from vnr.benchmarks.moviepuzzle.sampling import (
     sample_contrastive,
     sample_unit_pairs,
 )
-from vnr.data import text
+from vnr.models.encoders import tokenizers, towers
 from vnr.reports import results as results_lib
 
 METRICS = base.METRICS
@@ -117,10 +116,10 @@ def _check_clip_towers(config: Any) -> None:
         enc = m[name]
         if modality not in m.modalities or enc == "small" or enc.startswith("scratch:clip"):
             continue
-        if not pretrained_lib.is_checkpoint(enc):
+        if not towers.is_checkpoint(enc):
             raise ValueError(f"model.{name}={enc!r}: use 'small', 'scratch:clip-<size>' or a "
                              "CLIP checkpoint directory")
-        cfg = pretrained_lib.config_of(enc, part, f"model.{name}")
+        cfg = towers.config_of(enc, part, f"model.{name}")
         cfg = getattr(cfg, f"{part}_config", cfg)
         if part == "vision":
             continue
@@ -148,8 +147,8 @@ def _check_text_pair(config: Any) -> None:
     """Text pairs: a checkpoint encoder needs its tokenizer; pairs fit its positions."""
     m, d = config.model, config.data
     tok = base.check_tokenizer(config)
-    if pretrained_lib.is_checkpoint(m.encoder):
-        cfg = pretrained_lib.config_of(m.encoder, None, "model.encoder")
+    if towers.is_checkpoint(m.encoder):
+        cfg = towers.config_of(m.encoder, None, "model.encoder")
         if cfg.model_type not in ("bert", "albert"):
             raise ValueError(f"model.encoder={m.encoder!r} is a {cfg.model_type!r} checkpoint; "
                              "the text-pair rows need BERT or ALBERT")
@@ -167,7 +166,8 @@ def _check_text_pair(config: Any) -> None:
         raise ValueError(f"model.encoder={m.encoder!r}: use 'scratch:bert-<size>', "
                          "'scratch:albert-<size>' or a BERT/ALBERT checkpoint directory")
     if tok is not None:
-        ids, _ = text.encode(text.resolve(d.tokenizer), ["a"], max(d.max_tokens, 4))
+        ids, _ = tokenizers.encode(tokenizers.resolve(d.tokenizer), ["a"],
+                                   max(d.max_tokens, 4))
         if tok["cls"] is None or tok["sep"] is None or ids[0, 0] != tok["cls"]:
             raise ValueError(f"data.tokenizer={d.tokenizer!r} does not write '[CLS] text [SEP]' "
                              "(a BERT/ALBERT tokenizer is needed for the text-pair rows)")
@@ -181,9 +181,9 @@ def pretrained(config: Any) -> dict[str, tuple[str, str | None]]:
         for owner in levels if m.separate else ["frame"]:
             for name, part, attr in (("image_encoder", "vision", "image"),
                                      ("text_encoder", "text", "text")):
-                if part in m.modalities and pretrained_lib.is_checkpoint(m[name]):
+                if part in m.modalities and towers.is_checkpoint(m[name]):
                     out[f"encoders.{owner}.{attr}"] = (m[name], part)
-    elif m.kind == "text_pair" and pretrained_lib.is_checkpoint(m.encoder):
+    elif m.kind == "text_pair" and towers.is_checkpoint(m.encoder):
         out["encoder"] = (m.encoder, None)
     return out
 

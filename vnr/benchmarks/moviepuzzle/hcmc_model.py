@@ -1,9 +1,10 @@
 """HCMC: hierarchical contrastive movie clustering (MoviePuzzle §3.2, Fig. 5, Table 7).
 
 Per frame: image features ⊕ utterance features, projected to `width` (`FrameEncoder`; the
-towers are a config choice: the small from-scratch encoders of `pairwise_model`, a
-`scratch:clip-<size>` CLIP tower of `vnr.models.encoders`, or a CLIP checkpoint (its
-`config.json` builds the tower here; `vnr.pretrained` loads the weights into a fresh run,
+towers are a config choice: the small from-scratch encoders of
+`vnr.benchmarks.moviepuzzle.pairwise_model`, a `scratch:clip-<size>` CLIP tower of
+`vnr.models.encoders`, or a CLIP checkpoint (its `config.json` builds the tower here with
+`vnr.models.encoders.towers`; the task's `pretrained` hook loads the weights into a fresh run,
 e.g. ViT-B/32 as the paper's CLIP features). Real CLIP text towers read ids from the
 checkpoint's own tokenizer (`data.tokenizer`): <|startoftext|> ... <|endoftext|> with a
 token mask, pooled at the EOS token as CLIP does. Images are resized (bilinear) to the
@@ -41,8 +42,8 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from vnr.benchmarks.moviepuzzle.pairwise_model import ImageEncoder, TextEncoder
-from vnr.models.layers import Block, annotate, dense, layer_norm
+from vnr.benchmarks.moviepuzzle.pairwise_model import ImageEncoder
+from vnr.models.layers import Block, TextEncoder, annotate, dense, layer_norm
 
 LEVELS = ("frame", "shot", "scene")
 CLUSTER_LEVELS = ("shot", "scene")
@@ -54,15 +55,14 @@ _CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
 def _clip_tower(name: str, tower: str, rngs: nnx.Rngs, vocab_size: int, max_tokens: int,
                 eos_id: int | None):
     """(CLIP tower, its output width): from a checkpoint (architecture from its config.json,
-    weights through `vnr.pretrained`) or a `scratch:clip-<size>` name (random init).
+    weights through the task's `pretrained` hook) or a `scratch:clip-<size>` name (random init).
 
     Scratch text towers pool the EOS token: `eos_id` of a checkpoint tokenizer, or, for
     hashed ids (`eos_id=None`), the largest id (legacy CLIP rule: `_text` appends it)."""
-    from vnr import pretrained
-    from vnr.models.encoders import builder, scratch_config
+    from vnr.models.encoders import builder, scratch_config, towers
 
-    if pretrained.is_checkpoint(name):
-        module, cfg = pretrained.build(name, tower, rngs)
+    if towers.is_checkpoint(name):
+        module, cfg = towers.build(name, tower, rngs)
     elif name.startswith("scratch:clip"):
         size = name.removeprefix("scratch:").rpartition("-")[2]
         over = {} if tower == "vision" else {
@@ -70,7 +70,7 @@ def _clip_tower(name: str, tower: str, rngs: nnx.Rngs, vocab_size: int, max_toke
             "eos_token_id": 2 if eos_id is None else eos_id}
         cfg = scratch_config("clip", size, **over)
         ctor, _, _ = builder(cfg, tower=tower)
-        module = pretrained.raw_rng_keys(ctor(rngs))  # restorable dropout streams
+        module = towers.raw_rng_keys(ctor(rngs))  # restorable dropout streams
     else:
         raise ValueError(f"encoder {name!r}: use 'small', 'scratch:clip-<size>' or a CLIP "
                          "checkpoint directory")

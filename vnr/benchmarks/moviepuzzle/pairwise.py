@@ -28,6 +28,7 @@ from vnr import evaluation
 from vnr.benchmarks.moviepuzzle import data
 from vnr.benchmarks.moviepuzzle.pairwise_model import PairOrderModel
 from vnr.data import text
+from vnr.models.encoders import tokenizers
 from vnr.reports import results as results_lib
 
 METRICS = ("lsd", "lmd", "sd", "ssd", "os2", "os3")
@@ -61,7 +62,7 @@ def validate(config: Any) -> None:
 
 def check_tokenizer(config: Any) -> dict | None:
     """`data.tokenizer` ("hash" or a checkpoint's tokenizer) and `data.vocab_size` agree;
-    returns the tokenizer's ids (`text.info`) or None for hashed words."""
+    returns the tokenizer's ids (`tokenizers.info`) or None for hashed words."""
     d = config.data
     name = d.get("tokenizer", text.HASH)
     if name == text.HASH:
@@ -71,7 +72,7 @@ def check_tokenizer(config: Any) -> dict | None:
                              "data.tokenizer")
         return None
     try:
-        got = text.info(name)
+        got = tokenizers.info(name)
     except (OSError, ValueError, TypeError) as e:
         raise ValueError(f"data.tokenizer={name!r}: {str(e).splitlines()[0]}") from e
     if d.vocab_size not in (0, got["vocab"]):
@@ -86,7 +87,7 @@ def text_vocab(config: Any) -> tuple[int, dict | None]:
     d = config.data
     if d.get("tokenizer", text.HASH) == text.HASH:
         return d.vocab_size, None
-    got = text.info(d.tokenizer)
+    got = tokenizers.info(d.tokenizer)
     return got["vocab"], got
 
 

@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from vnr.models.layers import Block, annotate, dense, layer_norm
+from vnr.models.layers import Block, TextEncoder, annotate, dense, layer_norm
 
 _conv_init = nnx.initializers.lecun_normal()
 
@@ -81,33 +81,6 @@ class ImageEncoder(nnx.Module):
             x = jax.nn.gelu(layer(x))
         x = self.proj(x.reshape(x.shape[0], -1))
         return self.ln(x).reshape(*lead, -1)
-
-
-class TextEncoder(nnx.Module):
-    """Token + position embeddings, transformer blocks, masked mean pool."""
-
-    def __init__(self, vocab: int, max_tokens: int, width: int, layers: int, heads: int,
-                 dropout: float, rngs: nnx.Rngs):
-        self.embed = nnx.Embed(vocab, width, rngs=rngs, embedding_init=annotate(
-            nnx.initializers.normal(0.02), ("vocab", "embed")))
-        self.pos = nnx.Param(annotate(nnx.initializers.normal(0.02), (None, "embed"))(
-            rngs.params(), (max_tokens, width)))
-        self.blocks = nnx.List([Block(width, heads, 2 * width, dropout, rngs)
-                                for _ in range(layers)])
-        self.ln = layer_norm(width, rngs)
-
-    def __call__(self, tokens: jax.Array, *, train: bool, rngs: nnx.Rngs | None,
-                 mask: jax.Array | None = None) -> jax.Array:
-        """tokens int [..., L] -> [..., W]; mask [..., L] True = real (default tokens > 0)."""
-        lead, length = tokens.shape[:-1], tokens.shape[-1]
-        tokens = tokens.reshape(-1, length)
-        mask = tokens > 0 if mask is None else mask.reshape(-1, length)
-        x = self.embed(tokens) + self.pos.value[:length]
-        for block in self.blocks:
-            x = block(x, mask, train=train, rngs=rngs)
-        m = mask[..., None].astype(x.dtype)
-        x = (self.ln(x) * m).sum(-2) / jnp.maximum(m.sum(-2), 1.0)
-        return x.reshape(*lead, -1)
 
 
 class PairOrderModel(nnx.Module):
@@ -189,7 +162,8 @@ class TextPairModel(nnx.Module):
     S[i, j] of Eq. 5 says "j after i".
 
     `encoder`: `scratch:<bert|albert>-<size>` (random init, trained here) or a BERT/ALBERT
-    checkpoint (architecture from its config.json; weights through `vnr.pretrained`).
+    checkpoint (architecture from its config.json; weights through the task's `pretrained`
+    hook).
     `pad_id`: None for hashed subtitle ids (`vnr.data.text`, 0 = pad): [CLS] and [SEP] are
     then the two ids after the vocabulary, added here. With a checkpoint tokenizer (its pad
     id given) every utterance already reads "[CLS] utt [SEP]" (its own special ids, padded
@@ -201,12 +175,11 @@ class TextPairModel(nnx.Module):
 
     def __init__(self, *, encoder: str, vocab_size: int, max_tokens: int, dropout: float,
                  rngs: nnx.Rngs, pad_id: int | None = None):
-        from vnr import pretrained
-        from vnr.models.encoders import builder, scratch_config
+        from vnr.models.encoders import builder, scratch_config, towers
 
         self.pad_id = pad_id
-        if pretrained.is_checkpoint(encoder):
-            self.encoder, cfg = pretrained.build(encoder, None, rngs)
+        if towers.is_checkpoint(encoder):
+            self.encoder, cfg = towers.build(encoder, None, rngs)
         else:
             arch, _, size = encoder.removeprefix("scratch:").rpartition("-")
             if not encoder.startswith("scratch:") or arch not in ("bert", "albert"):
@@ -219,7 +192,7 @@ class TextPairModel(nnx.Module):
                                  hidden_dropout_prob=dropout,
                                  attention_probs_dropout_prob=dropout)
             ctor, _, _ = builder(cfg)
-            self.encoder = pretrained.raw_rng_keys(ctor(rngs))  # restorable dropout streams
+            self.encoder = towers.raw_rng_keys(ctor(rngs))  # restorable dropout streams
         self.cls_id, self.sep_id = vocab_size, vocab_size + 1  # hashed ids only
         self.head = dense(cfg.hidden_size, 2, ("embed", None), rngs)
 

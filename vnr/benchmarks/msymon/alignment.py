@@ -157,6 +157,15 @@ def _init_params(config: Any) -> Any:
     return params
 
 
+def pretrained(config: Any) -> dict[str, tuple[str, str | None]]:
+    """The trainer's hook: a checkpoint text encoder's weights go to `text` (validate
+    admits only hashed-token encoders today, so this is empty for every shipped config)."""
+    from vnr.models.encoders import towers
+
+    name = config.model.text_encoder
+    return {"text": (name, None)} if towers.is_checkpoint(name) else {}
+
+
 def make_model(config: Any, rngs: nnx.Rngs) -> Aligner:
     model = _new_model(config, rngs)
     if config.get("init_from"):  # two-stage training / zero-shot transfer / evaluation

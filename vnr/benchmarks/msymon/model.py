@@ -2,12 +2,13 @@
 
 Clips: the per-clip video feature through a dense layer, optional transformer layers over
 the clip sequence of the video (`clip_layers`, context), and a projection. Sentences: the
-scratch text encoder of `vnr.benchmarks.moviepuzzle.pairwise_model` (hashed tokens, token +
-position embeddings, `text_layers` transformer layers, masked mean pool), or an encoder of
-`vnr.models.encoders` by name (`text_encoder="scratch:bert-tiny"`, its pooled output), then
-optional layers over the video's sentence sequence and a projection. Both land in one
-`embed`-dim space, L2 normalised, so a dot product is the cosine similarity the paper
-aligns with.
+scratch text encoder `vnr.models.layers.TextEncoder` (hashed tokens, token + position
+embeddings, `text_layers` transformer layers, masked mean pool), or an encoder of
+`vnr.models.encoders` by name (`text_encoder="scratch:bert-tiny"`, or a checkpoint built
+from its config.json whose weights come through the task's `pretrained` hook; its pooled
+output), then optional layers over the video's sentence sequence and a projection. Both
+land in one `embed`-dim space, L2 normalised, so a dot product is the cosine similarity
+the paper aligns with.
 """
 
 from __future__ import annotations
@@ -16,8 +17,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from vnr.benchmarks.moviepuzzle.pairwise_model import TextEncoder
-from vnr.models.layers import Block, dense, layer_norm
+from vnr.models.layers import Block, TextEncoder, dense, layer_norm
 
 
 def l2_normalize(x: jax.Array, eps: float = 1e-6) -> jax.Array:
@@ -54,10 +54,12 @@ class Aligner(nnx.Module):
                                     rngs)
             text_width = width
         else:
-            from vnr.models.encoders import create
+            from vnr.models.encoders import create, towers
 
-            self.text, _, hf = create(text_encoder, rngs=rngs, vocab_size=vocab_size) \
-                if text_encoder.startswith("scratch:") else create(text_encoder, rngs=rngs)
+            if text_encoder.startswith("scratch:"):
+                self.text, _, hf = create(text_encoder, rngs=rngs, vocab_size=vocab_size)
+            else:  # structure only: the weights come through the task's pretrained hook
+                self.text, hf = towers.build(text_encoder, None, rngs)
             text_width = hf.hidden_size
         self.text_in = dense(text_width, width, (None, "embed"), rngs)
         self.sent_ctx = Context(width, sentence_layers, heads, dropout, rngs)

@@ -27,17 +27,13 @@ import grain
 import numpy as np
 
 from vnr.data import pipeline, text
+from vnr.models.encoders import tokenizers
 
 
 @functools.lru_cache(maxsize=4)
-def _tokenizer(name: str) -> Any:
-    from vnr.models.encoders.factory import load_tokenizer
-    from vnr.models.encoders.loading import resolve
-
-    tok = load_tokenizer(resolve(name))
-    if tok is None:
-        raise FileNotFoundError(f"text encoder {name!r} has no tokenizer files")
-    return tok
+def _directory(name: str) -> str:
+    """The checkpoint directory of the text encoder `name`, found once per process."""
+    return tokenizers.resolve(name)
 
 
 def tokenize(sentences: list[str], encoder: str, vocab_size: int, max_tokens: int) -> np.ndarray:
@@ -48,9 +44,8 @@ def tokenize(sentences: list[str], encoder: str, vocab_size: int, max_tokens: in
             out[i, 0] = vocab_size - 1  # [CLS]: BERT's pooler reads position 0
             out[i, 1:] = text.tokenize(s, vocab_size - 1, max_tokens - 1)
         return out
-    enc = _tokenizer(encoder)(list(sentences), padding="max_length", truncation=True,
-                              max_length=max_tokens, return_tensors="np")
-    return (enc["input_ids"] * enc["attention_mask"]).astype(np.int32)
+    ids, mask = tokenizers.encode(_directory(encoder), list(sentences), max_tokens)
+    return (ids * mask).astype(np.int32)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,9 +81,11 @@ def _pool(path: str) -> np.ndarray:
 
 def _source(cfg: Any, split: str):
     from tfds_builders import sc2st as builder
+    from vnr.benchmarks.sc2st.keyframes import clip_embedder
 
     return builder.data_source(cfg.config, split, data_dir=cfg.data_dir,
-                               manual_dir=cfg.manual_dir or None, build=True)
+                               manual_dir=cfg.manual_dir or None, build=True,
+                               embedder=clip_embedder)
 
 
 def _encode(cfg: Any, split: str, text_encoder: str) -> Encode:

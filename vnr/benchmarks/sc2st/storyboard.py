@@ -46,9 +46,11 @@ def validate(config: Any) -> None:
 
 def check_splits(config: Any) -> None:
     from tfds_builders import sc2st as builder
+    from vnr.benchmarks.sc2st.keyframes import clip_embedder
 
     d = config.data
-    have = builder.split_names(d.config, d.data_dir, manual_dir=d.manual_dir or None)
+    have = builder.split_names(d.config, d.data_dir, manual_dir=d.manual_dir or None,
+                               embedder=clip_embedder)
     for key, split in [("data.train_split", d.train_split), ("data.val_split", d.val_split)] + [
             ("data.test_splits", s) for s in d.test_splits]:
         if split not in have:
@@ -57,13 +59,14 @@ def check_splits(config: Any) -> None:
 
 
 def text_encoder(config: Any, rngs: nnx.Rngs) -> tuple[nnx.Module, int]:
-    """The sentence encoder named by model.text_encoder and its width.
+    """The sentence encoder named by model.text_encoder and its width (structure only).
 
     `scratch:<arch>-<size>` builds a random BERT-family encoder sized for the hashed
-    tokenizer (vocab data.vocab_size, >= data.max_tokens positions); any other name
-    loads a pretrained checkpoint with `vnr.models.encoders.load_pretrained`.
+    tokenizer (vocab data.vocab_size, >= data.max_tokens positions); any other name is a
+    checkpoint whose config.json gives the architecture (`towers.build`); its weights come
+    through `pretrained`.
     """
-    from vnr.models.encoders import factory
+    from vnr.models.encoders import factory, towers
 
     name, d = config.model.text_encoder, config.data
     if name.startswith("scratch:"):
@@ -73,7 +76,7 @@ def text_encoder(config: Any, rngs: nnx.Rngs) -> tuple[nnx.Module, int]:
                                      **dict(config.model.text_overrides))
         ctor, _, _ = factory.builder(cfg, pooling="pooler")
         return ctor(rngs), int(cfg.hidden_size)
-    model, _, cfg = factory.load_pretrained(name, rngs=rngs)
+    model, cfg = towers.build(name, None, rngs)
     return model, int(cfg.hidden_size)
 
 
@@ -87,6 +90,14 @@ def builder_config(config: Any) -> Any:
         raise ValueError(f"data.config={config.data.config!r} is not an Sc2St builder config "
                          f"(choose from {', '.join(configs)})")
     return configs[config.data.config]
+
+
+def pretrained(config: Any) -> dict[str, tuple[str, str | None]]:
+    """The trainer's hook: a checkpoint text encoder's weights go to `text`."""
+    from vnr.models.encoders import towers
+
+    name = config.model.text_encoder
+    return {"text": (name, None)} if towers.is_checkpoint(name) else {}
 
 
 def make_model(config: Any, rngs: nnx.Rngs) -> storyboard.StoryboardModel:

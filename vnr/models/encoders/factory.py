@@ -29,6 +29,9 @@ from vnr.models.encoders.loading import (
     read_checkpoint,
     resolve,
 )
+from vnr.models.encoders.tokenizers import saved_tokenizer
+
+load_tokenizer = saved_tokenizer  # the name vnr.benchmarks.movie101.mcn uses
 
 Ctor = Callable[[nnx.Rngs], nnx.Module]
 
@@ -182,25 +185,6 @@ def sentence_transformers_pooling(directory: Path) -> str | None:
     return None
 
 
-_TOKENIZER_FILES = (
-    "tokenizer.json",
-    "tokenizer_config.json",
-    "vocab.txt",
-    "vocab.json",
-    "spiece.model",
-    "sentencepiece.bpe.model",
-)
-
-
-def load_tokenizer(directory: Path) -> Any:
-    """The fast tokenizer saved with a checkpoint, or None when it has no tokenizer files."""
-    if not any((Path(directory) / f).is_file() for f in _TOKENIZER_FILES):
-        return None
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(str(directory), use_fast=True)
-
-
 def _key(rngs: nnx.Rngs | int | None) -> jax.Array:
     """A typed PRNG key from ``rngs`` (its ``params`` stream), an int seed, or seed 0."""
     if rngs is None or isinstance(rngs, int):
@@ -278,7 +262,7 @@ def load_pretrained(
             f"{directory} (config.json model_type={cfg.model_type!r}, {layout} layout): {e}"
         ) from None
     model = instantiate(ctor, arrays, key=_key(rngs), mesh=mesh, rules=rules)
-    return model, load_tokenizer(directory), cfg
+    return model, saved_tokenizer(directory), cfg
 
 
 def scratch_config(arch: str = "clip", size: str = "tiny", **overrides: Any) -> Any:

@@ -1,9 +1,10 @@
 """Checkpoint files -> NNX parameters, placed straight into their shardings.
 
-* ``resolve``: a local directory, ``$VNR_ENCODERS_DIR/<name>`` (default
-  ``~/.cache/vnr/encoders/<name>``), or a Hugging Face hub id fetched with ``huggingface_hub``
-  (from its cache when offline). Offline with nothing cached, it fails at once with a message
-  saying how to download the files and where to put them.
+* ``resolve``: the project's one checkpoint-name resolver: a local directory,
+  ``$VNR_ENCODERS_DIR/<name>`` (default ``~/.cache/vnr/encoders/<name>``), or a Hugging Face
+  hub id already in the Hugging Face cache. It never downloads (runs must not depend on the
+  network): with nothing local it fails at once saying how to download the files and where
+  to put them.
 * ``read_checkpoint``: ``model.safetensors`` (also sharded, via
   ``model.safetensors.index.json``; memory-mapped, bf16 included) or ``flax_model.msgpack``.
   PyTorch-layout tensors (``*.weight``, ``(out, in)``, ``(out, in, kh, kw)``, also old
@@ -46,6 +47,8 @@ HUB_IDS: dict[str, str] = {
 }
 
 BUFFER_SUFFIXES = ("position_ids", "token_type_ids")
+# What `resolve` looks for in the Hugging Face cache.
+_HUB_FILES = ["*.json", "*.txt", "*.model", "model.safetensors*", "flax_model.msgpack"]
 
 
 class CheckpointError(ValueError):
@@ -63,64 +66,46 @@ def encoders_root() -> Path:
     return Path(os.environ.get("VNR_ENCODERS_DIR", "~/.cache/vnr/encoders")).expanduser()
 
 
-def _offline() -> bool:
-    from huggingface_hub import constants
-
-    flag = os.environ.get("HF_HUB_OFFLINE", "").strip().upper()
-    return bool(constants.HF_HUB_OFFLINE) or flag in {"1", "ON", "YES", "TRUE"}
-
-
-def resolve(name_or_dir: str | os.PathLike) -> Path:
-    """The local directory holding a checkpoint.
+def resolve(name_or_dir: str | os.PathLike, key: str | None = None) -> Path:
+    """The local (absolute) directory holding a checkpoint; nothing is downloaded.
 
     Args:
       name_or_dir: a directory, a short name from ``HUB_IDS``, or a hub id ``org/name``.
+      key: the config key that named it, put in front of the error message.
 
     Returns:
       The directory.
 
     Raises:
-      FileNotFoundError: nothing local and the hub is unreachable or disabled.
+      FileNotFoundError: nothing local (the message says how to download it and where to).
     """
     text = str(name_or_dir)
+    where = f"{key}={text!r}: " if key else ""
     path = Path(text).expanduser()
     if path.is_dir():
-        return path
+        return path.absolute()
     if text.startswith(("/", ".", "~")) or text.count("/") > 1:
-        raise FileNotFoundError(f"no checkpoint directory at {path}")
+        raise FileNotFoundError(f"{where}no checkpoint directory at {path}")
     repo_id = HUB_IDS.get(text, text)
     for local in (encoders_root() / text, encoders_root() / repo_id):
         if local.is_dir():
-            return local
+            return local.absolute()
     from huggingface_hub import snapshot_download
 
-    offline = _offline()
-    patterns = ["*.json", "*.txt", "*.model", "model.safetensors*"]
-    try:
-        got = Path(
-            snapshot_download(
-                repo_id, allow_patterns=patterns, local_files_only=offline, etag_timeout=10
-            )
-        )
-        if not list(got.glob("model.safetensors*")):
-            got = Path(
-                snapshot_download(
-                    repo_id,
-                    allow_patterns=["flax_model.msgpack"],
-                    local_files_only=offline,
-                    etag_timeout=10,
-                )
-            )
-        return got
-    except Exception as e:  # noqa: BLE001 - any hub failure becomes the same advice
-        why = "HF_HUB_OFFLINE is set" if offline else f"{type(e).__name__}: {e}"
+    try:  # the Hugging Face cache only (local_files_only: as with HF_HUB_OFFLINE=1)
+        got = Path(snapshot_download(repo_id, allow_patterns=_HUB_FILES, local_files_only=True))
+        if not list(got.glob("model.safetensors*")) and not (got / "flax_model.msgpack").is_file():
+            raise FileNotFoundError(f"{got} holds no model.safetensors or flax_model.msgpack")
+        return got.absolute()
+    except Exception as e:  # noqa: BLE001 - any cache miss becomes the same advice
         raise FileNotFoundError(
-            f"cannot load encoder {text!r}: its files are not on this machine and the Hugging "
-            f"Face Hub could not provide {repo_id!r} ({why}). Download them first where there "
-            f"is internet, e.g. `huggingface-cli download {repo_id} --local-dir DIR` "
-            "(config.json, model.safetensors or flax_model.msgpack, tokenizer files), then "
-            f"pass DIR itself, or copy it to {encoders_root() / text} (set VNR_ENCODERS_DIR to "
-            "change that root), or keep it in the Hugging Face cache ($HF_HOME/hub)."
+            f"{where}cannot load encoder {text!r}: its files are not on this machine and runs "
+            f"never download (the hub is used offline, as with HF_HUB_OFFLINE=1; "
+            f"{type(e).__name__}). Download them first where there is internet, e.g. "
+            f"`huggingface-cli download {repo_id} --local-dir DIR` (config.json, "
+            "model.safetensors or flax_model.msgpack, tokenizer files), then pass DIR itself, "
+            f"or copy it to {encoders_root() / text} (set VNR_ENCODERS_DIR to change that "
+            "root), or keep it in the Hugging Face cache ($HF_HOME/hub)."
         ) from e
 
 
