@@ -19,28 +19,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-SIZES = {
-    "base": dict(
-        hidden_size=768,
-        num_hidden_layers=12,
-        num_attention_heads=12,
-        intermediate_size=3072,
-        image_size=224,
-    ),
-    "small": dict(
-        hidden_size=256,
-        num_hidden_layers=4,
-        num_attention_heads=4,
-        intermediate_size=1024,
-        image_size=224,
-    ),
-    "tiny": dict(
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        image_size=64,
-    ),
+_FIELDS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")
+SIZES = {  # CLIPVisionConfig fields above, then image side
+    "base": (768, 12, 12, 3072, 224),
+    "small": (256, 4, 4, 1024, 224),
+    "tiny": (32, 2, 2, 64, 64),
 }
 
 
@@ -51,7 +34,8 @@ def _models(size: str, patch: int, dtype):
 
     from vnr.models.encoders import factory, loading
 
-    cfg = CLIPVisionConfig(patch_size=patch, **SIZES[size])
+    *widths, image = SIZES[size]
+    cfg = CLIPVisionConfig(patch_size=patch, image_size=image, **dict(zip(_FIELDS, widths)))
     theirs = FlaxCLIPVisionModel(cfg, dtype=dtype, _do_init=False)
     shapes = jax.eval_shape(
         lambda k: theirs.init_weights(k, theirs.input_shape), jax.random.PRNGKey(0)

@@ -18,8 +18,8 @@ from __future__ import annotations
 import numpy as np
 from absl import flags
 
-from launch.timing import wall_times
-from vnr.train import check_overrides, setup
+from launch.timing import flag_config, wall_times
+from vnr.train import setup
 
 FLAGS = flags.FLAGS  # --config (and its overrides) is defined by vnr.train
 flags.DEFINE_integer("clips", 64, "Validation clips to order.")
@@ -27,11 +27,7 @@ flags.DEFINE_integer("repeats", 3, "Timed repetitions (best is reported).")
 
 
 def main(argv: list[str]) -> None:
-    check_overrides(argv)
-    FLAGS(argv)
-    config = FLAGS.config
-    if config is None:
-        raise SystemExit("error: --config is required")
+    config = flag_config(argv)
     if config.task != "moviepuzzle.hcmc" or config.model.kind != "hcmc":
         raise SystemExit("error: the hcmc benchmark needs a row of configs/moviepuzzle/hcmc.py")
     from vnr.benchmarks.moviepuzzle import hcmc as task

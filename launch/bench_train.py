@@ -20,9 +20,9 @@ import jax.numpy as jnp
 import numpy as np
 from absl import flags
 
-from launch.timing import wall_times
+from launch.timing import flag_config, wall_times
 from vnr import sharding
-from vnr.train import check_overrides, setup
+from vnr.train import setup
 
 FLAGS = flags.FLAGS  # --config (and its overrides) is defined by vnr.train
 flags.DEFINE_integer("steps", 20, "Timed train steps (after 3 warm-up steps).")
@@ -44,11 +44,7 @@ def step_flops(compiled) -> float:
 
 
 def main(argv: list[str]) -> None:
-    check_overrides(argv)
-    FLAGS(argv)
-    config = FLAGS.config
-    if config is None:
-        raise SystemExit("error: --config is required")
+    config = flag_config(argv)
     s = setup(config)
 
     # Input pipeline alone (first batch excluded: worker start-up).

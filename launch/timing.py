@@ -1,9 +1,10 @@
-"""Wall-clock timing shared by the benchmarks."""
+"""Shared by the benchmarks: wall-clock timing, and the trainer's ``--config`` flag."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
 import jax
 import numpy as np
@@ -19,3 +20,17 @@ def wall_times(fn: Callable[[], object], repeats: int, warmup: int = 1) -> np.nd
         jax.block_until_ready(fn())
         times.append(time.perf_counter() - t0)
     return np.asarray(times)
+
+
+def flag_config(argv: list[str]) -> Any:
+    """Parses ``argv`` with the trainer's flags and returns ``--config`` (required), after the
+    trainer's check of ``--config.key`` overrides."""
+    from absl import flags
+
+    from vnr.train import check_overrides
+
+    check_overrides(argv)
+    flags.FLAGS(argv)
+    if flags.FLAGS.config is None:
+        raise SystemExit("error: --config is required")
+    return flags.FLAGS.config

@@ -143,6 +143,16 @@ def corpus_dir(download_dir: os.PathLike | str, dataset: str, key: str,
     return write_once(pathlib.Path(download_dir) / f"{dataset}_synthetic" / key, write)
 
 
+def synthetic_corpus(dl_manager: Any, dataset: str, synthetic: Any, key: str,
+                     **params: Any) -> pathlib.Path:
+    """The generated corpus of `dataset`, written once by `synthetic.write_corpus(dir,
+    **params)` under `<download_dir>/<dataset>_synthetic/<key>_seed<seed>_v<CORPUS_VERSION>`
+    (`key` names what else than the seed and `synthetic.CORPUS_VERSION` it depends on)."""
+    name = f"{key}_seed{params['seed']}_v{synthetic.CORPUS_VERSION}"
+    return corpus_dir(dl_manager.download_dir, dataset, name,
+                      lambda tmp: synthetic.write_corpus(tmp, **params))
+
+
 class SummaryBuilder:
     """Mixin for the project's `GeneratorBasedBuilder`s (list it first among the bases).
 

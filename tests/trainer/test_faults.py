@@ -8,14 +8,15 @@ import errno
 import pathlib
 import shutil
 
-import jax
 import numpy as np
-import orbax.checkpoint as ocp
 import pytest
 from etils import epath
 
 from configs.moviepuzzle.main import get_config
+from tests.helpers import checkpoint_arrays, train_once
 from vnr import train
+
+pytestmark = pytest.mark.e2e  # every test here trains (in process or in subprocesses)
 
 
 def smoke(data_dir: str, **overrides):
@@ -26,21 +27,10 @@ def smoke(data_dir: str, **overrides):
     return c
 
 
-def _params(workdir: pathlib.Path, step: int) -> dict[str, np.ndarray]:
-    with ocp.StandardCheckpointer() as ckpt:
-        tree = ckpt.restore(workdir / "checkpoints" / str(step) / "state")
-    key = lambda k: str(getattr(k, "key", getattr(k, "idx", k)))  # noqa: E731
-    return {".".join(map(key, p)): np.asarray(v)
-            for p, v in jax.tree_util.tree_flatten_with_path(tree)[0]}
-
-
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory) -> tuple[str, pathlib.Path]:
     """One uninterrupted smoke run (6 steps, checkpoints at 3 and 6)."""
-    data_dir = str(tmp_path_factory.mktemp("tfds"))
-    workdir = tmp_path_factory.mktemp("full")
-    train.run(smoke(data_dir), str(workdir))
-    return data_dir, workdir
+    return train_once(tmp_path_factory, "full", smoke)
 
 
 def test_truncated_latest_checkpoint_falls_back_to_the_previous(finished, tmp_path, capsys):
@@ -60,7 +50,7 @@ def test_truncated_latest_checkpoint_falls_back_to_the_previous(finished, tmp_pa
     assert [p.name.split("-")[:2] for p in (run / "checkpoints").glob("corrupt-*")] == [
         ["corrupt", "6"]]
     # Steps 4..6 were trained again from step 3: the same parameters, bit for bit.
-    a, b = _params(full, 6), _params(run, 6)
+    a, b = checkpoint_arrays(full, 6), checkpoint_arrays(run, 6)
     assert a.keys() == b.keys()
     for name in a:
         np.testing.assert_array_equal(b[name], a[name], err_msg=name)
@@ -88,7 +78,7 @@ def test_disk_full_on_a_save_warns_and_training_goes_on(finished, tmp_path, caps
     assert "No space left on device" in err
     # The state in memory was not lost: the step-6 checkpoint is the uninterrupted run's.
     assert train.checkpoint.good_steps(tmp_path / "checkpoints") == [6]
-    a, b = _params(full, 6), _params(tmp_path, 6)
+    a, b = checkpoint_arrays(full, 6), checkpoint_arrays(tmp_path, 6)
     for name in a:
         np.testing.assert_array_equal(b[name], a[name], err_msg=name)
     assert (tmp_path / "results.json").exists() and "test_in_domain" in results

@@ -15,12 +15,13 @@ import subprocess
 import sys
 import time
 
-import jax
 import numpy as np
-import orbax.checkpoint as ocp
 import pytest
 
 from tests import ROOT  # noqa: E402
+from tests.helpers import checkpoint_arrays, train_once
+
+pytestmark = pytest.mark.e2e  # every test here trains (in process or in subprocesses)
 
 SMOKE = "configs/moviepuzzle/main.py:smoke"
 # Per-step logs (train/loss at every step); no test-split evaluation (not under test here).
@@ -85,31 +86,17 @@ def _losses(workdir: pathlib.Path) -> dict[int, float]:
     return {r["step"]: r["train/loss"] for r in rows if "train/loss" in r}
 
 
-def _params(workdir: pathlib.Path, step: int) -> dict[str, np.ndarray]:
-    """Every saved array on one device (the checkpoint may come from another topology)."""
-    path = workdir / "checkpoints" / str(step) / "state"
-    one = jax.sharding.SingleDeviceSharding(jax.devices()[0])
-    with ocp.StandardCheckpointer() as ckpt:
-        target = jax.tree.map(lambda m: jax.ShapeDtypeStruct(m.shape, m.dtype, sharding=one),
-                              ckpt.metadata(path).item_metadata)
-        tree = ckpt.restore(path, target)
-    key = lambda k: str(getattr(k, "key", getattr(k, "idx", k)))  # noqa: E731
-    return {".".join(map(key, p)): np.asarray(v)
-            for p, v in jax.tree_util.tree_flatten_with_path(tree)[0]}
-
-
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory) -> tuple[str, pathlib.Path]:
     """The smoke config in this process: one process, 8 devices, mesh (8, 1)."""
     from configs.moviepuzzle.main import get_config
-    from vnr import train
 
-    data_dir = str(tmp_path_factory.mktemp("tfds"))
-    workdir = tmp_path_factory.mktemp("one_process")
-    c = get_config("smoke")
-    c.data.data_dir, c.log_every, c.progress, c.data.test_splits = data_dir, 1, False, ()
-    train.run(c, str(workdir))
-    return data_dir, workdir
+    def config(data_dir: str):
+        c = get_config("smoke")
+        c.data.data_dir, c.log_every, c.progress, c.data.test_splits = data_dir, 1, False, ()
+        return c
+
+    return train_once(tmp_path_factory, "one_process", config)
 
 
 def test_two_processes_match_one(reference, tmp_path):
@@ -130,7 +117,8 @@ def test_two_processes_match_one(reference, tmp_path):
     from vnr.train import make_lr
 
     budget = float(sum(make_lr(get_config("smoke"))(s) for s in range(1, 7)))
-    a, b = _params(one, 6), _params(two, 6)
+    a = checkpoint_arrays(one, 6, one_device=True)
+    b = checkpoint_arrays(two, 6, one_device=True)
     assert a.keys() == b.keys()
     for name in a:
         np.testing.assert_allclose(b[name], a[name], rtol=1e-3, atol=budget, err_msg=name)

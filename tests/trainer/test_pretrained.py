@@ -8,15 +8,14 @@ import pathlib
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
-import orbax.checkpoint as ocp  # noqa: E402
 import pytest  # noqa: E402
 from flax import nnx  # noqa: E402
 from flax.traverse_util import flatten_dict  # noqa: E402
 
 from configs.moviepuzzle import baselines, hcmc  # noqa: E402
+from tests.helpers import checkpoint_arrays, override  # noqa: E402
 from vnr import pretrained, train  # noqa: E402
 from vnr.benchmarks.moviepuzzle import data as mp_data  # noqa: E402
 from vnr.benchmarks.moviepuzzle import hcmc as task  # noqa: E402
@@ -68,15 +67,6 @@ def clip_ckpt(tmp_path_factory) -> tuple[pathlib.Path, dict]:
     return d, {".".join(k): np.asarray(v) for k, v in flatten_dict(params).items()}
 
 
-def _flat(tree) -> dict[str, np.ndarray]:
-    """Leaves by dotted path (orbax keeps list indices as string keys; RNG keys as data)."""
-    key = lambda k: str(getattr(k, "key", getattr(k, "idx", k)))  # noqa: E731
-    raw = lambda v: jax.random.key_data(v) if jnp.issubdtype(  # noqa: E731
-        getattr(v, "dtype", np.float32), jax.dtypes.prng_key) else v
-    return {".".join(map(key, p)): np.asarray(raw(v))
-            for p, v in jax.tree_util.tree_flatten_with_path(tree)[0]}
-
-
 def _params(state, under: str) -> dict[str, np.ndarray]:
     """Model parameters below `under` (dotted) of a (model, optimizer) state, by local name."""
     out = {}
@@ -87,17 +77,13 @@ def _params(state, under: str) -> dict[str, np.ndarray]:
     return out
 
 
-def _checkpoint(workdir: pathlib.Path, step: int) -> dict[str, np.ndarray]:
-    with ocp.StandardCheckpointer() as ckpt:
-        return _flat(ckpt.restore(workdir / "checkpoints" / str(step) / "state"))
-
-
 def _short(c, data_dir: str) -> None:
     c.data.data_dir = data_dir
     c.data.test_splits = ("test_out_domain",)
     c.total_steps, c.eval_every, c.ckpt_every, c.log_every = 2, 100, 2, 1
 
 
+@pytest.mark.e2e
 def test_nsp_on_real_minilm_matches_transformers_trains_and_resumes_without_reload(
         minilm_dir, data_dir, tmp_path, monkeypatch):
     from transformers import AutoTokenizer, FlaxBertModel
@@ -136,7 +122,7 @@ def test_nsp_on_real_minilm_matches_transformers_trains_and_resumes_without_relo
     results = train.run(c, str(workdir))
     assert METRICS <= set(results["test_out_domain"])
     assert results["test_out_domain"]["clips"] == 2
-    trained = {k.removeprefix("0.encoder."): v for k, v in _checkpoint(workdir, 2).items()
+    trained = {k.removeprefix("0.encoder."): v for k, v in checkpoint_arrays(workdir, 2).items()
                if k.startswith("0.encoder.")}
     assert set(want) <= set(trained)  # (the encoder's dropout RNG streams are saved too)
     assert any(not np.array_equal(trained[k], want[k]) for k in want)  # it was fine-tuned
@@ -176,6 +162,7 @@ def test_pipeline_uses_the_checkpoint_tokenizer_once_per_process(clip_ckpt, data
         assert (eos[frames] == 95).all() and not m[~frames].any()  # <|endoftext|>, padding
 
 
+@pytest.mark.e2e
 def test_hcmc_on_tiny_clip_frozen_towers_run_end_to_end(clip_ckpt, data_dir, tmp_path):
     from transformers import FlaxCLIPModel
 
@@ -207,7 +194,7 @@ def test_hcmc_on_tiny_clip_frozen_towers_run_end_to_end(clip_ckpt, data_dir, tmp
     results = train.run(c, str(workdir))
     m = results["test_out_domain"]
     assert METRICS | {"shot_iou"} <= set(m) and m["clips"] == 8
-    ckpt = _checkpoint(workdir, 2)
+    ckpt = checkpoint_arrays(workdir, 2)
     # Frozen towers: bit-identical to the checkpoint files after 2 steps, and no Adam state.
     for tower, names in towers.items():
         for k in (k for k in hf if k.startswith(names)):
@@ -240,13 +227,7 @@ def test_bad_checkpoints_and_keys_are_one_line_errors(clip_ckpt, data_dir, tmp_p
     def config(arg: str, **over):
         c = hcmc.get_config(f"smoke,{arg}")
         c.data.data_dir = data_dir
-        for k, v in over.items():
-            node = c
-            *parents, leaf = k.split(".")
-            for p in parents:
-                node = node[p]
-            node[leaf] = v
-        return c
+        return override(c, over)
 
     def error(c) -> str:
         with pytest.raises(train.ConfigError) as e:

@@ -18,12 +18,14 @@ import time
 
 import jax
 import numpy as np
-import orbax.checkpoint as ocp
 import pytest
 
 from configs.moviepuzzle.main import get_config
 from tests import ROOT  # noqa: E402
+from tests.helpers import checkpoint_arrays, train_once
 from vnr import checkpoint, train
+
+pytestmark = pytest.mark.e2e  # every test here trains (in process or in subprocesses)
 
 STEPS = 60
 OVERRIDES = {"total_steps": STEPS, "log_every": 1, "ckpt_every": 5, "eval_every": 30,
@@ -62,14 +64,6 @@ def _metrics(workdir: pathlib.Path) -> dict[tuple[int, str], float]:
             if k not in VOLATILE and k != "step"}
 
 
-def _params(workdir: pathlib.Path, step: int) -> dict[str, np.ndarray]:
-    with ocp.StandardCheckpointer() as ckpt:
-        tree = ckpt.restore(workdir / "checkpoints" / str(step) / "state")
-    key = lambda k: str(getattr(k, "key", getattr(k, "idx", k)))  # noqa: E731
-    return {".".join(map(key, p)): np.asarray(v)
-            for p, v in jax.tree_util.tree_flatten_with_path(tree)[0]}
-
-
 def _interrupt(cmd: list[str], workdir: pathlib.Path, at_step: int, sig: int
                ) -> tuple[int, str]:
     """Runs `cmd`, sends `sig` once step `at_step` is logged; returns (exit code, stderr)."""
@@ -98,10 +92,7 @@ def _interrupt(cmd: list[str], workdir: pathlib.Path, at_step: int, sig: int
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory) -> tuple[str, pathlib.Path]:
     """The uninterrupted run (in this process, the same 8 devices as the commands)."""
-    data_dir = str(tmp_path_factory.mktemp("tfds"))
-    workdir = tmp_path_factory.mktemp("uninterrupted")
-    train.run(_config(data_dir), str(workdir))
-    return data_dir, workdir
+    return train_once(tmp_path_factory, "uninterrupted", _config)
 
 
 def test_sigterm_then_kill9_then_restart_is_bit_exact(reference, tmp_path):
@@ -129,7 +120,7 @@ def test_sigterm_then_kill9_then_restart_is_bit_exact(reference, tmp_path):
     assert "resumed from step" in done.stderr
     print(f"SIGTERM at step >= {term_at} saved step {stopped}; kill -9 at step >= {kill_at}")
 
-    a, b = _params(ref, STEPS), _params(workdir, STEPS)
+    a, b = checkpoint_arrays(ref, STEPS), checkpoint_arrays(workdir, STEPS)
     assert a.keys() == b.keys()
     for name in a:
         np.testing.assert_array_equal(b[name], a[name], err_msg=name)
@@ -149,7 +140,7 @@ def test_checkpoint_of_8x1_mesh_restores_onto_other_meshes(reference, shape, dev
     with checkpoint.manager(ref / "checkpoints") as mgr:
         state = checkpoint.restore(mgr, STEPS, s.state, s.state_shardings, None)
     restored = state.to_pure_dict()
-    want = _params(ref, STEPS)
+    want = checkpoint_arrays(ref, STEPS)
     key = lambda k: str(getattr(k, "key", getattr(k, "idx", k)))  # noqa: E731
     got = {".".join(map(key, p)): np.asarray(v)
            for p, v in jax.tree_util.tree_flatten_with_path(jax.device_get(restored))[0]}

@@ -9,11 +9,11 @@ import sys
 import jax
 import jax.numpy as jnp
 import numpy as np
-import orbax.checkpoint as ocp
 import pytest
 
 from configs.moviepuzzle.main import get_config
 from tests import ROOT  # noqa: E402
+from tests.helpers import checkpoint_arrays, named_arrays, override
 from vnr import train
 
 METRICS = {"lsd", "lmd", "sd", "ssd", "os2", "os3"}
@@ -28,25 +28,7 @@ def data_dir(tmp_path_factory) -> str:
 def smoke(data_dir: str, **overrides):
     c = get_config("smoke")
     c.data.data_dir = data_dir
-    for k, v in overrides.items():
-        node = c
-        *parents, leaf = k.split(".")
-        for p in parents:
-            node = node[p]
-        node[leaf] = v
-    return c
-
-
-def _named(tree) -> dict[str, np.ndarray]:
-    """Leaves by dotted path (orbax stores list indices as string keys)."""
-    key = lambda k: str(getattr(k, "key", getattr(k, "idx", k)))  # noqa: E731
-    return {".".join(map(key, p)): np.asarray(v)
-            for p, v in jax.tree_util.tree_flatten_with_path(tree)[0]}
-
-
-def _final_params(workdir: pathlib.Path, step: int) -> dict[str, np.ndarray]:
-    with ocp.StandardCheckpointer() as ckpt:
-        return _named(ckpt.restore(workdir / "checkpoints" / str(step) / "state"))
+    return override(c, overrides)
 
 
 @pytest.fixture(scope="module")
@@ -56,6 +38,7 @@ def finished(data_dir, tmp_path_factory) -> tuple[pathlib.Path, dict]:
     return workdir, train.run(smoke(data_dir, **{"mesh.shape": (4, 2)}), str(workdir))
 
 
+@pytest.mark.e2e
 def test_smoke_run_writes_results_reports_and_logs(finished):
     workdir, results = finished
     saved = json.loads((workdir / "results.json").read_text())
@@ -72,6 +55,7 @@ def test_smoke_run_writes_results_reports_and_logs(finished):
     assert json.loads((workdir / "config.json").read_text())["task"] == "moviepuzzle.pairwise"
 
 
+@pytest.mark.e2e
 def test_restart_resumes_where_it_stopped(data_dir, finished, tmp_path, monkeypatch):
     """Killed after the step-3 checkpoint and restarted (relative workdir): the same
     parameters, bit for bit, as the run that never stopped."""
@@ -81,12 +65,13 @@ def test_restart_resumes_where_it_stopped(data_dir, finished, tmp_path, monkeypa
     (tmp_path / "cut" / "results.json").unlink()
     monkeypatch.chdir(tmp_path)
     train.run(smoke(data_dir, **{"mesh.shape": (4, 2)}), "cut")
-    a, b = _final_params(full, 6), _final_params(tmp_path / "cut", 6)
+    a, b = checkpoint_arrays(full, 6), checkpoint_arrays(tmp_path / "cut", 6)
     assert a.keys() == b.keys()
     for name in a:
         np.testing.assert_array_equal(a[name], b[name], err_msg=name)
 
 
+@pytest.mark.e2e
 def test_checkpoint_restores_onto_another_mesh(data_dir, finished):
     """A checkpoint written on (4, 2) restores exactly onto (2, 4) in the new shardings."""
     full, _ = finished
@@ -96,8 +81,8 @@ def test_checkpoint_restores_onto_another_mesh(data_dir, finished):
     with checkpoint.manager(full / "checkpoints") as mgr:
         state = checkpoint.restore(mgr, 6, s.state, s.state_shardings, None)
     restored = state.to_pure_dict()
-    want = _final_params(full, 6)
-    got = _named(jax.device_get(restored))
+    want = checkpoint_arrays(full, 6)
+    got = named_arrays(jax.device_get(restored))
     assert got.keys() == want.keys()
     for name in want:
         np.testing.assert_array_equal(got[name], want[name], err_msg=name)
@@ -107,6 +92,7 @@ def test_checkpoint_restores_onto_another_mesh(data_dir, finished):
         "kernel"].spec
 
 
+@pytest.mark.e2e
 def test_checkpoint_of_another_model_names_the_parameter(data_dir, finished):
     full, _ = finished
     from vnr import checkpoint
@@ -118,6 +104,7 @@ def test_checkpoint_of_another_model_names_the_parameter(data_dir, finished):
         checkpoint.restore(mgr, 6, s.state, s.state_shardings, None)
 
 
+@pytest.mark.e2e
 def test_train_step_skips_nonfinite_updates(data_dir):
     config = smoke(data_dir, lr=float("nan"))
     s = train.setup(config)
@@ -131,6 +118,7 @@ def test_train_step_skips_nonfinite_updates(data_dir):
     jax.tree.map(np.testing.assert_array_equal, before, jax.device_get(state.to_pure_dict()))
 
 
+@pytest.mark.e2e
 def test_nonfinite_loss_stops_run_and_keeps_last_good_checkpoint(data_dir, tmp_path,
                                                                  monkeypatch):
     original = train.train_step
@@ -183,6 +171,7 @@ def test_workdir_of_another_config_is_refused(data_dir, tmp_path):
         train.setup(smoke(data_dir, **{"model.width": 64}), workdir=tmp_path)
 
 
+@pytest.mark.e2e
 def test_cli_errors_are_one_line(tmp_path):
     def cli(*args):
         out = subprocess.run(

@@ -118,6 +118,7 @@ def test_worker_iterator_state_restores_mid_stream(data_dir, in_process):
         restored.close()
 
 
+@pytest.mark.e2e
 def test_train_run_with_workers_finishes_and_stops_them(data_dir, tmp_path):
     """A short run with 2 workers (training, a validation pass and a test split all read
     through workers): it finishes, writes results and leaves no child process behind."""

@@ -355,14 +355,6 @@ def movie_examples(root: pathlib.Path, config: Movie101Config, skips: collection
     return out
 
 
-def _synthetic_dir(download_dir: pathlib.Path, config: Movie101Config) -> pathlib.Path:
-    from tfds_builders.movie101 import synthetic
-
-    return common.corpus_dir(
-        download_dir, "movie101", f"{config.sizes}_seed{config.seed}_v{synthetic.CORPUS_VERSION}",
-        lambda tmp: synthetic.write_corpus(tmp, seed=config.seed, sizes=config.sizes))
-
-
 def _narration_features() -> tfds.features.FeaturesDict:
     return tfds.features.FeaturesDict({
         "id": tfds.features.Text(), "movie_id": tfds.features.Text(),
@@ -413,7 +405,10 @@ class Movie101(common.SummaryBuilder, tfds.core.GeneratorBasedBuilder):
     def _split_generators(self, dl_manager: tfds.download.DownloadManager) -> dict:
         config: Movie101Config = self.builder_config
         if config.release == "synthetic":
-            root = _synthetic_dir(pathlib.Path(dl_manager.download_dir), config)
+            from tfds_builders.movie101 import synthetic
+
+            root = common.synthetic_corpus(dl_manager, "movie101", synthetic, config.sizes,
+                                           seed=config.seed, sizes=config.sizes)
             config = dataclasses.replace(config, release="v2")
         else:
             root = check_manual_dir(config, dl_manager._manual_dir)  # noqa: SLF001

@@ -54,27 +54,16 @@ def decode_subtitle(data: bytes) -> tuple[str, str]:
         (b"\xff\xfe", "utf-16"),
         (b"\xfe\xff", "utf-16"),
     )
-    for bom, enc in boms:
-        if data.startswith(bom):
-            try:
-                return data.decode(enc), enc
-            except UnicodeDecodeError:
-                break
-    try:
-        return data.decode("utf-8"), "utf-8"
-    except UnicodeDecodeError:
-        pass
+    encodings = [enc for bom, enc in boms if data.startswith(bom)][:1] + ["utf-8"]
     head = data[:400]
     if head.count(b"\x00") > len(head) // 4:
-        enc = "utf-16-le" if head[1:2] == b"\x00" else "utf-16-be"
+        encodings.append("utf-16-le" if head[1:2] == b"\x00" else "utf-16-be")
+    for enc in [*encodings, "cp1252"]:
         try:
             return data.decode(enc), enc
         except UnicodeDecodeError:
             pass
-    try:
-        return data.decode("cp1252"), "cp1252"
-    except UnicodeDecodeError:
-        return data.decode("latin-1"), "latin-1"
+    return data.decode("latin-1"), "latin-1"
 
 
 _TIME = r"(\d+):(\d{1,2}):(\d{1,2})(?:[,.:](\d{1,3}))?"

@@ -243,16 +243,6 @@ def make_example(meta: dict) -> dict:
     }
 
 
-def _synthetic_dir(download_dir: pathlib.Path, config: MoviePuzzleConfig) -> pathlib.Path:
-    """Writes the synthetic corpus once (deterministic) and returns its directory."""
-    from tfds_builders.moviepuzzle import synthetic
-
-    key = f"{config.sizes}_seed{config.seed}_v{synthetic.CORPUS_VERSION}"
-    return common.corpus_dir(
-        download_dir, "moviepuzzle", key,
-        lambda tmp: synthetic.write_corpus(tmp, seed=config.seed, sizes=config.sizes))
-
-
 class MoviePuzzle(common.SummaryBuilder, tfds.core.GeneratorBasedBuilder):
     """MoviePuzzle clips in true order: frames (JPEG), utterances, shot/scene ids."""
 
@@ -345,7 +335,10 @@ class MoviePuzzle(common.SummaryBuilder, tfds.core.GeneratorBasedBuilder):
     def _root(self, dl_manager: tfds.download.DownloadManager) -> pathlib.Path:
         config: MoviePuzzleConfig = self.builder_config
         if config.source == "synthetic":
-            return _synthetic_dir(pathlib.Path(dl_manager.download_dir), config)
+            from tfds_builders.moviepuzzle import synthetic
+
+            return common.synthetic_corpus(dl_manager, "moviepuzzle", synthetic, config.sizes,
+                                           seed=config.seed, sizes=config.sizes)
         return check_manual_dir(dl_manager._manual_dir)  # noqa: SLF001 - avoid TFDS's multi-line error
 
     def _split_generators(self, dl_manager: tfds.download.DownloadManager) -> dict:

@@ -196,14 +196,6 @@ def feature_specs(config: Any) -> dict:
     return feats
 
 
-def _synthetic_dir(download_dir: pathlib.Path, config: MSymonConfig) -> pathlib.Path:
-    from tfds_builders.msymon import synthetic
-
-    return common.corpus_dir(
-        download_dir, "msymon", f"d{config.dim}_seed{config.seed}_v{synthetic.VERSION}",
-        lambda tmp: synthetic.write_corpus(tmp, seed=config.seed, dim=config.dim))
-
-
 class MSymon(common.SummaryBuilder, tfds.core.GeneratorBasedBuilder):
     """M-SyMoN videos: narration sentences with spans, matched flags, narration times,
     optional per-second features."""
@@ -238,7 +230,10 @@ class MSymon(common.SummaryBuilder, tfds.core.GeneratorBasedBuilder):
     def _split_generators(self, dl_manager: tfds.download.DownloadManager) -> dict:
         cfg: MSymonConfig = self.builder_config
         if cfg.source == "synthetic":
-            root = _synthetic_dir(pathlib.Path(dl_manager.download_dir), cfg)
+            from tfds_builders.msymon import synthetic
+
+            root = common.synthetic_corpus(dl_manager, "msymon", synthetic, f"d{cfg.dim}",
+                                           seed=cfg.seed, dim=cfg.dim)
         else:
             root = check_manual_dir(dl_manager._manual_dir)  # noqa: SLF001
         self.skips = collections.Counter()

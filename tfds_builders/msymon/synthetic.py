@@ -28,7 +28,7 @@ import numpy as np
 
 from tfds_builders.msymon.parse import LANGUAGES
 
-VERSION = 1
+CORPUS_VERSION = 1  # bump when the generated content changes
 NUM_CONCEPTS = 48
 SIZES = {"train": 8, "val": 3, "test": 3, "weak": 2}
 

@@ -300,14 +300,6 @@ def _example(index: int, board: list[Pair], feats: np.ndarray, cands: np.ndarray
     }
 
 
-def _synthetic_dir(download_dir: pathlib.Path, config: Sc2StConfig) -> pathlib.Path:
-    from tfds_builders.sc2st import synthetic
-
-    return common.corpus_dir(
-        download_dir, "sc2st", f"{config.sizes}_seed{config.seed}_v{synthetic.CORPUS_VERSION}",
-        lambda tmp: synthetic.write_corpus(tmp, seed=config.seed, sizes=config.sizes))
-
-
 class Sc2St(common.SummaryBuilder, tfds.core.GeneratorBasedBuilder):
     """Sc2St storyboards: 10 keyframe-sentence pairs, 9 candidate sets of 100 each."""
 
@@ -376,7 +368,10 @@ class Sc2St(common.SummaryBuilder, tfds.core.GeneratorBasedBuilder):
     def _split_generators(self, dl_manager: tfds.download.DownloadManager) -> dict:
         c: Sc2StConfig = self.builder_config
         if c.source == "synthetic":
-            root = _synthetic_dir(pathlib.Path(dl_manager.download_dir), c)
+            from tfds_builders.sc2st import synthetic
+
+            root = common.synthetic_corpus(dl_manager, "sc2st", synthetic, c.sizes,
+                                           seed=c.seed, sizes=c.sizes)
         elif c.source == "released":
             root = pathlib.Path(dl_manager._manual_dir)  # noqa: SLF001
         else:

@@ -301,14 +301,6 @@ def scan(root: pathlib.Path, cfg: SymonConfig, skips: collections.Counter) -> li
     return videos
 
 
-def _synthetic_dir(download_dir: pathlib.Path, cfg: SymonConfig) -> pathlib.Path:
-    from tfds_builders.symon import synthetic
-
-    return common.corpus_dir(
-        download_dir, "symon", f"{cfg.sizes}_seed{cfg.seed}_v{synthetic.CORPUS_VERSION}",
-        lambda tmp: synthetic.write_corpus(tmp, sizes=cfg.sizes, seed=cfg.seed))
-
-
 class Symon(common.SummaryBuilder, tfds.core.GeneratorBasedBuilder):
     """SYMON summary videos: timed narration sentences, names, cuts, features."""
 
@@ -361,7 +353,10 @@ class Symon(common.SummaryBuilder, tfds.core.GeneratorBasedBuilder):
     def _split_generators(self, dl_manager: tfds.download.DownloadManager) -> dict:
         cfg: SymonConfig = self.builder_config
         if cfg.source == "synthetic":
-            root = _synthetic_dir(pathlib.Path(dl_manager.download_dir), cfg)
+            from tfds_builders.symon import synthetic
+
+            root = common.synthetic_corpus(dl_manager, "symon", synthetic, cfg.sizes,
+                                           sizes=cfg.sizes, seed=cfg.seed)
         else:
             root = check_manual_dir(dl_manager._manual_dir, cfg.name)  # noqa: SLF001
         self.skips = collections.Counter()

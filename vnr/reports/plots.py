@@ -14,6 +14,16 @@ import numpy as np  # noqa: E402
 from vnr.reports.writer import read_jsonl  # noqa: E402
 
 
+def _save(fig: plt.Figure, out: str | pathlib.Path, dpi: int) -> pathlib.Path:
+    """Lays out, writes (creating the folder) and closes ``fig``; returns the path."""
+    fig.tight_layout()
+    out = pathlib.Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=dpi)
+    plt.close(fig)
+    return out
+
+
 def learning_curves(jsonl: str | pathlib.Path, out: str | pathlib.Path) -> pathlib.Path | None:
     """One panel per train/val metric, value against step."""
     rows = read_jsonl(jsonl)
@@ -35,12 +45,7 @@ def learning_curves(jsonl: str | pathlib.Path, out: str | pathlib.Path) -> pathl
         ax.grid(alpha=0.3)
     for ax in list(axes.flat)[len(wanted):]:
         ax.axis("off")
-    fig.tight_layout()
-    out = pathlib.Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=90)
-    plt.close(fig)
-    return out
+    return _save(fig, out, dpi=90)
 
 
 def order_examples(batch: dict[str, np.ndarray], pred: np.ndarray, gt: np.ndarray,
@@ -77,9 +82,4 @@ def order_examples(batch: dict[str, np.ndarray], pred: np.ndarray, gt: np.ndarra
                 2 * c + r, 0].transAxes, ha="right", va="center", fontsize=7)
     fig.suptitle(f"{title}: frames in true order (top) vs predicted order (bottom); "
                  "#k = true position, red = misplaced", fontsize=8)
-    fig.tight_layout()
-    out = pathlib.Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=100)
-    plt.close(fig)
-    return out
+    return _save(fig, out, dpi=100)

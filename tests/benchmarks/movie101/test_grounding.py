@@ -50,6 +50,7 @@ def test_proposals_nms_and_random_level() -> None:
     np.testing.assert_allclose(np.asarray(y_jax), y, atol=1e-6)
 
 
+@pytest.mark.e2e
 def test_rnl_beats_random(tmp_path) -> None:
     c = tng_config.get_config("smoke")
     c.data.data_dir = str(tmp_path / "tfds")
@@ -81,6 +82,7 @@ def test_rnl_beats_random(tmp_path) -> None:
     assert m["R@5,IoU@0.5"] >= m["R@1,IoU@0.5"]
 
 
+@pytest.mark.e2e
 def test_tng_trainer_end_to_end(tmp_path) -> None:
     from vnr import train
 

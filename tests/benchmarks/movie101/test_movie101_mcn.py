@@ -61,6 +61,7 @@ def test_tokens_round_trip_and_pointer_ids(data_dir) -> None:
     assert data.detokenize(["老", "李", "ok", "go", "。"]) == "老李ok go。"
 
 
+@pytest.mark.e2e
 def test_trainer_end_to_end(data_dir, tmp_path) -> None:
     """The loop with EMScore/MNScore on (tiny CLIP and BERT checkpoints written here)."""
     from vnr import train
@@ -114,6 +115,7 @@ def _train_and_score(c, steps: int) -> dict[str, float]:
     return task.caption_scores(hyps, refs, casts)
 
 
+@pytest.mark.e2e
 def test_role_pointer_beats_no_pointer(data_dir) -> None:
     scores = {}
     for variant in ("pointer", "no_pointer"):

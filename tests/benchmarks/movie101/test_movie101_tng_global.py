@@ -42,6 +42,7 @@ def test_two_stage_rank_combination() -> None:
     np.testing.assert_allclose(top1[0], [100.0, 104.0])
 
 
+@pytest.mark.e2e
 def test_global_retrieval_end_to_end_beats_random(tmp_path) -> None:
     from vnr import train
 

@@ -129,6 +129,7 @@ def test_eq3_matches_a_direct_numpy_computation():
     np.testing.assert_allclose(float(got), np.mean(want), rtol=1e-5)
 
 
+@pytest.mark.e2e
 def test_loss_is_finite_and_goes_down():
     config = _config()
     model = _model(config)

@@ -22,6 +22,7 @@ def data_dir(tmp_path_factory) -> str:
     return str(tmp_path_factory.mktemp("tfds"))
 
 
+@pytest.mark.e2e
 def test_hcmc_row_runs_end_to_end_and_reaches_the_table(data_dir, tmp_path, capsys):
     c = hcmc.get_config("smoke,frame_shot,cosine")
     c.data.data_dir = data_dir

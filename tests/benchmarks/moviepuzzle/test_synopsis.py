@@ -173,6 +173,7 @@ def test_init_from_mismatch_is_one_clear_line(tmp_path: pathlib.Path) -> None:
         task.validate(_smoke(tmp_path, init_from=str(tmp_path)))
 
 
+@pytest.mark.e2e
 def test_train_end_to_end_with_reordering_init(tmp_path: pathlib.Path) -> None:
     from vnr import train
 

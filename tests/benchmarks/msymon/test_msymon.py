@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from configs.msymon.main import get_config
+from tests.helpers import override
 from tfds_builders import common
 from tfds_builders import msymon as builder
 from tfds_builders.msymon import parse, synthetic
@@ -124,13 +125,7 @@ def _config(corpus, lang: str = "en", **kw):
     c = get_config(f"smoke,individual:{lang}")
     c.data.update(config="features", dim=DIM, data_dir=data_dir, manual_dir=str(root))
     c.data.val_split = f"{lang}_val" if lang == "en" else f"{lang}_test"
-    for k, v in kw.items():
-        node = c
-        *parents, leaf = k.split(".")
-        for p in parents:
-            node = node[p]
-        node[leaf] = v
-    return c
+    return override(c, kw)
 
 
 # One model/batch shape for every run in this file, so compiled steps are shared (the
@@ -140,6 +135,7 @@ RUN = {**SIZES, "total_steps": 150, "warmup_steps": 10, "lr": 3e-3, "eval_every"
        "ckpt_every": 150, "log_every": 50, "eval.max_test_clips": 0}
 
 
+@pytest.mark.e2e
 def test_loss_is_the_same_on_1_and_8_devices(corpus):
     c = _config(corpus, **RUN)
     batch = next(iter(task.train_data(c, c.batch_size, 0, 1)))
@@ -163,12 +159,14 @@ def en_run(corpus, tmp_path_factory) -> tuple[str, dict]:
     return workdir, train.run(c, workdir)
 
 
+@pytest.mark.e2e
 def test_alignment_beats_the_transcript_baseline(en_run):
     results = en_run[1]["en_test"]
     assert results["f1"] > results["transcript_f1"] + 0.05, results
     assert results["clip_accuracy"] > results["transcript_clip_accuracy"], results
 
 
+@pytest.mark.e2e
 def test_crosslingual_matrix_from_two_language_runs(corpus, en_run, tmp_path):
     ch = str(tmp_path / "ch")
     train.run(_config(corpus, "ch", **SIZES, **{"data.test_splits": (), "total_steps": 2}), ch)
@@ -182,6 +180,7 @@ def test_crosslingual_matrix_from_two_language_runs(corpus, en_run, tmp_path):
     assert cells["en", "en"] == pytest.approx(en_run[1]["en_test"]["f1"], abs=1e-6)
 
 
+@pytest.mark.e2e
 def test_window_constraint_and_wrong_sized_init(corpus, en_run):
     c = _config(corpus, **RUN, **{"eval.window_seconds": 4.0, "data.test_splits": ("en_test",)})
     c.init_from = en_run[0]
@@ -207,6 +206,7 @@ def test_bad_config_and_missing_init_are_one_line_errors(corpus):
         get_config("individual:de")
 
 
+@pytest.mark.e2e
 def test_yms_zero_shot_from_the_msymon_run_and_supervised_batches(en_run, tmp_path):
     from configs.msymon.yms import get_config as yms_config
     from tfds_builders.msymon.yms import synthetic as yms_synthetic

@@ -89,6 +89,7 @@ def test_baselines():
         get_config("sa,gf")
 
 
+@pytest.mark.e2e
 def test_smoke_run_end_to_end(tmp_path):
     """Builds synthetic_tiny, trains the SA model a few steps, evaluates; prior baseline too."""
     from vnr import train

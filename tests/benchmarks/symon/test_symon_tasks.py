@@ -65,6 +65,7 @@ def _first_losses(config, devices, batches):
     return losses
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("name,arg", [("retrieval", "smoke"), ("order", "smoke,text_video")])
 def test_same_loss_on_one_and_eight_devices(name, arg, data_dir):
     c = _config(name, arg, data_dir)
@@ -91,6 +92,7 @@ def _run(name, arg, data_dir, tmp_path, **over):
     return results
 
 
+@pytest.mark.e2e
 def test_retrieval_beats_chance_on_generated_data(data_dir, tmp_path):
     res = _run("retrieval", "smoke", data_dir, tmp_path, steps=300)
     for split, m in res.items():
@@ -100,6 +102,7 @@ def test_retrieval_beats_chance_on_generated_data(data_dir, tmp_path):
         assert m["v2t_r@1"] > m["chance_v2t_r@1"] + 5, (split, m)
 
 
+@pytest.mark.e2e
 def test_ordering_beats_half_on_generated_data(data_dir, tmp_path):
     res = _run("order", "smoke,video_only", data_dir, tmp_path, steps=60)
     for split, m in res.items():

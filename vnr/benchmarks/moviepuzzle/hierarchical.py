@@ -220,19 +220,16 @@ def hierarchical_order(
     frames = (b, i)
     zero = np.zeros(b.size, np.int64)
 
-    scene = zero
-    if "scene_embed" in arrays:
-        scene = _cluster(
-            arrays["scene_embed"], frames, b, arrays.get("gt_scene_ids"),
-            jax.random.fold_in(key, 0), opts,
-        )  # fmt: skip
+    def clusters(level: str, parent: np.ndarray, salt: int) -> np.ndarray:
+        """Frames' ``level`` clusters within their ``parent`` group (0 without embeddings)."""
+        if f"{level}_embed" not in arrays:
+            return zero
+        return _cluster(arrays[f"{level}_embed"], frames, parent, arrays.get(f"gt_{level}_ids"),
+                        jax.random.fold_in(key, salt), opts)
+
+    scene = clusters("scene", b, 0)
     scene_id = _dense(b, scene)
-    shot = zero
-    if "shot_embed" in arrays:
-        shot = _cluster(
-            arrays["shot_embed"], frames, scene_id, arrays.get("gt_shot_ids"),
-            jax.random.fold_in(key, 1), opts,
-        )  # fmt: skip
+    shot = clusters("shot", scene_id, 1)
     shot_id = _dense(b, scene, shot)
 
     # bottom-up: frames in shots, shots in scenes, scenes in clips

@@ -83,7 +83,18 @@ class ImageEncoder(nnx.Module):
         return self.ln(x).reshape(*lead, -1)
 
 
-class PairOrderModel(nnx.Module):
+class _AllPairs:
+    """``all_pair_logits`` from a model's ``pair_logits`` (both pair models share it)."""
+
+    def all_pair_logits(self, feats: jax.Array) -> jax.Array:
+        """Per-frame vectors [B, N, W] -> logits for every ordered pair [B, N, N, 2]."""
+        n = feats.shape[1]
+        first = jnp.broadcast_to(feats[:, :, None], (feats.shape[0], n, n, feats.shape[-1]))
+        second = jnp.broadcast_to(feats[:, None, :], first.shape)
+        return self.pair_logits(first, second, train=False, rngs=None)
+
+
+class PairOrderModel(_AllPairs, nnx.Module):
     """Frame encoder (fused modalities) + pair transformer + 2-way order head."""
 
     def __init__(self, *, modalities: tuple[str, ...], image_size: int, stem: int, conv: str,
@@ -145,15 +156,9 @@ class PairOrderModel(nnx.Module):
         x = self.ln(x).reshape(x.shape[0], -1)
         return self.head(x).reshape(*lead, 2)
 
-    def all_pair_logits(self, feats: jax.Array) -> jax.Array:
-        """Per-frame vectors [B, N, W] -> logits for every ordered pair [B, N, N, 2]."""
-        n = feats.shape[1]
-        first = jnp.broadcast_to(feats[:, :, None], (feats.shape[0], n, n, feats.shape[-1]))
-        second = jnp.broadcast_to(feats[:, None, :], first.shape)
-        return self.pair_logits(first, second, train=False, rngs=None)
 
 
-class TextPairModel(nnx.Module):
+class TextPairModel(_AllPairs, nnx.Module):
     """Text-pair baseline: "[CLS] utt_i [SEP] utt_j [SEP]" through BERT/ALBERT, 2-way head.
 
     The head (on BERT's pooler output, tanh(dense([CLS])); the [CLS] state when the
@@ -235,8 +240,3 @@ class TextPairModel(nnx.Module):
         x = self.pooled(first.reshape(-1, length), second.reshape(-1, length), train=train)
         return self.head(x).reshape(*lead, 2)
 
-    def all_pair_logits(self, feats: jax.Array) -> jax.Array:
-        n = feats.shape[1]
-        first = jnp.broadcast_to(feats[:, :, None], (feats.shape[0], n, n, feats.shape[-1]))
-        second = jnp.broadcast_to(feats[:, None, :], first.shape)
-        return self.pair_logits(first, second, train=False, rngs=None)

@@ -25,20 +25,8 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from vnr.models.encoders.layers import (
-    EncoderOutput,
-    Node,
-    activation,
-    attention_bias,
-    check_divisible,
-    dense,
-    dot_product_attention,
-    dropout,
-    embed,
-    layer_norm,
-    pool,
-    split_heads,
-)
+from vnr.models.encoders import layers
+from vnr.models.encoders.layers import EncoderOutput, Node, dense, dropout, embed, layer_norm
 
 Config = Any  # a transformers BertConfig / XLMRobertaConfig / RobertaConfig / AlbertConfig
 
@@ -75,20 +63,13 @@ class Embeddings(nnx.Module):
         return self.dropout(self.LayerNorm(h), deterministic=deterministic)
 
 
-def _heads(n: int, x: jax.Array, q: nnx.Linear, k: nnx.Linear, v: nnx.Linear):
-    return split_heads(q(x), n), split_heads(k(x), n), split_heads(v(x), n)
-
-
-class BertLayer(nnx.Module):
+class BertLayer(layers.TransformerLayer):
     """Post-LN transformer layer with BERT's tensor names."""
 
     def __init__(self, cfg: Config, *, dtype: Any, param_dtype: Any, rngs: nnx.Rngs):
+        super().__init__(cfg)
         h, m = cfg.hidden_size, cfg.intermediate_size
-        check_divisible(h, cfg.num_attention_heads)
-        kw = dict(rngs=rngs, std=cfg.initializer_range, dtype=dtype, param_dtype=param_dtype)
-        ln = dict(rngs=rngs, dtype=dtype, param_dtype=param_dtype)
-        self.num_heads = cfg.num_attention_heads
-        self.act = activation(cfg.hidden_act)
+        kw, ln = layers.sublayer_kwargs(cfg, dtype=dtype, param_dtype=param_dtype, rngs=rngs)
         self_attention = Node(
             query=dense(h, h, ("embed", "heads"), **kw),
             key=dense(h, h, ("embed", "heads"), **kw),
@@ -114,8 +95,7 @@ class BertLayer(nnx.Module):
         self, x: jax.Array, bias: jax.Array | None, deterministic: bool | None
     ) -> jax.Array:
         sa, so = self.attention.self, self.attention.output
-        q, k, v = _heads(self.num_heads, x, sa.query, sa.key, sa.value)
-        a = dot_product_attention(q, k, v, bias, sa.dropout, deterministic)
+        a = self.attend(x, (sa.query, sa.key, sa.value), bias, sa.dropout, deterministic)
         a = so.dropout(so.dense(a), deterministic=deterministic)
         x = so.LayerNorm(a + x)
         y = self.act(self.intermediate.dense(x))
@@ -123,7 +103,56 @@ class BertLayer(nnx.Module):
         return self.output.LayerNorm(y + x)
 
 
-class BertModel(nnx.Module):
+class _TextEncoder(nnx.Module):
+    """The forward pass BERT and ALBERT share: default ids, embeddings, layers, pooling."""
+
+    embeddings: Embeddings
+    pooling: str
+
+    def _positions(self, input_ids: jax.Array) -> jax.Array:
+        return jnp.broadcast_to(jnp.arange(input_ids.shape[-1]), input_ids.shape)
+
+    def _encode(
+        self, x: jax.Array, bias: jax.Array | None, deterministic: bool | None
+    ) -> jax.Array:
+        raise NotImplementedError
+
+    def _pooler(self) -> nnx.Linear | None:
+        raise NotImplementedError
+
+    def __call__(
+        self,
+        input_ids: jax.Array,
+        attention_mask: jax.Array | None = None,
+        token_type_ids: jax.Array | None = None,
+        position_ids: jax.Array | None = None,
+        *,
+        deterministic: bool | None = None,
+    ) -> EncoderOutput:
+        """Encodes token ids.
+
+        Args:
+          input_ids: int ``(batch, length)``.
+          attention_mask: ``(batch, length)``, 1 = real token; None = all real.
+          token_type_ids: segment ids; default zeros.
+          position_ids: default per ``position_scheme``.
+          deterministic: overrides the dropout mode set by ``train()`` / ``eval()``.
+
+        Returns:
+          ``EncoderOutput`` (hidden states, pooler output, configured pooled embedding).
+        """
+        if token_type_ids is None:
+            token_type_ids = jnp.zeros_like(input_ids)
+        if position_ids is None:
+            position_ids = self._positions(input_ids)
+        x = self.embeddings(input_ids, token_type_ids, position_ids, deterministic)
+        x = self._encode(x, layers.attention_bias(attention_mask, dtype=x.dtype), deterministic)
+        pooler = self._pooler()
+        pooled = jnp.tanh(pooler(x[:, 0])) if pooler is not None else None
+        return EncoderOutput(x, pooled, layers.pool(self.pooling, x, attention_mask, pooled))
+
+
+class BertModel(_TextEncoder):
     """BERT or RoBERTa/XLM-R encoder (``position_scheme`` = ``"absolute"`` / ``"roberta"``).
 
     Args:
@@ -171,52 +200,29 @@ class BertModel(nnx.Module):
             else None
         )
 
-    def __call__(
-        self,
-        input_ids: jax.Array,
-        attention_mask: jax.Array | None = None,
-        token_type_ids: jax.Array | None = None,
-        position_ids: jax.Array | None = None,
-        *,
-        deterministic: bool | None = None,
-    ) -> EncoderOutput:
-        """Encodes token ids.
+    def _positions(self, input_ids: jax.Array) -> jax.Array:
+        if self.position_scheme == "roberta":
+            return roberta_position_ids(input_ids, self.pad_token_id)
+        return super()._positions(input_ids)
 
-        Args:
-          input_ids: int ``(batch, length)``.
-          attention_mask: ``(batch, length)``, 1 = real token; None = all real.
-          token_type_ids: segment ids; default zeros.
-          position_ids: default per ``position_scheme``.
-          deterministic: overrides the dropout mode set by ``train()`` / ``eval()``.
-
-        Returns:
-          ``EncoderOutput`` (hidden states, pooler output, configured pooled embedding).
-        """
-        if token_type_ids is None:
-            token_type_ids = jnp.zeros_like(input_ids)
-        if position_ids is None:
-            if self.position_scheme == "roberta":
-                position_ids = roberta_position_ids(input_ids, self.pad_token_id)
-            else:
-                position_ids = jnp.broadcast_to(jnp.arange(input_ids.shape[-1]), input_ids.shape)
-        x = self.embeddings(input_ids, token_type_ids, position_ids, deterministic)
-        bias = attention_bias(attention_mask, dtype=x.dtype)
+    def _encode(
+        self, x: jax.Array, bias: jax.Array | None, deterministic: bool | None
+    ) -> jax.Array:
         for layer in self.encoder.layer:
             x = layer(x, bias, deterministic)
-        pooled = jnp.tanh(self.pooler.dense(x[:, 0])) if self.pooler is not None else None
-        return EncoderOutput(x, pooled, pool(self.pooling, x, attention_mask, pooled))
+        return x
+
+    def _pooler(self) -> nnx.Linear | None:
+        return self.pooler.dense if self.pooler is not None else None
 
 
-class AlbertLayer(nnx.Module):
+class AlbertLayer(layers.TransformerLayer):
     """ALBERT's post-LN transformer layer with its tensor names."""
 
     def __init__(self, cfg: Config, *, dtype: Any, param_dtype: Any, rngs: nnx.Rngs):
+        super().__init__(cfg)
         h, m = cfg.hidden_size, cfg.intermediate_size
-        check_divisible(h, cfg.num_attention_heads)
-        kw = dict(rngs=rngs, std=cfg.initializer_range, dtype=dtype, param_dtype=param_dtype)
-        ln = dict(rngs=rngs, dtype=dtype, param_dtype=param_dtype)
-        self.num_heads = cfg.num_attention_heads
-        self.act = activation(cfg.hidden_act)
+        kw, ln = layers.sublayer_kwargs(cfg, dtype=dtype, param_dtype=param_dtype, rngs=rngs)
         self.attention = Node(
             query=dense(h, h, ("embed", "heads"), **kw),
             key=dense(h, h, ("embed", "heads"), **kw),
@@ -235,8 +241,7 @@ class AlbertLayer(nnx.Module):
         self, x: jax.Array, bias: jax.Array | None, deterministic: bool | None
     ) -> jax.Array:
         at = self.attention
-        q, k, v = _heads(self.num_heads, x, at.query, at.key, at.value)
-        a = dot_product_attention(q, k, v, bias, at.attention_dropout, deterministic)
+        a = self.attend(x, (at.query, at.key, at.value), bias, at.attention_dropout, deterministic)
         a = at.dropout(at.dense(a), deterministic=deterministic)
         x = at.LayerNorm(a + x)
         y = self.ffn_output(self.act(self.ffn(x)))
@@ -244,7 +249,7 @@ class AlbertLayer(nnx.Module):
         return self.full_layer_layer_norm(y + x)
 
 
-class AlbertModel(nnx.Module):
+class AlbertModel(_TextEncoder):
     """ALBERT encoder: factorised embeddings and cross-layer parameter sharing.
 
     Args:
@@ -288,26 +293,15 @@ class AlbertModel(nnx.Module):
             else None
         )
 
-    def __call__(
-        self,
-        input_ids: jax.Array,
-        attention_mask: jax.Array | None = None,
-        token_type_ids: jax.Array | None = None,
-        position_ids: jax.Array | None = None,
-        *,
-        deterministic: bool | None = None,
-    ) -> EncoderOutput:
-        """Encodes token ids; arguments and result as ``BertModel.__call__``."""
-        if token_type_ids is None:
-            token_type_ids = jnp.zeros_like(input_ids)
-        if position_ids is None:
-            position_ids = jnp.broadcast_to(jnp.arange(input_ids.shape[-1]), input_ids.shape)
-        x = self.embeddings(input_ids, token_type_ids, position_ids, deterministic)
+    def _encode(
+        self, x: jax.Array, bias: jax.Array | None, deterministic: bool | None
+    ) -> jax.Array:
         x = self.encoder.embedding_hidden_mapping_in(x)
-        bias = attention_bias(attention_mask, dtype=x.dtype)
         for i in range(self.num_layers):
             group = int(i / (self.num_layers / self.num_groups))  # as the original
             for layer in self.encoder.albert_layer_groups[group].albert_layers:
                 x = layer(x, bias, deterministic)
-        pooled = jnp.tanh(self.pooler(x[:, 0])) if self.pooler is not None else None
-        return EncoderOutput(x, pooled, pool(self.pooling, x, attention_mask, pooled))
+        return x
+
+    def _pooler(self) -> nnx.Linear | None:
+        return self.pooler

@@ -25,41 +25,26 @@ import jax
 import jax.numpy as jnp
 from flax import nnx, struct
 
-from vnr.models.encoders.layers import (
-    EncoderOutput,
-    Node,
-    activation,
-    attention_bias,
-    check_divisible,
-    dense,
-    dot_product_attention,
-    dropout,
-    embed,
-    layer_norm,
-    param,
-    split_heads,
-)
+from vnr.models.encoders import layers
+from vnr.models.encoders.layers import EncoderOutput, Node, dense, embed, layer_norm, param
 
 Config = Any  # transformers CLIPConfig / CLIPVisionConfig / CLIPTextConfig
 
 
-class CLIPEncoderLayer(nnx.Module):
+class CLIPEncoderLayer(layers.TransformerLayer):
     """Pre-LN transformer layer with CLIP's tensor names."""
 
     def __init__(self, cfg: Config, *, dtype: Any, param_dtype: Any, rngs: nnx.Rngs):
+        super().__init__(cfg)
         h, m = cfg.hidden_size, cfg.intermediate_size
-        check_divisible(h, cfg.num_attention_heads)
-        kw = dict(rngs=rngs, std=cfg.initializer_range, dtype=dtype, param_dtype=param_dtype)
-        ln = dict(rngs=rngs, dtype=dtype, param_dtype=param_dtype)
-        self.num_heads = cfg.num_attention_heads
-        self.act = activation(cfg.hidden_act)
+        kw, ln = layers.sublayer_kwargs(cfg, dtype=dtype, param_dtype=param_dtype, rngs=rngs)
         self.layer_norm1 = layer_norm(h, cfg.layer_norm_eps, **ln)
         self.self_attn = Node(
             q_proj=dense(h, h, ("embed", "heads"), **kw),
             k_proj=dense(h, h, ("embed", "heads"), **kw),
             v_proj=dense(h, h, ("embed", "heads"), **kw),
             out_proj=dense(h, h, ("heads", "embed"), **kw),
-            dropout=dropout(cfg.attention_dropout, rngs),
+            dropout=layers.dropout(cfg.attention_dropout, rngs),
         )
         self.layer_norm2 = layer_norm(h, cfg.layer_norm_eps, **ln)
         self.mlp = Node(
@@ -69,14 +54,11 @@ class CLIPEncoderLayer(nnx.Module):
     def __call__(
         self, x: jax.Array, bias: jax.Array | None, deterministic: bool | None
     ) -> jax.Array:
-        sa, n = self.self_attn, self.num_heads
-        y = self.layer_norm1(x)
-        q, k, v = (
-            split_heads(sa.q_proj(y), n),
-            split_heads(sa.k_proj(y), n),
-            split_heads(sa.v_proj(y), n),
+        sa = self.self_attn
+        a = self.attend(
+            self.layer_norm1(x), (sa.q_proj, sa.k_proj, sa.v_proj), bias, sa.dropout, deterministic
         )
-        x = x + sa.out_proj(dot_product_attention(q, k, v, bias, sa.dropout, deterministic))
+        x = x + sa.out_proj(a)
         y = self.layer_norm2(x)
         return x + self.mlp.fc2(self.act(self.mlp.fc1(y)))
 
@@ -181,7 +163,7 @@ class CLIPTextTransformer(nnx.Module):
             position_ids = jnp.broadcast_to(jnp.arange(n), input_ids.shape)
         e = self.embeddings
         x = e.token_embedding(input_ids) + e.position_embedding(position_ids)
-        bias = attention_bias(attention_mask, causal=True, length=n, dtype=x.dtype)
+        bias = layers.attention_bias(attention_mask, causal=True, length=n, dtype=x.dtype)
         for layer in self.encoder.layers:
             x = layer(x, bias, deterministic)
         x = self.final_layer_norm(x)
@@ -197,14 +179,18 @@ def _projection(din: int, dout: int, **kw: Any) -> nnx.Linear:
     return dense(din, dout, ("embed", None), use_bias=False, **kw)
 
 
-class CLIPVisionModel(nnx.Module):
-    """The vision tower, optionally with ``visual_projection`` (then ``pooled`` = image_embeds).
+class _Tower(nnx.Module):
+    """One CLIP tower, optionally with its projection (then ``pooled`` is the projected
+    embedding); ``names`` = (tower attribute, projection attribute) as in the checkpoints.
 
     Args:
-      cfg: ``CLIPVisionConfig``.
-      with_projection: build ``visual_projection`` to ``cfg.projection_dim``.
+      cfg: ``CLIPVisionConfig`` / ``CLIPTextConfig``.
+      with_projection: build the projection to ``cfg.projection_dim``.
       dtype: compute dtype; param_dtype: parameter dtype; rngs: ``params`` / ``dropout``.
     """
+
+    names: tuple[str, str]
+    transformer: type[nnx.Module]
 
     def __init__(
         self,
@@ -216,48 +202,40 @@ class CLIPVisionModel(nnx.Module):
         rngs: nnx.Rngs,
     ):
         kw = dict(dtype=dtype, param_dtype=param_dtype, rngs=rngs)
-        self.vision_model = CLIPVisionTransformer(cfg, **kw)
-        self.visual_projection = (
+        tower, projection = self.names
+        setattr(self, tower, self.transformer(cfg, **kw))
+        setattr(
+            self,
+            projection,
             _projection(cfg.hidden_size, cfg.projection_dim, std=cfg.initializer_range, **kw)
             if with_projection
-            else None
+            else None,
         )
+
+
+def _projected(out: EncoderOutput, projection: nnx.Linear | None) -> EncoderOutput:
+    return out if projection is None else out.replace(pooled=projection(out.pooler_output))
+
+
+class CLIPVisionModel(_Tower):
+    """The vision tower (``vision_model``), optionally with ``visual_projection``."""
+
+    names = ("vision_model", "visual_projection")
+    transformer = CLIPVisionTransformer
 
     def __call__(
         self, pixel_values: jax.Array, *, deterministic: bool | None = None
     ) -> EncoderOutput:
         """Encodes channels-last images ``(batch, size, size, 3)``."""
         out = self.vision_model(pixel_values, deterministic=deterministic)
-        if self.visual_projection is None:
-            return out
-        return out.replace(pooled=self.visual_projection(out.pooler_output))
+        return _projected(out, self.visual_projection)
 
 
-class CLIPTextModel(nnx.Module):
-    """The text tower, optionally with ``text_projection`` (then ``pooled`` = text_embeds).
+class CLIPTextModel(_Tower):
+    """The text tower (``text_model``), optionally with ``text_projection``."""
 
-    Args:
-      cfg: ``CLIPTextConfig``.
-      with_projection: build ``text_projection`` to ``cfg.projection_dim``.
-      dtype: compute dtype; param_dtype: parameter dtype; rngs: ``params`` / ``dropout``.
-    """
-
-    def __init__(
-        self,
-        cfg: Config,
-        *,
-        with_projection: bool = False,
-        dtype: Any = jnp.float32,
-        param_dtype: Any = jnp.float32,
-        rngs: nnx.Rngs,
-    ):
-        kw = dict(dtype=dtype, param_dtype=param_dtype, rngs=rngs)
-        self.text_model = CLIPTextTransformer(cfg, **kw)
-        self.text_projection = (
-            _projection(cfg.hidden_size, cfg.projection_dim, std=cfg.initializer_range, **kw)
-            if with_projection
-            else None
-        )
+    names = ("text_model", "text_projection")
+    transformer = CLIPTextTransformer
 
     def __call__(
         self,
@@ -269,9 +247,7 @@ class CLIPTextModel(nnx.Module):
     ) -> EncoderOutput:
         """Encodes token ids ``(batch, length)`` with an optional padding mask."""
         out = self.text_model(input_ids, attention_mask, position_ids, deterministic=deterministic)
-        if self.text_projection is None:
-            return out
-        return out.replace(pooled=self.text_projection(out.pooler_output))
+        return _projected(out, self.text_projection)
 
 
 @struct.dataclass
@@ -312,24 +288,10 @@ class CLIPModel(nnx.Module):
         self.text_projection = _projection(tc.hidden_size, p, std=tc.initializer_range, **kw)
         self.logit_scale = param(jnp.asarray(cfg.logit_scale_init_value, param_dtype), ())
 
-    def encode_image(
-        self, pixel_values: jax.Array, *, deterministic: bool | None = None
-    ) -> EncoderOutput:
-        """Vision tower; ``pooled`` is the (unnormalised) projected image embedding."""
-        out = self.vision_model(pixel_values, deterministic=deterministic)
-        return out.replace(pooled=self.visual_projection(out.pooler_output))
-
-    def encode_text(
-        self,
-        input_ids: jax.Array,
-        attention_mask: jax.Array | None = None,
-        position_ids: jax.Array | None = None,
-        *,
-        deterministic: bool | None = None,
-    ) -> EncoderOutput:
-        """Text tower; ``pooled`` is the (unnormalised) projected text embedding."""
-        out = self.text_model(input_ids, attention_mask, position_ids, deterministic=deterministic)
-        return out.replace(pooled=self.text_projection(out.pooler_output))
+    # The towers' forward passes: same attribute names, so the same code. ``pooled`` is the
+    # (unnormalised) projected embedding.
+    encode_image = CLIPVisionModel.__call__
+    encode_text = CLIPTextModel.__call__
 
     def __call__(
         self,

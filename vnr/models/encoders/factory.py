@@ -53,33 +53,18 @@ _OTHER_TOWER = {
     "text": ("vision_model.", "visual_projection.", "logit_scale"),
 }
 
-SCRATCH_SIZES: dict[str, dict[str, int]] = {
+_SIZE_FIELDS = (
     # width, layers, heads, FFN width, vocab, text positions, image side, patch, projection,
     # ALBERT factorised-embedding width
-    "tiny": dict(
-        hidden=32,
-        layers=2,
-        heads=2,
-        mlp=64,
-        vocab=1024,
-        positions=64,
-        image=32,
-        patch=16,
-        projection=32,
-        embedding=16,
-    ),
-    "small": dict(
-        hidden=256,
-        layers=4,
-        heads=4,
-        mlp=1024,
-        vocab=30522,
-        positions=128,
-        image=224,
-        patch=32,
-        projection=256,
-        embedding=128,
-    ),
+    *("hidden", "layers", "heads", "mlp", "vocab", "positions", "image", "patch"),
+    *("projection", "embedding"),
+)
+SCRATCH_SIZES: dict[str, dict[str, int]] = {
+    name: dict(zip(_SIZE_FIELDS, row, strict=True))
+    for name, row in {
+        "tiny": (32, 2, 2, 64, 1024, 64, 32, 16, 32, 16),
+        "small": (256, 4, 4, 1024, 30522, 128, 224, 32, 256, 128),
+    }.items()
 }
 SCRATCH_ARCHS = ("clip", "clip-vision", "clip-text", "bert", "albert", "xlm-roberta")
 

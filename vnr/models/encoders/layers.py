@@ -305,6 +305,39 @@ def check_divisible(width: int, heads: int) -> None:
         raise ValueError(f"hidden_size {width} is not a multiple of num_attention_heads {heads}")
 
 
+class TransformerLayer(nnx.Module):
+    """Base of the encoders' transformer layers: head count, activation, self-attention.
+
+    Subclasses build their sublayers (named as in their checkpoints) with the ``dense`` and
+    ``layer_norm`` keyword arguments that ``sublayer_kwargs`` returns.
+    """
+
+    def __init__(self, cfg: Any):
+        check_divisible(cfg.hidden_size, cfg.num_attention_heads)
+        self.num_heads = cfg.num_attention_heads
+        self.act = activation(cfg.hidden_act)
+
+    def attend(
+        self,
+        x: jax.Array,
+        proj: tuple[nnx.Linear, nnx.Linear, nnx.Linear],
+        bias: jax.Array | None,
+        drop: nnx.Dropout | None,
+        deterministic: bool | None,
+    ) -> jax.Array:
+        """Multi-head self-attention of ``x`` through the ``(query, key, value)`` projections."""
+        q, k, v = (split_heads(p(x), self.num_heads) for p in proj)
+        return dot_product_attention(q, k, v, bias, drop, deterministic)
+
+
+def sublayer_kwargs(
+    cfg: Any, *, dtype: Dtype, param_dtype: Dtype, rngs: nnx.Rngs
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(dense kwargs, layer_norm kwargs)`` for a layer's sublayers."""
+    norm = dict(rngs=rngs, dtype=dtype, param_dtype=param_dtype)
+    return dict(norm, std=cfg.initializer_range), norm
+
+
 class Node(nnx.Module):
     """A named container mirroring one module of the original checkpoint's tree.
 

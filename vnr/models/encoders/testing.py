@@ -25,29 +25,15 @@ def tiny_config(arch: str) -> Any:
     import transformers as tf
 
     common = dict(hidden_size=32, num_attention_heads=4, intermediate_size=64)
+    text = dict(common, vocab_size=96, num_hidden_layers=2, max_position_embeddings=40)
     if arch == "bert":
-        return tf.BertConfig(
-            vocab_size=96, num_hidden_layers=2, max_position_embeddings=40, **common
-        )
+        return tf.BertConfig(**text)
     if arch == "albert":
-        return tf.AlbertConfig(
-            vocab_size=96,
-            embedding_size=16,
-            num_hidden_layers=4,
-            num_hidden_groups=2,
-            inner_group_num=1,
-            max_position_embeddings=40,
-            **common,
-        )
+        groups = dict(num_hidden_layers=4, num_hidden_groups=2, inner_group_num=1)
+        return tf.AlbertConfig(**{**text, **groups}, embedding_size=16)
     if arch == "xlm-roberta":
-        return tf.XLMRobertaConfig(
-            vocab_size=96,
-            num_hidden_layers=2,
-            type_vocab_size=1,
-            max_position_embeddings=42,
-            pad_token_id=1,
-            **common,
-        )
+        roberta = dict(max_position_embeddings=42, pad_token_id=1, type_vocab_size=1)
+        return tf.XLMRobertaConfig(**{**text, **roberta})
     if arch.startswith("clip"):
         image, patch = (64, 32) if arch == "clip-p32" else (32, 16)
         vision = dict(num_hidden_layers=2, image_size=image, patch_size=patch, **common)
