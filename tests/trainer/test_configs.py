@@ -31,6 +31,9 @@ def _documented_specs() -> list[str]:
             spec = spec.rstrip(".,;")
             if re.search(r"[\[<>|]|ARGS|ROW", spec):
                 continue  # a placeholder such as path.py:ROW[,smoke|clips]
+            path = ROOT / spec.partition(":")[0]
+            if path.is_file() and "def get_config" not in path.read_text():
+                continue  # a shared module named in prose (configs/common.py)
             specs.add(re.sub(r"\$\w+", "/ckpt", spec))  # $CKPT/x: any directory will do
     return sorted(specs)
 
