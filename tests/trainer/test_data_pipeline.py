@@ -35,7 +35,7 @@ def _records(n=12, seed=0):
 
 def _batches(monkeypatch, n_batches, batch=4, pi=0, pc=1, seed=0):
     recs = _records()
-    monkeypatch.setattr(data, "_source", lambda cfg, split: recs)
+    monkeypatch.setattr(data, "source", lambda cfg, split: recs)
     it = iter(data.train_dataset(_cfg(), batch, seed, pi, pc))
     out = [next(it) for _ in range(n_batches)]
     it.close()

@@ -169,7 +169,7 @@ def test_init_from_mismatch_is_one_clear_line(tmp_path: pathlib.Path) -> None:
     (tmp_path / "reorder" / "config.json").unlink()  # then the shapes themselves are checked
     with pytest.raises(ValueError, match=r"parameter image\..* expects"):
         task.validate(config)
-    with pytest.raises(FileNotFoundError, match="no checkpoints/ folder"):
+    with pytest.raises(FileNotFoundError, match="no finished checkpoint under"):
         task.validate(_smoke(tmp_path, init_from=str(tmp_path)))
 
 
