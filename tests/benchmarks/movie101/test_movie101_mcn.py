@@ -186,13 +186,19 @@ def _eval_config(data_dir, clip="", bert=""):
     return c
 
 
+def _rolled_predict(b):
+    """Stand-in for mcn.predict: the next clip's reference tokens, with the columns the
+    task contract and EMScore read (`valid`, the CLIP frame features)."""
+    return {"tokens": jnp.roll(b["targets"], 1, axis=0), "valid": b["frame_mask"].any(-1),
+            "frames": b["frames"], "frame_mask": b["frame_mask"]}
+
+
 def _rolled_eval(c):
     """evaluate() on 8 test clips with a stand-in predictor that returns the next clip's
     reference tokens (so hypotheses differ from references), plus the hypotheses and sampled
     CLIP frames recomputed here."""
     mesh = sharding.make_mesh((-1, 1))
-    predict = lambda b: {"tokens": jnp.roll(b["targets"], 1, axis=0)}  # noqa: E731
-    metrics = task.evaluate(c, "test", predict, mesh, max_examples=8)
+    metrics = task.evaluate(c, "test", _rolled_predict, mesh, max_examples=8)
     it, n = data.eval_batches(c.data, "test", 8, 8)
     b = next(it)
     assert n == 1 and len(b["targets"]) == 8
@@ -241,8 +247,8 @@ def test_evaluate_emscore_mnscore_tiny_clip(prepared, tmp_path, monkeypatch) -> 
     c.eval.update(mnscore_em="full", em_idf=True)
     idf = cm.idf_weights(enc["input_ids"], enc["attention_mask"])
     em = cm.emscore(frames, fmask, glob, tok_emb, enc["attention_mask"].astype(bool), idf)
-    m2 = task.evaluate(c, "test", lambda b: {"tokens": jnp.roll(b["targets"], 1, axis=0)},
-                       sharding.make_mesh((-1, 1)), max_examples=8)
+    m2 = task.evaluate(c, "test", _rolled_predict, sharding.make_mesh((-1, 1)),
+                       max_examples=8)
     assert m2["mnscore"] == pytest.approx((m2["emscore"] + 4 * m2["bertscore"]
                                            + m2["role_f1_up"]) / 6, rel=1e-6)
     assert jax.tree.all(jax.tree.map(np.isfinite, m2))
