@@ -129,3 +129,19 @@ def columns(module: Any, config: Any, results: dict[str, Metrics]) -> Sequence[A
     """The task's results-table columns, or None for every metric."""
     fn = hook(module, "result_columns")
     return fn(config, results) if fn is not None else None
+
+
+def require_splits(config: Any, have: Sequence[str], dataset: str, joined: bool = False) -> None:
+    """Every configured split (`data.train_split`, `data.val_split`, `data.test_splits`) is
+    one of `have`, the built `dataset`'s splits; else ValueError naming the key (the
+    `check_splits` hook of most tasks). `joined`: a split may join several with "+"."""
+    d = config.data
+    for key, split in [("data.train_split", d.train_split), ("data.val_split", d.val_split)] + [
+            ("data.test_splits", s) for s in d.test_splits]:
+        if not joined and split not in have:
+            raise ValueError(f"{key}={split!r} is not a split of {dataset} "
+                             f"(it has {', '.join(have)})")
+        for part in split.split("+") if joined else ():
+            if part not in have:
+                raise ValueError(f"{key}={split!r}: {part!r} is not a split of {dataset} "
+                                 f"(it has {', '.join(sorted(have))})")

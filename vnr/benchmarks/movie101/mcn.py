@@ -37,6 +37,7 @@ import optax
 from flax import nnx
 
 from vnr import evaluation
+from vnr import task as task_lib
 from vnr.benchmarks.movie101 import caption_metrics as cm
 from vnr.benchmarks.movie101 import data
 from vnr.benchmarks.movie101.narrator import RMN, rmn_step
@@ -78,11 +79,7 @@ def check_splits(config: Any) -> None:
 
     d = config.data
     have = movie101.split_names(d.config, d.data_dir, d.manual_dir or None)
-    for key, split in [("data.train_split", d.train_split), ("data.val_split", d.val_split)] + [
-            ("data.test_splits", s) for s in d.test_splits]:
-        if split not in have:
-            raise ValueError(f"{key}={split!r} is not a split of movie101/{d.config} "
-                             f"(it has {', '.join(have)})")
+    task_lib.require_splits(config, have, f"movie101/{d.config}")
 
 
 def make_model(config: Any, rngs: nnx.Rngs) -> RMN:

@@ -25,6 +25,7 @@ import optax
 from flax import nnx
 
 from vnr import evaluation
+from vnr import task as task_lib
 from vnr.benchmarks.moviepuzzle import data
 from vnr.benchmarks.moviepuzzle.pairwise_model import PairOrderModel
 from vnr.data import text
@@ -97,11 +98,7 @@ def check_splits(config: Any) -> None:
 
     d = config.data
     have = builder.split_names(d.config, d.data_dir, manual_dir=d.manual_dir or None)
-    for key, split in [("data.train_split", d.train_split), ("data.val_split", d.val_split)] + [
-            ("data.test_splits", s) for s in d.test_splits]:
-        if split not in have:
-            raise ValueError(f"{key}={split!r} is not a split of moviepuzzle/{d.config} "
-                             f"(it has {', '.join(have)})")
+    task_lib.require_splits(config, have, f"moviepuzzle/{d.config}")
 
 
 def make_model(config: Any, rngs: nnx.Rngs) -> PairOrderModel:

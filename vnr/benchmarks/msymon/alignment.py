@@ -46,6 +46,7 @@ import numpy as np
 from flax import nnx
 
 from vnr import checkpoint, evaluation
+from vnr import task as task_lib
 from vnr.benchmarks.msymon import data
 from vnr.benchmarks.msymon import metrics as am
 from vnr.benchmarks.msymon.model import Aligner
@@ -99,13 +100,8 @@ def _is_number(x: Any) -> bool:
 
 def check_splits(config: Any) -> None:
     d = config.data
-    have = set(split_names(d))
-    for key, split in [("data.train_split", d.train_split), ("data.val_split", d.val_split)] + [
-            ("data.test_splits", s) for s in d.test_splits]:
-        for part in split.split("+"):
-            if part not in have:
-                raise ValueError(f"{key}={split!r}: {part!r} is not a split of "
-                                 f"{d.builder}/{d.config} (it has {', '.join(sorted(have))})")
+    task_lib.require_splits(config, sorted(set(split_names(d))), f"{d.builder}/{d.config}",
+                            joined=True)
 
 
 def split_names(d: Any) -> list[str]:

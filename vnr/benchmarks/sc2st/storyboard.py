@@ -21,6 +21,7 @@ import optax
 from flax import nnx
 
 from vnr import evaluation
+from vnr import task as task_lib
 from vnr.benchmarks.sc2st import data
 from vnr.benchmarks.sc2st import metrics as rank_metrics
 from vnr.benchmarks.sc2st import model as storyboard
@@ -51,11 +52,7 @@ def check_splits(config: Any) -> None:
     d = config.data
     have = builder.split_names(d.config, d.data_dir, manual_dir=d.manual_dir or None,
                                embedder=clip_embedder)
-    for key, split in [("data.train_split", d.train_split), ("data.val_split", d.val_split)] + [
-            ("data.test_splits", s) for s in d.test_splits]:
-        if split not in have:
-            raise ValueError(f"{key}={split!r} is not a split of sc2st/{d.config} "
-                             f"(it has {', '.join(have)})")
+    task_lib.require_splits(config, have, f"sc2st/{d.config}")
 
 
 def text_encoder(config: Any, rngs: nnx.Rngs) -> tuple[nnx.Module, int]:

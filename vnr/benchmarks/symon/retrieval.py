@@ -21,6 +21,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from vnr import evaluation
+from vnr import task as task_lib
 from vnr.benchmarks.symon import data
 from vnr.benchmarks.symon.model import RetrievalModel
 from vnr.ops import contrastive, retrieval_metrics
@@ -57,11 +58,7 @@ def check_splits(config: Any) -> None:
 
     d = config.data
     have = symon.split_names(d.config, d.data_dir, manual_dir=d.manual_dir or None)
-    for key, split in [("data.train_split", d.train_split), ("data.val_split", d.val_split)] + [
-            ("data.test_splits", s) for s in d.test_splits]:
-        if split not in have:
-            raise ValueError(f"{key}={split!r} is not a split of symon/{d.config} "
-                             f"(it has {', '.join(have)})")
+    task_lib.require_splits(config, have, f"symon/{d.config}")
 
 
 def make_model(config: Any, rngs: nnx.Rngs) -> RetrievalModel:
