@@ -45,11 +45,6 @@ class SplitOutputs:
         return len(self.outputs["valid"])
 
 
-def num_batches(local_counts: Sequence[int], local_batch: int) -> int:
-    """Batches every process must run: the largest process shard, in `local_batch` rows."""
-    return max(-(-int(n) // local_batch) for n in local_counts) if local_counts else 0
-
-
 def predict_split(batches: Iterable[dict], n_batches: int, predict_fn: Callable,
                   mesh: jax.sharding.Mesh, local_batch: int, *, name: str = "split",
                   host_columns: Sequence[str] = ()) -> SplitOutputs:

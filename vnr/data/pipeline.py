@@ -97,3 +97,10 @@ def pad_batch(batch: dict[str, np.ndarray], size: int) -> dict[str, np.ndarray]:
             fill[...] = ""
         out[k] = np.concatenate([v, fill])
     return out
+
+
+def eval_batch_count(n: int, process_count: int, local_batch: int) -> int:
+    """Eval batches every process runs for `n` examples split round-robin over processes:
+    the largest shard in `local_batch` rows (a process whose shard ends first pads)."""
+    largest_shard = -(-n // process_count)
+    return -(-largest_shard // local_batch)

@@ -265,6 +265,4 @@ def eval_batches(cfg: Any, split: str, batch_size: int, max_examples: int = 0,
     ds = grain.MapDataset.source(src)[:n].map(_encode(cfg, True))
     local = batch_size // process_count
     ds = ds[process_index::process_count].batch(local, drop_remainder=False)
-    shard = -(-n // process_count)
-    n_batches = -(-shard // local)
-    return iter(pipeline.to_iter(ds, 0)), n_batches
+    return iter(pipeline.to_iter(ds, 0)), pipeline.eval_batch_count(n, process_count, local)

@@ -31,7 +31,7 @@ import numpy as np
 
 from vnr.benchmarks.movie101 import grounding_metrics as gm
 from vnr.benchmarks.movie101.data import MovieTable, _source
-from vnr.data import text
+from vnr.data import pipeline, text
 
 
 @dataclasses.dataclass(frozen=True)
@@ -131,8 +131,7 @@ def eval_batches(cfg: Any, split: str, batch_size: int, max_examples: int = 0,
     ds = grain.MapDataset.source(src)[:n].seed(0).random_map(_window(cfg, False))
     local = batch_size // process_count
     ds = ds[process_index::process_count].batch(local, drop_remainder=False)
-    shard = -(-n // process_count)
-    return iter(ds.to_iter_dataset()), -(-shard // local)
+    return iter(ds.to_iter_dataset()), pipeline.eval_batch_count(n, process_count, local)
 
 
 def movie_seconds(movie: dict, movie_id: str) -> int:

@@ -159,5 +159,4 @@ def num_eval_batches(cfg: Any, split: str, batch_size: int, max_examples: int = 
     """Batches per process for `eval_dataset`, equal on every process."""
     n = len(source(cfg, split))
     n = min(n, max_examples) if max_examples else n
-    largest_shard = -(-n // process_count)
-    return -(-largest_shard // (batch_size // process_count))
+    return pipeline.eval_batch_count(n, process_count, batch_size // process_count)

@@ -239,6 +239,4 @@ def eval_batches(cfg: Any, split: str, batch_size: int, max_examples: int = 0,
     ds = grain.MapDataset.source(src)[:n].seed(0).random_map(_encode(cfg, mc, ms, False))
     local = batch_size // process_count
     ds = ds[process_index::process_count].batch(local, drop_remainder=False)
-    largest_shard = -(-n // process_count)
-    count = -(-largest_shard // local)
-    return iter(pipeline.to_iter(ds, 0)), count
+    return iter(pipeline.to_iter(ds, 0)), pipeline.eval_batch_count(n, process_count, local)

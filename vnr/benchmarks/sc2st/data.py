@@ -122,5 +122,4 @@ def num_eval_batches(cfg: Any, split: str, batch_size: int, max_examples: int = 
                      process_count: int = 1) -> int:
     n = len(_source(cfg, split))
     n = min(n, max_examples) if max_examples else n
-    largest_shard = -(-n // process_count)
-    return -(-largest_shard // (batch_size // process_count))
+    return pipeline.eval_batch_count(n, process_count, batch_size // process_count)

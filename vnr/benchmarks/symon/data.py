@@ -247,5 +247,4 @@ def eval_dataset(cfg: Any, task: str, split: str, batch_size: int, max_examples:
 
 def num_batches(n: int, process_count: int, local_batch: int) -> int:
     """Eval batches per process for n items, equal on every process."""
-    largest_shard = -(-n // process_count)
-    return -(-largest_shard // local_batch)
+    return pipeline.eval_batch_count(n, process_count, local_batch)
