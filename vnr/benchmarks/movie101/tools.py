@@ -39,7 +39,7 @@ def _load(workdir: str) -> tuple[Any, Any, Any]:
         raise ValueError(f"{path}: task={config.task!r}, expected movie101.tng")
     s = train.setup(config)
     _, params = checkpoint.restore_run(wd, key="workdir")
-    model = s.state["0"] if "0" in s.state else s.state[0]
+    model = s.state[0]  # the (model, optimizer) state's model part
     pure = model.to_pure_dict()
     flat = checkpoint._flat(pure)
     missing = sorted(set(flat) - set(params))
