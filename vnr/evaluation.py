@@ -41,6 +41,12 @@ class SplitOutputs:
     def __getitem__(self, key: str) -> np.ndarray:
         return self.outputs[key]
 
+    def __contains__(self, key: str) -> bool:
+        return key in self.outputs
+
+    def get(self, key: str, default: np.ndarray | None = None) -> np.ndarray | None:
+        return self.outputs.get(key, default)
+
     def __len__(self) -> int:
         return len(self.outputs["valid"])
 

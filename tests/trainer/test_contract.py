@@ -62,6 +62,7 @@ def test_predict_split_pads_short_and_missing_batches():
     np.testing.assert_array_equal(out["y"], 2 * rows)
     assert list(out["text"]) == ["a"] * 8 + ["b"] * 3
     assert out.first["text"][0] == "a" and len(out) == 11
+    assert "y" in out and "z" not in out and out.get("z") is None
 
 
 def test_predict_split_needs_a_valid_column():

@@ -105,7 +105,7 @@ def test_nsp_on_real_minilm_matches_transformers_trains_and_resumes_without_relo
         np.testing.assert_array_equal(got[k], want[k], err_msg=k)
 
     # A real subtitle pair from the smoke corpus, tokenized as the grain pipeline does.
-    src = mp_data._source(c.data, "train")
+    src = mp_data.source(c.data, "train")
     subs = [t.decode() if isinstance(t, bytes) else t for t in src[0]["subtitles"]]
     a, b = [t for t in subs if t][:2]
     ids, mask = tokenizers.encode(tokenizers.resolve(c.data.tokenizer), [a, b], 24)
