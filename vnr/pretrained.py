@@ -11,9 +11,12 @@ is a local Hugging Face directory, a name under `$VNR_ENCODERS_DIR` (default
 ~/.cache/vnr/encoders) or a `loading.HUB_IDS` name already in the Hugging Face cache
 (resolved offline: nothing is downloaded at run time); `part` is `"vision"` or `"text"` to
 take one tower of a CLIP checkpoint, None for the whole checkpoint (BERT, ALBERT, XLM-R, a
-single-tower CLIP). The trainer (`vnr.train`) calls it after creating the sharded state and
-only when no checkpoint is restored (a resumed run reloads nothing), then `load` reads each
-checkpoint with the encoder loader (`loading.read_checkpoint` + `match_tensors`: renames,
+single-tower CLIP), or `"run"`: `checkpoint` is then the workdir of another finished vnr
+run and the subtree is copied from the model in its newest checkpoint under the same path
+(fine-tuning from a run, two-stage training, zero-shot transfer; read by
+`vnr.checkpoint.restore_run`). The trainer (`vnr.train`) calls it after creating the sharded
+state and only when no checkpoint is restored (a resumed run reloads nothing), then `load`
+reads each checkpoint with the encoder loader (`loading.read_checkpoint` + `match_tensors`: renames,
 transposes, every parameter gets exactly one tensor of its shape, no tensor is left unused
 except pre-training heads and the other CLIP tower) and writes the arrays into the state's
 existing `NamedSharding`s with `jax.make_array_from_callback`: each process reads only the
@@ -44,10 +47,12 @@ import jax
 import numpy as np
 from flax import nnx
 
+from vnr import checkpoint
 from vnr.models.encoders import towers
 from vnr.models.encoders.loading import CheckpointError, match_tensors, read_checkpoint
 
 Sources = Mapping[str, tuple[str, str | None]]
+RUN = "run"  # the `part` that names another vnr run's workdir as the source
 
 
 def _key(path: tuple) -> str:
@@ -59,13 +64,16 @@ def _matched(state: nnx.State, sources: Sources, root: tuple):
     against the state's parameter shapes. Arrays are memory-mapped views where possible."""
     flat = list(nnx.to_flat_state(state))
     for prefix, (name, part) in sources.items():
-        want = tuple(int(p) if p.isdigit() else p for p in prefix.split("."))
+        want = tuple(int(p) if p.isdigit() else p for p in prefix.split(".")) if prefix else ()
         full = (*root, *want)
         targets = {_key(p[len(full):]): (p, v) for p, v in flat
                    if p[:len(full)] == full and isinstance(v, nnx.Param)}
         if not targets:
             raise ValueError(f"pretrained {prefix!r} <- {name!r}: the model has no parameters "
                              "under that path")
+        if part == RUN:
+            yield prefix, *_from_run(prefix, name, targets)
+            continue
         _, prefixes, ignore, cfg, directory = towers.spec(name, part)
         tensors, layout = read_checkpoint(directory)
         shapes = {k: tuple(v.get_value().shape) for k, (_, v) in targets.items()}
@@ -79,6 +87,31 @@ def _matched(state: nnx.State, sources: Sources, root: tuple):
             raise CheckpointError(f"pretrained {prefix} <- {directory} "
                                   f"(model_type={cfg.model_type!r}): {first}{more}") from None
         yield prefix, directory, {p: arrays[k] for k, (p, _) in targets.items()}
+
+
+def _from_run(prefix: str, workdir: str, targets: dict[str, tuple[tuple, Any]]):
+    """(description, {state path: array}) of the subtree `prefix` of another run's model;
+    every parameter must be there with this model's shape, and nothing extra."""
+    top = prefix.split(".")[0] if prefix else None
+    step, saved = checkpoint.restore_run(workdir, (top,) if top else None,
+                                         key=f"pretrained {prefix or '<model>'}")
+    head = f"{prefix}." if prefix else ""
+    have = {k[len(head):]: v for k, v in saved.items() if k.startswith(head)}
+    where = f"pretrained {prefix or '<model>'} <- run {workdir} (step {step})"
+    extra = sorted(set(have) - set(targets))
+    if extra:
+        raise ValueError(f"{where}: checkpoint parameter {head}{extra[0]} has no counterpart "
+                         "in this model (the same model.* and data widths are needed)")
+    out = {}
+    for k, (path, var) in targets.items():
+        shape = tuple(var.get_value().shape)
+        got = have.get(k)
+        if got is None or tuple(got.shape) != shape:
+            what = "missing" if got is None else f"shape {tuple(got.shape)}"
+            raise ValueError(f"{where}: parameter {head}{k} is {what}, this model expects "
+                             f"{shape} (the same model.* and data widths are needed)")
+        out[path] = got
+    return f"run {workdir} (step {step})", out
 
 
 def check(state: nnx.State, sources: Sources, *, root: tuple = (0,)) -> None:

@@ -8,6 +8,7 @@ import pathlib
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
@@ -301,3 +302,43 @@ def test_sop_albert_row_on_a_tiny_albert_checkpoint(data_dir, tmp_path):
     c.data.max_tokens = 21  # a pair of 41 tokens > the 40 positions
     with pytest.raises(train.ConfigError, match="data.max_tokens=21"):
         train.setup(c)
+
+
+class _Two(nnx.Module):
+    def __init__(self, width: int, rngs: nnx.Rngs):
+        self.a = nnx.Linear(3, width, rngs=rngs)
+        self.b = nnx.Linear(width, 2, rngs=rngs)
+
+
+def _write_run(workdir: pathlib.Path, model: nnx.Module, step: int = 7) -> None:
+    """A vnr run's checkpoint layout: <workdir>/checkpoints/<step>/state = (model, optimizer)."""
+    import orbax.checkpoint as ocp
+
+    pure = {"0": nnx.state(model).to_pure_dict(), "1": {"step": np.int32(step)}}
+    path = workdir / "checkpoints" / str(step) / "state"
+    ocp.PyTreeCheckpointer().save(path, jax.tree.map(np.asarray, pure))
+
+
+def test_run_source_copies_subtree_and_names_mismatches(tmp_path):
+    """`(workdir, "run")` copies one subtree of another run's model; everything else keeps
+    its init; a width mismatch names the parameter, the run and the step."""
+    from vnr import sharding
+
+    src = _Two(4, nnx.Rngs(1))
+    _write_run(tmp_path / "run", src)
+    dst = _Two(4, nnx.Rngs(2))
+    state = nnx.state(dst)
+    mesh = jax.make_mesh((1,), ("data",), devices=jax.devices()[:1])
+    sh = sharding.state_shardings(state, mesh)
+    lines: list[str] = []
+    new = pretrained.load(state, sh, {"a": (str(tmp_path / "run"), pretrained.RUN)}, root=(),
+                          say=lines.append)
+    np.testing.assert_array_equal(new["a"]["kernel"].get_value(), src.a.kernel.get_value())
+    np.testing.assert_array_equal(new["b"]["kernel"].get_value(), dst.b.kernel.get_value())
+    assert "step 7" in lines[0] and "(16 parameters)" in lines[0], lines
+
+    other = nnx.state(_Two(5, nnx.Rngs(0)))
+    with pytest.raises(ValueError, match=r"a\.bias is shape \(4,\), this model expects \(5,\)"):
+        pretrained.check(other, {"a": (str(tmp_path / "run"), pretrained.RUN)}, root=())
+    with pytest.raises(FileNotFoundError, match="no finished checkpoint"):
+        pretrained.check(state, {"a": (str(tmp_path / "none"), pretrained.RUN)}, root=())
