@@ -23,7 +23,9 @@ def base(task: str, **overrides: Any) -> ml_collections.ConfigDict:
     c = ml_collections.ConfigDict()
     c.task = task
     c.seed = 0
-    # AdamW with linear warmup and cosine decay (vnr.train.make_optimizer).
+    # Optimizer and schedule (vnr.train.make_optimizer / make_lr): AdamW ("adam": no weight
+    # decay), linear warmup then cosine decay to lr * end_lr_factor ("cosine": no warmup,
+    # "constant": neither), global-norm clipping (grad_clip 0: none).
     c.batch_size = 32
     c.eval_batch_size = 32
     c.total_steps = 1000
@@ -31,6 +33,10 @@ def base(task: str, **overrides: Any) -> ml_collections.ConfigDict:
     c.lr = 1e-3
     c.weight_decay = 0.01
     c.b1, c.b2 = 0.9, 0.999
+    c.eps = 1e-8  # optax's default
+    c.optimizer = "adamw"
+    c.schedule = "warmup_cosine"
+    c.end_lr_factor = 0.01
     c.grad_clip = 1.0
     c.mesh = dict(shape=(-1, 1), axes=("data", "model"))
     # Logical axis -> mesh axis; names not listed are replicated.

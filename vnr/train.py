@@ -105,13 +105,26 @@ def check_workdir(workdir: pathlib.Path, config: ml_collections.ConfigDict) -> N
         tmp.replace(path)
 
 
+OPTIMIZERS = ("adamw", "adam")
+SCHEDULES = ("warmup_cosine", "cosine", "constant")
+
+
 def make_optimizer(config: ml_collections.ConfigDict) -> optax.GradientTransformation:
-    """AdamW with linear warmup and cosine decay, global-norm clipping."""
-    return optax.chain(
-        optax.clip_by_global_norm(config.grad_clip),
-        optax.adamw(make_lr(config), b1=config.b1, b2=config.b2,
-                    weight_decay=config.weight_decay),
-    )
+    """`config.optimizer` (AdamW, or Adam with no weight decay) with `b1`, `b2`, `eps` on the
+    `config.schedule` learning rate, after global-norm clipping at `grad_clip` (0: none)."""
+    name = config.get("optimizer", "adamw")
+    if name not in OPTIMIZERS:
+        raise ValueError(f"optimizer={name!r}: use one of {OPTIMIZERS}")
+    eps = config.get("eps", 1e-8)
+    if name == "adam":
+        opt = optax.adam(make_lr(config), b1=config.b1, b2=config.b2, eps=eps)
+    else:
+        opt = optax.adamw(make_lr(config), b1=config.b1, b2=config.b2, eps=eps,
+                          weight_decay=config.weight_decay)
+    if config.grad_clip < 0:
+        raise ValueError(f"grad_clip={config.grad_clip}: use a positive norm, or 0 for none")
+    return optax.chain(optax.clip_by_global_norm(config.grad_clip), opt) if config.grad_clip \
+        else opt
 
 
 def train_step(graphdef: Any, task: Any, config: Any, state: nnx.State, batch: dict,
@@ -193,8 +206,9 @@ def setup(config: ml_collections.ConfigDict, devices: list | None = None,
     if workdir is not None:
         check_workdir(workdir, config)  # every process checks, so all of them stop
 
-    tx = make_optimizer(config)
     try:
+        tx = make_optimizer(config)
+        make_lr(config)
         wrt = pretrained.trainable(config)
     except ValueError as e:
         raise ConfigError(str(e)) from e
@@ -415,10 +429,24 @@ def _warn(primary: bool, message: str) -> None:
 
 
 def make_lr(config: ml_collections.ConfigDict) -> optax.Schedule:
-    """Linear warmup to `lr`, cosine decay to lr/100 at `total_steps`."""
+    """`config.schedule`: "warmup_cosine" (linear warmup over `warmup_steps` to `lr`, cosine
+    decay to `lr * end_lr_factor` at `total_steps`), "cosine" (the same with no warmup) or
+    "constant" (`lr` throughout; `warmup_steps` must be 0)."""
+    kind = config.get("schedule", "warmup_cosine")
+    end = config.lr * config.get("end_lr_factor", 0.01)
+    if kind == "constant":
+        if config.warmup_steps:
+            raise ValueError(f"schedule='constant' has no warmup: set warmup_steps=0 "
+                             f"(it is {config.warmup_steps})")
+        return optax.constant_schedule(config.lr)
+    if kind == "cosine":
+        return optax.cosine_decay_schedule(config.lr, max(config.total_steps, 1),
+                                           alpha=end / config.lr if config.lr else 0.0)
+    if kind != "warmup_cosine":
+        raise ValueError(f"schedule={kind!r}: use one of {SCHEDULES}")
     return optax.warmup_cosine_decay_schedule(
         0.0, config.lr, config.warmup_steps, max(config.total_steps, config.warmup_steps + 1),
-        end_value=config.lr * 0.01)
+        end_value=end)
 
 
 def _reduce(rows: list[dict], first_step: int) -> dict[str, float]:

@@ -8,6 +8,7 @@ import sys
 
 import jax
 import jax.numpy as jnp
+import ml_collections
 import numpy as np
 import pytest
 
@@ -186,3 +187,28 @@ def test_cli_errors_are_one_line(tmp_path):
         "error: unknown config key --config.model.widht (not in configs/moviepuzzle/main.py)"]
     code, errors = cli("--config.mesh.shape=(3,1)")
     assert code != 0 and len(errors) == 1 and "mesh.shape (3, 1)" in errors[0]
+
+
+def test_optimizer_and_schedule_keys():
+    """`optimizer`, `eps`, `schedule`, `end_lr_factor`, `grad_clip` 0 reach optax; unknown
+    values are one error naming the key."""
+    import optax
+
+    from vnr.train import make_lr, make_optimizer
+
+    c = ml_collections.ConfigDict(dict(lr=1e-3, warmup_steps=0, total_steps=10, b1=0.9, b2=0.99,
+                                       weight_decay=0.01, grad_clip=0.0, eps=1e-6,
+                                       optimizer="adam", schedule="constant"))
+    assert [float(make_lr(c)(s)) for s in (0, 5, 10)] == pytest.approx([1e-3] * 3)
+    c.schedule, c.end_lr_factor = "cosine", 0.0
+    assert float(make_lr(c)(0)) == pytest.approx(1e-3)
+    assert float(make_lr(c)(10)) == pytest.approx(0.0, abs=1e-9)
+    params = {"w": jnp.ones(3)}
+    grads = {"w": jnp.full(3, 100.0)}
+    upd, _ = make_optimizer(c).update(grads, make_optimizer(c).init(params), params)
+    ref, _ = optax.adam(1e-3, b1=0.9, b2=0.99, eps=1e-6).update(
+        grads, optax.adam(1e-3).init(params), params)
+    np.testing.assert_allclose(upd["w"], ref["w"], rtol=1e-6)  # no clipping, no decay
+    for key, bad in (("optimizer", "sgd"), ("schedule", "linear")):
+        with pytest.raises(ValueError, match=f"{key}='"):
+            make_optimizer(ml_collections.ConfigDict({**c.to_dict(), key: bad}))
