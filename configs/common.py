@@ -38,6 +38,12 @@ def base(task: str, **overrides: Any) -> ml_collections.ConfigDict:
     c.schedule = "warmup_cosine"
     c.end_lr_factor = 0.01
     c.grad_clip = 1.0
+    # How the model computes (vnr.models.compute): compute/storage dtype, attention kernel
+    # ("default" | "xla" | "cudnn"), rematerialisation ("none" | "towers" | "full").
+    c.dtype = "float32"
+    c.param_dtype = "float32"
+    c.attention = "default"
+    c.remat = "none"
     c.mesh = dict(shape=(-1, 1), axes=("data", "model"))
     # Logical axis -> mesh axis; names not listed are replicated.
     c.sharding_rules = (("mlp", "model"), ("heads", "model"), ("vocab", "model"))

@@ -36,6 +36,7 @@ from ml_collections import config_flags
 
 from vnr import checkpoint, config_file, distributed, pretrained, sharding
 from vnr import task as task_lib
+from vnr.models import compute
 from vnr.reports import plots
 from vnr.reports import results as results_table
 from vnr.reports.writer import MetricWriter
@@ -140,7 +141,8 @@ def train_step(graphdef: Any, task: Any, config: Any, state: nnx.State, batch: d
     rngs = nnx.Rngs(dropout=jax.random.fold_in(jax.random.key(config.seed), step))
 
     def loss(m, r):
-        return task.loss_fn(config, m, batch, r)
+        value, aux = task.loss_fn(config, m, batch, r)
+        return compute.float32(value), aux  # a bfloat16 model still reports a float32 loss
 
     wrt = pretrained.trainable(config)  # nnx.Param unless config.frozen names parameters
     grad_fn = nnx.value_and_grad(loss, has_aux=True) if wrt is nnx.Param else \
@@ -195,6 +197,7 @@ def setup(config: ml_collections.ConfigDict, devices: list | None = None,
         mesh = sharding.make_mesh(config.mesh.shape, config.mesh.axes, devices)
         local_batch = sharding.check_batch_size(config.batch_size, mesh)
         sharding.check_batch_size(config.eval_batch_size, mesh, "eval_batch_size")
+        compute.settings(config)  # dtype, param_dtype, attention, remat
         if validate := task_lib.hook(task, "validate"):
             validate(config)
     except (ValueError, FileNotFoundError) as e:
@@ -214,7 +217,7 @@ def setup(config: ml_collections.ConfigDict, devices: list | None = None,
         raise ConfigError(str(e)) from e
 
     def make():
-        model = task.make_model(config, nnx.Rngs(config.seed))
+        model = compute.configure(task.make_model(config, nnx.Rngs(config.seed)), config)
         return model, nnx.Optimizer(model, tx, wrt=wrt)
 
     rules = [tuple(r) for r in config.sharding_rules]

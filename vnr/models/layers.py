@@ -13,6 +13,8 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from vnr.models import attention
+
 _init = nnx.initializers.lecun_normal()
 _zeros = nnx.initializers.zeros_init()
 _ones = nnx.initializers.ones_init()
@@ -61,16 +63,25 @@ class Block(nnx.Module):
         self.up = dense(width, mlp, ("embed", "mlp"), rngs)
         self.down = dense(mlp, width, ("mlp", "embed"), rngs)
         self.drop = nnx.Dropout(dropout)
+        self.attention_impl = "default"  # set by vnr.models.compute.configure
+        self.remat = False
 
     def __call__(self, x: jax.Array, mask: jax.Array | None, *, train: bool,
                  rngs: nnx.Rngs | None) -> jax.Array:
-        """x [..., T, W]; mask [..., T] True = attend to this key."""
+        """x [..., T, W]; mask [..., T] True = attend to this key. With `remat` set, the
+        block's activations are recomputed in the backward pass instead of stored."""
+        if self.remat:
+            return nnx.remat(type(self)._forward, static_argnums=(3,))(self, x, mask, train, rngs)
+        return self._forward(x, mask, train, rngs)
+
+    def _forward(self, x: jax.Array, mask: jax.Array | None, train: bool,
+                 rngs: nnx.Rngs | None) -> jax.Array:
         *lead, t, w = x.shape
         h = self.ln1(x)
         shape = (-1, t, self.heads, w // self.heads)
         q, k, v = (proj(h).reshape(shape) for proj in (self.q, self.k, self.v))
-        m = None if mask is None else mask.reshape(-1, 1, 1, t)
-        y = jax.nn.dot_product_attention(q, k, v, mask=m).reshape(*lead, t, w)
+        m = None if mask is None else attention.Mask(mask.reshape(-1, t))
+        y = attention.attend(q, k, v, m, implementation=self.attention_impl).reshape(*lead, t, w)
         x = x + self.drop(self.out(y), deterministic=not train, rngs=rngs)
         h = self.down(jax.nn.gelu(self.up(self.ln2(x))))
         return x + self.drop(h, deterministic=not train, rngs=rngs)

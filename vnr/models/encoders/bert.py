@@ -25,6 +25,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from vnr.models import attention
 from vnr.models.encoders import layers
 from vnr.models.encoders.layers import EncoderOutput, Node, dense, dropout, embed, layer_norm
 
@@ -92,10 +93,10 @@ class BertLayer(layers.TransformerLayer):
         )
 
     def __call__(
-        self, x: jax.Array, bias: jax.Array | None, deterministic: bool | None
+        self, x: jax.Array, mask: attention.Mask | None, deterministic: bool | None
     ) -> jax.Array:
         sa, so = self.attention.self, self.attention.output
-        a = self.attend(x, (sa.query, sa.key, sa.value), bias, sa.dropout, deterministic)
+        a = self.attend(x, (sa.query, sa.key, sa.value), mask, sa.dropout, deterministic)
         a = so.dropout(so.dense(a), deterministic=deterministic)
         x = so.LayerNorm(a + x)
         y = self.act(self.intermediate.dense(x))
@@ -113,7 +114,7 @@ class _TextEncoder(nnx.Module):
         return jnp.broadcast_to(jnp.arange(input_ids.shape[-1]), input_ids.shape)
 
     def _encode(
-        self, x: jax.Array, bias: jax.Array | None, deterministic: bool | None
+        self, x: jax.Array, mask: attention.Mask | None, deterministic: bool | None
     ) -> jax.Array:
         raise NotImplementedError
 
@@ -146,7 +147,7 @@ class _TextEncoder(nnx.Module):
         if position_ids is None:
             position_ids = self._positions(input_ids)
         x = self.embeddings(input_ids, token_type_ids, position_ids, deterministic)
-        x = self._encode(x, layers.attention_bias(attention_mask, dtype=x.dtype), deterministic)
+        x = self._encode(x, attention.Mask(attention_mask), deterministic)
         pooler = self._pooler()
         pooled = jnp.tanh(pooler(x[:, 0])) if pooler is not None else None
         return EncoderOutput(x, pooled, layers.pool(self.pooling, x, attention_mask, pooled))
@@ -206,10 +207,10 @@ class BertModel(_TextEncoder):
         return super()._positions(input_ids)
 
     def _encode(
-        self, x: jax.Array, bias: jax.Array | None, deterministic: bool | None
+        self, x: jax.Array, mask: attention.Mask | None, deterministic: bool | None
     ) -> jax.Array:
         for layer in self.encoder.layer:
-            x = layer(x, bias, deterministic)
+            x = layers.apply_layer(layer, x, mask, deterministic)
         return x
 
     def _pooler(self) -> nnx.Linear | None:
@@ -238,10 +239,10 @@ class AlbertLayer(layers.TransformerLayer):
         self.dropout = dropout(cfg.hidden_dropout_prob, rngs)
 
     def __call__(
-        self, x: jax.Array, bias: jax.Array | None, deterministic: bool | None
+        self, x: jax.Array, mask: attention.Mask | None, deterministic: bool | None
     ) -> jax.Array:
         at = self.attention
-        a = self.attend(x, (at.query, at.key, at.value), bias, at.attention_dropout, deterministic)
+        a = self.attend(x, (at.query, at.key, at.value), mask, at.attention_dropout, deterministic)
         a = at.dropout(at.dense(a), deterministic=deterministic)
         x = at.LayerNorm(a + x)
         y = self.ffn_output(self.act(self.ffn(x)))
@@ -294,13 +295,13 @@ class AlbertModel(_TextEncoder):
         )
 
     def _encode(
-        self, x: jax.Array, bias: jax.Array | None, deterministic: bool | None
+        self, x: jax.Array, mask: attention.Mask | None, deterministic: bool | None
     ) -> jax.Array:
         x = self.encoder.embedding_hidden_mapping_in(x)
         for i in range(self.num_layers):
             group = int(i / (self.num_layers / self.num_groups))  # as the original
             for layer in self.encoder.albert_layer_groups[group].albert_layers:
-                x = layer(x, bias, deterministic)
+                x = layers.apply_layer(layer, x, mask, deterministic)
         return x
 
     def _pooler(self) -> nnx.Linear | None:

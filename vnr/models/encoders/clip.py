@@ -25,6 +25,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx, struct
 
+from vnr.models import attention
 from vnr.models.encoders import layers
 from vnr.models.encoders.layers import EncoderOutput, Node, dense, embed, layer_norm, param
 
@@ -52,11 +53,11 @@ class CLIPEncoderLayer(layers.TransformerLayer):
         )
 
     def __call__(
-        self, x: jax.Array, bias: jax.Array | None, deterministic: bool | None
+        self, x: jax.Array, mask: attention.Mask | None, deterministic: bool | None
     ) -> jax.Array:
         sa = self.self_attn
         a = self.attend(
-            self.layer_norm1(x), (sa.q_proj, sa.k_proj, sa.v_proj), bias, sa.dropout, deterministic
+            self.layer_norm1(x), (sa.q_proj, sa.k_proj, sa.v_proj), mask, sa.dropout, deterministic
         )
         x = x + sa.out_proj(a)
         y = self.layer_norm2(x)
@@ -131,7 +132,7 @@ class CLIPVisionTransformer(nnx.Module):
         x = x + e.position_embedding.embedding[...].astype(x.dtype)[None]
         x = self.pre_layrnorm(x)
         for layer in self.encoder.layers:
-            x = layer(x, None, deterministic)
+            x = layers.apply_layer(layer, x, None, deterministic)
         pooled = self.post_layernorm(x[:, 0])
         return EncoderOutput(x, pooled, pooled)
 
@@ -163,9 +164,9 @@ class CLIPTextTransformer(nnx.Module):
             position_ids = jnp.broadcast_to(jnp.arange(n), input_ids.shape)
         e = self.embeddings
         x = e.token_embedding(input_ids) + e.position_embedding(position_ids)
-        bias = layers.attention_bias(attention_mask, causal=True, length=n, dtype=x.dtype)
+        mask = attention.Mask(attention_mask, causal=True)
         for layer in self.encoder.layers:
-            x = layer(x, bias, deterministic)
+            x = layers.apply_layer(layer, x, mask, deterministic)
         x = self.final_layer_norm(x)
         if self.eos_token_id == 2:  # legacy configs: EOS is the highest id in the vocabulary
             eos = input_ids.argmax(axis=-1)

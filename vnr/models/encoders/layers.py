@@ -16,13 +16,15 @@ read by :func:`vnr.sharding.logical_to_spec` (the trainer's
 Parameters are created with ``eager_sharding=False``: modules can be built anywhere
 (with or without a mesh); placement is explicit (``loading.place`` / the trainer).
 
-Attention is computed as in the originals: ``softmax(q k^T / sqrt(d) + bias)`` with
-``bias = finfo.min`` on masked keys; the softmax runs in float32 whatever ``dtype``.
+Attention goes through ``vnr.models.attention.attend`` (``jax.nn.dot_product_attention``;
+masked keys get no weight; the softmax runs in float32 whatever ``dtype``), with a key
+padding mask and a causal flag (``attention.Mask``) rather than an additive bias, the form
+the fused kernels accept. Each layer's ``attention_impl`` and ``remat`` attributes are set by
+``vnr.models.compute.configure`` from the run's config.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any
 
@@ -30,6 +32,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx, struct
 
+from vnr.models import attention
 from vnr.models.layers import annotate as annotated
 
 Names = tuple[str | None, ...]
@@ -193,9 +196,10 @@ def dot_product_attention(
     q: jax.Array,
     k: jax.Array,
     v: jax.Array,
-    bias: jax.Array | None,
+    mask: attention.Mask | None,
     drop: nnx.Dropout | None = None,
     deterministic: bool | None = None,
+    implementation: str = "default",
 ) -> jax.Array:
     """Multi-head attention on ``(batch, length, heads, head_dim)`` inputs.
 
@@ -203,21 +207,16 @@ def dot_product_attention(
       q: queries.
       k: keys.
       v: values.
-      bias: additive bias broadcastable to ``(batch, heads, q_len, k_len)``, or None.
+      mask: key padding mask and causal flag, or None (attend everywhere).
       drop: dropout on the attention probabilities (None = no dropout).
       deterministic: overrides ``drop``'s mode when not None.
+      implementation: see ``vnr.models.attention``.
 
     Returns:
       ``(batch, q_len, heads * head_dim)``.
     """
-    q = q / jnp.asarray(math.sqrt(q.shape[-1]), q.dtype)
-    scores = jnp.einsum("bqhd,bkhd->bhqk", q, k)
-    if bias is not None:
-        scores = scores + bias.astype(scores.dtype)
-    probs = jax.nn.softmax(scores.astype(jnp.float32), axis=-1).astype(v.dtype)
-    if drop is not None:
-        probs = drop(probs, deterministic=deterministic)
-    out = jnp.einsum("bhqk,bkhd->bqhd", probs, v)
+    out = attention.attend(q, k, v, mask, implementation=implementation, drop=drop,
+                           deterministic=deterministic)
     return out.reshape(out.shape[:2] + (-1,))
 
 
@@ -316,18 +315,30 @@ class TransformerLayer(nnx.Module):
         check_divisible(cfg.hidden_size, cfg.num_attention_heads)
         self.num_heads = cfg.num_attention_heads
         self.act = activation(cfg.hidden_act)
+        self.attention_impl = "default"  # set by vnr.models.compute.configure
+        self.remat = False
 
     def attend(
         self,
         x: jax.Array,
         proj: tuple[nnx.Linear, nnx.Linear, nnx.Linear],
-        bias: jax.Array | None,
+        mask: attention.Mask | None,
         drop: nnx.Dropout | None,
         deterministic: bool | None,
     ) -> jax.Array:
         """Multi-head self-attention of ``x`` through the ``(query, key, value)`` projections."""
         q, k, v = (split_heads(p(x), self.num_heads) for p in proj)
-        return dot_product_attention(q, k, v, bias, drop, deterministic)
+        return dot_product_attention(q, k, v, mask, drop, deterministic, self.attention_impl)
+
+
+def apply_layer(layer: TransformerLayer, x: jax.Array, mask: attention.Mask | None,
+                deterministic: bool | None) -> jax.Array:
+    """``layer(x, mask, deterministic)``, rematerialised in the backward pass when the
+    layer's ``remat`` is set (activations recomputed instead of stored)."""
+    if not layer.remat:
+        return layer(x, mask, deterministic)
+    return nnx.remat(lambda m, a, b, d: m(a, b, d), static_argnums=(3,))(
+        layer, x, mask, deterministic)
 
 
 def sublayer_kwargs(
