@@ -1,14 +1,19 @@
-"""Train-step throughput vs the machine's matmul peak, and input pipeline headroom.
+"""Train-step throughput vs the device's peak, memory by batch size, and input headroom.
 
     python -m launch.benchmark train --config configs/moviepuzzle/main.py[:arg] \
-        [--steps 20] [--config.key=value ...]
+        [--steps 20] [--memory_batches 8,16,32,64] [--config.dtype=bfloat16] \
+        [--config.remat=towers] [--config.key=value ...]
 
-Side by side in one run: (1) the jitted train step's steady-state step time
-and examples/s (compile and input excluded: batches are staged on device
-first), (2) the step's FLOPs from the compiled cost analysis, (3) this
-machine's dense float32 matmul FLOP/s measured now, (4) their ratio
-(utilisation), and (5) the grain input pipeline alone in examples/s against
-what the step consumes.
+Side by side in one run: (1) the jitted train step's compile time and steady-state step
+time, examples/s and frames/s (input excluded: batches are staged on device first); (2) the
+step's FLOPs from the compiled cost analysis and from an analytic count of its jaxpr's
+matmuls and convolutions (`launch/flops.py`); (3) the peak: on CPU this machine's dense
+float32 matmul FLOP/s measured now, on GPU/TPU the dense bf16 peak of the device kind
+(`PEAKS`, with sources); (4) MFU = achieved / peak; (5) per-device peak bytes of the compiled
+step (`memory_analysis`: arguments + outputs + temporaries - aliased) for each batch size of
+`--memory_batches`, with the config's remat and without; (6) the grain input pipeline alone,
+224 px JPEG decode frames/s per worker, and the host cores it takes to feed one device at
+the measured step rate.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 from absl import flags
 
+from launch import flops as flop_count
 from launch.timing import flag_config, wall_times
 from vnr import sharding
 from vnr.train import setup
@@ -28,6 +34,19 @@ FLAGS = flags.FLAGS  # --config (and its overrides) is defined by vnr.train
 flags.DEFINE_integer("steps", 20, "Timed train steps (after 3 warm-up steps).")
 flags.DEFINE_integer("input_batches", 20, "Batches timed for the input pipeline alone.")
 flags.DEFINE_integer("matmul_size", 2048, "Side of the square matmul measuring peak FLOP/s.")
+flags.DEFINE_string("memory_batches", "", "Comma-separated global batch sizes whose compiled "
+                    "step memory is reported (compile only), e.g. 8,16,32,64.")
+flags.DEFINE_integer("jpeg_frames", 200, "224 px JPEGs decoded to time one input worker.")
+
+# Dense bf16 peak FLOP/s (no sparsity) by `jax.devices()[0].device_kind`, from the vendors'
+# data sheets: NVIDIA H100 SXM / H200 (H100 datasheet, 989.4 TFLOPS bf16 dense), H100 PCIe
+# (756), A100 (312, A100 datasheet); Google Cloud TPU docs: v4 275, v5e 197, v5p 459, v6e 918.
+PEAKS = {
+    "NVIDIA H100 80GB HBM3": 989.4e12, "NVIDIA H100": 989.4e12, "NVIDIA H200": 989.4e12,
+    "NVIDIA H100 PCIe": 756e12, "NVIDIA A100-SXM4-80GB": 312e12, "NVIDIA A100-SXM4-40GB": 312e12,
+    "TPU v4": 275e12, "TPU v5 lite": 197e12, "TPU v5e": 197e12, "TPU v5p": 459e12,
+    "TPU v6 lite": 918e12, "TPU v6e": 918e12,
+}
 
 
 def matmul_flops_per_sec(n: int, repeats: int = 10) -> float:
@@ -41,6 +60,69 @@ def step_flops(compiled) -> float:
     cost = compiled.cost_analysis()
     cost = cost[0] if isinstance(cost, list | tuple) else cost
     return float(cost.get("flops", float("nan")))
+
+
+def device_peak() -> tuple[float, str]:
+    """(FLOP/s, what it is) of the first device: the table above, or on CPU the measured
+    float32 matmul rate."""
+    dev = jax.devices()[0]
+    if dev.platform == "cpu":
+        return matmul_flops_per_sec(FLAGS.matmul_size), (
+            f"matmul f32 {FLAGS.matmul_size}^3 measured in this run")
+    kind = dev.device_kind
+    for name, peak in PEAKS.items():
+        if kind == name or kind.startswith(name):
+            return peak, f"{kind} dense bf16 data-sheet peak"
+    return float("nan"), f"{kind}: not in launch/bench_train.PEAKS"
+
+
+def peak_bytes(compiled) -> int:
+    m = compiled.memory_analysis()
+    return int(m.argument_size_in_bytes + m.output_size_in_bytes + m.temp_size_in_bytes
+               - m.alias_size_in_bytes)
+
+
+def memory_table(config, batches: list[int]) -> list[tuple[str, str]]:
+    """Per-device peak bytes of the compiled train step by global batch, remat off / on."""
+    from vnr.data import pipeline  # noqa: F401  (keeps the import cost out of timings)
+
+    rows = []
+    remats = ["none"] + ([config.remat] if config.get("remat", "none") != "none" else ["full"])
+    for b in batches:
+        cells = []
+        for remat in remats:
+            c = config.copy_and_resolve_references()
+            c.batch_size, c.eval_batch_size, c.remat = b, b, remat
+            s = setup(c)
+            it = iter(s.task.train_data(c, s.local_batch, 0, 1))
+            batch = sharding.global_batch(next(it), s.mesh)
+            it.close()
+            compiled = s.step_fn.lower(s.state, batch, jnp.asarray(0, jnp.int32)).compile()
+            cells.append(f"remat={remat}: {peak_bytes(compiled) / 2**20:,.0f} MiB")
+        rows.append((f"peak bytes / device, batch {b}", "; ".join(cells)))
+    return rows
+
+
+def jpeg_frames_per_sec(n: int, side: int = 224) -> float:
+    """One worker's 224 px JPEG decode (PIL, to an RGB uint8 array) in frames/s."""
+    import io
+
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    img = Image.fromarray((rng.random((side, side, 3)) * 255).astype(np.uint8))
+    buf = io.BytesIO()
+    img.save(buf, "JPEG", quality=90)
+    data = buf.getvalue()
+    t = time.perf_counter()
+    for _ in range(n):
+        np.asarray(Image.open(io.BytesIO(data)).convert("RGB"))
+    return n / (time.perf_counter() - t)
+
+
+def frames_per_example(config) -> int:
+    d = config.get("data", {})
+    return int(d.get("max_frames", 1) or 1)
 
 
 def main(argv: list[str]) -> None:
@@ -61,6 +143,7 @@ def main(argv: list[str]) -> None:
     compiled = s.step_fn.lower(s.state, batches[0], step0).compile()
     compile_s = time.perf_counter() - t
     flops = step_flops(compiled)
+    analytic = flop_count.count(s.step_fn, s.state, batches[0], step0)
     state = s.state
     for i in range(3):
         state, m = compiled(state, batches[i % len(batches)], jnp.asarray(i, jnp.int32))
@@ -73,24 +156,39 @@ def main(argv: list[str]) -> None:
         times.append(time.perf_counter() - t)
     step_s = float(np.median(times))
     train_eps = config.batch_size / step_s
-    peak = matmul_flops_per_sec(FLAGS.matmul_size)
+    frames = frames_per_example(config)
+    peak, peak_what = device_peak()
     achieved = flops / step_s
+    jpeg = jpeg_frames_per_sec(FLAGS.jpeg_frames)
+    per_device_fps = train_eps * frames / jax.device_count()
 
     rows = [
         ("devices / mesh", f"{jax.device_count()} {jax.devices()[0].platform} / "
                            f"{dict(s.mesh.shape)}"),
-        ("global batch", f"{config.batch_size}"),
+        ("global batch / frames per example", f"{config.batch_size} / {frames}"),
+        ("dtype / param_dtype / remat / attention",
+         f"{config.get('dtype', 'float32')} / {config.get('param_dtype', 'float32')} / "
+         f"{config.get('remat', 'none')} / {config.get('attention', 'default')}"),
         ("compile time", f"{compile_s:.1f} s"),
         (f"step time (median of {FLAGS.steps})", f"{step_s * 1e3:.1f} ms"),
         ("train examples/s", f"{train_eps:.1f}"),
+        ("train frames/s", f"{train_eps * frames:.1f}"),
         ("step FLOPs (compiled cost analysis)", f"{flops / 1e9:.2f} GFLOP"),
+        ("step FLOPs (analytic: jaxpr matmuls + convs)",
+         f"{analytic / 1e9:.2f} GFLOP ({100 * (analytic / flops - 1):+.1f} %)"),
         ("achieved FLOP/s", f"{achieved / 1e9:.1f} GFLOP/s"),
-        (f"matmul f32 {FLAGS.matmul_size}^3 FLOP/s (same run)", f"{peak / 1e9:.1f} GFLOP/s"),
-        ("utilisation (achieved / matmul)", f"{100 * achieved / peak:.1f} %  (target >= 40 %)"),
+        (f"peak ({peak_what})", f"{peak / 1e9:.1f} GFLOP/s per device"),
+        ("MFU (achieved / devices x peak)",
+         f"{100 * achieved / (peak * jax.device_count()):.1f} %"),
         (f"input pipeline alone ({config.data.num_workers} workers)",
          f"{input_eps:.1f} examples/s"),
         ("input / train consumption", f"{input_eps / train_eps:.2f}x  (target >= 3x)"),
+        ("224 px JPEG decode, one worker", f"{jpeg:.0f} frames/s"),
+        ("host cores to feed one device (JPEG decode only)",
+         f"{per_device_fps / jpeg:.2f}"),
     ]
+    if FLAGS.memory_batches:
+        rows += memory_table(config, [int(b) for b in FLAGS.memory_batches.split(",")])
     width = max(len(r[0]) for r in rows)
     print(f"\n| {'measure'.ljust(width)} | value |\n|{'-' * (width + 2)}|---|")
     for name, value in rows:

@@ -64,8 +64,13 @@ SCRATCH_SIZES: dict[str, dict[str, int]] = {
     for name, row in {
         "tiny": (32, 2, 2, 64, 1024, 64, 32, 16, 32, 16),
         "small": (256, 4, 4, 1024, 30522, 128, 224, 32, 256, 128),
+        # CLIP ViT-B/32's shapes (the MoviePuzzle paper's towers) for paper-size benchmarks
+        # without a checkpoint; its text tower is narrower (_TEXT_SIZES).
+        "b32": (768, 12, 12, 3072, 49408, 77, 224, 32, 512, 128),
     }.items()
 }
+# Text-tower fields that differ from the vision tower's in a CLIP size.
+_TEXT_SIZES: dict[str, dict[str, int]] = {"b32": dict(hidden=512, heads=8, mlp=2048)}
 SCRATCH_ARCHS = ("clip", "clip-vision", "clip-text", "bert", "albert", "xlm-roberta")
 
 
@@ -279,6 +284,9 @@ def scratch_config(arch: str = "clip", size: str = "tiny", **overrides: Any) -> 
         vc = tf.CLIPVisionConfig(
             **common, image_size=s["image"], patch_size=s["patch"], projection_dim=s["projection"]
         )
+        t = {**s, **_TEXT_SIZES.get(size, {})}
+        text.update(hidden_size=t["hidden"], num_attention_heads=t["heads"],
+                    intermediate_size=t["mlp"])
         tc = tf.CLIPTextConfig(**text, projection_dim=s["projection"])
         cfg = {
             "clip": lambda: tf.CLIPConfig(
