@@ -89,7 +89,7 @@ def write_corpus(root: pathlib.Path | str, sizes: str = "default", seed: int = 0
     `defects` adds one of each defect the builder must count: a malformed cue,
     a feature file of the wrong dimension, one shorter than its narration, a
     missing feature file, escaped UTF-8 bytes in a preprocessed text, a video
-    missing from asr_label.txt.
+    missing from asr_label.txt, a cuts file with a cut after its video's end.
     """
     root = pathlib.Path(root)
     for d in ("timestamped_text", "preprocessed_text", "features", "cuts"):
@@ -172,6 +172,9 @@ def write_corpus(root: pathlib.Path | str, sizes: str = "default", seed: int = 0
         pre = root / "preprocessed_text" / f"{ids[4]}.txt"
         pre.write_text(pre.read_text().replace(".", r".\xe2\x80\x9d", 1))
         labels = [ln for ln in labels if not ln.startswith(ids[5])]
+        cut6 = root / "cuts" / f"{ids[6]}.txt"  # a cuts file reaching past its video
+        cut6.write_text("".join(f"{c}\n" for c in truth[ids[6]]["cuts"])
+                        + f"{truth[ids[6]]['duration'] + 50}\n")
     (root / "url.txt").write_text("\n".join(urls) + "\n")
     (root / "asr_label.txt").write_text("\n".join(labels) + "\n")
     (root / "movies.tsv").write_text("\n".join(movies) + "\n")
