@@ -2,7 +2,9 @@
 
     python -m vnr.train --config configs/symon/retrieval.py[:ARGS] --workdir DIR
 
-ARGS (comma-separated): memory (default: UniVL-SYMON-memory row, the Eq. 6 memory and the
+ARGS (comma-separated): exclude_yms (remove the summary videos of the YMS movies from
+training for the §7.3 transfer: set --config.data.exclude_movies=YMS_DIR/movie_list.txt);
+memory (default: UniVL-SYMON-memory row, the Eq. 6 memory and the
 60 % masking) or no_memory (UniVL-SYMON row); mask_memory_only (our option: the 60 % mask
 on the memory part only); smoke (tiny sizes for tests). Units: two-scene clips, 4 feature
 rows, 64 text tokens per clip (128 with the memory's). The NCE loss (Eq. 5) runs over the
@@ -21,12 +23,13 @@ from configs.symon.base import base
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     args = common.parse_arg(arg, __file__, ("memory", "no_memory", "mask_memory_only",
-                                            "smoke"))
+                                            "exclude_yms", "smoke"))
     args.pick(("memory", "no_memory"), "memory")
     c = base("symon.retrieval", "smoke" in args)
     # One clip = 4 feature rows (1 fps); 64 text tokens; memory over the past 10 clips.
     c.data.update(max_frames=4, max_tokens=64 if "smoke" not in args else 32,
-                  memory="no_memory" not in args, memory_window=10)
+                  memory="no_memory" not in args, memory_window=10,
+                  exclude_movies="" if "exclude_yms" not in args else "MOVIE_LIST_REQUIRED")
     c.model.embed_dim = 64 if "smoke" not in args else 32
     c.temperature = 1.0  # the paper's plain dot product
     c.memory_mask_rate = 0.6  # Appendix E, memory model only

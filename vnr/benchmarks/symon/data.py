@@ -46,6 +46,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import logging
+import re
 import zlib
 from typing import Any
 
@@ -214,6 +215,36 @@ def center_tokens(narration: str, vocab_size: int, max_len: int) -> np.ndarray:
     return out
 
 
+def title_key(title: str) -> str:
+    """Movie-name key: lower case, alphanumerics only, no leading article."""
+    t = re.sub(r"[^a-z0-9]+", " ", title.lower()).strip()
+    return re.sub(r"^(the|a|an) ", "", t).replace(" ", "")
+
+
+def excluded_movie_keys(path: str) -> set[str]:
+    """Title keys of a movie list: YMS `movie_list.txt` (`<id>\\t<YouTube title>`, the title
+    before "in N minutes" / parentheses) or one title per line."""
+    out = set()
+    for line in open(path, encoding="utf-8").read().splitlines():
+        title = line.split("\t", 1)[-1]
+        title = re.sub(r"\s+in\s+\d+\s+minutes?\b.*$", "", title, flags=re.I)
+        title = re.sub(r"\(.*?\)", "", title).split(" - ")[0].strip()
+        if title:
+            out.add(title_key(title))
+    return out
+
+
+class _Subset:
+    def __init__(self, src: Any, index: list[int]):
+        self.src, self.index = src, index
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def __getitem__(self, i: int) -> dict:
+        return self.src[self.index[i]]
+
+
 class ItemSource:
     """Random access to the items of one split (enumerated once; videos read lazily)."""
 
@@ -227,6 +258,19 @@ class ItemSource:
         self.skip_examples: dict[str, str] = {}
         movies: dict[str, int] = {}
         self.movie_of: list[int] = []
+        self.excluded: list[str] = []  # videos of excluded movies (training split only)
+        exclude = (excluded_movie_keys(cfg.exclude_movies)
+                   if cfg.get("exclude_movies") and split == cfg.train_split else set())
+        keep = []
+        for v in range(len(self.videos)):
+            if exclude and title_key(self.videos[v]["movie_id"]) in exclude:
+                self.excluded.append(self.videos[v]["video_id"])
+            else:
+                keep.append(v)
+        if exclude:
+            self.videos = _Subset(self.videos, keep)
+            logging.warning("symon %s: %d videos of the %d excluded movies removed (%s)", split,
+                            len(self.excluded), len(exclude), ", ".join(self.excluded[:10]))
         for v in range(len(self.videos)):
             rec = self.videos[v]
             self.movie_of.append(movies.setdefault(rec["movie_id"], len(movies)))

@@ -51,6 +51,10 @@ def validate(config: Any) -> None:
     validate_data(config.data)
     if not 0.0 <= config.memory_mask_rate < 1.0:
         raise ValueError(f"memory_mask_rate={config.memory_mask_rate} must be in [0, 1)")
+    em = config.data.get("exclude_movies")
+    if em and not pathlib.Path(em).is_file():
+        raise ValueError(f"data.exclude_movies={em!r} is not a file (exclude_yms needs "
+                         "--config.data.exclude_movies=YMS_DIR/movie_list.txt)")
     if config.memory_mask_scope not in ("all", "memory"):
         raise ValueError(f"memory_mask_scope={config.memory_mask_scope!r}: 'all' or 'memory'")
     if config.temperature <= 0:
