@@ -115,10 +115,10 @@ def write_corpus(root: pathlib.Path | str, sizes: str = "default", seed: int = 0
             vid_no += 1
             asr = vid_no % 2 == 0
             dur = int(rng.integers(t_min, t_max + 1))
-            cuts, t = [], float(rng.uniform(5, 10))
+            cuts, t = [], float(rng.uniform(2, 4))
             while t < dur - 5:
                 cuts.append(round(t))
-                t += float(rng.uniform(6, 12))
+                t += float(rng.uniform(2, 4.5))  # shots ~3 s (SYMON: 2.2 s)
             sents, t = [], 2.0
             while t < dur - 6:
                 length = float(rng.uniform(3, 7))

@@ -108,10 +108,11 @@ def test_order_items_rules():
            "trim": np.array([2.0, 38.0], np.float32), "features": np.zeros((45, 4)),
            "sentences": ["a b.", "c d.", "e f."], "starts": np.array([3.0, 9.0, 29.0]),
            "ends": np.array([8.0, 11.0, 31.0])}
-    # 5: 1 s before the trim start; 12/14: another cut inside the window; 40 > trim end.
-    assert data.order_items(rec, 1.0, 4.0) == [(30.0, "e f.")]
+    # 5: 1 s before the trim start; 12: "c d." overlaps [8, 16) ("a b." ends at 8);
+    # 14: its window overlaps 12's; 40 > trim end.
+    assert data.order_items(rec, 1.0, 4.0) == [(12.0, "c d."), (30.0, "e f.")]
     rec["sentences"][2], rec["starts"][2], rec["ends"][2] = "late.", 35.0, 36.0
-    assert data.order_items(rec, 1.0, 4.0) == []  # no narration overlapping [26, 34)
+    assert data.order_items(rec, 1.0, 4.0) == [(12.0, "c d.")]  # none overlaps [26, 34)
 
 
 def _first_losses(config, devices, batches):

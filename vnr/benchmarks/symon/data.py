@@ -5,11 +5,13 @@ Records come from `tfds_builders.symon.data_source` (one per summary video, feat
 reads every record of the split once, features included) and built per item in the
 grain workers (each item re-reads its video record; the last one is cached):
 
-Ordering (`task="order"`), one item per usable cut c: segment 1 = [c - S, c),
-segment 2 = [c, c + S) with S = `segment_seconds` (4 s), both inside the trimmed
-video and the features, no other cut strictly inside (c - S, c + S), and at least
-one narration sentence overlapping [c - S, c + S) (their text, joined in order,
-is the narration). The two segments are presented in a random order (training:
+Ordering (`task="order"`, §6.2, Appendix D), one item per usable cut c: segment 1 =
+[c - S, c), segment 2 = [c, c + S) with S = `segment_seconds` (4 s), both inside the
+trimmed video and the features, at least one narration sentence overlapping
+[c - S, c + S) (their text, joined in order, is the narration: the span extended to
+sentence boundaries, `center_tokens` trims it from both ends), and the 2S window not
+overlapping the previous item's (cuts taken left to right; our choice, the paper does not
+say whether windows may overlap). The two segments are presented in a random order (training:
 fresh each epoch; evaluation: fixed by the item index):
 
   seg_a, seg_b  float32 [B, F, D]   F = S * fps frames
@@ -189,17 +191,16 @@ def order_items(rec: dict, fps: float, seconds: float) -> list[tuple[float, str]
     """(cut time, narration) of the usable cuts of one video (rules in the docstring)."""
     cuts, lo, hi = rec["cuts"], float(rec["trim"][0]), float(rec["trim"][1])
     t_max = len(rec["features"]) / fps
-    out = []
+    out, free_from = [], -np.inf
     for c in cuts:
         c = float(c)
-        if c - seconds < lo or c + seconds > min(hi, t_max):
-            continue
-        if np.any((cuts > c - seconds) & (cuts < c + seconds) & (cuts != c)):
+        if c - seconds < max(lo, free_from) or c + seconds > min(hi, t_max):
             continue
         over = [s for s, a, b in zip(rec["sentences"], rec["starts"], rec["ends"])
                 if a < c + seconds and b > c - seconds]
         if over:
             out.append((c, " ".join(over)))
+            free_from = c + seconds
     return out
 
 
