@@ -12,7 +12,7 @@ Narration sentences are "<words> <Name> <words> ." from a 240-word lower-case vo
 Each word has a fixed random vector (dim 16); a sentence's vector is the mean of its
 words'. Features at 1 fps, dim 32, for second t:
 
-    f_t = A e(sentence at t) + 3 g(shot) + 1.5 (progress in shot - 0.5) u + 0.3 noise
+    f_t = A e(sentence at t) + 3 g(shot) + 3 (progress in shot - 0.5) u + 0.3 noise
 
 with a fixed random A [32, 16] (|A e| ~ 1.5 < the shot term), and the unit
 direction u and a fresh random unit shot vector g per shot drawn from the
@@ -134,7 +134,7 @@ def write_corpus(root: pathlib.Path | str, sizes: str = "default", seed: int = 0
                 g = other @ rng.normal(size=FEATURE_DIM - WORD_DIM)
                 g /= np.linalg.norm(g)
                 prog = (np.arange(a, b) - a + 0.5) / (b - a) - 0.5
-                feats[a:b] = 3 * g + 1.5 * prog[:, None] * u
+                feats[a:b] = 3 * g + 3.0 * prog[:, None] * u
             for _text, s, e, ws in sents:
                 vec = np.mean([word_vec[w] for w in ws], 0)
                 feats[int(s):int(np.ceil(e))] += proj @ vec
