@@ -22,8 +22,28 @@ def _config(name, arg):
     return c
 
 
-def test_yms_movie_list_keys():
+def test_yms_movie_list_keys(tmp_path):
     assert data.title_key("The Dark Knight") == data.title_key("dark knight") == "darkknight"
+    lst = tmp_path / "movie_list.txt"
+    lst.write_text("0000\tAnt-Man in 4 minutes - (Marvel Phase Two Recap)\n"
+                   "0003\tBlade Runner in 4 minutes (Movie Recap)\n")
+    assert data.excluded_movie_keys(str(lst)) == {"antman", "bladerunner"}
+
+
+def test_alignment_metrics_by_hand():
+    from vnr.benchmarks.symon import yms_transfer as yt
+
+    gt = np.array([0, 0, 1, -1])
+    dur = np.array([1.0, 2.0, 1.0, 4.0])
+    pred = np.array([0, 1, 1, -1])
+    assert yt.clip_accuracy(pred, gt, dur) == pytest.approx((1 + 1 + 4) / 8)
+    # sentence 0: inter 1, union 3; sentence 1: inter 1, union 3.
+    assert yt.sentence_iou(pred, gt, dur) == pytest.approx(1 / 3)
+    vids = [{"sim": np.array([[2.0, 0.0], [0.0, 1.0], [0.0, 3.0], [0.5, 0.2]]), "gt": gt,
+             "dur": dur, "sents": 2}]
+    res = yt.align(vids, threshold=0.9)  # clip 3 (0.5) falls below: "no sentence"
+    assert res["clip_accuracy"] == pytest.approx(75.0)
+    assert yt.tune_threshold(vids) >= 0.5  # the tuned threshold drops clip 3 too
 
 
 @pytest.mark.e2e
