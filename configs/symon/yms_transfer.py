@@ -8,10 +8,11 @@ SYMON_RUN: a finished `configs/symon/retrieval.py:exclude_yms[,no_memory]` run (
 movies removed from its training set) with the same model sizes and feature width D.
 ARGS (comma-separated): memory (default, UniVL-SYMON-memory) or no_memory (UniVL-SYMON):
 must match the source run; original (default: YMS test split, original segmentation,
-threshold tuned on val) or new (70 % test / 30 % val by video; the paper's new
-segmentation is not applied, see REPRODUCING.md); sentences (default) or phrases
-(sub-sentence annotations); smoke (tiny sizes for tests). The public YMS sample annotates
-only its training split: evaluate on what exists (e.g. --config.data.val_split=train
+threshold tuned on val) or new (70 % test / 30 % val by video, two-scene clips from
+feature-distance cuts: YMS has no TransNetV2 cuts, see REPRODUCING.md); sentences
+(default) or phrases (sub-sentence annotations); smoke (tiny sizes for tests). The
+public YMS sample annotates only its training split: evaluate on what exists (e.g.
+--config.data.val_split=train
 --config.data.test_splits='("train",)').
 """
 
@@ -36,7 +37,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
                   vocab_size=1024 if smoke else 8192, memory="no_memory" not in args,
                   memory_window=10, train_split="train",
                   val_split="new_val" if new else "val",
-                  test_splits=("new_test",) if new else ("test",), num_workers=0)
+                  test_splits=("new_test",) if new else ("test",), num_workers=0,
+                  segmentation="scenes" if new else "release")
     c.model.embed_dim = 32 if smoke else 64
     c.transfer = dict(source_run="")
     c.total_steps, c.warmup_steps = 0, 0

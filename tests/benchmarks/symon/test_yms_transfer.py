@@ -30,6 +30,19 @@ def test_yms_movie_list_keys(tmp_path):
     assert data.excluded_movie_keys(str(lst)) == {"antman", "bladerunner"}
 
 
+def test_new_segmentation_is_two_scene_clips():
+    from vnr.benchmarks.symon import yms_transfer as yt
+
+    rng = np.random.default_rng(0)
+    shots = [rng.normal(size=16) for _ in range(5)]
+    feats = np.concatenate([np.tile(s, (n, 1)) for s, n in zip(shots, (3, 4, 2, 5, 3))])
+    feats += 0.05 * rng.normal(size=feats.shape)
+    cb, ce = yt.scene_clips(feats, 1.0)  # cuts 3, 7, 9, 14: clips [0,7) [7,14) [14,17)
+    np.testing.assert_allclose(cb, [0, 7, 14])
+    np.testing.assert_allclose(ce, [7, 14, 17])
+    assert _config("yms_transfer", "smoke,new").data.segmentation == "scenes"
+
+
 def test_alignment_metrics_by_hand():
     from vnr.benchmarks.symon import yms_transfer as yt
 

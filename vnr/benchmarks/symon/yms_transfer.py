@@ -22,9 +22,10 @@ sentence). Without memory the memory inputs are empty, as in SYMON.
 
 Test settings: `original` = YMS `test` with the release's clip segmentation, threshold
 tuned on `val`; `new` = all annotated videos split 70 % test / 30 % val by CRC32 of the
-video id (`new_test` / `new_val`). The paper's new segmentation (two-scene clips from
-TransNetV2 cuts) is NOT applied: the YMS builder has no cuts, so `new` uses the release's
-segmentation too (REPRODUCING.md). SYMON training without the 94 YMS movies: the source
+video id (`new_test` / `new_val`) with our segmentation (`data.segmentation="scenes"`,
+`scene_clips`): two-scene clips as in SYMON, the cuts found by the builder's
+feature-distance fallback (`tfds_builders.symon.symon.detect_cuts`) because YMS has no
+TransNetV2 cuts file (REPRODUCING.md). SYMON training without the 94 YMS movies: the source
 run's config sets `data.exclude_movies` to YMS `movie_list.txt` (`configs/symon/
 retrieval.py:exclude_yms`), which `data.ItemSource` counts and names.
 """
@@ -62,6 +63,8 @@ def validate(config: Any) -> None:
         raise ValueError(f"data.manual_dir={d.manual_dir!r} does not exist")
     if config.total_steps:
         raise ValueError("symon.yms_transfer is zero-shot: total_steps must be 0")
+    if d.segmentation not in ("release", "scenes"):
+        raise ValueError(f"data.segmentation={d.segmentation!r}: 'release' or 'scenes'")
 
 
 def pretrained(config: Any) -> dict[str, tuple[str, str | None]]:
@@ -118,6 +121,19 @@ def _records(config: Any, split: str) -> list[dict]:
     return out
 
 
+def scene_clips(feats: np.ndarray, fps: float) -> tuple[np.ndarray, np.ndarray]:
+    """Two-scene clips over the whole video from feature-distance cuts (`new` setting);
+    a video with no cut is one clip, a last unpaired scene is its own clip."""
+    from tfds_builders.symon.symon import SymonConfig, detect_cuts
+
+    cfg = SymonConfig(name="yms_scenes")  # only its cut-detection defaults are read
+    t = len(feats) / fps
+    bounds = [0.0, *[float(c) for c in detect_cuts(feats, fps, cfg.cut_min, cfg.cut_mads)], t]
+    edges = bounds[::2] if len(bounds) % 2 else [*bounds[::2], t]
+    edges = sorted(set(edges))
+    return (np.asarray(edges[:-1], np.float32), np.asarray(edges[1:], np.float32))
+
+
 def _rows(config: Any, recs: list[dict]) -> tuple[list[dict], list[dict]]:
     """Per video the host arrays (labels, clip times) and the model's input rows."""
     d = config.data
@@ -125,11 +141,13 @@ def _rows(config: Any, recs: list[dict]) -> tuple[list[dict], list[dict]]:
     for vi, rec in enumerate(recs):
         from tfds_builders.msymon.parse import fixed_clips, gt_clip_labels
 
+        feats = np.asarray(rec["features"], np.float32)
         cb, ce = rec["clip_begin"], rec["clip_end"]
-        if not len(cb):  # no clip segmentation for this video: fixed-length clips
+        if d.segmentation == "scenes":
+            cb, ce = scene_clips(feats, d.fps)
+        elif not len(cb):  # no clip segmentation for this video: fixed-length clips
             cb, ce = fixed_clips(float(rec["duration"]), d.clip_seconds)
         labels = gt_clip_labels(rec["begin"], rec["end"], rec["matched"], cb, ce)
-        feats = np.asarray(rec["features"], np.float32)
         clips = [symon_data.Clip(float(b), float(e), "", 0.0, 0.0, "") for b, e in zip(cb, ce)]
         frames = [symon_data.clip_rows(feats, c, d.fps, d.max_frames) for c in clips]
         sents = [str(s) for s in rec["sentences"]]
