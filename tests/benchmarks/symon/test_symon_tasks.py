@@ -96,6 +96,17 @@ def test_center_tokens_trims_both_ends():
     assert (data.center_tokens("a b", 1024, 4)[2:] == 0).all()
 
 
+def test_order_mean_of_the_two_set_runs(tmp_path):
+    from vnr.benchmarks.symon import order_mean
+
+    for name, split, acc in (("ab", "setB", 60.0), ("ba", "setA", 70.0)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "results.json").write_text(json.dumps({split: {"accuracy": acc}}))
+    assert order_mean.mean_accuracy(tmp_path / "ab", tmp_path / "ba")["mean"] == 65.0
+    with pytest.raises(ValueError, match="no 'setA'"):
+        order_mean.mean_accuracy(tmp_path / "ab", tmp_path / "ab")
+
+
 def test_set_a_b_is_a_franchise_partition():
     keys = [f"movie {i}" for i in range(200)]
     sets = [data.set_of(k) for k in keys]

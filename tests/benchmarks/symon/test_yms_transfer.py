@@ -82,6 +82,11 @@ def test_zero_shot_from_a_symon_retrieval_run_without_the_yms_movies(tmp_path):
     assert res["videos"] == 2 and np.isfinite(res["threshold"])
     assert 0 <= res["clip_accuracy"] <= 100 and 0 <= res["sentence_iou"] <= 100
     assert json.loads((tmp_path / "yms_run" / "results.json").read_text())["test"] == res
+    new = _config("yms_transfer", "smoke,new")  # 70/30 by video id, two-scene clips
+    new.data.update(manual_dir=str(root), data_dir=str(tmp_path / "tfds"))
+    new.transfer.source_run = str(tmp_path / "symon")
+    res_new = train.run(new, str(tmp_path / "yms_new"))["new_test"]
+    assert res_new["videos"] == 7  # of the 8 generated videos, CRC32 puts 1 in new_val
     c.transfer.source_run = ""
     with pytest.raises(train.ConfigError, match="source_run is required"):
         train.setup(c)
