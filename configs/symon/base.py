@@ -16,7 +16,7 @@ def base(task: str, smoke: bool) -> ml_collections.ConfigDict:
         val_split="val",
         test_splits=("test",),
         segment_seconds=4.0,  # 4-second segments on each side of a cut (items of both)
-        max_tokens=32,
+        max_tokens=64,  # set per task (retrieval 64, ordering 128)
         vocab_size=8192,
         num_workers=0,
     )

@@ -1,4 +1,5 @@
-"""SYMON §7.2 retrieval metrics: three nearest sentences correct, same-movie exclusion."""
+"""SYMON §7.2 retrieval metrics: three closest texts / clips correct, other videos of the
+query's movie removed from the pool, the query's own clips kept."""
 
 import numpy as np
 import pytest
@@ -38,10 +39,54 @@ def test_perfect_and_random_scores():
     rand = rm.retrieval_metrics(rng.normal(size=(n, n)), video, movie, center)
     assert rand["v2t_r@1"] < 40 and rand["v2t_medr"] > 3
     chance = rm.random_expectation(video, movie, center)
-    # 3 correct among the 50 other-movie candidates + 3: R@10 ~ 1-(C(50,10)/C(53,10)) ~ 48%.
+    # Pool: the query's 5 own items (3 correct) + the 50 other-movie items; a random
+    # ranking puts at least one of 3 correct among the top 10 of 55 with p ~ 46%.
     assert 35 < chance < 60
     with pytest.raises(ValueError, match="must be"):
         rm.retrieval_metrics(np.zeros((3, 4)), video[:3], movie[:3], center[:3])
+
+
+def test_vice_versa_is_computed_from_the_text_side():
+    # Nearest three is not symmetric: text 0's three closest clips are 0, 1, 2, although
+    # text 0 is not among clip 2's three closest texts (1, 2, 3).
+    video = np.zeros(5, int)
+    center = np.array([0.0, 10, 20, 30, 40])
+    sim = np.zeros((5, 5))
+    sim[2, 0] = 1.0  # clip 2 scores highest for text 0
+    m = rm.retrieval_metrics(sim, video, np.arange(5) * 0, center)
+    assert m["t2v_r@1"] == 100  # clip 2 is correct for text 0 ("vice versa")
+
+
+def test_generated_corpus_two_videos_share_a_movie():
+    """Videos 0 and 1 are two summaries of movie 0, video 2 is another movie. For a query
+    of video 0 the other summary's items leave the pool; its own video's clips stay."""
+    rng = np.random.default_rng(3)
+    video = np.repeat([0, 1, 2], 6)
+    movie = np.array([0, 0, 1]).repeat(6)
+    center = np.tile(np.arange(6) * 20.0, 3)
+    exc = rm.exclusion(video, movie)
+    assert exc[0, 6:12].all() and not exc[0, :6].any() and not exc[0, 12:].any()
+    assert not exc[12].any()  # the lone movie removes nothing
+    base = rng.normal(size=(18, 18)) * 0.01
+    q = 0  # clip 0: correct texts 0, 1, 2
+
+    def rank_of(sim):
+        return rm.ranks(sim, rm.relevance(video, center), exc)[q]
+
+    sim = base.copy()
+    sim[q, [0, 1, 2]] = 1.0
+    sim[q, 6:12] = 5.0  # the other summary of the same movie scores higher: removed
+    assert rank_of(sim) == 1
+    sim[q, 4] = 5.0  # a far clip's text of the query's OWN video: stays, counts as wrong
+    assert rank_of(sim) == 2
+    sim[q, 13] = 5.0  # another movie: counts as wrong
+    assert rank_of(sim) == 3
+    # The old rule (drop the query's own other moments) would have hidden text 4.
+    old = (movie[:, None] == movie[None, :]) & ~rm.relevance(video, center)
+    assert rm.ranks(sim, rm.relevance(video, center), old)[q] == 2
+    full = rm.retrieval_metrics(sim, video, movie, center)
+    assert set(full) == {f"{d}_{m}" for d in ("v2t", "t2v")
+                         for m in ("r@1", "r@5", "r@10", "medr")}
 
 
 def test_same_movie_items_do_not_count_as_errors():
@@ -52,5 +97,5 @@ def test_same_movie_items_do_not_count_as_errors():
     center = np.tile([0.0, 100, 200, 300], 2)
     sim = np.tile(np.eye(4), (2, 2)) + 0.01 * np.kron([[0, 1], [1, 0]], np.eye(4))
     rel = rm.relevance(video, center)
-    assert rm.summary(sim, rel, rm.exclusion(movie, rel))["r@1"] == 100
+    assert rm.summary(sim, rel, rm.exclusion(video, movie))["r@1"] == 100
     assert rm.summary(sim, rel, np.zeros_like(rel))["r@1"] < 100

@@ -31,7 +31,8 @@ def to_record(raw: dict) -> dict:
         rec[k] = np.asarray(raw[k], np.float32)
     rec["duration"] = float(raw["duration"])
     if "features" in raw:
-        rec["features"] = np.asarray(raw["features"], np.float32)
+        dim = int(raw["feature_dim"])
+        rec["features"] = np.asarray(raw["features"], np.float32).reshape(-1, dim)
     return rec
 
 
@@ -47,10 +48,21 @@ def prepare(config: str | SymonConfig, data_dir: os.PathLike | str,
     return common.prepare(builder, data_dir, manual_dir, build, lambda m: _check(builder, m))
 
 
-def metadata(config: str | SymonConfig) -> tuple[int, float, bool]:
-    """(feature_dim, fps, with_features) of a config."""
+def metadata(config: str | SymonConfig, data_dir: os.PathLike | str | None = None,
+             manual_dir: os.PathLike | str | None = None) -> tuple[int, float, bool]:
+    """(feature_dim, fps, with_features) of a config. A config whose width comes from the
+    files (feature_dim 0) needs `data_dir`: the width is read from its first record
+    (the dataset is built first if missing)."""
     cfg = CONFIGS[config] if isinstance(config, str) else config
-    return cfg.feature_dim, cfg.fps, cfg.with_features
+    dim = cfg.feature_dim
+    if cfg.with_features and not dim:
+        if data_dir is None:
+            raise ValueError(f"symon/{cfg.name}: the feature width comes from the files; "
+                             "pass data_dir (and manual_dir) to read it")
+        builder = prepare(cfg, data_dir, manual_dir, build=True)
+        split = next(iter(builder.info.splits))
+        dim = data_source(cfg, split, data_dir, manual_dir, build=False)[0]["features"].shape[1]
+    return dim, cfg.fps, cfg.with_features
 
 
 def data_source(config: str | SymonConfig, split: str, data_dir: os.PathLike | str,

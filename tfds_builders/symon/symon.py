@@ -23,32 +23,38 @@ import tensorflow_datasets as tfds
 from tfds_builders import common
 from tfds_builders.symon import narration, vtt
 
-VERSION = tfds.core.Version("1.0.0")
+VERSION = tfds.core.Version("1.1.0")
 SPLITS = (("train", 0.8), ("val", 0.1), ("test", 0.1))
 _URL_ID = re.compile(r"(?:[?&]v=|youtu\.be/)([A-Za-z0-9_-]{11,})")
 
 MANUAL_DOWNLOAD_INSTRUCTIONS = """\
 Point --manual_dir at the SYMON release (insundaycathy/SYMON): `url.txt`, `asr_label.txt`,
 `timestamped_text/<id>.en.vtt`, `preprocessed_text/<id>.txt`; for the `features` config also
-`features/<id>.npy` ([T, 512] float, 1 per second), optionally `cuts/<id>.txt` (seconds, one
-per line) and `movies.tsv` (`<id>\\t<movie>`). See tfds_builders/symon/README.md."""
+`features/<id>.npy` ([T, D] float, 1 per second; S3D is D = 1024, the width is read from the
+files), optionally `cuts/<id>.txt` (hard cuts in seconds, one per line, e.g. TransNetV2
+output) and `movies.tsv` (`<id>\\t<movie>`). See tfds_builders/symon/README.md."""
 
 
 @dataclasses.dataclass(eq=False)
 class SymonConfig(tfds.core.BuilderConfig):
     """`source`: "manual" (read manual_dir) or "synthetic" (write the generated corpus first).
 
-    Feature-based cut detection: a cut at second t when the cosine distance between
-    consecutive feature rows exceeds max(cut_min, median + cut_mads * 1.4826 * MAD).
+    `feature_dim` 0: the width comes from the files (the first readable file in id order
+    sets it; a file of another width is skipped, counted and named). Features are stored
+    flat with their width (`feature_dim` per example) so one builder serves any width.
+
+    Feature-based cut detection (the fallback when a video has no cuts file): a cut at
+    second t when the cosine distance between consecutive feature rows exceeds
+    max(cut_min, median + cut_mads * 1.4826 * MAD).
     """
 
     source: str = "manual"
     with_features: bool = True
-    feature_dim: int = 512
+    feature_dim: int = 0
     fps: float = 1.0
     trim: float = 0.05
     cut_min: float = 0.2
-    cut_mads: float = 4.0
+    cut_mads: float = 2.5  # cuts are frequent (SYMON scenes: 2.2 s), not rare outliers
     franchise_names: int = 3  # videos sharing >= this many top names form one franchise
     sizes: str = "default"
     seed: int = 0
@@ -139,8 +145,12 @@ def glob_escape(s: str) -> str:
 
 
 def load_video(root: pathlib.Path, vid: str, cfg: SymonConfig, asr: dict[str, int],
-               skips: collections.Counter) -> dict | None:
-    """One video's record (before movie keys and splits), or None (skip counted)."""
+               skips: collections.Counter, width: dict | None = None) -> dict | None:
+    """One video's record (before movie keys and splits), or None (skip counted).
+
+    `width` carries the feature width found so far ({"dim", "file"}) across videos.
+    """
+    width = {} if width is None else width
     path = _find_vtt(root, vid)
     if path is None:
         common.record_skip(skips, "video:missing_vtt", root / "timestamped_text" / f"{vid}.en.vtt")
@@ -175,10 +185,14 @@ def load_video(root: pathlib.Path, vid: str, cfg: SymonConfig, asr: dict[str, in
         except (OSError, ValueError) as e:
             common.record_skip(skips, "video:bad_features", fpath, str(e).splitlines()[0])
             return None
-        if feats.ndim != 2 or feats.shape[1] != cfg.feature_dim:
+        want = cfg.feature_dim or width.get("dim", 0)
+        if feats.ndim != 2 or (want and feats.shape[1] != want):
             common.record_skip(skips, "video:feature_dim_mismatch", fpath,
-                               f"shape {feats.shape}, expected [T, {cfg.feature_dim}]")
+                               f"shape {feats.shape}, expected [T, {want}]"
+                               + (f" (set by {width['file']})" if "file" in width else ""))
             return None
+        if not want:
+            width.update(dim=int(feats.shape[1]), file=str(fpath))
         if not np.isfinite(feats).all():
             common.record_skip(skips, "video:nonfinite_features", fpath)
             return None
@@ -193,7 +207,15 @@ def load_video(root: pathlib.Path, vid: str, cfg: SymonConfig, asr: dict[str, in
     cut_path = root / "cuts" / f"{vid}.txt"
     if cut_path.is_file():
         cuts = read_cuts(cut_path, skips)
+        if len(cuts) and cuts[-1] > duration:
+            common.record_skip(skips, "cuts:beyond_video", cut_path,
+                               f"{int((cuts > duration).sum())} cut(s) after the video's "
+                               f"{duration:.1f} s dropped (a cuts file of another video?)")
+            cuts = cuts[cuts <= duration]
     elif feats is not None:
+        if (root / "cuts").is_dir():  # cuts given for other videos but not this one
+            common.record_skip(skips, "cuts:no_file_feature_fallback", cut_path,
+                               "cuts detected from feature distances instead")
         cuts = detect_cuts(feats, cfg.fps, cfg.cut_min, cfg.cut_mads)
     else:
         cuts = np.zeros((0,), np.float32)
@@ -295,7 +317,9 @@ def scan(root: pathlib.Path, cfg: SymonConfig, skips: collections.Counter) -> li
         movies = narration.read_movies_tsv(movies_path) if movies_path.is_file() else {}
     except ValueError as e:
         raise common.ManualDirError(str(e)) from None
-    videos = [v for vid in ids if (v := load_video(root, vid, cfg, asr, skips)) is not None]
+    width: dict = {}
+    videos = [v for vid in ids
+              if (v := load_video(root, vid, cfg, asr, skips, width)) is not None]
     assign_movies(videos, movies, cfg.franchise_names)
     assign_splits(videos)
     return videos
@@ -306,16 +330,19 @@ class Symon(common.SummaryBuilder, tfds.core.GeneratorBasedBuilder):
 
     name = "symon"
     VERSION = VERSION
-    RELEASE_NOTES = {"1.0.0": "text_only, features (S3D 512-d, 1 fps) and synthetic configs."}
+    RELEASE_NOTES = {"1.0.0": "text_only, features (S3D 512-d, 1 fps) and synthetic configs.",
+                     "1.1.0": "features stored flat with their width (read from the files); "
+                              "cuts beyond a video or missing for a video are counted."}
     MANUAL_DOWNLOAD_INSTRUCTIONS = MANUAL_DOWNLOAD_INSTRUCTIONS
     BUILDER_CONFIGS = [
         SymonConfig(name="text_only", with_features=False,
                     description="Narration, names, cuts from cuts/<id>.txt; no video features."),
-        SymonConfig(name="features", feature_dim=512, fps=1.0,
-                    description="Plus features/<id>.npy [T, 512] at 1 fps (e.g. S3D)."),
-        SymonConfig(name="synthetic", source="synthetic", feature_dim=32, sizes="default",
+        SymonConfig(name="features", feature_dim=0, fps=1.0,
+                    description="Plus features/<id>.npy [T, D] at 1 fps (S3D: D = 1024; D is "
+                                "read from the files)."),
+        SymonConfig(name="synthetic", source="synthetic", sizes="default",
                     description="Generated corpus in the upstream layout (no manual_dir)."),
-        SymonConfig(name="synthetic_tiny", source="synthetic", feature_dim=32, sizes="tiny",
+        SymonConfig(name="synthetic_tiny", source="synthetic", sizes="tiny",
                     description="Tiny generated corpus for tests."),
     ]
     DEFAULT_CONFIG_NAME = "text_only"
@@ -342,12 +369,12 @@ class Symon(common.SummaryBuilder, tfds.core.GeneratorBasedBuilder):
             "trim": tfds.features.Tensor(shape=(2,), dtype=np.float32),
         }
         if cfg.with_features:
-            feats["features"] = tfds.features.Tensor(shape=(None, cfg.feature_dim),
-                                                     dtype=np.float16)
+            feats["features"] = tfds.features.Tensor(shape=(None,), dtype=np.float16)
+            feats["feature_dim"] = tfds.features.Scalar(np.int32)
         return self.dataset_info_from_configs(
             features=tfds.features.FeaturesDict(feats),
             homepage="https://github.com/insundaycathy/SYMON",
-            metadata=tfds.core.MetadataDict(fps=cfg.fps, feature_dim=cfg.feature_dim),
+            metadata=tfds.core.MetadataDict(fps=cfg.fps),
         )
 
     def _split_generators(self, dl_manager: tfds.download.DownloadManager) -> dict:
@@ -372,7 +399,8 @@ class Symon(common.SummaryBuilder, tfds.core.GeneratorBasedBuilder):
                                     "starts", "ends", "cuts", "duration", "trim")}
             ex["franchise"] = v["group"]
             if self.builder_config.with_features:
-                ex["features"] = v["features"].astype(np.float16)
+                ex["features"] = v["features"].astype(np.float16).reshape(-1)
+                ex["feature_dim"] = v["features"].shape[1]
             yield v["video_id"], ex
 
 

@@ -12,7 +12,7 @@ Narration sentences are "<words> <Name> <words> ." from a 240-word lower-case vo
 Each word has a fixed random vector (dim 16); a sentence's vector is the mean of its
 words'. Features at 1 fps, dim 32, for second t:
 
-    f_t = A e(sentence at t) + 3 g(shot) + 1.5 (progress in shot - 0.5) u + 0.3 noise
+    f_t = A e(sentence at t) + 3 g(shot) + 3 (progress in shot - 0.5) u + 0.3 noise
 
 with a fixed random A [32, 16] (|A e| ~ 1.5 < the shot term), and the unit
 direction u and a fresh random unit shot vector g per shot drawn from the
@@ -89,7 +89,7 @@ def write_corpus(root: pathlib.Path | str, sizes: str = "default", seed: int = 0
     `defects` adds one of each defect the builder must count: a malformed cue,
     a feature file of the wrong dimension, one shorter than its narration, a
     missing feature file, escaped UTF-8 bytes in a preprocessed text, a video
-    missing from asr_label.txt.
+    missing from asr_label.txt, a cuts file with a cut after its video's end.
     """
     root = pathlib.Path(root)
     for d in ("timestamped_text", "preprocessed_text", "features", "cuts"):
@@ -115,10 +115,10 @@ def write_corpus(root: pathlib.Path | str, sizes: str = "default", seed: int = 0
             vid_no += 1
             asr = vid_no % 2 == 0
             dur = int(rng.integers(t_min, t_max + 1))
-            cuts, t = [], float(rng.uniform(5, 10))
+            cuts, t = [], float(rng.uniform(2, 4))
             while t < dur - 5:
                 cuts.append(round(t))
-                t += float(rng.uniform(6, 12))
+                t += float(rng.uniform(2, 4.5))  # shots ~3 s (SYMON: 2.2 s)
             sents, t = [], 2.0
             while t < dur - 6:
                 length = float(rng.uniform(3, 7))
@@ -134,7 +134,7 @@ def write_corpus(root: pathlib.Path | str, sizes: str = "default", seed: int = 0
                 g = other @ rng.normal(size=FEATURE_DIM - WORD_DIM)
                 g /= np.linalg.norm(g)
                 prog = (np.arange(a, b) - a + 0.5) / (b - a) - 0.5
-                feats[a:b] = 3 * g + 1.5 * prog[:, None] * u
+                feats[a:b] = 3 * g + 3.0 * prog[:, None] * u
             for _text, s, e, ws in sents:
                 vec = np.mean([word_vec[w] for w in ws], 0)
                 feats[int(s):int(np.ceil(e))] += proj @ vec
@@ -172,6 +172,9 @@ def write_corpus(root: pathlib.Path | str, sizes: str = "default", seed: int = 0
         pre = root / "preprocessed_text" / f"{ids[4]}.txt"
         pre.write_text(pre.read_text().replace(".", r".\xe2\x80\x9d", 1))
         labels = [ln for ln in labels if not ln.startswith(ids[5])]
+        cut6 = root / "cuts" / f"{ids[6]}.txt"  # a cuts file reaching past its video
+        cut6.write_text("".join(f"{c}\n" for c in truth[ids[6]]["cuts"])
+                        + f"{truth[ids[6]]['duration'] + 50}\n")
     (root / "url.txt").write_text("\n".join(urls) + "\n")
     (root / "asr_label.txt").write_text("\n".join(labels) + "\n")
     (root / "movies.tsv").write_text("\n".join(movies) + "\n")

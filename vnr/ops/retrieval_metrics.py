@@ -1,16 +1,18 @@
 """Retrieval metrics of SYMON §7.2: R@1/5/10 and median rank in both directions.
 
-Items are (video segment, narration sentence) pairs; `sim[i, j]` scores segment i
-against sentence j. The protocol, as §7.2 describes it:
+Items are (video clip, narration text) pairs; `sim[i, j]` scores clip i against text
+j. The protocol, as §7.2 describes it:
 
-* correct: for segment i, the three sentences of the same video nearest to it in
-  time (its own sentence included) all count as correct (`relevance`);
-  for text -> video, sentence j's correct segments are those whose three
-  nearest sentences include j (the transpose), so the two directions share one
-  relevance matrix;
-* exclusion: candidates from the same movie as the query (other summaries of the
-  same film, or other moments of the same video) that are not correct are
-  removed from the candidate list, since they may legitimately describe the query;
+* correct: "the three closest sentences as correct answers and vice versa": for clip i,
+  the three texts of the SAME video nearest to it in time (its own text included) are
+  correct (`relevance`); "vice versa": for text j, the three clips of its video nearest
+  to it in time are correct (computed separately: nearest-three is not symmetric, so
+  this is not the transpose of the clip-side matrix). Distances are between mid-times
+  (clip mid-time for clips, text mid-time for texts); ties are broken by index;
+* exclusion: "videos of the same movie are removed": every item of ANOTHER summary
+  video of the query's movie leaves the candidate pool (it may legitimately describe
+  the query); the other clips of the query's own video STAY as candidates (they are
+  the hard negatives the task is about);
 * rank: 1 + the number of remaining incorrect candidates scored strictly above
   the best-scored correct candidate (ties favour the correct item).
 
@@ -25,16 +27,18 @@ import numpy as np
 KS = (1, 5, 10)
 
 
-def relevance(video: np.ndarray, center: np.ndarray, nearest: int = 3) -> np.ndarray:
-    """bool [N, N]: sentence j is among the `nearest` sentences of the same video to segment i.
+def relevance(video: np.ndarray, center: np.ndarray, nearest: int = 3,
+              cand_center: np.ndarray | None = None) -> np.ndarray:
+    """bool [N, N]: candidate j is among the `nearest` candidates of query i's video to i.
 
-    video [N] ints (video of each item); center [N] float seconds (mid-time of item i's
-    segment / sentence; the pair shares it). Ties in distance are broken by index.
+    video [N] ints (video of each item); center [N] float seconds (mid-time of each query);
+    cand_center [N] mid-times of the candidates (default: `center`). Ties by index.
     """
     video, center = np.asarray(video), np.asarray(center, np.float64)
+    cand = center if cand_center is None else np.asarray(cand_center, np.float64)
     n = len(video)
     same = video[:, None] == video[None, :]
-    dist = np.where(same, np.abs(center[:, None] - center[None, :]), np.inf)
+    dist = np.where(same, np.abs(center[:, None] - cand[None, :]), np.inf)
     order = np.argsort(dist, axis=1, kind="stable")[:, :nearest]
     rel = np.zeros((n, n), bool)
     rows = np.repeat(np.arange(n), order.shape[1])
@@ -42,10 +46,10 @@ def relevance(video: np.ndarray, center: np.ndarray, nearest: int = 3) -> np.nda
     return rel & same
 
 
-def exclusion(movie: np.ndarray, rel: np.ndarray) -> np.ndarray:
-    """bool [N, N]: candidate j is removed for query i (same movie and not correct)."""
-    movie = np.asarray(movie)
-    return (movie[:, None] == movie[None, :]) & ~rel
+def exclusion(video: np.ndarray, movie: np.ndarray) -> np.ndarray:
+    """bool [N, N]: candidate j is removed for query i (another video of i's movie)."""
+    video, movie = np.asarray(video), np.asarray(movie)
+    return (movie[:, None] == movie[None, :]) & (video[:, None] != video[None, :])
 
 
 def ranks(sim: np.ndarray, rel: np.ndarray, excluded: np.ndarray) -> np.ndarray:
@@ -70,19 +74,21 @@ def summary(sim: np.ndarray, rel: np.ndarray, excluded: np.ndarray,
 
 
 def retrieval_metrics(sim: np.ndarray, video: np.ndarray, movie: np.ndarray,
-                      center: np.ndarray, nearest: int = 3) -> dict[str, float]:
-    """Both directions: `v2t_*` (segment queries, rows) and `t2v_*` (sentence queries).
+                      center: np.ndarray, nearest: int = 3,
+                      text_center: np.ndarray | None = None) -> dict[str, float]:
+    """Both directions: `v2t_*` (clip queries, rows) and `t2v_*` (text queries, columns).
 
-    sim [N, N] segment x sentence scores of N paired items; video, movie [N] ids;
-    center [N] mid-times in seconds.
+    sim [N, N] clip x text scores of N paired items; video, movie [N] ids; center [N]
+    clip mid-times and text_center [N] text mid-times in seconds (default: `center`).
     """
     sim = np.asarray(sim)
     if sim.ndim != 2 or sim.shape[0] != sim.shape[1] or sim.shape[0] != len(video):
         raise ValueError(f"retrieval_metrics: sim {sim.shape} must be [N, N] with N = "
                          f"{len(video)} items")
-    rel = relevance(video, center, nearest)
-    exc = exclusion(movie, rel)
-    return summary(sim, rel, exc, "v2t_") | summary(sim.T, rel.T, exc.T, "t2v_")
+    tc = center if text_center is None else text_center
+    exc = exclusion(video, movie)  # symmetric
+    return (summary(sim, relevance(video, center, nearest, tc), exc, "v2t_")
+            | summary(sim.T, relevance(video, tc, nearest, center), exc, "t2v_"))
 
 
 def random_expectation(video: np.ndarray, movie: np.ndarray, center: np.ndarray,
@@ -91,7 +97,7 @@ def random_expectation(video: np.ndarray, movie: np.ndarray, center: np.ndarray,
     """Mean v2t R@k (percent) of random scores on these items (the chance level)."""
     rng = np.random.default_rng(seed)
     rel = relevance(video, center, nearest)
-    exc = exclusion(movie, rel)
+    exc = exclusion(video, movie)
     n = len(video)
     vals = [summary(rng.normal(size=(n, n)), rel, exc)[f"r@{k}"] for _ in range(trials)]
     return float(np.mean(vals))

@@ -105,7 +105,7 @@ def test_detect_cuts_on_shot_changes():
     np.testing.assert_allclose(detect_cuts(feats, 2.0, 0.2, 4.0), [3.5, 8, 10.5])
 
 
-FIXTURE = SymonConfig(name="fixture_d32", feature_dim=synthetic.FEATURE_DIM, fps=synthetic.FPS)
+FIXTURE = SymonConfig(name="fixture_dfiles", fps=synthetic.FPS)  # width read from the files
 
 
 @pytest.fixture(scope="module")
@@ -123,8 +123,13 @@ def test_fixture_builds_and_counts_each_defect(fixture_build):
     skipped = summary["skipped"]
     for reason in ("cue:bad_timing", "cue:end_before_start", "video:feature_dim_mismatch",
                    "video:features_too_short", "video:missing_features",
-                   "text:escaped_utf8_bytes", "asr_label:missing"):
+                   "text:escaped_utf8_bytes", "asr_label:missing", "cuts:beyond_video"):
         assert skipped.get(reason) == 1, (reason, skipped)
+    # Videos without a cuts file fall back to feature-distance cuts, counted.
+    with_file = len(list((root / "cuts").glob("*.txt")))
+    assert 0 < skipped["cuts:no_file_feature_fallback"] <= len(truth) - with_file
+    # The width comes from the files (32 here; the 33-wide file is the mismatch).
+    assert builder.metadata(FIXTURE, data_dir)[0] == synthetic.FEATURE_DIM
     assert skipped["cue:rolling_duplicate"] > 50
     assert sum(summary["examples"].values()) == len(truth) - 3  # three videos unusable
 

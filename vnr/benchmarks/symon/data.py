@@ -5,11 +5,13 @@ Records come from `tfds_builders.symon.data_source` (one per summary video, feat
 reads every record of the split once, features included) and built per item in the
 grain workers (each item re-reads its video record; the last one is cached):
 
-Ordering (`task="order"`), one item per usable cut c: segment 1 = [c - S, c),
-segment 2 = [c, c + S) with S = `segment_seconds` (4 s), both inside the trimmed
-video and the features, no other cut strictly inside (c - S, c + S), and at least
-one narration sentence overlapping [c - S, c + S) (their text, joined in order,
-is the narration). The two segments are presented in a random order (training:
+Ordering (`task="order"`, §6.2, Appendix D), one item per usable cut c: segment 1 =
+[c - S, c), segment 2 = [c, c + S) with S = `segment_seconds` (4 s), both inside the
+trimmed video and the features, at least one narration sentence overlapping
+[c - S, c + S) (their text, joined in order, is the narration: the span extended to
+sentence boundaries, `center_tokens` trims it from both ends), and the 2S window not
+overlapping the previous item's (cuts taken left to right; our choice, the paper does not
+say whether windows may overlap). The two segments are presented in a random order (training:
 fresh each epoch; evaluation: fixed by the item index):
 
   seg_a, seg_b  float32 [B, F, D]   F = S * fps frames
@@ -17,23 +19,37 @@ fresh each epoch; evaluation: fixed by the item index):
   label         int32   [B]         1 if seg_a is the earlier segment
   valid         bool    [B]         False on evaluation padding
 
-Retrieval (`task="retrieval"`), one item per narration sentence k: the segment is
-the sentence's span [start_k, end_k) of features (at least one frame; sampled
-uniformly down to `max_frames`), the text is sentence k. Long-term memory
-(Eq. 6): among the previous `memory_window` (10) sentences j of the same video,
-the one maximising (1 + E_kj) * mean cosine(frames of k, frames of j), where
-E_kj = the number of person names sentences k and j share (builder's name pass)
-and the mean cosine runs over all frame pairs; its frames and sentence are
-appended (item 0 of a video has no memory: empty memory masks).
+Retrieval (`task="retrieval"`, §7.1-7.2 and Appendix E), one item per clip: a video's
+trimmed span is cut into scenes at its hard cuts (`rec["cuts"]`: the cuts file, or the
+builder's feature-distance fallback) and consecutive scene pairs form non-overlapping
+clips [b_2k, b_2k+2) (`clips_of`). The clip's video input is its first `max_frames`
+(4) feature rows, zero-padded (masked) when shorter; its text is every narration
+sentence overlapping the clip (the span extended to sentence boundaries), trimmed or
+padded to `max_tokens` (64). Clips are counted, named and skipped when shorter than one
+feature second, without narration, or a last unpaired scene (`ItemSource.skips`).
+Long-term memory (Eq. 6): among the previous `memory_window` (10) clips j of the same
+video, the one maximising (1 + E_kj) * mean cosine over all pairs of their feature
+rows (the paper's 4 x 4 pairs; rows of padding are left out), where E_kj = the number
+of person names the two clips' texts share (the builder's capitalisation heuristic, not
+NER); its rows and text are appended (clip 0 of a video has no memory: empty masks).
 
   frames [B, F, D], frame_mask [B, F]; tokens [B, L]
   mem_frames [B, F, D], mem_frame_mask [B, F]; mem_tokens [B, L]
-  video, movie int32 [B] (split-local ids), center float32 [B] (s), valid bool [B]
+  video, movie int32 [B] (split-local ids), center, text_center float32 [B] (s),
+  valid bool [B]
+
+Splits: the builder's, plus `setA` / `setB` (§6.2 ordering protocol): the videos of the
+builder's train and test splits divided by franchise (CRC32 of the franchise key, even
+-> A, odd -> B), so no movie is in both sets.
 """
 
 from __future__ import annotations
 
+import collections
 import dataclasses
+import logging
+import re
+import zlib
 from typing import Any
 
 import grain
@@ -41,10 +57,35 @@ import numpy as np
 
 from vnr.data import pipeline, text
 
+SET_SPLITS = ("setA", "setB")
+
+
+def set_of(franchise: str) -> str:
+    """"setA" or "setB" of a franchise key (CRC32 parity: deterministic, by franchise)."""
+    return SET_SPLITS[zlib.crc32(franchise.encode()) % 2]
+
+
+class _SetSource:
+    """The videos of the builder's train + test splits in one of Set A / Set B."""
+
+    def __init__(self, cfg: Any, split: str):
+        self.parts = [_source(cfg, s) for s in ("train", "test")]
+        self.index = [(p, i) for p, src in enumerate(self.parts) for i in range(len(src))
+                      if set_of(src[i]["franchise"]) == split]
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def __getitem__(self, i: int) -> dict:
+        p, j = self.index[i]
+        return self.parts[p][j]
+
 
 def _source(cfg: Any, split: str):
     from tfds_builders import symon
 
+    if split in SET_SPLITS:
+        return _SetSource(cfg, split)
     return symon.data_source(cfg.config, split, data_dir=cfg.data_dir,
                              manual_dir=cfg.manual_dir or None, build=True)
 
@@ -52,24 +93,7 @@ def _source(cfg: Any, split: str):
 def fps_of(cfg: Any) -> float:
     from tfds_builders import symon
 
-    return symon.metadata(cfg.config)[1]
-
-
-def _frames(feats: np.ndarray, start: float, end: float, fps: float) -> np.ndarray:
-    a = int(np.floor(start * fps))
-    b = max(int(np.ceil(end * fps)), a + 1)
-    return feats[a:min(b, len(feats))]
-
-
-def _sample(frames: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """Uniformly sampled/padded to n rows -> (frames [n, D], mask [n])."""
-    out = np.zeros((n, frames.shape[1]), np.float32)
-    mask = np.zeros((n,), bool)
-    if len(frames) > n:
-        frames = frames[np.linspace(0, len(frames) - 1, n).round().astype(int)]
-    out[:len(frames)] = frames
-    mask[:len(frames)] = True
-    return out, mask
+    return symon.metadata(cfg.config, cfg.data_dir, cfg.manual_dir or None)[1]
 
 
 def _unit_mean(frames: np.ndarray) -> np.ndarray:
@@ -78,7 +102,11 @@ def _unit_mean(frames: np.ndarray) -> np.ndarray:
 
 
 def memory_choice(frames: list[np.ndarray], names: list[str], k: int, window: int) -> int:
-    """Eq. 6: index of the previous segment (within `window`) most similar to k, or -1."""
+    """Eq. 6: index of the previous clip (within `window`) most similar to k, or -1.
+
+    frames[j]: the real feature rows of clip j; names[j]: "|"-joined person names of its
+    text. mean_{a,b} cos(x_a, y_b) = (mean_a x̂_a) · (mean_b ŷ_b), all row pairs.
+    """
     if k == 0:
         return -1
     mine = set(filter(None, names[k].split("|")))
@@ -92,22 +120,130 @@ def memory_choice(frames: list[np.ndarray], names: list[str], k: int, window: in
     return best_j
 
 
+@dataclasses.dataclass(frozen=True)
+class Clip:
+    """One retrieval unit: [start, end) seconds, its text span and person names."""
+
+    start: float
+    end: float
+    text: str
+    text_start: float
+    text_end: float
+    names: str
+
+
+def clips_of(rec: dict, fps: float, skips: collections.Counter | None = None,
+             examples: dict | None = None) -> list[Clip]:
+    """Two-scene clips of one video (rules in the module docstring); skips counted/named."""
+    skips = collections.Counter() if skips is None else skips
+    examples = {} if examples is None else examples
+    lo, hi = float(rec["trim"][0]), float(rec["trim"][1])
+    hi = min(hi, len(rec["features"]) / fps)
+    cuts = [float(c) for c in rec["cuts"] if lo < c < hi]
+    bounds = [lo, *cuts, hi]
+    vid = rec["video_id"]
+
+    def skip(reason: str, what: str) -> None:
+        skips[reason] += 1
+        examples.setdefault(reason, f"{vid} {what}")
+
+    if len(bounds) < 3:
+        skip("video:no_two_scene_clip", f"({len(cuts)} cut(s) in the trimmed span)")
+        return []
+    out = []
+    for k in range(0, len(bounds) - 1, 2):
+        if k + 2 >= len(bounds):
+            skip("clip:unpaired_last_scene", f"[{bounds[k]:.1f}, {bounds[k + 1]:.1f})")
+            break
+        a, b = bounds[k], bounds[k + 2]
+        if (b - a) * fps < 1.0:
+            skip("clip:shorter_than_one_feature_second", f"[{a:.2f}, {b:.2f})")
+            continue
+        over = [j for j, (s0, e0) in enumerate(zip(rec["starts"], rec["ends"]))
+                if s0 < b and e0 > a]
+        if not over:
+            skip("clip:no_narration", f"[{a:.1f}, {b:.1f})")
+            continue
+        names = sorted({n for j in over for n in rec["names"][j].split("|") if n})
+        out.append(Clip(a, b, " ".join(rec["sentences"][j] for j in over),
+                        float(rec["starts"][over[0]]), float(rec["ends"][over[-1]]),
+                        "|".join(names)))
+    return out
+
+
+def clip_rows(feats: np.ndarray, clip: Clip, fps: float, n: int) -> np.ndarray:
+    """The first n feature rows of the clip (fewer when the clip is shorter)."""
+    a = int(np.floor(clip.start * fps + 1e-6))
+    b = min(a + n, int(np.ceil(clip.end * fps - 1e-6)), len(feats))
+    return feats[a:max(b, a + 1)]
+
+
+def _pad(rows: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Zero-padded to n rows -> (frames [n, D], mask [n])."""
+    out = np.zeros((n, rows.shape[1]), np.float32)
+    out[:len(rows)] = rows[:n]
+    mask = np.zeros((n,), bool)
+    mask[:min(len(rows), n)] = True
+    return out, mask
+
+
 def order_items(rec: dict, fps: float, seconds: float) -> list[tuple[float, str]]:
     """(cut time, narration) of the usable cuts of one video (rules in the docstring)."""
     cuts, lo, hi = rec["cuts"], float(rec["trim"][0]), float(rec["trim"][1])
     t_max = len(rec["features"]) / fps
-    out = []
+    out, free_from = [], -np.inf
     for c in cuts:
         c = float(c)
-        if c - seconds < lo or c + seconds > min(hi, t_max):
-            continue
-        if np.any((cuts > c - seconds) & (cuts < c + seconds) & (cuts != c)):
+        if c - seconds < max(lo, free_from) or c + seconds > min(hi, t_max):
             continue
         over = [s for s, a, b in zip(rec["sentences"], rec["starts"], rec["ends"])
                 if a < c + seconds and b > c - seconds]
         if over:
             out.append((c, " ".join(over)))
+            free_from = c + seconds
     return out
+
+
+def center_tokens(narration: str, vocab_size: int, max_len: int) -> np.ndarray:
+    """Tokens trimmed from both ends to `max_len` (Appendix D: extra tokens removed from
+    the start and the end), zero-padded at the end."""
+    ids = text.tokenize(narration, vocab_size, 1 << 16)
+    n = int((ids > 0).sum())
+    lo = max(0, (n - max_len) // 2)
+    out = np.zeros((max_len,), np.int32)
+    part = ids[lo:lo + min(n, max_len)]
+    out[:len(part)] = part
+    return out
+
+
+def title_key(title: str) -> str:
+    """Movie-name key: lower case, alphanumerics only, no leading article."""
+    t = re.sub(r"[^a-z0-9]+", " ", title.lower()).strip()
+    return re.sub(r"^(the|a|an) ", "", t).replace(" ", "")
+
+
+def excluded_movie_keys(path: str) -> set[str]:
+    """Title keys of a movie list: YMS `movie_list.txt` (`<id>\\t<YouTube title>`, the title
+    before "in N minutes" / parentheses) or one title per line."""
+    out = set()
+    for line in open(path, encoding="utf-8").read().splitlines():
+        title = line.split("\t", 1)[-1]
+        title = re.sub(r"\s+in\s+\d+\s+minutes?\b.*$", "", title, flags=re.I)
+        title = re.sub(r"\(.*?\)", "", title).split(" - ")[0].strip()
+        if title:
+            out.add(title_key(title))
+    return out
+
+
+class _Subset:
+    def __init__(self, src: Any, index: list[int]):
+        self.src, self.index = src, index
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def __getitem__(self, i: int) -> dict:
+        return self.src[self.index[i]]
 
 
 class ItemSource:
@@ -118,16 +254,38 @@ class ItemSource:
         self.task, self.fps = task, fps_of(cfg)
         self.seconds = float(cfg.segment_seconds)
         self.items: list[tuple[int, int, float, str]] = []  # (video, k, cut time, narration)
+        self.clips: list[list[Clip]] = []
+        self.skips: collections.Counter = collections.Counter()
+        self.skip_examples: dict[str, str] = {}
         movies: dict[str, int] = {}
         self.movie_of: list[int] = []
+        self.excluded: list[str] = []  # videos of excluded movies (training split only)
+        exclude = (excluded_movie_keys(cfg.exclude_movies)
+                   if cfg.get("exclude_movies") and split == cfg.train_split else set())
+        keep = []
+        for v in range(len(self.videos)):
+            if exclude and title_key(self.videos[v]["movie_id"]) in exclude:
+                self.excluded.append(self.videos[v]["video_id"])
+            else:
+                keep.append(v)
+        if exclude:
+            self.videos = _Subset(self.videos, keep)
+            logging.warning("symon %s: %d videos of the %d excluded movies removed (%s)", split,
+                            len(self.excluded), len(exclude), ", ".join(self.excluded[:10]))
         for v in range(len(self.videos)):
             rec = self.videos[v]
             self.movie_of.append(movies.setdefault(rec["movie_id"], len(movies)))
             if task == "order":
+                self.clips.append([])
                 self.items += [(v, i, c, s) for i, (c, s) in
                                enumerate(order_items(rec, self.fps, self.seconds))]
             else:
-                self.items += [(v, k, 0.0, "") for k in range(len(rec["sentences"]))]
+                clips = clips_of(rec, self.fps, self.skips, self.skip_examples)
+                self.clips.append(clips)
+                self.items += [(v, k, 0.0, "") for k in range(len(clips))]
+        if self.skips:
+            logging.info("symon %s %s: %d items; skipped %s (e.g. %s)", split, task,
+                         len(self.items), dict(self.skips), self.skip_examples)
         self._cache: tuple[int, dict] | None = None
 
     def __len__(self) -> int:
@@ -165,13 +323,13 @@ class EncodeOrder(grain.transforms.RandomMap):
         swap = (item["index"] % 2 == 1) if self.fixed else bool(rng.random() < 0.5)
         a, b = (second, first) if swap else (first, second)
         return {"seg_a": np.asarray(a, np.float32), "seg_b": np.asarray(b, np.float32),
-                "tokens": text.tokenize(item["narration"], self.vocab_size, self.max_tokens),
+                "tokens": center_tokens(item["narration"], self.vocab_size, self.max_tokens),
                 "label": np.int32(0 if swap else 1), "valid": np.bool_(True)}
 
 
 @dataclasses.dataclass(frozen=True)
 class EncodeRetrieval(grain.transforms.Map):
-    """Builds one retrieval example with its long-term memory."""
+    """Builds one retrieval example (a clip, its text) with its long-term memory."""
 
     source: ItemSource
     max_frames: int
@@ -181,25 +339,25 @@ class EncodeRetrieval(grain.transforms.Map):
     memory: bool
 
     def map(self, item: dict) -> dict:
-        rec = self.source.video(item["video"])
-        fps, k = self.source.fps, item["k"]
-        lo = max(0, k - self.window)
-        segs = {j: _frames(rec["features"], rec["starts"][j], rec["ends"][j], fps)
-                for j in range(lo, k + 1)}
-        frames, mask = _sample(segs[k], self.max_frames)
+        v, k = item["video"], item["k"]
+        rec, clips, fps = self.source.video(v), self.source.clips[v], self.source.fps
+        rows = {j: clip_rows(rec["features"], clips[j], fps, self.max_frames)
+                for j in range(max(0, k - self.window) if self.memory else k, k + 1)}
+        frames, mask = _pad(rows[k], self.max_frames)
+        c = clips[k]
         out = {"frames": frames, "frame_mask": mask,
-               "tokens": text.tokenize(rec["sentences"][k], self.vocab_size, self.max_tokens),
-               "video": np.int32(item["video"]), "movie": np.int32(item["movie"]),
-               "center": np.float32((rec["starts"][k] + rec["ends"][k]) / 2),
+               "tokens": text.tokenize(c.text, self.vocab_size, self.max_tokens),
+               "video": np.int32(v), "movie": np.int32(item["movie"]),
+               "center": np.float32((c.start + c.end) / 2),
+               "text_center": np.float32((c.text_start + c.text_end) / 2),
                "valid": np.bool_(True)}
         j = -1
         if self.memory:
-            seg_list = [segs.get(i, segs[k][:0]) for i in range(k + 1)]
-            j = memory_choice(seg_list, rec["names"], k, self.window)
+            j = memory_choice([rows.get(i, rows[k]) for i in range(k + 1)],
+                              [x.names for x in clips[:k + 1]], k, self.window)
         if j >= 0:
-            out["mem_frames"], out["mem_frame_mask"] = _sample(segs[j], self.max_frames)
-            out["mem_tokens"] = text.tokenize(rec["sentences"][j], self.vocab_size,
-                                              self.max_tokens)
+            out["mem_frames"], out["mem_frame_mask"] = _pad(rows[j], self.max_frames)
+            out["mem_tokens"] = text.tokenize(clips[j].text, self.vocab_size, self.max_tokens)
         else:
             out["mem_frames"] = np.zeros_like(frames)
             out["mem_frame_mask"] = np.zeros_like(mask)

@@ -110,6 +110,7 @@ class RetrievalModel(nnx.Module):
         return self.video_out(self.video(parts, train=train, rngs=rngs))
 
     def encode_text(self, tokens, mem_tokens, mem_mask, *, train: bool,
-                    rngs: nnx.Rngs | None) -> jax.Array:
-        parts = [(self.embed(tokens), tokens > 0), (self.embed(mem_tokens), mem_mask)]
+                    rngs: nnx.Rngs | None, token_mask: jax.Array | None = None) -> jax.Array:
+        mask = tokens > 0 if token_mask is None else token_mask
+        parts = [(self.embed(tokens), mask), (self.embed(mem_tokens), mem_mask)]
         return self.text_out(self.text(parts, train=train, rngs=rngs))

@@ -37,7 +37,7 @@ def make_model(config: Any, rngs: nnx.Rngs) -> OrderModel:
     from tfds_builders import symon
 
     m, d = config.model, config.data
-    dim, fps, _ = symon.metadata(d.config)
+    dim, fps, _ = symon.metadata(d.config, d.data_dir, d.manual_dir or None)
     frames = int(round(d.segment_seconds * fps))
     return OrderModel(feature_dim=dim, vocab_size=d.vocab_size,
                       max_len=max(frames, d.max_tokens), width=m.width, layers=m.layers,

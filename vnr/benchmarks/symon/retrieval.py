@@ -1,13 +1,15 @@
 """SYMON bidirectional retrieval (§7.1, Eq. 5-6) with long-term memory.
 
-Training: dual encoders embed each segment (+ its memory segment) and each
-narration sentence (+ the memory sentence); the loss is the bidirectional NCE of
-Eq. 5 over in-batch negatives of the WHOLE global batch, computed sharded
-(`vnr.ops.contrastive.nce_loss`: shard_map over "data", the other modality
-all-gathered). In training 60% (`memory_mask_rate`) of the memory's tokens and
-frames are masked out at random. Evaluation embeds every item of the split and
-scores all segment x sentence pairs by dot product; metrics (§7.2) in
-`vnr.ops.retrieval_metrics`, plus `chance_v2t_r@1` / `chance_v2t_r@10` (random scores, same items).
+Training: dual encoders embed each two-scene clip (+ its memory clip) and each clip's
+text (+ the memory clip's text); the loss is Eq. 5 over in-batch negatives of the
+WHOLE global batch, computed sharded (`vnr.ops.contrastive.nce_loss`: shard_map over
+"data", the other modality all-gathered). Masking (Appendix E, memory model only):
+each video row and text token is hidden with probability `memory_mask_rate` (0.6) in
+training; `memory_mask_scope` "all" (our reading of "60% of the video and text tokens":
+the whole encoder input, current clip and memory) or "memory" (the memory part only,
+our option). Evaluation embeds every clip and text of the split and scores all pairs by
+dot product; metrics (§7.2) in `vnr.ops.retrieval_metrics`, plus `chance_v2t_r@1` /
+`chance_v2t_r@10` (random scores, same items).
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ def validate_data(d: Any) -> None:
 
     if d.config not in symon.CONFIGS:
         raise ValueError(f"data.config={d.config!r}: choose one of {list(symon.CONFIGS)}")
-    if not symon.metadata(d.config)[2]:
+    if not symon.CONFIGS[d.config].with_features:
         raise ValueError(f"data.config={d.config!r} has no video features; the SYMON "
                          "tasks need a features config (features, synthetic, synthetic_tiny)")
     if symon.CONFIGS[d.config].source == "manual" and not d.manual_dir:
@@ -49,6 +51,12 @@ def validate(config: Any) -> None:
     validate_data(config.data)
     if not 0.0 <= config.memory_mask_rate < 1.0:
         raise ValueError(f"memory_mask_rate={config.memory_mask_rate} must be in [0, 1)")
+    em = config.data.get("exclude_movies")
+    if em and not pathlib.Path(em).is_file():
+        raise ValueError(f"data.exclude_movies={em!r} is not a file (exclude_yms needs "
+                         "--config.data.exclude_movies=YMS_DIR/movie_list.txt)")
+    if config.memory_mask_scope not in ("all", "memory"):
+        raise ValueError(f"memory_mask_scope={config.memory_mask_scope!r}: 'all' or 'memory'")
     if config.temperature <= 0:
         raise ValueError(f"temperature={config.temperature} must be > 0")
 
@@ -58,6 +66,8 @@ def check_splits(config: Any) -> None:
 
     d = config.data
     have = symon.split_names(d.config, d.data_dir, manual_dir=d.manual_dir or None)
+    if {"train", "test"} <= set(have):
+        have = [*have, *data.SET_SPLITS]  # Set A / Set B are drawn from train + test
     task_lib.require_splits(config, have, f"symon/{d.config}")
 
 
@@ -65,7 +75,8 @@ def make_model(config: Any, rngs: nnx.Rngs) -> RetrievalModel:
     from tfds_builders import symon
 
     m, d = config.model, config.data
-    return RetrievalModel(feature_dim=symon.metadata(d.config)[0], vocab_size=d.vocab_size,
+    dim = symon.metadata(d.config, d.data_dir, d.manual_dir or None)[0]
+    return RetrievalModel(feature_dim=dim, vocab_size=d.vocab_size,
                           max_len=max(d.max_frames, d.max_tokens), width=m.width,
                           embed_dim=m.embed_dim, layers=m.layers, heads=m.heads, mlp=m.mlp,
                           dropout=m.dropout, rngs=rngs)
@@ -77,23 +88,24 @@ def train_data(config: Any, local_batch: int, process_index: int, process_count:
 
 
 def _embed(model: RetrievalModel, batch: dict, train: bool, rngs: nnx.Rngs | None,
-           mask_rate: float = 0.0) -> tuple[jax.Array, jax.Array]:
-    mem_frames = batch["mem_frame_mask"]
-    mem_tokens = batch["mem_tokens"] > 0
+           mask_rate: float = 0.0, scope: str = "all") -> tuple[jax.Array, jax.Array]:
+    masks = {"frame_mask": batch["frame_mask"], "tokens": batch["tokens"] > 0,
+             "mem_frame_mask": batch["mem_frame_mask"], "mem_tokens": batch["mem_tokens"] > 0}
     if train and mask_rate > 0:
-        kf, kt = jax.random.split(rngs.dropout())
-        mem_frames &= jax.random.uniform(kf, mem_frames.shape) >= mask_rate
-        mem_tokens &= jax.random.uniform(kt, mem_tokens.shape) >= mask_rate
-    v = model.encode_video(batch["frames"], batch["frame_mask"], batch["mem_frames"],
-                           mem_frames, train=train, rngs=rngs)
-    t = model.encode_text(batch["tokens"], batch["mem_tokens"], mem_tokens, train=train,
-                          rngs=rngs)
+        names = list(masks) if scope == "all" else ["mem_frame_mask", "mem_tokens"]
+        for key, name in zip(jax.random.split(rngs.dropout(), len(names)), names):
+            masks[name] &= jax.random.uniform(key, masks[name].shape) >= mask_rate
+    v = model.encode_video(batch["frames"], masks["frame_mask"], batch["mem_frames"],
+                           masks["mem_frame_mask"], train=train, rngs=rngs)
+    t = model.encode_text(batch["tokens"], batch["mem_tokens"], masks["mem_tokens"],
+                          train=train, rngs=rngs, token_mask=masks["tokens"])
     return v, t
 
 
 def loss_fn(config: Any, model: RetrievalModel, batch: dict, rngs: nnx.Rngs):
     """Bidirectional NCE (Eq. 5) over the global batch, sharded over "data"."""
-    v, t = _embed(model, batch, True, rngs, config.memory_mask_rate)
+    rate = config.memory_mask_rate if config.data.memory else 0.0  # memory model only
+    v, t = _embed(model, batch, True, rngs, rate, config.memory_mask_scope)
     loss = contrastive.nce_loss(v, t, batch["valid"], config.temperature)
     return loss, {"embed_norm": jnp.linalg.norm(v, axis=-1).mean()}
 
@@ -101,7 +113,8 @@ def loss_fn(config: Any, model: RetrievalModel, batch: dict, rngs: nnx.Rngs):
 def predict(config: Any, model: RetrievalModel, batch: dict) -> dict[str, jax.Array]:
     v, t = _embed(model, batch, False, None)
     return {"v": v, "t": t, "video": batch["video"], "movie": batch["movie"],
-            "center": batch["center"], "valid": batch["valid"]}
+            "center": batch["center"], "text_center": batch["text_center"],
+            "valid": batch["valid"]}
 
 
 def collect(config: Any, task: str, split: str, predict_fn: Callable, mesh: jax.sharding.Mesh,
@@ -123,7 +136,8 @@ def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.M
     if not len(cat):
         raise ValueError(f"symon {split}: no retrieval items")
     sim = cat["v"] @ cat["t"].T
-    metrics = retrieval_metrics.retrieval_metrics(sim, cat["video"], cat["movie"], cat["center"])
+    metrics = retrieval_metrics.retrieval_metrics(sim, cat["video"], cat["movie"], cat["center"],
+                                                  text_center=cat["text_center"])
     for k in (1, 10):  # chance levels of these very items (random scores)
         metrics[f"chance_v2t_r@{k}"] = retrieval_metrics.random_expectation(
             cat["video"], cat["movie"], cat["center"], k=k)

@@ -1,0 +1,46 @@
+"""Zero-shot YMS alignment from a SYMON retrieval run (SYMON §7.3, Table 9 UniVL-SYMON rows).
+
+    python -m vnr.train --config configs/symon/yms_transfer.py[:ARGS] --workdir DIR \\
+        --config.transfer.source_run=SYMON_RUN --config.data.manual_dir=YMS_DIR \\
+        --config.data.dim=D
+
+SYMON_RUN: a finished `configs/symon/retrieval.py:exclude_yms[,no_memory]` run (the 94 YMS
+movies removed from its training set) with the same model sizes and feature width D.
+ARGS (comma-separated): memory (default, UniVL-SYMON-memory) or no_memory (UniVL-SYMON):
+must match the source run; original (default: YMS test split, original segmentation,
+threshold tuned on val) or new (70 % test / 30 % val by video, two-scene clips from
+feature-distance cuts: YMS has no TransNetV2 cuts, see REPRODUCING.md); sentences
+(default) or phrases (sub-sentence annotations); smoke (tiny sizes for tests). The
+public YMS sample annotates only its training split: evaluate on what exists (e.g.
+--config.data.val_split=train
+--config.data.test_splits='("train",)').
+"""
+
+import ml_collections
+
+from configs import common
+from configs.symon.base import base
+
+
+def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
+    args = common.parse_arg(arg, __file__, ("memory", "no_memory", "original", "new",
+                                            "sentences", "phrases", "smoke"))
+    args.pick(("memory", "no_memory"), "memory")
+    args.pick(("original", "new"), "setting")
+    args.pick(("sentences", "phrases"), "annotation level")
+    smoke = "smoke" in args
+    c = base("symon.yms_transfer", smoke)
+    new = "new" in args
+    c.data = dict(builder="yms", config="phrases" if "phrases" in args else "sentences",
+                  data_dir="data/tfds", manual_dir="", dim=32 if smoke else 1024, fps=1.0,
+                  clip_seconds=3.0, max_frames=4, max_tokens=32 if smoke else 64,
+                  vocab_size=1024 if smoke else 8192, memory="no_memory" not in args,
+                  memory_window=10, train_split="train",
+                  val_split="new_val" if new else "val",
+                  test_splits=("new_test",) if new else ("test",), num_workers=0,
+                  segmentation="scenes" if new else "release")
+    c.model.embed_dim = 32 if smoke else 64
+    c.transfer = dict(source_run="")
+    c.total_steps, c.warmup_steps = 0, 0
+    c.best_metric = ""
+    return c

@@ -1,0 +1,309 @@
+"""SYMON dataset analyses (§4-6): story coverage, mental-state words, the semantic gap.
+
+* `semantic_gap(counts)` (§6.2, Eq. 3, Appendix C): from a 2x2 table of human ordering
+  answers, rows video-only correct / wrong, columns text+video correct / wrong. With
+  guesses right half the time and independent given knowledge, P(¬C_t ∧ ¬C_v) =
+  ¼ P(¬K_t ∧ ¬K_v) and P(¬C_v) = ½ P(¬K_v), so the gap 1 − P(K_t | ¬K_v) =
+  P(¬K_t | ¬K_v) = 2 P(¬C_t ∧ ¬C_v) / P(¬C_v).
+* Story coverage (§4.2, Eq. 2, Appendix A): WikiPlots sentences A and narration
+  sentences B aligned by `skip_dtw` (cost 1 − cosine of sentence embeddings, skip costs
+  δ_A, δ_B); coverage = mean over WikiPlots movies of matched / all WikiPlots sentences.
+  `dtw_accuracy` is Eq. 1 and `grid_search` picks δ_A, δ_B from labelled correspondences.
+* Mental-state words (§5, Table 3): occurrences per 1,000 words of the words of
+  user-supplied lexicon files (WordNet-feelings; the fastText neighbour lists).
+
+Command line (the resources are the user's: nothing is downloaded):
+
+    python -m vnr.benchmarks.symon.analysis gap 75.6 7.2 14.5 2.7
+    python -m vnr.benchmarks.symon.analysis coverage --config features --manual_dir DIR \\
+        --wikiplots WIKIDIR --encoder MINILM_DIR [--delta_a 0.6 --delta_b 0.6]
+    python -m vnr.benchmarks.symon.analysis mental --config text_only --manual_dir DIR \\
+        --lexicon emotion=feelings.txt --lexicon motivation=mot.txt
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import pathlib
+import re
+from collections.abc import Callable, Iterable, Sequence
+
+import numpy as np
+
+_WORD = re.compile(r"[a-z]+(?:'[a-z]+)?")
+_KEY = re.compile(r"[^a-z0-9]+")
+EOS = "<EOS>"
+
+
+# ----------------------------------------------------------------------- semantic gap
+def semantic_gap(counts: Sequence[Sequence[float]]) -> float:
+    """Estimated gap 1 − P(K_text | ¬K_video) (a fraction) from a 2x2 table.
+
+    counts [[video✓ text✓, video✓ text✗], [video✗ text✓, video✗ text✗]] as counts or
+    percentages (normalised here). Raises if the video-only condition is never wrong.
+    """
+    c = np.asarray(counts, np.float64)
+    if c.shape != (2, 2) or (c < 0).any() or not np.isfinite(c).all():
+        raise ValueError(f"semantic_gap: counts must be a 2x2 table of non-negative numbers, "
+                         f"got {c.tolist()}")
+    p = c / c.sum()
+    video_wrong = p[1].sum()
+    if video_wrong == 0:
+        raise ValueError("semantic_gap: the video-only condition is never wrong; "
+                         "P(K_text | ¬K_video) is undefined")
+    return float(min(1.0, 2.0 * p[1, 1] / video_wrong))
+
+
+# -------------------------------------------------------------------------- DTW
+def skip_dtw(cost: np.ndarray, delta_a: float, delta_b: float
+             ) -> tuple[float, list[tuple[int, int]]]:
+    """Min-cost monotone correspondence of A (rows) and B (columns) with skips.
+
+    cost [N, M] (1 − similarity). A path may match (i, j) after (i−1, j−1), (i−1, j) or
+    (i, j−1) (DTW steps: many-to-one in both directions) and may leave any sentence of A
+    (cost δ_A) or of B (cost δ_B) unmatched. Returns (total cost, matched pairs).
+    Our reading of Appendix A: after a skipped B sentence the next match starts a new
+    diagonal step (the paper's (i, j+1, ε) -> (i, j+2) edge, i.e. a_i matched on both
+    sides of a skipped b, is not modelled).
+    """
+    cost = np.asarray(cost, np.float64)
+    n, m = cost.shape
+    inf = np.inf
+    best = np.full((n + 1, m + 1), inf)  # any end state
+    match = np.full((n + 1, m + 1), inf)  # (i, j) matched last
+    best[0, :] = np.arange(m + 1) * delta_b
+    best[:, 0] = np.arange(n + 1) * delta_a
+    move = np.zeros((n + 1, m + 1), np.int8)  # back-pointers of `match`: 0 diag, 1 up, 2 left
+    how = np.zeros((n + 1, m + 1), np.int8)  # of `best`: 0 match, 1 skip a, 2 skip b
+    for i in range(1, n + 1):
+        for j in range(1, m + 1):
+            opts = (best[i - 1, j - 1], match[i - 1, j], match[i, j - 1])
+            k = int(np.argmin(opts))
+            match[i, j], move[i, j] = cost[i - 1, j - 1] + opts[k], k
+            alts = (match[i, j], best[i - 1, j] + delta_a, best[i, j - 1] + delta_b)
+            k = int(np.argmin(alts))
+            best[i, j], how[i, j] = alts[k], k
+    pairs: list[tuple[int, int]] = []
+    i, j, in_match = n, m, False
+    while i > 0 and j > 0:
+        if not in_match:
+            h = how[i, j]
+            if h == 1:
+                i -= 1
+                continue
+            if h == 2:
+                j -= 1
+                continue
+        pairs.append((i - 1, j - 1))
+        mv = move[i, j]
+        in_match = mv != 0
+        i, j = (i - 1, j - 1) if mv == 0 else (i - 1, j) if mv == 1 else (i, j - 1)
+    return float(best[n, m]), pairs[::-1]
+
+
+def cosine_cost(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """1 − cosine similarity [N, M] of two sets of sentence embeddings."""
+    a = a / np.maximum(np.linalg.norm(a, axis=1, keepdims=True), 1e-12)
+    b = b / np.maximum(np.linalg.norm(b, axis=1, keepdims=True), 1e-12)
+    return 1.0 - a @ b.T
+
+
+def dtw_accuracy(pairs: Iterable[tuple[int, int]], gold: dict[int, int | None], n_a: int,
+                 n_b: int) -> float:
+    """Eq. 1: ½ (correct A sentences / N_A + correct B sentences / N_B).
+
+    gold: A index -> its gold B index (None = no equivalent). An A sentence is correct
+    when its predicted partner set is exactly its gold one (empty for None); a B sentence
+    likewise against the A sentences whose gold is it.
+    """
+    pred_a: dict[int, set[int]] = collections.defaultdict(set)
+    pred_b: dict[int, set[int]] = collections.defaultdict(set)
+    for i, j in pairs:
+        pred_a[i].add(j)
+        pred_b[j].add(i)
+    gold_b: dict[int, set[int]] = collections.defaultdict(set)
+    for i, j in gold.items():
+        if j is not None:
+            gold_b[j].add(i)
+    ok_a = sum(pred_a[i] == ({gold.get(i)} - {None}) for i in range(n_a))
+    ok_b = sum(pred_b[j] == gold_b[j] for j in range(n_b))
+    return 0.5 * (ok_a / max(n_a, 1) + ok_b / max(n_b, 1))
+
+
+def grid_search(costs: Sequence[np.ndarray], golds: Sequence[dict[int, int | None]],
+                grid: Sequence[float] = tuple(np.round(np.arange(0.1, 1.21, 0.1), 2))
+                ) -> tuple[float, float, float]:
+    """(δ_A, δ_B, mean Eq. 1 accuracy) maximising accuracy over labelled text pairs."""
+    best = (grid[0], grid[0], -1.0)
+    for da in grid:
+        for db in grid:
+            acc = float(np.mean([dtw_accuracy(skip_dtw(c, da, db)[1], g, *c.shape)
+                                 for c, g in zip(costs, golds)]))
+            if acc > best[2]:
+                best = (float(da), float(db), acc)
+    return best
+
+
+# ---------------------------------------------------------------------- WikiPlots
+def title_key(title: str) -> str:
+    """Movie-name key for matching: lower case, alphanumerics only, no leading article."""
+    t = _KEY.sub(" ", title.lower()).strip()
+    t = re.sub(r"^(the|a|an) ", "", t)
+    return t.replace(" ", "")
+
+
+def read_wikiplots(directory: pathlib.Path | str) -> list[tuple[str, list[str]]]:
+    """WikiPlots release layout: `titles` (one per line) and `plots` (one sentence per
+    line, each story closed by a `<EOS>` line) -> [(title, sentences)]."""
+    d = pathlib.Path(directory)
+    for name in ("titles", "plots"):
+        if not (d / name).is_file():
+            raise FileNotFoundError(f"{d / name} missing: the WikiPlots directory must hold "
+                                    "`titles` and `plots`")
+    titles = [t.strip() for t in (d / "titles").read_text(encoding="utf-8").splitlines()]
+    stories, cur = [], []
+    for line in (d / "plots").read_text(encoding="utf-8").splitlines():
+        if line.strip() == EOS:
+            stories.append(cur)
+            cur = []
+        elif line.strip():
+            cur.append(line.strip())
+    if cur:
+        stories.append(cur)
+    if len(stories) != len(titles):
+        raise ValueError(f"{d}: {len(titles)} titles but {len(stories)} <EOS>-closed plots")
+    return list(zip(titles, stories))
+
+
+def story_coverage(videos: Sequence[dict], plots: Sequence[tuple[str, list[str]]],
+                   embed: Callable[[list[str]], np.ndarray], delta_a: float,
+                   delta_b: float) -> dict:
+    """Eq. 2 over the WikiPlots movies that have a video (matched by `title_key` of the
+    video's `movie_id`). Several videos of one movie: their per-video coverages are
+    averaged first (our choice; the paper does not say). Entries matching no video and
+    videos with no entry are counted and named, never an error."""
+    by_key: dict[str, list[str]] = collections.defaultdict(list)
+    for title, _ in plots:
+        by_key[title_key(title)].append(title)
+    plot_of = {title_key(t): s for t, s in plots if s}
+    per_movie: dict[str, list[float]] = collections.defaultdict(list)
+    no_plot = []
+    for v in videos:
+        key = title_key(v["movie_id"])
+        if key not in plot_of or not v["sentences"]:
+            no_plot.append(v["video_id"])
+            continue
+        a, b = plot_of[key], list(v["sentences"])
+        _, pairs = skip_dtw(cosine_cost(embed(a), embed(b)), delta_a, delta_b)
+        per_movie[key].append(len({i for i, _ in pairs}) / len(a))
+    unmatched = sorted(t for k, ts in by_key.items() if k not in per_movie for t in ts)
+    cov = [float(np.mean(x)) for x in per_movie.values()]
+    return {"coverage": 100.0 * float(np.mean(cov)) if cov else float("nan"),
+            "movies": len(cov), "videos_without_plot": len(no_plot),
+            "videos_without_plot_ids": no_plot[:20],
+            "plots_without_video": len(unmatched), "plots_without_video_titles": unmatched[:20]}
+
+
+def minilm_embedder(directory: str) -> Callable[[list[str]], np.ndarray]:
+    """Sentence embeddings (mean pooling, as the sentence-transformers config says) of the
+    BERT checkpoint in `directory`, e.g. all-MiniLM-L6-v2; batches of 64 sentences."""
+    import jax.numpy as jnp
+
+    from vnr.models.encoders import load_pretrained
+    from vnr.models.encoders.tokenizers import encode
+
+    model, _, _ = load_pretrained(directory)
+
+    def embed(texts: list[str]) -> np.ndarray:
+        out = []
+        for s in range(0, len(texts), 64):
+            ids, mask = encode(directory, texts[s:s + 64], 128)
+            o = model(jnp.asarray(ids), jnp.asarray(mask), deterministic=True)
+            out.append(np.asarray(o.pooled, np.float32))
+        return np.concatenate(out) if out else np.zeros((0, 1), np.float32)
+
+    return embed
+
+
+# ------------------------------------------------------------------ mental states
+def read_lexicon(path: pathlib.Path | str) -> tuple[set[str], int]:
+    """One entry per line (`#` comments; a tab/comma-separated first field is the word).
+    Returns (single-word entries lower-cased, multi-word entries skipped: counted)."""
+    words, multi = set(), 0
+    for line in pathlib.Path(path).read_text(encoding="utf-8").splitlines():
+        w = re.split(r"[\t,]", line.strip(), maxsplit=1)[0].strip().lower().replace("_", " ")
+        if not w or w.startswith("#"):
+            continue
+        if " " in w:
+            multi += 1
+        else:
+            words.add(w)
+    return words, multi
+
+
+def words_per_thousand(texts: Iterable[str], lexicons: dict[str, set[str]]) -> dict:
+    """Occurrences of each lexicon's words per 1,000 word tokens of `texts`."""
+    total, hits = 0, collections.Counter()
+    for text in texts:
+        toks = _WORD.findall(text.lower())
+        total += len(toks)
+        for name, lex in lexicons.items():
+            hits[name] += sum(t in lex for t in toks)
+    out = {name: 1000.0 * hits[name] / max(total, 1) for name in lexicons}
+    out["words"] = total
+    return out
+
+
+# ---------------------------------------------------------------------------- CLI
+def _videos(args: argparse.Namespace) -> list[dict]:
+    from tfds_builders import symon
+
+    names = symon.split_names(args.config, args.data_dir, manual_dir=args.manual_dir)
+    out = []
+    for split in names:
+        src = symon.data_source(args.config, split, args.data_dir, manual_dir=args.manual_dir)
+        out += [src[i] for i in range(len(src))]
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> dict:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    g = sub.add_parser("gap")
+    g.add_argument("counts", type=float, nargs=4, help="v✓t✓ v✓t✗ v✗t✓ v✗t✗")
+    for name in ("coverage", "mental"):
+        s = sub.add_parser(name)
+        s.add_argument("--config", default="text_only")
+        s.add_argument("--data_dir", default="data/tfds")
+        s.add_argument("--manual_dir", default=None)
+    c = sub.choices["coverage"]
+    c.add_argument("--wikiplots", required=True)
+    c.add_argument("--encoder", required=True, help="sentence-transformers BERT directory")
+    c.add_argument("--delta_a", type=float, default=0.6)
+    c.add_argument("--delta_b", type=float, default=0.6)
+    sub.choices["mental"].add_argument("--lexicon", action="append", required=True,
+                                       help="NAME=FILE (repeatable)")
+    args = p.parse_args(argv)
+    if args.cmd == "gap":
+        c4 = args.counts
+        out = {"gap": 100.0 * semantic_gap([c4[:2], c4[2:]])}
+    elif args.cmd == "coverage":
+        out = story_coverage(_videos(args), read_wikiplots(args.wikiplots),
+                             minilm_embedder(args.encoder), args.delta_a, args.delta_b)
+    else:
+        lex, multi = {}, {}
+        for item in args.lexicon:
+            name, _, path = item.partition("=")
+            if not path:
+                raise SystemExit(f"--lexicon {item!r}: expected NAME=FILE")
+            lex[name], multi[name] = read_lexicon(path)
+        out = words_per_thousand((s for v in _videos(args) for s in v["sentences"]), lex)
+        out["multiword_entries_skipped"] = multi
+    print(json.dumps(out, indent=1))
+    return out
+
+
+if __name__ == "__main__":
+    main()
