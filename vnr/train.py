@@ -106,19 +106,24 @@ def check_workdir(workdir: pathlib.Path, config: ml_collections.ConfigDict) -> N
         tmp.replace(path)
 
 
-OPTIMIZERS = ("adamw", "adam")
+OPTIMIZERS = ("adamw", "adam", "sgd")
 SCHEDULES = ("warmup_cosine", "cosine", "constant")
 
 
 def make_optimizer(config: ml_collections.ConfigDict) -> optax.GradientTransformation:
-    """`config.optimizer` (AdamW, or Adam with no weight decay) with `b1`, `b2`, `eps` on the
-    `config.schedule` learning rate, after global-norm clipping at `grad_clip` (0: none)."""
+    """`config.optimizer` on the `config.schedule` learning rate, after global-norm clipping
+    at `grad_clip` (0: none): "adamw" (`b1`, `b2`, `eps`, decoupled `weight_decay`), "adam"
+    (no weight decay) or "sgd" (`momentum`, default 0.9; `weight_decay` added to the gradient
+    as L2, as torch.optim.SGD does)."""
     name = config.get("optimizer", "adamw")
     if name not in OPTIMIZERS:
         raise ValueError(f"optimizer={name!r}: use one of {OPTIMIZERS}")
     eps = config.get("eps", 1e-8)
     if name == "adam":
         opt = optax.adam(make_lr(config), b1=config.b1, b2=config.b2, eps=eps)
+    elif name == "sgd":
+        opt = optax.chain(optax.add_decayed_weights(config.weight_decay),
+                          optax.sgd(make_lr(config), momentum=config.get("momentum", 0.9)))
     else:
         opt = optax.adamw(make_lr(config), b1=config.b1, b2=config.b2, eps=eps,
                           weight_decay=config.weight_decay)

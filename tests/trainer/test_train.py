@@ -209,6 +209,9 @@ def test_optimizer_and_schedule_keys():
     ref, _ = optax.adam(1e-3, b1=0.9, b2=0.99, eps=1e-6).update(
         grads, optax.adam(1e-3).init(params), params)
     np.testing.assert_allclose(upd["w"], ref["w"], rtol=1e-6)  # no clipping, no decay
-    for key, bad in (("optimizer", "sgd"), ("schedule", "linear")):
+    c.optimizer, c.momentum, c.weight_decay = "sgd", 0.5, 0.1
+    upd, _ = make_optimizer(c).update(grads, make_optimizer(c).init(params), params)
+    np.testing.assert_allclose(upd["w"], -1e-3 * (100.0 + 0.1), rtol=1e-6)  # L2 + momentum
+    for key, bad in (("optimizer", "lamb"), ("schedule", "linear")):
         with pytest.raises(ValueError, match=f"{key}='"):
             make_optimizer(ml_collections.ConfigDict({**c.to_dict(), key: bad}))

@@ -59,7 +59,8 @@ def nce_loss_reference(v: jax.Array, t: jax.Array, valid: jax.Array | None = Non
     """Eq. 5 from the full [B, B] logit matrix (scalar): v, t [B, D]; valid bool [B]."""
     valid = _check(v, t, valid)
     b = v.shape[0]
-    s = (v @ t.T).astype(jnp.float32) / temperature
+    v, t = v.astype(jnp.float32), t.astype(jnp.float32)
+    s = (v @ t.T) / temperature
     diag = jnp.diagonal(s)
     pair = valid[:, None] & valid[None, :]
     row = jnp.where(pair, s, -jnp.inf)  # s(i, k), all valid k (the positive included)
@@ -102,9 +103,11 @@ def nce_loss(v: jax.Array, t: jax.Array, valid: jax.Array | None = None,
     """Eq. 5 over the global batch, sharded over mesh axis `axis` (scalar).
 
     v, t [B, D] (B divisible by the axis size); valid bool [B] (default all).
-    Same value and gradients as `nce_loss_reference`.
+    Same value and gradients as `nce_loss_reference`. Computed in float32 whatever the
+    embeddings' dtype (a bfloat16 model's logits and collectives stay float32).
     """
     valid = _check(v, t, valid)
+    v, t = v.astype(jnp.float32), t.astype(jnp.float32)
     mesh = jax.sharding.get_abstract_mesh()
     if mesh.empty or axis not in mesh.axis_names or mesh.shape[axis] == 1:
         return nce_loss_reference(v, t, valid, temperature)
