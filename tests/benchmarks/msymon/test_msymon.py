@@ -118,7 +118,9 @@ def test_real_msymon_builds_and_counts_its_defects(shared_data, tmp_path):
     cfg = get_config("smoke").data
     cfg.update(config="text_only", data_dir=str(tmp_path), features=False, clip_seconds=3.0)
     res = tools.baseline(cfg, ["val"])
-    assert set(res) == {"ru_val"} and 0 < res["ru_val"]["clip_accuracy"] < 1
+    # Every language has a val split (ru's own, the others carved from train by movie).
+    assert set(res) == {f"{x}_val" for x in parse.LANGUAGES}
+    assert 0 < res["ru_val"]["clip_accuracy"] < 1
     assert res["ru_val"]["narration_from_subtitles"] == 0.0
 
 
@@ -220,8 +222,10 @@ def test_yms_zero_shot_from_the_msymon_run_and_supervised_batches(en_run, tmp_pa
     c.init_from = en_run[0]
     res = tools.evaluate_run(c)["test"]
     assert 0 <= res["threshold"] <= 1 and res["videos"] == 2
-    # Zero-shot argmax (threshold tuned on val) beats the timestamp-free transcript guess.
-    assert res["f1"] > res["transcript_f1"], res
+    # Zero-shot argmax (threshold tuned on val) beats the timestamp-free transcript guess
+    # (YMS has no subtitle times: the estimate is a diagnostic, never `transcript_*`).
+    assert "transcript_f1" not in res
+    assert res["f1"] > res["estimated_transcript_f1"], res
     sup = yms_config("smoke,supervised")
     sup.data.update(manual_dir=str(root), data_dir=str(tmp_path / "tfds"), dim=DIM)
     train.setup(sup)  # the supervised config validates
