@@ -8,7 +8,8 @@
 
 `baseline`: the transcript-only baseline per language (no video); `evaluate`: a trained
 run's model on every `data.test_splits` split (zero-shot transfer, re-scoring);
-`crosslingual`: Figure 4's 7x7 matrix from per-language runs.
+`crosslingual`: Figure 4's 7x7 matrix from per-language runs; `table3_generate` / `table3`:
+every §5.2 regime chained and Table 3 printed (`table3.py`).
 """
 
 from __future__ import annotations
@@ -20,8 +21,10 @@ from typing import Any
 import numpy as np
 
 from vnr import train
-from vnr.benchmarks.msymon import alignment, data
+from vnr.benchmarks.msymon import alignment, data, table3
 from vnr.reports import results
+
+MAIN_CONFIG = str(pathlib.Path(__file__).resolve().parents[3] / "configs/msymon/main.py")
 
 
 def _load_config(spec: str) -> Any:
@@ -119,7 +122,10 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--metric", default="f1", choices=alignment.METRICS)
     c.add_argument("--data_dir", default=None)
     c.add_argument("--manual_dir", default=None)
+    table3.add_parsers(sub)
     args = p.parse_args(argv)
+    if args.command.startswith("table3"):
+        return table3.command(args, lambda a: _load_config(f"{MAIN_CONFIG}:{a}"), train.run)
     if args.command == "baseline":
         import ml_collections
 
