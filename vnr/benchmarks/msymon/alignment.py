@@ -37,7 +37,8 @@ transfer, evaluation) enter through the `pretrained` hook as a `(workdir, "run")
 the whole model; `validate` checks names and shapes first (one-line error).
 
 Metrics (`metrics`): duration-weighted clip accuracy, sentence IoU over annotated
-sentences, and F1 of the two dataset means. Command-line tools (transcript baseline,
+sentences, and F1 of the two dataset means; text-to-video retrieval R@1/5/10 and mean rank
+(`retrieval`, Tables 10-13) from the same similarities. Command-line tools (transcript baseline,
 cross-lingual matrix, zero-shot evaluation): `python -m vnr.benchmarks.msymon.tools`.
 """
 
@@ -54,7 +55,7 @@ from flax import nnx
 
 from vnr import evaluation
 from vnr import task as task_lib
-from vnr.benchmarks.msymon import data
+from vnr.benchmarks.msymon import data, retrieval
 from vnr.benchmarks.msymon import metrics as am
 from vnr.benchmarks.msymon.model import Aligner
 from vnr.reports import results as results_lib
@@ -370,6 +371,8 @@ def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.M
     metrics.update(score(out, transcript_alignment(out), transcript_prefix(out)))
     metrics["videos"] = float(len(pred))
     metrics.update(extra)
+    metrics.update(retrieval.retrieval_metrics(out["sim"], out["labels"], out["clip_mask"],
+                                               out["sent_mask"]))
     return metrics
 
 
