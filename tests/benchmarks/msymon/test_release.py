@@ -93,3 +93,24 @@ def test_individual_language_runs_end_to_end_on_the_release_layout(release, tmp_
     assert test["videos"] == 2 and 0 <= test["f1"] <= 1
     assert test["d_v"] in c.eval.drop_grid and test["d_t"] in c.eval.drop_grid
     assert 0 <= test["transcript_f1"] <= 1  # subtitles give every narration time
+
+
+def test_regimes_and_the_paper_preset():
+    c = get_config()
+    assert c.regime == "multilingual" and c.data.train_split == "+".join(
+        f"{x}_weak" for x in LANGUAGES)
+    assert get_config("annotated,individual:fr").data.train_split == "fr_train"
+    tr = get_config("translate")
+    assert tr.data.translated and tr.data.data_dir == "data/tfds_translated"
+    sup = get_config("translate_supervision")
+    assert sup.require_init_from and sup.data.train_split.endswith("ru_train")
+    two = get_config("two_stage_supervision:hi")
+    assert two.require_init_from and two.data.train_split == "hi_train"
+    assert get_config("two_stage:hi").data.train_split == "hi_weak"
+    p = get_config("paper")
+    assert (p.lr, p.schedule, p.warmup_steps, p.weight_decay) == (4e-5, "cosine", 0, 0.2)
+    assert get_config("two_stage:en,paper").lr == 4e-6
+    with pytest.raises(ValueError, match="one training regime"):
+        get_config("translate,individual:en")
+    with pytest.raises(ValueError, match="individual"):
+        get_config("individual:de")
