@@ -92,11 +92,13 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
         max_sentences=48,
         max_tokens=32,
         vocab_size=8192,
+        tokenizer="hash",  # a checkpoint text encoder needs its own: the same name as it
         num_workers=2,
     )
     c.model = dict(width=256, embed=256, text_layers=2, clip_layers=2, sentence_layers=1,
                    heads=4, dropout=0.1,
-                   text_encoder="hash")  # or "scratch:bert-small", "scratch:xlm-roberta-tiny"
+                   text_encoder="hash")  # or "scratch:bert-small", or a checkpoint (the
+    # paper's XLM-R; set data.tokenizer to the same name; weights via the pretrained hook)
     c.loss = dict(temperature=0.07, num_negatives=16)  # K: the paper gives no value (ours)
     c.eval.update(  # eval.max_*_clips count videos
         method="drop_dtw",  # or "argmax" (threshold tuned on val unless eval.threshold)

@@ -87,11 +87,14 @@ def validate(config: Any) -> None:
         raise ValueError(f"eval.drop_grid={e.drop_grid!r} must be numbers")
     if not _is_number(e.window) or float(e.window) < 0:
         raise ValueError(f"eval.window={e.window!r} must be a number of seconds >= 0")
-    te = config.model.text_encoder
-    if te != "hash" and not te.startswith("scratch:"):
-        raise ValueError(f"model.text_encoder={te!r}: the alignment pipeline tokenizes with the "
-                         "hashed word tokenizer (vnr.data.text), which only 'hash' and "
-                         "'scratch:<arch>-<size>' encoders share")
+    te, tok = config.model.text_encoder, d.get("tokenizer", "hash")
+    if te == "hash" or te.startswith("scratch:"):
+        if tok != "hash":
+            raise ValueError(f"data.tokenizer={tok!r}: model.text_encoder={te!r} reads hashed "
+                             "words: set data.tokenizer='hash'")
+    elif tok != te:
+        raise ValueError(f"model.text_encoder={te!r} (a checkpoint) needs its own tokenizer: "
+                         f"set data.tokenizer={te!r} (it is {tok!r})")
     if not 0 <= e.keep_percentile <= 1:
         raise ValueError(f"eval.keep_percentile={e.keep_percentile} must be in [0, 1]")
     if config.get("require_init_from") and not config.get("init_from"):
@@ -155,7 +158,8 @@ def _check_init_from(config: Any) -> None:
 def pretrained(config: Any) -> dict[str, tuple[str, str | None]]:
     """The trainer's hook: the whole model from the run `init_from` (two-stage and
     supervision fine-tuning, zero-shot transfer, evaluation of a run), else a checkpoint
-    text encoder's weights for `text` (validate admits only hashed-token encoders today)."""
+    text encoder's weights for `text` (the paper's XLM-R; `data.tokenizer` names the same
+    checkpoint so the pipeline tokenizes with it)."""
     from vnr import pretrained as pretrained_lib
     from vnr.models.encoders import towers
 
