@@ -46,6 +46,12 @@ def test_real_sample_gets_a_validation_set_for_every_language(shared_data, tmp_p
         val_ids = {r["video_id"] for r in builder.data_source("text_only", f"{lang}_val",
                                                               tmp_path)}
         assert train_ids and val_ids and not train_ids & val_ids
+    # No subtitles in the sample: the weak-data regimes say what to do, in one line.
+    c = get_config("individual:en")
+    c.data.update(config="text_only", data_dir=str(tmp_path), manual_dir=str(
+        shared_data / "msymon"))
+    with pytest.raises(train.ConfigError, match="no weak data for \\['en_weak'\\].*annotated"):
+        train.setup(c)
 
 
 @pytest.fixture(scope="module")

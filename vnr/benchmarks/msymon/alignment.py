@@ -118,6 +118,16 @@ def _is_number(x: Any) -> bool:
 
 def check_splits(config: Any) -> None:
     d = config.data
+    needed = {x for s in (d.train_split, d.val_split, *d.test_splits) for x in s.split("+")}
+    weak = sorted(x for x in needed if x.endswith("_weak"))
+    if weak and d.builder == "msymon":
+        have = set(split_names(d))
+        if missing := [x for x in weak if x not in have]:
+            raise ValueError(
+                f"no weak data for {missing} (data.train_split={d.train_split!r}): the §4.4 "
+                "regimes train on subtitles/<lang>/<id>.json of unannotated videos (convert "
+                "yt-dlp subtitles with python -m vnr.benchmarks.msymon.subtitles), or add "
+                "`annotated` to the config args to train on the annotated train splits")
     task_lib.require_splits(config, sorted(set(split_names(d))), f"{d.builder}/{d.config}",
                             joined=True)
 
