@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from tests.reference.drop_dtw import drop_dtw_batch
+from tests.reference.drop_dtw import alignment_cost, allowed, drop_dtw_batch, exhaustive
 from vnr.ops.dtw import drop_dtw, percentile_drop_cost, soft_drop_dtw
 
 B, N, M = 8, 5, 4
@@ -15,41 +15,7 @@ LX = np.array([5, 4, 3, 5, 2, 1, 5, 3])
 LY = np.array([4, 3, 4, 2, 2, 1, 1, 3])
 
 
-def _alignment_cost(a, c, dx, dy):
-    """Cost of assignment ``a`` (sentence per clip, -1 = drop), or None if not allowed."""
-    matched = [v for v in a if v >= 0]
-    total = sum(c[i, v] if v >= 0 else dx[i] for i, v in enumerate(a))
-    unmatched = set(range(c.shape[1])) - set(matched)
-    if dy is None:
-        return None if unmatched else total
-    return total + sum(dy[j] for j in unmatched)
-
-
-def _allowed(a, contiguous):
-    matched = [v for v in a if v >= 0]
-    if any(p > q for p, q in itertools.pairwise(matched)):
-        return False
-    if contiguous:  # no dropped clip between two clips of the same sentence
-        for i, v in enumerate(a):
-            if v < 0:
-                before = [u for u in a[:i] if u >= 0]
-                after = [u for u in a[i + 1 :] if u >= 0]
-                if before and after and before[-1] == after[0]:
-                    return False
-    return True
-
-
-def _brute(c, dx, dy, contiguous):
-    """Exhaustive search over every drop/match choice of every clip."""
-    n, m = c.shape
-    best, arg = np.inf, None
-    for a in itertools.product(range(-1, m), repeat=n):
-        if not _allowed(a, contiguous):
-            continue
-        cost = _alignment_cost(a, c, dx, dy)
-        if cost is not None and cost < best:
-            best, arg = cost, a
-    return best, arg
+_alignment_cost, _allowed, _brute = alignment_cost, allowed, exhaustive
 
 
 @pytest.fixture(scope="module")

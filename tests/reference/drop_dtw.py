@@ -5,9 +5,14 @@ reference code runs it (one-sided: only video clips are dropped; a Python double
 cells, two states per cell: "clip matched" and "clip dropped", with a back-pointer table).
 Written for this repository as the speed and correctness baseline of ``vnr.ops.dtw.drop_dtw``
 with ``drop_y=None, contiguous=True``; it is deliberately the slow per-cell algorithm.
+
+``exhaustive`` is the definition itself: every drop/match choice of every clip, scored as the
+Drop-DTW objective (the ground truth of the tests, for tiny sizes only).
 """
 
 from __future__ import annotations
+
+import itertools
 
 import numpy as np
 
@@ -85,3 +90,42 @@ def drop_dtw_batch(costs: np.ndarray, drop_x: np.ndarray):
         values.append(v)
         matches.append(labels - 1)
     return np.asarray(values), np.asarray(matches)
+
+
+def alignment_cost(a, c, dx, dy):
+    """Cost of assignment ``a`` (sentence per clip, -1 = drop), or None if not allowed
+    (one-sided, ``dy=None``: every sentence must be matched)."""
+    matched = [v for v in a if v >= 0]
+    total = sum(c[i, v] if v >= 0 else dx[i] for i, v in enumerate(a))
+    unmatched = set(range(c.shape[1])) - set(matched)
+    if dy is None:
+        return None if unmatched else total
+    return total + sum(dy[j] for j in unmatched)
+
+
+def allowed(a, contiguous: bool) -> bool:
+    """Monotone; with ``contiguous`` no dropped clip between two clips of one sentence."""
+    matched = [v for v in a if v >= 0]
+    if any(p > q for p, q in itertools.pairwise(matched)):
+        return False
+    if contiguous:
+        for i, v in enumerate(a):
+            if v < 0:
+                before = [u for u in a[:i] if u >= 0]
+                after = [u for u in a[i + 1 :] if u >= 0]
+                if before and after and before[-1] == after[0]:
+                    return False
+    return True
+
+
+def exhaustive(c, dx, dy, contiguous: bool):
+    """(best cost, best assignment) over every drop/match choice of every clip."""
+    n, m = c.shape
+    best, arg = np.inf, None
+    for a in itertools.product(range(-1, m), repeat=n):
+        if not allowed(a, contiguous):
+            continue
+        cost = alignment_cost(a, c, dx, dy)
+        if cost is not None and cost < best:
+            best, arg = cost, a
+    return best, arg

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import json
 import os
 import pathlib
+import zlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -22,12 +24,15 @@ import tensorflow_datasets as tfds
 from tfds_builders import common
 from tfds_builders.msymon import parse
 
-VERSION = tfds.core.Version("1.0.0")
+VERSION = tfds.core.Version("1.1.0")
+MOVIES_FILE = "movies.json"
+VAL_FRACTION = 0.1  # of a language's train videos, when its val.json is empty
 
 MANUAL_DOWNLOAD_INSTRUCTIONS = """\
 Point --manual_dir at a directory holding `annotations/<lang>/{train,val,test}.json` (the
-M-SyMoN release), optionally `subtitles/<lang>/<video_id>.json` (timed narration sentences)
-and, for feature configs, `features/<video_id>.npy` ([T, dim] float, `fps` rows per second)."""
+M-SyMoN release), optionally `subtitles/<lang>/<video_id>.json` (timed narration sentences),
+`movies.json` ({video_id: movie name}) and, for feature configs, `features/<video_id>.npy`
+([T, dim] float, `fps` rows per second)."""
 
 
 @dataclasses.dataclass(eq=False)
@@ -63,10 +68,64 @@ def check_manual_dir(manual_dir: os.PathLike | str | None) -> pathlib.Path:
     return path
 
 
+def read_movies(root: pathlib.Path, counts: collections.Counter) -> dict[str, str]:
+    """`movies.json` ({video_id: movie name}, optional): the movie of each video, used to keep
+    a movie on one side of a split. The release ships no such file (the paper matched
+    movies with ChatGPT, Appendix A.1); without it every video is its own movie."""
+    path = root / MOVIES_FILE
+    if not path.is_file():
+        common.log.warning("%s: no %s, every video counts as its own movie (validation "
+                           "carving and weak-data overlap removal work by video)", root,
+                           MOVIES_FILE)
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        common.record_skip(counts, "bad_json", path, str(e).splitlines()[0])
+        return {}
+    if not isinstance(data, dict):
+        common.record_skip(counts, "bad_json", path, "not an object {video_id: movie}")
+        return {}
+    return {str(k): " ".join(str(v).lower().split()) for k, v in data.items()}
+
+
+def movie_of(vid: str, movies: dict[str, str]) -> str:
+    return movies.get(vid) or f"video:{vid}"
+
+
+def carve_validation(train: list[dict], movies: dict[str, str], fraction: float = VAL_FRACTION
+                     ) -> tuple[list[dict], list[dict]]:
+    """(train, val): whole movies moved from `train` to a validation set, deterministically.
+
+    Movies are ordered by the CRC32 of their name and taken in that order until at least
+    `max(1, round(fraction * len(train)))` videos are in val; a movie never straddles the
+    two sets, and at least one train video is left (no carving from a single movie)."""
+    want = max(1, round(fraction * len(train)))
+    by_movie: dict[str, list[int]] = collections.defaultdict(list)
+    for i, v in enumerate(train):
+        by_movie[movie_of(v["video_id"], movies)].append(i)
+    if len(by_movie) < 2:
+        return train, []
+    picked: set[int] = set()
+    for name in sorted(by_movie, key=lambda m: (zlib.crc32(m.encode()), m)):
+        if len(picked) >= want or len(picked) + len(by_movie[name]) >= len(train):
+            break
+        picked.update(by_movie[name])
+    return ([v for i, v in enumerate(train) if i not in picked],
+            [v for i, v in enumerate(train) if i in picked])
+
+
 def scan(root: pathlib.Path, config: MSymonConfig, counts: collections.Counter
          ) -> dict[str, list[dict]]:
-    """Every usable video of `root`, grouped by split name `<lang>_<split>`."""
+    """Every usable video of `root`, grouped by split name `<lang>_<split>`.
+
+    A language whose val.json is empty or absent gets a validation set carved from its train
+    videos by movie (`carve_validation`, counted as `kept_val_carved_from_train`); weak
+    videos of a movie that appears in the annotated portion are left out (Appendix A.1,
+    `weak_movie_in_annotated`)."""
     out: dict[str, list[dict]] = collections.defaultdict(list)
+    movies = read_movies(root, counts)
+    annotated: dict[str, set[str]] = {}
     for lang_dir in sorted(p for p in (root / "annotations").iterdir() if p.is_dir()):
         lang = lang_dir.name
         files = sorted(lang_dir.glob("*.json"))
@@ -89,7 +148,20 @@ def scan(root: pathlib.Path, config: MSymonConfig, counts: collections.Counter
                 video = _complete(root, config, lang, vid, video, counts, f)
                 if video is not None:
                     out[f"{lang}_{f.stem}"].append(video)
-        for video in _weak_videos(root, config, lang, seen, counts):
+        annotated[lang] = seen
+        if out.get(f"{lang}_train") and not out.get(f"{lang}_val"):
+            train, val = carve_validation(out[f"{lang}_train"], movies)
+            if val:
+                out[f"{lang}_train"], out[f"{lang}_val"] = train, val
+                counts["kept_val_carved_from_train"] += len(val)
+                common.log.warning(
+                    "%s: no validation video, %d of %d train videos (%d movies) carved as "
+                    "%s_val by movie: %s", lang_dir, len(val), len(val) + len(train),
+                    len({movie_of(v['video_id'], movies) for v in val}), lang,
+                    ", ".join(v["video_id"] for v in val))
+    held = {movie_of(v, movies) for vids in annotated.values() for v in vids}
+    for lang in sorted(annotated):
+        for video in _weak_videos(root, config, lang, annotated[lang], counts, movies, held):
             out[f"{lang}_weak"].append(video)
     sub_root = root / "subtitles"
     if sub_root.is_dir():
@@ -127,7 +199,8 @@ def _complete(root: pathlib.Path, config: MSymonConfig, lang: str, vid: str, vid
 
 
 def _weak_videos(root: pathlib.Path, config: MSymonConfig, lang: str, annotated: set[str],
-                 counts: collections.Counter) -> Iterator[dict]:
+                 counts: collections.Counter, movies: dict[str, str], held: set[str]
+                 ) -> Iterator[dict]:
     """Unannotated videos with subtitles: each narrated sentence is taken as matched to the
     footage played while it is spoken (M-SyMoN §4.4's weak supervision)."""
     sub_dir = root / "subtitles" / lang
@@ -135,6 +208,10 @@ def _weak_videos(root: pathlib.Path, config: MSymonConfig, lang: str, annotated:
         return
     for path in sorted(sub_dir.glob("*.json")):
         if path.stem in annotated:
+            continue
+        if movie_of(path.stem, movies) in held:
+            common.record_skip(counts, "weak_movie_in_annotated", path,
+                               f"movie {movie_of(path.stem, movies)!r} is annotated")
             continue
         subs = parse.read_subtitles(path, counts)
         if subs is None:
@@ -202,7 +279,9 @@ class MSymon(common.SummaryBuilder, tfds.core.GeneratorBasedBuilder):
 
     name = "msymon"
     VERSION = VERSION
-    RELEASE_NOTES = {"1.0.0": "Initial release."}
+    RELEASE_NOTES = {"1.0.0": "Initial release.",
+                     "1.1.0": "Validation carved by movie when val is empty; weak overlap "
+                              "removal by movie."}
     MANUAL_DOWNLOAD_INSTRUCTIONS = MANUAL_DOWNLOAD_INSTRUCTIONS
     BUILDER_CONFIGS = [
         builder_config(False),

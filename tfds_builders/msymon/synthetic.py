@@ -50,9 +50,11 @@ def concept_vectors(dim: int, seed: int = 0) -> np.ndarray:
     return rng.normal(size=(NUM_CONCEPTS, dim)).astype(np.float32) / np.sqrt(3.0)
 
 
-def make_video(rng: np.random.Generator, lang: str, vecs: np.ndarray, noise: float = 0.6
-               ) -> tuple[list[dict], list[dict], np.ndarray]:
-    """(annotation entries, subtitle entries, features [T, dim]) of one video."""
+def make_video(rng: np.random.Generator, lang: str, vecs: np.ndarray, noise: float = 0.6,
+               text_lang: str | None = None) -> tuple[list[dict], list[dict], np.ndarray]:
+    """(annotation entries, subtitle entries, features [T, dim]) of one video; `text_lang`
+    writes the same story in another language (a perfect translation; same footage)."""
+    lang = text_lang or lang
     n = int(rng.integers(8, 15))
     vocab = rng.choice(NUM_CONCEPTS, size=min(NUM_CONCEPTS, 3 * n + 6), replace=False)
     unused = np.setdiff1d(np.arange(NUM_CONCEPTS), vocab)
@@ -105,8 +107,15 @@ def make_video(rng: np.random.Generator, lang: str, vecs: np.ndarray, noise: flo
 
 def write_corpus(root: pathlib.Path | str, seed: int = 0, dim: int = 32,
                  languages: tuple[str, ...] = LANGUAGES, sizes: dict | None = None,
-                 noise: float = 0.6) -> pathlib.Path:
-    """Writes the corpus in the upstream layout under `root` and returns it."""
+                 noise: float = 0.6, translate_to: str | None = None,
+                 release_layout: bool = False) -> pathlib.Path:
+    """Writes the corpus in the upstream layout under `root` and returns it.
+
+    `translate_to="en"`: every language's sentences written in English (what a perfect
+    translation of the release gives; the `translate` regimes' manual_dir).
+    `release_layout`: as the public release: val.json is `{}` for every language but ru
+    (those videos are not written), and `movies.json` names each video's movie (two
+    train videos of each language share one)."""
     root = pathlib.Path(root)
     sizes = dict(SIZES, **(sizes or {}))
     vecs = concept_vectors(dim, seed)
@@ -117,9 +126,10 @@ def write_corpus(root: pathlib.Path | str, seed: int = 0, dim: int = 32,
         (root / "features").mkdir(parents=True, exist_ok=True)
         for split in ("train", "val", "test", "weak"):
             ann = {}
-            for k in range(sizes[split]):
+            n = 0 if release_layout and split == "val" and lang != "ru" else sizes[split]
+            for k in range(n):
                 vid = f"{lang}{split[:2]}{k:03d}"
-                entries, subs, feats = make_video(rng, lang, vecs, noise)
+                entries, subs, feats = make_video(rng, lang, vecs, noise, translate_to)
                 for e in entries:
                     e["id"] = vid
                 if split != "weak":
@@ -130,4 +140,12 @@ def write_corpus(root: pathlib.Path | str, seed: int = 0, dim: int = 32,
             if split != "weak":
                 (root / "annotations" / lang / f"{split}.json").write_text(
                     json.dumps(ann, ensure_ascii=False))
+    if release_layout:
+        movies = {f"{lang}{split[:2]}{k:03d}": f"{lang} {split} movie {k}"
+                  for lang in languages for split in ("train", "val", "test", "weak")
+                  for k in range(sizes[split])}
+        for lang in languages:
+            if sizes["train"] >= 2:
+                movies[f"{lang}tr001"] = movies[f"{lang}tr000"]
+        (root / "movies.json").write_text(json.dumps(movies, indent=0))
     return root

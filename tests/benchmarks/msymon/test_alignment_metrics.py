@@ -104,3 +104,21 @@ def test_bad_input():
         sentence_iou(PRED, GT, DUR, unmatched_sentences="ignore")
     with pytest.raises(ValueError, match="num_sentences"):
         jax.jit(lambda p, g: sentence_iou(p, g, jnp.ones(6)))(PRED, GT)
+
+
+def test_retrieval_recall_and_mean_rank_hand_worked():
+    from vnr.benchmarks.msymon.retrieval import retrieval_metrics
+
+    # One video, 12 clips (the last padding), 3 sentences; sentence 2 has no footage.
+    sim = np.zeros((1, 12, 3), np.float32)
+    sim[0, :, 0] = np.linspace(1, 0, 12)  # clip 0 ranks first for sentence 0
+    sim[0, :, 1] = np.linspace(0, 1, 12)  # clip 10 first, clip 0 last (the padding excluded)
+    labels = np.full((1, 12), -1)
+    labels[0, [0, 3]] = 0
+    labels[0, 4] = 1  # rank of clip 4 for sentence 1: clips 10..5 come first -> 7
+    clip_mask = np.arange(12)[None] < 11
+    sent_mask = np.ones((1, 3), bool)
+    out = retrieval_metrics(sim, labels, clip_mask, sent_mask)
+    assert out["queries"] == 2
+    assert out["r1"] == 0.5 and out["r5"] == 0.5 and out["r10"] == 1.0
+    assert out["mean_rank"] == (1 + 7) / 2

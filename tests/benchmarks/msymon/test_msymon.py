@@ -99,8 +99,10 @@ def test_builder_counts_every_defect_of_the_generated_corpus(corpus):
     assert skipped["unknown_language"] == 1
     assert skipped["bad_json"] == 1
     ex = summary["examples"]
-    assert ex["en_train"] == 14 and ex["ch_train"] == 16 and ex["en_weak"] == 1
-    assert "ch_val" not in ex and ex["en_test"] == 4
+    assert ex["en_train"] == 14 and ex["en_weak"] == 1 and ex["en_test"] == 4
+    # ch/val.json does not parse: 2 of its 16 train videos (10%) are carved as ch_val.
+    assert ex["ch_train"] == 14 and ex["ch_val"] == 2
+    assert skipped["kept_val_carved_from_train"] == 2
 
 
 def test_real_msymon_builds_and_counts_its_defects(shared_data, tmp_path):
@@ -116,13 +118,15 @@ def test_real_msymon_builds_and_counts_its_defects(shared_data, tmp_path):
     cfg = get_config("smoke").data
     cfg.update(config="text_only", data_dir=str(tmp_path), features=False, clip_seconds=3.0)
     res = tools.baseline(cfg, ["val"])
-    assert set(res) == {"ru_val"} and 0 < res["ru_val"]["clip_accuracy"] < 1
+    # Every language has a val split (ru's own, the others carved from train by movie).
+    assert set(res) == {f"{x}_val" for x in parse.LANGUAGES}
+    assert 0 < res["ru_val"]["clip_accuracy"] < 1
     assert res["ru_val"]["narration_from_subtitles"] == 0.0
 
 
 def _config(corpus, lang: str = "en", **kw):
     root, data_dir, _ = corpus
-    c = get_config(f"smoke,individual:{lang}")
+    c = get_config(f"smoke,annotated,individual:{lang}")
     c.data.update(config="features", dim=DIM, data_dir=data_dir, manual_dir=str(root))
     c.data.val_split = f"{lang}_val" if lang == "en" else f"{lang}_test"
     return override(c, kw)
@@ -182,7 +186,7 @@ def test_crosslingual_matrix_from_two_language_runs(corpus, en_run, tmp_path):
 
 @pytest.mark.e2e
 def test_window_constraint_and_wrong_sized_init(corpus, en_run):
-    c = _config(corpus, **RUN, **{"eval.window_seconds": 4.0, "data.test_splits": ("en_test",)})
+    c = _config(corpus, **RUN, **{"eval.window": 4.0, "data.test_splits": ("en_test",)})
     c.init_from = en_run[0]
     res = tools.evaluate_run(c)["en_test"]
     # The window only removes far-off matches: still better than timestamps alone.
@@ -218,8 +222,10 @@ def test_yms_zero_shot_from_the_msymon_run_and_supervised_batches(en_run, tmp_pa
     c.init_from = en_run[0]
     res = tools.evaluate_run(c)["test"]
     assert 0 <= res["threshold"] <= 1 and res["videos"] == 2
-    # Zero-shot argmax (threshold tuned on val) beats the timestamp-free transcript guess.
-    assert res["f1"] > res["transcript_f1"], res
+    # Zero-shot argmax (threshold tuned on val) beats the timestamp-free transcript guess
+    # (YMS has no subtitle times: the estimate is a diagnostic, never `transcript_*`).
+    assert "transcript_f1" not in res
+    assert res["f1"] > res["estimated_transcript_f1"], res
     sup = yms_config("smoke,supervised")
     sup.data.update(manual_dir=str(root), data_dir=str(tmp_path / "tfds"), dim=DIM)
     train.setup(sup)  # the supervised config validates
@@ -231,22 +237,30 @@ def test_yms_zero_shot_from_the_msymon_run_and_supervised_batches(en_run, tmp_pa
 
 
 def test_init_from_restores_every_parameter_including_list_indices(tmp_path):
+    """init_from reaches the model through the trainer's `pretrained` hook as a run source
+    (never inside make_model): every parameter, nnx.List indices included."""
     import orbax.checkpoint as ocp
     from flax import nnx
 
+    from vnr import pretrained
+
     c = get_config("smoke")
+    c.data.data_dir = str(tmp_path / "tfds")
     c.model.update(clip_layers=1, sentence_layers=1, text_layers=1)
     model = task.make_model(c, nnx.Rngs(3))
     params = nnx.state(model, nnx.Param).to_pure_dict()  # nnx.List blocks: int keys
     with ocp.StandardCheckpointer() as ckpt:  # the trainer's layout: (model, optimizer)
-        ckpt.save(tmp_path / "checkpoints" / "7" / "state",
+        ckpt.save(tmp_path / "run" / "checkpoints" / "7" / "state",
                   {"0": params, "1": {"step": np.zeros((), np.int32)}})
-    c.init_from = str(tmp_path)
-    loaded = task.make_model(c, nnx.Rngs(99))
-    got = nnx.state(loaded, nnx.Param).to_pure_dict()
-    flat = lambda t: {task._name(k): np.asarray(v)  # noqa: E731
-                      for k, v in jax.tree_util.tree_flatten_with_path(t)[0]}
-    want, have = flat(params), flat(got)
-    assert set(want) == set(have) and any(".blocks.0." in k for k in want)
+    c.init_from = str(tmp_path / "run")
+    assert task.pretrained(c) == {"": (c.init_from, pretrained.RUN)}
+    fresh = nnx.state(task.make_model(c, nnx.Rngs(3)), nnx.Param)  # make_model reads nothing
+    state = train.setup(c).state
+    got = {p[1:]: np.asarray(v.get_value()) for p, v in nnx.to_flat_state(state)
+           if p[0] == 0 and isinstance(v, nnx.Param)}
+    want = {p: np.asarray(v.get_value()) for p, v in nnx.to_flat_state(nnx.state(model,
+                                                                                  nnx.Param))}
+    assert set(want) == set(got) and any(0 in k for k in want)
     for k in want:
-        np.testing.assert_array_equal(have[k], want[k], err_msg=k)
+        np.testing.assert_array_equal(got[k], want[k], err_msg=str(k))
+    assert len(jax.tree.leaves(fresh)) == len(want)

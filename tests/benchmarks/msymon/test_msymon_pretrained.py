@@ -1,5 +1,6 @@
-"""M-SYMON's text encoder: a checkpoint is built from config.json by make_model and its
-weights come through the trainer's `pretrained` hook (never read inside make_model)."""
+"""M-SYMON's text encoder: a checkpoint is built from config.json by make_model, its
+weights come through the trainer's `pretrained` hook (never read inside make_model) and the
+pipeline tokenizes with its own tokenizer (`data.tokenizer`)."""
 
 import numpy as np
 import pytest
@@ -8,6 +9,7 @@ from flax import nnx
 from configs.msymon.main import get_config
 from vnr import train
 from vnr.benchmarks.msymon import alignment as task
+from vnr.benchmarks.msymon import data
 from vnr.models import encoders
 from vnr.models.encoders.testing import write_tiny_checkpoint
 
@@ -19,6 +21,21 @@ def _params(state: nnx.State, under: str) -> dict[str, np.ndarray]:
             if p[:2] == (0, under) and isinstance(v, nnx.Param)}
 
 
+def _write_word_tokenizer(directory) -> None:
+    """A BERT-style word-level tokenizer ([PAD]=0, [UNK]=1, [CLS]=2, [SEP]=3) of the
+    generated corpus's words (tokens it lacks become [UNK])."""
+    import transformers as tf
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors
+
+    vocab = {t: i for i, t in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "the", "and"])}
+    core = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    core.pre_tokenizer = pre_tokenizers.Whitespace()
+    core.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", special_tokens=[("[CLS]", 2), ("[SEP]", 3)])
+    tf.PreTrainedTokenizerFast(tokenizer_object=core, cls_token="[CLS]", sep_token="[SEP]",
+                               pad_token="[PAD]", unk_token="[UNK]").save_pretrained(directory)
+
+
 def test_text_encoder_weights_arrive_through_the_hook(tmp_path, monkeypatch):
     write_tiny_checkpoint("bert", tmp_path / "bert", "pt-safetensors", seed=7)
     cfg = get_config("smoke")
@@ -26,10 +43,19 @@ def test_text_encoder_weights_arrive_through_the_hook(tmp_path, monkeypatch):
     assert task.pretrained(cfg) == {}  # hashed-token encoders load nothing
     cfg.model.text_encoder = str(tmp_path / "bert")
     assert task.pretrained(cfg) == {"text": (str(tmp_path / "bert"), None)}
-    with pytest.raises(ValueError, match="model.text_encoder=.*hashed word tokenizer"):
-        task.validate(cfg)  # the data side tokenizes hashed words only
-    # The model side is ready for a checkpoint: skip that data check (and the dataset build).
-    monkeypatch.setattr(task, "validate", lambda config: None)
+    with pytest.raises(ValueError, match="needs its own tokenizer: set data.tokenizer"):
+        task.validate(cfg)  # the data side must tokenize with the checkpoint's tokenizer
+    cfg.data.tokenizer = cfg.model.text_encoder
+    _write_word_tokenizer(tmp_path / "bert")
+    nan = np.full(2, np.nan, np.float32)
+    rec = {"video_id": "v", "language": "en", "sentences": ["the cat and", "and the"],
+           "begin": np.array([0, 2], np.float32), "end": np.array([2, 4], np.float32),
+           "matched": np.ones(2, bool), "narr_begin": nan, "narr_end": nan, "duration": 4.0,
+           "features": np.zeros((4, cfg.data.dim), np.float32)}
+    enc = data._encode(cfg.data, 4, 3, False).random_map(rec, np.random.default_rng(0))
+    assert enc["tokens"][:2, :5].tolist() == [[2, 4, 1, 5, 3], [2, 5, 4, 3, 0]]
+    assert enc["token_mask"][:2].sum(-1).tolist() == [5, 4] and not enc["token_mask"][2].any()
+    monkeypatch.setattr(task, "validate", lambda config: None)  # the dataset is built
     ref, _, _ = encoders.load_pretrained(tmp_path / "bert")
     want = {".".join(map(str, p)): np.asarray(v.get_value())
             for p, v in nnx.to_flat_state(nnx.state(ref, nnx.Param))}

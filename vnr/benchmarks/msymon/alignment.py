@@ -13,24 +13,32 @@ uniformly without replacement each step:
 With fewer than K candidates all of them are used. The loss is the mean of the two
 directions, each averaged over all annotated clips of the global batch.
 
-Inference: similarity = cosine [C, S]; cost = -similarity; Drop-DTW (`vnr.ops.drop_dtw`,
-two-sided: clips and sentences may be dropped) with drop costs `eval.drop` (a number) or,
-with `eval.drop="percentile"`, the authors' per-video percentile rule
-(`percentile_drop_cost`, `eval.keep_percentile`). `eval.method="argmax"` instead gives each
-clip its most similar sentence when that similarity exceeds a threshold, else "no sentence"
-(SYMON §7.3 zero-shot; the threshold is tuned on the val split for F1 unless
-`eval.threshold` is set). The timestamp-window constraint (M-SyMoN §6.5,
-`eval.window_seconds` = W > 0): a sentence may only take clips within W seconds of its
-narration interval (cost set to +1e4 outside, so Drop-DTW drops rather than matches there).
+Inference (Appendix E.1): similarity s = cosine [C, S]; distance d = 1 - s; Drop-DTW
+(`vnr.ops.drop_dtw`, two-sided: clips and sentences may be dropped, `eval.contiguous`) with
+clip drop cost d_v and sentence drop cost d_t. `eval.drop`: "tune" (the paper's: the (d_v,
+d_t) pair of `eval.drop_grid`^2 with the best F1 on the val split, reported as `d_v`, `d_t`),
+"fixed" (`eval.d_v`, `eval.d_t`) or "percentile" (ours, named: both from the Drop-DTW
+authors' per-video percentile rule, `eval.keep_percentile`). `eval.method="argmax"` instead
+gives each clip its most similar sentence when that similarity exceeds a threshold, else "no
+sentence" (SYMON §7.3 zero-shot; the threshold is tuned on the val split for F1 unless
+`eval.threshold` is set). The timestamp-window constraint (M-SyMoN §6.5, `eval.window` = W >
+0 seconds, 1 s in the paper): a sentence may only take clips within W seconds of its
+narration interval (cost +1e4 outside, so Drop-DTW drops rather than matches there).
 
-Transcript-only baseline (`transcript_alignment`, no video): each clip is given the
-sentence being narrated at the clip's midpoint (narration intervals from the subtitle
-timestamps; when the release has no subtitles, from the constant-rate estimate of
-`data.narration_times`), clips with no narration get "no sentence", and every sentence is
-predicted matched. `evaluate` reports it next to the model as `transcript_*`.
+Transcript-only baseline (`transcript_alignment`, no video, §6.5): each clip takes the
+sentence whose subtitle timestamp falls in the clip's duration (largest overlap), else "no
+sentence". Reported next to the model as `transcript_*` when every sentence has a subtitle
+time; otherwise the missing times come from the constant-rate estimate of
+`data.narration_times` and the columns are `estimated_transcript_*` (a diagnostic, not the
+paper's baseline).
+
+Weights from another run (`init_from`: two-stage and supervision fine-tuning, zero-shot
+transfer, evaluation) enter through the `pretrained` hook as a `(workdir, "run")` source for
+the whole model; `validate` checks names and shapes first (one-line error).
 
 Metrics (`metrics`): duration-weighted clip accuracy, sentence IoU over annotated
-sentences, and F1 of the two dataset means. Command-line tools (transcript baseline,
+sentences, and F1 of the two dataset means; text-to-video retrieval R@1/5/10 and mean rank
+(`retrieval`, Tables 10-13) from the same similarities. Command-line tools (transcript baseline,
 cross-lingual matrix, zero-shot evaluation): `python -m vnr.benchmarks.msymon.tools`.
 """
 
@@ -45,16 +53,16 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from vnr import checkpoint, evaluation
+from vnr import evaluation
 from vnr import task as task_lib
-from vnr.benchmarks.msymon import data
+from vnr.benchmarks.msymon import data, retrieval
 from vnr.benchmarks.msymon import metrics as am
 from vnr.benchmarks.msymon.model import Aligner
 from vnr.reports import results as results_lib
 
 METRICS = ("clip_accuracy", "sentence_iou", "f1")
 WINDOW_COST = 1e4
-_INIT_CACHE: dict[str, Any] = {}
+DROP_RULES = ("tune", "fixed", "percentile")
 
 
 def validate(config: Any) -> None:
@@ -70,13 +78,23 @@ def validate(config: Any) -> None:
                          f"loss.num_negatives={config.loss.num_negatives} >= 1")
     if e.method not in ("drop_dtw", "argmax"):
         raise ValueError(f"eval.method={e.method!r}: use 'drop_dtw' or 'argmax'")
-    if e.method == "drop_dtw" and not (e.drop == "percentile" or _is_number(e.drop)):
-        raise ValueError(f"eval.drop={e.drop!r}: use 'percentile' or a number")
-    te = config.model.text_encoder
-    if te != "hash" and not te.startswith("scratch:"):
-        raise ValueError(f"model.text_encoder={te!r}: the alignment pipeline tokenizes with the "
-                         "hashed word tokenizer (vnr.data.text), which only 'hash' and "
-                         "'scratch:<arch>-<size>' encoders share")
+    if e.method == "drop_dtw" and e.drop not in DROP_RULES:
+        raise ValueError(f"eval.drop={e.drop!r}: use one of {DROP_RULES}")
+    if e.method == "drop_dtw" and e.drop == "fixed" and not (
+            _is_number(e.d_v) and _is_number(e.d_t)):
+        raise ValueError(f"eval.d_v={e.d_v!r} and eval.d_t={e.d_t!r} must be numbers")
+    if e.method == "drop_dtw" and e.drop == "tune" and not all(map(_is_number, e.drop_grid)):
+        raise ValueError(f"eval.drop_grid={e.drop_grid!r} must be numbers")
+    if not _is_number(e.window) or float(e.window) < 0:
+        raise ValueError(f"eval.window={e.window!r} must be a number of seconds >= 0")
+    te, tok = config.model.text_encoder, d.get("tokenizer", "hash")
+    if te == "hash" or te.startswith("scratch:"):
+        if tok != "hash":
+            raise ValueError(f"data.tokenizer={tok!r}: model.text_encoder={te!r} reads hashed "
+                             "words: set data.tokenizer='hash'")
+    elif tok != te:
+        raise ValueError(f"model.text_encoder={te!r} (a checkpoint) needs its own tokenizer: "
+                         f"set data.tokenizer={te!r} (it is {tok!r})")
     if not 0 <= e.keep_percentile <= 1:
         raise ValueError(f"eval.keep_percentile={e.keep_percentile} must be in [0, 1]")
     if config.get("require_init_from") and not config.get("init_from"):
@@ -86,7 +104,7 @@ def validate(config: Any) -> None:
         raise ValueError("total_steps=0 (zero-shot evaluation) needs init_from=<workdir of a "
                          "trained alignment run>")
     if config.get("init_from"):
-        _init_params(config)
+        _check_init_from(config)
     check_splits(config)  # builds the dataset if needed; a missing split is one line here
 
 
@@ -100,6 +118,16 @@ def _is_number(x: Any) -> bool:
 
 def check_splits(config: Any) -> None:
     d = config.data
+    needed = {x for s in (d.train_split, d.val_split, *d.test_splits) for x in s.split("+")}
+    weak = sorted(x for x in needed if x.endswith("_weak"))
+    if weak and d.builder == "msymon":
+        have = set(split_names(d))
+        if missing := [x for x in weak if x not in have]:
+            raise ValueError(
+                f"no weak data for {missing} (data.train_split={d.train_split!r}): the §4.4 "
+                "regimes train on subtitles/<lang>/<id>.json of unannotated videos (convert "
+                "yt-dlp subtitles with python -m vnr.benchmarks.msymon.subtitles), or add "
+                "`annotated` to the config args to train on the annotated train splits")
     task_lib.require_splits(config, sorted(set(split_names(d))), f"{d.builder}/{d.config}",
                             joined=True)
 
@@ -123,52 +151,36 @@ def _new_model(config: Any, rngs: nnx.Rngs) -> Aligner:
                    heads=m.heads, dropout=m.dropout, rngs=rngs, text_encoder=m.text_encoder)
 
 
-def _name(path: tuple) -> str:
-    return ".".join(str(getattr(k, "key", getattr(k, "idx", getattr(k, "name", k))))
-                    for k in path)
+def _check_init_from(config: Any) -> None:
+    """A one-line error before training when `init_from` is not a run of this model."""
+    from vnr import pretrained as pretrained_lib
 
-
-def _init_params(config: Any) -> Any:
-    """The model parameters of the latest checkpoint in `config.init_from` (host arrays,
-    read by `vnr.checkpoint.restore_run`), checked name by name against this model."""
-    abstract = nnx.state(nnx.eval_shape(lambda: _new_model(config, nnx.Rngs(0))), nnx.Param)
-    target = jax.tree.map(lambda x: np.zeros(x.shape, x.dtype), abstract.to_pure_dict())
-    shapes = [x.shape for x in jax.tree.leaves(target)]
-    key = f"{pathlib.Path(config.init_from).absolute()}|{shapes}"
-    if key in _INIT_CACHE:  # validate() and make_model() both ask; read the files once
-        return _INIT_CACHE[key]
-    step, saved = checkpoint.restore_run(config.init_from)
-    leaves = []
-    for k, want in jax.tree_util.tree_flatten_with_path(target)[0]:
-        have = saved.get(_name(k))
-        if have is None or tuple(have.shape) != tuple(want.shape):
-            raise ValueError(
-                f"init_from={config.init_from!r}: parameter {_name(k)} is "
-                f"{None if have is None else tuple(have.shape)} in its checkpoint (step {step}) "
-                f"but {tuple(want.shape)} in this config's model (the same model.* and "
-                "data.dim/vocab_size/max_tokens are needed)")
-        leaves.append(have)
-    params = jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(target), leaves)
-    _INIT_CACHE[key] = params
-    return params
+    if not pathlib.Path(config.init_from).is_dir():
+        raise ValueError(f"init_from={config.init_from!r} is not a directory (the workdir of a "
+                         "trained alignment run)")
+    abstract = nnx.state(nnx.eval_shape(lambda: _new_model(config, nnx.Rngs(0))))
+    try:
+        pretrained_lib.check(abstract, {"": (config.init_from, pretrained_lib.RUN)}, root=())
+    except (ValueError, FileNotFoundError) as err:
+        raise ValueError(f"init_from={config.init_from!r}: {err}") from err
 
 
 def pretrained(config: Any) -> dict[str, tuple[str, str | None]]:
-    """The trainer's hook: a checkpoint text encoder's weights go to `text` (validate
-    admits only hashed-token encoders today, so this is empty for every shipped config)."""
+    """The trainer's hook: the whole model from the run `init_from` (two-stage and
+    supervision fine-tuning, zero-shot transfer, evaluation of a run), else a checkpoint
+    text encoder's weights for `text` (the paper's XLM-R; `data.tokenizer` names the same
+    checkpoint so the pipeline tokenizes with it)."""
+    from vnr import pretrained as pretrained_lib
     from vnr.models.encoders import towers
 
+    if config.get("init_from"):
+        return {"": (config.init_from, pretrained_lib.RUN)}
     name = config.model.text_encoder
     return {"text": (name, None)} if towers.is_checkpoint(name) else {}
 
 
 def make_model(config: Any, rngs: nnx.Rngs) -> Aligner:
-    model = _new_model(config, rngs)
-    if config.get("init_from"):  # two-stage training / zero-shot transfer / evaluation
-        params = nnx.state(model, nnx.Param)
-        nnx.replace_by_pure_dict(params, jax.tree.map(jnp.asarray, _init_params(config)))
-        nnx.update(model, params)
-    return model
+    return _new_model(config, rngs)
 
 
 def train_data(config: Any, local_batch: int, process_index: int, process_count: int):
@@ -222,7 +234,7 @@ def loss_fn(config: Any, model: Aligner, batch: dict, rngs: nnx.Rngs):
 
 
 _HOST_KEYS = ("clip_mask", "sent_mask", "labels", "clip_begin", "clip_end", "narr_begin",
-              "narr_end", "matched", "language")
+              "narr_end", "narr_known", "matched", "language")
 
 
 def predict(config: Any, model: Aligner, batch: dict) -> dict[str, jax.Array]:
@@ -242,41 +254,72 @@ def window_mask(out: dict, seconds: float) -> np.ndarray:
     return (ce > nb - seconds) & (cb < ne + seconds)
 
 
-def drop_dtw_alignment(out: dict, ev: Any) -> np.ndarray:
-    """Per-clip sentence (-1 = dropped) by Drop-DTW on cost = -cosine."""
+def drop_dtw_alignment(out: dict, ev: Any, d_v: float | None = None,
+                       d_t: float | None = None) -> np.ndarray:
+    """Per-clip sentence (-1 = dropped) by Drop-DTW on the distance d = 1 - cosine
+    (Appendix E.1) with clip drop cost d_v and sentence drop cost d_t (default `ev.d_v` /
+    `ev.d_t`; `ev.drop="percentile"`: both from the per-video percentile rule)."""
     from vnr.ops.drop_dtw import drop_dtw, percentile_drop_cost
 
-    cost = -np.asarray(out["sim"], np.float32)
+    cost = 1.0 - np.asarray(out["sim"], np.float32)
     len_x = np.maximum(out["clip_mask"].sum(-1), 1).astype(np.int32)
     len_y = np.maximum(out["sent_mask"].sum(-1), 1).astype(np.int32)
     if ev.drop == "percentile":
-        drop = np.asarray(percentile_drop_cost(cost, ev.keep_percentile, len_x, len_y))
+        drop_x = drop_y = np.asarray(percentile_drop_cost(cost, ev.keep_percentile, len_x,
+                                                          len_y))
     else:
-        drop = np.full(len(cost), float(ev.drop), np.float32)
-    if ev.window_seconds > 0:
-        cost = np.where(window_mask(out, ev.window_seconds), cost, WINDOW_COST)
-    _, match = drop_dtw(cost, drop, drop if ev.drop_sentences else None, len_x, len_y)
+        drop_x = np.full(len(cost), float(ev.d_v if d_v is None else d_v), np.float32)
+        drop_y = np.full(len(cost), float(ev.d_t if d_t is None else d_t), np.float32)
+    if float(ev.window) > 0:
+        cost = np.where(window_mask(out, float(ev.window)), cost, WINDOW_COST)
+    _, match = drop_dtw(cost, drop_x, drop_y if ev.drop_sentences else None, len_x, len_y,
+                        contiguous=bool(ev.get("contiguous", True)))
     return np.where(out["clip_mask"], np.asarray(match), -1).astype(np.int32)
 
 
-def argmax_alignment(out: dict, threshold: float, window_seconds: float = 0.0) -> np.ndarray:
+def tune_drop_costs(out: dict, ev: Any) -> tuple[float, float]:
+    """(d_v, d_t) from `ev.drop_grid` x `ev.drop_grid` with the best F1 on `out` (the
+    validation videos); ties go to the first in grid order."""
+    best, best_f1 = (float(ev.d_v), float(ev.d_t)), -1.0
+    for d_v in ev.drop_grid:
+        for d_t in ev.drop_grid:
+            f = score(out, drop_dtw_alignment(out, ev, float(d_v), float(d_t)))["f1"]
+            if f > best_f1:
+                best, best_f1 = (float(d_v), float(d_t)), f
+    return best
+
+
+def argmax_alignment(out: dict, threshold: float, window: float = 0.0) -> np.ndarray:
     """Each clip's most similar sentence if the cosine exceeds `threshold`, else -1."""
     sim = np.where(out["sent_mask"][:, None, :], out["sim"], -np.inf)
-    if window_seconds > 0:
-        sim = np.where(window_mask(out, window_seconds), sim, -np.inf)
+    if window > 0:
+        sim = np.where(window_mask(out, window), sim, -np.inf)
     best = sim.argmax(-1)
     ok = (sim.max(-1) > threshold) & out["clip_mask"]
     return np.where(ok, best, -1).astype(np.int32)
 
 
 def transcript_alignment(out: dict) -> np.ndarray:
-    """The transcript-only baseline: the sentence narrated at each clip's midpoint."""
-    mid = (out["clip_begin"] + out["clip_end"])[:, :, None] / 2
-    inside = (mid >= out["narr_begin"][:, None, :]) & (mid < out["narr_end"][:, None, :])
-    inside &= out["sent_mask"][:, None, :] & out["clip_mask"][:, :, None]
-    s = inside.shape[-1]
-    last = s - 1 - np.argmax(inside[..., ::-1], -1)  # a later sentence wins an overlap
-    return np.where(inside.any(-1), last, -1).astype(np.int32)
+    """The transcript-only baseline (§6.5): each clip takes the sentence whose narration
+    (subtitle timestamp) falls in the clip's duration; where several do, the one covering
+    most of the clip (the later one on a tie); -1 where none does."""
+    cb, ce = out["clip_begin"][:, :, None], out["clip_end"][:, :, None]
+    overlap = np.minimum(ce, out["narr_end"][:, None, :]) - np.maximum(
+        cb, out["narr_begin"][:, None, :])
+    ok = (overlap > 0) & out["sent_mask"][:, None, :] & out["clip_mask"][:, :, None]
+    overlap = np.where(ok, overlap, -np.inf)
+    s = overlap.shape[-1]
+    last = s - 1 - np.argmax(overlap[..., ::-1], -1)  # a later sentence wins a tie
+    return np.where(ok.any(-1), last, -1).astype(np.int32)
+
+
+def transcript_prefix(out: dict) -> str:
+    """`transcript_` when every sentence's narration time came from subtitles (the paper's
+    baseline); else `estimated_transcript_`: a diagnostic whose missing times come from the
+    constant-rate estimate over the video's duration (`data.narration_times`), never the
+    paper's baseline."""
+    known = out["narr_known"][out["sent_mask"]]
+    return "transcript_" if known.size and known.all() else "estimated_transcript_"
 
 
 def per_video(pred: np.ndarray, out: dict) -> dict[str, np.ndarray]:
@@ -288,9 +331,13 @@ def per_video(pred: np.ndarray, out: dict) -> dict[str, np.ndarray]:
 
 
 def score(outs: dict, pred: np.ndarray, prefix: str = "") -> dict[str, float]:
+    """`f1`: the harmonic mean of the two dataset means (our reading of §6.2);
+    `f1_video_mean`: the mean of per-video F1s, the other aggregation (REPRODUCING.md)."""
     m = per_video(pred, outs)
-    return {prefix + k: v for k, v in am.summarize(m["clip_accuracy"],
-                                                   m["sentence_iou"]).items()}
+    out = am.summarize(m["clip_accuracy"], m["sentence_iou"])
+    f1s = np.asarray(m["f1"], np.float64)
+    out["f1_video_mean"] = float(np.nanmean(f1s)) if np.isfinite(f1s).any() else float("nan")
+    return {prefix + k: v for k, v in out.items()}
 
 
 def collect(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.Mesh,
@@ -303,11 +350,11 @@ def collect(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.Me
                                     config.eval_batch_size // pc, name=f"msymon {split}")
 
 
-def tune_threshold(out: dict, window_seconds: float = 0.0) -> float:
+def tune_threshold(out: dict, window: float = 0.0) -> float:
     """The argmax threshold with the best F1 on `out` (a grid over cosine values)."""
     best, best_f1 = 0.0, -1.0
     for thr in np.linspace(-0.5, 0.95, 30):
-        f = score(out, argmax_alignment(out, float(thr), window_seconds))["f1"]
+        f = score(out, argmax_alignment(out, float(thr), window))["f1"]
         if f > best_f1:
             best, best_f1 = float(thr), f
     return best
@@ -318,24 +365,37 @@ def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.M
     """Aligns every video of `split`; the model's metrics and the transcript baseline's."""
     ev = config.eval
     out = collect(config, split, predict_fn, mesh, max_examples).outputs
+    window = float(ev.window)
+    extra: dict[str, float] = {}
+
+    def val_outputs() -> dict:
+        return out if split == config.data.val_split else collect(
+            config, config.data.val_split, predict_fn, mesh, ev.max_val_clips).outputs
+
     if ev.method == "argmax":
         thr = ev.threshold
         if thr is None or thr == "tune":
-            val = out if split == config.data.val_split else collect(
-                config, config.data.val_split, predict_fn, mesh, config.eval.max_val_clips).outputs
-            thr = tune_threshold(val, ev.window_seconds)
-        pred = argmax_alignment(out, float(thr), ev.window_seconds)
+            thr = tune_threshold(val_outputs(), window)
+        pred = argmax_alignment(out, float(thr), window)
+        extra["threshold"] = float(thr)
     else:
-        thr = None
-        pred = drop_dtw_alignment(out, ev)
+        d_v, d_t = float(ev.d_v), float(ev.d_t)
+        if ev.drop == "tune":
+            d_v, d_t = tune_drop_costs(val_outputs(), ev)
+        pred = drop_dtw_alignment(out, ev, d_v, d_t)
+        if ev.drop != "percentile":
+            extra.update(d_v=d_v, d_t=d_t)
     metrics = score(out, pred)
-    metrics.update(score(out, transcript_alignment(out), "transcript_"))
+    metrics.update(score(out, transcript_alignment(out), transcript_prefix(out)))
     metrics["videos"] = float(len(pred))
-    if thr is not None:
-        metrics["threshold"] = float(thr)
+    metrics.update(extra)
+    metrics.update(retrieval.retrieval_metrics(out["sim"], out["labels"], out["clip_mask"],
+                                               out["sent_mask"]))
     return metrics
 
 
 def result_columns(config: Any, results: dict) -> list[results_lib.Column]:
     """The model's metrics, then the transcript baseline's (percent)."""
-    return results_lib.cols((*METRICS, *(f"transcript_{m}" for m in METRICS)), "{:.1f}", 100.0)
+    prefix = "transcript_" if any("transcript_f1" in r for r in results.values()) \
+        else "estimated_transcript_"
+    return results_lib.cols((*METRICS, *(f"{prefix}{m}" for m in METRICS)), "{:.1f}", 100.0)

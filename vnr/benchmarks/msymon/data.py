@@ -11,7 +11,9 @@ annotated span holds the clip's midpoint (`tfds_builders.msymon.parse.gt_clip_la
   clip_mask    bool    [B, C]
   clip_begin, clip_end float32 [B, C] seconds
   labels       int32   [B, C]      sentence index per clip, -1 none, -2 ignore (crop edge)
-  tokens       int32   [B, S, L]   hashed sentence tokens (vnr.data.text)
+  tokens       int32   [B, S, L]   sentence tokens: hashed words (vnr.data.text) or, with
+                                   `data.tokenizer` a checkpoint, its tokenizer's ids
+  token_mask   bool    [B, S, L]   real tokens
   sent_mask    bool    [B, S]
   matched      bool    [B, S]      annotated as matched
   narr_begin, narr_end float32 [B, S] narration times (`narration_times` fills unknowns)
@@ -138,6 +140,7 @@ class Encode(grain.transforms.RandomMap):
     max_tokens: int
     vocab_size: int
     train: bool = False
+    tokenizer: str = "hash"  # or a checkpoint tokenizer (`vnr.models.encoders.tokenizers`)
 
     def random_map(self, rec: dict, rng: np.random.Generator) -> dict[str, np.ndarray]:
         v = video_arrays(rec, self.clip_seconds, self.fps, self.dim)
@@ -149,8 +152,17 @@ class Encode(grain.transforms.RandomMap):
                              f"the eval sizes {self.max_clips} / {self.max_sentences}")
         c, s = len(v["labels"]), len(v["sentences"])
         tokens = np.zeros((self.max_sentences, self.max_tokens), np.int32)
-        for i, sent in enumerate(v["sentences"]):
-            tokens[i] = text.tokenize(sent, self.vocab_size, self.max_tokens)
+        token_mask = np.zeros((self.max_sentences, self.max_tokens), bool)
+        if self.tokenizer == text.HASH:
+            for i, sent in enumerate(v["sentences"]):
+                tokens[i] = text.tokenize(sent, self.vocab_size, self.max_tokens)
+            token_mask = tokens > 0
+        elif s:
+            from vnr.models.encoders import tokenizers
+
+            ids, mask = tokenizers.encode(tokenizers.resolve(self.tokenizer),
+                                          list(v["sentences"]), self.max_tokens)
+            tokens[:s], token_mask[:s] = ids, mask
         lang = rec.get("language", "")
         return {
             "features": _pad(v["features"], self.max_clips),
@@ -159,6 +171,7 @@ class Encode(grain.transforms.RandomMap):
             "clip_end": _pad(v["clip_end"], self.max_clips),
             "labels": _pad(v["labels"], self.max_clips, -1),
             "tokens": tokens,
+            "token_mask": token_mask,
             "sent_mask": np.arange(self.max_sentences) < s,
             "matched": _pad(v["matched"], self.max_sentences, False),
             "narr_begin": _pad(v["narr_begin"], self.max_sentences),
@@ -204,7 +217,8 @@ def source(cfg: Any, split: str):
 
 def _encode(cfg: Any, max_clips: int, max_sentences: int, train: bool) -> Encode:
     return Encode(max_clips, max_sentences, cfg.clip_seconds, cfg.fps,
-                  cfg.dim if cfg.features else 1, cfg.max_tokens, cfg.vocab_size, train)
+                  cfg.dim if cfg.features else 1, cfg.max_tokens, cfg.vocab_size, train,
+                  cfg.get("tokenizer", text.HASH))
 
 
 def train_dataset(cfg: Any, batch_size: int, seed: int, process_index: int = 0,

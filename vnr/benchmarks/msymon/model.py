@@ -74,13 +74,15 @@ class Aligner(nnx.Module):
         return l2_normalize(self.clip_out(h))
 
     def encode_sentences(self, tokens: jax.Array, mask: jax.Array, *, train: bool,
-                         rngs: nnx.Rngs | None) -> jax.Array:
+                         rngs: nnx.Rngs | None, token_mask: jax.Array | None = None
+                         ) -> jax.Array:
         if self.text_encoder == "hash":
             h = self.text(tokens, train=train, rngs=rngs)
         else:
             b, s, length = tokens.shape
             flat = tokens.reshape(b * s, length)
-            out = self.text(flat, (flat > 0).astype(jnp.int32), deterministic=not train)
+            real = flat > 0 if token_mask is None else token_mask.reshape(b * s, length)
+            out = self.text(flat, real.astype(jnp.int32), deterministic=not train)
             h = out.pooled.reshape(b, s, -1)
         h = self.text_in(h)
         h = self.sent_ctx(h, mask, train=train, rngs=rngs)
@@ -89,5 +91,6 @@ class Aligner(nnx.Module):
     def __call__(self, batch: dict, *, train: bool, rngs: nnx.Rngs | None
                  ) -> tuple[jax.Array, jax.Array]:
         v = self.encode_clips(batch["features"], batch["clip_mask"], train=train, rngs=rngs)
-        t = self.encode_sentences(batch["tokens"], batch["sent_mask"], train=train, rngs=rngs)
+        t = self.encode_sentences(batch["tokens"], batch["sent_mask"], train=train, rngs=rngs,
+                                  token_mask=batch.get("token_mask"))
         return v, t

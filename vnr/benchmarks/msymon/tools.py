@@ -3,12 +3,16 @@
     python -m vnr.benchmarks.msymon.tools baseline --data_dir D [--manual_dir RELEASE]
     python -m vnr.benchmarks.msymon.tools evaluate --config configs/msymon/yms.py:zeroshot \
         --init_from RUN [--data_dir D] [--manual_dir YMS]
+    python -m vnr.benchmarks.msymon.tools punctuate --run RUN --encoder XLMR --src RELEASE \
+        --lang hi
     python -m vnr.benchmarks.msymon.tools crosslingual --config configs/msymon/main.py \
         --workdirs en=DIR ch=DIR ... [--split test]
 
 `baseline`: the transcript-only baseline per language (no video); `evaluate`: a trained
 run's model on every `data.test_splits` split (zero-shot transfer, re-scoring);
-`crosslingual`: Figure 4's 7x7 matrix from per-language runs.
+`crosslingual`: Figure 4's 7x7 matrix from per-language runs; `table3_generate` / `table3`:
+every §5.2 regime chained and Table 3 printed (`table3.py`); `punctuate`: Appendix C's
+punctuation restoration on `subtitles/<lang>/` with a `main.py:punctuation` run.
 """
 
 from __future__ import annotations
@@ -20,8 +24,10 @@ from typing import Any
 import numpy as np
 
 from vnr import train
-from vnr.benchmarks.msymon import alignment, data
+from vnr.benchmarks.msymon import alignment, data, table3
 from vnr.reports import results
+
+MAIN_CONFIG = str(pathlib.Path(__file__).resolve().parents[3] / "configs/msymon/main.py")
 
 
 def _load_config(spec: str) -> Any:
@@ -95,6 +101,46 @@ def evaluate_run(config: Any) -> dict[str, dict[str, float]]:
             for split in config.data.test_splits}
 
 
+def punctuate(config: Any, src: pathlib.Path, lang: str, out: pathlib.Path | None = None
+              ) -> dict[str, int]:
+    """Appendix C: restores punctuation in `src/subtitles/<lang>/*.json` with the
+    punctuation run `config.init_from` (written to `out`, default in place); counts."""
+    import json
+    import sys
+
+    from vnr import evaluation
+    from vnr.benchmarks.msymon import punctuation
+
+    s = train.setup(config)
+    fn = functools.partial(s.predict_fn, s.state)
+    tok = punctuation._tokenizer(config)  # noqa: SLF001
+    b = config.eval_batch_size
+
+    def predict_words(ids: np.ndarray) -> np.ndarray:
+        batch = {"ids": np.concatenate([ids, np.zeros((b - len(ids), ids.shape[1]), ids.dtype)]),
+                 "labels": np.zeros((b, ids.shape[1]), np.int32), "valid": np.arange(b) < len(ids)}
+        got = evaluation.predict_split([batch], 1, fn, s.mesh, b, name="punctuate").outputs
+        return np.asarray(got["pred"])
+
+    counts = {"files": 0, "sentences": 0, "bad_subtitles": 0}
+    dest = (out or src) / "subtitles" / lang
+    dest.mkdir(parents=True, exist_ok=True)
+    for path in sorted((src / "subtitles" / lang).glob("*.json")):
+        try:
+            subs = json.loads(path.read_text(encoding="utf-8"))
+            texts = [str(e["text"]) for e in subs]
+        except (OSError, UnicodeDecodeError, ValueError, TypeError, KeyError) as e:
+            counts["bad_subtitles"] += 1
+            print(f"skipped {path}: bad_subtitles ({type(e).__name__}: {e})", file=sys.stderr)
+            continue
+        new = [punctuation.restore(tok, predict_words, t, config.data.max_tokens) for t in texts]
+        (dest / path.name).write_text(json.dumps([{**e, "text": t} for e, t in zip(
+            subs, new, strict=True)], ensure_ascii=False, indent=0), encoding="utf-8")
+        counts["files"] += 1
+        counts["sentences"] += len(new)
+    return counts
+
+
 def main(argv: list[str] | None = None) -> int:
     import argparse
     import json
@@ -119,7 +165,24 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--metric", default="f1", choices=alignment.METRICS)
     c.add_argument("--data_dir", default=None)
     c.add_argument("--manual_dir", default=None)
+    table3.add_parsers(sub)
+    u = sub.add_parser("punctuate", help="restore punctuation in subtitles (Appendix C)")
+    u.add_argument("--run", required=True, help="workdir of a main.py:punctuation run")
+    u.add_argument("--encoder", required=True, help="the run's model.encoder checkpoint")
+    u.add_argument("--src", required=True, help="the release folder")
+    u.add_argument("--lang", required=True, choices=data.LANGUAGES)
+    u.add_argument("--out", default=None, help="another release folder (default: in place)")
     args = p.parse_args(argv)
+    if args.command == "punctuate":
+        cfg = _load_config(f"{MAIN_CONFIG}:punctuation")
+        cfg.update({"init_from": args.run, "total_steps": 0})
+        cfg.model.encoder = args.encoder
+        res = punctuate(cfg, pathlib.Path(args.src), args.lang,
+                        pathlib.Path(args.out) if args.out else None)
+        print(json.dumps(res))
+        return 0
+    if args.command.startswith("table3"):
+        return table3.command(args, lambda a: _load_config(f"{MAIN_CONFIG}:{a}"), train.run)
     if args.command == "baseline":
         import ml_collections
 

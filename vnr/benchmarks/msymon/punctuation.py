@@ -1,0 +1,242 @@
+"""Punctuation restoration (M-SyMoN Appendix C, Tables 8-9): a token classifier predicting,
+after every word, nothing / period / comma / question mark.
+
+    python -m vnr.train --config configs/msymon/main.py:punctuation --workdir DIR \
+        --config.data.corpus=CORPUS.txt --config.model.encoder=XLMR_DIR
+    python -m vnr.benchmarks.msymon.tools punctuate --run DIR --src RELEASE --lang <l>
+
+Data: a plain-text corpus with punctuation, one paragraph per line (the paper: Wiki-40B).
+Words are white-space separated; a word's label is the mark it ends with (`.` `!` `।` `。`
+`！` -> period, `,` `，` `、` `;` `:` -> comma, `?` `？` -> question; "!" and ";" folded
+into the three classes are ours), and the model sees the words with that punctuation
+stripped and lower-cased (as auto captions come). Each word is tokenized with the encoder's
+tokenizer; the label sits on its last sub-word, the other positions are ignored. Lines are
+split by the CRC32 of their text: 10% test, 10% val, the rest train (ours; the paper built
+its evaluation set from Wikipedia plot summaries, not provided). Lines longer than
+`data.max_tokens` are cut into consecutive windows of whole words.
+
+Model: the checkpoint encoder (`model.encoder`, the paper's XLM-R; built by `make_model`,
+weights through the `pretrained` hook) + a linear layer on every token. Loss: token cross
+entropy. Metrics (Table 8): precision, recall and F1 per class and their macro mean.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import zlib
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from vnr import evaluation
+
+CLASSES = ("none", "period", "comma", "question")
+MARKS = {".": 1, "!": 1, "।": 1, "。": 1, "！": 1, ",": 2, "，": 2, "、": 2, ";": 2, ":": 2,
+         "?": 3, "？": 3}
+SYMBOL = {1: ".", 2: ",", 3: "?"}
+IGNORE = -100
+
+
+def strip_word(word: str) -> tuple[str, int]:
+    """(the word without its trailing marks, lower-cased; its class)."""
+    label = 0
+    while word and word[-1] in MARKS:
+        label = label or MARKS[word[-1]]
+        word = word[:-1]
+    return word.lower(), label
+
+
+def split_of(line: str) -> str:
+    h = zlib.crc32(line.encode()) % 10
+    return "test" if h == 0 else "val" if h == 1 else "train"
+
+
+def encode_words(tok: Any, words: list[str], labels: list[int], max_tokens: int
+                 ) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Windows of (ids [max_tokens], labels [max_tokens]) over whole words; padding id 0
+    is fixed by the tokenizer's pad id, labels IGNORE off the words' last sub-words."""
+    pieces = [tok(w, add_special_tokens=False)["input_ids"] or [tok.unk_token_id]
+              for w in words]
+    bos = [tok.cls_token_id if tok.cls_token_id is not None else tok.bos_token_id]
+    eos = [tok.sep_token_id if tok.sep_token_id is not None else tok.eos_token_id]
+    pad = tok.pad_token_id if tok.pad_token_id is not None else 0
+    room = max_tokens - 2
+    out, ids, labs = [], [], []
+
+    def flush():
+        if ids:
+            row = np.full(max_tokens, pad, np.int32)
+            lab = np.full(max_tokens, IGNORE, np.int32)
+            seq = bos + ids + eos
+            row[:len(seq)] = seq
+            lab[1:1 + len(labs)] = labs
+            out.append((row, lab))
+
+    for p, y in zip(pieces, labels, strict=True):
+        p = p[:room]
+        if len(ids) + len(p) > room:
+            flush()
+            ids, labs = [], []
+        ids += p
+        labs += [IGNORE] * (len(p) - 1) + [y]
+    flush()
+    return out
+
+
+def corpus_examples(path: str, tok: Any, max_tokens: int, split: str
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """(ids [N, L], labels [N, L]) of the corpus lines of `split` (ValueError if none)."""
+    rows = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            line = line.strip()
+            if not line or split_of(line) != split:
+                continue
+            words, labels = zip(*(strip_word(w) for w in line.split()), strict=True)
+            keep = [(w, y) for w, y in zip(words, labels, strict=True) if w]
+            if keep:
+                rows += encode_words(tok, [w for w, _ in keep], [y for _, y in keep],
+                                     max_tokens)
+    if not rows:
+        raise ValueError(f"data.corpus={path!r} has no line in split {split!r} (lines go to "
+                         "test / val / train by CRC32: 10% / 10% / 80%)")
+    return np.stack([r[0] for r in rows]), np.stack([r[1] for r in rows])
+
+
+class Restorer(nnx.Module):
+    """Checkpoint encoder + a per-token linear classifier."""
+
+    def __init__(self, encoder: str, rngs: nnx.Rngs):
+        from vnr.models.encoders import towers
+
+        self.encoder, hf = towers.build(encoder, None, rngs)
+        self.head = nnx.Linear(hf.hidden_size, len(CLASSES), rngs=rngs)
+        self.pad_id = int(getattr(hf, "pad_token_id", 0) or 0)
+
+    def __call__(self, ids: jax.Array, *, train: bool) -> jax.Array:
+        mask = (ids != self.pad_id).astype(jnp.int32)
+        h = self.encoder(ids, mask, deterministic=not train).last_hidden_state
+        return self.head(h)
+
+
+def _tokenizer(config: Any) -> Any:
+    from vnr.models.encoders import tokenizers
+
+    return tokenizers.load_tokenizer(tokenizers.resolve(config.model.encoder))
+
+
+def validate(config: Any) -> None:
+    from vnr.models.encoders import towers
+
+    if config.total_steps == 0 and config.get("init_from"):
+        return  # restoring with a trained run: no corpus needed
+    if not config.data.corpus or not pathlib.Path(config.data.corpus).is_file():
+        raise ValueError(f"data.corpus={config.data.corpus!r}: a plain-text file, one "
+                         "punctuated paragraph per line")
+    if not towers.is_checkpoint(config.model.encoder):
+        raise ValueError(f"model.encoder={config.model.encoder!r}: a local checkpoint "
+                         "directory (XLM-R in the paper) with its tokenizer")
+
+
+def pretrained(config: Any) -> dict[str, tuple[str, str | None]]:
+    """A run's whole model (`init_from`, e.g. to restore punctuation), else the encoder."""
+    from vnr import pretrained as pretrained_lib
+
+    if config.get("init_from"):
+        return {"": (config.init_from, pretrained_lib.RUN)}
+    return {"encoder": (config.model.encoder, None)}
+
+
+def make_model(config: Any, rngs: nnx.Rngs) -> Restorer:
+    return Restorer(config.model.encoder, rngs)
+
+
+def train_data(config: Any, local_batch: int, process_index: int, process_count: int):
+    """Endless reshuffled batches of the corpus's train windows (a grain iterator, so the
+    trainer checkpoints its position)."""
+    import grain
+
+    from vnr.data import pipeline
+
+    ids, labels = corpus_examples(config.data.corpus, _tokenizer(config),
+                                  config.data.max_tokens, "train")
+    rows = [{"ids": i, "labels": y} for i, y in zip(ids, labels, strict=True)]
+    ds = grain.MapDataset.source(rows).seed(config.seed).shuffle().repeat(None)
+    ds = ds.batch(local_batch, drop_remainder=True)[process_index::process_count]
+    return pipeline.to_iter(ds, 0)
+
+
+def loss_fn(config: Any, model: Restorer, batch: dict, rngs: nnx.Rngs):
+    logits = model(batch["ids"], train=True)
+    labels = batch["labels"]
+    ok = labels != IGNORE
+    logp = jax.nn.log_softmax(logits.astype(jnp.float32), -1)
+    nll = -jnp.take_along_axis(logp, jnp.clip(labels, 0)[..., None], -1)[..., 0]
+    n = jnp.maximum(ok.sum(), 1)
+    acc = jnp.where(ok, logits.argmax(-1) == labels, False).sum() / n
+    return jnp.where(ok, nll, 0.0).sum() / n, {"token_accuracy": acc}
+
+
+def predict(config: Any, model: Restorer, batch: dict) -> dict[str, jax.Array]:
+    return {"pred": model(batch["ids"], train=False).argmax(-1).astype(jnp.int32),
+            "labels": batch["labels"], "valid": batch["valid"]}
+
+
+def class_metrics(pred: np.ndarray, labels: np.ndarray) -> dict[str, float]:
+    """Precision / recall / F1 of every punctuation class (Table 8) and their macro mean."""
+    ok = labels != IGNORE
+    out: dict[str, float] = {}
+    for k in range(1, len(CLASSES)):
+        tp = float(((pred == k) & (labels == k) & ok).sum())
+        p = tp / max(float(((pred == k) & ok).sum()), 1.0)
+        r = tp / max(float(((labels == k) & ok).sum()), 1.0)
+        out.update({f"{CLASSES[k]}_precision": p, f"{CLASSES[k]}_recall": r,
+                    f"{CLASSES[k]}_f1": 2 * p * r / (p + r) if p + r else 0.0})
+    out["macro_f1"] = float(np.mean([out[f"{c}_f1"] for c in CLASSES[1:]]))
+    return out
+
+
+def _pad_rows(x: np.ndarray, rows: int, value: int) -> np.ndarray:
+    return np.concatenate([x, np.full((rows - len(x), *x.shape[1:]), value, x.dtype)])
+
+
+def _batches(ids: np.ndarray, labels: np.ndarray, batch: int) -> Iterator[dict]:
+    for i in range(0, len(ids), batch):
+        n = min(batch, len(ids) - i)
+        yield {"ids": _pad_rows(ids[i:i + n], batch, 0),
+               "labels": _pad_rows(labels[i:i + n], batch, IGNORE),
+               "valid": np.arange(batch) < n}
+
+
+def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.Mesh, *,
+             max_examples: int = 0, report_path: pathlib.Path | None = None
+             ) -> dict[str, float]:
+    ids, labels = corpus_examples(config.data.corpus, _tokenizer(config),
+                                  config.data.max_tokens, split)
+    if max_examples:
+        ids, labels = ids[:max_examples], labels[:max_examples]
+    b = config.eval_batch_size // jax.process_count()
+    n = -(-len(ids) // b)
+    out = evaluation.predict_split(_batches(ids, labels, b), n, predict_fn, mesh, b,
+                                   name=f"punctuation {split}").outputs
+    return class_metrics(np.asarray(out["pred"]), np.asarray(out["labels"]))
+
+
+def restore(tok: Any, predict_words: Callable[[np.ndarray], np.ndarray], text: str,
+            max_tokens: int) -> str:
+    """`text` with the predicted marks after its words (existing marks are replaced)."""
+    orig = [x.rstrip("".join(MARKS)) for x in text.split()]
+    orig = [x for x in orig if x]
+    if not orig:
+        return text
+    words = [x.lower() for x in orig]
+    rows = encode_words(tok, words, [0] * len(words), max_tokens)
+    marks: list[int] = []
+    for ids, lab in rows:
+        pred = predict_words(ids[None])[0]
+        marks += [int(p) for p, y in zip(pred, lab, strict=True) if y != IGNORE]
+    return " ".join(w + SYMBOL.get(m, "") for w, m in zip(orig, marks, strict=True))

@@ -1,0 +1,181 @@
+"""Translate a release to English (the `translate` regimes of §5.2) with a local seq2seq model.
+
+    python -m vnr.benchmarks.msymon.translate --src RELEASE --out RELEASE_EN \
+        --model DIR | --model ch=DIR --model es=DIR ... \
+        [--src_code ch=zh_CN ...] [--forced_bos en_XX] [--batch_size 16] [--num_beams 1]
+
+Writes `RELEASE_EN/annotations/<lang>/{train,val,test}.json` and
+`RELEASE_EN/subtitles/<lang>/<id>.json` with every `text` translated and every other field
+(times, matched, ids) unchanged, copies English files as they are, links `features/` and
+copies `movies.json`: the result is a release the builder reads like the original (the
+`translate` configs build it under data/tfds_translated). A file already in `--out` with as
+many sentences as its source is kept (resumable); one whose count differs is counted as
+`translated_count_mismatch`, named, and translated again.
+
+Models: any local Hugging Face seq2seq checkpoint that transformers loads with
+`FlaxAutoModelForSeq2SeqLM` (Marian opus-mt-*-en, mBART-50, T5/mT5, BART, Pegasus), with
+its tokenizer. The paper used NLLB-200, an M2M100 architecture for which
+transformers has no Flax class: it cannot run here (not provided). For multilingual models
+`--src_code <lang>=<code>` sets `tokenizer.src_lang` and `--forced_bos <code>` the target
+language token (mBART-50: `en_XX`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import pathlib
+import shutil
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from tfds_builders.msymon.parse import LANGUAGES, SPLITS
+
+Translator = Callable[[list[str]], list[str]]
+
+
+def hf_translator(model_dir: str, src_code: str | None = None, forced_bos: str | None = None,
+                  batch_size: int = 16, max_length: int = 128, num_beams: int = 1
+                  ) -> Translator:
+    """A function translating a list of sentences with a local Flax seq2seq checkpoint."""
+    import numpy as np
+    from transformers import AutoTokenizer, FlaxAutoModelForSeq2SeqLM
+
+    tok = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
+    try:
+        model = FlaxAutoModelForSeq2SeqLM.from_pretrained(model_dir, local_files_only=True)
+    except (ValueError, KeyError) as e:
+        raise ValueError(f"--model {model_dir}: not a Flax seq2seq architecture ({e}); NLLB/M2M100 "
+                         "has no Flax class in transformers") from e
+    if src_code:
+        tok.src_lang = src_code
+    kw: dict[str, Any] = {"max_length": max_length, "num_beams": num_beams}
+    if forced_bos:
+        kw["forced_bos_token_id"] = tok.convert_tokens_to_ids(forced_bos)
+
+    import jax
+
+    gen = jax.jit(lambda ids, mask: model.generate(ids, attention_mask=mask, **kw).sequences)
+
+    def translate(texts: list[str]) -> list[str]:
+        out: list[str] = []
+        for i in range(0, len(texts), batch_size):
+            chunk = texts[i:i + batch_size]
+            # One shape for every batch (padded rows and tokens), so generate compiles once.
+            enc = tok(chunk + [""] * (batch_size - len(chunk)), return_tensors="np",
+                      padding="max_length", truncation=True, max_length=max_length)
+            ids = gen(enc["input_ids"], enc["attention_mask"])
+            out += [t.strip() for t in tok.batch_decode(np.asarray(ids)[:len(chunk)],
+                                                         skip_special_tokens=True)]
+        return out
+
+    return translate
+
+
+def _texts_of(data: Any, kind: str) -> list[str]:
+    if kind == "annotations":
+        return [e["text"] for entries in data.values() for e in entries]
+    return [e["text"] for e in data]
+
+
+def _with_texts(data: Any, kind: str, texts: list[str]) -> Any:
+    it = iter(texts)
+    if kind == "annotations":
+        return {vid: [{**e, "text": next(it)} for e in entries] for vid, entries in data.items()}
+    return [{**e, "text": next(it)} for e in data]
+
+
+def _files(root: pathlib.Path, lang: str) -> list[tuple[str, pathlib.Path]]:
+    ann = [("annotations", root / "annotations" / lang / f"{s}.json") for s in SPLITS]
+    subs = sorted((root / "subtitles" / lang).glob("*.json"))
+    return [x for x in ann if x[1].is_file()] + [("subtitles", p) for p in subs]
+
+
+def translate_release(src: pathlib.Path, out: pathlib.Path,
+                      translators: dict[str, Translator]) -> collections.Counter:
+    """Every non-English file of `src` translated into `out` (module docstring); counts."""
+    counts: collections.Counter = collections.Counter()
+    for lang in LANGUAGES:
+        for kind, path in _files(src, lang):
+            dest = out / path.relative_to(src)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                data = json.loads(path.read_text(encoding="utf-8"))
+                texts = _texts_of(data, kind)
+            except (OSError, UnicodeDecodeError, ValueError, TypeError, KeyError,
+                    AttributeError) as e:
+                counts["bad_source"] += 1
+                print(f"skipped {path}: bad_source ({type(e).__name__}: {e})", file=sys.stderr)
+                continue
+            if lang == "en":
+                shutil.copyfile(path, dest)
+                counts["copied_english"] += 1
+                continue
+            if dest.is_file():
+                try:
+                    have = len(_texts_of(json.loads(dest.read_text(encoding="utf-8")), kind))
+                except (OSError, UnicodeDecodeError, ValueError, TypeError, KeyError,
+                        AttributeError):
+                    have = -1
+                if have == len(texts):
+                    counts["kept_existing"] += 1
+                    continue
+                counts["translated_count_mismatch"] += 1
+                print(f"{dest}: {have} sentences, its source {path} has {len(texts)}; "
+                      "translating again", file=sys.stderr)
+            if lang not in translators:
+                raise ValueError(f"no --model for language {lang!r} (needed by {path})")
+            new = translators[lang](texts) if texts else []
+            if len(new) != len(texts):
+                counts["translated_count_mismatch"] += 1
+                print(f"skipped {path}: the model returned {len(new)} sentences for "
+                      f"{len(texts)}", file=sys.stderr)
+                continue
+            dest.write_text(json.dumps(_with_texts(data, kind, new), ensure_ascii=False,
+                                       indent=0), encoding="utf-8")
+            counts["translated_files"] += 1
+            counts["translated_sentences"] += len(new)
+    if (src / "features").is_dir() and not (out / "features").exists():
+        os.symlink((src / "features").resolve(), out / "features")
+    if (src / "movies.json").is_file():
+        shutil.copyfile(src / "movies.json", out / "movies.json")
+    return counts
+
+
+def _pairs(items: list[str], name: str) -> dict[str, str]:
+    bad = [x for x in items if "=" not in x or x.split("=")[0] not in LANGUAGES]
+    if bad:
+        raise SystemExit(f"error: {name} takes <lang>=VALUE with lang in {LANGUAGES}: {bad}")
+    return dict(x.split("=", 1) for x in items)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m vnr.benchmarks.msymon.translate")
+    p.add_argument("--src", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--model", action="append", required=True,
+                   help="DIR (one model for every language) or <lang>=DIR, repeated")
+    p.add_argument("--src_code", action="append", default=[], help="<lang>=<tokenizer code>")
+    p.add_argument("--forced_bos", default=None, help="target language token, e.g. en_XX")
+    p.add_argument("--batch_size", type=int, default=16)
+    p.add_argument("--max_length", type=int, default=128)
+    p.add_argument("--num_beams", type=int, default=1)
+    a = p.parse_args(argv)
+    per_lang = [m for m in a.model if "=" in m]
+    shared = [m for m in a.model if "=" not in m]
+    models = {lang: shared[0] for lang in LANGUAGES if shared}
+    models.update(_pairs(per_lang, "--model"))
+    codes = _pairs(a.src_code, "--src_code")
+    translators = {lang: hf_translator(d, codes.get(lang), a.forced_bos, a.batch_size,
+                                       a.max_length, a.num_beams)
+                   for lang, d in models.items() if lang != "en"}
+    counts = translate_release(pathlib.Path(a.src), pathlib.Path(a.out), translators)
+    print(json.dumps(counts))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
