@@ -72,7 +72,9 @@ def _matched(state: nnx.State, sources: Sources, root: tuple):
             raise ValueError(f"pretrained {prefix!r} <- {name!r}: the model has no parameters "
                              "under that path")
         if part == RUN:
-            yield prefix, *_from_run(prefix, name, targets)
+            others = {_key(p[len(full):]) for p, v in flat
+                      if p[:len(full)] == full and not isinstance(v, nnx.Param)}
+            yield prefix, *_from_run(prefix, name, targets, others)
             continue
         _, prefixes, ignore, cfg, directory = towers.spec(name, part)
         tensors, layout = read_checkpoint(directory)
@@ -89,16 +91,18 @@ def _matched(state: nnx.State, sources: Sources, root: tuple):
         yield prefix, directory, {p: arrays[k] for k, (p, _) in targets.items()}
 
 
-def _from_run(prefix: str, workdir: str, targets: dict[str, tuple[tuple, Any]]):
+def _from_run(prefix: str, workdir: str, targets: dict[str, tuple[tuple, Any]],
+              others: set[str]):
     """(description, {state path: array}) of the subtree `prefix` of another run's model;
-    every parameter must be there with this model's shape, and nothing extra."""
+    every parameter must be there with this model's shape, and nothing extra but the
+    model's non-parameter state (`others`: RNG counters, which stay this run's)."""
     top = prefix.split(".")[0] if prefix else None
     step, saved = checkpoint.restore_run(workdir, (top,) if top else None,
                                          key=f"pretrained {prefix or '<model>'}")
     head = f"{prefix}." if prefix else ""
     have = {k[len(head):]: v for k, v in saved.items() if k.startswith(head)}
     where = f"pretrained {prefix or '<model>'} <- run {workdir} (step {step})"
-    extra = sorted(set(have) - set(targets))
+    extra = sorted(set(have) - set(targets) - others)
     if extra:
         raise ValueError(f"{where}: checkpoint parameter {head}{extra[0]} has no counterpart "
                          "in this model (the same model.* and data widths are needed)")

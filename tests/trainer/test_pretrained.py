@@ -308,6 +308,7 @@ class _Two(nnx.Module):
     def __init__(self, width: int, rngs: nnx.Rngs):
         self.a = nnx.Linear(3, width, rngs=rngs)
         self.b = nnx.Linear(width, 2, rngs=rngs)
+        self.drop = nnx.Dropout(0.1, rngs=rngs)  # non-parameter state (RNG) in the checkpoint
 
 
 def _write_run(workdir: pathlib.Path, model: nnx.Module, step: int = 7) -> None:
@@ -316,7 +317,11 @@ def _write_run(workdir: pathlib.Path, model: nnx.Module, step: int = 7) -> None:
 
     pure = {"0": nnx.state(model).to_pure_dict(), "1": {"step": np.int32(step)}}
     path = workdir / "checkpoints" / str(step) / "state"
-    ocp.PyTreeCheckpointer().save(path, jax.tree.map(np.asarray, pure))
+    def host(x):
+        is_key = jnp.issubdtype(x.dtype, jax.dtypes.prng_key)
+        return np.asarray(jax.random.key_data(x) if is_key else x)
+
+    ocp.PyTreeCheckpointer().save(path, jax.tree.map(host, pure))
 
 
 def test_run_source_copies_subtree_and_names_mismatches(tmp_path):
@@ -336,6 +341,9 @@ def test_run_source_copies_subtree_and_names_mismatches(tmp_path):
     np.testing.assert_array_equal(new["a"]["kernel"].get_value(), src.a.kernel.get_value())
     np.testing.assert_array_equal(new["b"]["kernel"].get_value(), dst.b.kernel.get_value())
     assert "step 7" in lines[0] and "(16 parameters)" in lines[0], lines
+
+    # The whole model ("") fits although the checkpoint also holds the dropout's RNG state.
+    pretrained.check(state, {"": (str(tmp_path / "run"), pretrained.RUN)}, root=())
 
     other = nnx.state(_Two(5, nnx.Rngs(0)))
     with pytest.raises(ValueError, match=r"a\.bias is shape \(4,\), this model expects \(5,\)"):
