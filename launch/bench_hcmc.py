@@ -56,7 +56,8 @@ def main(argv: list[str]) -> None:
             dtw_segments=e.dtw_segments, dtw_gamma=e.dtw_gamma)
 
     def flat():
-        return beam_search_order(cat["scores"], cat["mask"], e.beam_size, e.objective)[0]
+        return beam_search_order(cat["scores"], cat["mask"], e.beam_size, e.objective,
+                                 e.starts)[0]
 
     rows = [("clips ordered", f"{n_clips} ({split})"),
             ("clip pass (encoder + frame scores)", _rate(n_clips, t_pass))]

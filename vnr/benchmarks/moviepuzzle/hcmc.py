@@ -48,6 +48,7 @@ and scenes with the ground truth (`cluster_metrics`, Table 3).
 from __future__ import annotations
 
 import pathlib
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -90,6 +91,11 @@ def validate(config: Any) -> None:
             raise ValueError(f"cl_lambda={config.cl_lambda} must be >= 0")
         if config.cl_negatives < 1 or config.cl_tau <= 0:
             raise ValueError("cl_negatives must be >= 1 and cl_tau > 0")
+        if config.cl_form not in ("dot", "cosine"):
+            raise ValueError(f"cl_form={config.cl_form!r}: use 'dot' (Eq. 3 as printed) or "
+                             "'cosine' (ours: cosine / cl_tau)")
+        if m.shot_pool not in ("concat", "mean"):
+            raise ValueError(f"model.shot_pool={m.shot_pool!r}: use 'concat' or 'mean'")
         if not 0.0 <= config.within_frac <= 1.0:
             raise ValueError(f"within_frac={config.within_frac} must be in [0, 1]")
         e = config.eval
@@ -97,14 +103,41 @@ def validate(config: Any) -> None:
             raise ValueError(f"eval.cluster_count={e.cluster_count!r}: use 'gt' or 'silhouette'")
         if e.distance not in ("euclidean", "cosine", "softdtw"):
             raise ValueError(f"eval.distance={e.distance!r}: euclidean, cosine or softdtw")
+        if e.kmeans_init not in ("random", "kmeans++"):
+            raise ValueError(f"eval.kmeans_init={e.kmeans_init!r}: use 'random' or 'kmeans++'")
+        if e.kmeans_iters < 1:
+            raise ValueError(f"eval.kmeans_iters={e.kmeans_iters} must be >= 1")
         if e.distance == "softdtw" and m.cluster_dim % e.dtw_segments:
             raise ValueError(f"eval.dtw_segments={e.dtw_segments} must divide "
                              f"model.cluster_dim={m.cluster_dim}")
         _check_clip_towers(config)
+        check_paper_preset(config)
     if m.kind == "text_pair":
         if m.head not in ("nsp", "sop"):
             raise ValueError(f"model.head={m.head!r}: use 'nsp' or 'sop'")
         _check_text_pair(config)
+
+
+_WARNED: set[str] = set()
+
+
+def check_paper_preset(config: Any) -> list[str]:
+    """Warns once per key (per process) where the config overrides the `paper` preset
+    (Table 7, `configs/moviepuzzle/hcmc.py:paper_preset`); returns the keys it named."""
+    named = []
+    for key, want in config.get("paper_preset") or ():
+        node = config
+        for part in key.split("."):
+            node = node[part]
+        have = tuple(node) if isinstance(node, list | tuple) else node
+        want = tuple(want) if isinstance(want, list | tuple) else want
+        if have != want:
+            named.append(key)
+            if key not in _WARNED:
+                _WARNED.add(key)
+                warnings.warn(f"config.{key}={have!r} overrides the paper preset "
+                              f"(Table 7 / §4.1: {want!r})", stacklevel=2)
+    return named
 
 
 def _check_clip_towers(config: Any) -> None:
@@ -214,6 +247,8 @@ def make_model(config: Any, rngs: nnx.Rngs) -> nnx.Module:
     return hcmc_model.HCMC(levels=tuple(m.levels), image_encoder=m.image_encoder,
                            text_encoder=m.text_encoder, cluster_dim=m.cluster_dim,
                            pair_arch=m.pair_arch, separate=m.separate,
+                           shot_pool=m.shot_pool, max_shot_frames=d.max_frames,
+                           cluster_norm=config.cl_form == "cosine",
                            eos_id=None if tok is None else
                            tok["eos"] if tok["eos"] is not None else tok["sep"], **common)
 
@@ -247,7 +282,7 @@ def hcmc_loss(config: Any, model: hcmc_model.HCMC, batch: dict, rngs: nnx.Rngs):
     order_loss, metrics = 0.0, {}
     for k, level in enumerate(model.levels):
         unit, parent = groups[level]
-        vecs = model.units_from_groups(level, feats, unit, mask)
+        vecs = model.units_from_groups(level, feats, unit, mask, pos)
         i, j, valid = sample_unit_pairs(jax.random.fold_in(key, k), unit, parent, mask,
                                         config.pairs_per_clip, config.within_frac)
         logits = model.pair_logits(level, _take(vecs, i), _take(vecs, j), train=True, rngs=rngs)
@@ -263,7 +298,8 @@ def hcmc_loss(config: Any, model: hcmc_model.HCMC, batch: dict, rngs: nnx.Rngs):
         z = model.cluster_embed(level, feats).reshape(-1, config.model.cluster_dim)
         p, neg, ok, neg_ok = sample_contrastive(jax.random.fold_in(key, 100 + k),
                                                 groups[level][0], mask, config.cl_negatives)
-        cl = hcmc_model.contrastive_cluster_loss(z, z[p], z[neg], neg_ok, ok, config.cl_tau)
+        cl = hcmc_model.contrastive_cluster_loss(z, z[p], z[neg], neg_ok, ok, config.cl_tau,
+                                                 config.cl_form)
         metrics[f"{level}_cl"] = cl
         cl_loss = cl_loss + cl
     metrics["order_loss"] = order_loss
@@ -404,7 +440,8 @@ def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.M
         gt_shot_ids=cat["shot_id"] if gt and "shot" in levels else None,
         gt_scene_ids=cat["scene_id"] if gt and "scene" in levels else None,
         key=jax.random.key(config.seed), search=e.search, beam_size=e.beam_size,
-        objective=e.objective, distance=e.distance, max_clusters=e.max_clusters,
+        objective=e.objective, starts=e.starts, distance=e.distance,
+        max_iters=e.kmeans_iters, init=e.kmeans_init, max_clusters=e.max_clusters,
         min_silhouette=e.min_silhouette, dtw_segments=e.dtw_segments, dtw_gamma=e.dtw_gamma,
         return_clusters=True)
     pred = np.asarray(pred)

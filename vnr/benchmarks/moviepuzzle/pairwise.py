@@ -50,6 +50,9 @@ def validate(config: Any) -> None:
         raise ValueError(f"pairs_per_clip={config.pairs_per_clip} must be >= 2")
     if config.eval.objective not in ("path", "linear"):
         raise ValueError(f"eval.objective={config.eval.objective!r}: use 'path' or 'linear'")
+    if config.eval.get("starts") not in ("per_start", "shared"):
+        raise ValueError(f"eval.starts={config.eval.get('starts')!r}: use 'per_start' "
+                         "(Algorithm 3) or 'shared' (ours)")
     if config.eval.search not in ("beam", "exact"):
         raise ValueError(f"eval.search={config.eval.search!r}: use 'beam' or 'exact'")
     if config.eval.search == "beam" and config.eval.beam_size < 1:
@@ -193,7 +196,7 @@ def order_clips(config: Any, scores: np.ndarray, mask: np.ndarray) -> np.ndarray
     e = config.eval
     if e.search == "exact":
         return exact_order(scores, mask, objective=e.objective)[0]
-    return beam_search_order(scores, mask, beam_size=e.beam_size, objective=e.objective)[0]
+    return beam_search_order(scores, mask, e.beam_size, e.objective, e.starts)[0]
 
 
 def order_metrics(pred: np.ndarray, gt: np.ndarray, out: Any) -> dict[str, float]:
