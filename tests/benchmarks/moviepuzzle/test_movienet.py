@@ -100,16 +100,17 @@ def test_keep_middle() -> None:
         keep, [False, True, False, True, False, True, False, False, True, True, True])
 
 
-def test_cut_clips_greedy_longest_with_80_percent() -> None:
+def test_cut_clips_greedy_longest_with_more_than_80_percent() -> None:
     assert mn.cut_clips([True] * 45) == [(0, 20), (20, 40)]  # 5 left over
     assert mn.cut_clips([True] * 50) == [(0, 20), (20, 40), (40, 50)]
-    # 8 of 10 paired is enough, 7 of 10 is not
-    assert mn.cut_clips([True] * 8 + [False] * 2) == [(0, 10)]
-    assert mn.cut_clips([True] * 7 + [False] * 3) == []
+    # App. A.3 "more than 80%": 9 of 10 paired is enough, exactly 8 of 10 is not
+    assert mn.cut_clips([True] * 9 + [False]) == [(0, 10)]
+    assert mn.cut_clips([True] * 8 + [False] * 2) == []
     # five unpaired frames first: the start moves on until a window qualifies
-    assert mn.cut_clips([False] * 5 + [True] * 12) == [(2, 17)]
-    # 12/15 = 0.8 exactly qualifies: the longest qualifying window from 0 wins
-    assert mn.cut_clips([False] * 3 + [True] * 12 + [False] * 5) == [(0, 15)]
+    assert mn.cut_clips([False] * 5 + [True] * 12) == [(3, 17)]
+    # 12/15 = 0.8 exactly does not qualify; 12/14 from frame 1 does (longest from there)
+    assert mn.cut_clips([False] * 3 + [True] * 12 + [False] * 5) == [(1, 15)]
+    assert mn.cut_clips([False] * 2 + [True] * 12 + [False] * 5) == [(0, 14)]
 
 
 def test_split_proportions_and_spacing() -> None:

@@ -3,6 +3,7 @@
 import heapq
 import itertools
 import json
+import math
 
 import numpy as np
 import pytest
@@ -184,3 +185,39 @@ def test_bad_input():
         om.swap_deviation(gt, np.array([[0, 1, 2]]))
     with pytest.raises(ValueError, match="lengths"):
         om.random_expectation([2, 10])
+
+
+def test_os_of_partial_outputs_against_enumeration():
+    """Appendix B: denominator C(n, beta) over the true clip; missing frames lose their
+    subsets; on full orders the partial OS equals the OS."""
+    rng = np.random.default_rng(9)
+    N = 7
+    lens = [7, 5, 6]
+    gt = np.tile(np.arange(N), (3, 1))
+    mask = np.arange(N)[None] < np.asarray(lens)[:, None]
+    full = gt.copy()
+    for b, n in enumerate(lens):
+        gt[b, :n] = rng.permutation(n)
+        full[b, :n] = rng.permutation(n)
+    for beta in (2, 3):
+        np.testing.assert_allclose(om.ordering_score_partial(full, gt, beta, mask),
+                                   om.ordering_score(full, gt, beta, mask), atol=1e-6)
+    pred = np.full((3, 9), -1)
+    for b, n in enumerate(lens):
+        keep = rng.permutation(n)[: n - 2]  # two frames missing
+        pred[b, : keep.size] = keep
+    pred[0, 5], pred[0, 6] = pred[0, 0], 11  # a repeat (first place counts), an unknown id
+    for beta in (2, 3):
+        got = np.asarray(om.ordering_score_partial(pred, gt, beta, mask))
+        for b, n in enumerate(lens):
+            seq = [int(x) for x in pred[b] if 0 <= x < n]
+            place = {}
+            for k, x in enumerate(seq):
+                place.setdefault(x, k)
+            true_pos = {int(f): k for k, f in enumerate(gt[b, :n])}
+            hits = sum(all(f in place for f in sub) and sorted(sub, key=place.get)
+                       == sorted(sub, key=true_pos.get)
+                       for sub in itertools.combinations(range(n), beta))
+            assert got[b] == pytest.approx(hits / math.comb(n, beta), abs=1e-6)
+    with pytest.raises(ValueError, match="pred must be"):
+        om.ordering_score_partial(pred[:2], gt, 2, mask)
