@@ -114,8 +114,10 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     ours = "ours" in args
     c = base_config(args)
     levels = LEVELS[args.pick(LEVELS, "level set", "frame_shot")]
-    if "no_shot" in args:
+    frame_parent = ""  # default: frames are paired inside their ground-truth shots
+    if "no_shot" in args:  # Table 2 "w/o shot": no shot level, no ground-truth shot ids
         levels = tuple(lv for lv in levels if lv != "shot")
+        frame_parent = "scene" if "scene" in levels else "clip"
     no_modality = args.pick(("no_text", "no_vision"), "ablated modality")
     modalities = {"no_text": ("vision",), "no_vision": ("text",)}.get(no_modality,
                                                                         ("vision", "text"))
@@ -125,7 +127,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.model.update(levels=levels, modalities=modalities, image_encoder=encoder,
                    text_encoder=encoder, cluster_dim=64,
                    pair_arch="mlp" if separate == "separate_mlp" else "transformer",
-                   separate=separate is not None,
+                   separate=separate is not None, frame_parent=frame_parent,
                    shot_pool="mean" if ours else "concat")  # App. C: concatenated frames
     c.within_frac = 0.5
     c.use_cl = "no_cl" not in args

@@ -266,3 +266,16 @@ def test_row_variants_build_train_and_predict(arg):
     out = task.predict(config, model, batch)
     assert out["scores"].shape == (B, N, N)
     assert out["features"].shape == (B, N, len(config.model.levels) * config.model.width)
+
+
+def test_no_shot_reads_no_ground_truth_shot_ids():
+    """Table 2 "w/o shot" pairs frames across the clip: its pair groups ignore shot_id,
+    unlike the "frame" row (frame pairs inside shots)."""
+    batch = {k: jnp.asarray(v) for k, v in _batch(5).items()}
+    other = dict(batch, shot_id=jnp.where(batch["mask"], jnp.arange(N)[None] % 2, -1))
+    for arg, same in (("smoke,frame_shot,no_shot", True), ("smoke,frame", False)):
+        config = _config(arg)
+        levels = tuple(config.model.levels)
+        got = [task._parents(levels, b, config.model.frame_parent)["frame"][1]
+               for b in (batch, other)]
+        assert bool((got[0] == got[1]).all()) == same, arg

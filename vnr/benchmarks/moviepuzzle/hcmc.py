@@ -261,13 +261,19 @@ def train_data(config: Any, local_batch: int, process_index: int, process_count:
 # ----------------------------------------------------------------------------- sampling
 
 
-def _parents(levels: tuple[str, ...], batch: dict) -> dict[str, tuple[jax.Array, jax.Array]]:
-    """(unit id, parent id) per level: frames in shots (scenes when shots are not modelled),
-    shots in scenes, scenes in the clip."""
+def _parents(levels: tuple[str, ...], batch: dict,
+             frame_parent: str = "") -> dict[str, tuple[jax.Array, jax.Array]]:
+    """(unit id, parent id) per level: frames in `frame_parent` ("shot", "scene" or "clip";
+    default: shots, or scenes when only scenes are modelled), shots in scenes, scenes in the
+    clip. The `no_shot` ablation uses "scene"/"clip": no ground-truth shot id is read."""
     n = batch["mask"].shape[1]
     frame = jnp.broadcast_to(jnp.arange(n), batch["mask"].shape)
     shot, scene = batch["shot_id"], batch["scene_id"]
-    frame_parent = shot if "shot" in levels or "scene" not in levels else scene
+    if not frame_parent:
+        frame_parent = "shot" if "shot" in levels or "scene" not in levels else "scene"
+    if frame_parent not in ("shot", "scene", "clip"):
+        raise ValueError(f"model.frame_parent={frame_parent!r}: use 'shot', 'scene' or 'clip'")
+    frame_parent = {"shot": shot, "scene": scene, "clip": jnp.zeros_like(shot)}[frame_parent]
     return {"frame": (frame, frame_parent), "shot": (shot, scene),
             "scene": (scene, jnp.zeros_like(scene))}
 
@@ -277,7 +283,7 @@ def hcmc_loss(config: Any, model: hcmc_model.HCMC, batch: dict, rngs: nnx.Rngs):
     mask, pos = batch["mask"], batch["position"]
     feats = model.encode(batch["frames"], batch["tokens"], train=True, rngs=rngs,
                          token_mask=batch.get("token_mask"))
-    groups = _parents(model.levels, batch)
+    groups = _parents(model.levels, batch, config.model.get("frame_parent", ""))
     key = rngs.dropout()
     order_loss, metrics = 0.0, {}
     for k, level in enumerate(model.levels):
