@@ -279,3 +279,31 @@ def test_no_shot_reads_no_ground_truth_shot_ids():
         got = [task._parents(levels, b, config.model.frame_parent)["frame"][1]
                for b in (batch, other)]
         assert bool((got[0] == got[1]).all()) == same, arg
+
+
+@pytest.mark.e2e
+def test_paper_preset_trains_two_steps():
+    """The `paper` preset (Table 7) through the trainer's optimizer (`make_optimizer`:
+    AdamW eps 1e-6, constant lr, no clipping): two jitted steps, finite loss, parameters
+    move. (Every HCMC row's config builds, validates and computes its loss in
+    `test_row_variants_build_train_and_predict` and test_hcmc_train's end-to-end run.)"""
+    from vnr.train import make_optimizer
+
+    config = get_config("smoke,frame_shot,paper")
+    task.validate(config)
+    model = _model(config)
+    opt = nnx.Optimizer(model, make_optimizer(config), wrt=nnx.Param)
+    batch = {k: jnp.asarray(v) for k, v in _batch(7).items()}
+    before = np.array(model.pairs["frame"].heads["frame"].kernel.value)
+
+    @nnx.jit
+    def step(model, opt, key):
+        def loss(m):
+            return task.loss_fn(config, m, batch, nnx.Rngs(dropout=key))
+        (value, _), grads = nnx.value_and_grad(loss, has_aux=True)(model)
+        opt.update(model, grads)
+        return value
+
+    losses = [float(step(model, opt, jax.random.key(s))) for s in range(2)]
+    assert np.isfinite(losses).all()
+    assert not np.array_equal(before, model.pairs["frame"].heads["frame"].kernel.value)
