@@ -2,25 +2,37 @@
 
     python -m vnr.train --config configs/moviepuzzle/hcmc.py[:ARGS] --workdir DIR
 
+Every row runs the paper's method (vnr/benchmarks/moviepuzzle/REPRODUCING.md): Algorithm 3
+per-start beam search (width 10) on "directly before" scores (`eval.objective="path"`,
+`eval.starts="per_start"`), Eq. 3 as printed (raw dot products, `cl_form="dot"`),
+concatenated frame features for shots (`model.shot_pool="concat"`), k-means with random
+initial centres and up to 1000 steps, lambda = 1.0 (Tables 1/2 = Table 10's 1.00 row).
+
 ARGS is a comma-separated list of:
   levels      frame_shot (default), frame_scene, frame_shot_scene, frame (no hierarchy)
-  ablations   no_shot (drop the shot level), no_cl (λ = 0: "w/o CL"), no_text, no_vision
+  ablations   no_shot (drop the shot level; frame pairs across the clip, no shot ids),
+              no_cl (lambda = 0: "w/o CL"), no_text, no_vision
   Table 3     euclidean (default), cosine, softdtw: k-means distance at inference
-  Table 10    lambda=<v>: λ of Eq. 4 (default 0.75)
+  Table 10    lambda=<v>: lambda of Eq. 4 (default 1.0; 0.75 is Table 10's best)
   Appendix E  separate_mlp, separate_transformer: one frame encoder + pair model per level
   encoders    clip: scratch CLIP towers (`vnr.models.encoders`) instead of the small ones;
-              clip=<checkpoint>: pretrained CLIP towers (image + text) as frozen feature
-              extractors, subtitles through CLIP's own tokenizer (32 tokens), 224x224
-              frames; add `finetune` to train the towers too (see "Real weights" below)
+              clip=<checkpoint>: pretrained CLIP towers (image + text), subtitles through
+              CLIP's own tokenizer (32 tokens), 224x224 frames; frozen unless `finetune`
+              or `paper` (the paper trains them end to end, §3.2)
   inference   silhouette: estimate cluster counts (default: ground-truth counts, as the
-              seed code); exact: exact subset DP instead of beam search (width 10)
-  sizes       paper: Table 7 sizes (transformer 2 layers, hidden 512, 8 heads; for GPU/TPU)
+              seed code); exact: exact subset DP instead of beam search (clips <= 20 frames)
+  presets     paper: Table 7 (2 layers, hidden 512, 8 heads of 64, lr 1e-4, batch 8,
+              5 epochs, AdamW eps 1e-6 / 0.9 / 0.999, weight decay 0.01, no warmup, constant
+              lr, no clipping, k-means 1000 steps Euclidean, towers trained); any config
+              value that contradicts it is named once in a warning (`hcmc.validate`).
+              ours: our earlier choices instead of the paper's (linear objective, shared
+              beam, cosine/tau Eq. 3, mean-pooled shots, k-means++ x 100, lambda 0.75)
   data        clips: the public per-clip release (add --config.data.manual_dir=DIR and its
               split names); movienet: raw MovieNet curated by the builder (add
               --config.data.manual_dir=DIR); smoke: tiny sizes for tests
 
-Defaults are CPU sizes matching the main job (configs/moviepuzzle/main.py) so the rows are
-comparable to its "+fusion" baseline at equal steps and batch.
+Without `paper` the sizes and optimizer are the main job's CPU sizes
+(configs/moviepuzzle/main.py), so rows compare with its "+fusion" baseline at equal steps.
 
 Real weights (the paper's CLIP ViT-B/32 features). Nothing downloads at run time: fetch the
 checkpoint once where there is internet, e.g.
@@ -30,7 +42,8 @@ checkpoint once where there is internet, e.g.
 (config.json, model.safetensors, vocab.json, merges.txt, tokenizer files), then pass the
 directory (or put it under $VNR_ENCODERS_DIR/clip-vit-base-patch32 and pass that name). A
 fresh run loads both towers into the sharded state (`vnr/pretrained.py`; a resumed run takes
-them from its checkpoint) and freezes them (`config.frozen`). Table 1 HCMC rows on MovieNet:
+them from its checkpoint); without `paper`/`finetune` they stay frozen (`config.frozen`).
+Table 1 HCMC rows on MovieNet:
 
     CLIP=$CKPT/clip-vit-base-patch32
     python -m vnr.train --workdir runs/hcmc_fs \
@@ -38,7 +51,7 @@ them from its checkpoint) and freezes them (`config.frozen`). Table 1 HCMC rows 
       --config.data.manual_dir=$MOVIENET
     # frame+scene / frame+shot+scene: replace frame_shot by frame_scene / frame_shot_scene;
     # Table 2 ablations: add no_shot, no_cl, no_text or no_vision; Table 3: add cosine or
-    # softdtw; Table 10: add lambda=<v>; same clip=... in every row.
+    # softdtw (these override Table 7's Euclidean: warned); Table 10: add lambda=<v>.
 
 The CLI equivalent of clip=DIR is --config.model.image_encoder=DIR
 --config.model.text_encoder=DIR --config.data.tokenizer=DIR --config.data.vocab_size=0

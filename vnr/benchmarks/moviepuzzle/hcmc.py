@@ -9,7 +9,7 @@
   text_pair  `pairwise_model.TextPairModel` on BERT/ALBERT with an NSP-style head
              (`model.head="nsp"`: does utt_j directly follow utt_i; random negatives) or
              a SOP-style head (`"sop"`: is a consecutive pair in its true order; swapped
-             negatives); search objective "path" (consecutive-pair scores).
+             negatives).
   random     nothing to learn: the exact expected metrics of uniformly random orders of the
              split's clips (`order_metrics.random_expectation`); its config runs no step
              (total_steps=0: the loop only evaluates). A placeholder parameter gives the
@@ -20,7 +20,8 @@ Pretrained encoders (`pretrained(config)`, the trainer's hook, see `vnr/pretrain
 a checkpoint directory (or a `$VNR_ENCODERS_DIR` / Hugging Face cache name, never
 downloaded): CLIP towers for HCMC, BERT/ALBERT for the text pairs. Their subtitles must then
 come from the checkpoint's tokenizer (`data.tokenizer`, `data.vocab_size=0` or its size);
-`config.frozen` keeps parameters fixed (the paper's CLIP features: the towers frozen).
+`config.frozen` keeps parameters fixed (the paper trains the CLIP towers end to end, §3.2:
+the `paper` preset freezes nothing; frozen towers are an option).
 
 HCMC training (per step, all clips and pairs in one jitted pass):
   * pairs per level: `pairs_per_clip` ordered pairs of distinct units (frames, shots or
@@ -32,7 +33,8 @@ HCMC training (per step, all clips and pairs in one jitted pass):
   * Eq. 3 per cluster level: every real frame is an anchor, its positive a uniform other
     frame of its group (shot or scene); `cl_negatives` negatives drawn uniformly (with
     replacement) among the clip's frames outside the group, or among other clips' frames
-    when the clip has a single group; temperature `cl_tau`.
+    when the clip has a single group; `cl_form="dot"` is Eq. 3 as printed (raw dot
+    products of the head outputs), `"cosine"` ours (cosine / `cl_tau`).
   * Eq. 4: L = Σ_levels CE_level + λ Σ_cluster-levels L_CL (`cl_lambda`; `use_cl=False`
     drops the second term, the "w/o CL" row).
 
