@@ -221,3 +221,22 @@ def test_os_of_partial_outputs_against_enumeration():
             assert got[b] == pytest.approx(hits / math.comb(n, beta), abs=1e-6)
     with pytest.raises(ValueError, match="pred must be"):
         om.ordering_score_partial(pred[:2], gt, 2, mask)
+
+
+def test_length_report_groups_per_clip_os(tmp_path, capsys):
+    """Figures 9-11 as tables: per-clip rows written by the evaluation, grouped by length."""
+    from vnr.benchmarks.moviepuzzle import length_report as lr
+
+    N = 6
+    gt = np.tile(np.arange(N), (3, 1))
+    pred = gt.copy()
+    pred[1, :4] = [3, 2, 1, 0]  # fully reversed 4-frame clip: OS2 = OS3 = 0
+    mask = np.arange(N)[None] < np.array([6, 4, 4])[:, None]
+    shot = np.array([[0, 0, 1, 1, 2, 2], [0, 0, 0, 0, -1, -1], [0, 1, 2, 3, -1, -1]])
+    rows = lr.clip_rows(pred, gt, mask, shot, np.zeros_like(shot))
+    assert [r["frames"] for r in rows] == [6, 4, 4] and [r["shot_len"] for r in rows] == [2, 4, 1]
+    assert rows[1]["os2"] == 0.0 and rows[2]["os2"] == 100.0
+    assert lr.by_value(rows, "frames") == {4: (2, 50.0, 50.0), 6: (1, 100.0, 100.0)}
+    lr.write_clips(tmp_path / "run" / "reports" / "test_clips.jsonl", rows)
+    lr.main([str(tmp_path / "run"), "--by", "shot_len"])
+    assert "| 4 | 1 | 0.00 | 0.00 |" in capsys.readouterr().out

@@ -460,8 +460,10 @@ def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.M
             iou = matched_iou(cat[f"{level}_embed"], clusters[level], cat[f"{level}_id"],
                               cat["mask"])
             metrics[f"{level}_iou"] = float(np.mean(iou))
-    if report_path is not None and cat.first is not None:
-        base.order_report(config, split, cat.first, pred, order, report_path)
+    if report_path is not None:
+        base.clip_report(split, pred, order, cat, report_path)
+        if cat.first is not None:
+            base.order_report(config, split, cat.first, pred, order, report_path)
     return metrics
 
 

@@ -150,6 +150,7 @@ def predict(config: Any, model: PairOrderModel, batch: dict) -> dict[str, jax.Ar
                                 token_mask=batch.get("token_mask"))
     scores = pair_scores_to_matrix(model.all_pair_logits(feats))
     return {"scores": scores, "mask": batch["mask"], "position": batch["position"],
+            "shot_id": batch["shot_id"], "scene_id": batch["scene_id"],
             "valid": batch["mask"].any(-1)}
 
 
@@ -173,9 +174,20 @@ def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.M
     pred = np.asarray(order_clips(config, out["scores"], out["mask"]))
     gt = gt_order(out["position"])
     metrics = order_metrics(pred, gt, out)
-    if report_path is not None and out.first is not None:
-        order_report(config, split, out.first, pred, gt, report_path)
+    if report_path is not None:
+        clip_report(split, pred, gt, out, report_path)
+        if out.first is not None:
+            order_report(config, split, out.first, pred, gt, report_path)
     return metrics
+
+
+def clip_report(split: str, pred: np.ndarray, gt: np.ndarray, out: Any,
+                report_path: pathlib.Path) -> None:
+    """Per-clip lengths and OS next to the figure (`length_report`: Figures 9-11)."""
+    from vnr.benchmarks.moviepuzzle import length_report
+
+    rows = length_report.clip_rows(pred, gt, out["mask"], out["shot_id"], out["scene_id"])
+    length_report.write_clips(report_path.parent / f"{split}_clips.jsonl", rows)
 
 
 def collect(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.Mesh,
