@@ -15,8 +15,10 @@ Eval: every segment of a split against every synopsis of the split: R@1/5/10 and
 as `syn2seg_*`.
 
 "With reordering pre-training" (Table 4's second row): `config.init_from=<workdir>` of a
-finished `moviepuzzle.pairwise` (PairOrderModel, late fusion) run; the parameters named in
-`config.init_params` (default image, text, fuse) come from the latest step of that run
+finished `moviepuzzle.pairwise` (PairOrderModel, late fusion) run, or, with
+`model.frame_encoder="hcmc"`, of an HCMC run (small encoders; its frame encoder
+`encoders.frame`); the parameters named in `config.init_params` (image, text, fuse, or
+encoders.frame) come from the latest step of that run
 through the trainer's `pretrained` hook (source kind `(workdir, "run")`, `vnr/pretrained.py`)
 and replace the fresh ones in a new run; everything is then fine-tuned. A mismatch (missing
 run, other model, other sizes) is one clear error line from `validate` before training.
@@ -58,16 +60,29 @@ class SynopsisModel(nnx.Module):
                  channels: tuple[int, ...], vocab_size: int, max_tokens: int, max_frames: int,
                  synopsis_tokens: int, width: int, text_layers: int, segment_layers: int,
                  synopsis_layers: int, heads: int, mlp: int, embed: int, dropout: float,
-                 rngs: nnx.Rngs):
+                 rngs: nnx.Rngs, frame_encoder: str = "pair"):
         unknown = set(modalities) - {"vision", "text"}
         if unknown or not modalities:
             raise ValueError(f"model.modalities={modalities}: use 'vision' and/or 'text'")
-        # Same attribute names and shapes as pairwise_model.PairOrderModel.
-        self.image = ImageEncoder(image_size, channels, width, rngs, stem, conv) \
-            if "vision" in modalities else None
-        self.text = TextEncoder(vocab_size, max_tokens, width, text_layers, heads, dropout, rngs) \
-            if "text" in modalities else None
-        self.fuse = dense(width * len(modalities), width, ("mlp", "embed"), rngs)
+        if frame_encoder not in ("pair", "hcmc"):
+            raise ValueError(f"model.frame_encoder={frame_encoder!r}: use 'pair' or 'hcmc'")
+        image = text = fuse = encoders = None
+        if frame_encoder == "hcmc":  # HCMC's frame encoder, under HCMC's path encoders.frame
+            from vnr.benchmarks.moviepuzzle.hcmc_model import FrameEncoder
+
+            encoders = nnx.Dict({"frame": FrameEncoder(
+                modalities=tuple(modalities), image_encoder="small", text_encoder="small",
+                image_size=image_size, stem=stem, conv=conv, channels=tuple(channels),
+                vocab_size=vocab_size, max_tokens=max_tokens, width=width,
+                text_layers=text_layers, heads=heads, dropout=dropout, rngs=rngs)})
+        else:  # same attribute names and shapes as pairwise_model.PairOrderModel
+            image = ImageEncoder(image_size, channels, width, rngs, stem, conv) \
+                if "vision" in modalities else None
+            text = TextEncoder(vocab_size, max_tokens, width, text_layers, heads, dropout,
+                               rngs) if "text" in modalities else None
+            fuse = dense(width * len(modalities), width, ("mlp", "embed"), rngs)
+        self.image, self.text = nnx.data(image), nnx.data(text)
+        self.fuse, self.encoders = nnx.data(fuse), nnx.data(encoders)
         self.frame_pos = nnx.Param(annotate(nnx.initializers.normal(0.02), (None, "embed"))(
             rngs.params(), (max_frames, width)))
         self.segment_blocks = nnx.List([Block(width, heads, mlp, dropout, rngs)
@@ -82,12 +97,15 @@ class SynopsisModel(nnx.Module):
     def encode_segments(self, frames: jax.Array, tokens: jax.Array, mask: jax.Array, *,
                         train: bool, rngs: nnx.Rngs | None) -> jax.Array:
         """frames [B, N, S, S, 3], tokens [B, N, L], mask [B, N] -> unit vectors [B, E]."""
-        parts = []
-        if self.image is not None:
-            parts.append(self.image(frames))
-        if self.text is not None:
-            parts.append(self.text(tokens, train=train, rngs=rngs))
-        x = jax.nn.gelu(self.fuse(jnp.concatenate(parts, -1)))
+        if self.encoders is not None:
+            x = self.encoders["frame"](frames, tokens, train=train, rngs=rngs)
+        else:
+            parts = []
+            if self.image is not None:
+                parts.append(self.image(frames))
+            if self.text is not None:
+                parts.append(self.text(tokens, train=train, rngs=rngs))
+            x = jax.nn.gelu(self.fuse(jnp.concatenate(parts, -1)))
         x = x + self.frame_pos.value[: x.shape[1]]
         for block in self.segment_blocks:
             x = block(x, mask, train=train, rngs=rngs)
@@ -125,6 +143,10 @@ def _check_run_config(config: Any) -> None:
         if have is not None and have != want:
             raise ValueError(f"init_from={config.init_from}: the reordering run has {key}="
                              f"{have!r} but this config has {want!r}; set --config.{key} to match")
+    ours = config.model.get("frame_encoder", "pair")
+    if run.get("model", {}).get("kind") == "hcmc" and ours != "hcmc":
+        raise ValueError(f"init_from={config.init_from} is an HCMC run: set "
+                         "model.frame_encoder='hcmc' (config flag `hcmc`)")
     if run.get("model", {}).get("fusion", "late") != "late":
         raise ValueError(f"init_from={config.init_from}: the reordering run uses model.fusion="
                          f"{run['model']['fusion']!r}; only late fusion has a `fuse` layer")
@@ -185,7 +207,7 @@ def make_model(config: Any, rngs: nnx.Rngs) -> SynopsisModel:
         max_frames=d.max_frames, synopsis_tokens=d.synopsis_tokens, width=m.width,
         text_layers=m.text_layers, segment_layers=m.segment_layers,
         synopsis_layers=m.synopsis_layers, heads=m.heads, mlp=m.mlp, embed=m.embed,
-        dropout=m.dropout, rngs=rngs)
+        dropout=m.dropout, rngs=rngs, frame_encoder=m.get("frame_encoder", "pair"))
     return model
 
 
