@@ -5,9 +5,11 @@
 
 Table 4's two rows are two runs of this config:
   without reordering pre-training: as is (frame encoder from scratch);
-  with reordering pre-training:    --config.init_from=<workdir of a finished run of
-                                   configs/moviepuzzle/main.py> (its latest checkpoint's
-                                   image/text/fuse parameters initialise the frame encoder).
+  with reordering pre-training:    add `hcmc` and --config.init_from=<workdir of a finished
+                                   configs/moviepuzzle/hcmc.py run> (the paper: HCMC's
+                                   frame encoder, encoders.frame, initialises this one);
+                                   or (ours) --config.init_from=<workdir of a finished
+                                   configs/moviepuzzle/main.py run> (image/text/fuse).
 The model.* and data.image_size/max_tokens/vocab_size defaults equal configs/moviepuzzle/main.py
 (and its `smoke` sizes under `smoke`), so its runs load without overrides.
 
