@@ -105,6 +105,11 @@ def test_paper_preset_is_table7_and_overrides_warn_once():
     assert c.total_steps == -(-5 * 2400 // 8)  # 5 epochs of the synthetic train split
     assert c.frozen == () and (c.eval.objective, c.eval.starts) == ("path", "per_start")
     assert _config("frame_shot,paper,lambda=0.75").cl_lambda == 0.75  # Table 10 best
+    exact = _config("frame_shot,exact")  # 20-frame clips fit the exact DP now
+    task.validate(exact)
+    exact.data.max_frames = 21
+    with pytest.raises(ValueError, match="<= 20 frames but data.max_frames=21"):
+        task.validate(exact)
     task._WARNED.clear()
     assert task.check_paper_preset(c) == []
     c.eps = 1e-8
