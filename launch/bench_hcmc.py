@@ -31,6 +31,7 @@ def main(argv: list[str]) -> None:
     if config.task != "moviepuzzle.hcmc" or config.model.kind != "hcmc":
         raise SystemExit("error: the hcmc benchmark needs a row of configs/moviepuzzle/hcmc.py")
     from vnr.benchmarks.moviepuzzle import hcmc as task
+    from vnr.benchmarks.moviepuzzle import pairwise as base
     from vnr.benchmarks.moviepuzzle.hierarchical import hierarchical_order
     from vnr.ops.kmeans import kmeans
     from vnr.ops.permutation_search import beam_search_order
@@ -38,9 +39,9 @@ def main(argv: list[str]) -> None:
     s = setup(config)
     predict = lambda b: s.predict_fn(s.state, b)  # noqa: E731
     split = config.data.val_split
-    cat, _ = task._collect(config, split, predict, s.mesh, FLAGS.clips)
+    cat = base.collect(config, split, predict, s.mesh, FLAGS.clips)
     n_clips = len(cat["mask"])
-    t_pass = wall_times(lambda: task._collect(config, split, predict, s.mesh, FLAGS.clips)[0],
+    t_pass = wall_times(lambda: base.collect(config, split, predict, s.mesh, FLAGS.clips),
                         FLAGS.repeats).min()
     e, levels = config.eval, tuple(config.model.levels)
     fns = {lv: task._score_fn(lv, predict, s.mesh, e.max_pairs) for lv in levels}
@@ -52,11 +53,13 @@ def main(argv: list[str]) -> None:
             shot_embed=cat.get("shot_embed"), scene_embed=cat.get("scene_embed"),
             gt_shot_ids=cat["shot_id"] if "shot" in levels else None,
             gt_scene_ids=cat["scene_id"] if "scene" in levels else None,
-            search=e.search, beam_size=e.beam_size, objective=e.objective, distance=distance,
+            search=e.search, beam_size=e.beam_size, objective=e.objective, starts=e.starts,
+            distance=distance, max_iters=e.kmeans_iters, init=e.kmeans_init,
             dtw_segments=e.dtw_segments, dtw_gamma=e.dtw_gamma)
 
     def flat():
-        return beam_search_order(cat["scores"], cat["mask"], e.beam_size, e.objective)[0]
+        return beam_search_order(cat["scores"], cat["mask"], e.beam_size, e.objective,
+                                 e.starts)[0]
 
     rows = [("clips ordered", f"{n_clips} ({split})"),
             ("clip pass (encoder + frame scores)", _rate(n_clips, t_pass))]
@@ -66,6 +69,7 @@ def main(argv: list[str]) -> None:
         k = np.array([len(set(r[m])) for r, m in zip(ids, cat["mask"], strict=True)])
         for dist in ("euclidean", "cosine", "softdtw"):
             run = lambda d=dist: kmeans(x, k, cat["mask"], distance=d,  # noqa: E731
+                                        max_iters=e.kmeans_iters, init=e.kmeans_init,
                                         dtw_segments=e.dtw_segments, dtw_gamma=e.dtw_gamma)
             rows.append((f"k-means alone, {dist} ({emb_level} level)",
                          _rate(n_clips, wall_times(run, FLAGS.repeats).min())))

@@ -1,6 +1,12 @@
-"""MoviePuzzle Table 1 baselines, one command per row (task moviepuzzle.hcmc):
+"""MoviePuzzle Table 1 baselines that this project provides (task moviepuzzle.hcmc):
 
     python -m vnr.train --config configs/moviepuzzle/baselines.py:ROW[,smoke|clips] --workdir DIR
+
+Only Random, Bert (NSP) and AlBert (SOP) are rows of Table 1; `vision`, `text`,
+`early_fusion` and `fusion` are our small-encoder pair models (Table 1's VideoMAE,
+Timesformer, Singularity, the "+fusion" rows, GPT-3.5/4 and the video LLMs are not provided:
+see vnr/benchmarks/moviepuzzle/REPRODUCING.md). Every row orders frames with the paper's
+search: Algorithm 3 (per-start beam, width 10) on Eq. 5 scores read as "directly before".
 
 ROW is one of:
   random        nothing trained (evaluation only): exact expected metrics of random orders
@@ -9,7 +15,8 @@ ROW is one of:
   vision        vision-only pair model (the main job's model without text)
   text          text-only pair model (the main job's model without images)
   early_fusion  image and utterance tokens of both frames in one pair transformer
-  fusion        late fusion = the main job's model (as configs/moviepuzzle/main.py)
+  fusion        late fusion = the main job's model (configs/moviepuzzle/main.py), with the
+                paper's search instead of the main job's (linear objective, shared beam)
 
 Text encoders are `scratch:<bert|albert>-small` by default (random init, trained here; the
 hashed subtitle vocabulary of vnr.data.text, no download).

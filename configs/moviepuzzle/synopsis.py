@@ -5,14 +5,18 @@
 
 Table 4's two rows are two runs of this config:
   without reordering pre-training: as is (frame encoder from scratch);
-  with reordering pre-training:    --config.init_from=<workdir of a finished run of
-                                   configs/moviepuzzle/main.py> (its latest checkpoint's
-                                   image/text/fuse parameters initialise the frame encoder).
+  with reordering pre-training:    add `hcmc` and --config.init_from=<workdir of a finished
+                                   configs/moviepuzzle/hcmc.py run> (the paper: HCMC's
+                                   frame encoder, encoders.frame, initialises this one);
+                                   or (ours) --config.init_from=<workdir of a finished
+                                   configs/moviepuzzle/main.py run> (image/text/fuse).
 The model.* and data.image_size/max_tokens/vocab_size defaults equal configs/moviepuzzle/main.py
 (and its `smoke` sizes under `smoke`), so its runs load without overrides.
 
 ARGS is a comma-separated list of:
   smoke     tiny sizes for tests (a few steps, the tiny synthetic corpus)
+  hcmc      the frame encoder of HCMC (configs/moviepuzzle/hcmc.py, small encoders), so that
+            --config.init_from=<HCMC workdir> starts from an HCMC run (the paper's "+reordering")
   movienet  MovieNet's synopsis alignment (config movienet_synopsis): add
             --config.data.manual_dir=<raw MovieNet>; splits train / val / test (movie-disjoint)
 Defaults use `synthetic_synopsis` (the synthetic corpus's clips with generated paragraphs).
@@ -24,7 +28,7 @@ from configs import common
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
-    args = common.parse_arg(arg, __file__, ("smoke", "movienet"))
+    args = common.parse_arg(arg, __file__, ("smoke", "movienet", "hcmc"))
     movienet = "movienet" in args
     c = common.base("moviepuzzle.synopsis", total_steps=600, warmup_steps=50,
                     weight_decay=0.05, log_every=25, eval_every=200, ckpt_every=200)
@@ -47,7 +51,10 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     )
     c.model = dict(modalities=("vision", "text"), stem=4, conv="patch", channels=(32, 64, 64),
                    width=128, text_layers=0, segment_layers=1, synopsis_layers=1, heads=4,
-                   mlp=256, embed=128, dropout=0.1)
+                   mlp=256, embed=128, dropout=0.1, frame_encoder="pair")
+    if "hcmc" in args:  # Table 4 "+reordering" from an HCMC run (its frame encoder)
+        c.model.frame_encoder = "hcmc"
+        c.init_params = ("encoders.frame",)
     # best_metric: e.g. "r1"
     if "smoke" in args:
         c.data.config = "synthetic_synopsis_tiny" if not movienet else c.data.config

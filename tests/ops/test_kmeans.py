@@ -39,15 +39,32 @@ def test_recovers_blobs_with_per_clip_counts(distance):
         assert _same_partition(labels[b, :n], true[b, :n])
 
 
-def test_padding_invariance_and_determinism():
+@pytest.mark.parametrize("init", ["kmeans++", "random"])
+def test_padding_invariance_and_determinism(init):
     x, _, mask = _blobs(1, spread=1.5)  # overlapping blobs: init matters
     key = jax.random.key(7)
-    batch = np.asarray(km.kmeans(x, KS, mask, key))
-    np.testing.assert_array_equal(batch, np.asarray(km.kmeans(x, KS, mask, key)))
+    batch = np.asarray(km.kmeans(x, KS, mask, key, init=init))
+    np.testing.assert_array_equal(batch, np.asarray(km.kmeans(x, KS, mask, key, init=init)))
     for b in (0, 2):
         n = LENS[b]
-        alone = np.asarray(km.kmeans(x[b : b + 1, :n], int(KS[b]), None, key))
+        alone = np.asarray(km.kmeans(x[b : b + 1, :n], int(KS[b]), None, key, init=init))
         np.testing.assert_array_equal(alone[0], batch[b, :n])
+
+
+def test_random_init_draws_distinct_points_and_stops_at_max_iters():
+    x, _, mask = _blobs(2)
+    # k = n with one Lloyd step: only distinct initial centres give n non-empty clusters
+    labels = np.asarray(km.kmeans(x, LENS, mask, jax.random.key(1), max_iters=1,
+                                  init="random"))
+    for b, n in enumerate(LENS):
+        assert sorted(labels[b, :n].tolist()) == list(range(n))
+    x = np.random.default_rng(5).normal(size=(len(LENS), N, D)).astype(np.float32)  # no blobs
+    one = np.asarray(km.kmeans(x, KS, mask, jax.random.key(2), max_iters=1, init="random"))
+    many = np.asarray(km.kmeans(x, KS, mask, jax.random.key(2), max_iters=1000,
+                                init="random"))
+    assert (one != many).any()  # the first assignment is not yet a fixed point here
+    with pytest.raises(ValueError, match="init"):
+        km.kmeans(x, KS, mask, init="forgy")
 
 
 def test_edge_counts_and_empty_clusters():

@@ -1,9 +1,22 @@
-"""Reference for benchmarks and tests: MoviePuzzle's Algorithm 3 (beam search over orders).
+"""Reference for tests and benchmarks: MoviePuzzle's Algorithm 3 (App. C.2), line by line.
 
-A plain per-clip NumPy/Python transcription of the paper's pseudo-code, kept deliberately
-literal (lists of partial orders, a set of placed frames per entry, one stable sort per
-step) so that `vnr.ops.permutation_search.beam_search_order` can be checked and timed
-against it. Not used by the library itself.
+`algorithm3` is a plain Python transcription of the printed pseudo-code (per start node a
+separate beam list, grown to full length, its best path added to a best list; the best of
+the best list is returned). Its line numbers are the paper's. It is kept deliberately
+literal (lists of paths, `not in` tests, a stable sort) so that
+`vnr.ops.permutation_search.beam_search_order(starts="per_start")` can be checked and timed
+against it. `shared_beam` is NOT the paper's algorithm: it is the reference for our
+`starts="shared"` option (all start nodes compete for one beam). Not used by the library.
+
+Choices the pseudo-code leaves open, written down here and matched by the library:
+- "score" of a path is the sum of S[a, b] over its consecutive pairs (App. C.2: S[i, j]
+  is the weight of i placed directly before j). Objective "linear" (ours, not in the
+  paper) instead counts every pair already decided: placed frames before unplaced ones.
+- "top bsize" keeps the first bsize of a stable descending sort, so ties go to the path
+  added first (earlier beam path, then smaller node); `max` returns the first maximum.
+- Line 10 truncates after each beam path's extensions are added (as printed, inside the
+  loop of line 8); with a stable sort this keeps the same bsize paths as truncating once
+  after the loop.
 """
 
 from __future__ import annotations
@@ -11,94 +24,85 @@ from __future__ import annotations
 import numpy as np
 
 
-def beam_search_clip(
-    scores: np.ndarray, n: int, beam_size: int = 10, objective: str = "path"
-) -> tuple[list[int], float]:
-    """Algorithm 3 for one clip of `n` real frames.
-
-    Step 0 keeps every frame as a start; each later step extends every kept partial order
-    by every unplaced frame, sorts all extensions by score (stable, descending) and keeps
-    the best `beam_size`. A partial score counts every pair already decided: for "path"
-    the consecutive pairs, for "linear" also each placed frame before every unplaced one.
-
-    Args:
-      scores: [N, N] array; scores[i, j] = weight of i directly ("path") or anywhere
-        ("linear") before j.
-      n: number of real frames (the first n indices).
-      beam_size: partial orders kept per step.
-      objective: "path" or "linear".
-    Returns:
-      (order as a list of the n frame indices, its total score).
-    """
-    s = np.asarray(scores, dtype=np.float64)[:n, :n].tolist()
+def _gain(s: list[list[float]], path: list[int], i: int, n: int, objective: str) -> float:
+    """Score added by appending node i to path."""
     if objective == "path":
-        beam = [(0.0, {i}, [i]) for i in range(n)]  # every start node
-    else:  # a start node precedes all others
-        beam = [(sum(s[i][k] for k in range(n) if k != i), {i}, [i]) for i in range(n)]
+        return s[path[-1]][i]
+    return sum(s[i][k] for k in range(n) if k != i and k not in path)  # i before unplaced k
+
+
+def _start_score(s: list[list[float]], begin: int, n: int, objective: str) -> float:
+    if objective == "path":
+        return 0.0
+    return sum(s[begin][k] for k in range(n) if k != begin)
+
+
+def algorithm3(
+    scores: np.ndarray, n: int, bsize: int = 10, objective: str = "path"
+) -> tuple[list[int], float]:
+    """Algorithm 3 (BeamSearch) on the first n nodes of `scores`; returns (path, score)."""
+    s = np.asarray(scores, dtype=np.float64)[:n, :n].tolist()
+    bestlist = []  # line 1
+    # line 2: n is the number of real nodes
+    for begin in range(n):  # line 3
+        beamlist = [([begin], _start_score(s, begin, n, objective))]  # line 4
+        length = 1  # line 5
+        while length < n:  # line 6
+            newlist = []  # line 7
+            for beam_path, score in beamlist:  # line 8
+                newlist += [  # line 9
+                    (beam_path + [i], score + _gain(s, beam_path, i, n, objective))
+                    for i in range(n)
+                    if i not in beam_path
+                ]
+                newlist = sorted(newlist, key=lambda e: e[1], reverse=True)[:bsize]  # line 10
+            beamlist = newlist  # line 12
+            length += 1  # line 13
+        bestlist.append(max(beamlist, key=lambda e: e[1]))  # line 15
+    path, score = max(bestlist, key=lambda e: e[1])  # line 17
+    return path, score  # line 18
+
+
+def shared_beam(
+    scores: np.ndarray, n: int, bsize: int = 10, objective: str = "path"
+) -> tuple[list[int], float]:
+    """Ours (starts="shared"), not the paper's: every node starts a partial order, and each
+    step keeps the best bsize extensions of all kept orders together."""
+    s = np.asarray(scores, dtype=np.float64)[:n, :n].tolist()
+    beam = [([i], _start_score(s, i, n, objective)) for i in range(n)]
     for _ in range(n - 1):
-        extended = []
-        for total, placed, seq in beam:
-            last = seq[-1]
-            for j in range(n):
-                if j in placed:
-                    continue
-                if objective == "path":
-                    gain = s[last][j]
-                else:  # j precedes every frame still unplaced
-                    gain = sum(s[j][k] for k in range(n) if k != j and k not in placed)
-                extended.append((total + gain, placed | {j}, seq + [j]))
-        extended.sort(key=lambda entry: entry[0], reverse=True)
-        beam = extended[:beam_size]
-    best = beam[0]
-    return best[2], best[0]
+        extended = [
+            (path + [j], score + _gain(s, path, j, n, objective))
+            for path, score in beam
+            for j in range(n)
+            if j not in path
+        ]
+        beam = sorted(extended, key=lambda e: e[1], reverse=True)[:bsize]
+    return beam[0]
 
 
-def beam_search_batch(
-    scores: np.ndarray, mask: np.ndarray, beam_size: int = 10, objective: str = "path"
+def batch(
+    scores: np.ndarray,
+    mask: np.ndarray,
+    bsize: int = 10,
+    objective: str = "path",
+    starts: str = "per_start",
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Loops `beam_search_clip` over a padded batch; same output convention as the library.
+    """Loops `algorithm3` (or `shared_beam`) over a padded batch, in the library's layout.
 
     Args:
-      scores: [B, N, N]. mask: bool [B, N], real first. beam_size, objective: as above.
+      scores: [B, N, N]. mask: bool [B, N], real first. bsize, objective: as above.
+      starts: "per_start" (Algorithm 3) or "shared" (ours).
     Returns:
       (order int [B, N] with padded indices appended in increasing order, total [B]).
     """
+    fn = algorithm3 if starts == "per_start" else shared_beam
     B, N = mask.shape
     orders = np.tile(np.arange(N), (B, 1))
     totals = np.zeros(B)
     for b in range(B):
         n = int(mask[b].sum())
-        seq, total = beam_search_clip(scores[b], n, beam_size, objective)
+        seq, total = fn(scores[b], n, bsize, objective)
         orders[b, :n] = seq
         totals[b] = total
     return orders, totals
-
-
-def beam_search_clip_numpy(
-    scores: np.ndarray, n: int, beam_size: int = 10, objective: str = "path"
-) -> tuple[list[int], float]:
-    """The same search with each step vectorised in NumPy (a stronger per-clip baseline).
-
-    Args and returns as `beam_search_clip`; ties are broken the same way (stable sort).
-    """
-    s = np.asarray(scores, dtype=np.float64)[:n, :n].copy()
-    np.fill_diagonal(s, 0.0)
-    seqs = np.arange(n)[:, None]
-    seen = np.eye(n, dtype=bool)
-    if objective == "path":
-        total = np.zeros(n)
-        gain = s.copy()  # gain[row, j] of appending j
-    else:
-        total = s.sum(1)
-        gain = s.sum(1)[None, :] - s.T  # sum over unplaced k != j of s[j, k]
-    for _ in range(n - 1):
-        cand = np.where(seen, -np.inf, total[:, None] + gain).ravel()
-        pick = np.argsort(-cand, kind="stable")[:beam_size]
-        pick = pick[np.isfinite(cand[pick])]
-        parent, node = np.divmod(pick, n)
-        total = cand[pick]
-        seqs = np.concatenate([seqs[parent], node[:, None]], 1)
-        seen = seen[parent]
-        seen[np.arange(len(node)), node] = True
-        gain = s[node] if objective == "path" else gain[parent] - s[:, node].T
-    return seqs[0].tolist(), float(total[0])

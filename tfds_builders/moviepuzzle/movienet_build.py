@@ -44,6 +44,12 @@ class Rules:
     max_overlap_share: float = 0.2  # more overlapping cues than this: the .srt is broken
     segment_frames: int = 20  # synopsis pairs: keyframes sampled per story segment
     seed: int = 0
+    # §2.2 / App. A.1 (clips config only): movies with at least this many dialogues (verbal
+    # subtitle cues), with a synopsis (annotation `story[]` or meta `synopsis`) and with an
+    # actor list (meta `cast[]` or annotation `cast[]`); which fields hold them is our reading
+    min_dialogues: int = 500
+    require_synopsis: bool = True
+    require_cast: bool = True
 
 
 def check_manual_dir(manual_dir: os.PathLike | str | None, config: str) -> pathlib.Path:
@@ -258,7 +264,23 @@ def load_movie(root: pathlib.Path, imdb: str, rules: Rules, skips: collections.C
     if run:
         runs.append(run)
     return {"imdb": imdb, "fps": fps, "fps_from": fps_from, "cues": cues, "runs": runs,
-            "annotation": annotation, "annotation_path": ann_path}
+            "annotation": annotation, "annotation_path": ann_path,
+            "meta": meta if isinstance(meta, dict) else {}}
+
+
+def movie_rule_failure(movie: dict, rules: Rules) -> tuple[str, str] | None:
+    """(skip reason, detail) when a movie fails a movie-level rule of §2.2 / App. A.1."""
+    n = len(movie["cues"])
+    if n < rules.min_dialogues:
+        return ("movie_few_dialogues",
+                f"{n} dialogues (verbal cues), fewer than {rules.min_dialogues}")
+    ann, meta = movie["annotation"] or {}, movie["meta"]
+    synopsis = bool(ann.get("story")) or bool(str(meta.get("synopsis") or "").strip())
+    if rules.require_synopsis and not synopsis:
+        return "movie_no_synopsis", "no synopsis (annotation story[] or meta synopsis)"
+    if rules.require_cast and not (meta.get("cast") or ann.get("cast")):
+        return "movie_no_cast", "no actor list (meta cast[] or annotation cast[])"
+    return None
 
 
 def _renumber(ids: list[int]) -> list[int]:
@@ -348,12 +370,16 @@ def scan(root: pathlib.Path, rules: Rules, skips: collections.Counter,
         movie = load_movie(root, imdb, rules, skips, require_subtitles=not synopsis)
         if movie is None:
             continue
+        failed = None if synopsis else movie_rule_failure(movie, rules)
+        if failed is not None:
+            common.record_skip(skips, failed[0], movie["annotation_path"], failed[1])
+            continue
         items = (movie_story_pairs if synopsis else movie_clips)(movie, rules, skips)
         if not items:
             if not synopsis:
                 common.record_skip(skips, "movie_no_clips", root / "annotation" / f"{imdb}.json",
                                    f"no window of {rules.min_frames}-{rules.max_frames} frames "
-                                   f"with >= {rules.min_paired:.0%} paired")
+                                   f"with more than {rules.min_paired:.0%} paired")
             continue
         per_movie[imdb] = items
     counts = {m: len(v) for m, v in per_movie.items()}

@@ -54,6 +54,9 @@ class MovieNetConfig(MoviePuzzleConfig):
     min_paired: float = 0.8
     max_overlap_share: float = 0.2
     segment_frames: int = 20
+    min_dialogues: int = 500
+    require_synopsis: bool = True
+    require_cast: bool = True
 
     def rules(self) -> Any:
         from tfds_builders.moviepuzzle import movienet_build
@@ -62,7 +65,8 @@ class MovieNetConfig(MoviePuzzleConfig):
             default_fps=self.default_fps, min_frames=self.min_frames,
             max_frames=self.max_frames, min_paired=self.min_paired,
             max_overlap_share=self.max_overlap_share, segment_frames=self.segment_frames,
-            seed=self.seed)
+            seed=self.seed, min_dialogues=self.min_dialogues,
+            require_synopsis=self.require_synopsis, require_cast=self.require_cast)
 
 
 MOVIENET_SOURCES = ("movienet", "movienet_synopsis")

@@ -1,4 +1,11 @@
-"""Batched k-means (k-means++ start) with per-clip cluster counts, silhouette, count estimate.
+"""Batched k-means (Algorithm 2) with per-clip cluster counts, silhouette, count estimate.
+
+Initial centres (`init`): "random" (Algorithm 2 line 1 says only "randomly"; we read it as
+k distinct real points drawn uniformly, the Forgy start) or "kmeans++" (ours: first centre
+uniform, then proportional to the squared distance to the nearest chosen centre). Empty
+clusters (Algorithm 2 does not say): an empty cluster is restarted at the real point
+farthest from its own centre, and the loop runs until no label changes or `max_iters`
+Lloyd steps (Table 7: 1000 "max cluster steps").
 
 Conventions: points `x [B, N, D]`, `mask [B, N]` bool (True = real, real first). Padded
 points take no part and are labelled -1. Every clip draws from the same random stream
@@ -13,7 +20,9 @@ points is the soft-DTW divergence (Blondel et al. 2021, `vnr.ops.dtw`) between t
 sequences with squared euclidean costs and smoothing `dtw_gamma`, clamped at 0. Centroids
 stay segment-wise means of their members (the Lloyd update of the euclidean case; a
 soft-DTW barycentre would need an inner optimisation per step), so "softdtw" differs
-from "euclidean" by letting segments align monotonically instead of one-to-one.
+from "euclidean" by letting segments align monotonically instead of one-to-one. The paper
+names soft-DTW as a Table 3 distance without defining it; the 4-segment reading of a
+point is our choice (`dtw_segments`, default 4 in the HCMC configs).
 """
 
 from __future__ import annotations
@@ -29,6 +38,7 @@ from vnr.ops.permutation_search import check_mask
 
 Array = jax.Array
 DISTANCES = ("euclidean", "cosine", "softdtw")
+INITS = ("random", "kmeans++")
 
 
 def _concrete(*xs) -> bool:
@@ -85,9 +95,10 @@ def _pick(weights: Array, u: Array) -> Array:
     return jnp.minimum(below, last_real)
 
 
-@functools.partial(jax.jit, static_argnames=("kmax", "distance", "max_iters", "segs", "gamma"))
+@functools.partial(jax.jit,
+                   static_argnames=("kmax", "distance", "max_iters", "segs", "gamma", "init"))
 def _kmeans_core(x, k, mask, uniforms, kmax: int, distance: str, max_iters: int,
-                 segs: int = 1, gamma: float = 0.1):
+                 segs: int = 1, gamma: float = 0.1, init: str = "kmeans++"):
     B, N, _ = x.shape
     if distance == "cosine":
         x = _unit(x)
@@ -99,16 +110,22 @@ def _kmeans_core(x, k, mask, uniforms, kmax: int, distance: str, max_iters: int,
     def norm_c(c):
         return _unit(c) if distance == "cosine" else c
 
-    # k-means++: first centre uniform over real points, then proportional to D^2
+    # k-means++: first centre uniform over real points, then proportional to D^2;
+    # random: uniform over the real points not yet chosen (mind = 0 marks chosen ones)
     def seed(carry, cu):
         centers, mind = carry
         c, u = cu
-        w = jnp.where(c == 0, real_w, mind * real_w)
+        if init == "random":
+            w = jnp.where(c == 0, real_w, (mind > 0) * real_w)
+        else:
+            w = jnp.where(c == 0, real_w, mind * real_w)
         w = jnp.where(w.sum(-1, keepdims=True) > 0, w, real_w)  # all points already centres
         i = _pick(w, u)
         new = x[barange, i]
         centers = centers.at[:, c].set(jnp.where((c < k)[:, None], new, centers[:, c]))
         d = _dist(x, new[:, None], distance, segs, gamma)[..., 0]
+        if init == "random":  # only "chosen or not" matters; the picked point itself is 0
+            d = jnp.where(jnp.arange(N)[None] == i[:, None], 0.0, jnp.maximum(d, 1.0))
         mind = jnp.where((c < k)[:, None], jnp.minimum(mind, d), mind)
         return (centers, mind), None
 
@@ -159,8 +176,9 @@ def kmeans(
     max_iters: int = 100,
     dtw_segments: int = 4,
     dtw_gamma: float = 0.1,
+    init: str = "kmeans++",
 ) -> Array:
-    """Batched Lloyd k-means with k-means++ initialisation.
+    """Batched Lloyd k-means (Algorithm 2), random or k-means++ initial centres.
 
     Each clip has its own cluster count; Lloyd steps run until no clip changes (converged
     clips are frozen) or `max_iters`. An empty cluster is restarted at the real point
@@ -175,6 +193,7 @@ def kmeans(
       distance: "euclidean", "cosine" or "softdtw" (see the module docstring).
       max_iters: Lloyd iterations at most (>= 1).
       dtw_segments, dtw_gamma: the sequence split and smoothing of "softdtw".
+      init: "random" (the paper's Algorithm 2) or "kmeans++" (ours); see the module doc.
     Returns:
       int32 [B, N] labels in [0, k_b); -1 on padded points.
     """
@@ -188,6 +207,8 @@ def kmeans(
         raise ValueError(f"distance must be one of {DISTANCES}, got {distance!r}")
     if not isinstance(max_iters, int | np.integer) or max_iters < 1:
         raise ValueError(f"max_iters must be a positive int, got {max_iters!r}")
+    if init not in INITS:
+        raise ValueError(f"init must be one of {INITS}, got {init!r}")
     _check_segments(x.shape[-1], distance, dtw_segments, dtw_gamma)
     if not _concrete(num_clusters):
         raise ValueError("num_clusters must be concrete (it sizes the centroid array)")
@@ -209,7 +230,7 @@ def kmeans(
     uniforms = _uniforms(key, kmax)  # one draw per centre, shared by all clips
     return _kmeans_core(
         x, jnp.asarray(k, jnp.int32), mask, uniforms, kmax, distance, int(max_iters),
-        int(dtw_segments), float(dtw_gamma),
+        int(dtw_segments), float(dtw_gamma), init,
     )
 
 
@@ -278,6 +299,7 @@ def estimate_num_clusters(
     max_iters: int = 100,
     dtw_segments: int = 4,
     dtw_gamma: float = 0.1,
+    init: str = "kmeans++",
 ) -> np.ndarray:
     """Cluster count per clip by the best mean silhouette over k = 2..max_clusters.
 
@@ -288,7 +310,7 @@ def estimate_num_clusters(
 
     Args:
       x: [B, N, D]. mask: bool [B, N] or None. key: PRNG key. max_clusters: largest k
-      tried. min_silhouette: threshold for k > 1. distance, max_iters: as in `kmeans`.
+      tried. min_silhouette: threshold for k > 1. distance, max_iters, init: as `kmeans`.
     Returns:
       int [B] numpy array of counts.
     """
@@ -309,7 +331,7 @@ def estimate_num_clusters(
     xr = jnp.repeat(x, C, axis=0)
     mr = jnp.repeat(mask, C, axis=0)
     dtw = dict(dtw_segments=dtw_segments, dtw_gamma=dtw_gamma)
-    labels = kmeans(xr, k.reshape(-1), mr, key, distance, max_iters, **dtw)
+    labels = kmeans(xr, k.reshape(-1), mr, key, distance, max_iters, init=init, **dtw)
     sil = np.asarray(silhouette(xr, jnp.maximum(labels, 0), mr, distance, **dtw)).reshape(B, C)
     sil = np.where(k >= 2, sil, -np.inf)
     best = sil.argmax(1)

@@ -25,7 +25,7 @@ from jax import lax
 
 Array = jax.Array
 OBJECTIVES = ("path", "linear")
-MAX_EXACT_N = 18  # 2^18 subsets x 18 ends: ~20 MB of DP table per clip
+MAX_EXACT_N = 20  # 2^20 subsets x 20 ends: 84 MB of DP table (+ 300 MB per layer) per clip
 _ROUNDS_MAX = 32  # beams up to this width select by repeated max; wider ones use top_k
 
 
@@ -209,17 +209,80 @@ def _beam_step(s_rows, real, n, t, st, keep: int, objective: str):
     return {"score": best, "gain": gain, "seen": seen}, (parent, node)
 
 
-@functools.partial(jax.jit, static_argnames=("beam_size", "objective"))
-def _beam_batch(scores, mask, beam_size, objective):
+def _initial_state(s, start, valid, objective):
+    """Beam state of one partial order `[start]` per row (clip axis last, W = 1).
+
+    s: [R, N, N] masked scores of each row's clip; start: [R] start node; valid: [R] bool
+    (False for a padded start: its beam stays at -inf).
+    """
+    R, N, _ = s.shape
+    idx, rows = jnp.arange(N, dtype=jnp.int32), jnp.arange(R)
+    first = s[rows, start]  # [R, N] = s[start, :]
+    if objective == "path":
+        score0, gain0 = jnp.zeros((R,)), first
+    else:  # the start precedes every other node: gain[j] = sum_k s[j, k] - s[j, start]
+        rowsum = s.sum(-1)  # [R, N]
+        score0, gain0 = first.sum(-1), rowsum - s[rows, :, start]
+    seen = (1 << start).astype(jnp.int32) if N <= 31 else idx[None, :] == start[:, None]
+    return {
+        "score": jnp.where(valid, score0, -jnp.inf)[None],
+        "gain": gain0.T[None],
+        "seen": seen[None] if N <= 31 else seen.T[None],
+    }
+
+
+def _run_beam(s_rows, real, n, state, beam_size, objective):
+    """Steps 1..N-1 from `state` (rows on the last axis).
+
+    Returns (row0 [R], nodes [N-1, R], total [R]) of each row's best order: row0 is the
+    initial state row it grew from, nodes the nodes appended at steps 1..N-1.
+    """
+    R, N, _ = s_rows.shape
+    state, first = _beam_step(s_rows, real, n, 1, state, beam_size, objective)
+
+    def body(st, t):
+        return _beam_step(s_rows, real, n, t, st, beam_size, objective)
+
+    state, rest = lax.scan(body, state, jnp.arange(2, N, dtype=jnp.int32))
+    parents = jnp.concatenate([first[0][None], rest[0]])  # [N-1, K, R]
+    nodes = jnp.concatenate([first[1][None], rest[1]])
+    K = parents.shape[1]
+    krow = jnp.arange(K, dtype=jnp.int32)[:, None]
+
+    def back(row, pn):
+        parent, node = pn
+        sel = krow == row[None]
+        return jnp.where(sel, parent, 0).sum(0), jnp.where(sel, node, 0).sum(0)
+
+    row0, rev = lax.scan(back, jnp.zeros((R,), jnp.int32), (parents, nodes), reverse=True)
+    return row0, rev, state["score"][0]
+
+
+@functools.partial(jax.jit, static_argnames=("beam_size", "objective", "starts"))
+def _beam_batch(scores, mask, beam_size, objective, starts):
     B, N, _ = scores.shape
     n = mask.sum(-1).astype(jnp.int32)
     idx = jnp.arange(N, dtype=jnp.int32)
     ok = mask[:, :, None] & mask[:, None, :] & (idx[:, None] != idx[None, :])[None]
     s = jnp.where(ok, scores, 0.0)
-    real = mask.T
     if N == 1:
         return jnp.zeros((B, 1), jnp.int32), jnp.zeros((B,), jnp.float32)
-    # every real node starts a partial order (rows = start nodes)
+    if starts == "per_start":
+        # Algorithm 3: one beam per start node. Rows r = start * B + clip: every (clip,
+        # start) pair is an independent search of width beam_size, all in one scan.
+        start = jnp.repeat(idx, B)
+        clip = jnp.tile(jnp.arange(B, dtype=jnp.int32), N)
+        s_r, n_r = s[clip], n[clip]
+        state = _initial_state(s_r, start, start < n_r, objective)
+        s_rows = s_r if objective == "path" else jnp.transpose(s_r, (0, 2, 1))
+        _, rev, total = _run_beam(s_rows, mask[clip].T, n_r, state, beam_size, objective)
+        order = jnp.concatenate([start[:, None], rev.T], 1).reshape(N, B, N)
+        total = total.reshape(N, B)
+        best = jnp.argmax(total, 0)  # the first best start on ties, as max() over bestlist
+        order = jnp.take_along_axis(order, best[None, :, None], 0)[0]
+        return order.astype(jnp.int32), jnp.take_along_axis(total, best[None], 0)[0]
+    # "shared" (ours): all start nodes compete for one beam from step 1 on
+    real = mask.T
     if objective == "path":
         s_rows, score0 = s, jnp.zeros((N, B))
         gain0 = jnp.transpose(s, (1, 2, 0))  # s[start, :]
@@ -236,52 +299,41 @@ def _beam_batch(scores, mask, beam_size, objective):
             else jnp.broadcast_to(jnp.eye(N, dtype=bool)[:, :, None], (N, N, B))
         ),
     }
-    state, first = _beam_step(s_rows, real, n, 1, state, beam_size, objective)
+    start, rev, total = _run_beam(s_rows, real, n, state, beam_size, objective)
+    return jnp.concatenate([start[None], rev]).T.astype(jnp.int32), total
 
-    def body(st, t):
-        return _beam_step(s_rows, real, n, t, st, beam_size, objective)
 
-    state, rest = lax.scan(body, state, jnp.arange(2, N, dtype=jnp.int32))
-    parents = jnp.concatenate([first[0][None], rest[0]])  # [N-1, K, B]
-    nodes = jnp.concatenate([first[1][None], rest[1]])
-    K = parents.shape[1]
-    krow = jnp.arange(K, dtype=jnp.int32)[:, None]
-
-    def back(row, pn):
-        parent, node = pn
-        sel = krow == row[None]
-        return jnp.where(sel, parent, 0).sum(0), jnp.where(sel, node, 0).sum(0)
-
-    start, rev = lax.scan(back, jnp.zeros((B,), jnp.int32), (parents, nodes), reverse=True)
-    order = jnp.concatenate([start[None], rev]).T.astype(jnp.int32)
-    return order, state["score"][0]
+STARTS = ("per_start", "shared")
 
 
 def beam_search_order(
-    scores, mask=None, beam_size: int = 10, objective: str = "path"
+    scores, mask=None, beam_size: int = 10, objective: str = "path", starts: str = "per_start"
 ) -> tuple[Array, Array]:
-    """Batched beam search over orders (the paper's Algorithm 3, generalised).
+    """Batched beam search over orders: the paper's Algorithm 3 and our shared-beam variant.
 
-    Every real node starts a partial order (as in the paper). Each of the N-1 steps
-    extends every kept partial order by every unplaced real node and keeps the best
-    `beam_size` of all rows x N extensions (ties go to the earlier row, then the smaller
-    node, as a stable sort would). Step 1 (from the N start rows) runs once, then one
-    `lax.scan` runs the other N-2 steps on `beam_size` rows; the order is read back from
-    per-step (parent, node) pointers. The clip batch is the vector (last) axis of the
-    state, so each step is a few fused array ops for all clips. Clips of different real
-    length share one batch: past its real length a clip appends its padded indices at no
-    cost. No Python loop over clips or steps: a beam of width <= 32 selects by that many
-    unrolled rounds of "best row, then refresh that row" (`_select_by_rows`), wider
-    beams use `lax.top_k`. With "linear", a partial score counts every pair it already
-    decides (placed frames precede all unplaced ones), which guides the search far
-    better than counting only pairs among placed frames; final totals are the same.
+    starts="per_start" (default, Algorithm 3 of the paper, App. C.2): for every real start
+    node a separate beam of width `beam_size` is grown to a full order; the best order
+    over all start nodes wins (the first start on ties). All (clip, start) pairs are
+    independent rows of one batched scan, so the cost is n times that of one beam.
+    starts="shared" (ours, not in the paper): every real node starts a partial order, and
+    from step 1 on all rows x N extensions compete for a single beam of `beam_size` (n
+    times cheaper; on random path scores it loses to per-start, see launch/bench_ordering).
+
+    Each step extends every kept partial order by every unplaced real node and keeps the
+    best `beam_size` (ties go to the earlier row, then the smaller node, as a stable sort
+    would; the extensions are chosen by `_select_by_rows` for beams <= 32, `lax.top_k`
+    beyond). The clip batch is the vector (last) axis of the state; clips of different
+    real length share one batch: past its real length a clip appends its padded indices
+    at no cost. With "linear", a partial score counts every pair it already decides
+    (placed frames precede all unplaced ones); final totals are the objective.
 
     Args:
       scores: [B, N, N] float; scores[b, i, j] = weight of i (directly, for "path";
         anywhere, for "linear") before j.
       mask: bool [B, N] or None (all real).
-      beam_size: partial orders kept per step (>= 1).
+      beam_size: partial orders kept per step (per start node with "per_start").
       objective: "path" or "linear".
+      starts: "per_start" (Algorithm 3) or "shared" (ours).
     Returns:
       (order int32 [B, N], total float32 [B]) with total the objective of the order.
     """
@@ -289,8 +341,10 @@ def beam_search_order(
         raise ValueError(f"beam_size must be a positive int, got {beam_size!r}")
     if objective not in OBJECTIVES:
         raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
+    if starts not in STARTS:
+        raise ValueError(f"starts must be one of {STARTS}, got {starts!r}")
     scores, mask = check_scores(scores, mask)
-    return _beam_batch(scores, mask, int(beam_size), objective)
+    return _beam_batch(scores, mask, int(beam_size), objective, starts)
 
 
 # ------------------------------------------------------------------------- exact subset DP
@@ -373,7 +427,8 @@ def exact_order(scores, mask=None, objective: str = "path") -> tuple[Array, Arra
     "linear": f(S + j) = f(S) + sum_{i in S} scores[i, j] (j placed after all of S),
     O(2^n n). Subsets are processed layer by layer (by size) fully vectorised; clips go
     through `lax.map` in small chunks to bound memory. When the mask is concrete the
-    padded width is first cut to the longest real clip. Limit: n <= MAX_EXACT_N (18).
+    padded width is first cut to the longest real clip. Limit: n <= MAX_EXACT_N (20):
+    at n = 20 one clip takes ~1 s and ~2 GB peak on a 2-core CPU (clips run one at a time).
 
     Args:
       scores: [B, N, N] float, same meaning as in `beam_search_order`.
@@ -386,9 +441,14 @@ def exact_order(scores, mask=None, objective: str = "path") -> tuple[Array, Arra
         raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
     scores, mask = check_scores(scores, mask)
     B, N = mask.shape
-    width = int(np.asarray(mask).sum(1).max()) if _concrete(mask) else N
+    lens = np.asarray(mask).sum(1) if _concrete(mask) else np.full(B, N)
+    width = int(lens.max())
     if width > MAX_EXACT_N:
-        raise ValueError(f"scores: exact_order handles n <= {MAX_EXACT_N}, got n = {width}")
+        row = int(np.argmax(lens))
+        raise ValueError(
+            f"scores: clip {row} has {width} frames; exact_order handles clips of at most "
+            f"{MAX_EXACT_N} frames (2^n x n DP table); use beam_search_order"
+        )
     layers = tuple(tuple(jnp.asarray(a) for a in layer) for layer in _layers(width))
     chunk = max(1, min(B, (1 << 22) // ((1 << width) * width * width)))
     order, total = _exact_batch(

@@ -1,6 +1,8 @@
 """HCMC pieces: model shapes and masking, pair/negative sampling, Eq. 3 against NumPy,
 the loss going down, and Algorithm 1 driven by the model's heads."""
 
+import warnings
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -50,7 +52,11 @@ def test_shapes_and_padding_does_not_leak():
     assert feats.shape == (B, N, 3, config.model.width)
     out = task.predict(config, model, batch)
     assert out["scores"].shape == (B, N, N) and out["shot_embed"].shape == (B, N, 16)
-    np.testing.assert_allclose(np.linalg.norm(out["scene_embed"], axis=-1), 1.0, atol=1e-5)
+    assert config.cl_form == "dot" and not np.allclose(  # Eq. 3 as printed: raw ψ
+        np.linalg.norm(out["scene_embed"], axis=-1), 1.0, atol=1e-3)
+    ours = _config("smoke,frame_shot_scene,ours")
+    np.testing.assert_allclose(np.linalg.norm(task.predict(ours, _model(ours), batch)[
+        "scene_embed"], axis=-1), 1.0, atol=1e-5)
     # changing padded frames changes no real frame's outputs, nor pooled group vectors
     noisy = dict(batch, frames=batch["frames"].copy(), tokens=batch["tokens"].copy())
     noisy["frames"][1, 6:] = 200
@@ -59,9 +65,60 @@ def test_shapes_and_padding_does_not_leak():
     real = batch["mask"]
     np.testing.assert_allclose(out["features"][real], out2["features"][real], atol=1e-5)
     f2 = model.encode(noisy["frames"], noisy["tokens"], train=False, rngs=None)
-    u1 = model.units_from_groups("shot", feats, jnp.asarray(batch["shot_id"]), real)
-    u2 = model.units_from_groups("shot", f2, jnp.asarray(batch["shot_id"]), real)
+    pos = jnp.asarray(batch["position"])
+    u1 = model.units_from_groups("shot", feats, jnp.asarray(batch["shot_id"]), real, pos)
+    u2 = model.units_from_groups("shot", f2, jnp.asarray(batch["shot_id"]), real, pos)
     np.testing.assert_allclose(np.asarray(u1)[real], np.asarray(u2)[real], atol=1e-5)
+
+
+def test_concatenated_shot_feature_follows_frame_order():
+    """App. C: a shot is its frames' features concatenated in order (slots padded with
+    zeros); training (true order) and Algorithm 1 (members in order) give the same vector,
+    and reversing the frames changes it (the mean would not)."""
+    config = _config("smoke,frame_shot")
+    model = _model(config)
+    batch = _batch()
+    feats = model.encode(batch["frames"], batch["tokens"], train=False, rngs=None)
+    shot, mask, pos = (jnp.asarray(batch[k]) for k in ("shot_id", "mask", "position"))
+    units = np.asarray(model.units_from_groups("shot", feats, shot, mask, pos))
+    b, sid = 0, 1  # clip 0, shot 1: three frames
+    idx = np.nonzero((batch["shot_id"][b] == sid) & batch["mask"][b])[0]
+    idx = idx[np.argsort(batch["position"][b, idx])]
+    members = np.zeros((1, 1, 4, feats.shape[2] * feats.shape[3]), np.float32)
+    members[0, 0, :3] = np.asarray(feats[b, idx]).reshape(3, -1)
+    mmask = np.zeros((1, 1, 4), bool)
+    mmask[0, 0, :3] = True
+    got = np.asarray(model.units_from_members("shot", jnp.asarray(members), jnp.asarray(mmask)))
+    np.testing.assert_allclose(got[0, 0], units[b, idx[0]], atol=1e-5)
+    members[0, 0, :3] = members[0, 0, 2::-1]
+    rev = np.asarray(model.units_from_members("shot", jnp.asarray(members), jnp.asarray(mmask)))
+    assert np.abs(rev - got).max() > 1e-3
+
+
+def test_paper_preset_is_table7_and_overrides_warn_once():
+    c = _config("frame_shot,paper")
+    assert (c.lr, c.batch_size, c.b1, c.b2, c.eps, c.weight_decay) == (
+        1e-4, 8, 0.9, 0.999, 1e-6, 0.01)
+    assert (c.cl_lambda, c.eval.kmeans_iters, c.eval.distance) == (1.0, 1000, "euclidean")
+    assert (c.model.pair_layers, c.model.width, c.model.heads) == (2, 512, 8)
+    assert (c.optimizer, c.schedule, c.warmup_steps, c.grad_clip) == ("adamw", "constant", 0, 0)
+    assert c.total_steps == -(-5 * 2400 // 8)  # 5 epochs of the synthetic train split
+    assert c.frozen == () and (c.eval.objective, c.eval.starts) == ("path", "per_start")
+    assert _config("frame_shot,paper,lambda=0.75").cl_lambda == 0.75  # Table 10 best
+    exact = _config("frame_shot,exact")  # 20-frame clips fit the exact DP now
+    task.validate(exact)
+    exact.data.max_frames = 21
+    with pytest.raises(ValueError, match="<= 20 frames but data.max_frames=21"):
+        task.validate(exact)
+    task._WARNED.clear()
+    assert task.check_paper_preset(c) == []
+    c.eps = 1e-8
+    with pytest.warns(UserWarning, match=r"config\.eps=1e-08 overrides the paper preset") as w:
+        assert task.check_paper_preset(c) == ["eps"]
+    assert len(w) == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        task.check_paper_preset(c)  # named once per process
 
 
 def test_group_mean_is_the_mean_over_the_group():
@@ -125,7 +182,17 @@ def test_eq3_matches_a_direct_numpy_computation():
         den = num + sum(np.exp(cos(z[a], zn[a, k]) / tau) for k in range(n) if neg_mask[a, k])
         want.append(-np.log(num / den))
     got = contrastive_cluster_loss(jnp.asarray(z), jnp.asarray(zp), jnp.asarray(zn),
-                                   jnp.asarray(neg_mask), jnp.asarray(valid), tau)
+                                   jnp.asarray(neg_mask), jnp.asarray(valid), tau, "cosine")
+    np.testing.assert_allclose(float(got), np.mean(want), rtol=1e-5)
+    want = []  # as printed: raw dot products, no temperature
+    for a in range(A):
+        if not valid[a] or not neg_mask[a].any():
+            continue
+        num = np.exp(z[a] @ zp[a])
+        den = num + sum(np.exp(z[a] @ zn[a, k]) for k in range(n) if neg_mask[a, k])
+        want.append(-np.log(num / den))
+    got = contrastive_cluster_loss(jnp.asarray(z), jnp.asarray(zp), jnp.asarray(zn),
+                                   jnp.asarray(neg_mask), jnp.asarray(valid), tau, "dot")
     np.testing.assert_allclose(float(got), np.mean(want), rtol=1e-5)
 
 
@@ -204,3 +271,44 @@ def test_row_variants_build_train_and_predict(arg):
     out = task.predict(config, model, batch)
     assert out["scores"].shape == (B, N, N)
     assert out["features"].shape == (B, N, len(config.model.levels) * config.model.width)
+
+
+def test_no_shot_reads_no_ground_truth_shot_ids():
+    """Table 2 "w/o shot" pairs frames across the clip: its pair groups ignore shot_id,
+    unlike the "frame" row (frame pairs inside shots)."""
+    batch = {k: jnp.asarray(v) for k, v in _batch(5).items()}
+    other = dict(batch, shot_id=jnp.where(batch["mask"], jnp.arange(N)[None] % 2, -1))
+    for arg, same in (("smoke,frame_shot,no_shot", True), ("smoke,frame", False)):
+        config = _config(arg)
+        levels = tuple(config.model.levels)
+        got = [task._parents(levels, b, config.model.frame_parent)["frame"][1]
+               for b in (batch, other)]
+        assert bool((got[0] == got[1]).all()) == same, arg
+
+
+@pytest.mark.e2e
+def test_paper_preset_trains_two_steps():
+    """The `paper` preset (Table 7) through the trainer's optimizer (`make_optimizer`:
+    AdamW eps 1e-6, constant lr, no clipping): two jitted steps, finite loss, parameters
+    move. (Every HCMC row's config builds, validates and computes its loss in
+    `test_row_variants_build_train_and_predict` and test_hcmc_train's end-to-end run.)"""
+    from vnr.train import make_optimizer
+
+    config = get_config("smoke,frame_shot,paper")
+    task.validate(config)
+    model = _model(config)
+    opt = nnx.Optimizer(model, make_optimizer(config), wrt=nnx.Param)
+    batch = {k: jnp.asarray(v) for k, v in _batch(7).items()}
+    before = np.array(model.pairs["frame"].heads["frame"].kernel.value)
+
+    @nnx.jit
+    def step(model, opt, key):
+        def loss(m):
+            return task.loss_fn(config, m, batch, nnx.Rngs(dropout=key))
+        (value, _), grads = nnx.value_and_grad(loss, has_aux=True)(model)
+        opt.update(model, grads)
+        return value
+
+    losses = [float(step(model, opt, jax.random.key(s))) for s in range(2)]
+    assert np.isfinite(losses).all()
+    assert not np.array_equal(before, model.pairs["frame"].heads["frame"].kernel.value)

@@ -33,6 +33,8 @@ def test_hcmc_row_runs_end_to_end_and_reaches_the_table(data_dir, tmp_path, caps
         assert METRICS | {"pair_acc", "shot_iou", "clips"} <= set(m)
         assert 0 <= m["os2"] <= 100 and 0 < m["shot_iou"] <= 1 and m["clips"] == 10
     assert json.loads((tmp_path / "hcmc" / "results.json").read_text()) == results
+    clips = (tmp_path / "hcmc" / "reports" / "test_out_domain_clips.jsonl").read_text()
+    assert len(clips.splitlines()) == 10  # per-clip OS for length_report (Figures 9-11)
     r = baselines.get_config("random,smoke")
     r.data.data_dir = data_dir
     rand = train.run(r, str(tmp_path / "random"))
@@ -40,7 +42,8 @@ def test_hcmc_row_runs_end_to_end_and_reaches_the_table(data_dir, tmp_path, caps
     table.main(["--workdirs", str(tmp_path / "hcmc"), str(tmp_path / "random"),
                 str(tmp_path / "missing"), "--csv", str(tmp_path / "t.csv")])
     out = capsys.readouterr().out.splitlines()
-    assert "HCMC frame+shot, cosine" in out[2] and "random" in out[3]
+    # (vnr/reports/table.py still names lambda != 0.75 although 1.0 is now the default)
+    assert "HCMC frame+shot" in out[2] and "cosine" in out[2] and "random" in out[3]
     assert "missing" in out[4]
     from tfds_builders import moviepuzzle as builder
 

@@ -100,16 +100,17 @@ def test_keep_middle() -> None:
         keep, [False, True, False, True, False, True, False, False, True, True, True])
 
 
-def test_cut_clips_greedy_longest_with_80_percent() -> None:
+def test_cut_clips_greedy_longest_with_more_than_80_percent() -> None:
     assert mn.cut_clips([True] * 45) == [(0, 20), (20, 40)]  # 5 left over
     assert mn.cut_clips([True] * 50) == [(0, 20), (20, 40), (40, 50)]
-    # 8 of 10 paired is enough, 7 of 10 is not
-    assert mn.cut_clips([True] * 8 + [False] * 2) == [(0, 10)]
-    assert mn.cut_clips([True] * 7 + [False] * 3) == []
+    # App. A.3 "more than 80%": 9 of 10 paired is enough, exactly 8 of 10 is not
+    assert mn.cut_clips([True] * 9 + [False]) == [(0, 10)]
+    assert mn.cut_clips([True] * 8 + [False] * 2) == []
     # five unpaired frames first: the start moves on until a window qualifies
-    assert mn.cut_clips([False] * 5 + [True] * 12) == [(2, 17)]
-    # 12/15 = 0.8 exactly qualifies: the longest qualifying window from 0 wins
-    assert mn.cut_clips([False] * 3 + [True] * 12 + [False] * 5) == [(0, 15)]
+    assert mn.cut_clips([False] * 5 + [True] * 12) == [(3, 17)]
+    # 12/15 = 0.8 exactly does not qualify; 12/14 from frame 1 does (longest from there)
+    assert mn.cut_clips([False] * 3 + [True] * 12 + [False] * 5) == [(1, 15)]
+    assert mn.cut_clips([False] * 2 + [True] * 12 + [False] * 5) == [(0, 14)]
 
 
 def test_split_proportions_and_spacing() -> None:
@@ -193,8 +194,13 @@ def make_fixture(root: pathlib.Path) -> dict:
     cues = frame_cues(30, 25.0, frozenset({(5, 0), (5, 1), (5, 2), (12, 1)}))
     cues += [(510 / 25.0 - 0.1, 590 / 25.0 + 0.1, "We all talk at once here."),
              (1250 / 25.0 - 0.3, 1250 / 25.0 + 0.3, "[Door Slams]")]
-    meta = {"imdb_id": "tt0000001", "fps": 25}
-    write_movie(root, "tt0000001", 30, three, sorted(cues), meta=meta)
+    # the only movie that passes the movie-level rules too: 500+ dialogues (the extra ones
+    # after its last keyframe), a synopsis and a cast list
+    cues += [(200.0 + 2 * k, 201.0 + 2 * k, f"Then we talk about the plan {k}.")
+             for k in range(500)]
+    meta = {"imdb_id": "tt0000001", "fps": 25, "cast": [{"id": "nm0000001"}]}
+    write_movie(root, "tt0000001", 30, three, sorted(cues), meta=meta,
+                story=[{"shot": [0, 29], "description": "They talk."}])
     # 2: cp1252 .srt with accents and curly quotes
     cues = [(a, b, t.replace("house", "caf\u00e9 \u201chouse\u201d")) for a, b, t in
             frame_cues(20)]
@@ -255,12 +261,41 @@ EXPECTED_SKIPS = {
 }
 
 
+RELAXED = {"min_dialogues": 0, "require_synopsis": False, "require_cast": False}
+
+
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory):
+    """The defect fixture, built with the movie-level rules (500 dialogues, synopsis, cast)
+    off: its small movies test the frame/cue rules; `test_movie_level_rules` tests those."""
     base = tmp_path_factory.mktemp("movienet")
     expected = make_fixture(base / "raw")
-    builder = mp.prepare("movienet", base / "data", manual_dir=base / "raw")
+    with pytest.MonkeyPatch.context() as mpatch:
+        mpatch.setattr(mb, "movie_rule_failure", lambda movie, rules: None)
+        builder = mp.prepare("movienet", base / "data", manual_dir=base / "raw")
     return base, builder, expected
+
+
+def test_movie_level_rules(tmp_path: pathlib.Path) -> None:
+    """§2.2 / App. A.1: movies need >= 500 dialogues, a synopsis and an actor list; each
+    failure is one counted skip naming the rule."""
+    root = tmp_path / "raw"
+    many = frame_cues(5) + [(100.0 + 2 * k, 101.0 + 2 * k, f"I think we should go home {k}.")
+                            for k in range(485)]  # 500 verbal cues, the extra ones after
+    story = [{"shot": [0, 4], "description": "They go to the house."}]
+    cast = {"cast": [{"id": "nm0000001", "character": "Hero"}]}
+    write_movie(root, "tt0000021", 5, [[0, 4]], many, meta=cast, story=story)  # kept
+    write_movie(root, "tt0000022", 5, [[0, 4]], many[:499], meta=cast, story=story)
+    write_movie(root, "tt0000023", 5, [[0, 4]], many, meta=cast)  # no synopsis
+    write_movie(root, "tt0000024", 5, [[0, 4]], many, meta={"synopsis": "A day."})  # no cast
+    skips: collections.Counter = collections.Counter()
+    splits = mb.scan(root, mb.Rules(), skips)
+    assert {c["movie_id"] for s in splits.values() for c in s} == {"tt0000021"}
+    assert {k: v for k, v in skips.items() if k.startswith("movie_")} == {
+        "movie_few_dialogues": 1, "movie_no_synopsis": 1, "movie_no_cast": 1}
+    relaxed = collections.Counter()
+    kept = mb.scan(root, mb.Rules(**RELAXED), relaxed)
+    assert len({c["movie_id"] for s in kept.values() for c in s}) == 4
 
 
 def _records(base: pathlib.Path, builder) -> dict[str, list[dict]]:
@@ -370,7 +405,9 @@ def test_cli_prints_the_curation_summary(built, tmp_path: pathlib.Path) -> None:
          "--manual_dir", str(base / "raw"), "--data_dir", str(tmp_path)],
         capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert out.returncode == 0, out.stderr[-2000:]
-    assert "examples: 18" in out.stdout and "frame_shot_outside_scenes: 6" in out.stdout
+    # the paper's movie-level rules keep movie 1 only (the fixture build turns them off)
+    assert "examples: 4" in out.stdout and "movie_few_dialogues: 7" in out.stdout
+    assert "movie_no_synopsis" not in out.stdout  # dialogues are checked first
     assert "skipped " in out.stderr and "movie_not_english" in out.stderr
     bad = subprocess.run(
         [sys.executable, "-m", "tfds_builders", "build", "moviepuzzle", "--config", "movienet",

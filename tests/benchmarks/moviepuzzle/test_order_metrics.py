@@ -3,6 +3,7 @@
 import heapq
 import itertools
 import json
+import math
 
 import numpy as np
 import pytest
@@ -184,3 +185,58 @@ def test_bad_input():
         om.swap_deviation(gt, np.array([[0, 1, 2]]))
     with pytest.raises(ValueError, match="lengths"):
         om.random_expectation([2, 10])
+
+
+def test_os_of_partial_outputs_against_enumeration():
+    """Appendix B: denominator C(n, beta) over the true clip; missing frames lose their
+    subsets; on full orders the partial OS equals the OS."""
+    rng = np.random.default_rng(9)
+    N = 7
+    lens = [7, 5, 6]
+    gt = np.tile(np.arange(N), (3, 1))
+    mask = np.arange(N)[None] < np.asarray(lens)[:, None]
+    full = gt.copy()
+    for b, n in enumerate(lens):
+        gt[b, :n] = rng.permutation(n)
+        full[b, :n] = rng.permutation(n)
+    for beta in (2, 3):
+        np.testing.assert_allclose(om.ordering_score_partial(full, gt, beta, mask),
+                                   om.ordering_score(full, gt, beta, mask), atol=1e-6)
+    pred = np.full((3, 9), -1)
+    for b, n in enumerate(lens):
+        keep = rng.permutation(n)[: n - 2]  # two frames missing
+        pred[b, : keep.size] = keep
+    pred[0, 5], pred[0, 6] = pred[0, 0], 11  # a repeat (first place counts), an unknown id
+    for beta in (2, 3):
+        got = np.asarray(om.ordering_score_partial(pred, gt, beta, mask))
+        for b, n in enumerate(lens):
+            seq = [int(x) for x in pred[b] if 0 <= x < n]
+            place = {}
+            for k, x in enumerate(seq):
+                place.setdefault(x, k)
+            true_pos = {int(f): k for k, f in enumerate(gt[b, :n])}
+            hits = sum(all(f in place for f in sub) and sorted(sub, key=place.get)
+                       == sorted(sub, key=true_pos.get)
+                       for sub in itertools.combinations(range(n), beta))
+            assert got[b] == pytest.approx(hits / math.comb(n, beta), abs=1e-6)
+    with pytest.raises(ValueError, match="pred must be"):
+        om.ordering_score_partial(pred[:2], gt, 2, mask)
+
+
+def test_length_report_groups_per_clip_os(tmp_path, capsys):
+    """Figures 9-11 as tables: per-clip rows written by the evaluation, grouped by length."""
+    from vnr.benchmarks.moviepuzzle import length_report as lr
+
+    N = 6
+    gt = np.tile(np.arange(N), (3, 1))
+    pred = gt.copy()
+    pred[1, :4] = [3, 2, 1, 0]  # fully reversed 4-frame clip: OS2 = OS3 = 0
+    mask = np.arange(N)[None] < np.array([6, 4, 4])[:, None]
+    shot = np.array([[0, 0, 1, 1, 2, 2], [0, 0, 0, 0, -1, -1], [0, 1, 2, 3, -1, -1]])
+    rows = lr.clip_rows(pred, gt, mask, shot, np.zeros_like(shot))
+    assert [r["frames"] for r in rows] == [6, 4, 4] and [r["shot_len"] for r in rows] == [2, 4, 1]
+    assert rows[1]["os2"] == 0.0 and rows[2]["os2"] == 100.0
+    assert lr.by_value(rows, "frames") == {4: (2, 50.0, 50.0), 6: (1, 100.0, 100.0)}
+    lr.write_clips(tmp_path / "run" / "reports" / "test_clips.jsonl", rows)
+    lr.main([str(tmp_path / "run"), "--by", "shot_len"])
+    assert "| 4 | 1 | 0.00 | 0.00 |" in capsys.readouterr().out

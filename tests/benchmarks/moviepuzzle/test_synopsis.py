@@ -119,11 +119,17 @@ def _smoke(tmp_path: pathlib.Path, **overrides):
     return c
 
 
-def _reorder_run(workdir: pathlib.Path) -> nnx.State:
-    """A checkpoint exactly as vnr.train writes it for configs/moviepuzzle/main.py:smoke."""
-    from configs.moviepuzzle.main import get_config
+def _reorder_run(workdir: pathlib.Path, hcmc: bool = False) -> nnx.State:
+    """A checkpoint exactly as vnr.train writes it for configs/moviepuzzle/main.py:smoke
+    (or, with `hcmc`, configs/moviepuzzle/hcmc.py:smoke)."""
     from vnr import checkpoint
-    from vnr.benchmarks.moviepuzzle import pairwise as moviepuzzle
+
+    if hcmc:
+        from configs.moviepuzzle.hcmc import get_config
+        from vnr.benchmarks.moviepuzzle import hcmc as moviepuzzle
+    else:
+        from configs.moviepuzzle.main import get_config
+        from vnr.benchmarks.moviepuzzle import pairwise as moviepuzzle
 
     cfg = get_config("smoke")
     model = moviepuzzle.make_model(cfg, nnx.Rngs(3))
@@ -143,18 +149,54 @@ def _reorder_run(workdir: pathlib.Path) -> nnx.State:
 
 
 def test_init_from_loads_the_frame_encoder_by_name(tmp_path: pathlib.Path) -> None:
+    """The `pretrained` hook names (run, "run") sources; `vnr.pretrained.load` (what the
+    trainer calls on a fresh state) copies image/text/fuse; make_model reads no weights."""
+    from vnr import pretrained, sharding
     from vnr.benchmarks.moviepuzzle import synopsis as task
 
     saved = _reorder_run(tmp_path / "reorder")
     config = _smoke(tmp_path, init_from=str(tmp_path / "reorder"))
     task.validate(config)
+    sources = task.pretrained(config)
+    assert sources == {p: (str((tmp_path / "reorder").absolute()), pretrained.RUN)
+                       for p in ("image", "text", "fuse")}
     model = task.make_model(config, nnx.Rngs(0))
+    fresh = np.array(model.fuse.kernel.value)
+    state = nnx.state(model)
+    mesh = sharding.make_mesh((1, 1), devices=jax.devices()[:1])
+    new = pretrained.load(state, sharding.state_shardings(state, mesh), sources, root=(),
+                          say=lambda _: None)
+    nnx.update(model, new)
     for part in ("image", "text", "fuse"):
         got = nnx.state(getattr(model, part), nnx.Param).to_pure_dict()
         want = saved[part].to_pure_dict()
         jax.tree.map(np.testing.assert_array_equal, got, want)
-    fresh = task.make_model(_smoke(tmp_path), nnx.Rngs(0))
-    assert not np.array_equal(fresh.fuse.kernel.value, model.fuse.kernel.value)
+    assert not np.array_equal(fresh, model.fuse.kernel.value)
+    assert task.pretrained(_smoke(tmp_path)) == {}
+
+
+def test_init_from_an_hcmc_run_copies_its_frame_encoder(tmp_path: pathlib.Path) -> None:
+    """Table 4 "+reordering" from HCMC: `hcmc` builds HCMC's frame encoder under its own
+    path, so the (run, "run") source copies encoders.frame from the HCMC checkpoint."""
+    from configs.moviepuzzle.synopsis import get_config
+    from vnr import pretrained, sharding
+    from vnr.benchmarks.moviepuzzle import synopsis as task
+
+    saved = _reorder_run(tmp_path / "hcmc", hcmc=True)
+    with pytest.raises(ValueError, match="is an HCMC run: set model.frame_encoder='hcmc'"):
+        task.validate(_smoke(tmp_path, init_from=str(tmp_path / "hcmc")))
+    config = get_config("smoke,hcmc")
+    config.data.data_dir = str(tmp_path / "tfds")
+    config.init_from = str(tmp_path / "hcmc")
+    task.validate(config)
+    model = task.make_model(config, nnx.Rngs(0))
+    state = nnx.state(model)
+    mesh = sharding.make_mesh((1, 1), devices=jax.devices()[:1])
+    new = pretrained.load(state, sharding.state_shardings(state, mesh), task.pretrained(config),
+                          root=(), say=lambda _: None)
+    nnx.update(model, new)
+    got = nnx.state(model.encoders["frame"], nnx.Param).to_pure_dict()
+    jax.tree.map(np.testing.assert_array_equal, got, saved["encoders"]["frame"].to_pure_dict())
 
 
 def test_init_from_mismatch_is_one_clear_line(tmp_path: pathlib.Path) -> None:

@@ -9,7 +9,7 @@
   text_pair  `pairwise_model.TextPairModel` on BERT/ALBERT with an NSP-style head
              (`model.head="nsp"`: does utt_j directly follow utt_i; random negatives) or
              a SOP-style head (`"sop"`: is a consecutive pair in its true order; swapped
-             negatives); search objective "path" (consecutive-pair scores).
+             negatives).
   random     nothing to learn: the exact expected metrics of uniformly random orders of the
              split's clips (`order_metrics.random_expectation`); its config runs no step
              (total_steps=0: the loop only evaluates). A placeholder parameter gives the
@@ -20,7 +20,8 @@ Pretrained encoders (`pretrained(config)`, the trainer's hook, see `vnr/pretrain
 a checkpoint directory (or a `$VNR_ENCODERS_DIR` / Hugging Face cache name, never
 downloaded): CLIP towers for HCMC, BERT/ALBERT for the text pairs. Their subtitles must then
 come from the checkpoint's tokenizer (`data.tokenizer`, `data.vocab_size=0` or its size);
-`config.frozen` keeps parameters fixed (the paper's CLIP features: the towers frozen).
+`config.frozen` keeps parameters fixed (the paper trains the CLIP towers end to end, §3.2:
+the `paper` preset freezes nothing; frozen towers are an option).
 
 HCMC training (per step, all clips and pairs in one jitted pass):
   * pairs per level: `pairs_per_clip` ordered pairs of distinct units (frames, shots or
@@ -32,7 +33,8 @@ HCMC training (per step, all clips and pairs in one jitted pass):
   * Eq. 3 per cluster level: every real frame is an anchor, its positive a uniform other
     frame of its group (shot or scene); `cl_negatives` negatives drawn uniformly (with
     replacement) among the clip's frames outside the group, or among other clips' frames
-    when the clip has a single group; temperature `cl_tau`.
+    when the clip has a single group; `cl_form="dot"` is Eq. 3 as printed (raw dot
+    products of the head outputs), `"cosine"` ours (cosine / `cl_tau`).
   * Eq. 4: L = Σ_levels CE_level + λ Σ_cluster-levels L_CL (`cl_lambda`; `use_cl=False`
     drops the second term, the "w/o CL" row).
 
@@ -48,6 +50,7 @@ and scenes with the ground truth (`cluster_metrics`, Table 3).
 from __future__ import annotations
 
 import pathlib
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -90,6 +93,11 @@ def validate(config: Any) -> None:
             raise ValueError(f"cl_lambda={config.cl_lambda} must be >= 0")
         if config.cl_negatives < 1 or config.cl_tau <= 0:
             raise ValueError("cl_negatives must be >= 1 and cl_tau > 0")
+        if config.cl_form not in ("dot", "cosine"):
+            raise ValueError(f"cl_form={config.cl_form!r}: use 'dot' (Eq. 3 as printed) or "
+                             "'cosine' (ours: cosine / cl_tau)")
+        if m.shot_pool not in ("concat", "mean"):
+            raise ValueError(f"model.shot_pool={m.shot_pool!r}: use 'concat' or 'mean'")
         if not 0.0 <= config.within_frac <= 1.0:
             raise ValueError(f"within_frac={config.within_frac} must be in [0, 1]")
         e = config.eval
@@ -97,14 +105,41 @@ def validate(config: Any) -> None:
             raise ValueError(f"eval.cluster_count={e.cluster_count!r}: use 'gt' or 'silhouette'")
         if e.distance not in ("euclidean", "cosine", "softdtw"):
             raise ValueError(f"eval.distance={e.distance!r}: euclidean, cosine or softdtw")
+        if e.kmeans_init not in ("random", "kmeans++"):
+            raise ValueError(f"eval.kmeans_init={e.kmeans_init!r}: use 'random' or 'kmeans++'")
+        if e.kmeans_iters < 1:
+            raise ValueError(f"eval.kmeans_iters={e.kmeans_iters} must be >= 1")
         if e.distance == "softdtw" and m.cluster_dim % e.dtw_segments:
             raise ValueError(f"eval.dtw_segments={e.dtw_segments} must divide "
                              f"model.cluster_dim={m.cluster_dim}")
         _check_clip_towers(config)
+        check_paper_preset(config)
     if m.kind == "text_pair":
         if m.head not in ("nsp", "sop"):
             raise ValueError(f"model.head={m.head!r}: use 'nsp' or 'sop'")
         _check_text_pair(config)
+
+
+_WARNED: set[str] = set()
+
+
+def check_paper_preset(config: Any) -> list[str]:
+    """Warns once per key (per process) where the config overrides the `paper` preset
+    (Table 7, `configs/moviepuzzle/hcmc.py:paper_preset`); returns the keys it named."""
+    named = []
+    for key, want in config.get("paper_preset") or ():
+        node = config
+        for part in key.split("."):
+            node = node[part]
+        have = tuple(node) if isinstance(node, list | tuple) else node
+        want = tuple(want) if isinstance(want, list | tuple) else want
+        if have != want:
+            named.append(key)
+            if key not in _WARNED:
+                _WARNED.add(key)
+                warnings.warn(f"config.{key}={have!r} overrides the paper preset "
+                              f"(Table 7 / §4.1: {want!r})", stacklevel=2)
+    return named
 
 
 def _check_clip_towers(config: Any) -> None:
@@ -214,6 +249,8 @@ def make_model(config: Any, rngs: nnx.Rngs) -> nnx.Module:
     return hcmc_model.HCMC(levels=tuple(m.levels), image_encoder=m.image_encoder,
                            text_encoder=m.text_encoder, cluster_dim=m.cluster_dim,
                            pair_arch=m.pair_arch, separate=m.separate,
+                           shot_pool=m.shot_pool, max_shot_frames=d.max_frames,
+                           cluster_norm=config.cl_form == "cosine",
                            eos_id=None if tok is None else
                            tok["eos"] if tok["eos"] is not None else tok["sep"], **common)
 
@@ -226,13 +263,19 @@ def train_data(config: Any, local_batch: int, process_index: int, process_count:
 # ----------------------------------------------------------------------------- sampling
 
 
-def _parents(levels: tuple[str, ...], batch: dict) -> dict[str, tuple[jax.Array, jax.Array]]:
-    """(unit id, parent id) per level: frames in shots (scenes when shots are not modelled),
-    shots in scenes, scenes in the clip."""
+def _parents(levels: tuple[str, ...], batch: dict,
+             frame_parent: str = "") -> dict[str, tuple[jax.Array, jax.Array]]:
+    """(unit id, parent id) per level: frames in `frame_parent` ("shot", "scene" or "clip";
+    default: shots, or scenes when only scenes are modelled), shots in scenes, scenes in the
+    clip. The `no_shot` ablation uses "scene"/"clip": no ground-truth shot id is read."""
     n = batch["mask"].shape[1]
     frame = jnp.broadcast_to(jnp.arange(n), batch["mask"].shape)
     shot, scene = batch["shot_id"], batch["scene_id"]
-    frame_parent = shot if "shot" in levels or "scene" not in levels else scene
+    if not frame_parent:
+        frame_parent = "shot" if "shot" in levels or "scene" not in levels else "scene"
+    if frame_parent not in ("shot", "scene", "clip"):
+        raise ValueError(f"model.frame_parent={frame_parent!r}: use 'shot', 'scene' or 'clip'")
+    frame_parent = {"shot": shot, "scene": scene, "clip": jnp.zeros_like(shot)}[frame_parent]
     return {"frame": (frame, frame_parent), "shot": (shot, scene),
             "scene": (scene, jnp.zeros_like(scene))}
 
@@ -242,12 +285,12 @@ def hcmc_loss(config: Any, model: hcmc_model.HCMC, batch: dict, rngs: nnx.Rngs):
     mask, pos = batch["mask"], batch["position"]
     feats = model.encode(batch["frames"], batch["tokens"], train=True, rngs=rngs,
                          token_mask=batch.get("token_mask"))
-    groups = _parents(model.levels, batch)
+    groups = _parents(model.levels, batch, config.model.get("frame_parent", ""))
     key = rngs.dropout()
     order_loss, metrics = 0.0, {}
     for k, level in enumerate(model.levels):
         unit, parent = groups[level]
-        vecs = model.units_from_groups(level, feats, unit, mask)
+        vecs = model.units_from_groups(level, feats, unit, mask, pos)
         i, j, valid = sample_unit_pairs(jax.random.fold_in(key, k), unit, parent, mask,
                                         config.pairs_per_clip, config.within_frac)
         logits = model.pair_logits(level, _take(vecs, i), _take(vecs, j), train=True, rngs=rngs)
@@ -263,7 +306,8 @@ def hcmc_loss(config: Any, model: hcmc_model.HCMC, batch: dict, rngs: nnx.Rngs):
         z = model.cluster_embed(level, feats).reshape(-1, config.model.cluster_dim)
         p, neg, ok, neg_ok = sample_contrastive(jax.random.fold_in(key, 100 + k),
                                                 groups[level][0], mask, config.cl_negatives)
-        cl = hcmc_model.contrastive_cluster_loss(z, z[p], z[neg], neg_ok, ok, config.cl_tau)
+        cl = hcmc_model.contrastive_cluster_loss(z, z[p], z[neg], neg_ok, ok, config.cl_tau,
+                                                 config.cl_form)
         metrics[f"{level}_cl"] = cl
         cl_loss = cl_loss + cl
     metrics["order_loss"] = order_loss
@@ -404,7 +448,8 @@ def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.M
         gt_shot_ids=cat["shot_id"] if gt and "shot" in levels else None,
         gt_scene_ids=cat["scene_id"] if gt and "scene" in levels else None,
         key=jax.random.key(config.seed), search=e.search, beam_size=e.beam_size,
-        objective=e.objective, distance=e.distance, max_clusters=e.max_clusters,
+        objective=e.objective, starts=e.starts, distance=e.distance,
+        max_iters=e.kmeans_iters, init=e.kmeans_init, max_clusters=e.max_clusters,
         min_silhouette=e.min_silhouette, dtw_segments=e.dtw_segments, dtw_gamma=e.dtw_gamma,
         return_clusters=True)
     pred = np.asarray(pred)
@@ -415,8 +460,10 @@ def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.M
             iou = matched_iou(cat[f"{level}_embed"], clusters[level], cat[f"{level}_id"],
                               cat["mask"])
             metrics[f"{level}_iou"] = float(np.mean(iou))
-    if report_path is not None and cat.first is not None:
-        base.order_report(config, split, cat.first, pred, order, report_path)
+    if report_path is not None:
+        base.clip_report(split, pred, order, cat, report_path)
+        if cat.first is not None:
+            base.order_report(config, split, cat.first, pred, order, report_path)
     return metrics
 
 

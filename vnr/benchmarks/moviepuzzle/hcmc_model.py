@@ -13,8 +13,14 @@ side (bicubic) and centre-crops instead (a choice: frames here are already squar
 A unit of level
 
   frame  is one frame: its frame feature;
-  shot   is a set of frames: the masked mean of their frame features, then a shot MLP;
-  scene  is a set of frames: the masked mean of their frame features, then a scene MLP.
+  shot   is a sequence of frames. `shot_pool="concat"` (App. C: "the concatenated features
+         of each frame in the shot"): the features of its frames in temporal order (true
+         order in training; the frame-level predicted order in Algorithm 1), concatenated
+         into `max_shot_frames` slots (zeros after the last frame; `max_shot_frames` is the
+         clip length limit, so no frame is ever cut), projected to `width`, then a shot
+         MLP. `shot_pool="mean"` (ours): the masked mean of the frame features, then the MLP;
+  scene  is a set of frames: the masked mean of their frame features, then a scene MLP
+         (the paper only says "pairing the features of these scenes": our choice).
 
 A scene's pooled vector is the mean over its frames, i.e. the mean of its shots' pooled
 vectors weighted by shot length (the choice that needs no shot partition inside a scene,
@@ -28,7 +34,8 @@ default 2 layers, width 512, 8 heads as Table 7); the per-level binary order hea
 both output tokens: class 1 = u before v. `pair_arch="mlp"` replaces the transformer by an
 MLP over [u, v] (Appendix E). Cluster heads (shot, scene) map frame features to unit-norm
 embeddings trained with the contrastive loss of Eq. 3 (`contrastive_cluster_loss`) and
-clustered by k-means at inference.
+clustered by k-means at inference: raw head outputs for the printed Eq. 3
+(`cluster_norm=False`), unit-norm ones for our cosine / temperature form.
 
 `separate=True` gives every level its own frame encoder, pair encoder and cluster head
 (Appendix E's separately trained variants): the summed loss then has disjoint gradients
@@ -219,10 +226,16 @@ class HCMC(nnx.Module):
                  vocab_size: int = 4096, max_tokens: int = 16, width: int = 512,
                  text_layers: int = 0, pair_layers: int = 2, heads: int = 8, mlp: int = 2048,
                  dropout: float = 0.1, cluster_dim: int = 64, pair_arch: str = "transformer",
-                 separate: bool = False, eos_id: int | None = None, rngs: nnx.Rngs):
+                 separate: bool = False, eos_id: int | None = None,
+                 shot_pool: str = "concat", max_shot_frames: int = 20,
+                 cluster_norm: bool = False, rngs: nnx.Rngs):
         if "frame" not in levels or set(levels) - set(LEVELS):
             raise ValueError(f"model.levels={levels}: 'frame' plus any of 'shot', 'scene'")
+        if shot_pool not in ("concat", "mean"):
+            raise ValueError(f"model.shot_pool={shot_pool!r}: use 'concat' or 'mean'")
         self.levels = tuple(lv for lv in LEVELS if lv in levels)
+        self.shot_pool, self.max_shot_frames = shot_pool, int(max_shot_frames)
+        self.cluster_norm = cluster_norm
         self.cluster_levels = tuple(lv for lv in CLUSTER_LEVELS if lv in self.levels)
         self.separate = separate
         owners = self.levels if separate else ("frame",)
@@ -246,6 +259,9 @@ class HCMC(nnx.Module):
                                  if lv in self.levels})
         self.cluster_heads = nnx.Dict({lv: _mlp2(width, cluster_dim, rngs)
                                        for lv in self.cluster_levels})
+        concat = shot_pool == "concat" and "shot" in self.levels
+        self.shot_concat = nnx.data(dense(self.max_shot_frames * width, width,
+                                          ("mlp", "embed"), rngs) if concat else None)
 
     def _owner(self, level: str) -> str:
         return level if self.separate else "frame"
@@ -267,17 +283,41 @@ class HCMC(nnx.Module):
         a, b = self.poolers[level]
         return pooled + b(jax.nn.gelu(a(pooled)))
 
+    def _concat(self, slots: jax.Array) -> jax.Array:
+        """Frame features in slots [..., M, W] (zeros = no frame) -> shot feature [..., W]."""
+        M = self.max_shot_frames
+        if slots.shape[-2] < M:
+            pad = [(0, 0)] * (slots.ndim - 2) + [(0, M - slots.shape[-2]), (0, 0)]
+            slots = jnp.pad(slots, pad)
+        return self.shot_concat(slots[..., :M, :].reshape(*slots.shape[:-2], -1))
+
     def units_from_groups(self, level: str, feats: jax.Array, group: jax.Array,
-                          mask: jax.Array) -> jax.Array:
-        """Per frame, the unit vector of its group (training: ground-truth groups)."""
+                          mask: jax.Array, position: jax.Array | None = None) -> jax.Array:
+        """Per frame, the unit vector of its group (training: ground-truth groups).
+
+        position [B, N]: true positions, for the temporal order of concatenated shots."""
         x = self.level_features(feats, level)
-        return x if level == "frame" else self.unit_vectors(level, group_mean(x, group, mask))
+        if level == "frame":
+            return x
+        if level == "shot" and self.shot_concat is not None:
+            if position is None:
+                raise ValueError("shot_pool='concat' needs the frames' positions")
+            same = (group[:, :, None] == group[:, None, :]) & mask[:, None, :] & mask[:, :, None]
+            earlier = same & (position[:, None, :] < position[:, :, None])
+            rank = earlier.sum(-1)  # [B, N]: rank of frame j inside its shot
+            slot = jnp.arange(x.shape[1])[None, None, :, None] == rank[:, None, None, :]
+            sel = (same[:, :, None, :] & slot).astype(x.dtype)  # [B, i, m, j]
+            return self.unit_vectors(level, self._concat(jnp.einsum("bimj,bjw->bimw", sel, x)))
+        return self.unit_vectors(level, group_mean(x, group, mask))
 
     def units_from_members(self, level: str, members: jax.Array,
                            member_mask: jax.Array) -> jax.Array:
-        """Members' features [P, G, M, L*W] (Algorithm 1 layout) -> unit vectors [P, G, W]."""
+        """Members' features [P, G, M, L*W] (Algorithm 1 layout: members in their order,
+        real ones first) -> unit vectors [P, G, W]."""
         x = members.reshape(*members.shape[:-1], len(self.levels), -1)
         x = self.level_features(x, level)
+        if level == "shot" and self.shot_concat is not None:
+            return self.unit_vectors(level, self._concat(x * member_mask[..., None]))
         return self.unit_vectors(level, member_mean(x, member_mask))
 
     def pair_logits(self, level: str, first: jax.Array, second: jax.Array, *, train: bool,
@@ -292,26 +332,37 @@ class HCMC(nnx.Module):
         return self.pair_logits(level, first, second, train=False, rngs=None)
 
     def cluster_embed(self, level: str, feats: jax.Array) -> jax.Array:
-        """Unit-norm clustering embedding [B, N, D] of every frame for `level`."""
+        """Clustering embedding ψ [B, N, D] of every frame for `level` (unit norm when
+        `cluster_norm`)."""
         a, b = self.cluster_heads[level]
         z = b(jax.nn.gelu(a(self.level_features(feats, level))))
+        if not self.cluster_norm:
+            return z
         return z / jnp.maximum(jnp.linalg.norm(z, axis=-1, keepdims=True), 1e-6)
 
 
 def contrastive_cluster_loss(anchor: jax.Array, positive: jax.Array, negatives: jax.Array,
-                             neg_mask: jax.Array, valid: jax.Array, tau: float) -> jax.Array:
+                             neg_mask: jax.Array, valid: jax.Array, tau: float,
+                             form: str = "dot") -> jax.Array:
     """Eq. 3, averaged over valid anchors:
 
-        L_CL = -log( e^{s(z, z+)/τ} / (e^{s(z, z+)/τ} + Σ_k e^{s(z, z_k^-)/τ}) ),
+        L_CL = -log( e^{s(z, z+)} / (e^{s(z, z+)} + Σ_{k<n} e^{s(z, z_k^-)}) ),
 
-    s = cosine similarity, z+ a frame of the anchor's group, z_k^- (k = 1..n) frames outside
-    it. anchor, positive [A, D]; negatives [A, n, D]; neg_mask [A, n] (False = unused draw);
-    valid [A] (anchors without a positive or any negative do not count).
+    form "dot" (as printed): s = ψ·ψ, the raw dot product of the head outputs, no
+    temperature (`tau` unused). form "cosine" (ours): s = cos(z, z') / τ. z+ a frame of the
+    anchor's group, z_k^- (k = 0..n-1) frames outside it. anchor, positive [A, D];
+    negatives [A, n, D]; neg_mask [A, n] (False = unused draw); valid [A] (anchors without
+    a positive or any negative do not count).
     """
-    unit = lambda v: v / jnp.maximum(jnp.linalg.norm(v, axis=-1, keepdims=True), 1e-6)  # noqa
-    a, p, n = unit(anchor), unit(positive), unit(negatives)
-    pos = (a * p).sum(-1) / tau
-    neg = jnp.where(neg_mask, jnp.einsum("ad,and->an", a, n) / tau, -jnp.inf)
+    if form not in ("dot", "cosine"):
+        raise ValueError(f"cl_form={form!r}: use 'dot' (Eq. 3 as printed) or 'cosine'")
+    if form == "cosine":
+        unit = lambda v: v / jnp.maximum(jnp.linalg.norm(v, axis=-1, keepdims=True), 1e-6)  # noqa
+        a, p, n, scale = unit(anchor), unit(positive), unit(negatives), 1.0 / tau
+    else:
+        a, p, n, scale = anchor, positive, negatives, 1.0
+    pos = (a * p).sum(-1) * scale
+    neg = jnp.where(neg_mask, jnp.einsum("ad,and->an", a, n) * scale, -jnp.inf)
     logits = jnp.concatenate([pos[:, None], neg], -1)
     nll = jax.nn.logsumexp(logits, -1) - pos
     ok = valid & neg_mask.any(-1)

@@ -82,7 +82,7 @@ def _cluster(
     else:
         k = estimate_num_clusters(
             x, mask, key, opts["max_clusters"], opts["min_silhouette"], opts["distance"],
-            opts["max_iters"], **opts["dtw"],
+            opts["max_iters"], init=opts["init"], **opts["dtw"],
         )  # fmt: skip
     work = np.nonzero(k >= 2)[0]  # single-cluster groups skip k-means
     labels = np.zeros((P, M), np.int64)
@@ -90,7 +90,8 @@ def _cluster(
         pad = _pow2(work.size) - work.size
         sel = np.r_[work, np.full(pad, work[0])]
         out = kmeans(
-            x[sel], k[sel], mask[sel], key, opts["distance"], opts["max_iters"], **opts["dtw"]
+            x[sel], k[sel], mask[sel], key, opts["distance"], opts["max_iters"],
+            init=opts["init"], **opts["dtw"],
         )
         labels[work] = np.asarray(out)[: work.size]
     return labels[parent, slot]
@@ -137,7 +138,9 @@ def _order_level(
     if opts["search"] == "exact":
         order, _ = exact_order(scores, umask, opts["objective"])
     else:
-        order, _ = beam_search_order(scores, umask, opts["beam_size"], opts["objective"])
+        order, _ = beam_search_order(
+            scores, umask, opts["beam_size"], opts["objective"], opts["starts"]
+        )
     unit_rank = np.argsort(np.asarray(order), axis=1)  # [P, G] position of each unit
     rank[on] = unit_rank[p, g]
     return rank
@@ -157,8 +160,10 @@ def hierarchical_order(
     search: str = "beam",
     beam_size: int = 10,
     objective: str = "path",
+    starts: str = "per_start",
     distance: str = "cosine",
     max_iters: int = 100,
+    init: str = "kmeans++",
     max_clusters: int = 8,
     min_silhouette: float = 0.5,
     dtw_segments: int = 4,
@@ -182,8 +187,10 @@ def hierarchical_order(
       shot_embed, scene_embed: [B, N, D] clustering embeddings or None (level unused).
       gt_shot_ids, gt_scene_ids: int [B, N] ground-truth ids for the counts, or None.
       key: PRNG key for k-means (default key 0).
-      search: "beam" or "exact". beam_size, objective: passed to the search.
-      distance, max_iters, dtw_segments, dtw_gamma: k-means options (`vnr.ops.kmeans`).
+      search: "beam" or "exact". beam_size, objective, starts: passed to the search
+        (`beam_search_order`; starts "per_start" is Algorithm 3, "shared" is ours).
+      distance, max_iters, init, dtw_segments, dtw_gamma: k-means options
+        (`vnr.ops.kmeans`; init "random" is the paper's Algorithm 2, "kmeans++" ours).
       max_clusters, min_silhouette: count estimate.
       return_clusters: also return {"scene": labels, "shot": labels}, int [B, N] cluster
         labels per frame (-1 on padding; shot labels are unique within a clip).
@@ -198,8 +205,9 @@ def hierarchical_order(
     if search not in ("beam", "exact"):
         raise ValueError(f"search must be 'beam' or 'exact', got {search!r}")
     opts = dict(
-        search=search, beam_size=beam_size, objective=objective, distance=distance,
-        max_iters=max_iters, max_clusters=max_clusters, min_silhouette=min_silhouette,
+        search=search, beam_size=beam_size, objective=objective, starts=starts,
+        distance=distance,
+        max_iters=max_iters, init=init, max_clusters=max_clusters, min_silhouette=min_silhouette,
         dtw=dict(dtw_segments=dtw_segments, dtw_gamma=dtw_gamma),
     )  # fmt: skip
     arrays = {}

@@ -220,6 +220,66 @@ def ordering_score(pred_order, gt_order, beta: int = 2, mask=None) -> Array:
     return _os_core(pred_order, gt_order, mask, int(beta))
 
 
+@functools.partial(jax.jit, static_argnames=("beta",))
+def _os_partial_core(pred, gt_order, mask, beta: int):
+    N = gt_order.shape[-1]
+    n = mask.sum(-1)
+    hit = pred[:, :, None] == jnp.arange(N)[None, None, :]  # [B, M, N]
+    pos = jnp.where(hit.any(1), jnp.argmax(hit, axis=1), -1)  # first occurrence, -1 missing
+    sigma = jnp.take_along_axis(pos, gt_order, axis=-1)
+    real = (jnp.arange(N)[None] < n[:, None]) & (sigma >= 0)
+    up = (
+        (jnp.arange(N)[:, None] < jnp.arange(N)[None, :])[None]
+        & (sigma[:, :, None] < sigma[:, None, :])
+        & real[:, :, None]
+        & real[:, None, :]
+    ).astype(jnp.float32)
+    count = real.astype(jnp.float32)
+    for _ in range(beta - 1):
+        count = jnp.einsum("bg,bgh->bh", count, up)
+    nf = n.astype(jnp.float32)
+    total = jnp.ones_like(nf)
+    for i in range(beta):
+        total = total * (nf - i) / (i + 1)
+    return count.sum(-1) / total
+
+
+def ordering_score_partial(pred, gt_order, beta: int = 2, mask=None) -> Array:
+    """OS_beta of predictions that may miss frames (Appendix B: generative models' outputs).
+
+    Appendix B's definition as it stands: a beta-subset of the clip's n true frames matches
+    when every one of its frames appears in the prediction and their predicted order equals
+    their true order; the denominator stays C(n, beta) over the true clip, so a missing
+    frame costs every subset it belongs to. Choices the paper leaves open: a frame named
+    twice counts at its first place; ids outside the clip's real frames and empty slots
+    (-1) are ignored. On full orders this equals `ordering_score`.
+
+    Args:
+      pred: int [B, M] predicted frame indices in predicted order (any M; -1 = empty slot).
+      gt_order: int [B, N] true orders (as `ordering_score`). beta: subset size.
+      mask: bool [B, N] or None.
+    Returns:
+      float32 [B] in [0, 1].
+    """
+    if not isinstance(beta, int | np.integer) or beta < 1:
+        raise ValueError(f"beta must be a positive int, got {beta!r}")
+    pred = jnp.asarray(pred)
+    if pred.ndim != 2 or pred.shape[0] != jnp.shape(gt_order)[0]:
+        raise ValueError(f"pred must be [B, M] with B = {jnp.shape(gt_order)[0]}, got shape "
+                         f"{pred.shape}")
+    if not jnp.issubdtype(pred.dtype, jnp.integer):
+        raise ValueError(f"pred must be an integer array, got dtype {pred.dtype}")
+    _, gt_order, mask = _prepare(gt_order, gt_order, mask)
+    n = mask.sum(-1)
+    if _concrete(n) and int(np.asarray(n).min()) < beta:
+        raise ValueError(f"beta={beta} exceeds the real length {int(np.asarray(n).min())} "
+                         "of a clip")
+    n_pad = jnp.where(mask, 0, 1).sum(-1)  # ids >= n are padding: never real frames
+    real_ids = pred < (gt_order.shape[-1] - n_pad)[:, None]
+    pred = jnp.where(real_ids & (pred >= 0), pred, -1).astype(jnp.int32)
+    return _os_partial_core(pred, gt_order, mask, int(beta))
+
+
 def summary(pred_order, gt_order, mask=None) -> dict[str, float]:
     """Clip-averaged Table 1 metrics: keys lsd, lmd, sd, ssd, os2, os3.
 

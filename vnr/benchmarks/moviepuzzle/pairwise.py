@@ -50,6 +50,9 @@ def validate(config: Any) -> None:
         raise ValueError(f"pairs_per_clip={config.pairs_per_clip} must be >= 2")
     if config.eval.objective not in ("path", "linear"):
         raise ValueError(f"eval.objective={config.eval.objective!r}: use 'path' or 'linear'")
+    if config.eval.get("starts") not in ("per_start", "shared"):
+        raise ValueError(f"eval.starts={config.eval.get('starts')!r}: use 'per_start' "
+                         "(Algorithm 3) or 'shared' (ours)")
     if config.eval.search not in ("beam", "exact"):
         raise ValueError(f"eval.search={config.eval.search!r}: use 'beam' or 'exact'")
     if config.eval.search == "beam" and config.eval.beam_size < 1:
@@ -147,6 +150,7 @@ def predict(config: Any, model: PairOrderModel, batch: dict) -> dict[str, jax.Ar
                                 token_mask=batch.get("token_mask"))
     scores = pair_scores_to_matrix(model.all_pair_logits(feats))
     return {"scores": scores, "mask": batch["mask"], "position": batch["position"],
+            "shot_id": batch["shot_id"], "scene_id": batch["scene_id"],
             "valid": batch["mask"].any(-1)}
 
 
@@ -170,9 +174,20 @@ def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.M
     pred = np.asarray(order_clips(config, out["scores"], out["mask"]))
     gt = gt_order(out["position"])
     metrics = order_metrics(pred, gt, out)
-    if report_path is not None and out.first is not None:
-        order_report(config, split, out.first, pred, gt, report_path)
+    if report_path is not None:
+        clip_report(split, pred, gt, out, report_path)
+        if out.first is not None:
+            order_report(config, split, out.first, pred, gt, report_path)
     return metrics
+
+
+def clip_report(split: str, pred: np.ndarray, gt: np.ndarray, out: Any,
+                report_path: pathlib.Path) -> None:
+    """Per-clip lengths and OS next to the figure (`length_report`: Figures 9-11)."""
+    from vnr.benchmarks.moviepuzzle import length_report
+
+    rows = length_report.clip_rows(pred, gt, out["mask"], out["shot_id"], out["scene_id"])
+    length_report.write_clips(report_path.parent / f"{split}_clips.jsonl", rows)
 
 
 def collect(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.Mesh,
@@ -193,7 +208,7 @@ def order_clips(config: Any, scores: np.ndarray, mask: np.ndarray) -> np.ndarray
     e = config.eval
     if e.search == "exact":
         return exact_order(scores, mask, objective=e.objective)[0]
-    return beam_search_order(scores, mask, beam_size=e.beam_size, objective=e.objective)[0]
+    return beam_search_order(scores, mask, e.beam_size, e.objective, e.starts)[0]
 
 
 def order_metrics(pred: np.ndarray, gt: np.ndarray, out: Any) -> dict[str, float]:

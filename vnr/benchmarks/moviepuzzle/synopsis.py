@@ -15,15 +15,17 @@ Eval: every segment of a split against every synopsis of the split: R@1/5/10 and
 as `syn2seg_*`.
 
 "With reordering pre-training" (Table 4's second row): `config.init_from=<workdir>` of a
-finished `moviepuzzle.pairwise` (PairOrderModel, late fusion) run; the parameters named in
-`config.init_params` (default image, text, fuse) are read through orbax from the latest step
-of `<workdir>/checkpoints` and replace the fresh ones; everything is then fine-tuned.
-A mismatch (missing run, other model, other sizes) is one clear error line before training.
+finished `moviepuzzle.pairwise` (PairOrderModel, late fusion) run, or, with
+`model.frame_encoder="hcmc"`, of an HCMC run (small encoders; its frame encoder
+`encoders.frame`); the parameters named in `config.init_params` (image, text, fuse, or
+encoders.frame) come from the latest step of that run
+through the trainer's `pretrained` hook (source kind `(workdir, "run")`, `vnr/pretrained.py`)
+and replace the fresh ones in a new run; everything is then fine-tuned. A mismatch (missing
+run, other model, other sizes) is one clear error line from `validate` before training.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import pathlib
 from collections.abc import Callable
@@ -35,7 +37,8 @@ import numpy as np
 import optax
 from flax import nnx
 
-from vnr import checkpoint, evaluation
+from vnr import evaluation
+from vnr import pretrained as pretrained_lib
 from vnr import task as task_lib
 from vnr.benchmarks.moviepuzzle import synopsis_data as data
 from vnr.benchmarks.moviepuzzle.pairwise_model import ImageEncoder, TextEncoder
@@ -57,16 +60,29 @@ class SynopsisModel(nnx.Module):
                  channels: tuple[int, ...], vocab_size: int, max_tokens: int, max_frames: int,
                  synopsis_tokens: int, width: int, text_layers: int, segment_layers: int,
                  synopsis_layers: int, heads: int, mlp: int, embed: int, dropout: float,
-                 rngs: nnx.Rngs):
+                 rngs: nnx.Rngs, frame_encoder: str = "pair"):
         unknown = set(modalities) - {"vision", "text"}
         if unknown or not modalities:
             raise ValueError(f"model.modalities={modalities}: use 'vision' and/or 'text'")
-        # Same attribute names and shapes as pairwise_model.PairOrderModel.
-        self.image = ImageEncoder(image_size, channels, width, rngs, stem, conv) \
-            if "vision" in modalities else None
-        self.text = TextEncoder(vocab_size, max_tokens, width, text_layers, heads, dropout, rngs) \
-            if "text" in modalities else None
-        self.fuse = dense(width * len(modalities), width, ("mlp", "embed"), rngs)
+        if frame_encoder not in ("pair", "hcmc"):
+            raise ValueError(f"model.frame_encoder={frame_encoder!r}: use 'pair' or 'hcmc'")
+        image = text = fuse = encoders = None
+        if frame_encoder == "hcmc":  # HCMC's frame encoder, under HCMC's path encoders.frame
+            from vnr.benchmarks.moviepuzzle.hcmc_model import FrameEncoder
+
+            encoders = nnx.Dict({"frame": FrameEncoder(
+                modalities=tuple(modalities), image_encoder="small", text_encoder="small",
+                image_size=image_size, stem=stem, conv=conv, channels=tuple(channels),
+                vocab_size=vocab_size, max_tokens=max_tokens, width=width,
+                text_layers=text_layers, heads=heads, dropout=dropout, rngs=rngs)})
+        else:  # same attribute names and shapes as pairwise_model.PairOrderModel
+            image = ImageEncoder(image_size, channels, width, rngs, stem, conv) \
+                if "vision" in modalities else None
+            text = TextEncoder(vocab_size, max_tokens, width, text_layers, heads, dropout,
+                               rngs) if "text" in modalities else None
+            fuse = dense(width * len(modalities), width, ("mlp", "embed"), rngs)
+        self.image, self.text = nnx.data(image), nnx.data(text)
+        self.fuse, self.encoders = nnx.data(fuse), nnx.data(encoders)
         self.frame_pos = nnx.Param(annotate(nnx.initializers.normal(0.02), (None, "embed"))(
             rngs.params(), (max_frames, width)))
         self.segment_blocks = nnx.List([Block(width, heads, mlp, dropout, rngs)
@@ -81,12 +97,15 @@ class SynopsisModel(nnx.Module):
     def encode_segments(self, frames: jax.Array, tokens: jax.Array, mask: jax.Array, *,
                         train: bool, rngs: nnx.Rngs | None) -> jax.Array:
         """frames [B, N, S, S, 3], tokens [B, N, L], mask [B, N] -> unit vectors [B, E]."""
-        parts = []
-        if self.image is not None:
-            parts.append(self.image(frames))
-        if self.text is not None:
-            parts.append(self.text(tokens, train=train, rngs=rngs))
-        x = jax.nn.gelu(self.fuse(jnp.concatenate(parts, -1)))
+        if self.encoders is not None:
+            x = self.encoders["frame"](frames, tokens, train=train, rngs=rngs)
+        else:
+            parts = []
+            if self.image is not None:
+                parts.append(self.image(frames))
+            if self.text is not None:
+                parts.append(self.text(tokens, train=train, rngs=rngs))
+            x = jax.nn.gelu(self.fuse(jnp.concatenate(parts, -1)))
         x = x + self.frame_pos.value[: x.shape[1]]
         for block in self.segment_blocks:
             x = block(x, mask, train=train, rngs=rngs)
@@ -110,22 +129,6 @@ def _unit(x: jax.Array) -> jax.Array:
 # ----------------------------------------------------------------------------- init_from
 
 
-def _flat(tree: Any) -> dict[str, Any]:
-    """Leaves by dotted path (integer keys as strings, as orbax stores them)."""
-    def name(path: tuple) -> str:
-        return ".".join(str(getattr(k, "key", getattr(k, "idx", getattr(k, "name", k))))
-                        for k in path)
-
-    return {name(p): v for p, v in jax.tree_util.tree_flatten_with_path(tree)[0]}
-
-
-@functools.lru_cache(maxsize=4)
-def load_pretrained(workdir: str, names: tuple[str, ...]) -> tuple[int, dict[str, np.ndarray]]:
-    """(step, {dotted name: array}) of the model parameters under `names` in the latest
-    checkpoint of a reordering run (`vnr.checkpoint.restore_run`)."""
-    return checkpoint.restore_run(workdir, names)
-
-
 def _check_run_config(config: Any) -> None:
     """The reordering run's config.json (if present) agrees on the encoder-shaping keys."""
     path = pathlib.Path(config.init_from) / "config.json"
@@ -140,43 +143,21 @@ def _check_run_config(config: Any) -> None:
         if have is not None and have != want:
             raise ValueError(f"init_from={config.init_from}: the reordering run has {key}="
                              f"{have!r} but this config has {want!r}; set --config.{key} to match")
+    ours = config.model.get("frame_encoder", "pair")
+    if run.get("model", {}).get("kind") == "hcmc" and ours != "hcmc":
+        raise ValueError(f"init_from={config.init_from} is an HCMC run: set "
+                         "model.frame_encoder='hcmc' (config flag `hcmc`)")
     if run.get("model", {}).get("fusion", "late") != "late":
         raise ValueError(f"init_from={config.init_from}: the reordering run uses model.fusion="
                          f"{run['model']['fusion']!r}; only late fusion has a `fuse` layer")
 
 
-def apply_pretrained(model: SynopsisModel, workdir: str, names: tuple[str, ...]) -> int:
-    """Replaces the parameters under `names` with the run's; ValueError naming the first
-    missing or mis-shaped one. Returns the checkpoint step."""
-    step, loaded = load_pretrained(str(pathlib.Path(workdir).absolute()), tuple(names))
-    for name in names:
-        part = getattr(model, name, None)
-        if part is None:
-            raise ValueError(f"init_params names {name!r}, which this model does not have "
-                             "(model.modalities?)")
-        state = nnx.state(part, nnx.Param)
-        pure = state.to_pure_dict()
-        flat = _flat(pure)
-        extra = sorted(k for k in loaded if k.startswith(name + ".")
-                       and k.removeprefix(name + ".") not in flat)
-        if extra:
-            raise ValueError(f"init_from={workdir} (step {step}): checkpoint parameter "
-                             f"{extra[0]} has no counterpart in this model")
-        leaves = []
-        for key, want in flat.items():
-            full = f"{name}.{key}"
-            if full not in loaded:
-                raise ValueError(f"init_from={workdir} (step {step}): no parameter {full} in "
-                                 f"the checkpoint (model expects {tuple(want.shape)})")
-            if tuple(loaded[full].shape) != tuple(want.shape):
-                raise ValueError(f"init_from={workdir} (step {step}): parameter {full} has "
-                                 f"shape {tuple(loaded[full].shape)}, this model expects "
-                                 f"{tuple(want.shape)}; match model/data sizes of that run")
-            leaves.append(jnp.asarray(loaded[full], want.dtype))
-        new = jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(pure), leaves)
-        nnx.replace_by_pure_dict(state, new)
-        nnx.update(part, state)
-    return step
+def pretrained(config: Any) -> dict[str, tuple[str, str | None]]:
+    """The trainer's hook: `init_params` subtrees copied from the `init_from` run."""
+    if not config.init_from:
+        return {}
+    workdir = str(pathlib.Path(config.init_from).absolute())
+    return {name: (workdir, pretrained_lib.RUN) for name in config.init_params}
 
 
 # ----------------------------------------------------------------------------- task API
@@ -197,20 +178,16 @@ def validate(config: Any) -> None:
         raise ValueError(f"batch_size={config.batch_size}: the in-batch loss needs >= 2 pairs")
     if config.init_from:
         _check_run_config(config)
-        model = nnx.eval_shape(lambda: make_model(config, nnx.Rngs(0), load=False))
-        apply_abstract = {n: getattr(model, n, None) for n in config.init_params}
-        step, loaded = load_pretrained(str(pathlib.Path(config.init_from).absolute()),
-                                       tuple(config.init_params))
-        for name, part in apply_abstract.items():
-            if part is None:
-                raise ValueError(f"init_params names {name!r}, which this model does not have")
-            for key, want in _flat(nnx.state(part, nnx.Param).to_pure_dict()).items():
-                have = loaded.get(f"{name}.{key}")
-                if have is None or tuple(have.shape) != tuple(want.shape):
-                    got = "missing" if have is None else f"shape {tuple(have.shape)}"
-                    raise ValueError(f"init_from={config.init_from} (step {step}): parameter "
-                                     f"{name}.{key} is {got}, this model expects "
-                                     f"{tuple(want.shape)}")
+        model = nnx.eval_shape(lambda: make_model(config, nnx.Rngs(0)))
+        missing = [n for n in config.init_params
+                   if getattr(model, str(n).split(".")[0], None) is None]
+        if missing:
+            raise ValueError(f"init_params names {missing[0]!r}, which this model does not "
+                             "have (model.modalities?)")
+        try:
+            pretrained_lib.check(nnx.state(model), pretrained(config), root=())
+        except ValueError as e:
+            raise ValueError(f"init_from={config.init_from}: {e}") from None
 
 
 def check_splits(config: Any) -> None:
@@ -221,7 +198,8 @@ def check_splits(config: Any) -> None:
     task_lib.require_splits(config, have, f"moviepuzzle/{d.config}")
 
 
-def make_model(config: Any, rngs: nnx.Rngs, load: bool = True) -> SynopsisModel:
+def make_model(config: Any, rngs: nnx.Rngs) -> SynopsisModel:
+    """A fresh model; `init_from` weights come through the `pretrained` hook."""
     m, d = config.model, config.data
     model = SynopsisModel(
         modalities=tuple(m.modalities), image_size=d.image_size, stem=m.stem, conv=m.conv,
@@ -229,9 +207,7 @@ def make_model(config: Any, rngs: nnx.Rngs, load: bool = True) -> SynopsisModel:
         max_frames=d.max_frames, synopsis_tokens=d.synopsis_tokens, width=m.width,
         text_layers=m.text_layers, segment_layers=m.segment_layers,
         synopsis_layers=m.synopsis_layers, heads=m.heads, mlp=m.mlp, embed=m.embed,
-        dropout=m.dropout, rngs=rngs)
-    if load and config.init_from:
-        apply_pretrained(model, config.init_from, tuple(config.init_params))
+        dropout=m.dropout, rngs=rngs, frame_encoder=m.get("frame_encoder", "pair"))
     return model
 
 
