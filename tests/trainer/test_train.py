@@ -149,7 +149,8 @@ def test_nonfinite_loss_stops_run_and_keeps_last_good_checkpoint(data_dir, tmp_p
     ({"data.config": "clips"}, r"data.manual_dir is required"),
     ({"data.config": "clips", "data.manual_dir": "/nonexistent/dir"}, r"does not exist"),
     ({"task": "nope"}, r"task='nope': no module vnr/benchmarks/nope.py"),
-    ({"eval.search": "exact"}, r"eval.search='exact' handles clips of <= 18 frames"),
+    ({"eval.search": "exact", "data.max_frames": 21},
+     r"eval.search='exact' handles clips of <= 20 frames"),
     ({"eval.search": "bem"}, r"eval.search='bem': use 'beam' or 'exact'"),
     ({"best_metric": "os2", "ckpt_every": 2}, r"needs ckpt_every \(2\) to be a multiple"),
 ])

@@ -43,7 +43,7 @@ def describe(cfg: dict[str, Any]) -> str:
         parts.append(f"{mod} only")
     if not cfg.get("use_cl", True):
         parts.append("w/o CL")
-    elif cfg.get("cl_lambda", 0.75) != 0.75:
+    elif cfg.get("cl_lambda", 1.0) != 1.0:  # Table 1/2 rows use λ = 1 (Table 10's row)
         parts.append(f"λ={cfg['cl_lambda']:g}")
     if m.get("separate"):
         parts.append(f"separate {m.get('pair_arch', 'transformer')}")

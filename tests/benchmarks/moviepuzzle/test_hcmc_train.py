@@ -42,8 +42,8 @@ def test_hcmc_row_runs_end_to_end_and_reaches_the_table(data_dir, tmp_path, caps
     table.main(["--workdirs", str(tmp_path / "hcmc"), str(tmp_path / "random"),
                 str(tmp_path / "missing"), "--csv", str(tmp_path / "t.csv")])
     out = capsys.readouterr().out.splitlines()
-    # (vnr/reports/table.py still names lambda != 0.75 although 1.0 is now the default)
     assert "HCMC frame+shot" in out[2] and "cosine" in out[2] and "random" in out[3]
+    assert "λ=" not in out[2]  # the default λ = 1 (Table 1/2 rows) is not labelled
     assert "missing" in out[4]
     from tfds_builders import moviepuzzle as builder
 
