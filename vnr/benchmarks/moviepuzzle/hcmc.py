@@ -71,6 +71,7 @@ from vnr.benchmarks.moviepuzzle.sampling import (
     sample_contrastive,
     sample_unit_pairs,
 )
+from vnr.models.compute import float32
 from vnr.models.encoders import tokenizers, towers
 from vnr.reports import results as results_lib
 
@@ -293,7 +294,8 @@ def hcmc_loss(config: Any, model: hcmc_model.HCMC, batch: dict, rngs: nnx.Rngs):
         vecs = model.units_from_groups(level, feats, unit, mask, pos)
         i, j, valid = sample_unit_pairs(jax.random.fold_in(key, k), unit, parent, mask,
                                         config.pairs_per_clip, config.within_frac)
-        logits = model.pair_logits(level, _take(vecs, i), _take(vecs, j), train=True, rngs=rngs)
+        logits = float32(model.pair_logits(level, _take(vecs, i), _take(vecs, j), train=True,
+                                           rngs=rngs))
         first = first_position(unit, pos, mask)
         labels = (_take(first, i) < _take(first, j)).astype(jnp.int32)
         ce = optax.softmax_cross_entropy_with_integer_labels(logits, labels)
@@ -338,8 +340,8 @@ def text_pair_loss(config: Any, model: TextPairModel, batch: dict, rngs: nnx.Rng
     else:
         first, second = jnp.where(coin, i, j_next), jnp.where(coin, j_next, i)
         labels = coin.astype(jnp.int32)
-    logits = model.pair_logits(_take(tokens, first), _take(tokens, second), train=True,
-                               rngs=rngs)
+    logits = float32(model.pair_logits(_take(tokens, first), _take(tokens, second), train=True,
+                                       rngs=rngs))
     ce = optax.softmax_cross_entropy_with_integer_labels(logits, labels)
     w = valid.astype(jnp.float32)
     acc = (((logits[..., 1] > logits[..., 0]) == labels.astype(bool)) * w).sum()

@@ -50,6 +50,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from vnr.benchmarks.moviepuzzle.pairwise_model import ImageEncoder
+from vnr.models.compute import float32
 from vnr.models.layers import Block, TextEncoder, annotate, dense, layer_norm
 
 LEVELS = ("frame", "shot", "scene")
@@ -356,6 +357,7 @@ def contrastive_cluster_loss(anchor: jax.Array, positive: jax.Array, negatives: 
     """
     if form not in ("dot", "cosine"):
         raise ValueError(f"cl_form={form!r}: use 'dot' (Eq. 3 as printed) or 'cosine'")
+    anchor, positive, negatives = float32(anchor), float32(positive), float32(negatives)
     if form == "cosine":
         unit = lambda v: v / jnp.maximum(jnp.linalg.norm(v, axis=-1, keepdims=True), 1e-6)  # noqa
         a, p, n, scale = unit(anchor), unit(positive), unit(negatives), 1.0 / tau

@@ -29,6 +29,7 @@ from vnr import task as task_lib
 from vnr.benchmarks.moviepuzzle import data
 from vnr.benchmarks.moviepuzzle.pairwise_model import PairOrderModel
 from vnr.data import text
+from vnr.models.compute import float32
 from vnr.models.encoders import tokenizers
 from vnr.reports import results as results_lib
 
@@ -134,7 +135,7 @@ def loss_fn(config: Any, model: PairOrderModel, batch: dict, rngs: nnx.Rngs):
                                 token_mask=batch.get("token_mask"))
     i, j = sample_pairs(rngs.dropout(), batch["mask"], config.pairs_per_clip)
     take = lambda a, idx: jnp.take_along_axis(a, idx[..., None], axis=1)  # noqa: E731
-    logits = model.pair_logits(take(feats, i), take(feats, j), train=True, rngs=rngs)
+    logits = float32(model.pair_logits(take(feats, i), take(feats, j), train=True, rngs=rngs))
     pos = batch["position"]
     labels = (jnp.take_along_axis(pos, i, 1) < jnp.take_along_axis(pos, j, 1)).astype(jnp.int32)
     loss = optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean()

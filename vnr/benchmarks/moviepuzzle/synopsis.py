@@ -43,6 +43,7 @@ from vnr import task as task_lib
 from vnr.benchmarks.moviepuzzle import synopsis_data as data
 from vnr.benchmarks.moviepuzzle.pairwise_model import ImageEncoder, TextEncoder
 from vnr.benchmarks.moviepuzzle.synopsis_metrics import retrieval_metrics
+from vnr.models.compute import float32
 from vnr.models.layers import Block, annotate, dense, layer_norm
 from vnr.reports import results as results_lib
 
@@ -221,7 +222,7 @@ def loss_fn(config: Any, model: SynopsisModel, batch: dict, rngs: nnx.Rngs):
     seg = model.encode_segments(batch["frames"], batch["tokens"], batch["mask"], train=True,
                                 rngs=rngs)
     syn = model.encode_synopses(batch["synopsis"], train=True, rngs=rngs)
-    logits = model.scale() * seg @ syn.T
+    logits = float32(model.scale()) * float32(seg) @ float32(syn).T
     labels = jnp.arange(logits.shape[0])
     ce = optax.softmax_cross_entropy_with_integer_labels
     loss = 0.5 * (ce(logits, labels).mean() + ce(logits.T, labels).mean())

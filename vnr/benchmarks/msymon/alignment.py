@@ -58,6 +58,7 @@ from vnr import task as task_lib
 from vnr.benchmarks.msymon import data, retrieval
 from vnr.benchmarks.msymon import metrics as am
 from vnr.benchmarks.msymon.model import Aligner
+from vnr.models.compute import float32
 from vnr.reports import results as results_lib
 
 METRICS = ("clip_accuracy", "sentence_iou", "f1")
@@ -201,6 +202,7 @@ def info_nce(v: jax.Array, t: jax.Array, batch: dict, key: jax.Array, tau: float
     """Eq. 2 in both directions with K same-video negatives; see the module docstring."""
     labels, clip_mask, sent_mask = batch["labels"], batch["clip_mask"], batch["sent_mask"]
     s_count = t.shape[1]
+    v, t = float32(v), float32(t)
     sim = jnp.einsum("bce,bse->bcs", v, t) / tau  # [B, C, S]
     pos = (labels >= 0) & clip_mask  # [B, C]
     lab = jnp.clip(labels, 0, s_count - 1)

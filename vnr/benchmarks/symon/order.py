@@ -20,6 +20,7 @@ from flax import nnx
 from vnr.benchmarks.symon import data
 from vnr.benchmarks.symon import retrieval as symon_retrieval
 from vnr.benchmarks.symon.model import OrderModel
+from vnr.models.compute import float32
 from vnr.reports import results as results_lib
 
 TASK = "order"
@@ -51,7 +52,7 @@ def train_data(config: Any, local_batch: int, process_index: int, process_count:
 
 
 def loss_fn(config: Any, model: OrderModel, batch: dict, rngs: nnx.Rngs):
-    logits = model(batch["seg_a"], batch["seg_b"], batch["tokens"], train=True, rngs=rngs)
+    logits = float32(model(batch["seg_a"], batch["seg_b"], batch["tokens"], train=True, rngs=rngs))
     labels = batch["label"].astype(logits.dtype)
     loss = optax.sigmoid_binary_cross_entropy(logits, labels).mean()
     acc = ((logits > 0) == (batch["label"] == 1)).mean()
