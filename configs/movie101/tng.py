@@ -4,7 +4,8 @@
 
 ARGS, comma-separated:
   smoke         tiny sizes for tests (tiny generated corpus, a few steps)
-  no_portraits  the query without portrait tokens (ablation)
+  no_portraits  the query without portrait tokens (Table 5: RNL w/o f_t)
+  no_faces      no frame face features (Table 5: RNL w/o f_v; with no_portraits: the base)
   v1            Movie101-G (v1_grounding; --config.data.manual_dir=<Movie101v1 with features/>)
   v2            Movie101v2 short Chinese narrations as queries (v2_short_zh)
   global        §5.2 global shot retrieval: 20-s shots, ShotDualEncoder, InfoNCE; R@1/5/10
@@ -24,7 +25,7 @@ import ml_collections
 from configs import common
 from tfds_builders.movie101 import feature_dims
 
-ARGS = ("smoke", "no_portraits", "v1", "v2", "global")
+ARGS = ("smoke", "no_portraits", "no_faces", "v1", "v2", "global")
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
@@ -47,7 +48,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
         train_split="train", val_split="val", test_splits=("test",),
         window=200 if real else 48, n_clips=50 if real else 16, max_tokens=64 if real else 12,
         vocab_size=16384 if real else 2048, max_roles=8 if real else 4,
-        faces=3, shot_len=20,
+        faces=0 if "no_faces" in args else 3, shot_len=20,
     )
     c.model = dict(width=256 if real else 64, portraits="no_portraits" not in args,
                    temperature=0.05)

@@ -82,3 +82,16 @@ def test_two_stage_reranks_by_confidence_and_prior_is_an_option() -> None:
     _, prior = gm.two_stage_candidates(shot, np.array([100.0, 300.0]), rel, local, k=2,
                                        prior_weight=5.0)
     assert spans[np.argmax(prior)].tolist() == [100.0, 110.0]  # our cosine prior flips it
+
+
+def test_table5_rnl_face_ablation_config() -> None:
+    """RNL w/o f_v (`no_faces`): no face FC branch; the full RNL sums FC(faces) with V."""
+    from flax import nnx
+
+    from configs.movie101 import tng as tng_config
+
+    full = tng.make_model(tng_config.get_config("smoke"), nnx.Rngs(0))
+    c = tng_config.get_config("smoke,no_faces")
+    assert c.data.faces == 0 and tng.make_model(c, nnx.Rngs(0)).face_fc is None
+    assert full.face_fc.kernel.shape == (3 * c.data.face_dim, c.model.width)
+    assert full.fc.kernel.shape[0] == c.data.frame_dim
