@@ -84,6 +84,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
         vocab_size=8000 if real else 64, max_roles=16 if real else 6, max_genres=4, genres=64,
         faces=0 if model != "rmn" or "no_faces" in args else 3,
         pointer=model == "rmn" and "no_pointer" not in args, num_workers=0,
+        l2_frames=True,  # upstream L2-normalises each second's CLIP ⊕ S3D ⊕ faces row
     )
     # upstream's TransformerConfig for real data (d_model 512, 3 + 3 layers, 8 heads; the
     # FFN width is not stated: 2048); smaller for the generated corpus

@@ -13,6 +13,7 @@ Batches (B examples, T = max_frames seconds, S = max_tokens):
   frames     float32 [B,T,Dc+Ds]  CLIP ⊕ S3D rows of the seconds covered, uniformly
                                   subsampled to T when longer; frame_mask bool [B,T]
   faces      float32 [B,T,F,Df]   face features per second, confidence order
+  (with `l2_frames`, default, as upstream: each second's CLIP ⊕ S3D ⊕ faces row has unit norm)
   genre      int32 [B,G]          crc32(genre) % genres, -1 = pad
   portraits  float32 [B,R,Df], role_mask bool [B,R]
   tokens_in, targets int32 [B,S], target_mask bool [B,S]
@@ -159,6 +160,7 @@ class Encode(grain.transforms.Map):
     faces: int
     pointer: bool
     keep_text: bool = False
+    l2_frames: bool = True
 
     def map(self, rec: dict) -> dict[str, np.ndarray]:
         movie = self.table[rec["movie_id"]]
@@ -182,6 +184,10 @@ class Encode(grain.transforms.Map):
         if len(face):
             f = face[np.minimum(idx, len(face) - 1), : self.faces]
             faces[: len(idx), : f.shape[1]] = f
+        if self.l2_frames:  # upstream: F.normalize(cat(clip, s3d, faces), dim=1) per second
+            norm = np.sqrt((frames**2).sum(-1) + (faces**2).sum((-2, -1)))[:, None]
+            norm = np.where(norm > 0, norm, 1.0)
+            frames, faces = frames / norm, faces / norm[..., None]
         genre = np.full((self.max_genres,), -1, np.int32)
         for j, g in enumerate(rec["genre"][: self.max_genres]):
             genre[j] = zlib.crc32(g.encode()) % self.genres
@@ -227,7 +233,7 @@ class Encode(grain.transforms.Map):
 def _encode(cfg: Any, keep_text: bool) -> Encode:
     return Encode(MovieTable(cfg), tuple(vocab(cfg)), cfg.max_frames, cfg.max_tokens,
                   cfg.max_roles, cfg.max_genres, cfg.genres, cfg.frame_dim, cfg.face_dim,
-                  cfg.faces, cfg.pointer, keep_text)
+                  cfg.faces, cfg.pointer, keep_text, cfg.get("l2_frames", True))
 
 
 def clip_width(cfg: Any) -> int:
