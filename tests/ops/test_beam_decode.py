@@ -186,26 +186,39 @@ def test_slot_cache_matches_full_recompute_under_reordering() -> None:
         gather_beams({"cache": dec.init_cache(K)}, jnp.zeros((1, K), int), 1, K)
 
 
-def test_rmn_role_scores_equal_the_projected_form() -> None:
-    """RMN's reassociated role pointer equals Eq. 1 written with projected memory/portraits."""
+def test_rmn_role_scores_use_the_decoders_attention() -> None:
+    """Eq. 1: role scores from the decoder's own cross-attention α_t (last layer, head mean,
+    genre token dropped, renormalised over real frames) weighting the video memory, equal
+    to the explicit projected form; the cached decode step gives the teacher-forced α."""
     from flax import nnx
 
     from vnr.benchmarks.movie101.narrator import RMN
 
     m = RMN(frame_dim=8, face_dim=6, faces=2, genres=3, vocab=9, max_roles=4, width=16,
-            enc_layers=1, dec_layers=1, heads=2, mlp=32, max_frames=5, max_len=6, dropout=0.0,
+            enc_layers=1, dec_layers=2, heads=2, mlp=32, max_frames=5, max_len=6, dropout=0.0,
             pointer=True, rngs=nnx.Rngs(0))
-    for lin in (m.pk, m.pv, m.portrait):  # non-zero biases so the bias terms are exercised
-        lin.bias[...] = jax.random.normal(jax.random.key(7), lin.bias.shape)
-    k = jax.random.split(jax.random.key(3), 3)
-    h, mem, por = (jax.random.normal(k[0], (2, 3, 16)), jax.random.normal(k[1], (2, 5, 16)),
-                   jax.random.normal(k[2], (2, 4, 6)))
-    mask = jnp.arange(5)[None] < jnp.array([[5], [2]])
+    m.portrait.bias[...] = jax.random.normal(jax.random.key(7), m.portrait.bias.shape)
+    k = jax.random.split(jax.random.key(3), 4)
+    frames, faces = jax.random.normal(k[0], (2, 5, 8)), jax.random.normal(k[1], (2, 5, 2, 6))
+    fmask = jnp.arange(5)[None] < jnp.array([[5], [2]])
+    por = jax.random.normal(k[2], (2, 4, 6))
     role_mask = jnp.array([[True, True, False, True], [True, False, True, True]])
-    att = jnp.einsum("bsw,btw->bst", m.pq(h), m.pk(mem)) / 4.0
-    att = jax.nn.softmax(jnp.where(mask[:, None], att, NEG), axis=-1)
-    c = jnp.einsum("bst,btw->bsw", att, m.pv(mem))
-    s = jnp.einsum("bsw,brw->bsr", c, m.portrait(por)) / 4.0
+    tokens = jnp.array([[1, 4, 10, 5], [1, 3, 3, 12]])  # 10, 12: pointer tokens fed back
+    mem, mask = m.encode(frames, faces, fmask, jnp.array([[0, -1], [1, 2]]))
+    x = m.embed_tokens(tokens, por)
+    h, alpha = m.decoder.hidden_x(x, mem, mask, return_attn=True)
+    assert alpha.shape == (2, 4, 6) and np.allclose(alpha.sum(-1), 1, atol=1e-5)
+    a = alpha[..., 1:] * fmask[:, None]
+    a = a / a.sum(-1, keepdims=True)
+    c = jnp.einsum("bst,btw->bsw", a, mem[:, 1:])
+    s = jnp.einsum("bsw,brw->bsr", m.pq(c), m.portrait(por)) / 4.0
     want = jnp.where(role_mask[:, None], jax.nn.sigmoid(m.gate(h)) * s, NEG)
-    np.testing.assert_allclose(m.role_scores(h, mem, mask, por, role_mask), want,
-                               rtol=1e-4, atol=1e-5)
+    got = m.role_scores(h, alpha, mem, mask, por, role_mask)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    assert np.all(np.asarray(got)[1, :, 1] == NEG)  # no portrait: cannot be pointed to
+    cache = m.decoder.init_cache(2)
+    for t in range(4):  # the decode path's α (KV cache, precomputed cross K/V) is the same
+        ht, cache, at = m.decoder.step_x(x[:, t], mem, mask, cache, t,
+                                         m.decoder.cross_kv(mem), return_attn=True)
+        np.testing.assert_allclose(at, alpha[:, t], rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(ht, h[:, t], rtol=1e-4, atol=1e-4)

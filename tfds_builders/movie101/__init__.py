@@ -15,11 +15,10 @@ import numpy as np
 
 from tfds_builders import common
 from tfds_builders.common import ManualDirError
-from tfds_builders.movie101.movie101 import Builder, Movie101, Movie101Config
+from tfds_builders.movie101.movie101 import Builder, Movie101, Movie101Config, feature_dims
 
-__all__ = ["Builder", "ManualDirError", "Movie101", "Movie101Config", "data_source", "prepare",
-           "split_names", "to_record"]
-
+__all__ = ["Builder", "ManualDirError", "Movie101", "Movie101Config", "data_source",
+           "feature_dims", "prepare", "split_names", "to_record"]
 
 
 def _plain(x: Any) -> Any:

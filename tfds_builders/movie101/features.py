@@ -1,40 +1,109 @@
-"""Per-movie, per-second features in the layout the Movie101 release ships them (README.md).
+"""Per-movie, per-second features in the layout of the Movie101 release (RMN README,
+`readers/caption_data.py`, `driver/inference.py` of yuezih/Movie101).
 
-    <manual_dir>/features/clip/<movie>.mp4.npy.npz      [T, 512]     OpenAI CLIP (ViT unstated)
-    <manual_dir>/features/s3d/<movie>-4.npz             [T, 1024]    S3D, 1 per second
-    <manual_dir>/features/frame_face/<movie>.npz        features [T, F, 512] (+ scores [T, F])
-    <manual_dir>/features/portrait_face/<movie>.npz     one [512] array per role id
+    <feature dir>/clip/<movie>.mp4.npy.npz        key `features` [T, 512]   CLIP
+    <feature dir>/s3d/<movie>-4.npz               key `features` [T, 1024]  S3D
+    <feature dir>/frame_face/<movie>.mp4.npy.npz  key `features` [T, 1536]  3 faces x 512 per
+                                                  second, in detection-confidence order
+    portrait HDF5: role_id -> group with dataset `features` [512] (upstream reads
+                   `h5[role_id]['features']`; a bare [512] dataset is accepted too)
 
-An `.npz` holding a single array is read whatever its key; otherwise the key `features`
-is used. Faces are reordered by descending detection score when `scores` is present (RMN
-concatenates faces in detection-confidence order); rows without a face are zeros with score 0.
+The feature dir is `<manual_dir>/features/` (or `feature/`, upstream's `data/feature`).
+The portrait HDF5 is looked for at `<manual_dir>/metadata/portrait_face.hdf5` (the reader's
+path), `<manual_dir>/metadata/protrait_face.hdf5` and `<feature dir>/{portrait,protrait}
+_face.hdf5` (the README's and `inference.py`'s spelling); the first that exists is used.
+
+A file that exists but does not match its layout (other key, rank or width, or a movie's
+file under another name such as `frame_face/<movie>.npz`) raises `FeatureLayoutError`
+naming the file and the expected layout. A file that cannot be read at all (truncated zip,
+OS error) is counted: an unreadable face file keeps the movie's CLIP/S3D features
+(`kept_without_faces`), an unreadable CLIP/S3D file keeps the movie without video features.
 """
 
 from __future__ import annotations
 
 import collections
 import pathlib
+import zipfile
 
 import numpy as np
 
 from tfds_builders import common
 
+FACES = 3  # faces per second in frame_face (upstream: 3 x 512)
+FEATURE_DIRS = ("features", "feature")
+PORTRAIT_FILES = ("metadata/portrait_face.hdf5", "metadata/protrait_face.hdf5",
+                  "{feat}/protrait_face.hdf5", "{feat}/portrait_face.hdf5")
+LAYOUT = {
+    "clip": "clip/<movie>.mp4.npy.npz with key `features` [T, 512] (CLIP, one row per second)",
+    "s3d": "s3d/<movie>-4.npz with key `features` [T, 1024] (S3D, one row per second)",
+    "face": "frame_face/<movie>.mp4.npy.npz with key `features` [T, 3 x D] (3 faces of D = "
+            "512 per second, confidence order)",
+    "portrait": "an HDF5 mapping role_id -> group with dataset `features` [512] (or a bare "
+                "[512] dataset)",
+}
+FILES = {"clip": "clip/{m}.mp4.npy.npz", "s3d": "s3d/{m}-4.npz",
+         "face": "frame_face/{m}.mp4.npy.npz"}
 
-def _load(path: pathlib.Path, skips: collections.Counter) -> dict[str, np.ndarray] | None:
-    if not path.is_file():
-        return None
+
+class FeatureLayoutError(common.ManualDirError):
+    """A feature file or directory that exists but is not in the release's layout."""
+
+
+def feature_dir(root: pathlib.Path) -> pathlib.Path | None:
+    """`<manual_dir>/features` (or `feature`), None when neither exists."""
+    for name in FEATURE_DIRS:
+        if (root / name).is_dir():
+            return root / name
+    return None
+
+
+def portrait_file(root: pathlib.Path) -> pathlib.Path | None:
+    feat = feature_dir(root)
+    for pattern in PORTRAIT_FILES:
+        if "{feat}" in pattern and feat is None:
+            continue
+        p = root / pattern.format(feat=feat.name if feat else "")
+        if p.is_file():
+            return p
+    return None
+
+
+def read_portraits(root: pathlib.Path) -> tuple[pathlib.Path | None, dict[str, np.ndarray]]:
+    """(the portrait HDF5 used, role_id -> [D] float32); ({}, None) when there is none. An
+    old per-movie `portrait_face/` directory without an HDF5 is a FeatureLayoutError."""
+    path = portrait_file(root)
+    feat = feature_dir(root)
+    if path is None:
+        if feat is not None and (feat / "portrait_face").is_dir():
+            raise FeatureLayoutError(
+                f"{feat / 'portrait_face'}: per-movie portrait files are not the release's "
+                f"layout; expected {LAYOUT['portrait']} at <manual_dir>/metadata/"
+                "portrait_face.hdf5 or <features>/protrait_face.hdf5")
+        return None, {}
+    import h5py
+
+    out: dict[str, np.ndarray] = {}
     try:
-        with np.load(path, allow_pickle=False) as z:
-            return {k: np.asarray(z[k]) for k in z.files}
-    except (OSError, ValueError) as e:
-        common.record_skip(skips, "bad_feature_file", path, str(e).splitlines()[0])
-        return None
-
-
-def _main(arrs: dict[str, np.ndarray]) -> np.ndarray:
-    if len(arrs) == 1:
-        return next(iter(arrs.values()))
-    return arrs["features"]
+        f = h5py.File(path, "r")
+    except OSError as e:
+        raise FeatureLayoutError(f"{path}: not a readable HDF5 file ({e}); expected "
+                                 f"{LAYOUT['portrait']}") from None
+    with f:
+        for rid in f:
+            node = f[rid]
+            arr = node["features"] if isinstance(node, h5py.Group) and "features" in node \
+                else node
+            if not isinstance(arr, h5py.Dataset) or arr.size == 0 or \
+                    max(arr.shape or (1,)) != arr.size:
+                raise FeatureLayoutError(f"{path}: entry {rid!r} is not a vector; expected "
+                                         f"{LAYOUT['portrait']}")
+            out[str(rid)] = np.asarray(arr[()], np.float32).reshape(-1)
+    dims = {v.shape[0] for v in out.values()}
+    if len(dims) > 1:
+        raise FeatureLayoutError(f"{path}: role vectors have different widths {sorted(dims)}; "
+                                 f"expected {LAYOUT['portrait']}")
+    return path, out
 
 
 def empty_features() -> dict[str, np.ndarray]:
@@ -44,58 +113,86 @@ def empty_features() -> dict[str, np.ndarray]:
             "portrait_face_mask": np.zeros((0,), bool)}
 
 
+def _other_names(feat: pathlib.Path, kind: str, movie_id: str) -> list[pathlib.Path]:
+    """Files of this movie in kind's directory under a name the release does not use."""
+    d = feat / FILES[kind].split("/")[0]
+    if not d.is_dir():
+        return []
+    want = FILES[kind].format(m=movie_id).split("/")[1]
+    return sorted(p for p in d.glob(f"{movie_id}*") if p.name != want and
+                  p.name.split(".")[0].split("-")[0] == movie_id)
+
+
+def _read(feat: pathlib.Path, kind: str, movie_id: str, skips: collections.Counter
+          ) -> np.ndarray | None:
+    """The `features` array of one file; None when absent or unreadable (counted)."""
+    path = feat / FILES[kind].format(m=movie_id)
+    if not path.is_file():
+        other = _other_names(feat, kind, movie_id)
+        if other:
+            raise FeatureLayoutError(f"{other[0]}: not a release file name; expected "
+                                     f"{LAYOUT[kind]}")
+        skips[f"kept_missing_{kind}_file"] += 1
+        return None
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            keys = list(z.files)
+            if "features" not in keys:
+                raise FeatureLayoutError(f"{path}: keys {keys}, no `features`; expected "
+                                         f"{LAYOUT[kind]}")
+            a = np.asarray(z["features"], np.float32)
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as e:
+        if isinstance(e, FeatureLayoutError):
+            raise
+        common.record_skip(skips, f"unreadable_{kind}_file", path,
+                           str(e).splitlines()[0] if str(e) else type(e).__name__)
+        return None
+    if a.ndim != 2 or a.shape[1] == 0:
+        raise FeatureLayoutError(f"{path}: array of shape {a.shape}; expected {LAYOUT[kind]}")
+    return a
+
+
 def read_movie_features(root: pathlib.Path, movie_id: str, role_ids: list[str],
-                        skips: collections.Counter) -> dict[str, np.ndarray]:
-    """The movie's feature arrays (empty arrays where a file is absent or unusable)."""
+                        portraits: dict[str, np.ndarray], skips: collections.Counter,
+                        portrait_path: pathlib.Path | None = None) -> dict[str, np.ndarray]:
+    """The movie's feature arrays (empty arrays where absent). `root` is the manual_dir;
+    `portraits` from `read_portraits`. Counts per movie: kept_without_faces,
+    kept_without_portraits, kept_portrait_missing_role (per cast member)."""
     out = empty_features()
-    if not root.is_dir():
+    feat = feature_dir(root)
+    if feat is None:
         skips["kept_without_features"] += 1
         return out
-    files = {
-        "clip": root / "clip" / f"{movie_id}.mp4.npy.npz",
-        "s3d": root / "s3d" / f"{movie_id}-4.npz",
-        "face": root / "frame_face" / f"{movie_id}.npz",
-        "portrait_face": root / "portrait_face" / f"{movie_id}.npz",
-    }
-    loaded = {k: _load(p, skips) for k, p in files.items()}
-    for k, arrs in loaded.items():
-        if arrs is None:
-            skips[f"kept_missing_{k}_features"] += 1
-    try:
-        for k in ("clip", "s3d"):
-            if loaded[k] is not None:
-                a = _main(loaded[k]).astype(np.float32)
-                if a.ndim != 2:
-                    raise ValueError(f"{files[k]}: expected [T, D], got {a.shape}")
-                out[k] = a.astype(np.float16)
-        if loaded["face"] is not None:
-            f = loaded["face"]
-            feats = _main({k: v for k, v in f.items() if k != "scores"}).astype(np.float32)
-            if feats.ndim != 3:
-                raise ValueError(f"{files['face']}: expected [T, F, D], got {feats.shape}")
-            scores = f.get("scores")
-            if scores is None:
-                scores = np.where(np.abs(feats).sum(-1) > 0, 1.0, 0.0)
-            order = np.argsort(-scores, axis=1, kind="stable")
-            out["face"] = np.take_along_axis(feats, order[..., None], 1).astype(np.float16)
-            out["face_score"] = np.take_along_axis(scores, order, 1).astype(np.float32)
-        if loaded["portrait_face"] is not None:
-            p = loaded["portrait_face"]
-            dims = {v.shape[-1] for v in p.values()}
-            if len(dims) != 1:
-                raise ValueError(f"{files['portrait_face']}: roles have different dims {dims}")
-            dim = dims.pop()
-            mat = np.zeros((len(role_ids), dim), np.float16)
-            mask = np.zeros((len(role_ids),), bool)
-            for i, rid in enumerate(role_ids):
-                if rid in p:
-                    mat[i], mask[i] = p[rid].reshape(-1), True
-                else:
-                    skips["kept_missing_portrait_face"] += 1
-            out["portrait_face"], out["portrait_face_mask"] = mat, mask
-    except (KeyError, ValueError) as e:
-        common.record_skip(skips, "bad_feature_file", movie_id, str(e))
-        return empty_features()
+    clip = _read(feat, "clip", movie_id, skips)
+    s3d = _read(feat, "s3d", movie_id, skips)
+    face = _read(feat, "face", movie_id, skips)
+    pdim = next(iter(portraits.values())).shape[0] if portraits else 0
+    if face is not None:
+        width = face.shape[1]
+        path = feat / FILES["face"].format(m=movie_id)
+        if width % FACES or (pdim and width != FACES * pdim):
+            want = f"{FACES} x {pdim}" if pdim else f"a multiple of {FACES}"
+            raise FeatureLayoutError(f"{path}: width {width}, expected {want} (the portrait "
+                                     f"width); layout: {LAYOUT['face']}")
+        out["face"] = face.reshape(len(face), FACES, width // FACES).astype(np.float16)
+        out["face_score"] = (np.abs(out["face"]).sum(-1) > 0).astype(np.float32)
+    else:
+        skips["kept_without_faces"] += 1
+    for k, a in (("clip", clip), ("s3d", s3d)):
+        if a is not None:
+            out[k] = a.astype(np.float16)
+    if portraits:
+        mat = np.zeros((len(role_ids), pdim), np.float16)
+        mask = np.zeros((len(role_ids),), bool)
+        for i, rid in enumerate(role_ids):
+            if rid in portraits:
+                mat[i], mask[i] = portraits[rid], True
+            else:
+                skips["kept_portrait_missing_role"] += 1
+                common.log.warning("%s: no role %s of movie %s", portrait_path, rid, movie_id)
+        out["portrait_face"], out["portrait_face_mask"] = mat, mask
+    if not out["portrait_face_mask"].any():
+        skips["kept_without_portraits"] += 1
     lens = {k: len(out[k]) for k in ("clip", "s3d", "face") if len(out[k])}
     if len(set(lens.values())) > 1:
         t = min(lens.values())

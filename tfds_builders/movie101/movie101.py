@@ -19,9 +19,9 @@ import tensorflow_datasets as tfds
 
 from tfds_builders import common
 from tfds_builders.movie101 import parsing
-from tfds_builders.movie101.features import read_movie_features
+from tfds_builders.movie101.features import read_movie_features, read_portraits
 
-VERSION = tfds.core.Version("1.0.0")
+VERSION = tfds.core.Version("1.1.0")
 V1_SPLITS = ("train", "val", "test")
 
 MANUAL_DOWNLOAD_INSTRUCTIONS = """\
@@ -41,6 +41,8 @@ class Movie101Config(tfds.core.BuilderConfig):
     lang: str = "zh"
     sizes: str = "tiny"
     seed: int = 0
+    frame_dim: int = 512 + 1024  # CLIP + S3D per second (the release's features)
+    face_dim: int = 512  # one face / portrait feature (frame_face is 3 x face_dim)
 
 
 def _configs() -> list[Movie101Config]:
@@ -63,17 +65,30 @@ def _configs() -> list[Movie101Config]:
                 name=f"v2_{variant.split('-')[0]}_{lang}", release="v2", kind="narration",
                 variant=variant, lang=lang,
                 description=f"Movie101v2 narration/{variant}-{lang}, hashed movie split."))
+    from tfds_builders.movie101.synthetic import PRESETS
+
     for prefix, sizes in (("synthetic", "small"), ("synthetic_tiny", "tiny")):
+        dc, ds, df = PRESETS[sizes]["dims"]
+        dims = dict(frame_dim=dc + ds, face_dim=df)
         out += [
             Movie101Config(name=f"{prefix}_narration", release="synthetic", kind="narration",
-                           variant="short-71k", lang="en", sizes=sizes,
+                           variant="short-71k", lang="en", sizes=sizes, **dims,
                            description=f"Generated corpus ({sizes}; v2 layout, planted "
                                        "role/face signal)."),
             Movie101Config(name=f"{prefix}_movies", release="synthetic", kind="movies",
-                           lang="en", sizes=sizes,
+                           lang="en", sizes=sizes, **dims,
                            description=f"Movies of the generated {sizes} corpus, features."),
         ]
     return out
+
+
+def feature_dims(config: str) -> tuple[int, int]:
+    """(frame_dim = CLIP + S3D width, face_dim) of a config's features, from its
+    BuilderConfig: the one place model configs read them from."""
+    cfg = next((c for c in Movie101.BUILDER_CONFIGS if c.name == config), None)
+    if cfg is None:
+        raise ValueError(f"movie101 has no config {config!r}")
+    return cfg.frame_dim, cfg.face_dim
 
 
 def check_manual_dir(config: Movie101Config, manual_dir: Any) -> pathlib.Path:
@@ -99,6 +114,53 @@ def check_manual_dir(config: Movie101Config, manual_dir: Any) -> pathlib.Path:
                 raise common.ManualDirError(f"manual_dir {root} has no narration/"
                                             f"{d.name}/ for movie101/{config.name}")
     return root
+
+
+V2_META_DIRS = ("metadata/meta", "../v2/metadata/meta", "../Movie101v2/data/metadata/meta")
+
+
+def v1_genres(root: pathlib.Path, movies: list[str], skips: collections.Counter
+              ) -> dict[str, list[str]]:
+    """Genres of v1 movies from the v2 release's metadata/meta/<movie>.json (same ids; v1
+    ships no genre file: upstream's tag files are commented out and unreleased). Looked for
+    in V2_META_DIRS relative to the v1 manual_dir; movies without one get [] (counted
+    `kept_v1_without_genre`; when none has one the log says g is unavailable)."""
+    d = next((root / p for p in V2_META_DIRS if (root / p).is_dir()), None)
+    out: dict[str, list[str]] = {}
+    if d is not None:
+        for mid in movies:
+            p = d / f"{mid}.json"
+            if p.is_file():
+                try:
+                    out[mid] = parsing.read_v2_cast(parsing.load_json(p), p)["genre"]
+                except parsing.ParseError as e:
+                    common.record_skip(skips, "bad_meta", p, str(e))
+    missing = sum(1 for m in movies if not out.get(m))
+    skips["kept_v1_without_genre"] += missing
+    if missing == len(movies):
+        common.log.warning("movie101 v1: no v2 metadata/meta/<movie>.json found (looked in %s "
+                           "under %s): genre g is unavailable, every example has genre []",
+                           ", ".join(V2_META_DIRS), root)
+    elif missing:
+        common.log.warning("movie101 v1: %d of %d movies have no v2 genre (genre [])",
+                           missing, len(movies))
+    return out
+
+
+def query_roles(text: str, names: list[str]) -> list[int]:
+    """Cast indices whose name occurs in `text`, in order of first occurrence (a name inside
+    a longer matched name is not counted twice)."""
+    found: list[tuple[int, int, int]] = []
+    for k, nm in enumerate(names):
+        if nm and nm in text:
+            found.append((text.index(nm), -len(nm), k))
+    out, covered = [], []
+    for pos, neg, k in sorted(found):
+        if any(a <= pos < b for a, b in covered):
+            continue
+        covered.append((pos, pos - neg))
+        out.append(k)
+    return out
 
 
 def _v1_read(root: pathlib.Path, skips: collections.Counter) -> tuple[dict, dict]:
@@ -142,6 +204,7 @@ def v1_examples(root: pathlib.Path, config: Movie101Config, skips: collections.C
     """split -> examples of a v1 narration / grounding / raw config."""
     split_movies, casts = _v1_read(root, skips)
     movie_split = {m: s for s, ms in split_movies.items() for m in ms}
+    genres = v1_genres(root, sorted(set(casts) | set(movie_split)), skips)
     out: dict[str, list[dict]] = {s: [] for s in V1_SPLITS}
     for split in V1_SPLITS:
         items = _v1_items(root, config, split, skips)
@@ -182,9 +245,14 @@ def v1_examples(root: pathlib.Path, config: Movie101Config, skips: collections.C
                         roles = []
                     else:
                         pointer_text = pt
+            if config.kind == "grounding":  # Movie101-G has no role file: names in the text
+                roles = query_roles(text, names)
+                skips["grounding_queries_with_roles" if roles else
+                      "grounding_queries_without_roles"] += 1
+                skips["grounding_role_mentions"] += len(roles)
             _check_language(text, "zh", path, skips)
             out[split].append(_example(mid, f"{mid}_{split}_{idx}", *span, text, pointer_text,
-                                       roles, cast, []))
+                                       roles, cast, genres.get(mid, [])))
     return out
 
 
@@ -324,7 +392,8 @@ def movie_examples(root: pathlib.Path, config: Movie101Config, skips: collection
     """split -> one example per movie: cast, portraits (JPEG bytes), features."""
     if config.release == "v1":
         split_movies, casts = _v1_read(root, skips)
-        metas = {m: dict(genre=[], title="", cast=c) for m, c in casts.items()}
+        genres = v1_genres(root, sorted(casts), skips)
+        metas = {m: dict(genre=genres.get(m, []), title="", cast=c) for m, c in casts.items()}
         assign = {m: s for s, ms in split_movies.items() for m in ms}
     else:
         metas = v2_movies_meta(root, skips)
@@ -332,6 +401,11 @@ def movie_examples(root: pathlib.Path, config: Movie101Config, skips: collection
     out: dict[str, list[dict]] = {s: [] for s in V1_SPLITS}
     for mid in sorted(set(assign) - set(metas)):
         common.record_skip(skips, "movie_without_cast", mid, "no entry in the metadata")
+    portrait_path, portrait_vecs = read_portraits(root)
+    if portrait_path is None:
+        common.log.warning("movie101/%s: no portrait HDF5 under %s (metadata/portrait_face.hdf5"
+                           " or <features>/protrait_face.hdf5): no role can be pointed to",
+                           config.name, root)
     for mid in sorted(metas):
         if mid not in assign:
             common.record_skip(skips, "movie_not_in_split", mid, "not in public_split.json")
@@ -346,7 +420,8 @@ def movie_examples(root: pathlib.Path, config: Movie101Config, skips: collection
             else:
                 portraits.append(b"")
                 skips["kept_missing_portrait"] += 1
-        feats = read_movie_features(root / "features", mid, [c["id"] for c in cast], skips)
+        feats = read_movie_features(root, mid, [c["id"] for c in cast], portrait_vecs, skips,
+                                    portrait_path)
         out[assign[mid]].append({
             "movie_id": mid, "title": meta["title"], "genre": meta["genre"],
             "cast_ids": [c["id"] for c in cast], "cast_names": [c["name"] for c in cast],
@@ -385,7 +460,9 @@ class Movie101(common.SummaryBuilder, tfds.core.GeneratorBasedBuilder):
 
     name = "movie101"
     VERSION = VERSION
-    RELEASE_NOTES = {"1.0.0": "v1 / v2 releases, movies configs, synthetic corpus."}
+    RELEASE_NOTES = {"1.0.0": "v1 / v2 releases, movies configs, synthetic corpus.",
+                     "1.1.0": "The release's frame_face / portrait HDF5 layout; v1 genres from "
+                              "v2 metadata; Movie101-G roles from the query text."}
     MANUAL_DOWNLOAD_INSTRUCTIONS = MANUAL_DOWNLOAD_INSTRUCTIONS
     BUILDER_CONFIGS = _configs()
     DEFAULT_CONFIG_NAME = "synthetic_narration"

@@ -1,9 +1,11 @@
 """Generated Movie101 corpus in the v2 layout, with features that carry a planted signal.
 
 `write_corpus(out_dir, seed, sizes)` writes `narration/short-71k-en/<movie>.txt`,
-`metadata/meta/<movie>.json`, `metadata/portrait/<movie>/<role>.jpeg` and `features/`
-(`clip/<movie>.mp4.npy.npz`, `s3d/<movie>-4.npz`, `frame_face/<movie>.npz` with scores,
-`portrait_face/<movie>.npz`) exactly as the builder reads the real release.
+`metadata/meta/<movie>.json`, `metadata/portrait/<movie>/<role>.jpeg` and the release's
+feature layout (`features.py`): `features/clip/<movie>.mp4.npy.npz`, `features/s3d/<movie>-4.npz`,
+`features/frame_face/<movie>.mp4.npy.npz` (key `features`, [T, 3 x D], faces in descending
+detection-score order) and one portrait HDF5 (role_id -> group with `features` [D]) at
+`metadata/portrait_face.hdf5` (or `features/protrait_face.hdf5`: `portrait_file`).
 
 The signal. Each movie has its own cast (invented names, so a held-out movie's names never
 occur in training text) and each role a random face vector; its portrait face feature is
@@ -28,7 +30,7 @@ from PIL import Image
 
 from tfds_builders.movie101 import parsing
 
-CORPUS_VERSION = 1
+CORPUS_VERSION = 2
 SYLLABLES = ("ka", "lo", "mi", "ren", "to", "sa", "vin", "du", "pe", "ra", "zo", "bel", "nu",
              "tri", "go", "han", "li", "mar", "os", "ke")
 ACTIONS = (("walks to the door", None), ("opens the window", None), ("sits on the sofa", None),
@@ -66,14 +68,18 @@ def _unit(rng: np.random.Generator, *shape: int) -> np.ndarray:
     return v / np.linalg.norm(v, axis=-1, keepdims=True)
 
 
-def write_corpus(out: pathlib.Path | str, seed: int = 0, sizes: str | dict = "tiny") -> None:
-    """Writes the corpus (deterministic for a seed)."""
+def write_corpus(out: pathlib.Path | str, seed: int = 0, sizes: str | dict = "tiny",
+                 portrait_file: str = "metadata/portrait_face.hdf5") -> None:
+    """Writes the corpus (deterministic for a seed); `portrait_file` relative to `out`."""
+    import h5py
+
     p = PRESETS[sizes] if isinstance(sizes, str) else sizes
     out = pathlib.Path(out)
     rng = np.random.default_rng(seed)
     dc, ds, df = p["dims"]
     action_clip = _unit(rng, len(ACTIONS), dc) * 3
     action_s3d = _unit(rng, len(ACTIONS), ds) * 3
+    portrait_vecs: dict[str, np.ndarray] = {}
     for mid in _movie_ids(rng, {k: p[k] for k in ("train", "val", "test")}):
         mrng = np.random.default_rng([seed, int(mid) % 2**32])
         n_roles = int(mrng.integers(p["roles"][0], p["roles"][1] + 1))
@@ -127,13 +133,18 @@ def write_corpus(out: pathlib.Path | str, seed: int = 0, sizes: str | dict = "ti
         ndir.mkdir(parents=True, exist_ok=True)
         (ndir / f"{mid}.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
         fdir = out / "features"
-        for sub in ("clip", "s3d", "frame_face", "portrait_face"):
+        for sub in ("clip", "s3d", "frame_face"):
             (fdir / sub).mkdir(parents=True, exist_ok=True)
         np.savez(fdir / "clip" / f"{mid}.mp4.npy.npz", features=clip.astype(np.float16))
         np.savez(fdir / "s3d" / f"{mid}-4.npz", features=s3d.astype(np.float16))
-        shuffle = mrng.permutation(3)  # stored unsorted: the builder sorts by score
-        np.savez(fdir / "frame_face" / f"{mid}.npz", features=face[:, shuffle].astype(np.float16),
-                 scores=score[:, shuffle])
+        order = np.argsort(-score, axis=1, kind="stable")  # the release: confidence order
+        face = np.take_along_axis(face, order[..., None], 1)
+        np.savez(fdir / "frame_face" / f"{mid}.mp4.npy.npz",
+                 features=face.reshape(T, -1).astype(np.float16))
         port = faces + 0.2 * mrng.normal(size=faces.shape)
-        np.savez(fdir / "portrait_face" / f"{mid}.npz",
-                 **{rid: port[k].astype(np.float16) for k, rid in enumerate(role_ids)})
+        portrait_vecs.update({rid: port[k].astype(np.float32) for k, rid in enumerate(role_ids)})
+    path = out / portrait_file
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with h5py.File(path, "w") as f:
+        for rid, v in portrait_vecs.items():
+            f.create_group(rid).create_dataset("features", data=v)

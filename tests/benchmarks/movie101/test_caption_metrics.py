@@ -44,15 +44,36 @@ def test_role_f1_and_mentions() -> None:
                    ["Cheng Yong walks.", "老李看着小天", "Cao Bin waits"],
                    [cast, ["老李", "李羊朵", "小天"], cast])
     # TP = 1 + 1, |hyp| = 2 + 2 + 0, |ref| = 1 + 2 + 1
-    assert r["role_p"] == pytest.approx(0.5) and r["role_r"] == pytest.approx(0.5)
-    assert r["role_f1"] == pytest.approx(0.5)
-    # upstream averaging: per narration (P, R) = (1/2, 1), (1/2, 1/2), (0, 0) (hyp names
-    # nobody); F1 = 2/3, 1/2, 0; means over the three narrations
-    u = cm.role_f1_upstream(["Cheng Yong meets Cao Bin.", "老李看着李羊朵", "nobody here"],
-                            ["Cheng Yong walks.", "老李看着小天", "Cao Bin waits"],
-                            [cast, ["老李", "李羊朵", "小天"], cast])
-    assert u["role_p_up"] == pytest.approx(1 / 3) and u["role_r_up"] == pytest.approx(0.5)
-    assert u["role_f1_up"] == pytest.approx((2 / 3 + 0.5) / 3)
+    assert r["role_p_micro"] == pytest.approx(0.5) and r["role_r_micro"] == pytest.approx(0.5)
+    assert r["role_f1_micro"] == pytest.approx(0.5)
+
+
+def test_role_f1_as_rolef1_py() -> None:
+    """Upstream's rule: hypothesis names from ALL movies' casts minus the ban list,
+    reference names from the own cast; per-narration P/R/F1, 0 when a side names nobody."""
+    hyps = ["老李看着李羊朵", "司机和小天走了", "nobody here", "王五来了"]
+    refs = ["老李看着小天", "小天上车", "老李等着", "老李来了"]
+    casts = [["老李", "李羊朵", "小天"], ["小天", "司机"], ["老李"], ["老李"]]
+    names = [n for c in casts for n in c] + ["王五"]  # 王五: another movie's role
+    # (P, R): (1/2, 1/2); (1, 1) (司机 is banned); (0, 0) names nobody; (0, 0) wrong movie
+    r = cm.role_f1_release(hyps, refs, casts, names)
+    assert r == pytest.approx({"role_p": 0.375, "role_r": 0.375, "role_f1": 0.375})
+    assert cm.role_f1_release(hyps, refs, casts, names, banned=())["role_p"] == \
+        pytest.approx((0.5 + 0.5) / 4)  # 司机 counted: P of narration 2 drops to 1/2
+
+
+def test_bertscore_keeps_cls_sep_as_match_targets() -> None:
+    """As bert_score: [CLS]/[SEP] (mask 1) are matched against but not scored themselves."""
+    hyp = np.array([[[1.0, 0.0], [0.6, 0.8]]])  # [CLS], a token parallel to the ref's [SEP]
+    ref = np.array([[[1.0, 0.0], [0.0, 1.0], [0.6, 0.8]]])  # [CLS], a token, [SEP]
+    f = cm.bertscore_f1(hyp, np.array([[1, 2]], np.int8), ref, np.array([[1, 2, 1]], np.int8),
+                        0.0)
+    # P: the hyp token's best match is the ref's [SEP] (cos 1); R: the ref token's best
+    # match is the hyp token (cos 0.8) -> F1 = 2 * 0.8 / 1.8
+    np.testing.assert_allclose(f, [2 * 0.8 / 1.8], rtol=1e-5)
+    no_special = cm.bertscore_f1(hyp[:, 1:], np.array([[2]], np.int8), ref[:, 1:2],
+                                 np.array([[2]], np.int8), 0.0)
+    np.testing.assert_allclose(no_special, [0.8], rtol=1e-5)  # dropping them changes it
 
 
 def test_greedy_match_bertscore_emscore_mnscore() -> None:
@@ -105,7 +126,7 @@ def test_bertscore_with_real_minilm_ranks_paraphrases(minilm) -> None:
     hyps = ["Someone performs a song with a guitar.", "A man plays guitar on a stage."]
     re, rm = cm.bert_token_embeddings(model, tok, refs, max_len=24)
     he, hm = cm.bert_token_embeddings(model, tok, hyps, max_len=24)
-    assert not rm[:, 0].any()  # [CLS] excluded
+    assert (rm[:, 0] == 1).all()  # [CLS]: a match target, not a scored token
     b = cm.bertscore_baseline(re, rm)
     assert 0.0 < b < 0.9
     same = cm.bertscore_f1(re[:1], rm[:1], re[:1], rm[:1], baseline=b)
@@ -136,6 +157,7 @@ def test_bert_layer_states_match_flax_bert_hidden_states(tmp_path) -> None:
         assert emb.shape == (3, 32, 32)  # longest 19 tokens -> 32
         m = enc["attention_mask"].astype(bool)
         np.testing.assert_allclose(emb[m], np.asarray(want)[m], rtol=1e-4, atol=1e-5)
-    assert mask[0].sum() == 2 + 12 and not mask[:, 0].any()  # [CLS]/[SEP] excluded
+    # 2 + 12 scored tokens, [CLS]/[SEP] kept as match targets (1), padding 0
+    assert (mask[0] == 2).sum() == 2 + 12 and (mask[:, 0] == 1).all() and (mask[0] == 1).sum() == 2
     with pytest.raises(ValueError, match="layer=3"):
         cm.bert_token_embeddings(model, tok, texts, layer=3)

@@ -163,6 +163,16 @@ def test_real_files_build(shared_data, tmp_path, config, version, expect) -> Non
     counts = {k: int(v.num_examples) for k, v in b.info.splits.items()}
     if expect:
         assert counts == expect
+    if config == "v1_movies":  # genres from v2's metadata/meta for the same movie ids
+        recs = [r for s in counts for r in m101.data_source(config, s, tmp_path)]
+        assert sum(bool(r["genre"]) for r in recs) == 19  # 19 of the 20 public v2 movies
+    if config == "v1_grounding":  # Movie101-G queries: roles named in the text, counted
+        recs = list(m101.data_source(config, "val", tmp_path))
+        sk = json.loads((pathlib.Path(b.data_dir) / "build_summary.json").read_text())["skipped"]
+        assert sk["grounding_queries_with_roles"] + sk["grounding_queries_without_roles"] == 2768
+        assert sk["grounding_role_mentions"] >= sk["grounding_queries_with_roles"] > 1000
+        r = next(r for r in recs if len(r["roles"]))
+        assert all(r["cast_names"][k] in r["text"] for k in r["roles"])
     if config.startswith("v2_") and config != "v2_movies":
         variant = {"short": "short-71k", "long": "long-46k"}[config.split("_")[1]]
         lines = sum(1 for p in (root / "narration" / f"{variant}-{config[-2:]}").glob("*.txt")

@@ -9,10 +9,11 @@ Movie101 does and mixed Chinese/English text works.
 - `cider_d(hyps, refs)`: coco-caption's CIDEr-D (TF-IDF n-grams, n = 1..4, document
   frequencies from the evaluated corpus's references, clipped counts, Gaussian length
   penalty σ = 6, ×10), on the tokens above.
-- `role_f1(hyps, refs, casts)`: cast names found by longest-first non-overlapping,
-  case-insensitive substring match; micro P/R/F1 summed over the corpus.
-  `role_f1_upstream(...)`: Movie101's per-narration average (0 when either side names
-  nobody), the RoleF1 of its MNScore.
+- `role_f1_release(hyps, refs, casts, names)`: RoleF1 as Movie101's rolef1.py (names of
+  all movies' casts minus its ban list, per-narration average, 0 when either side names
+  nobody): the `role_f1` of the results table and of MNScore.
+  `role_f1(...)`: ours, micro P/R/F1 over the corpus with the own cast only
+  (`role_*_micro`).
 - `bertscore_f1(...)`: greedy cosine matching of contextual token embeddings (no idf),
   rescaled `(F - b) / (1 - b)`; `bert_token_embeddings(..., layer=k)` takes the states
   after k layers as bert_score does; `bertscore_baseline` estimates `b` from mismatched
@@ -123,30 +124,43 @@ def mentioned_roles(text: str, cast: Sequence[str]) -> set[str]:
 
 def role_f1(hyps: Sequence[str], refs: Sequence[str], casts: Sequence[Sequence[str]]
             ) -> dict[str, float]:
-    """Micro role precision / recall / F1 over the corpus."""
+    """Micro role precision / recall / F1 over the corpus (own cast only; ours, reported
+    beside the release's `role_f1_release`)."""
     tp = nh = nr = 0
     for h, r, cast in zip(hyps, refs, casts, strict=True):
         hs, rs = mentioned_roles(h, cast), mentioned_roles(r, cast)
         tp, nh, nr = tp + len(hs & rs), nh + len(hs), nr + len(rs)
     p = tp / nh if nh else 0.0
     rc = tp / nr if nr else 0.0
-    return {"role_p": p, "role_r": rc, "role_f1": 2 * p * rc / (p + rc) if p + rc else 0.0}
+    return {"role_p_micro": p, "role_r_micro": rc,
+            "role_f1_micro": 2 * p * rc / (p + rc) if p + rc else 0.0}
 
 
-def role_f1_upstream(hyps: Sequence[str], refs: Sequence[str], casts: Sequence[Sequence[str]]
-                     ) -> dict[str, float]:
-    """Movie101's RoleF1 averaging: per-narration P/R/F1 (0 when either side names nobody),
-    mean over every narration."""
+# upstream rolef1.py's list of easily misidentified role names (never counted as predicted)
+BANNED = ("司机", "淡定", "大海", "火山", "主持人", "琉璃", "李小龙", "莎莎", "老牛", "小河",
+          "小方", "时分")
+
+
+def role_f1_release(hyps: Sequence[str], refs: Sequence[str], casts: Sequence[Sequence[str]],
+                    names: Sequence[str], banned: Sequence[str] = BANNED) -> dict[str, float]:
+    """RoleF1 as Movie101's evaluation/MCN/rolef1.py scores it: the predicted roles of a
+    narration are the names of ALL movies' casts (`names`, minus `banned`) that occur in the
+    hypothesis (substring, case-sensitive), the reference roles the names of its own cast
+    that occur in the reference; per-narration P/R/F1 over the sets, 0 when either side
+    names nobody, mean over every narration. This is `role_f1` in the results and in
+    MNScore."""
+    vocab = [n for n in dict.fromkeys(names) if n.strip() and n not in set(banned)]
     p, r, f = [], [], []
     for h, ref, cast in zip(hyps, refs, casts, strict=True):
-        hs, rs = mentioned_roles(h, cast), mentioned_roles(ref, cast)
+        hs = {n for n in vocab if n in h}
+        rs = {n for n in cast if n.strip() and n in ref}
         tp = len(hs & rs)
         pi, ri = (tp / len(hs), tp / len(rs)) if hs and rs else (0.0, 0.0)
         p.append(pi)
         r.append(ri)
         f.append(2 * pi * ri / (pi + ri) if pi + ri else 0.0)
     n = max(len(f), 1)
-    return {"role_p_up": sum(p) / n, "role_r_up": sum(r) / n, "role_f1_up": sum(f) / n}
+    return {"role_p": sum(p) / n, "role_r": sum(r) / n, "role_f1": sum(f) / n}
 
 
 def _unit(x: jax.Array) -> jax.Array:
@@ -155,22 +169,38 @@ def _unit(x: jax.Array) -> jax.Array:
 
 @jax.jit
 def greedy_match(a: jax.Array, a_mask: jax.Array, b: jax.Array, b_mask: jax.Array,
-                 a_weight: jax.Array | None = None) -> tuple[jax.Array, jax.Array, jax.Array]:
+                 a_weight: jax.Array | None = None, b_weight: jax.Array | None = None
+                 ) -> tuple[jax.Array, jax.Array, jax.Array]:
     """Greedy cosine matching of a [N,S,D] against b [N,T,D]: (P over a, R over b, F1) [N].
-    P is the mean over a's tokens, or their `a_weight` [N,S]-weighted mean (idf)."""
+    Every masked-in token is a match target; P is the mean over a's tokens, or their
+    `a_weight` [N,S]-weighted mean (idf; weight 0 = a target that is not scored), R
+    likewise with `b_weight`."""
     sim = jnp.einsum("nsd,ntd->nst", _unit(a), _unit(b))
     big = 1e4
     p_tok = jnp.max(jnp.where(b_mask[:, None], sim, -big), 2)
     r_tok = jnp.max(jnp.where(a_mask[:, :, None], sim, -big), 1)
     w = a_mask if a_weight is None else a_weight * a_mask
+    v = b_mask if b_weight is None else b_weight * b_mask
     p = (p_tok * w).sum(1) / jnp.where(w.sum(1) == 0, 1, w.sum(1))
-    r = (r_tok * b_mask).sum(1) / jnp.maximum(b_mask.sum(1), 1)
+    r = (r_tok * v).sum(1) / jnp.where(v.sum(1) == 0, 1, v.sum(1))
     return p, r, 2 * p * r / jnp.where(p + r == 0, 1.0, p + r)
 
 
+def _bert_masks(mask: np.ndarray) -> tuple[jax.Array, jax.Array]:
+    """`bert_token_embeddings` mask (2 token, 1 [CLS]/[SEP], 0 pad) -> (targets, weights);
+    a boolean mask has no special tokens (every True token is scored)."""
+    mask = jnp.asarray(mask)
+    if mask.dtype == jnp.bool_:
+        return mask, mask.astype(jnp.float32)
+    return mask > 0, (mask == 2).astype(jnp.float32)
+
+
 def bertscore_f1(hyp_emb, hyp_mask, ref_emb, ref_mask, baseline: float) -> np.ndarray:
-    """Per-pair BERTScore F1 rescaled with `baseline`: (F - b) / (1 - b)."""
-    _, _, f = greedy_match(hyp_emb, hyp_mask, ref_emb, ref_mask)
+    """Per-pair BERTScore F1 rescaled with `baseline`: (F - b) / (1 - b). As bert_score
+    (idf off): [CLS]/[SEP] stay in the similarity matrix as match targets but carry weight
+    0 in the P and R means."""
+    (hm, hw), (rm, rw) = _bert_masks(hyp_mask), _bert_masks(ref_mask)
+    _, _, f = greedy_match(hyp_emb, hm, ref_emb, rm, hw, rw)
     return (np.asarray(f) - baseline) / (1.0 - baseline)
 
 
@@ -199,7 +229,9 @@ def encoder_states(model, ids: jax.Array, mask: jax.Array, layer: int = 0) -> ja
 
 def bert_token_embeddings(model, tokenizer, texts: Sequence[str], max_len: int | None = None,
                           layer: int = 0, chunk: int = 64) -> tuple[np.ndarray, np.ndarray]:
-    """Token embeddings [N,S,D] (layer `layer`, 0 = last) and mask without [CLS]/[SEP]/padding.
+    """Token embeddings [N,S,D] (layer `layer`, 0 = last) and an int8 mask [N,S]: 2 for a
+    scored token, 1 for [CLS]/[SEP] (kept as match targets, as bert_score keeps them), 0 for
+    padding.
 
     S = max_len, or the longest tokenized text rounded up to 32 (capped by the tokenizer's
     and the model's maximum length: longer texts are truncated). Texts go through one jitted
@@ -224,14 +256,15 @@ def bert_token_embeddings(model, tokenizer, texts: Sequence[str], max_len: int |
     out = np.concatenate([np.asarray(run(state, pids[i:i + chunk], pmask[i:i + chunk]))
                           for i in range(0, len(pids), chunk)])[: len(ids)]
     special = np.isin(ids, [tokenizer.cls_token_id, tokenizer.sep_token_id])
-    return out, (mask.astype(bool) & ~special)
+    return out, (mask.astype(np.int8) * np.where(special, 1, 2)).astype(np.int8)
 
 
 def bertscore_baseline(ref_emb, ref_mask, seed: int = 0) -> float:
     """Mean raw F1 of mismatched reference pairs (a random derangement of the corpus)."""
     n = len(ref_emb)
     perm = (np.arange(n) + 1 + np.random.default_rng(seed).integers(max(n - 1, 1))) % n
-    _, _, f = greedy_match(ref_emb, ref_mask, ref_emb[perm], ref_mask[perm])
+    (am, aw), (bm, bw) = _bert_masks(ref_mask), _bert_masks(ref_mask[perm])
+    _, _, f = greedy_match(ref_emb, am, ref_emb[perm], bm, aw, bw)
     return float(np.mean(np.asarray(f)))
 
 

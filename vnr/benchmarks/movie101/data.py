@@ -13,6 +13,7 @@ Batches (B examples, T = max_frames seconds, S = max_tokens):
   frames     float32 [B,T,Dc+Ds]  CLIP ⊕ S3D rows of the seconds covered, uniformly
                                   subsampled to T when longer; frame_mask bool [B,T]
   faces      float32 [B,T,F,Df]   face features per second, confidence order
+  (with `l2_frames`, default, as upstream: each second's CLIP ⊕ S3D ⊕ faces row has unit norm)
   genre      int32 [B,G]          crc32(genre) % genres, -1 = pad
   portraits  float32 [B,R,Df], role_mask bool [B,R]
   tokens_in, targets int32 [B,S], target_mask bool [B,S]
@@ -24,6 +25,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import json
+import logging
 import os
 import re
 import threading
@@ -40,6 +42,9 @@ PAD, BOS, EOS, UNK = 0, 1, 2, 3
 SPECIALS = ("<pad>", "<bos>", "<eos>", "<unk>")
 _POINTER = re.compile(r"(@\d+)")
 _LOCK = threading.Lock()
+_CHECKED: set[tuple] = set()
+_NAMES: dict[tuple, list[str]] = {}
+log = logging.getLogger(__name__)
 
 
 def segments(pointer_text: str) -> list[str]:
@@ -155,6 +160,7 @@ class Encode(grain.transforms.Map):
     faces: int
     pointer: bool
     keep_text: bool = False
+    l2_frames: bool = True
 
     def map(self, rec: dict) -> dict[str, np.ndarray]:
         movie = self.table[rec["movie_id"]]
@@ -178,6 +184,10 @@ class Encode(grain.transforms.Map):
         if len(face):
             f = face[np.minimum(idx, len(face) - 1), : self.faces]
             faces[: len(idx), : f.shape[1]] = f
+        if self.l2_frames:  # upstream: F.normalize(cat(clip, s3d, faces), dim=1) per second
+            norm = np.sqrt((frames**2).sum(-1) + (faces**2).sum((-2, -1)))[:, None]
+            norm = np.where(norm > 0, norm, 1.0)
+            frames, faces = frames / norm, faces / norm[..., None]
         genre = np.full((self.max_genres,), -1, np.int32)
         for j, g in enumerate(rec["genre"][: self.max_genres]):
             genre[j] = zlib.crc32(g.encode()) % self.genres
@@ -223,7 +233,7 @@ class Encode(grain.transforms.Map):
 def _encode(cfg: Any, keep_text: bool) -> Encode:
     return Encode(MovieTable(cfg), tuple(vocab(cfg)), cfg.max_frames, cfg.max_tokens,
                   cfg.max_roles, cfg.max_genres, cfg.genres, cfg.frame_dim, cfg.face_dim,
-                  cfg.faces, cfg.pointer, keep_text)
+                  cfg.faces, cfg.pointer, keep_text, cfg.get("l2_frames", True))
 
 
 def clip_width(cfg: Any) -> int:
@@ -239,12 +249,77 @@ def clip_width(cfg: Any) -> int:
                      "needs features/clip/<movie>.mp4.npy.npz in data.manual_dir")
 
 
+def all_cast_names(cfg: Any) -> list[str]:
+    """Role names of every movie's cast over all splits of the narration config (rolef1.py
+    looks for the names of all movies, so a name from another movie counts as predicted)."""
+    from tfds_builders import movie101
+
+    key = (cfg.config, os.path.abspath(cfg.data_dir))
+    if key not in _NAMES:
+        names: dict[str, None] = {}
+        for split in movie101.split_names(cfg.config, cfg.data_dir, cfg.manual_dir or None):
+            src = _source(cfg, cfg.config, split)
+            for i in range(len(src)):
+                names.update(dict.fromkeys(src[i]["cast_names"]))
+        _NAMES[key] = list(names)
+    return _NAMES[key]
+
+
+def coverage(cfg: Any) -> dict[str, dict[str, int]]:
+    """split -> {narrations, with_faces, with_portraits}: narrations whose movie has frame
+    face features / at least one cast portrait feature (what the role pointer needs)."""
+    from tfds_builders import movie101
+
+    table = MovieTable(cfg)
+    table._open()
+    flags = {}
+    for mid, (split, i) in table._index.items():
+        rec = table._sources[split][i]
+        flags[mid] = (bool(len(rec["face"])), bool(np.any(rec["portrait_face_mask"])))
+    out = {}
+    for split in movie101.split_names(cfg.config, cfg.data_dir, cfg.manual_dir or None):
+        src = _source(cfg, cfg.config, split)
+        c = collections.Counter()
+        for i in range(len(src)):
+            f, p = flags.get(src[i]["movie_id"], (False, False))
+            c["narrations"] += 1
+            c["with_faces"] += f
+            c["with_portraits"] += p
+        out[split] = {k: int(c[k]) for k in ("narrations", "with_faces", "with_portraits")}
+    return out
+
+
+def check_coverage(cfg: Any, cov: dict[str, dict[str, int]]) -> None:
+    """Logs the per-split counts; a pointer run without any portrait (or a run fed frame
+    faces without any) in its training split is an error, not a model that cannot point."""
+    for split, c in cov.items():
+        log.info("movie101/%s %s: %d narrations, %d with frame faces, %d with portrait "
+                 "features", cfg.config, split, c["narrations"], c["with_faces"],
+                 c["with_portraits"])
+    train = cov.get(cfg.train_split, {"with_faces": 0, "with_portraits": 0})
+    where = (f"movie101/{cfg.movies_config} (features under data.manual_dir="
+             f"{cfg.manual_dir!r}; layout in tfds_builders/movie101/features.py)")
+    if cfg.pointer and not train["with_portraits"]:
+        raise ValueError(f"data.pointer=True but no {cfg.train_split} narration has a portrait "
+                         f"feature in {where}: the role pointer could never point (set "
+                         "data.pointer=False for a model without it)")
+    if cfg.faces and not train["with_faces"]:
+        raise ValueError(f"data.faces={cfg.faces} but no {cfg.train_split} narration has frame "
+                         f"face features in {where} (data.faces=0: the w/o f_v model)")
+
+
 def prepare(cfg: Any) -> None:
-    """Builds the narration and movies datasets and the vocabulary (before any workers)."""
+    """Builds the narration and movies datasets and the vocabulary (before any workers),
+    logs and checks the face / portrait coverage once per process."""
     from tfds_builders import movie101
 
     movie101.prepare(cfg.movies_config, cfg.data_dir, cfg.manual_dir or None)
     vocab(cfg)
+    key = (cfg.config, cfg.movies_config, os.path.abspath(cfg.data_dir), bool(cfg.pointer),
+           int(cfg.faces), cfg.train_split)
+    if key not in _CHECKED:
+        check_coverage(cfg, coverage(cfg))
+        _CHECKED.add(key)
 
 
 def train_dataset(cfg: Any, batch_size: int, seed: int, process_index: int = 0,

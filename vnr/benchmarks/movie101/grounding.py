@@ -1,7 +1,8 @@
 """Movie101 TNG models: RNL local grounding (§5.2) and the shot-retrieval dual encoder.
 
-RNL (our reading of the paper's description): the window's clips (CLIP ⊕ S3D ⊕ faces,
-average-pooled to n clips) go through an FC layer and a bidirectional GRU; the query is its
+RNL (our reading of §5.2): the window's clips (CLIP ⊕ S3D, average-pooled to n clips) go
+through an FC layer and a bidirectional GRU (V); their face features through another FC
+layer (F, absent with faces = 0: RNL w/o f_v); V + F is the visual sequence. The query is its
 word embeddings plus, for every cast member the narration names, a token made from that
 member's portrait face feature (FC); an attention-pooled query vector gates the clip
 features (Hadamard product, L2-normalised); a 2D-TAN proposal map takes, for proposal
@@ -54,7 +55,10 @@ class RNL(nnx.Module):
     def __init__(self, *, frame_dim: int, face_dim: int, faces: int, vocab: int, width: int,
                  n_clips: int, portraits: bool, rngs: nnx.Rngs):
         self.n, self.use_portraits = n_clips, portraits
-        self.fc = dense(frame_dim + faces * face_dim, width, ("mlp", "embed"), rngs)
+        self.fc = dense(frame_dim, width, ("mlp", "embed"), rngs)
+        # §5.2: the frames' face features through an FC layer (F), summed with the BiGRU's
+        # frame representations (V); faces = 0 is RNL w/o f_v
+        self.face_fc = dense(faces * face_dim, width, ("mlp", "embed"), rngs) if faces else None
         # rngs=False: the carry starts at zero, so no RNG key is kept in the state (a typed
         # key there is saved as raw key data and would not restore into a checkpoint target)
         self.gru = nnx.Bidirectional(
@@ -66,9 +70,11 @@ class RNL(nnx.Module):
 
     def __call__(self, batch: dict) -> jax.Array:
         b, n = batch["clips"].shape[:2]
-        x = jnp.concatenate([batch["clips"], batch["faces"].reshape(b, n, -1)], -1)
+        x = batch["clips"]
         zero = jnp.zeros((b, self.gru.forward_rnn.cell.hidden_features), x.dtype)
         h = self.gru(jax.nn.relu(self.fc(x)), initial_carry=(zero, zero))
+        if self.face_fc is not None:
+            h = h + self.face_fc(batch["faces"].reshape(b, n, -1))
         q = self.query(batch["tokens"], batch["portraits"] if self.use_portraits else None,
                        batch["portrait_mask"] if self.use_portraits else None)
         f = _unit(h * q[:, None])

@@ -14,8 +14,13 @@
 - `random_recall(n_clips, gt_clip_spans, m)`: the exact expected R@1 IoU@m of a uniformly
   random valid proposal (the chance level the Must-show compares against).
 - `random_retrieval_recall(n_shots, n_pos, ks)`: exact expected R@k of a random shot ranking.
-- `two_stage_rank(...)`: Table 6's combination of global shot scores with local proposal
-  scores (see its docstring for the choice made).
+- `inclusive_iou`, `to_index_boxes`, `nms_upstream`, `recall_upstream`,
+  `random_recall_upstream`: the TNG protocol of Movie101's RNL evaluation (criteria.py):
+  index boxes with both ends included, NMS at m - 0.05 for each IoU threshold m, at most 7
+  picks. Tables 4-6 are scored with these; `temporal_iou` / `nms_topk` / `recall_at_iou`
+  (continuous spans) stay for the global stage's shot alignment and other callers.
+- `two_stage_candidates(...)`: Table 6's k-way re-ranking (pooled proposals of the k
+  windows ranked by local confidence; the shot-cosine prior only as a named option).
 """
 
 from __future__ import annotations
@@ -109,25 +114,100 @@ def random_retrieval_recall(n_shots: np.ndarray, n_pos: np.ndarray,
     return out
 
 
-def two_stage_rank(shot_scores: np.ndarray, window_starts: np.ndarray,
-                   window_spans: np.ndarray, window_scores: np.ndarray, k: int,
-                   weight: float = 1.0, thr: float = 0.5, top: int = 5) -> np.ndarray:
-    """Table 6's two-stage grounding for one narration, k-way re-ranking.
+def inclusive_iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """IoU of index boxes [..., 2] = (first, last) index, both included (the TNG evaluation
+    of Movie101's RNL code): (min end - max start + 1) / (max end - min start + 1), 0 when
+    negative. Broadcasting."""
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    inter = np.minimum(a[..., 1], b[..., 1]) - np.maximum(a[..., 0], b[..., 0]) + 1
+    union = np.maximum(a[..., 1], b[..., 1]) - np.minimum(a[..., 0], b[..., 0]) + 1
+    iou = np.where(union > 0, inter / np.where(union > 0, union, 1), 0.0)
+    return np.maximum(iou, 0.0)
 
-    shot_scores [k]: the global cosine similarities of the k retrieved shots (best first);
-    window_starts [k]: each window's start second; window_spans [P, 2] proposal spans in
-    seconds relative to a window; window_scores [k, P]: the local model's logits of every
-    proposal in each window. Combination (our choice; the paper gives none):
-    `log_sigmoid(local logit) + weight * shot_score`, i.e. the log of the local model's IoU
-    estimate sigmoid(logit) times exp(weight * cosine), a softmax-style prior over the k
-    windows (weight 0: local scores only; large weight: the best shot's window wins).
-    Proposals of all k windows are pooled, ranked and greedy-NMS'd (IoU > thr) -> the best
-    `top` absolute spans [top, 2] in seconds.
-    """
-    shot_scores = np.asarray(shot_scores, np.float64)[:k]
+
+def to_index_boxes(spans: np.ndarray) -> np.ndarray:
+    """Continuous [start, end) spans in clip (or second) units -> inclusive index boxes
+    [floor(start), max(floor(start), ceil(end) - 1)] (the clips a span touches)."""
+    spans = np.asarray(spans, np.float64)
+    first = np.floor(spans[..., 0] + 1e-9)
+    last = np.maximum(first, np.ceil(spans[..., 1] - 1e-9) - 1)
+    return np.stack([first, last], -1)
+
+
+MAX_PICKS = 7  # the upstream NMS loop stops after its 7th pick
+
+
+def nms_upstream(scores: np.ndarray, boxes: np.ndarray, overlap: float) -> list[int]:
+    """Greedy temporal NMS as Movie101's RNL evaluation: candidates by descending score
+    (equal scores: the later index first), a candidate is dropped when its overlap with the
+    pick exceeds `overlap`, overlap = inter / (len_a + len_b - inter) with len = last -
+    first of the index boxes (NOT the inclusive IoU; two one-index boxes give 0/0, which
+    never passes the `<= overlap` test, so the later one is dropped), at most MAX_PICKS."""
+    scores, boxes = np.asarray(scores, np.float64), np.asarray(boxes, np.float64)
+    idx = np.argsort(scores, kind="stable")  # ascending; the pick is the last one
+    lens = boxes[:, 1] - boxes[:, 0]
+    picks: list[int] = []
+    while len(idx):
+        i = int(idx[-1])
+        picks.append(i)
+        if len(picks) == MAX_PICKS:
+            break
+        rest = idx[:-1]
+        inter = np.maximum(0.0, np.minimum(boxes[i, 1], boxes[rest, 1])
+                           - np.maximum(boxes[i, 0], boxes[rest, 0]))
+        den = lens[i] + lens[rest] - inter
+        with np.errstate(divide="ignore", invalid="ignore"):
+            lap = inter / den
+        idx = rest[lap <= overlap]  # NaN (0/0) compares False: dropped
+    return picks
+
+
+def recall_upstream(scores: np.ndarray, boxes: np.ndarray, gt: np.ndarray,
+                    ns: Sequence[int] = (1, 5), ms: Sequence[float] = (0.1, 0.3, 0.5, 0.7)
+                    ) -> dict[str, float]:
+    """"R@n, IoU@m" of Movie101's TNG evaluation for one query or a batch: for each m the
+    candidates are NMS'd at m - 0.05 (`nms_upstream`) and a query counts when one of its
+    first n picks has inclusive IoU >= m with the ground-truth index box.
+    scores [Q, P] / boxes [Q, P, 2] (or [P, 2] shared) / gt [Q, 2] -> shares in [0, 1]."""
+    scores = np.atleast_2d(np.asarray(scores, np.float64))
+    gt = np.atleast_2d(np.asarray(gt, np.float64))
+    boxes = np.asarray(boxes, np.float64)
+    if boxes.ndim == 2:
+        boxes = np.broadcast_to(boxes, (len(scores), *boxes.shape))
+    hits = {(n, m): 0 for n in ns for m in ms}
+    for s, b, g in zip(scores, boxes, gt):
+        for m in ms:
+            picks = nms_upstream(s, b, m - 0.05)
+            ok = inclusive_iou(b[picks], g) >= m
+            for n in ns:
+                hits[n, m] += bool(ok[:n].any())
+    q = max(len(scores), 1)
+    return {f"R@{n},IoU@{m}": hits[n, m] / q for n in ns for m in ms}
+
+
+def random_recall_upstream(boxes: np.ndarray, gt: np.ndarray, m: float) -> float:
+    """Expected R@1 IoU@m (inclusive IoU) of one uniformly random candidate of `boxes`
+    [P, 2] (index boxes) for every ground truth gt [Q, 2]."""
+    iou = inclusive_iou(np.asarray(boxes)[None], np.asarray(gt)[:, None])
+    return float((iou >= m).mean(1).mean()) if len(iou) else 0.0
+
+
+def two_stage_candidates(shot_scores: np.ndarray, window_starts: np.ndarray,
+                         window_spans: np.ndarray, window_scores: np.ndarray, k: int,
+                         prior_weight: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    """Table 6's k-way re-ranking for one narration: the local model runs in a window
+    around each of the k best shots and ALL proposals of the k windows are pooled and ranked
+    by their confidence, sigmoid(local logit) (§5.2: "re-ranked with their confidence
+    scores"). `prior_weight` > 0 is OUR named option: confidence x exp(prior_weight x shot
+    cosine), i.e. a softmax-style prior of the shot retrieval (0 = the paper's rule).
+
+    shot_scores [k] (global cosine of the retrieved shots, best first), window_starts [k]
+    (seconds), window_spans [P, 2] proposal spans in seconds relative to a window,
+    window_scores [k, P] local logits -> (absolute spans [k*P, 2] in seconds, scores
+    [k*P]) for `recall_upstream` (after `to_index_boxes`)."""
+    shot = np.asarray(shot_scores, np.float64)[:k]
     local = np.asarray(window_scores, np.float64)[:k]
-    log_sig = -np.logaddexp(0.0, -local)
-    combined = log_sig + weight * shot_scores[:, None]
+    score = -np.logaddexp(0.0, -local) + prior_weight * shot[:, None]  # log of the rule
     spans = np.asarray(window_spans, np.float64)[None] + np.asarray(
         window_starts, np.float64)[:k, None, None]
-    return nms_topk(spans.reshape(-1, 2), combined.reshape(-1), top, thr)
+    return spans.reshape(-1, 2), score.reshape(-1)

@@ -6,8 +6,9 @@ the pointer, plain name tokens otherwise), masked to the real tokens and EOS.
 
 Evaluation: `vnr.ops.beam_decode.beam_search` (eval.beam_size, length penalty eval.alpha,
 KV cache) decodes every narration inside the jitted `predict`; pointer outputs become the
-cast member's full name. Metrics (`caption_metrics`, x100): BLEU@1-4, CIDEr-D, RoleF1 (micro
-`role_*`; upstream's per-narration average `role_*_up`), and when configured
+cast member's full name. Metrics (`caption_metrics`, x100): BLEU@1-4, CIDEr-D, RoleF1 as
+upstream's rolef1.py (`role_f1`, shown in the table and used by MNScore; our micro variant
+`role_*_micro`), and when configured
   * eval.bert_model: `bertscore` at eval.bert_layer (0 = last), rescaled by
     eval.bert_baseline (< 0: estimated from mismatched reference pairs, `bert_baseline`);
   * eval.clip_model (a CLIP or Chinese-CLIP checkpoint, resolved offline): EMScore(X, V) of
@@ -40,7 +41,7 @@ from vnr import evaluation
 from vnr import task as task_lib
 from vnr.benchmarks.movie101 import caption_metrics as cm
 from vnr.benchmarks.movie101 import data
-from vnr.benchmarks.movie101.narrator import RMN, rmn_step
+from vnr.benchmarks.movie101.narrator import RMN, rmn_bank_step, rmn_step
 from vnr.models.encoders import loading
 from vnr.ops.beam_decode import beam_search, tile_beams
 from vnr.reports import results as results_lib
@@ -88,7 +89,8 @@ def make_model(config: Any, rngs: nnx.Rngs) -> RMN:
                vocab=d.vocab_size, max_roles=d.max_roles, width=m.width,
                enc_layers=m.enc_layers, dec_layers=m.dec_layers, heads=m.heads, mlp=m.mlp,
                max_frames=d.max_frames, max_len=d.max_tokens + 1, dropout=m.dropout,
-               pointer=d.pointer, rngs=rngs)
+               pointer=d.pointer, genre_token=m.genre_token, memory_bank=m.memory_bank,
+               rngs=rngs)
 
 
 def prepare_data(config: Any) -> None:
@@ -120,10 +122,16 @@ def predict(config: Any, model: RMN, batch: dict) -> dict[str, jax.Array]:
     graph, params = nnx.split(model)
     consts = tile_beams({"mem": mem, "mem_mask": mask, "portraits": batch["portraits"],
                          "role_mask": batch["role_mask"]}, K)
-    consts.update(params=params, cross=model.decoder.cross_kv(consts["mem"]))
+    consts.update(params=params)
     state = {"cache": model.decoder.init_cache(B * K)}
+    if model.bank is None:
+        consts.update(cross=model.decoder.cross_kv(consts["mem"]))
+        step = rmn_step
+    else:  # the memory bank is per beam state; cross K/V recomputed each step
+        state["bank"] = model.bank.init(consts["mem"][:, model.video_offset:])
+        step = rmn_bank_step
     seqs, scores, lengths, _ = beam_search(
-        functools.partial(rmn_step, graph), state, batch_size=B, beam_size=K,
+        functools.partial(step, graph), state, batch_size=B, beam_size=K,
         max_len=config.data.max_tokens, bos_id=data.BOS, eos_id=data.EOS,
         alpha=config.eval.alpha, consts=consts)
     out = {"tokens": seqs[:, 0], "length": lengths[:, 0], "valid": batch["frame_mask"].any(-1)}
@@ -161,7 +169,7 @@ def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.M
     casts = [c.split("\t") if c else [] for c in out["cast"]]
     hyps = [decode_text(np.asarray(t), words, cast) for t, cast in zip(out["tokens"], casts)]
     refs = [str(r) for r in out["ref"]]
-    metrics = caption_scores(hyps, refs, casts)
+    metrics = caption_scores(hyps, refs, casts, data.all_cast_names(d))
     if e.bert_model:
         metrics.update(bert_scores(e.bert_model, hyps, refs, e.bert_layer, e.bert_baseline))
     if e.clip_model:  # the release's CLIP frame features: the first clip_dim columns
@@ -171,7 +179,7 @@ def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.M
     if e.clip_model and e.bert_model:
         em = metrics[EM_KINDS[e.mnscore_em]]
         metrics["mnscore"] = cm.mnscore(em / 100, metrics["bertscore"] / 100,
-                                        metrics["role_f1_up"] / 100)
+                                        metrics["role_f1"] / 100)
     metrics["narrations"] = float(len(hyps))
     if report_path is not None:
         path = pathlib.Path(report_path).with_suffix(".txt")
@@ -181,12 +189,16 @@ def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.M
     return metrics
 
 
-def caption_scores(hyps: list[str], refs: list[str], casts: list[list[str]]) -> dict[str, float]:
+def caption_scores(hyps: list[str], refs: list[str], casts: list[list[str]],
+                   names: list[str] | None = None) -> dict[str, float]:
+    """BLEU@1-4, CIDEr-D, RoleF1 as rolef1.py (`role_f1/p/r`; `names`: every movie's cast,
+    default the casts given) and our micro RoleF1 (`role_*_micro`), x100."""
     b = cm.bleu(hyps, [[r] for r in refs])
     out = {f"bleu{n + 1}": 100 * v for n, v in enumerate(b)}
     out["cider_d"] = 100 * cm.cider_d(hyps, [[r] for r in refs])
+    names = [n for c in casts for n in c] if names is None else names
+    out.update({k: 100 * v for k, v in cm.role_f1_release(hyps, refs, casts, names).items()})
     out.update({k: 100 * v for k, v in cm.role_f1(hyps, refs, casts).items()})
-    out.update({k: 100 * v for k, v in cm.role_f1_upstream(hyps, refs, casts).items()})
     return out
 
 
@@ -277,12 +289,13 @@ def _load_chinese_clip(path: pathlib.Path) -> ChineseCLIPText:
 @functools.lru_cache(maxsize=2)
 def _clip(name: str):
     """(jitted ids, mask -> (token [C,L,P], global [C,P]) embeddings, tokenizer, L, P)."""
-    from vnr.models.encoders import factory, load_pretrained
+    from vnr.models.encoders import load_pretrained
+    from vnr.models.encoders.tokenizers import saved_tokenizer
 
     path, conf = clip_config(name)
     kind = conf["model_type"]
     if kind == "chinese_clip":
-        model, tok = _load_chinese_clip(path), factory.load_tokenizer(path)
+        model, tok = _load_chinese_clip(path), saved_tokenizer(path)
         tower, proj = model.text_model, model.text_projection
         max_len = model.text_model.embeddings.position_embeddings.embedding.shape[0]
     else:

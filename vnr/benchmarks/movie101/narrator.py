@@ -8,15 +8,20 @@ encoder (`vnr.models.layers.Block`) gives the memory M [T+1, W].
 Decoder: pre-LN layers of causal self-attention (KV cache for decoding), cross-attention to
 M and an MLP; vocabulary scores `W_o h_t`.
 
-Role pointer (Eq. 1, our reading): at step t the decoder state h_t attends over M
-(`α = softmax(q(h_t) · k(M)ᵀ / √W)`) giving the attention-weighted video feature
-`c_t = α · v(M)`; the score of cast member r is the scaled dot product of `c_t` with the
-projected portrait face feature `P(p_r)`; a gate `λ_t = σ(w · h_t + b)` from the decoder
-state multiplies the role scores, which are concatenated after the vocabulary scores before
-ONE softmax over V + R outputs. Output V + r is "the name of cast member r" (the caller
-expands it to the full role name). Cast slots without a portrait feature (or beyond the
-cast) get score -1e9. `pointer=False` gives the same model without the pointer (role
-outputs always -1e9), the paper's ablation.
+Role pointer (Eq. 1): at step t the decoder's own cross-attention over the memory (last
+decoder layer, mean over heads), restricted to the video rows and renormalised, is α_t;
+`c_t = Σ_j α_tj M_j` is the context-filtered video feature; the score of cast member r is the
+scaled dot product of `q(c_t)` with the projected portrait face feature `P(p_r)`; a gate
+`λ_t = σ(w · h_t + b)` from the decoder state multiplies the role scores, which are
+concatenated after the vocabulary scores before ONE softmax over V + R outputs. Output V + r
+is "the name of cast member r" (the caller expands it to the full role name). Cast slots
+without a portrait feature (or beyond the cast) get score -1e9. Upstream (RMN
+modules/transformer.py) differs in three details we do not copy (REPRODUCING.md): it
+re-softmaxes the head-mean attention weights (which flattens them towards uniform), its
+role scores are multi-head attention *probabilities* of a face encoder's outputs, and α
+weights its dynamic memory bank rather than the encoder output. `pointer=False` gives the
+same model without the pointer (role outputs always -1e9): OUR ablation, not a row of
+Table 3 (the paper ablates f_v and g, always with the pointer).
 
 `cached_step` / `full_step` are `vnr.ops.beam_decode` step functions (the second recomputes
 the whole prefix; tests check both give the same beams).
@@ -37,15 +42,17 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from vnr.benchmarks.movie101.memory_bank import MemoryBank
 from vnr.models.layers import Block, annotate, dense, layer_norm
 from vnr.ops.beam_decode import InPlace
 
 NEG = -1.0e9
 
 
-def _attend(q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array | None, heads: int
-            ) -> jax.Array:
-    """q [N,S,W], k/v [N,T,W], mask broadcastable to [N,1,S,T] (True = attend)."""
+def _attend(q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array | None, heads: int,
+            return_att: bool = False) -> jax.Array | tuple[jax.Array, jax.Array]:
+    """q [N,S,W], k/v [N,T,W], mask broadcastable to [N,1,S,T] (True = attend); with
+    `return_att` also the attention weights averaged over heads [N,S,T]."""
     n, s, w = q.shape
     t = k.shape[1]
     dh = w // heads
@@ -54,7 +61,8 @@ def _attend(q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array | None, he
     if mask is not None:
         logits = jnp.where(mask, logits, NEG)
     att = jax.nn.softmax(logits.astype(jnp.float32), axis=-1).astype(v.dtype)
-    return jnp.einsum("nhst,nthd->nshd", att, v).reshape(n, s, w) if t else q.reshape(n, s, w)
+    out = jnp.einsum("nhst,nthd->nshd", att, v).reshape(n, s, w) if t else q.reshape(n, s, w)
+    return (out, att.mean(1)) if return_att else out
 
 
 def _attend_slots(q: jax.Array, k: jax.Array, v: jax.Array, k_new: jax.Array,
@@ -107,10 +115,12 @@ class DecoderLayer(nnx.Module):
         self.drop = nnx.Dropout(dropout)
 
     def _rest(self, x, mem, mem_mask, train, rngs, cross_kv=None):
+        """Cross-attention + MLP -> (x, cross-attention weights averaged over heads
+        [N,S,T]: the decoder's attention over the memory, used by the role pointer)."""
         h = self.ln2(x)
         if cross_kv is None:
-            y = _attend(self.cq(h), self.ck(mem), self.cv(mem), mem_mask[:, None, None, :],
-                        self.heads)
+            y, att = _attend(self.cq(h), self.ck(mem), self.cv(mem), mem_mask[:, None, None, :],
+                             self.heads, return_att=True)
         else:  # head-major keys and values [H,N,Dh,T] from `cross_kv`
             ck, cv = cross_kv
             n, s, w = h.shape
@@ -120,12 +130,13 @@ class DecoderLayer(nnx.Module):
             logits = jnp.where(mem_mask[None, :, None, :], logits, NEG)
             att = jax.nn.softmax(logits.astype(jnp.float32), axis=-1).astype(cv.dtype)
             y = jnp.einsum("hndt,hnst->hnsd", cv, att).transpose(1, 2, 0, 3).reshape(n, s, w)
+            att = att.mean(0)
         x = x + self.drop(self.co(y), deterministic=not train, rngs=rngs)
         h = self.down(jax.nn.gelu(self.up(self.ln3(x))))
-        return x + self.drop(h, deterministic=not train, rngs=rngs)
+        return x + self.drop(h, deterministic=not train, rngs=rngs), att
 
     def __call__(self, x, mem, mem_mask, *, train: bool = False, rngs=None):
-        """Teacher forcing: x [N,S,W] -> [N,S,W] (causal)."""
+        """Teacher forcing: x [N,S,W] -> ([N,S,W] (causal), cross-attention [N,S,T])."""
         h = self.ln1(x)
         s = x.shape[1]
         causal = jnp.tril(jnp.ones((s, s), bool))[None, None]
@@ -135,10 +146,11 @@ class DecoderLayer(nnx.Module):
 
     def step(self, x, mem, mem_mask, k_cache, v_cache, t, cross_kv=None, slot=None,
              group: int = 1):
-        """One position: x [N,1,W]; `cross_kv` = the precomputed cross-attention keys/values
-        of `mem` (else recomputed). Without `slot`: caches [N,Lmax,W] (rows = beams, gathered
-        by the caller); with `slot` [N,Lmax]: head-major beam-slot caches [H,N,Lmax,Dh] in
-        groups of `group` rows (see `_attend_slots`). Caches are updated in place at t."""
+        """One position: x [N,1,W] -> (x, k_cache, v_cache, cross-attention [N,1,T]);
+        `cross_kv` = the precomputed cross-attention keys/values of `mem` (else recomputed).
+        Without `slot`: caches [N,Lmax,W] (rows = beams, gathered by the caller); with
+        `slot` [N,Lmax]: head-major beam-slot caches [H,N,Lmax,Dh] in groups of `group`
+        rows (see `_attend_slots`). Caches are updated in place at t."""
         h = self.ln1(x)
         k, v = self.sk(h), self.sv(h)
         if slot is not None:
@@ -158,7 +170,8 @@ class DecoderLayer(nnx.Module):
             mask = (jnp.arange(k_cache.shape[1]) <= t)[None, None, None, :]
             y = _attend(self.sq(h), k_cache, v_cache, mask, self.heads)
         x = x + self.so(y)
-        return self._rest(x, mem, mem_mask, False, None, cross_kv), k_cache, v_cache
+        x, att = self._rest(x, mem, mem_mask, False, None, cross_kv)
+        return x, k_cache, v_cache, att
 
 
 class TransformerDecoder(nnx.Module):
@@ -180,12 +193,14 @@ class TransformerDecoder(nnx.Module):
         """tokens [N,S] -> final hidden states [N,S,W] (teacher forcing)."""
         return self.hidden_x(self.embed(tokens), mem, mem_mask, train=train, rngs=rngs)
 
-    def hidden_x(self, x, mem, mem_mask, *, train: bool = False, rngs=None):
-        """Embedded inputs x [N,S,W] (no positions yet) -> hidden states [N,S,W]."""
+    def hidden_x(self, x, mem, mem_mask, *, train: bool = False, rngs=None,
+                 return_attn: bool = False):
+        """Embedded inputs x [N,S,W] (no positions yet) -> hidden states [N,S,W] (and, with
+        `return_attn`, the last layer's cross-attention over `mem` [N,S,T], head mean)."""
         x = x + self.pos[None, : x.shape[1]]
         for layer in self.layers:
-            x = layer(x, mem, mem_mask, train=train, rngs=rngs)
-        return self.ln(x)
+            x, att = layer(x, mem, mem_mask, train=train, rngs=rngs)
+        return (self.ln(x), att) if return_attn else self.ln(x)
 
     def init_cache(self, n: int, dtype=jnp.float32) -> dict[str, Any]:
         """Self-attention KV cache for N rows (example-major beams, for beam_decode): per
@@ -213,9 +228,10 @@ class TransformerDecoder(nnx.Module):
         """token [N] at position t -> (hidden [N,W], cache)."""
         return self.step_x(self.embed(token), mem, mem_mask, cache, t, cross)
 
-    def step_x(self, x, mem, mem_mask, cache, t, cross=None):
-        """Embedded input x [N,W] at position t -> (hidden [N,W], cache); `cross` from
-        `cross_kv` (else the cross-attention keys/values are recomputed)."""
+    def step_x(self, x, mem, mem_mask, cache, t, cross=None, return_attn: bool = False):
+        """Embedded input x [N,W] at position t -> (hidden [N,W], cache) (and, with
+        `return_attn`, the last layer's cross-attention [N,T]); `cross` from `cross_kv`
+        (else the cross-attention keys/values are recomputed)."""
         x = x[:, None] + jax.lax.dynamic_slice_in_dim(self.pos[...], t, 1)[None]
         group = max(cache["k"][0].beam, 1) if isinstance(cache["k"][0], InPlace) else 1
         slot = cache.get("slot")
@@ -226,7 +242,7 @@ class TransformerDecoder(nnx.Module):
         for i, layer in enumerate(self.layers):
             kc, vc = cache["k"][i], cache["v"][i]
             in_place = isinstance(kc, InPlace)
-            x, k, v = layer.step(x, mem, mem_mask, kc.value if in_place else kc,
+            x, k, v, att = layer.step(x, mem, mem_mask, kc.value if in_place else kc,
                                  vc.value if in_place else vc, t,
                                  None if cross is None else cross[i], slot, group)
             ks.append(InPlace(k, kc.beam) if in_place else k)
@@ -234,6 +250,8 @@ class TransformerDecoder(nnx.Module):
         new = {"k": ks, "v": vs}
         if slot is not None:
             new["slot"] = slot
+        if return_attn:
+            return self.ln(x)[:, 0], new, att[:, 0]
         return self.ln(x)[:, 0], new
 
 
@@ -257,14 +275,21 @@ def full_step(graph: Any, tokens, state, t, consts):
 
 
 class RMN(nnx.Module):
-    """Role-aware narrator: video + faces + genre encoder, decoder, role pointer (Eq. 1)."""
+    """Role-aware narrator: video (+ faces, + genre) encoder, decoder, role pointer (Eq. 1).
+
+    `faces=0` drops the frame face features (RMN w/o f_v), `genre_token=False` the genre
+    token (w/o g), `pointer=False` the role pointer; `memory_bank=True` makes the decoder
+    attend OVP's dynamic memory bank (`memory_bank.py`) instead of the fixed video states.
+    VT = none of them, OVP = memory bank only (configs/movie101/mcn.py has the Table 3
+    rows)."""
 
     def __init__(self, *, frame_dim: int, face_dim: int, faces: int, genres: int, vocab: int,
                  max_roles: int, width: int, enc_layers: int, dec_layers: int, heads: int,
                  mlp: int, max_frames: int, max_len: int, dropout: float, pointer: bool,
-                 rngs: nnx.Rngs):
+                 genre_token: bool = True, memory_bank: bool = False, rngs: nnx.Rngs):
         init = nnx.initializers.normal(0.02)
         self.vocab, self.max_roles, self.pointer, self.width = vocab, max_roles, pointer, width
+        self.genre_token = genre_token
         self.inp = dense(frame_dim + faces * face_dim, width, ("mlp", "embed"), rngs)
         self.frame_pos = nnx.Param(annotate(init, (None, "embed"))(rngs.params(),
                                                                    (max_frames, width)))
@@ -276,21 +301,27 @@ class RMN(nnx.Module):
         self.decoder = TransformerDecoder(vocab, width, dec_layers, heads, mlp, max_len,
                                           dropout, rngs=rngs)
         self.pq = dense(width, width, ("embed", "heads"), rngs)
-        self.pk = dense(width, width, ("embed", "heads"), rngs)
-        self.pv = dense(width, width, ("embed", "heads"), rngs)
         self.portrait = dense(face_dim, width, ("mlp", "embed"), rngs)
         self.gate = dense(width, 1, ("embed", None), rngs)
+        self.bank = MemoryBank(width, rngs) if memory_bank else None
+
+    @property
+    def video_offset(self) -> int:
+        """Memory rows before the video (the genre token)."""
+        return 1 if self.genre_token else 0
 
     def encode(self, frames, faces, frame_mask, genre, *, train: bool = False, rngs=None):
         """frames [B,T,Dv], faces [B,T,F,Df], frame_mask [B,T], genre [B,G] (-1 = pad)
-        -> memory [B,T+1,W], mask [B,T+1]."""
+        -> memory [B,T(+1),W], mask [B,T(+1)] (genre token first when `genre_token`)."""
         b, t = frames.shape[:2]
         x = self.inp(jnp.concatenate([frames, faces.reshape(b, t, -1)], -1))
         x = x + self.frame_pos[None, :t]
-        gmask = (genre >= 0)[..., None]
-        g = (self.genre(jnp.maximum(genre, 0)) * gmask).sum(1) / jnp.maximum(gmask.sum(1), 1)
-        x = jnp.concatenate([g[:, None], x], 1)
-        mask = jnp.concatenate([jnp.ones((b, 1), bool), frame_mask], 1)
+        mask = frame_mask
+        if self.genre_token:
+            gmask = (genre >= 0)[..., None]
+            g = (self.genre(jnp.maximum(genre, 0)) * gmask).sum(1) / jnp.maximum(gmask.sum(1), 1)
+            x = jnp.concatenate([g[:, None], x], 1)
+            mask = jnp.concatenate([jnp.ones((b, 1), bool), frame_mask], 1)
         for blk in self.encoder:
             x = blk(x, mask, train=train, rngs=rngs)
         return self.enc_ln(x), mask
@@ -306,37 +337,79 @@ class RMN(nnx.Module):
                                   axis=2)[..., 0, :]  # project only the member named
         return jnp.where(is_role[..., None], self.portrait(raw), x)
 
-    def role_scores(self, h, mem, mem_mask, portraits, role_mask):
-        """h [B,S,W] -> gated role scores [B,S,R] (NEG where no portrait / no pointer).
+    def role_scores(self, h, alpha, mem, mem_mask, portraits, role_mask):
+        """Eq. 1's λ·y^role [B,S,R] (NEG where no portrait / no pointer).
 
-        Computed reassociated, without projecting the memory or the portraits: q·k(m) =
-        (q Wkᵀ)·m + q·bk, and q·bk is the same for every frame so it cancels in the
-        softmax; α·v(M) = (α·M) Wv + bv (α sums to 1); c·P(p) = (c Wpᵀ)·p + c·bp. Same
-        function, but a decoding step costs O(T·W) per beam instead of O(T·W²)."""
-        q = self.pq(h)
-        qk = jnp.einsum("bsw,dw->bsd", q, self.pk.kernel[...])  # q Wkᵀ
-        att = jnp.einsum("bsd,btd->bst", qk, mem) / jnp.sqrt(self.width)
-        att = jax.nn.softmax(jnp.where(mem_mask[:, None], att, NEG), axis=-1)
-        c = self.pv(jnp.einsum("bst,btd->bsd", att, mem))
+        alpha [B,S,T(+1)]: the decoder's own cross-attention over the memory at each step
+        (last layer, head mean). Its video part (genre token dropped, renormalised over the
+        real frames) weights the video memory into the context-filtered feature
+        c_t = Σ_j α_tj M_j; the score of cast member r is q(c_t)·P(p_r)/√W (query from the
+        video feature, key the projected portrait face feature); λ_t = σ(w·h_t + b).
+        Computed as (q Wpᵀ)·p + q·bp: no per-step projection of all portraits."""
+        off = self.video_offset
+        c = jnp.einsum("bst,btw->bsw", self.video_alpha(alpha, mem_mask), mem[:, off:])
+        q = self.pq(c)
         p = self.portrait
-        s = (jnp.einsum("bsw,dw,brd->bsr", c, p.kernel[...], portraits)
-             + jnp.einsum("bsw,w->bs", c, p.bias[...])[..., None]) / jnp.sqrt(self.width)
+        s = (jnp.einsum("bsw,dw,brd->bsr", q, p.kernel[...], portraits)
+             + jnp.einsum("bsw,w->bs", q, p.bias[...])[..., None]) / jnp.sqrt(self.width)
         lam = jax.nn.sigmoid(self.gate(h))
         valid = role_mask[:, None] & self.pointer
         return jnp.where(valid, lam * s, NEG)
 
-    def logits(self, h, mem, mem_mask, portraits, role_mask):
+    def video_alpha(self, alpha, mem_mask):
+        """alpha [..., T(+1)] over the memory -> its video part renormalised over the real
+        frames [..., T] (the α_t of Eq. 1 and of the memory bank update)."""
+        off = self.video_offset
+        a = alpha[..., off:] * mem_mask[:, None, off:] if alpha.ndim == 3 else \
+            alpha[..., off:] * mem_mask[:, off:]
+        return a / jnp.maximum(a.sum(-1, keepdims=True), 1e-9)
+
+    def logits(self, h, alpha, mem, mem_mask, portraits, role_mask):
         """[.., V + R]: vocabulary scores then gated role scores (one softmax over both)."""
-        return jnp.concatenate([self.decoder.head(h),
-                                self.role_scores(h, mem, mem_mask, portraits, role_mask)], -1)
+        return jnp.concatenate([self.decoder.head(h), self.role_scores(
+            h, alpha, mem, mem_mask, portraits, role_mask)], -1)
 
     def __call__(self, batch: dict, *, train: bool = False, rngs=None) -> jax.Array:
         """Teacher forcing: logits [B,S,V+R] for batch["tokens_in"]."""
         mem, mask = self.encode(batch["frames"], batch["faces"], batch["frame_mask"],
                                 batch["genre"], train=train, rngs=rngs)
         x = self.embed_tokens(batch["tokens_in"], batch["portraits"])
-        h = self.decoder.hidden_x(x, mem, mask, train=train, rngs=rngs)
-        return self.logits(h, mem, mask, batch["portraits"], batch["role_mask"])
+        if self.bank is not None:
+            return self._bank_forward(x, mem, mask, batch["portraits"], batch["role_mask"])
+        h, alpha = self.decoder.hidden_x(x, mem, mask, train=train, rngs=rngs,
+                                         return_attn=True)
+        return self.logits(h, alpha, mem, mask, batch["portraits"], batch["role_mask"])
+
+    def bank_step(self, x, mem, mask, portraits, role_mask, cache, bank, t):
+        """One decoding step against the memory bank: x [N,W] embedded token at t ->
+        (logits [N,V+R], cache, bank state). The pointer reads the bank before the update,
+        then the bank is updated with this step's α and h (as upstream's loop)."""
+        off = self.video_offset
+        m = jnp.concatenate([mem[:, :off], bank["bank"]], 1)
+        h, cache, alpha = self.decoder.step_x(x, m, mask, cache, t, None, return_attn=True)
+        logits = self.logits(h[:, None], alpha[:, None], m, mask, portraits, role_mask)[:, 0]
+        bank = self.bank.update(bank, mem[:, off:], self.video_alpha(alpha, mask), h)
+        return logits, cache, bank
+
+    def _bank_forward(self, x, mem, mask, portraits, role_mask):
+        """Teacher forcing through the bank: a scan over positions (each step's memory
+        depends on the previous steps), self-attention through a plain KV cache; no dropout
+        inside the decoder on this path."""
+        n, s, w = x.shape
+        shape = (n, self.decoder.max_len, w)
+        cache = {"k": [jnp.zeros(shape, x.dtype) for _ in self.decoder.layers],
+                 "v": [jnp.zeros(shape, x.dtype) for _ in self.decoder.layers]}
+        bank = self.bank.init(mem[:, self.video_offset:])
+
+        def body(carry, inp):
+            cache, bank = carry
+            xt, t = inp
+            logits, cache, bank = self.bank_step(xt, mem, mask, portraits, role_mask, cache,
+                                                 bank, t)
+            return (cache, bank), logits
+
+        _, logits = jax.lax.scan(body, (cache, bank), (x.transpose(1, 0, 2), jnp.arange(s)))
+        return logits.transpose(1, 0, 2)
 
 
 def rmn_step(graph: Any, tokens, state, t, consts):
@@ -345,7 +418,20 @@ def rmn_step(graph: Any, tokens, state, t, consts):
     model: RMN = nnx.merge(graph, consts["params"])
     c = consts
     x = model.embed_tokens(tokens[:, None], c["portraits"])[:, 0]
-    h, cache = model.decoder.step_x(x, c["mem"], c["mem_mask"], state["cache"], t, c["cross"])
-    logits = model.logits(h[:, None], c["mem"], c["mem_mask"], c["portraits"],
+    h, cache, alpha = model.decoder.step_x(x, c["mem"], c["mem_mask"], state["cache"], t,
+                                           c["cross"], return_attn=True)
+    logits = model.logits(h[:, None], alpha[:, None], c["mem"], c["mem_mask"], c["portraits"],
                           c["role_mask"])[:, 0]
     return jax.nn.log_softmax(logits), {"cache": cache}
+
+
+def rmn_bank_step(graph: Any, tokens, state, t, consts):
+    """beam_decode step for RMN with the memory bank. state: {"cache", "bank"} (the bank
+    state is per beam, gathered with it); consts: params, mem, mem_mask, portraits,
+    role_mask (cross-attention keys/values are recomputed: the memory changes every step)."""
+    model: RMN = nnx.merge(graph, consts["params"])
+    c = consts
+    x = model.embed_tokens(tokens[:, None], c["portraits"])[:, 0]
+    logits, cache, bank = model.bank_step(x, c["mem"], c["mem_mask"], c["portraits"],
+                                          c["role_mask"], state["cache"], state["bank"], t)
+    return jax.nn.log_softmax(logits), {"cache": cache, "bank": bank}

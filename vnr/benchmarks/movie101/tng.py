@@ -1,10 +1,10 @@
 """Movie101 TNG glue: RNL local grounding in a window around each narration.
 
 Training: binary cross-entropy of every valid proposal's score against its scaled IoU
-(2D-TAN, t_min = 0.5, t_max = 1.0). Evaluation: proposals ranked by score, greedy NMS
-(IoU 0.5), "R@n, IoU@m" for n in {1, 5}, m in {0.1, 0.3, 0.5, 0.7} (in percent), plus
-`random_R@1,IoU@m`: the exact expected value of a uniformly random valid proposal on the
-same windows (the chance level).
+(2D-TAN, t_min = 0.5, t_max = 1.0). Evaluation as Movie101's RNL code (`score_windows`):
+index boxes with both ends included, NMS at m - 0.05 for each IoU threshold m, "R@n, IoU@m"
+for n in {1, 5}, m in {0.1, 0.3, 0.5, 0.7} (in percent), plus `random_R@1,IoU@m`: the exact
+expected value of a uniformly random valid proposal on the same windows (the chance level).
 
 The local stage uses the oracle anchor (the window is placed around the ground truth at a
 fixed, id-hashed offset).
@@ -137,13 +137,19 @@ def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.M
 
 
 def score_windows(scores: np.ndarray, gt: np.ndarray, n: int) -> dict[str, float]:
-    """Ranked proposals (NMS) -> R@n IoU@m in percent, with the random chance level."""
+    """Proposal scores [Q, n, n] -> R@n IoU@m in percent with the protocol of Movie101's RNL
+    evaluation (`grounding_metrics.recall_upstream`: proposal (i, j) is the index box
+    [i, j], the ground truth [s, e) in clip units the box of the clips it touches, NMS at
+    m - 0.05 per threshold, inclusive IoU), and the random chance level of one valid
+    proposal under the same IoU."""
     spans, valid = gm.proposal_spans(n)
-    flat_spans = spans[valid]
-    preds = np.stack([gm.nms_topk(flat_spans, s[valid], 5, 0.5) for s in scores])
-    out = {k: 100 * v for k, v in gm.recall_at_iou(preds, gt, (1, 5), IOUS).items()}
+    boxes = gm.to_index_boxes(spans[valid])
+    gt_boxes = gm.to_index_boxes(np.asarray(gt, np.float64))
+    flat = np.asarray(scores, np.float64)[:, valid]
+    out = {k: 100 * v for k, v in gm.recall_upstream(flat, boxes, gt_boxes, (1, 5),
+                                                     IOUS).items()}
     for m in IOUS:
-        out[f"random_R@1,IoU@{m}"] = 100 * gm.random_recall(n, gt, m)
+        out[f"random_R@1,IoU@{m}"] = 100 * gm.random_recall_upstream(boxes, gt_boxes, m)
     out["narrations"] = float(len(gt))
     return out
 
