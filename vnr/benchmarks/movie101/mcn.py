@@ -42,6 +42,7 @@ from vnr import task as task_lib
 from vnr.benchmarks.movie101 import caption_metrics as cm
 from vnr.benchmarks.movie101 import data
 from vnr.benchmarks.movie101.narrator import RMN, rmn_bank_step, rmn_step
+from vnr.models.compute import float32
 from vnr.models.encoders import loading
 from vnr.ops.beam_decode import beam_search, tile_beams
 from vnr.reports import results as results_lib
@@ -103,7 +104,7 @@ def train_data(config: Any, local_batch: int, process_index: int, process_count:
 
 
 def loss_fn(config: Any, model: RMN, batch: dict, rngs: nnx.Rngs):
-    logits = model(batch, train=True, rngs=rngs)
+    logits = float32(model(batch, train=True, rngs=rngs))
     ce = optax.softmax_cross_entropy_with_integer_labels(logits, batch["targets"])
     m = batch["target_mask"].astype(jnp.float32)
     loss = (ce * m).sum() / jnp.maximum(m.sum(), 1)

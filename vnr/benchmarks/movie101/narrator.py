@@ -43,6 +43,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from vnr.benchmarks.movie101.memory_bank import MemoryBank
+from vnr.models.compute import float32
 from vnr.models.layers import Block, annotate, dense, layer_norm
 from vnr.ops.beam_decode import InPlace
 
@@ -262,7 +263,7 @@ def cached_step(graph: Any, tokens, state, t, consts):
     dec = nnx.merge(graph, consts["params"])
     h, cache = dec.step(tokens, consts["mem"], consts["mem_mask"], state["cache"], t,
                         consts["cross"])
-    return jax.nn.log_softmax(dec.head(h)), {"cache": cache}
+    return jax.nn.log_softmax(float32(dec.head(h))), {"cache": cache}
 
 
 def full_step(graph: Any, tokens, state, t, consts):
@@ -271,7 +272,7 @@ def full_step(graph: Any, tokens, state, t, consts):
     prefix = jax.lax.dynamic_update_slice_in_dim(state["prefix"], tokens[:, None], t, axis=1)
     h = dec.hidden(prefix, consts["mem"], consts["mem_mask"])
     h_t = jnp.take_along_axis(h, jnp.full((h.shape[0], 1, 1), t), axis=1)[:, 0]
-    return jax.nn.log_softmax(dec.head(h_t)), {"prefix": prefix}
+    return jax.nn.log_softmax(float32(dec.head(h_t))), {"prefix": prefix}
 
 
 class RMN(nnx.Module):
@@ -422,7 +423,7 @@ def rmn_step(graph: Any, tokens, state, t, consts):
                                            c["cross"], return_attn=True)
     logits = model.logits(h[:, None], alpha[:, None], c["mem"], c["mem_mask"], c["portraits"],
                           c["role_mask"])[:, 0]
-    return jax.nn.log_softmax(logits), {"cache": cache}
+    return jax.nn.log_softmax(float32(logits)), {"cache": cache}
 
 
 def rmn_bank_step(graph: Any, tokens, state, t, consts):
@@ -434,4 +435,4 @@ def rmn_bank_step(graph: Any, tokens, state, t, consts):
     x = model.embed_tokens(tokens[:, None], c["portraits"])[:, 0]
     logits, cache, bank = model.bank_step(x, c["mem"], c["mem_mask"], c["portraits"],
                                           c["role_mask"], state["cache"], state["bank"], t)
-    return jax.nn.log_softmax(logits), {"cache": cache, "bank": bank}
+    return jax.nn.log_softmax(float32(logits)), {"cache": cache, "bank": bank}

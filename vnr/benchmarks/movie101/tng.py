@@ -33,6 +33,7 @@ from vnr import evaluation
 from vnr.benchmarks.movie101 import grounding_metrics as gm
 from vnr.benchmarks.movie101 import tng_data as data
 from vnr.benchmarks.movie101.grounding import RNL, ShotDualEncoder
+from vnr.models.compute import float32
 from vnr.reports import results as results_lib
 
 NEG = -1.0e9
@@ -95,7 +96,7 @@ def _targets(gt: jax.Array, n: int) -> tuple[jax.Array, jax.Array]:
 def _infonce(model: ShotDualEncoder, batch: dict, config: Any):
     v = model.shots(batch["shot"], batch["shot_mask"])
     t = model.text(batch["tokens"])
-    logits = t @ v.T / config.model.temperature
+    logits = float32(t) @ float32(v).T / config.model.temperature
     same = ((batch["movie"][:, None] == batch["movie"][None])
             & (batch["shot_index"][:, None] == batch["shot_index"][None]))
     logits = jnp.where(same & ~jnp.eye(len(v), dtype=bool), NEG, logits)
@@ -108,7 +109,7 @@ def _infonce(model: ShotDualEncoder, batch: dict, config: Any):
 def loss_fn(config: Any, model: RNL, batch: dict, rngs: nnx.Rngs):
     if _global(config):
         return _infonce(model, batch, config)
-    scores = model(batch)
+    scores = float32(model(batch))
     y, valid = _targets(batch["gt"], config.data.n_clips)
     bce = optax.sigmoid_binary_cross_entropy(jnp.where(valid, scores, 0.0), y)
     loss = (bce * valid).sum() / valid.sum()

@@ -31,8 +31,6 @@ from vnr.models.encoders.loading import (
 )
 from vnr.models.encoders.tokenizers import saved_tokenizer
 
-load_tokenizer = saved_tokenizer  # the name vnr.benchmarks.movie101.mcn uses
-
 Ctor = Callable[[nnx.Rngs], nnx.Module]
 
 # Pre-training heads a base-model checkpoint may carry; they are skipped, not errors.
