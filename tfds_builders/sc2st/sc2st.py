@@ -46,6 +46,9 @@ class Sc2StConfig(tfds.core.BuilderConfig):
     sizes: str = "default"  # synthetic corpus size
     encoder: str = "clip-vit-base-patch32"
     feature_dim: int = 512
+    # Optional image model whose cosine ranks similar candidates (§4.1.3: DenseNet-121 in
+    # the paper); "" = the keyframe features. Given to the builder's `candidate_embedder`.
+    candidate_encoder: str = ""
     seed: int = 0
     length: int = 10
     max_gap: float = 10.0
@@ -151,11 +154,31 @@ def _check_dim(scorer: keyframes.Embedder, cfg: Sc2StConfig) -> None:
                          f"config says feature_dim={cfg.feature_dim}")
 
 
+def similarity_features(root: pathlib.Path, boards: list[list[Pair]],
+                        embedder: keyframes.Embedder | None) -> np.ndarray:
+    """[N, L, D'] features that rank similar candidates (§4.1.3): the stored keyframe
+    features, or `embedder`'s image embeddings of the keyframe JPEGs (the paper's
+    DenseNet-121 would be such an embedder; frames/ input needed)."""
+    if embedder is None:
+        return np.stack([[p.feature for p in b] for b in boards]).astype(np.float32)
+    out = []
+    for b in boards:
+        paths = [root / p.frame_id for p in b]
+        bad = next((p for p in paths if p.suffix.lower() not in (".jpg", ".jpeg")), None)
+        if bad is not None:
+            raise ValueError(f"candidate_embedder needs keyframe images; {bad} is a feature "
+                             "array (use frames/ input or no candidate_embedder)")
+        out.append(embedder.encode_images([p.read_bytes() for p in paths]))
+    return np.stack(out).astype(np.float32)
+
+
 def build_storyboards(root: pathlib.Path, cfg: Sc2StConfig, skips: collections.Counter,
-                      stats: collections.Counter, scorer: keyframes.Embedder
+                      stats: collections.Counter, scorer: keyframes.Embedder,
+                      candidate_scorer: keyframes.Embedder | None = None
                       ) -> dict[str, list[dict]]:
     """Everything but TFDS: split name -> list of example dicts (in pool order); `scorer`
-    embeds sentences and frames for keyframe selection."""
+    embeds sentences and frames for keyframe selection, `candidate_scorer` (optional)
+    the keyframes whose cosine picks similar candidates (default: `scorer`'s features)."""
     rows = []
     for name in lsmdc.ANNOTATION_FILES.values():
         if (root / name).is_file():
@@ -197,7 +220,8 @@ def build_storyboards(root: pathlib.Path, cfg: Sc2StConfig, skips: collections.C
         feats = np.stack([[p.feature for p in b] for b in chosen]).astype(np.float32)
         movies = np.array([movie_ids[b[0].clip.movie] for b in chosen])
         cands, answer = candidates.sample_candidates(
-            feats, movies, seed=cfg.seed, split_code=code,
+            similarity_features(root, chosen, candidate_scorer), movies, seed=cfg.seed,
+            split_code=code,
             positions=tuple(range(1, cfg.length)), num_candidates=cfg.num_candidates,
             similar_frac=cfg.similar_frac, same_movie_frac=cfg.same_movie_frac, stats=stats)
         out[split] = [_example(i, b, f, c, a, meta) for i, (b, f, c, a) in
@@ -335,11 +359,13 @@ class Sc2St(common.SummaryBuilder, tfds.core.GeneratorBasedBuilder):
     # the keyframe embedder (README: "Keyframe embedder").
     DEFAULT_EMBEDDER = None
 
-    def __init__(self, *, embedder: keyframes.MakeEmbedder | None = None, **kwargs: Any):
+    def __init__(self, *, embedder: keyframes.MakeEmbedder | None = None,
+                 candidate_embedder: keyframes.MakeEmbedder | None = None, **kwargs: Any):
         """`embedder(config.encoder, config.seed)` gives the keyframe `Embedder` a build
         needs (reading a built dataset needs none)."""
         super().__init__(**kwargs)
         self.embedder = embedder
+        self.candidate_embedder = candidate_embedder
         self.stats: collections.Counter = collections.Counter()
 
     @classmethod
@@ -393,7 +419,19 @@ class Sc2St(common.SummaryBuilder, tfds.core.GeneratorBasedBuilder):
                     f"sc2st/{c.name} embeds keyframes: pass embedder= (a function (encoder, "
                     "seed) -> Embedder, see tfds_builders/sc2st/keyframes.py) to the builder, "
                     "or --embedder module:function to python -m tfds_builders")
-            examples = build(root, c, self.skips, self.stats, self.embedder(c.encoder, c.seed))
+            scorer = self.embedder(c.encoder, c.seed)
+            if c.candidate_encoder and self.candidate_embedder is None:
+                raise ValueError(f"sc2st/{c.name} ranks candidates by {c.candidate_encoder!r}: "
+                                 "pass candidate_embedder= to the builder")
+            if self.candidate_embedder is not None and c.source != "lsmdc":
+                raise ValueError(f"sc2st/{c.name}: candidate_embedder needs keyframe images "
+                                 "(the lsmdc source with frames/)")
+            if self.candidate_embedder is not None:
+                examples = build_storyboards(root, c, self.skips, self.stats, scorer,
+                                             self.candidate_embedder(c.candidate_encoder,
+                                                                     c.seed))
+            else:
+                examples = build(root, c, self.skips, self.stats, scorer)
         except ValueError as e:
             raise common.ManualDirError(str(e)) from None
         return {split: self._generate_examples(ex) for split, ex in examples.items()}

@@ -282,3 +282,26 @@ def test_storyboards_restart_at_the_next_clip_pair_by_pair(tmp_path):
                                   "short_group_pairs", "short_group_tails", "dropped_pairs")
             } == {"stories": 3, "breaks": 2, "storyboards": 7, "overflow_pairs": 5,
                   "short_group_pairs": 5, "short_group_tails": 2, "dropped_pairs": 10}
+
+
+def test_candidate_similarity_embedder_is_pluggable(built):
+    """§4.1.3 ranks similar candidates by another image model (DenseNet-121): passed in."""
+    import types
+
+    from tfds_builders.sc2st.sc2st import similarity_features
+
+    root, _ = built
+    jpgs = sorted((root / "frames" / "0001_Test_Movie_A").rglob("*.jpg"))[:20]
+    boards = [[types.SimpleNamespace(frame_id=str(p.relative_to(root))) for p in jpgs[:10]],
+              [types.SimpleNamespace(frame_id=str(p.relative_to(root))) for p in jpgs[10:]]]
+
+    class Sizes:  # "features" = JPEG byte length: any function of the image will do
+        def encode_images(self, jpegs):
+            return np.array([[len(j), 1.0] for j in jpegs], np.float32)
+
+    got = similarity_features(root, boards, Sizes())
+    assert got.shape == (2, 10, 2)
+    assert got[1, 3, 0] == len(jpgs[13].read_bytes())
+    with pytest.raises(ValueError, match="candidate_embedder needs keyframe images"):
+        build_storyboards(root, CONFIG, collections.Counter(), collections.Counter(),
+                          keyframes.ClipScorer("scratch:tiny"), Sizes())
