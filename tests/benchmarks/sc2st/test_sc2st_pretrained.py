@@ -5,7 +5,7 @@ import numpy as np
 from flax import nnx
 
 from configs.sc2st.main import get_config
-from vnr import train
+from vnr import pretrained, train
 from vnr.benchmarks.sc2st import storyboard as task
 from vnr.models import encoders
 from vnr.models.encoders.testing import write_tiny_checkpoint
@@ -39,7 +39,7 @@ def test_text_encoder_weights_arrive_through_the_hook(tmp_path):
 def test_paper_preset_is_appendix_a1_with_the_real_minilm(tmp_path):
     """`paper`: Adam, lr 3e-4 cosine-annealed from step 0, batch 128, best checkpoint by
     validation mean rank (lower is better), a pretrained BERT through the hook (the real
-    all-MiniLM-L6-v2 serves for uncased BERT here)."""
+    all-MiniLM-L6-v2, an uncased BERT, serves for bert-base-uncased here)."""
     import pathlib
 
     import pytest
@@ -60,10 +60,11 @@ def test_paper_preset_is_appendix_a1_with_the_real_minilm(tmp_path):
     cfg = get_config(f"paper,gf,smoke,text_encoder={minilm}")
     assert cfg.optimizer == "adam" and cfg.schedule == "cosine" and cfg.warmup_steps == 0
     assert task.pretrained(cfg) == {"text": (str(minilm), None)}
-    ref, _, _ = encoders.load_pretrained(minilm)
-    want = {".".join(map(str, p)): np.asarray(v.get_value())
-            for p, v in nnx.to_flat_state(nnx.state(ref, nnx.Param))}
-    loaded = _params(train.setup(cfg, load_pretrained=True).state, "text")
-    assert loaded.keys() == want.keys()
-    for k in ("embeddings.word_embeddings.embedding", "pooler.dense.kernel"):
-        np.testing.assert_array_equal(loaded[k], want[k], err_msg=k)
+    # Every MiniLM tensor fits the model's text subtree (names and shapes; the values
+    # arriving through the hook are checked by the test above, on a tiny BERT).
+    model = nnx.eval_shape(lambda: task.make_model(cfg, nnx.Rngs(0)))
+    pretrained.check(nnx.state((model,)), task.pretrained(cfg))
+    from vnr.benchmarks.sc2st import data
+
+    ids = data.tokenize(["Spider man appears above him."], str(minilm), 0, cfg.data.max_tokens)
+    assert ids[0, 0] == 101 and 102 in ids[0] and ids.shape == (1, 40)  # uncased [CLS] .. [SEP]
