@@ -9,6 +9,8 @@ dropped and the next storyboard starts at the *next clip* (so a storyboard alway
 starts at a clip's first pair, and an overflowing clip's tail is never carried
 over). A group's last clips that never reach `length` pairs are dropped. Both
 drops and the breaks (gaps >= `max_gap`) are counted for the build summary.
+Grouping runs over the clips that have pairs (choice made here): a clip skipped for bad
+input leaves a hole, and a hole of 10 s or more is a break.
 
 Splits (`_no` protocol): storyboards are shuffled with the seed and cut 80/5/15
 into train/val/test. Storyboards never share a pair, and pairs never share a
@@ -50,17 +52,17 @@ def count_breaks(stories: Sequence[Sequence[Any]]) -> int:
 
 
 def form_storyboards(groups: Sequence[Sequence[Sequence[Any]]], length: int = 10,
-                     skips: collections.Counter | None = None) -> list[list[Any]]:
+                     counts: collections.Counter | None = None) -> list[list[Any]]:
     """Storyboards of exactly `length` pairs from clip groups (paper §3.1.4).
 
     `groups[g][c]` is the ordered pair list of clip c of group g. Walking a group from a
     start clip, whole clips are added until the storyboard holds at least `length` pairs;
     the pairs past `length` (the tail of the last clip added) are dropped, and the next
     storyboard starts at the clip after that one. A group's clips that never fill a
-    storyboard are dropped too. `skips` counts `overflow_pairs` (dropped past `length`),
+    storyboard are dropped too. `counts` gets `overflow_pairs` (dropped past `length`),
     `short_group_pairs` / `short_group_tails` (pairs / group tails that never filled one).
     """
-    skips = skips if skips is not None else collections.Counter()
+    counts = counts if counts is not None else collections.Counter()
     out: list[list[Any]] = []
     for clips in groups:
         board: list[Any] = []
@@ -68,11 +70,11 @@ def form_storyboards(groups: Sequence[Sequence[Sequence[Any]]], length: int = 10
             board.extend(pairs)
             if len(board) >= length:
                 out.append(board[:length])
-                skips["overflow_pairs"] += len(board) - length
+                counts["overflow_pairs"] += len(board) - length
                 board = []  # restart at the next clip
         if board:
-            skips["short_group_tails"] += 1
-            skips["short_group_pairs"] += len(board)
+            counts["short_group_tails"] += 1
+            counts["short_group_pairs"] += len(board)
     return out
 
 
