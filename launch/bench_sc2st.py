@@ -55,7 +55,9 @@ def main(argv: list[str]) -> None:
     p = argparse.ArgumentParser(prog="python -m launch.benchmark sc2st")
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--candidates", type=int, default=100)
-    p.add_argument("--fusion", default="sa", choices=("sa", "gf", "lf", "lf_t", "lf_v"))
+    from vnr.benchmarks.sc2st import model as storyboard
+
+    p.add_argument("--fusion", default="sa", choices=storyboard.TRAINED)
     p.add_argument("--repeats", type=int, default=10)
     a = p.parse_args(argv[1:])
 

@@ -103,6 +103,11 @@ def sample_candidates(features: np.ndarray, movies: np.ndarray, *, seed: int, sp
             sim_same = _top(s, same, counts["similar_same"])
             short = counts["similar_same"] - len(sim_same)
             sim_other = _top(s, other, counts["similar_other"] + short)
+            lack = counts["similar_other"] + short - len(sim_other)
+            if lack:  # too few other-movie keyframes: the next most similar of the movie
+                more = _top(s, np.setdiff1d(same, sim_same), lack)
+                sim_other = np.concatenate([sim_other, more])
+                stats["other_movie_shortfall"] += lack
             chosen = np.concatenate([sim_same, sim_other])
             taken = np.zeros(len(pool), bool)
             taken[chosen] = True

@@ -8,10 +8,13 @@ increasing frame indices (`align_monotone`, an O(S·F) dynamic programme); a cli
 with fewer frames than sub-sentences has its trailing sub-sentences merged into
 the last one that gets a frame (choice made here).
 
-The embeddings come from an `Embedder` that the caller passes in (the builder holds no
-model code): `make_embedder(encoder, seed)` is given to the builder, e.g.
-`vnr.benchmarks.sc2st.keyframes.clip_embedder` (a CLIP dual encoder by name), which
-`python -m tfds_builders build sc2st` uses unless `--embedder module:function` names another.
+The embeddings come from an `Embedder` that the caller passes in (the builder holds and
+names no model code): a `MakeEmbedder`, called as `make_embedder(config.encoder,
+config.seed)`, is given to the builder (`embedder=`) or named on the command line
+(`python -m tfds_builders build sc2st --embedder module:function`). Without one a build
+stops with a one-line error. The paper ranks frames with a universal pre-trained
+image-text model and then screens them by hand (three annotators, voting); the hand
+screening cannot be reproduced, so the top-ranked frame is the keyframe.
 """
 
 from __future__ import annotations
@@ -20,9 +23,6 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 import numpy as np
-
-# The CLI's default `--embedder` for this builder.
-DEFAULT_EMBEDDER = "vnr.benchmarks.sc2st.keyframes:clip_embedder"
 
 
 class Embedder(Protocol):

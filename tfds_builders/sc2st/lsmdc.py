@@ -22,7 +22,7 @@ import dataclasses
 import pathlib
 import re
 
-from tfds_builders import common
+from tfds_builders.sc2st.skips import record
 
 ANNOTATION_FILES = {
     "training": "LSMDC16_annos_training.csv",
@@ -87,13 +87,14 @@ def read_annotations(path: pathlib.Path, skips: collections.Counter) -> list[Cli
                 continue
             line = decode_line(raw)
             if line is None:
-                common.record_skip(skips, "unknown_encoding", where,
+                record(skips, "unknown_encoding", path, where,
                                    "neither UTF-8 nor ISO-8859-1 text")
                 continue
             fields = line.split("\t")
-            if len(fields) < 6:
-                common.record_skip(skips, "malformed_csv_line", where,
-                                   f"{len(fields)} tab-separated fields, need 6")
+            if len(fields) < 6 or not all(f.strip() for f in fields[:3]):
+                record(skips, "missing_fields", path, where,
+                       f"{len(fields)} tab-separated fields, need 6 (clip id and aligned "
+                       "times non-empty)")
                 continue
             clip_id, sa, ea = fields[0].strip(), fields[1], fields[2]
             sentence = "\t".join(fields[5:]).strip()
@@ -101,14 +102,13 @@ def read_annotations(path: pathlib.Path, skips: collections.Counter) -> list[Cli
                 movie, s_id, e_id = parse_clip_id(clip_id)
                 start, end = parse_timestamp(sa), parse_timestamp(ea)
             except ValueError as e:
-                common.record_skip(skips, "malformed_csv_line", where, str(e))
+                record(skips, "malformed_csv_line", path, where, str(e))
                 continue
             if end < start:
-                common.record_skip(skips, "malformed_csv_line", where,
-                                   f"end {ea} before start {sa}")
+                record(skips, "malformed_csv_line", path, where, f"end {ea} before start {sa}")
                 continue
             if not sentence:
-                common.record_skip(skips, "empty_sentence", where)
+                record(skips, "empty_sentence", path, where)
                 continue
             clips.append(Clip(clip_id, movie, start, end, sentence, f"{path.name}:{n}"))
     return clips
@@ -153,14 +153,14 @@ def read_meta(path: pathlib.Path, skips: collections.Counter | None = None) -> d
         line = decode_line(raw)
         if line is None or not line.strip():
             if line is None:
-                common.record_skip(skips, "malformed_meta_line", f"{path}:{n}", "encoding")
+                record(skips, "malformed_meta_line", path, f"{path}:{n}", "encoding")
             continue
         fields = [f.strip() for f in line.split("\t")]
         if len(fields) != 4:
             m = re.match(r"^(.*?)\s+(https?://\S+)\s+(.*?)\s{2,}(\S+)\s*$", line)
             if not m:
-                common.record_skip(skips, "malformed_meta_line", f"{path}:{n}",
-                                   f"{len(fields)} fields")
+                record(skips, "malformed_meta_line", path, f"{path}:{n}",
+                       f"{len(fields)} fields")
                 continue
             fields = [m[1], m[2], m[3], m[4]]
         title, url, genres, colour = fields

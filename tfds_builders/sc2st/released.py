@@ -21,10 +21,13 @@ fails with `SchemaError` naming the file and the key path where the data stops m
 
 from __future__ import annotations
 
+import collections
 import json
 import pathlib
 import re
 from typing import Any
+
+from tfds_builders.sc2st.skips import record
 
 ID = re.compile(r"^l_(\d+)_(\d+)(?:_(\d+))?$")
 STORY_KEYS = ("stories", "storyboards", "data", "items")
@@ -117,12 +120,20 @@ def _story(v: Any, where: str, length: int) -> dict:
         raise SchemaError(f"{where}: a story must be a list or an object, got "
                           f"{type(v).__name__}")
     if len(parsed) != length:
-        raise SchemaError(f"{where}: a story must have {length} items, got {len(parsed)}")
+        raise WrongLength(f"{where}: a story must have {length} items, got {len(parsed)}")
     return {"items": parsed, "candidates": cands}
 
 
-def read_stories(path: pathlib.Path, length: int = 10) -> list[dict]:
-    """`story10_all_*.json` -> [{"key", "items": [{"id", "text"}], "candidates"}]."""
+class WrongLength(SchemaError):
+    """A story with other than `length` items (counted and skipped when `skips` is given)."""
+
+
+def read_stories(path: pathlib.Path, length: int = 10,
+                 skips: collections.Counter | None = None) -> list[dict]:
+    """`story10_all_*.json` -> [{"key", "items": [{"id", "text"}], "candidates"}].
+
+    A story with fewer (or more) than `length` items raises `WrongLength`, or, given
+    `skips`, is counted as `wrong_length_story` under this file and left out."""
     data = load_json(path)
     where = str(path)
     if isinstance(data, dict):
@@ -135,7 +146,15 @@ def read_stories(path: pathlib.Path, length: int = 10) -> list[dict]:
         entries = [(str(k), x, f"{where}[{k!r}]") for k, x in data.items()]
     else:
         raise SchemaError(f"{where}: top level must be a list or an object of stories")
-    return [dict(_story(x, w, length), key=k) for k, x, w in entries]
+    out = []
+    for k, x, w in entries:
+        try:
+            out.append(dict(_story(x, w, length), key=k))
+        except WrongLength as e:
+            if skips is None:
+                raise
+            record(skips, "wrong_length_story", path, w, str(e))
+    return out
 
 
 def read_id_map(path: pathlib.Path, values: str) -> dict[str, list]:

@@ -22,9 +22,12 @@ import tensorflow_datasets as tfds
 
 from tfds_builders import common
 from tfds_builders.sc2st import candidates, keyframes, lsmdc, story, text
+from tfds_builders.sc2st.skips import Skips, record
 
 VERSION = tfds.core.Version("1.0.0")
 STATS_FILE = "sc2st_stats.json"
+FORMATION_KEYS = ("stories", "breaks", "storyboards", "dropped_pairs", "overflow_pairs",
+                  "short_group_pairs", "short_group_tails")
 MANUAL_DOWNLOAD_INSTRUCTIONS = """\
 Point --manual_dir at a directory holding LSMDC16_annos_{training,val,test}.csv (any subset),
 meta.csv (optional: genres) and, per clip, frames/<movie>/<clip_id>/<k>.jpg (5 fps) or
@@ -35,15 +38,17 @@ features/<movie>/<clip_id>.npy (float32 [frames, D] CLIP image embeddings)."""
 class Sc2StConfig(tfds.core.BuilderConfig):
     """Build options; every number the protocol uses is here.
 
-    encoder: CLIP dual encoder for keyframe selection, the name the builder's `embedder`
-      gets (`vnr.benchmarks.sc2st.keyframes.clip_embedder`: a local pretrained checkpoint
-      or `scratch:<size>`); feature_dim must be its projection width.
+    encoder: the keyframe image-text model's name, handed to the caller's `embedder`
+      (`embedder(encoder, seed)`); feature_dim must be its embedding width.
     """
 
     source: str = "lsmdc"  # or "synthetic", or "released" (the Google-Drive story files)
     sizes: str = "default"  # synthetic corpus size
     encoder: str = "clip-vit-base-patch32"
     feature_dim: int = 512
+    # Optional image model whose cosine ranks similar candidates (§4.1.3: DenseNet-121 in
+    # the paper); "" = the keyframe features. Given to the builder's `candidate_embedder`.
+    candidate_encoder: str = ""
     seed: int = 0
     length: int = 10
     max_gap: float = 10.0
@@ -51,8 +56,9 @@ class Sc2StConfig(tfds.core.BuilderConfig):
     num_candidates: int = 100
     similar_frac: float = 0.7
     same_movie_frac: float = 0.3
-    conjunctions: tuple[str, ...] = text.CONJUNCTIONS
+    conjunctions: tuple[tuple[str, bool], ...] = text.CONJUNCTIONS
     min_words: int = 2
+    names: bool = True  # character names as the release attaches them (False: SOMEONE)
     # Upstream's preparation drops these LSMDC movies as repeats of others.
     exclude_movies: tuple[str, ...] = ("1001_", "1010_")
 
@@ -112,11 +118,12 @@ def clip_pairs(root: pathlib.Path, clips: list[lsmdc.Clip], cfg: Sc2StConfig,
     """Keyframe-sentence pairs of every usable clip (clip id -> pairs in order)."""
     texts: dict[str, list[str]] = {}
     for clip in clips:
-        subs = text.process_description(clip.sentence, cfg.conjunctions, cfg.min_words)
+        subs = text.process_description(clip.sentence, cfg.conjunctions, cfg.min_words,
+                                         cfg.names)
         if subs:
             texts[clip.clip_id] = subs
         else:
-            common.record_skip(skips, "empty_sentence", clip.source)
+            record(skips, "empty_sentence", clip.source.rpartition(":")[0], clip.source)
     flat = [s for subs in texts.values() for s in subs]
     emb = iter(scorer.encode_texts(flat))  # one batched pass over every sub-sentence
     text_emb = {cid: np.stack([next(emb) for _ in subs]) for cid, subs in texts.items()}
@@ -127,7 +134,8 @@ def clip_pairs(root: pathlib.Path, clips: list[lsmdc.Clip], cfg: Sc2StConfig,
         subs, temb = texts[clip.clip_id], text_emb[clip.clip_id]
         feats, ids, problem = _clip_frames(root, clip, scorer, cfg.feature_dim)
         if feats is None:
-            common.record_skip(skips, *problem)
+            reason, where, detail = problem
+            record(skips, reason, where, "", f"{clip.clip_id}: {detail}")
             continue
         if len(subs) > len(ids):  # more sub-sentences than frames: merge the tail
             stats["subsentences_merged"] += len(subs) - len(ids)
@@ -146,11 +154,31 @@ def _check_dim(scorer: keyframes.Embedder, cfg: Sc2StConfig) -> None:
                          f"config says feature_dim={cfg.feature_dim}")
 
 
+def similarity_features(root: pathlib.Path, boards: list[list[Pair]],
+                        embedder: keyframes.Embedder | None) -> np.ndarray:
+    """[N, L, D'] features that rank similar candidates (§4.1.3): the stored keyframe
+    features, or `embedder`'s image embeddings of the keyframe JPEGs (the paper's
+    DenseNet-121 would be such an embedder; frames/ input needed)."""
+    if embedder is None:
+        return np.stack([[p.feature for p in b] for b in boards]).astype(np.float32)
+    out = []
+    for b in boards:
+        paths = [root / p.frame_id for p in b]
+        bad = next((p for p in paths if p.suffix.lower() not in (".jpg", ".jpeg")), None)
+        if bad is not None:
+            raise ValueError(f"candidate_embedder needs keyframe images; {bad} is a feature "
+                             "array (use frames/ input or no candidate_embedder)")
+        out.append(embedder.encode_images([p.read_bytes() for p in paths]))
+    return np.stack(out).astype(np.float32)
+
+
 def build_storyboards(root: pathlib.Path, cfg: Sc2StConfig, skips: collections.Counter,
-                      stats: collections.Counter, scorer: keyframes.Embedder
+                      stats: collections.Counter, scorer: keyframes.Embedder,
+                      candidate_scorer: keyframes.Embedder | None = None
                       ) -> dict[str, list[dict]]:
     """Everything but TFDS: split name -> list of example dicts (in pool order); `scorer`
-    embeds sentences and frames for keyframe selection."""
+    embeds sentences and frames for keyframe selection, `candidate_scorer` (optional)
+    the keyframes whose cosine picks similar candidates (default: `scorer`'s features)."""
     rows = []
     for name in lsmdc.ANNOTATION_FILES.values():
         if (root / name).is_file():
@@ -169,9 +197,11 @@ def build_storyboards(root: pathlib.Path, cfg: Sc2StConfig, skips: collections.C
     _check_dim(scorer, cfg)
     pairs = clip_pairs(root, clips, cfg, scorer, skips, stats)
     stories = story.group_stories([c for c in clips if c.clip_id in pairs], cfg.max_gap)
-    story_pairs = [[p for c in s for p in pairs[c.clip_id]] for s in stories]
-    boards = story.form_storyboards(story_pairs, cfg.length, skips)
+    boards = story.form_storyboards([[pairs[c.clip_id] for c in s] for s in stories],
+                                    cfg.length, stats)
     stats["stories"], stats["storyboards"] = len(stories), len(boards)
+    stats["breaks"] = story.count_breaks(stories)
+    stats["dropped_pairs"] = stats["overflow_pairs"] + stats["short_group_pairs"]
     if not boards:
         raise common.ManualDirError(f"{root}: no storyboard of {cfg.length} pairs could be "
                                     "formed (see the skipped counts above)")
@@ -190,7 +220,8 @@ def build_storyboards(root: pathlib.Path, cfg: Sc2StConfig, skips: collections.C
         feats = np.stack([[p.feature for p in b] for b in chosen]).astype(np.float32)
         movies = np.array([movie_ids[b[0].clip.movie] for b in chosen])
         cands, answer = candidates.sample_candidates(
-            feats, movies, seed=cfg.seed, split_code=code,
+            similarity_features(root, chosen, candidate_scorer), movies, seed=cfg.seed,
+            split_code=code,
             positions=tuple(range(1, cfg.length)), num_candidates=cfg.num_candidates,
             similar_frac=cfg.similar_frac, same_movie_frac=cfg.same_movie_frac, stats=stats)
         out[split] = [_example(i, b, f, c, a, meta) for i, (b, f, c, a) in
@@ -240,7 +271,7 @@ def build_released(root: pathlib.Path, cfg: Sc2StConfig, skips: collections.Coun
             common.log.warning("%s: no %s; split %s is left out", root, name, split)
             continue
         boards, feats, movies = [], [], []
-        for story_ in released.read_stories(path, cfg.length):
+        for story_ in released.read_stories(path, cfg.length, skips):
             where = f"{path}[{story_['key']}]"
             paths, sents = [], []
             try:
@@ -249,20 +280,20 @@ def build_released(root: pathlib.Path, cfg: Sc2StConfig, skips: collections.Coun
                     m, c, _ = released.parse_id(item["id"], where)
                     sents.append(item["text"] or " ".join(texts.get(f"l_{m}_{c}", [])))
             except released.SchemaError as e:  # an id lsmdc.json does not know
-                common.record_skip(skips, "unknown_id", path, str(e))
+                record(skips, "unknown_id", path, where, str(e))
                 continue
             missing = next((p for p in paths if not p.is_file()), None)
             if missing is not None:
-                common.record_skip(skips, "no_frames", missing, where)
+                record(skips, "no_frames", path, where, f"{missing} is missing")
                 continue
             if not all(s.strip() for s in sents):
-                common.record_skip(skips, "no_text", where, "an item has no text")
+                record(skips, "no_text", path, where, "an item has no text")
                 continue
             feats.append(scorer.encode_images([p.read_bytes() for p in paths]))
             movie = paths[0].parent.parent.name
             movies.append(movie)
             boards.append([Pair(lsmdc.Clip(p.parent.name, movie, 0.0, 0.0, s, where),
-                                text.clean_sentence(s), str(p.relative_to(root)), f)
+                                text.clean_sentence(s, cfg.names), str(p.relative_to(root)), f)
                            for p, s, f in zip(paths, sents, feats[-1], strict=True)])
         if not boards:
             continue
@@ -324,13 +355,17 @@ class Sc2St(common.SummaryBuilder, tfds.core.GeneratorBasedBuilder):
     ]
     DEFAULT_CONFIG_NAME = "synthetic"
 
-    DEFAULT_EMBEDDER = keyframes.DEFAULT_EMBEDDER  # the CLI's default --embedder
+    # The CLI's default --embedder: none. The builder names no model code; the caller passes
+    # the keyframe embedder (README: "Keyframe embedder").
+    DEFAULT_EMBEDDER = None
 
-    def __init__(self, *, embedder: keyframes.MakeEmbedder | None = None, **kwargs: Any):
+    def __init__(self, *, embedder: keyframes.MakeEmbedder | None = None,
+                 candidate_embedder: keyframes.MakeEmbedder | None = None, **kwargs: Any):
         """`embedder(config.encoder, config.seed)` gives the keyframe `Embedder` a build
         needs (reading a built dataset needs none)."""
         super().__init__(**kwargs)
         self.embedder = embedder
+        self.candidate_embedder = candidate_embedder
         self.stats: collections.Counter = collections.Counter()
 
     @classmethod
@@ -376,15 +411,27 @@ class Sc2St(common.SummaryBuilder, tfds.core.GeneratorBasedBuilder):
             root = pathlib.Path(dl_manager._manual_dir)  # noqa: SLF001
         else:
             root = check_manual_dir(dl_manager._manual_dir)  # noqa: SLF001
-        self.skips, self.stats = collections.Counter(), collections.Counter()
+        self.skips, self.stats = Skips(), collections.Counter()
         build = build_released if c.source == "released" else build_storyboards
         try:
             if self.embedder is None:
                 raise ValueError(
-                    f"sc2st/{c.name} embeds keyframes: pass embedder= to the builder (e.g. "
-                    f"{self.DEFAULT_EMBEDDER.replace(':', '.')}) or --embedder module:function "
-                    "to python -m tfds_builders")
-            examples = build(root, c, self.skips, self.stats, self.embedder(c.encoder, c.seed))
+                    f"sc2st/{c.name} embeds keyframes: pass embedder= (a function (encoder, "
+                    "seed) -> Embedder, see tfds_builders/sc2st/keyframes.py) to the builder, "
+                    "or --embedder module:function to python -m tfds_builders")
+            scorer = self.embedder(c.encoder, c.seed)
+            if c.candidate_encoder and self.candidate_embedder is None:
+                raise ValueError(f"sc2st/{c.name} ranks candidates by {c.candidate_encoder!r}: "
+                                 "pass candidate_embedder= to the builder")
+            if self.candidate_embedder is not None and c.source != "lsmdc":
+                raise ValueError(f"sc2st/{c.name}: candidate_embedder needs keyframe images "
+                                 "(the lsmdc source with frames/)")
+            if self.candidate_embedder is not None:
+                examples = build_storyboards(root, c, self.skips, self.stats, scorer,
+                                             self.candidate_embedder(c.candidate_encoder,
+                                                                     c.seed))
+            else:
+                examples = build(root, c, self.skips, self.stats, scorer)
         except ValueError as e:
             raise common.ManualDirError(str(e)) from None
         return {split: self._generate_examples(ex) for split, ex in examples.items()}
@@ -397,9 +444,18 @@ class Sc2St(common.SummaryBuilder, tfds.core.GeneratorBasedBuilder):
         """Builds the dataset if needed; stores build_summary.json and sc2st_stats.json."""
         super().download_and_prepare(*args, **kwargs)
         if self.skips is not None:
+            stats = dict(sorted(self.stats.items()))
             path = os.path.join(os.fspath(self.data_dir), STATS_FILE)
             with open(path, "w") as f:
-                json.dump(dict(sorted(self.stats.items())), f, indent=2)
+                json.dump(stats, f, indent=2)
+            # Storyboard formation counts (storyboards, dropped pairs, breaks) and the
+            # per-file bad-input counts go into the build summary too.
+            summary = common.write_summary(self, self.skips)
+            summary["formation"] = {k: stats[k] for k in FORMATION_KEYS if k in stats}
+            summary["skipped_by_file"] = {f: dict(sorted(c.items())) for f, c in
+                                          sorted(getattr(self.skips, "by_file", {}).items())}
+            with open(os.path.join(os.fspath(self.data_dir), common.SUMMARY_FILE), "w") as f:
+                json.dump(summary, f, indent=2)
 
 
 Builder = Sc2St

@@ -3,10 +3,14 @@
 Clips of one movie, in time order, belong to the same story while the gap from
 the end of the previous clip to the start of the next is < `max_gap` seconds
 (10 s in the paper). Each clip contributes its keyframe–sentence pairs (one per
-sub-sentence, in order). Walking a story, every `length` (10) consecutive pairs
-form a storyboard and collection restarts empty; the pairs left over at the end
-of a story (fewer than `length`) are dropped and counted (`short_storyboard`).
-A storyboard may therefore start or end in the middle of a clip's pairs.
+sub-sentence, in order). Within a group, whole clips are added to a storyboard
+until it holds at least `length` (10) pairs; the extra pairs at its end are
+dropped and the next storyboard starts at the *next clip* (so a storyboard always
+starts at a clip's first pair, and an overflowing clip's tail is never carried
+over). A group's last clips that never reach `length` pairs are dropped. Both
+drops and the breaks (gaps >= `max_gap`) are counted for the build summary.
+Grouping runs over the clips that have pairs (choice made here): a clip skipped for bad
+input leaves a hole, and a hole of 10 s or more is a break.
 
 Splits (`_no` protocol): storyboards are shuffled with the seed and cut 80/5/15
 into train/val/test. Storyboards never share a pair, and pairs never share a
@@ -41,21 +45,36 @@ def group_stories(clips: Sequence[Any], max_gap: float = 10.0) -> list[list[Any]
     return stories
 
 
-def form_storyboards(story_pairs: Sequence[Sequence[Any]], length: int = 10,
-                     skips: collections.Counter | None = None) -> list[list[Any]]:
-    """Cuts each story's pair list into consecutive storyboards of exactly `length` pairs.
+def count_breaks(stories: Sequence[Sequence[Any]]) -> int:
+    """Story breaks (gaps of `max_gap` or more inside one movie) among `group_stories`'
+    output: every story but the first of each movie starts at one."""
+    return len(stories) - len({s[0].movie for s in stories})
 
-    Leftovers shorter than `length` are dropped; `skips["short_storyboard"]` counts
-    them and `skips["short_storyboard_pairs"]` the pairs they held.
+
+def form_storyboards(groups: Sequence[Sequence[Sequence[Any]]], length: int = 10,
+                     counts: collections.Counter | None = None) -> list[list[Any]]:
+    """Storyboards of exactly `length` pairs from clip groups (paper §3.1.4).
+
+    `groups[g][c]` is the ordered pair list of clip c of group g. Walking a group from a
+    start clip, whole clips are added until the storyboard holds at least `length` pairs;
+    the pairs past `length` (the tail of the last clip added) are dropped, and the next
+    storyboard starts at the clip after that one. A group's clips that never fill a
+    storyboard are dropped too. `counts` gets `overflow_pairs` (dropped past `length`),
+    `short_group_pairs` / `short_group_tails` (pairs / group tails that never filled one).
     """
-    out = []
-    for pairs in story_pairs:
-        full = len(pairs) // length
-        out.extend(list(pairs[i * length:(i + 1) * length]) for i in range(full))
-        rest = len(pairs) - full * length
-        if rest and skips is not None:
-            skips["short_storyboard"] += 1
-            skips["short_storyboard_pairs"] += rest
+    counts = counts if counts is not None else collections.Counter()
+    out: list[list[Any]] = []
+    for clips in groups:
+        board: list[Any] = []
+        for pairs in clips:
+            board.extend(pairs)
+            if len(board) >= length:
+                out.append(board[:length])
+                counts["overflow_pairs"] += len(board) - length
+                board = []  # restart at the next clip
+        if board:
+            counts["short_group_tails"] += 1
+            counts["short_group_pairs"] += len(board)
     return out
 
 

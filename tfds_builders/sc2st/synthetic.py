@@ -22,7 +22,9 @@ keyframe feature plus small noise (so the keyframe encoder's choice does not
 matter); clips of two sub-sentences ("..., then ...") have two frames, one per
 keyframe. Times: clips 2-4 s, gaps < 10 s within a story, 15-30 s between stories.
 Story lengths: mostly 10 or 20 pairs, some 13 (one storyboard plus a short
-leftover that the builder drops and counts).
+leftover that the builder drops and counts); a two-pair clip that crosses the 10th pair
+overflows a storyboard (its second pair is dropped and the next storyboard starts at the
+next clip, so a 20-pair story then yields one storyboard and a short tail).
 """
 
 from __future__ import annotations

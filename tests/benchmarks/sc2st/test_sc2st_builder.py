@@ -103,9 +103,17 @@ def test_build_summary_counts_bad_input(built):
     summary = json.loads((pathlib.Path(builder.data_dir) / common.SUMMARY_FILE).read_text())
     assert summary["examples"] == {"train": 4, "val": 2, "test": 2}
     assert summary["skipped"] == {
-        "unknown_encoding": 1, "malformed_csv_line": 1, "malformed_meta_line": 1,
-        "duplicate_clip_merged": 1, "no_frames": 1, "feature_dim_mismatch": 1,
-        "short_storyboard": 1, "short_storyboard_pairs": 7}  # 6 clips, 1 with two sentences
+        "unknown_encoding": 1, "missing_fields": 1, "malformed_meta_line": 1,
+        "duplicate_clip_merged": 1, "no_frames": 1, "feature_dim_mismatch": 1}
+    by_file = {pathlib.Path(f).name: c for f, c in summary["skipped_by_file"].items()}
+    assert by_file["LSMDC16_annos_training.csv"] == {"unknown_encoding": 1, "missing_fields": 1}
+    assert by_file["meta.csv"] == {"malformed_meta_line": 1}
+    assert sorted(json.dumps(c) for f, c in by_file.items() if f.startswith("0002_Test_Movie_B")
+                  ) == ['{"feature_dim_mismatch": 1}', '{"no_frames": 1}']  # clip folder / array
+    # 6 clips, one with two sentences, after a duplicate row merged into the last one
+    assert summary["formation"] == {
+        "stories": 9, "breaks": 7, "storyboards": 8, "dropped_pairs": 7, "overflow_pairs": 0,
+        "short_group_pairs": 7, "short_group_tails": 1}
     stats = json.loads((pathlib.Path(builder.data_dir) / "sc2st_stats.json").read_text())
     assert stats["storyboards"] == 8 and stats["subsentences"] == 47 + 40
 
@@ -134,14 +142,14 @@ def test_examples_and_candidates(built):
     for _, r in boards:
         if r["movie"].endswith("B"):
             assert r["genres"] == ["Action", "War"]
-            assert all(s.startswith("Someone looks at item") for s in r["sentences"])
+            assert all(s.startswith("SOMEONE looks at item") for s in r["sentences"])
             assert all(f.startswith("features/0002_Test_Movie_B/") for f in r["frame_ids"])
         else:
             assert r["genres"] == ["Drama", "Comedy"]
             assert all((root / f).is_file() for f in r["frame_ids"])
     pairs = [(r["sentences"][i], r["frame_ids"][i]) for _, r in boards for i in range(10)]
     door = [p for p in pairs if "door" in p[0] or "walks in" in p[0]]
-    assert [s for s, _ in door] == ["Someone opens the door.", "Someone walks in."]
+    assert [s for s, _ in door] == ["SOMEONE opens the door", "then SOMEONE walks in."]
     k = [int(pathlib.Path(f).stem) for _, f in door]
     assert pathlib.Path(door[0][1]).parent == pathlib.Path(door[1][1]).parent and k[0] < k[1]
     assert any("caf\u00e9" in s for s, _ in pairs)
@@ -189,12 +197,14 @@ def test_manual_dir_errors(tmp_path):
 
 
 def test_keyframe_embedder_is_passed_in(tmp_path):
-    """The builder holds no model code: a build without an embedder is one clear line; the
-    CLI passes the builder's default (vnr's CLIP) or the one `--embedder` names."""
+    """The builder holds and names no model code: a build without an embedder is one clear
+    line; the CLI passes the one `--embedder` names."""
     from tfds_builders import __main__ as cli
 
     with pytest.raises(common.ManualDirError, match="embeds keyframes: pass embedder="):
         sc2st_lib.prepare("synthetic_tiny", tmp_path / "none")
+    with pytest.raises(common.ManualDirError, match="embeds keyframes"):
+        cli.build("sc2st", "synthetic_tiny", str(tmp_path / "default"))
     with pytest.raises(SystemExit, match="--embedder 'no_such_module:f'"):
         cli.build("sc2st", "synthetic_tiny", str(tmp_path / "bad"), embedder="no_such_module:f")
     spec = "vnr.benchmarks.sc2st.keyframes:clip_embedder"
@@ -202,3 +212,96 @@ def test_keyframe_embedder_is_passed_in(tmp_path):
                      str(tmp_path / "cli"), "--embedder", spec]) == 0
     assert sc2st_lib.split_names("synthetic_tiny", tmp_path / "cli", build=False) == \
         ["train", "val", "test"]
+
+
+class _TextOnlyEmbedder:
+    """Keyframe embedder for corpora of feature arrays: texts get fixed random unit vectors
+    (frames come from the arrays, so images are never embedded)."""
+
+    dim = 32
+
+    def encode_texts(self, texts):
+        return np.stack([keyframes.normalise(np.random.default_rng(
+            [ord(ch) for ch in t]).normal(size=32)) for t in texts]).astype(np.float32)
+
+    def encode_images(self, jpegs):
+        raise AssertionError("a feature-array corpus embeds no image")
+
+
+# Pairs per clip (each clip one description of n sub-sentences "..., then ..."), in groups
+# separated by a 15 s gap and an exact 10 s gap (both breaks); clips of a group 1 s apart.
+OVERFLOW_GROUPS = ([3, 4, 2, 3, 5, 5, 4, 4, 3, 2, 2], [6, 6, 1, 9, 1], [10, 10])
+# The rule, spelled out per storyboard: (clip, pairs of it taken), clips numbered across
+# groups. Overflow past 10 is dropped and the next storyboard starts at the next clip.
+OVERFLOW_BOARDS = (
+    [(0, 3), (1, 4), (2, 2), (3, 1)],  # clip 3's pairs 2-3 dropped
+    [(4, 5), (5, 5)],
+    [(6, 4), (7, 4), (8, 2)],  # clip 8's pair 3 dropped; clips 9-10 (4 pairs) never fill one
+    [(11, 6), (12, 4)],  # clip 12's pairs 5-6 dropped
+    [(13, 1), (14, 9)],  # clip 15 (1 pair) ends its group alone
+    [(16, 10)],
+    [(17, 10)],
+)
+
+
+def _overflow_movie(root: pathlib.Path) -> None:
+    movie, t, clip_no, lines = "0007_Overflow_Movie", 20.0, 0, []
+    (root / "features" / movie).mkdir(parents=True)
+    for g, counts in enumerate(OVERFLOW_GROUPS):
+        if g:
+            t += 15.0 if g == 1 else 10.0 - 1.0  # end -> start: 15 s, then exactly 10 s
+        for n in counts:
+            cid = f"{movie}_{_ts(t)}-{_ts(t + 2)}"
+            text = ", then ".join(f"does c{clip_no}p{k}" for k in range(n))
+            lines.append(f"{cid}\t{_ts(t)}\t{_ts(t + 2)}\t{_ts(t)}\t{_ts(t + 2)}\t"
+                         f"SOMEONE {text}.")
+            np.save(root / "features" / movie / f"{cid}.npy",
+                    np.random.default_rng(clip_no).normal(size=(n, 32)).astype(np.float32))
+            t += 3.0
+            clip_no += 1
+    (root / "LSMDC16_annos_training.csv").write_text("\n".join(lines) + "\n")
+
+
+def test_storyboards_restart_at_the_next_clip_pair_by_pair(tmp_path):
+    """Must show (§3.1.4): a generated LSMDC-layout movie whose clips overflow storyboards;
+    every storyboard of every split is checked pair by pair against the rule."""
+    _overflow_movie(tmp_path)
+    cfg = Sc2StConfig(name="overflow", encoder="none", feature_dim=32, num_candidates=5,
+                      fractions=(0.4, 0.3, 0.3))
+    stats = collections.Counter()
+    out = build_storyboards(tmp_path, cfg, collections.Counter(), stats, _TextOnlyEmbedder())
+    got = sorted(([s.split("does ")[-1].rstrip(".") for s in r["sentences"]]
+                  for rs in out.values() for r in rs), key=lambda b: int(b[0][1:].split("p")[0]))
+    want = [[f"c{c}p{k}" for c, n in board for k in range(n)] for board in OVERFLOW_BOARDS]
+    assert got == want
+    for rs in out.values():  # each pair's keyframe is its own frame of its own clip
+        for r in rs:
+            k = [int(f.rpartition("#")[2]) for f in r["frame_ids"]]
+            assert k == [int(s.rstrip(".").rpartition("p")[2]) for s in r["sentences"]]
+    assert {k: stats[k] for k in ("stories", "breaks", "storyboards", "overflow_pairs",
+                                  "short_group_pairs", "short_group_tails", "dropped_pairs")
+            } == {"stories": 3, "breaks": 2, "storyboards": 7, "overflow_pairs": 5,
+                  "short_group_pairs": 5, "short_group_tails": 2, "dropped_pairs": 10}
+
+
+def test_candidate_similarity_embedder_is_pluggable(built):
+    """§4.1.3 ranks similar candidates by another image model (DenseNet-121): passed in."""
+    import types
+
+    from tfds_builders.sc2st.sc2st import similarity_features
+
+    root, _ = built
+    jpgs = sorted((root / "frames" / "0001_Test_Movie_A").rglob("*.jpg"))[:20]
+    boards = [[types.SimpleNamespace(frame_id=str(p.relative_to(root))) for p in jpgs[:10]],
+              [types.SimpleNamespace(frame_id=str(p.relative_to(root))) for p in jpgs[10:]]]
+
+    class Sizes:  # "features" = JPEG byte length: any function of the image will do
+        def encode_images(self, jpegs):
+            return np.array([[len(j), 1.0] for j in jpegs], np.float32)
+
+    got = similarity_features(root, boards, Sizes())
+    assert got.shape == (2, 10, 2)
+    assert got[1, 3, 0] == len(jpgs[13].read_bytes())
+    with pytest.raises(ValueError, match="candidate_embedder needs keyframe images"):
+        build_storyboards(root, CONFIG, collections.Counter(), collections.Counter(),
+                          keyframes.ClipScorer("scratch:tiny"), Sizes())

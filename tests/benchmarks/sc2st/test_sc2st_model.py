@@ -10,6 +10,8 @@ import pytest
 from flax import nnx
 
 from tests import ROOT  # noqa: E402
+from vnr.benchmarks.sc2st import baselines
+from vnr.benchmarks.sc2st import fusion as fusions
 from vnr.benchmarks.sc2st import model as storyboard
 from vnr.benchmarks.sc2st import storyboard as task
 
@@ -58,10 +60,11 @@ def test_scan_equals_python_loop_and_is_causal(models):
             np.testing.assert_allclose(after, scan, atol=1e-6)
 
 
-def test_loss_has_gradients_everywhere(models):
+@pytest.mark.parametrize("fusion", ["gf", "sa"])  # MoEE: test_moee_rows
+def test_loss_has_gradients_everywhere(models, fusion):
     batch = jax.tree.map(jnp.asarray, fake_batch())
-    cfg = get_config("smoke,gf")
-    model = models["gf"]
+    cfg = get_config(f"smoke,{fusion}")
+    model = models[fusion]
     grads = nnx.jit(nnx.grad(lambda m: task.loss_fn(cfg, m, batch, nnx.Rngs(dropout=1))[0]))(
         model)
     norms = {jax.tree_util.keystr(p): float(jnp.abs(g).sum())
@@ -69,6 +72,73 @@ def test_loss_has_gradients_everywhere(models):
     assert all(np.isfinite(v) for v in norms.values())
     dead = [k for k, v in norms.items() if v == 0]
     assert not dead, dead
+
+
+def _sig(x):
+    return 1 / (1 + np.exp(-x))
+
+
+def _lin(layer, x):
+    return x @ np.asarray(layer.kernel[...]) + np.asarray(layer.bias[...])
+
+
+def test_gf_is_eq1():
+    """g_t = G_S(r_S^t) r_I^{t-1} + G_I(r_I^{t-1}) r_S^t, G = linear + sigmoid, element-wise."""
+    gf = fusions.GatedFusion(6, nnx.Rngs(3))
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        rs, ri = rng.normal(size=(2, 4, 6)).astype(np.float32)
+        want = np.empty((4, 6))
+        for b in range(4):
+            gs, gi = _sig(_lin(gf.gate_s, rs[b])), _sig(_lin(gf.gate_i, ri[b]))
+            want[b] = gs * ri[b] + gi * rs[b]
+        np.testing.assert_allclose(gf(jnp.asarray(rs), jnp.asarray(ri)), want, rtol=1e-5,
+                                   atol=1e-6)
+
+
+@pytest.mark.parametrize("normalise", ["printed", "query"])
+def test_sa_is_eq2_eq3(normalise):
+    """u = MLP([r_S; r_I]) in R^{U x N}; u_j <- W_v sum_i w_{j,i} u_i with
+    w_{j,i} = exp(a_{i,j}) / sum_k exp(a_{i,k}) (printed) and a_{i,j} = (W_q u_i)^T (W_k u_j)."""
+    n, unit = 4, 3
+    sa = fusions.ChannelAttentionFusion(5, 7, n, unit, nnx.Rngs(4), normalise)
+    wq, wk, wv = (np.asarray(w[...], np.float64) for w in (sa.wq, sa.wk, sa.wv))
+    rng = np.random.default_rng(1)
+    rs, ri = rng.normal(size=(2, 2, 5)).astype(np.float32)
+    got = np.asarray(sa(jnp.asarray(rs), jnp.asarray(ri)))
+    for b in range(2):
+        h = _lin(sa.up, np.concatenate([rs[b], ri[b]]))
+        h = 0.5 * h * (1 + np.tanh(np.sqrt(2 / np.pi) * (h + 0.044715 * h ** 3)))  # GELU
+        u = _lin(sa.down, h).reshape(n, unit)  # row i = channel u_i (width U)
+        a = np.array([[(wq @ u[i]) @ (wk @ u[j]) for j in range(n)] for i in range(n)])
+        out = []
+        for j in range(n):
+            if normalise == "printed":
+                w = [np.exp(a[i, j]) / np.exp(a[i]).sum() for i in range(n)]
+            else:
+                w = [np.exp(a[j, i]) / np.exp(a[j]).sum() for i in range(n)]
+            out.append(wv @ sum(w[i] * u[i] for i in range(n)))
+        np.testing.assert_allclose(got[b], np.concatenate(out), rtol=1e-4, atol=1e-5)
+
+
+def test_moee_rows():
+    """GEU as Miech et al.; V-MoEE ignores the history, C-CMoEE reads keyframes 1..t-1 only."""
+    unit = baselines.GEU(5, 4, nnx.Rngs(0))
+    x = np.random.default_rng(2).normal(size=(3, 5)).astype(np.float32)
+    y = _lin(unit.fc, x)
+    y = y * _sig(_lin(unit.gate, y))
+    np.testing.assert_allclose(unit(jnp.asarray(x)), y / np.linalg.norm(y, axis=-1,
+                                                                       keepdims=True),
+                               rtol=1e-5, atol=1e-6)
+    batch = fake_batch()
+    changed = dict(batch, features=batch["features"].copy())
+    changed["features"][:, 5] += 3.0  # keyframe 6
+    for name, ctx in (("moee", False), ("cmoee", True)):
+        model = task.make_model(get_config(f"smoke,{name}"), nnx.Rngs(0))
+        a, b = np.asarray(model(batch)), np.asarray(model(changed))
+        assert a.shape == (2, 9, 12)
+        np.testing.assert_allclose(a[:, :5], b[:, :5], atol=1e-6)  # rounds 2..6
+        assert ctx == (not np.allclose(a[:, 5:], b[:, 5:]))
 
 
 def test_baselines():

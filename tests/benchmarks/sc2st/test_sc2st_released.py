@@ -50,6 +50,17 @@ def test_schema_errors_name_file_and_key(tmp_path, obj, match):
         rel.read_stories(_write(tmp_path, "story10_all_val.json", obj))
 
 
+def test_short_story_is_counted_per_file(tmp_path):
+    """A story JSON with fewer than 10 pairs: skipped, counted and named with its file."""
+    from tfds_builders.sc2st.skips import Skips
+
+    skips = Skips()
+    path = _write(tmp_path, "story10_all_test_no.json", {"a": IDS, "b": IDS[:7], "c": IDS})
+    assert [s["key"] for s in rel.read_stories(path, 10, skips)] == ["a", "c"]
+    assert skips == {"wrong_length_story": 1}
+    assert skips.by_file == {str(path): {"wrong_length_story": 1}}
+
+
 def test_id_maps_and_index(tmp_path):
     chars = rel.read_id_map(_write(tmp_path, "i2chars.json", {"l_1_2": ["Harry", "Ron"],
                                                               "l_1_3": "Ron"}), "str")
@@ -123,8 +134,8 @@ def test_build_released_storyboards(tmp_path):
     assert {k: len(v) for k, v in out.items()} == {"train": 4, "val": 2, "test": 2}
     assert skips == {"no_frames": 1, "unknown_id": 1}
     b = out["train"][2]
-    assert b["movie"] == "0002_Movie_B" and b["sentences"][0] == "Someone waves 0."
-    assert out["train"][0]["sentences"][3] == "Someone runs 3."
+    assert b["movie"] == "0002_Movie_B" and b["sentences"][0] == "Bo waves 0."  # names kept
+    assert out["train"][0]["sentences"][3] == "SOMEONE runs 3."
     assert b["frame_ids"][1] == "frames/0002_Movie_B/0002_Movie_B_00.00.01.000-00.00.01.500/1.jpg"
     for ex in out["val"]:
         gt = ex["candidates"][np.arange(9), ex["answer"]]

@@ -8,37 +8,57 @@ import numpy as np
 import pytest
 
 from tfds_builders.sc2st import candidates, keyframes, lsmdc, story, text
+from tfds_builders.sc2st.skips import Skips
 
 
 # ----------------------------------------------------------------------------- text
 @pytest.mark.parametrize("raw, want", [
-    ("SOMEONE opens the door, then walks in.", ["Someone opens the door.", "Walks in."]),
-    ("He smiles at <PERSON>; she nods.", ["He smiles at someone.", "She nods."]),
+    # Fig. 2: "(1) ... lays down the receiver (2) then crosses to the window."
+    ("In an office, the girl on the phone lays down the receiver then crosses to the window.",
+     ["In an office, the girl on the phone lays down the receiver",
+      "then crosses to the window."]),
+    # Fig. A1 items 3-4: a comma + "who" starts a sub-sentence.
+    ("Later that night our view rises to Nick, who glances at his best friend.",
+     ["Later that night our view rises to Nick", "who glances at his best friend."]),
+    ("SOMEONE opens the door, then walks in.", ["SOMEONE opens the door", "then walks in."]),
+    ("He smiles at <PERSON>; she nods.", ["He smiles at SOMEONE", "she nods."]),
     ("He turns -- and runs away. Just then the phone rings.",
-     ["He turns.", "And runs away.", "Just then the phone rings."]),
+     ["He turns", "and runs away.", "Just then the phone rings."]),
     ("Mr. Smith waits until then.", ["Mr. Smith waits until then."]),
     ("Then SOMEONE leaves the room and then closes the door.",
-     ["Then someone leaves the room.", "Closes the door."]),
-    ("She looks up \u2014 startled, then she runs.",
-     ["She looks up.", "Startled, then she runs."]),  # "startled": too short to split off
-    ("  [PERSON]   grins.  ", ["Someone grins."]),
+     ["Then SOMEONE leaves the room", "and then closes the door."]),
+    ("She looks up - startled, then she runs.",  # a single dash is no delimiter
+     ["She looks up - startled", "then she runs."]),
+    ("The man who waits sits down.", ["The man who waits sits down."]),  # no comma: whole
+    ("  [PERSON]   grins.  ", ["SOMEONE grins."]),
+    # Fig. A3 keeps a bare SOMEONE; names attached by the release are kept (Fig. A2).
+    ("Onstage, SOMEONE's thrusters fire up.", ["Onstage, SOMEONE's thrusters fire up."]),
     ("<PERSON>Harry Potter</PERSON> looks at SOMEONE<Ron>. He<Harry> pets SOMEONE's<Ron> owl.",
-     ["Someone looks at someone.", "He pets someone's owl."]),
+     ["Harry Potter looks at Ron.", "Harry pets Ron's owl."]),
+    ("She<Cataleya> rises; his<William> eyes scan her<Cataleya> room.",
+     ["Cataleya rises", "William's eyes scan her room."]),
 ])
 def test_process_description(raw, want):
     assert text.process_description(raw) == want
 
 
-def test_split_sentences_keeps_abbreviations():
+def test_names_can_be_anonymised():
+    raw = "<PERSON>Harry</PERSON> looks at SOMEONE<Ron>. He<Harry> pets SOMEONE's<Ron> owl."
+    assert text.process_description(raw, names=False) == [
+        "SOMEONE looks at SOMEONE.", "SOMEONE pets SOMEONE's owl."]
+
+
+def test_split_sentences_is_spacy_sentencizer():
     assert text.split_sentences("Dr. No enters. He sits! Why? OK.") == [
         "Dr. No enters.", "He sits!", "Why?", "OK."]
+    assert text.split_sentences('He says "hi." She nods.') == ['He says "hi."', "She nods."]
 
 
 def test_configurable_conjunctions():
     s = "He eats while she reads the paper."
     assert text.split_subsentences(s) == ["He eats while she reads the paper."]
-    assert text.split_subsentences(s, conjunctions=("while",)) == ["He eats.",
-                                                                   "She reads the paper."]
+    assert text.split_subsentences(s, conjunctions=(("while", False),)) == [
+        "He eats", "while she reads the paper."]
 
 
 # ----------------------------------------------------------------------------- lsmdc
@@ -64,10 +84,12 @@ def test_read_annotations_counts_bad_lines(tmp_path):
         + b"0001_A_00.00.01.000-00.00.03.000\tonly three\tfields\n"
         + b"0001_A_00.00.0x.000-00.00.03.000\t00.00.01.000\t00.00.03.000\ta\tb\tBad ts.\n"
         + b"\n")
-    skips = collections.Counter()
+    skips = Skips()
     clips = lsmdc.read_annotations(p, skips)
     assert [c.sentence for c in clips] == ["SOMEONE caf\u00e9 walks.", "SOMEONE na\u00efve."]
-    assert skips == {"unknown_encoding": 1, "malformed_csv_line": 2}
+    assert skips == {"unknown_encoding": 1, "missing_fields": 1, "malformed_csv_line": 1}
+    assert {k: dict(v) for k, v in skips.by_file.items()} == {
+        str(p): {"unknown_encoding": 1, "missing_fields": 1, "malformed_csv_line": 1}}
     merged = lsmdc.merge_duplicates(clips, skips)
     assert len(merged) == 1 and merged[0].sentence.endswith("na\u00efve.")
     assert skips["duplicate_clip_merged"] == 1
@@ -116,12 +138,18 @@ def test_group_stories_by_gap():
         [("a", 0), ("a", 5), ("a", 16.9)], [("a", 28)], [("a", 40.5)], [("b", 29)]]
 
 
-def test_form_storyboards_restart_and_count_short():
-    skips = collections.Counter()
-    boards = story.form_storyboards([list(range(23)), list(range(7)), list(range(10))], 10,
-                                    skips)
-    assert [b[0] for b in boards] == [0, 10, 0] and all(len(b) == 10 for b in boards)
-    assert skips == {"short_storyboard": 2, "short_storyboard_pairs": 10}
+def test_form_storyboards_restarts_at_the_next_clip():
+    """Whole clips fill a storyboard; its overflow is dropped, never carried over."""
+    counts = collections.Counter()
+    clip = [[(c, k) for k in range(n)] for c, n in enumerate([3, 4, 2, 3, 10, 6, 2])]
+    boards = story.form_storyboards([clip[:5], clip[5:]], 10, counts)
+    assert boards == [clip[0] + clip[1] + clip[2] + clip[3][:1], clip[4]]
+    assert counts == {"overflow_pairs": 2, "short_group_tails": 1, "short_group_pairs": 8}
+
+
+def test_count_breaks():
+    clips = [C("a", 0, 2), C("a", 12, 13), C("a", 23, 24), C("b", 0, 1), C("b", 5, 6)]
+    assert story.count_breaks(story.group_stories(clips, 10)) == 2
 
 
 def test_split_storyboards_is_a_seeded_partition():

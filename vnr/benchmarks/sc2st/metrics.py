@@ -11,8 +11,9 @@ expected value under random tie-breaking (a constant scorer gets mean rank
 * RR   = E[1 / rank]            = (H(g + e + 1) - H(g)) / (e + 1)
 
 with g = #higher, e = #other candidates tied with the answer, H the harmonic
-numbers. Rounds are grouped into stages as the paper's tables: early t = 2-4,
-middle 5-7, late 8-10 (round t asks for keyframe t; index r = t - 2).
+numbers. Rounds are grouped into stages for Table 4: early t = 2-4, middle 5-7,
+late 8-10 (round t asks for keyframe t; index r = t - 2). The paper prints late as
+"7-9", which would count round 7 twice and never round 10: read here as 8-10.
 """
 
 from __future__ import annotations

@@ -11,17 +11,17 @@ sentences 1..t and ground-truth keyframes 1..t-1:
   positions), masked mean, a linear layer and tanh -> the initial hidden states
   of both LSTMs (cells start at zero);
 * two LSTM streams: sentences s_1..s_t -> h^s_t, keyframes v_1..v_{t-1} -> h^v_{t-1};
-* fusion -> the context gist g_t:
-  LF   g = MLP([h^s; h^v]);
-  GF   (Eq. 1, cross gating) h^s' = h^s * sigmoid(W_v h^v + b_v),
-       h^v' = h^v * sigmoid(W_s h^s + b_s), g = MLP([h^s'; h^v']);
-  SA   (Eq. 2) A = softmax(Q K^T / sqrt(d)) V over X = every recurrent output so
-       far [h^s_1..h^s_t; h^v_1..h^v_{t-1}] (plus a learned text/image type
-       embedding; outputs not produced yet are masked), Q, K, V = X W_q, X W_k, X W_v;
-       (Eq. 3) g = MLP([X + A at h^s_t ; X + A at h^v_{t-1}]): the gist reads the
-       attended outputs of the current round (choice made here, so the current
-       sentence is not diluted; why: vnr/benchmarks/sc2st/README.md);
-  LF-T g = MLP(h^s) (text context only);  LF-V g = MLP(h^v) (visual only);
+* fusion -> the context gist g_t (`fusion.py`), then a decoder MLP to the candidate space:
+  LF       g = [h^s; h^v] (the MLP is the paper's LF MLP);
+  GF       Eq. 1: g = G_S(h^s) * h^v + G_I(h^v) * h^s (element-wise sigmoid gates, summed);
+  SA       Eq. 2-3: u = MLP([h^s; h^v]) as N channels of width U, self-attention across
+           the channels with W_q, W_k, W_v, g = the attended channels flattened;
+  gf_prose (ours, an option) the GF prose: gated streams concatenated, then the MLP;
+  sa_time  (ours, an option; the SA of earlier vnr versions) attention over every recurrent
+           output so far [h^s_1..h^s_t; h^v_1..h^v_{t-1}] (+ a text/image type embedding,
+           masked to what exists), Q, K, V = X W_q, X W_k, X W_v, residual; the MLP reads
+           the attended outputs at h^s_t and h^v_{t-1};
+  LF-T     g = h^s (text context only);  LF-V g = h^v (visual only);
 * score of candidate c: g . W_img c (dot product), softmax cross-entropy over the
   100 candidates.
 
@@ -39,10 +39,12 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from vnr.benchmarks.sc2st import fusion as fusion_lib
 from vnr.models.layers import Block, annotate, dense, layer_norm
 
-FUSIONS = ("lf", "gf", "sa", "lf_t", "lf_v", "similarity", "prior")
-TRAINED = ("lf", "gf", "sa", "lf_t", "lf_v")
+TRAINED = ("lf", "gf", "sa", "gf_prose", "sa_time", "lf_t", "lf_v")  # recurrent models
+MOEE = ("moee", "cmoee")  # baselines with parameters (`baselines.py`)
+FUSIONS = (*TRAINED, *MOEE, "similarity", "prior")
 
 
 class LSTM(nnx.Module):
@@ -79,9 +81,11 @@ class StoryboardModel(nnx.Module):
     cands [B, L-1, C, D] (L = 10 keyframes)."""
 
     def __init__(self, *, fusion: str, text_encoder: Any, text_width: int, feature_dim: int,
-                 width: int, mlp: int, length: int, heads: int, dropout: float, rngs: nnx.Rngs):
-        if fusion not in FUSIONS:
-            raise ValueError(f"fusion={fusion!r}: choose one of {FUSIONS}")
+                 width: int, mlp: int, length: int, heads: int, dropout: float, rngs: nnx.Rngs,
+                 sa_channels: int = 8, sa_unit: int = 32, sa_normalise: str = "printed"):
+        if fusion not in FUSIONS or fusion in MOEE:
+            raise ValueError(f"fusion={fusion!r}: choose one of {FUSIONS} (MoEE rows are "
+                             "`baselines.MoEE`)")
         self.fusion, self.length, self.width = fusion, length, width
         self.text = text_encoder
         self.text_proj = dense(text_width, width, ("embed", None), rngs)
@@ -94,16 +98,22 @@ class StoryboardModel(nnx.Module):
         self.lstm_s = LSTM(width, width, rngs)
         self.lstm_v = LSTM(width, width, rngs)
         self.drop = nnx.Dropout(dropout)
+        din = width if fusion in ("lf_t", "lf_v") else 2 * width
         if fusion == "gf":
-            self.gate_s = dense(width, width, ("embed", None), rngs)
-            self.gate_v = dense(width, width, ("embed", None), rngs)
-        if fusion == "sa":
+            self.mix = fusion_lib.GatedFusion(width, rngs)
+        elif fusion == "gf_prose":
+            self.mix = fusion_lib.ProseGatedFusion(width, rngs)
+        elif fusion == "sa":
+            self.mix = fusion_lib.ChannelAttentionFusion(width, mlp, sa_channels, sa_unit, rngs,
+                                                         sa_normalise)
+        if fusion in ("gf", "gf_prose", "sa"):
+            din = self.mix.out_dim
+        if fusion == "sa_time":
             self.q = dense(width, width, ("embed", "heads"), rngs)
             self.k = dense(width, width, ("embed", "heads"), rngs)
             self.v = dense(width, width, ("embed", "heads"), rngs)
             self.kind = nnx.Param(annotate(nnx.initializers.normal(0.02), (None, "embed"))(
                 rngs.params(), (2, width)))
-        din = width if fusion in ("lf_t", "lf_v") else 2 * width
         self.head = MLP(din, mlp, width, rngs)
 
     # ------------------------------------------------------------------ encoders
@@ -164,11 +174,9 @@ class StoryboardModel(nnx.Module):
             return self.head(hv)
         if f == "lf":
             return self.head(jnp.concatenate([hs, hv], -1))
-        if f == "gf":  # Eq. 1: each stream gated by the other
-            hs2 = hs * jax.nn.sigmoid(self.gate_v(hv))
-            hv2 = hv * jax.nn.sigmoid(self.gate_s(hs))
-            return self.head(jnp.concatenate([hs2, hv2], -1))
-        # SA, Eq. 2-3: self-attention over every recurrent output so far.
+        if f in ("gf", "gf_prose", "sa"):
+            return self.head(self.mix(hs, hv))
+        # sa_time: self-attention over every recurrent output so far.
         kind = self.kind[...]
         x = jnp.concatenate([buf_s + kind[0], buf_v + kind[1]], axis=1)  # [B, 2L-1, W]
         n_s, n_v = buf_s.shape[1], buf_v.shape[1]

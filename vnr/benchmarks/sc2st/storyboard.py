@@ -2,6 +2,8 @@
 
 Training: softmax cross-entropy of the context gist's dot-product scores against
 the correct candidate, averaged over the 9 rounds and the real storyboards.
+Models: the recurrent LF / GF (Eq. 1) / SA (Eq. 2-3) and their options (`model.py`,
+`fusion.py`), the MoEE rows V-MoEE / C-CMoEE (`baselines.py`).
 Evaluation: every round of every storyboard of a split is scored; R@1/5/10 (%),
 mean rank and MRR overall and by stage (early 2-4, middle 5-7, late 8-10) from
 `vnr.benchmarks.sc2st.metrics` (ties broken uniformly in expectation). The baselines
@@ -22,7 +24,7 @@ from flax import nnx
 
 from vnr import evaluation
 from vnr import task as task_lib
-from vnr.benchmarks.sc2st import data
+from vnr.benchmarks.sc2st import baselines, data
 from vnr.benchmarks.sc2st import metrics as rank_metrics
 from vnr.benchmarks.sc2st import model as storyboard
 from vnr.reports import results as results_lib
@@ -33,7 +35,8 @@ def validate(config: Any) -> None:
     m, d = config.model, config.data
     if m.fusion not in storyboard.FUSIONS:
         raise ValueError(f"model.fusion={m.fusion!r}: choose one of {storyboard.FUSIONS}")
-    if m.fusion not in storyboard.TRAINED and config.total_steps:
+    trained = (*storyboard.TRAINED, *storyboard.MOEE)
+    if m.fusion not in trained and config.total_steps:
         raise ValueError(f"model.fusion={m.fusion!r} is a baseline with nothing to train; "
                          f"set total_steps=0 (got {config.total_steps})")
     if d.config.startswith(("lsmdc", "released")) and not d.manual_dir:
@@ -97,12 +100,18 @@ def pretrained(config: Any) -> dict[str, tuple[str, str | None]]:
     return {"text": (name, None)} if towers.is_checkpoint(name) else {}
 
 
-def make_model(config: Any, rngs: nnx.Rngs) -> storyboard.StoryboardModel:
+def make_model(config: Any, rngs: nnx.Rngs) -> storyboard.StoryboardModel | baselines.MoEE:
     m, b = config.model, builder_config(config)
     text, text_width = text_encoder(config, rngs)
+    if m.fusion in storyboard.MOEE:
+        return baselines.MoEE(context=m.fusion == "cmoee", text_encoder=text,
+                              text_width=text_width, feature_dim=b.feature_dim, width=m.width,
+                              rngs=rngs)
     return storyboard.StoryboardModel(
         fusion=m.fusion, text_encoder=text, text_width=text_width, feature_dim=b.feature_dim,
-        width=m.width, mlp=m.mlp, length=b.length, heads=m.heads, dropout=m.dropout, rngs=rngs)
+        width=m.width, mlp=m.mlp, length=b.length, heads=m.heads, dropout=m.dropout, rngs=rngs,
+        sa_channels=m.get("sa_channels", 8), sa_unit=m.get("sa_unit", 32),
+        sa_normalise=m.get("sa_normalise", "printed"))
 
 
 def train_data(config: Any, local_batch: int, process_index: int, process_count: int):
