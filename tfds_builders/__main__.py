@@ -2,12 +2,15 @@
 
     python -m tfds_builders build <name> --config <cfg> [--manual_dir DIR] --data_dir OUT
                                  [--embedder module:function]
+                                 [--candidate_embedder module:function]
 
 A thin wrapper over `download_and_prepare`: imports `tfds_builders.<name>`, builds the config
 and prints the build summary (examples per split, skipped inputs by reason). Builders that
 embed their inputs with a model (Sc2St keyframes) take the embedding function as an argument;
-`--embedder` names it (default: the builder's `DEFAULT_EMBEDDER`), so no builder imports the
-model code itself.
+`--embedder` names it (Sc2St: `vnr.benchmarks.sc2st.keyframes:clip_embedder`; a builder that
+needs one and gets none stops with one line), so no builder imports the model code itself.
+`--candidate_embedder` names the optional image model that ranks similar candidates (Sc2St
+§4.1.3).
 """
 
 from __future__ import annotations
@@ -66,13 +69,16 @@ def build(
     download_dir: str | None = None,
     overwrite: bool = False,
     embedder: str | None = None,
+    candidate_embedder: str | None = None,
 ) -> dict[str, Any]:
     """Builds `name`/`config` (if needed) and returns its summary dict."""
     cls = find_builder(name)
-    if embedder and not hasattr(cls, "DEFAULT_EMBEDDER"):
-        raise SystemExit(f"error: {name} takes no --embedder")
+    if (embedder or candidate_embedder) and not hasattr(cls, "DEFAULT_EMBEDDER"):
+        raise SystemExit(f"error: {name} takes no --embedder / --candidate_embedder")
     spec = embedder or getattr(cls, "DEFAULT_EMBEDDER", None)
     extra = {"embedder": load_function(spec)} if spec else {}
+    if candidate_embedder:
+        extra["candidate_embedder"] = load_function(candidate_embedder)
     configs = [c.name for c in getattr(cls, "BUILDER_CONFIGS", [])]
     if config is None and configs:
         config = getattr(cls, "DEFAULT_CONFIG_NAME", None) or configs[0]
@@ -112,7 +118,9 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--download_dir", default=None, help="default: <data_dir>/downloads")
     b.add_argument("--overwrite", action="store_true", help="rebuild even if already built")
     b.add_argument("--embedder", default=None, help="module:function making the builder's "
-                   "embedder (Sc2St keyframes; default: the builder's DEFAULT_EMBEDDER)")
+                   "embedder (Sc2St keyframes: vnr.benchmarks.sc2st.keyframes:clip_embedder)")
+    b.add_argument("--candidate_embedder", default=None, help="module:function making the "
+                   "image model that ranks similar candidates (Sc2St §4.1.3; optional)")
     b.add_argument("-v", "--verbose", action="store_true", help="show TFDS's own log lines")
     args = parser.parse_args(argv)
 
@@ -129,6 +137,7 @@ def main(argv: list[str] | None = None) -> int:
             args.download_dir,
             args.overwrite,
             args.embedder,
+            args.candidate_embedder,
         )
     except common.ManualDirError as e:
         print(f"error: {e}", file=sys.stderr)
