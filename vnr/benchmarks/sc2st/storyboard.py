@@ -27,6 +27,7 @@ from vnr import task as task_lib
 from vnr.benchmarks.sc2st import baselines, data
 from vnr.benchmarks.sc2st import metrics as rank_metrics
 from vnr.benchmarks.sc2st import model as storyboard
+from vnr.models.compute import float32
 from vnr.reports import results as results_lib
 
 
@@ -125,6 +126,7 @@ def loss_fn(config: Any, model: storyboard.StoryboardModel, batch: dict, rngs: n
     Baselines give their own scores (no parameter is used: the gradient is zero)."""
     scores = (_prior(batch, config) if config.model.fusion == "prior"
               else model(batch, train=True, rngs=rngs))
+    scores = float32(scores)  # a bfloat16 model's loss stays float32
     ce = optax.softmax_cross_entropy_with_integer_labels(scores, batch["answer"])  # [B, R]
     w = batch["mask"].astype(jnp.float32)[:, None]
     n = jnp.maximum(w.sum() * ce.shape[1], 1.0)
