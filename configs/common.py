@@ -23,7 +23,7 @@ def base(task: str, **overrides: Any) -> ml_collections.ConfigDict:
     c = ml_collections.ConfigDict()
     c.task = task
     c.seed = 0
-    # Optimizer and schedule (vnr.train.make_optimizer / make_lr): AdamW ("adam": no weight
+    # Optimizer and schedule (vnr/optim.py): AdamW ("adam": no weight
     # decay), linear warmup then cosine decay to lr * end_lr_factor ("cosine": no warmup,
     # "constant": neither), global-norm clipping (grad_clip 0: none).
     c.batch_size = 32

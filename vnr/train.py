@@ -37,6 +37,7 @@ from ml_collections import config_flags
 from vnr import checkpoint, config_file, distributed, pretrained, sharding
 from vnr import task as task_lib
 from vnr.models import compute
+from vnr.optim import make_lr, make_optimizer
 from vnr.reports import plots
 from vnr.reports import results as results_table
 from vnr.reports.writer import MetricWriter
@@ -104,33 +105,6 @@ def check_workdir(workdir: pathlib.Path, config: ml_collections.ConfigDict) -> N
         tmp = path.with_name(f".config.json.tmp{jax.process_index()}")
         tmp.write_text(json.dumps(json.loads(config.to_json_best_effort()), indent=2))
         tmp.replace(path)
-
-
-OPTIMIZERS = ("adamw", "adam", "sgd")
-SCHEDULES = ("warmup_cosine", "cosine", "constant")
-
-
-def make_optimizer(config: ml_collections.ConfigDict) -> optax.GradientTransformation:
-    """`config.optimizer` on the `config.schedule` learning rate, after global-norm clipping
-    at `grad_clip` (0: none): "adamw" (`b1`, `b2`, `eps`, decoupled `weight_decay`), "adam"
-    (no weight decay) or "sgd" (`momentum`, default 0.9; `weight_decay` added to the gradient
-    as L2, as torch.optim.SGD does)."""
-    name = config.get("optimizer", "adamw")
-    if name not in OPTIMIZERS:
-        raise ValueError(f"optimizer={name!r}: use one of {OPTIMIZERS}")
-    eps = config.get("eps", 1e-8)
-    if name == "adam":
-        opt = optax.adam(make_lr(config), b1=config.b1, b2=config.b2, eps=eps)
-    elif name == "sgd":
-        opt = optax.chain(optax.add_decayed_weights(config.weight_decay),
-                          optax.sgd(make_lr(config), momentum=config.get("momentum", 0.9)))
-    else:
-        opt = optax.adamw(make_lr(config), b1=config.b1, b2=config.b2, eps=eps,
-                          weight_decay=config.weight_decay)
-    if config.grad_clip < 0:
-        raise ValueError(f"grad_clip={config.grad_clip}: use a positive norm, or 0 for none")
-    return optax.chain(optax.clip_by_global_norm(config.grad_clip), opt) if config.grad_clip \
-        else opt
 
 
 def train_step(graphdef: Any, task: Any, config: Any, state: nnx.State, batch: dict,
@@ -434,27 +408,6 @@ def _warn(primary: bool, message: str) -> None:
     """Printed by every process (a failure may be local to one host)."""
     where = f"[process {jax.process_index()}] " if jax.process_count() > 1 else ""
     print(f"warning: {where}{message}", file=sys.stderr, flush=True)
-
-
-def make_lr(config: ml_collections.ConfigDict) -> optax.Schedule:
-    """`config.schedule`: "warmup_cosine" (linear warmup over `warmup_steps` to `lr`, cosine
-    decay to `lr * end_lr_factor` at `total_steps`), "cosine" (the same with no warmup) or
-    "constant" (`lr` throughout; `warmup_steps` must be 0)."""
-    kind = config.get("schedule", "warmup_cosine")
-    end = config.lr * config.get("end_lr_factor", 0.01)
-    if kind == "constant":
-        if config.warmup_steps:
-            raise ValueError(f"schedule='constant' has no warmup: set warmup_steps=0 "
-                             f"(it is {config.warmup_steps})")
-        return optax.constant_schedule(config.lr)
-    if kind == "cosine":
-        return optax.cosine_decay_schedule(config.lr, max(config.total_steps, 1),
-                                           alpha=end / config.lr if config.lr else 0.0)
-    if kind != "warmup_cosine":
-        raise ValueError(f"schedule={kind!r}: use one of {SCHEDULES}")
-    return optax.warmup_cosine_decay_schedule(
-        0.0, config.lr, config.warmup_steps, max(config.total_steps, config.warmup_steps + 1),
-        end_value=end)
 
 
 def _reduce(rows: list[dict], first_step: int) -> dict[str, float]:

@@ -12,7 +12,10 @@ whole global batch (sharded over the "data" axis). Defaults use the generated `s
 corpus; for real features pass --config.data.config=features --config.data.manual_dir=DIR.
 The paper's encoders are UniVL's pretrained ones (not provided: see REPRODUCING.md); the
 paper trains with SGD (momentum 0.9, weight decay 0.5, lr 5e-5, cosine, batch 1024, 20
-epochs); our from-scratch encoders keep the shared AdamW defaults.
+epochs, the first one warm-up); our from-scratch encoders keep the shared AdamW defaults. The
+paper's setting is `--config.optimizer=sgd --config.momentum=0.9 --config.weight_decay=0.5
+--config.lr=5e-5 --config.batch_size=1024` with total_steps = 20 epochs and warmup_steps =
+1 epoch of your train split (the paper gives no clip count to derive them from).
 """
 
 import ml_collections

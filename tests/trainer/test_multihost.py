@@ -114,7 +114,7 @@ def test_two_processes_match_one(reference, tmp_path):
     # attention key bias, whose true gradient is 0), so entries may differ by up to the
     # summed learning rate; entries with a real gradient agree far closer (rtol).
     from configs.moviepuzzle.main import get_config
-    from vnr.train import make_lr
+    from vnr.optim import make_lr
 
     budget = float(sum(make_lr(get_config("smoke"))(s) for s in range(1, 7)))
     a = checkpoint_arrays(one, 6, one_device=True)

@@ -195,7 +195,7 @@ def test_optimizer_and_schedule_keys():
     values are one error naming the key."""
     import optax
 
-    from vnr.train import make_lr, make_optimizer
+    from vnr.optim import make_lr, make_optimizer
 
     c = ml_collections.ConfigDict(dict(lr=1e-3, warmup_steps=0, total_steps=10, b1=0.9, b2=0.99,
                                        weight_decay=0.01, grad_clip=0.0, eps=1e-6,

@@ -292,7 +292,7 @@ def test_paper_preset_trains_two_steps():
     AdamW eps 1e-6, constant lr, no clipping): two jitted steps, finite loss, parameters
     move. (Every HCMC row's config builds, validates and computes its loss in
     `test_row_variants_build_train_and_predict` and test_hcmc_train's end-to-end run.)"""
-    from vnr.train import make_optimizer
+    from vnr.optim import make_optimizer
 
     config = get_config("smoke,frame_shot,paper")
     task.validate(config)

@@ -5,7 +5,7 @@ import numpy as np
 from flax import nnx
 
 from configs.sc2st.main import get_config
-from vnr import pretrained, train
+from vnr import optim, pretrained, train
 from vnr.benchmarks.sc2st import storyboard as task
 from vnr.models import encoders
 from vnr.models.encoders.testing import write_tiny_checkpoint
@@ -53,7 +53,7 @@ def test_paper_preset_is_appendix_a1_with_the_real_minilm(tmp_path):
         "adam", 3e-4, "cosine", 0, 128)
     assert (cfg.best_metric, cfg.best_mode, cfg.model.text_encoder) == (
         "mean_rank", "min", "bert-base-uncased")
-    lr = train.make_lr(cfg)
+    lr = optim.make_lr(cfg)
     assert float(lr(0)) == pytest.approx(3e-4)
     assert float(lr(cfg.total_steps // 2)) == pytest.approx(1.5e-4, rel=1e-3)
     assert float(lr(cfg.total_steps)) == pytest.approx(0.0, abs=1e-12)

@@ -1,0 +1,56 @@
+"""The optimizer and learning-rate schedule of every run, from the config's top-level keys
+(`optimizer`, `lr`, `schedule`, `warmup_steps`, `end_lr_factor`, `total_steps`, `b1`, `b2`,
+`eps`, `weight_decay`, `momentum`, `grad_clip`; defaults in `configs/common.py`). Papers'
+presets set them (MoviePuzzle Table 7, Sc2St Appendix A.1, M-SYMON §6.1)."""
+
+from __future__ import annotations
+
+import ml_collections
+import optax
+
+OPTIMIZERS = ("adamw", "adam", "sgd")
+SCHEDULES = ("warmup_cosine", "cosine", "constant")
+
+
+def make_optimizer(config: ml_collections.ConfigDict) -> optax.GradientTransformation:
+    """`config.optimizer` on the `config.schedule` learning rate, after global-norm clipping
+    at `grad_clip` (0: none): "adamw" (`b1`, `b2`, `eps`, decoupled `weight_decay`), "adam"
+    (no weight decay) or "sgd" (`momentum`, default 0.9; `weight_decay` added to the gradient
+    as L2, as torch.optim.SGD does)."""
+    name = config.get("optimizer", "adamw")
+    if name not in OPTIMIZERS:
+        raise ValueError(f"optimizer={name!r}: use one of {OPTIMIZERS}")
+    eps = config.get("eps", 1e-8)
+    if name == "adam":
+        opt = optax.adam(make_lr(config), b1=config.b1, b2=config.b2, eps=eps)
+    elif name == "sgd":
+        opt = optax.chain(optax.add_decayed_weights(config.weight_decay),
+                          optax.sgd(make_lr(config), momentum=config.get("momentum", 0.9)))
+    else:
+        opt = optax.adamw(make_lr(config), b1=config.b1, b2=config.b2, eps=eps,
+                          weight_decay=config.weight_decay)
+    if config.grad_clip < 0:
+        raise ValueError(f"grad_clip={config.grad_clip}: use a positive norm, or 0 for none")
+    return optax.chain(optax.clip_by_global_norm(config.grad_clip), opt) if config.grad_clip \
+        else opt
+
+
+def make_lr(config: ml_collections.ConfigDict) -> optax.Schedule:
+    """`config.schedule`: "warmup_cosine" (linear warmup over `warmup_steps` to `lr`, cosine
+    decay to `lr * end_lr_factor` at `total_steps`), "cosine" (the same with no warmup) or
+    "constant" (`lr` throughout; `warmup_steps` must be 0)."""
+    kind = config.get("schedule", "warmup_cosine")
+    end = config.lr * config.get("end_lr_factor", 0.01)
+    if kind == "constant":
+        if config.warmup_steps:
+            raise ValueError(f"schedule='constant' has no warmup: set warmup_steps=0 "
+                             f"(it is {config.warmup_steps})")
+        return optax.constant_schedule(config.lr)
+    if kind == "cosine":
+        return optax.cosine_decay_schedule(config.lr, max(config.total_steps, 1),
+                                           alpha=end / config.lr if config.lr else 0.0)
+    if kind != "warmup_cosine":
+        raise ValueError(f"schedule={kind!r}: use one of {SCHEDULES}")
+    return optax.warmup_cosine_decay_schedule(
+        0.0, config.lr, config.warmup_steps, max(config.total_steps, config.warmup_steps + 1),
+        end_value=end)
