@@ -213,17 +213,17 @@ def encoder_states(model, ids: jax.Array, mask: jax.Array, layer: int = 0) -> ja
     if blocks is None or not 0 < layer <= len(blocks):
         raise ValueError(f"layer={layer}: needs a BERT/RoBERTa encoder with at least that many "
                          f"layers (got {type(model).__name__})")
+    from vnr.models.attention import Mask
     from vnr.models.encoders.bert import roberta_position_ids
-    from vnr.models.encoders.layers import attention_bias
 
     if model.position_scheme == "roberta":
         pos = roberta_position_ids(ids, model.pad_token_id)
     else:
         pos = jnp.broadcast_to(jnp.arange(ids.shape[-1]), ids.shape)
     x = model.embeddings(ids, jnp.zeros_like(ids), pos, True)
-    bias = attention_bias(mask, dtype=x.dtype)
+    keys = Mask(mask)
     for block in list(blocks)[:layer]:
-        x = block(x, bias, True)
+        x = block(x, keys, True)
     return x
 
 

@@ -403,11 +403,10 @@ class RMN(nnx.Module):
         bank = self.bank.init(mem[:, self.video_offset:])
 
         def body(carry, inp):
-            cache, bank = carry
             xt, t = inp
-            logits, cache, bank = self.bank_step(xt, mem, mask, portraits, role_mask, cache,
-                                                 bank, t)
-            return (cache, bank), logits
+            logits, *new = self.bank_step(xt, mem, mask, portraits, role_mask, *carry, t)
+            # The carry keeps its dtypes (a bfloat16 model's bank update is bfloat16).
+            return jax.tree.map(lambda n, o: n.astype(o.dtype), tuple(new), carry), logits
 
         _, logits = jax.lax.scan(body, (cache, bank), (x.transpose(1, 0, 2), jnp.arange(s)))
         return logits.transpose(1, 0, 2)

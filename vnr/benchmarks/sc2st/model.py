@@ -146,7 +146,7 @@ class StoryboardModel(nnx.Module):
         state_s, state_v = self.script_state(sent, train, rngs)
         state_s, h1 = self.lstm_s(state_s, sent[:, 0])  # sentence 1 before round 2
         b, n, w = sent.shape
-        buf_s = jnp.zeros((b, n, w), sent.dtype).at[:, 0].set(h1)
+        buf_s = jnp.zeros((b, n, w), sent.dtype).at[:, 0].set(h1.astype(sent.dtype))
         buf_v = jnp.zeros((b, n - 1, w), sent.dtype)
         rounds = n - 1
         xs = {"r": jnp.arange(rounds), "sent": jnp.moveaxis(sent[:, 1:], 1, 0),
@@ -159,11 +159,14 @@ class StoryboardModel(nnx.Module):
         r = x["r"]
         state_s, hs = self.lstm_s(state_s, x["sent"])
         state_v, hv = self.lstm_v(state_v, x["img"])
-        buf_s = jax.lax.dynamic_update_index_in_dim(buf_s, hs, r + 1, axis=1)
-        buf_v = jax.lax.dynamic_update_index_in_dim(buf_v, hv, r, axis=1)
+        # The buffers keep their dtype (a bfloat16 model's LSTM outputs bfloat16).
+        buf_s = jax.lax.dynamic_update_index_in_dim(buf_s, hs.astype(buf_s.dtype), r + 1, axis=1)
+        buf_v = jax.lax.dynamic_update_index_in_dim(buf_v, hv.astype(buf_v.dtype), r, axis=1)
         gist = self.fuse(hs, hv, buf_s, buf_v, r)
         scores = jnp.einsum("bw,bcw->bc", gist, x["cand"])
-        return (state_s, state_v, buf_s, buf_v), scores
+        new = jax.tree.map(lambda n, o: n.astype(o.dtype), (state_s, state_v, buf_s, buf_v),
+                           carry)  # a bfloat16 model's scan carry keeps its dtypes
+        return new, scores
 
     def fuse(self, hs: jax.Array, hv: jax.Array, buf_s: jax.Array, buf_v: jax.Array,
              r: jax.Array) -> jax.Array:

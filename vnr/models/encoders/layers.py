@@ -162,36 +162,6 @@ def dropout(rate: float, rngs: nnx.Rngs) -> nnx.Dropout:
     return nnx.Dropout(rate, deterministic=True, rngs=rngs)
 
 
-def attention_bias(
-    mask: jax.Array | None,
-    *,
-    causal: bool = False,
-    length: int | None = None,
-    dtype: Dtype = jnp.float32,
-) -> jax.Array | None:
-    """Additive attention bias: 0 where attended, ``finfo(dtype).min`` elsewhere.
-
-    Args:
-      mask: ``(batch, keys)``; nonzero = attend. None = attend everywhere.
-      causal: also forbid attending to later positions.
-      length: sequence length (needed when ``causal`` and ``mask`` is None).
-      dtype: dtype of the bias.
-
-    Returns:
-      ``(batch or 1, 1, queries or 1, keys)`` or None when nothing is masked.
-    """
-    allowed = None
-    if mask is not None:
-        allowed = (mask > 0)[:, None, None, :]
-    if causal:
-        n = mask.shape[-1] if mask is not None else length
-        tri = jnp.tril(jnp.ones((n, n), dtype=bool))[None, None]
-        allowed = tri if allowed is None else allowed & tri
-    if allowed is None:
-        return None
-    return jnp.where(allowed, 0.0, jnp.finfo(dtype).min).astype(dtype)
-
-
 def dot_product_attention(
     q: jax.Array,
     k: jax.Array,
