@@ -12,13 +12,13 @@ STEPS = 3
 # bfloat16 keeps 8 bits of mantissa (relative rounding 2^-8 ~ 0.4 % per operation); after a
 # few steps of small models the losses stay within 5 % (relative) of float32's.
 RTOL = 0.05
+# One smoke config per benchmark (each exercises its own model code; the shared layers and
+# CLIP/BERT towers are covered by tests/models/test_compute.py).
 SPECS = [
     "configs/moviepuzzle/main.py:smoke",
-    "configs/moviepuzzle/hcmc.py:smoke",
     "configs/symon/retrieval.py:smoke",
     "configs/msymon/main.py:smoke",
     "configs/movie101/mcn.py:smoke",
-    "configs/movie101/tng.py:smoke",
     "configs/sc2st/main.py:smoke",
 ]
 
