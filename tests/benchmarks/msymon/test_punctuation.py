@@ -64,9 +64,8 @@ def test_train_evaluate_and_restore(tiny_xlmr, tmp_path):
     (subs / "v.json").write_text(json.dumps([{"begin_time": 0, "end_time": 2,
                                               "text": "Alpha sigma beta omega"}]))
     (subs / "bad.json").write_text("{")
-    # The restore command's file handling, on this config's model (loading the trained run
-    # through the hook needs vnr/pretrained.py to skip the encoder's dropout RNG state:
-    # see REPRODUCING.md).
+    # The restore command with the trained run's weights (through the pretrained hook).
+    c.init_from = str(tmp_path / "run")
     counts = tools.punctuate(c, tmp_path / "release", "en", tmp_path / "out")
     assert counts == {"files": 1, "sentences": 1, "bad_subtitles": 1}
     out = json.loads((tmp_path / "out/subtitles/en/v.json").read_text())
