@@ -22,7 +22,7 @@ PACKAGES = ("vnr", "tfds_builders", "configs", "launch")
 # The layers of `vnr`, bottom to top (module-name prefixes): a module may import its own
 # layer and the layers below it, never one above. Modules that do not exist yet are fine.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("vnr.sharding", "vnr.distributed"),
+    ("vnr.sharding", "vnr.distributed", "vnr.optim"),
     ("vnr.ops",),  # pure algorithms
     ("vnr.data",),  # input pipeline, hashed-word text
     ("vnr.models",),  # layers, encoders, their tokenizers
