@@ -25,3 +25,20 @@ def shared_data() -> pathlib.Path:
     if not SHARED_DATA.is_dir():
         pytest.skip(f"real public data not found at {SHARED_DATA} (a fresh clone has no ../shared)")
     return SHARED_DATA
+
+
+# The longest test files (minutes of compile on the 2-core CI machine) are handed to the
+# pytest-xdist workers first: with `--dist loadfile` files go out in collection order, and a
+# long file collected last leaves the other worker idle at the end of the run.
+_LONG_FIRST = ("tests/trainer/test_pretrained.py", "tests/trainer/test_precision.py",
+               "tests/trainer/test_multihost.py", "tests/trainer/test_resume.py",
+               "tests/benchmarks/movie101/test_movie101_mcn.py",
+               "tests/benchmarks/symon/test_symon_tasks.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    def rank(item) -> int:
+        path = item.nodeid.split("::")[0]
+        return _LONG_FIRST.index(path) if path in _LONG_FIRST else len(_LONG_FIRST)
+
+    items.sort(key=rank)  # stable: the order within and among the other files is kept
