@@ -185,7 +185,7 @@ def main(argv: list[str]) -> None:
         ("input / train consumption", f"{input_eps / train_eps:.2f}x  (target >= 3x)"),
         ("224 px JPEG decode, one worker", f"{jpeg:.0f} frames/s"),
         ("host cores to feed one device (JPEG decode only)",
-         f"{per_device_fps / jpeg:.2f}"),
+         f"{per_device_fps / jpeg:.3g}"),
     ]
     if FLAGS.memory_batches:
         rows += memory_table(config, [int(b) for b in FLAGS.memory_batches.split(",")])
