@@ -172,12 +172,11 @@ def swap_deviation(pred_order, gt_order, mask=None) -> Array:
     return _swap_core(pred_order, gt_order)
 
 
-@functools.partial(jax.jit, static_argnames=("beta",))
-def _os_core(pred_order, gt_order, mask, beta: int):
-    N = pred_order.shape[-1]
-    n = mask.sum(-1)
-    sigma = jnp.take_along_axis(_positions(pred_order), gt_order, axis=-1)
-    real = jnp.arange(N)[None] < n[:, None]  # gt positions g < n hold the real frames
+def _increasing_share(sigma, real, n, beta: int):
+    """#{increasing length-beta subsequences of sigma over the `real` entries} / C(n, beta),
+    by the DP c_1 = 1, c_k[h] = sum_{g < h, sigma_g < sigma_h} c_{k-1}[g] (see
+    `ordering_score`)."""
+    N = sigma.shape[-1]
     up = (
         (jnp.arange(N)[:, None] < jnp.arange(N)[None, :])[None]
         & (sigma[:, :, None] < sigma[:, None, :])
@@ -192,6 +191,15 @@ def _os_core(pred_order, gt_order, mask, beta: int):
     for i in range(beta):
         total = total * (nf - i) / (i + 1)
     return count.sum(-1) / total
+
+
+@functools.partial(jax.jit, static_argnames=("beta",))
+def _os_core(pred_order, gt_order, mask, beta: int):
+    N = pred_order.shape[-1]
+    n = mask.sum(-1)
+    sigma = jnp.take_along_axis(_positions(pred_order), gt_order, axis=-1)
+    real = jnp.arange(N)[None] < n[:, None]  # gt positions g < n hold the real frames
+    return _increasing_share(sigma, real, n, beta)
 
 
 def ordering_score(pred_order, gt_order, beta: int = 2, mask=None) -> Array:
@@ -228,20 +236,7 @@ def _os_partial_core(pred, gt_order, mask, beta: int):
     pos = jnp.where(hit.any(1), jnp.argmax(hit, axis=1), -1)  # first occurrence, -1 missing
     sigma = jnp.take_along_axis(pos, gt_order, axis=-1)
     real = (jnp.arange(N)[None] < n[:, None]) & (sigma >= 0)
-    up = (
-        (jnp.arange(N)[:, None] < jnp.arange(N)[None, :])[None]
-        & (sigma[:, :, None] < sigma[:, None, :])
-        & real[:, :, None]
-        & real[:, None, :]
-    ).astype(jnp.float32)
-    count = real.astype(jnp.float32)
-    for _ in range(beta - 1):
-        count = jnp.einsum("bg,bgh->bh", count, up)
-    nf = n.astype(jnp.float32)
-    total = jnp.ones_like(nf)
-    for i in range(beta):
-        total = total * (nf - i) / (i + 1)
-    return count.sum(-1) / total
+    return _increasing_share(sigma, real, n, beta)
 
 
 def ordering_score_partial(pred, gt_order, beta: int = 2, mask=None) -> Array:
