@@ -13,7 +13,8 @@ float32 matmul FLOP/s measured now, on GPU/TPU the dense bf16 peak of the device
 step (`memory_analysis`: arguments + outputs + temporaries - aliased) for each batch size of
 `--memory_batches`, with the config's remat and without; (6) the grain input pipeline alone,
 224 px JPEG decode frames/s per worker, and the host cores it takes to feed one device at
-the measured step rate.
+the measured step rate; (7) with `--feature_cache image` (a config whose image tower is
+frozen), the same step and pipeline reading the tower's cached outputs, beside (1) and (6).
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ flags.DEFINE_integer("matmul_size", 2048, "Side of the square matmul measuring p
 flags.DEFINE_string("memory_batches", "", "Comma-separated global batch sizes whose compiled "
                     "step memory is reported (compile only), e.g. 8,16,32,64.")
 flags.DEFINE_integer("jpeg_frames", 200, "224 px JPEGs decoded to time one input worker.")
+flags.DEFINE_string("feature_cache", "", "Also time the step reading these frozen towers' "
+                    "cached outputs (e.g. image; vnr/feature_cache.py), side by side.")
 
 # Dense bf16 peak FLOP/s (no sparsity) by `jax.devices()[0].device_kind`, from the vendors'
 # data sheets: NVIDIA H100 SXM / H200 (H100 datasheet, 989.4 TFLOPS bf16 dense), H100 PCIe
@@ -125,10 +128,8 @@ def frames_per_example(config) -> int:
     return int(d.get("max_frames", 1) or 1)
 
 
-def main(argv: list[str]) -> None:
-    config = flag_config(argv)
-    s = setup(config)
-
+def timed_steps(config, s):
+    """(input examples/s, compile s, compiled step, median step s, first device batch)."""
     # Input pipeline alone (first batch excluded: worker start-up).
     it = iter(s.task.train_data(config, s.local_batch, 0, 1))
     next(it)
@@ -142,9 +143,7 @@ def main(argv: list[str]) -> None:
     t = time.perf_counter()
     compiled = s.step_fn.lower(s.state, batches[0], step0).compile()
     compile_s = time.perf_counter() - t
-    flops = step_flops(compiled)
-    analytic = flop_count.count(s.step_fn, s.state, batches[0], step0)
-    state = s.state
+    state = jax.tree.map(lambda x: x.copy() if hasattr(x, "copy") else x, s.state)
     for i in range(3):
         state, m = compiled(state, batches[i % len(batches)], jnp.asarray(i, jnp.int32))
     jax.block_until_ready(m)
@@ -154,7 +153,40 @@ def main(argv: list[str]) -> None:
         state, m = compiled(state, batches[i % len(batches)], jnp.asarray(i + 3, jnp.int32))
         jax.block_until_ready(m)
         times.append(time.perf_counter() - t)
-    step_s = float(np.median(times))
+    return input_eps, compile_s, compiled, float(np.median(times)), batches[0]
+
+
+def cache_table(config, step_s: float, input_eps: float) -> list[tuple[str, str]]:
+    """The same step and input pipeline reading `--feature_cache` towers' cached outputs
+    (built now if missing, `vnr.cache_features`), beside the uncached numbers."""
+    from vnr import cache_features
+
+    c = config.copy_and_resolve_references()
+    c.data.feature_cache = FLAGS.feature_cache
+    t = time.perf_counter()
+    cache_features.build(c, say=lambda _: None)
+    build_s = time.perf_counter() - t
+    s = setup(c)
+    c_input, _, _, c_step, _ = timed_steps(c, s)
+    return [
+        (f"cached {FLAGS.feature_cache} features: cache build (or check), once",
+         f"{build_s:.1f} s"),
+        ("cached: step time / uncached", f"{c_step * 1e3:.1f} ms / {step_s * 1e3:.1f} ms "
+                                         f"({step_s / c_step:.2f}x faster)"),
+        ("cached: train examples/s / uncached",
+         f"{c.batch_size / c_step:.1f} / {c.batch_size / step_s:.1f}"),
+        ("cached: input pipeline alone / uncached", f"{c_input:.1f} / {input_eps:.1f} "
+                                                    f"examples/s ({c_input / input_eps:.2f}x)"),
+    ]
+
+
+def main(argv: list[str]) -> None:
+    config = flag_config(argv)
+    s = setup(config)
+    input_eps, compile_s, compiled, step_s, batch0 = timed_steps(config, s)
+    step0 = jnp.asarray(0, jnp.int32)
+    flops = step_flops(compiled)
+    analytic = flop_count.count(s.step_fn, s.state, batch0, step0)
     train_eps = config.batch_size / step_s
     frames = frames_per_example(config)
     peak, peak_what = device_peak()
@@ -187,6 +219,8 @@ def main(argv: list[str]) -> None:
         ("host cores to feed one device (JPEG decode only)",
          f"{per_device_fps / jpeg:.3g}"),
     ]
+    if FLAGS.feature_cache:
+        rows += cache_table(config, step_s, input_eps)
     if FLAGS.memory_batches:
         rows += memory_table(config, [int(b) for b in FLAGS.memory_batches.split(",")])
     width = max(len(r[0]) for r in rows)

@@ -195,3 +195,12 @@ def check_frozen(state: nnx.State, config: Any, root: tuple = (0,)) -> int:
                              f"{next(iter(sizes))!r})")
         frozen |= hit
     return sum(sizes[k] for k in frozen)
+
+
+def all_frozen(state: nnx.State, config: Any, module: str, root: tuple = (0,)) -> bool:
+    """Whether `module` (a dotted path) has parameters and `config.frozen` matches all."""
+    pats = _patterns(config)
+    keys = [_key(p[len(root):]) for p, v in nnx.to_flat_state(state)
+            if p[:len(root)] == root and isinstance(v, nnx.Param)]
+    under = [k for k in keys if k == module or k.startswith(module + ".")]
+    return bool(under) and all(any(p.match(k) for p in pats) for k in under)

@@ -63,6 +63,9 @@ OPTIONAL = {
                   "`vnr/pretrained.py` loads into a fresh run",
     "result_columns": "result_columns(config, results) -> columns of the results table "
                       "(`vnr/reports/results.py`); default: every metric",
+    "feature_towers": "feature_towers(config) -> {name: vnr.feature_cache.Tower}: towers "
+                      "whose outputs `python -m vnr.cache_features` can compute once when "
+                      "frozen (`config.data.feature_cache`)",
 }
 
 # Argument names of each hook, in order (the contract's one argument order).
@@ -77,6 +80,7 @@ SIGNATURES = {
     "prepare_data": ("config",),
     "pretrained": ("config",),
     "result_columns": ("config", "results"),
+    "feature_towers": ("config",),
 }
 
 

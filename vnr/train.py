@@ -34,7 +34,7 @@ from absl import app, flags, logging
 from flax import nnx
 from ml_collections import config_flags
 
-from vnr import checkpoint, config_file, distributed, pretrained, sharding
+from vnr import checkpoint, config_file, distributed, feature_cache, pretrained, sharding
 from vnr import task as task_lib
 from vnr.models import compute
 from vnr.optim import make_lr, make_optimizer
@@ -203,7 +203,10 @@ def setup(config: ml_collections.ConfigDict, devices: list | None = None,
     graphdef, state, state_sh = sharding.create_sharded(make, mesh, rules)
     try:
         pretrained.check_frozen(state, config)
-    except ValueError as e:
+        if feature_cache.requested(config):  # a frozen tower's features, computed once
+            feature_cache.check(config, task, functools.partial(pretrained.all_frozen, state,
+                                                                config))
+    except (ValueError, FileNotFoundError) as e:
         raise ConfigError(str(e)) from e
     # Checked now (names and shapes), loaded here or, by `run`, only into a fresh run.
     state = _pretrained(task, config, state, state_sh, jax.process_index() == 0,

@@ -21,6 +21,10 @@ ARGS is a comma-separated list of:
               or `paper` (the paper trains them end to end, §3.2)
   inference   silhouette: estimate cluster counts (default: ground-truth counts, as the
               seed code); exact: exact subset DP instead of beam search (clips <= 20 frames)
+  frozen      freeze=image|text|image+text: keep those towers fixed (ours); cached: read the
+              frozen towers' outputs from the feature cache built once by
+              `python -m vnr.cache_features --config <same>` (no JPEG decode, no tower pass;
+              data.augment off)
   presets     paper: Table 7 (2 layers, hidden 512, 8 heads of 64, lr 1e-4, batch 8,
               5 epochs, AdamW eps 1e-6 / 0.9 / 0.999, weight decay 0.01, no warmup, constant
               lr, no clipping, k-means 1000 steps Euclidean, towers trained); any config
@@ -70,8 +74,8 @@ LEVELS = {"frame_shot": ("frame", "shot"), "frame_scene": ("frame", "scene"),
           "frame_shot_scene": ("frame", "shot", "scene"), "frame": ("frame",)}
 FLAGS = (*LEVELS, "no_shot", "no_cl", "no_text", "no_vision", "euclidean", "cosine", "softdtw",
          "separate_mlp", "separate_transformer", "clip", "finetune", "silhouette", "exact",
-         "paper", "ours", "clips", "movienet", "smoke")
-VALUES = ("lambda", "clip")
+         "paper", "ours", "clips", "movienet", "smoke", "cached")
+VALUES = ("lambda", "clip", "freeze")
 # The paper's train split: 70 % of 10,031 clips (App. A.3), for "5 epochs" (§4.1, Table 7).
 PAPER_TRAIN_CLIPS = 7022
 SYNTHETIC_TRAIN_CLIPS = {"synthetic": 2400, "synthetic_small": 480, "synthetic_tiny": 40}
@@ -181,7 +185,28 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
                                                 "total_steps"))
         if "clip" in args.values:  # tiny test checkpoints have 16 text positions
             c.data.max_tokens = 16
+    _frozen_towers(c, args)
     return c
+
+
+def _frozen_towers(c: ml_collections.ConfigDict, args: common.Args) -> None:
+    """`freeze=image[+text]`: keep those towers fixed (ours; with `paper` it is warned as
+    an override of Table 7's end-to-end training). `cached`: read the frozen towers' outputs
+    from the feature cache (`python -m vnr.cache_features`, vnr/feature_cache.py) instead of
+    running them; augmentation, which changes frames, is turned off."""
+    modality = {"image": "vision", "text": "text"}
+    if "freeze" in args.values:
+        names = args.values["freeze"].split("+")
+        if not names or set(names) - set(modality):
+            raise args.error(f"freeze={args.values['freeze']!r}: use image, text or image+text")
+        c.frozen = tuple(rf"encoders\.\w+\.{n}\." for n in names)
+    if "cached" in args:
+        names = [n for n, m in modality.items() if m in c.model.modalities
+                 and any(rf"\.{n}\." in p for p in c.frozen)]
+        if not names:
+            raise args.error("cached needs a frozen tower: freeze=image[+text] or "
+                             "clip=<checkpoint> without finetune/paper")
+        c.data.update(feature_cache=",".join(names), augment=False)
 
 
 def pretrained_clip(c: ml_collections.ConfigDict, checkpoint: str, finetune: bool) -> None:

@@ -42,6 +42,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
         vocab_size=4096,
         num_workers=2,
         augment=True,  # clip-consistent flip + colour-channel permutation (training only)
+        # HCMC: "image" and/or "text" (comma-separated) reads a frozen tower's outputs from
+        # the cache `python -m vnr.cache_features` builds (vnr/feature_cache.py)
+        feature_cache="",
     )
     c.model = dict(
         modalities=(modality,) if modality else ("vision", "text"),

@@ -17,25 +17,83 @@ grain workers. Batches are dicts of NumPy arrays, padded to `max_frames`:
                                    only: ids are numbered in true order, so a model
                                    must never read their values
   text     object [B, N]           eval only: the raw subtitle of input frame i
+
+With `data.feature_cache` (`vnr.feature_cache`; a frozen tower's outputs computed once)
+`image_features` float32 [B, N, D] replaces `frames` (no JPEG is decoded) and/or
+`text_features` [B, N, D] the text tower's input (`tokens` are then zeros).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import io
+from collections.abc import Mapping
 from typing import Any
 
 import grain
 import numpy as np
 from PIL import Image
 
+from vnr import feature_cache
 from vnr.data import pipeline, text
 from vnr.models.encoders import tokenizers
 
 
+def decode_frames(jpegs: list[bytes], image_size: int, slots: int) -> np.ndarray:
+    """JPEG frames -> uint8 [slots, S, S, 3] (bilinear resize to S; zeros after the last)."""
+    s = image_size
+    frames = np.zeros((slots, s, s, 3), np.uint8)
+    for k, jpeg in enumerate(jpegs):
+        img = Image.open(io.BytesIO(jpeg)).convert("RGB")
+        if img.size != (s, s):
+            img = img.resize((s, s), Image.BILINEAR)
+        frames[k] = np.asarray(img)
+    return frames
+
+
+def tokenize(subs: list[str], slots: int, max_tokens: int, vocab_size: int,
+             tokenizer: str) -> tuple[np.ndarray, np.ndarray | None]:
+    """Subtitles -> (ids int32 [slots, L], token mask [slots, L] or None for hashed ids)."""
+    tokens = np.zeros((slots, max_tokens), np.int32)
+    if tokenizer == text.HASH:
+        for k, sub in enumerate(subs):
+            tokens[k] = text.tokenize(sub, vocab_size, max_tokens)
+        return tokens, None
+    token_mask = np.zeros((slots, max_tokens), bool)
+    n = len(subs)
+    tokens[:n], token_mask[:n] = tokenizers.encode(tokenizer, subs, max_tokens)
+    return tokens, token_mask
+
+
+def _subtitles(rec: dict[str, Any]) -> list[str]:
+    return [t.decode() if isinstance(t, bytes) else t for t in rec["subtitles"]]
+
+
+@dataclasses.dataclass(frozen=True)
+class FrameInputs:
+    """A record -> the inputs of one tower for each of its frames (the feature cache's
+    `prepare`: exactly what `Encode` feeds that tower, unpadded)."""
+
+    tower: str  # "image" or "text"
+    image_size: int
+    max_tokens: int
+    vocab_size: int
+    tokenizer: str
+
+    def __call__(self, rec: dict[str, Any]) -> dict[str, np.ndarray]:
+        subs = _subtitles(rec)
+        if self.tower == "image":
+            return {"frames": decode_frames(rec["frames"], self.image_size, len(subs))}
+        tokens, mask = tokenize(subs, len(subs), self.max_tokens, self.vocab_size,
+                                self.tokenizer)
+        return {"tokens": tokens} if mask is None else {"tokens": tokens, "token_mask": mask}
+
+
 @dataclasses.dataclass(frozen=True)
 class Encode(grain.transforms.Map):
-    """Decodes, resizes and pads one clip kept in true order."""
+    """Decodes, resizes and pads one clip kept in true order. A record from the feature
+    cache (`vnr.feature_cache.CachedSource`) carries `image_features` / `text_features`
+    [n, D] instead: they are padded and the frames (or subtitles) are not decoded."""
 
     max_frames: int
     image_size: int
@@ -45,43 +103,44 @@ class Encode(grain.transforms.Map):
     tokenizer: str = text.HASH  # or a resolved checkpoint directory (tokenizers.resolve)
 
     def map(self, rec: dict[str, Any]) -> dict[str, np.ndarray]:
-        n = len(rec["frames"])
+        subs = _subtitles(rec)
+        n, nf = len(subs), self.max_frames
         if n > self.max_frames:
             raise ValueError(
                 f"clip {rec.get('clip_id')!r} has {n} frames > data.max_frames={self.max_frames}"
             )
-        s, nf = self.image_size, self.max_frames
-        frames = np.zeros((nf, s, s, 3), np.uint8)
-        for k, jpeg in enumerate(rec["frames"]):
-            img = Image.open(io.BytesIO(jpeg)).convert("RGB")
-            if img.size != (s, s):
-                img = img.resize((s, s), Image.BILINEAR)
-            frames[k] = np.asarray(img)
-        tokens = np.zeros((nf, self.max_tokens), np.int32)
-        subs = [t.decode() if isinstance(t, bytes) else t for t in rec["subtitles"]]
-        token_mask = None
-        if self.tokenizer == text.HASH:
-            for k, sub in enumerate(subs):
-                tokens[k] = text.tokenize(sub, self.vocab_size, self.max_tokens)
+        out: dict[str, np.ndarray] = {}
+        if "image_features" in rec:
+            out["image_features"] = _pad(rec["image_features"], nf)
         else:
-            token_mask = np.zeros((nf, self.max_tokens), bool)
-            tokens[:n], token_mask[:n] = tokenizers.encode(self.tokenizer, subs, self.max_tokens)
+            out["frames"] = decode_frames(rec["frames"], self.image_size, nf)
+        if "text_features" in rec:
+            out["text_features"] = _pad(rec["text_features"], nf)
+            tokens, token_mask = np.zeros((nf, self.max_tokens), np.int32), None
+        else:
+            tokens, token_mask = tokenize(subs, nf, self.max_tokens, self.vocab_size,
+                                          self.tokenizer)
         pad_ids = np.full((nf,), -1, np.int32)
         shot, scene = pad_ids.copy(), pad_ids.copy()
         shot[:n], scene[:n] = rec["shot_id"], rec["scene_id"]
-        out = {
-            "frames": frames,
+        out.update({
             "tokens": tokens,
             "mask": np.arange(nf) < n,
             "position": np.arange(nf, dtype=np.int32),
             "shot_id": shot,
             "scene_id": scene,
-        }
+        })
         if token_mask is not None:
             out["token_mask"] = token_mask
         if self.keep_text:
             out["text"] = np.array(subs + [""] * (nf - n), dtype=object)
         return out
+
+
+def _pad(rows: np.ndarray, slots: int) -> np.ndarray:
+    out = np.zeros((slots, rows.shape[-1]), np.float32)
+    out[:len(rows)] = rows
+    return out
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,18 +162,24 @@ class AugmentClip(grain.transforms.RandomMap):
     unchanged; absolute palettes and left/right layouts stop being shortcuts."""
 
     def random_map(self, ex: dict[str, np.ndarray], rng: np.random.Generator) -> dict:
+        if "frames" not in ex:
+            raise ValueError("data.augment changes the frames, so it cannot be combined with "
+                             "cached image features (data.feature_cache)")
         frames = ex["frames"][..., rng.permutation(3)]
         if rng.random() < 0.5:
             frames = frames[:, :, ::-1]
         return dict(ex, frames=np.ascontiguousarray(frames))
 
 
-def source(cfg: Any, split: str):
+def source(cfg: Any, split: str, cached: Mapping[str, Any] | None = None):
+    """The records of `split`; with `cached` ({tower: cache directory}, from
+    `vnr.feature_cache.check`) they carry the cached features and no frame bytes."""
     from tfds_builders import moviepuzzle as builder
 
-    return builder.data_source(
+    src = builder.data_source(
         cfg.config, split, data_dir=cfg.data_dir, manual_dir=cfg.manual_dir, build=True
     )
+    return feature_cache.wrap(src, cached or {}, split, drop={"image": "frames"})
 
 
 def _encode(cfg: Any, keep_text: bool = False) -> Encode:
@@ -123,9 +188,10 @@ def _encode(cfg: Any, keep_text: bool = False) -> Encode:
 
 
 def train_dataset(cfg: Any, batch_size: int, seed: int, process_index: int = 0,
-                  process_count: int = 1) -> grain.IterDataset:
+                  process_count: int = 1,
+                  cached: Mapping[str, Any] | None = None) -> grain.IterDataset:
     """Endless, per-epoch reshuffled (clips and frames) batches for one process."""
-    ds = grain.MapDataset.source(source(cfg, cfg.train_split))
+    ds = grain.MapDataset.source(source(cfg, cfg.train_split, cached))
     ds = ds.seed(seed).shuffle().repeat(None)
     ds = ds.map(_encode(cfg)).random_map(ShuffleFrames())
     if cfg.get("augment", False):
@@ -138,14 +204,15 @@ def train_dataset(cfg: Any, batch_size: int, seed: int, process_index: int = 0,
 
 
 def eval_dataset(cfg: Any, split: str, batch_size: int, seed: int, max_examples: int = 0,
-                 process_index: int = 0, process_count: int = 1) -> grain.IterDataset:
+                 process_index: int = 0, process_count: int = 1,
+                 cached: Mapping[str, Any] | None = None) -> grain.IterDataset:
     """One pass over `split` with a fixed per-clip frame shuffle.
 
     Yields per-process batches of `batch_size // process_count`; the last one
     may be short (see `pipeline.pad_batch`). Use `num_eval_batches` for a count that is
     the same on every process.
     """
-    ds = grain.MapDataset.source(source(cfg, split))
+    ds = grain.MapDataset.source(source(cfg, split, cached))
     if max_examples:
         ds = ds[:max_examples]
     ds = ds.seed(seed + 1).map(_encode(cfg, keep_text=True)).random_map(ShuffleFrames())

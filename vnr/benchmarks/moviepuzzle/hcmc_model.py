@@ -121,7 +121,9 @@ class FrameEncoder(nnx.Module):
         self.fuse = dense(sum(dims), width, ("mlp", "embed"), rngs)
         self.ln = layer_norm(width, rngs)
 
-    def _image(self, frames: jax.Array, train: bool) -> jax.Array:
+    def embed_image(self, frames: jax.Array, train: bool) -> jax.Array:
+        """The image tower on uint8 frames [..., S, S, 3] -> [..., D] (what the feature cache
+        stores for a frozen tower)."""
         if self.image_kind == "small":
             return self.image(frames)
         lead, side = frames.shape[:-3], self.image.vision_model.image_size
@@ -131,8 +133,9 @@ class FrameEncoder(nnx.Module):
         x = (x - jnp.asarray(_CLIP_MEAN)) / jnp.asarray(_CLIP_STD)
         return self.image(x, deterministic=not train).pooled.reshape(*lead, -1)
 
-    def _text(self, tokens: jax.Array, token_mask: jax.Array | None, train: bool,
-              rngs: nnx.Rngs | None) -> jax.Array:
+    def embed_text(self, tokens: jax.Array, token_mask: jax.Array | None, train: bool,
+                   rngs: nnx.Rngs | None) -> jax.Array:
+        """The text tower on token ids [..., L] -> [..., D]."""
         if self.text_kind == "small":
             return self.text(tokens, train=train, rngs=rngs, mask=token_mask)
         lead = tokens.shape[:-1]
@@ -150,15 +153,23 @@ class FrameEncoder(nnx.Module):
         out = self.text(t, (t > 0).astype(jnp.int32), deterministic=not train)
         return out.pooled.reshape(*lead, -1)
 
-    def __call__(self, frames: jax.Array, tokens: jax.Array, *, train: bool,
-                 rngs: nnx.Rngs | None, token_mask: jax.Array | None = None) -> jax.Array:
-        """token_mask: with a checkpoint tokenizer (else tokens > 0 are the real ones)."""
+    def __call__(self, frames: jax.Array | None, tokens: jax.Array | None, *, train: bool,
+                 rngs: nnx.Rngs | None, token_mask: jax.Array | None = None,
+                 image_features: jax.Array | None = None,
+                 text_features: jax.Array | None = None) -> jax.Array:
+        """token_mask: with a checkpoint tokenizer (else tokens > 0 are the real ones).
+        `image_features` / `text_features`: a frozen tower's outputs read from the feature
+        cache (`vnr.feature_cache`), used instead of running that tower."""
         parts = []
         if self.image is not None:
-            parts.append(self._image(frames, train))
+            parts.append(self.embed_image(frames, train) if image_features is None
+                         else image_features)
         if self.text is not None:
-            parts.append(self._text(tokens, token_mask, train, rngs))
-        return self.ln(jax.nn.gelu(self.fuse(jnp.concatenate(parts, -1))))
+            parts.append(self.embed_text(tokens, token_mask, train, rngs) if text_features is None
+                         else text_features)
+        dtype = self.fuse.dtype or jnp.float32
+        return self.ln(jax.nn.gelu(self.fuse(jnp.concatenate(
+            [p.astype(dtype) for p in parts], -1))))
 
 
 class PairEncoder(nnx.Module):
@@ -267,10 +278,14 @@ class HCMC(nnx.Module):
     def _owner(self, level: str) -> str:
         return level if self.separate else "frame"
 
-    def encode(self, frames: jax.Array, tokens: jax.Array, *, train: bool,
-               rngs: nnx.Rngs | None, token_mask: jax.Array | None = None) -> jax.Array:
-        """Frame features per level: [B, N, L, W] (L = len(levels); copies when shared)."""
-        out = {o: enc(frames, tokens, train=train, rngs=rngs, token_mask=token_mask)
+    def encode(self, frames: jax.Array | None, tokens: jax.Array | None, *, train: bool,
+               rngs: nnx.Rngs | None, token_mask: jax.Array | None = None,
+               image_features: jax.Array | None = None,
+               text_features: jax.Array | None = None) -> jax.Array:
+        """Frame features per level: [B, N, L, W] (L = len(levels); copies when shared).
+        Cached tower outputs (`image_features`, `text_features`) replace the towers."""
+        out = {o: enc(frames, tokens, train=train, rngs=rngs, token_mask=token_mask,
+                      image_features=image_features, text_features=text_features)
                for o, enc in self.encoders.items()}
         return jnp.stack([out[self._owner(lv)] for lv in self.levels], -2)
 

@@ -192,12 +192,13 @@ def clip_report(split: str, pred: np.ndarray, gt: np.ndarray, out: Any,
 
 
 def collect(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.Mesh,
-            max_examples: int) -> evaluation.SplitOutputs:
-    """Every clip of `split` through `predict_fn` (the one evaluation loop)."""
+            max_examples: int, cached: dict | None = None) -> evaluation.SplitOutputs:
+    """Every clip of `split` through `predict_fn` (the one evaluation loop); `cached`:
+    {tower: feature cache directory} (HCMC with `data.feature_cache`)."""
     pc = jax.process_count()
     n = data.num_eval_batches(config.data, split, config.eval_batch_size, max_examples, pc)
     ds = data.eval_dataset(config.data, split, config.eval_batch_size, config.seed,
-                           max_examples, jax.process_index(), pc)
+                           max_examples, jax.process_index(), pc, cached=cached)
     return evaluation.predict_split(ds, n, predict_fn, mesh, config.eval_batch_size // pc,
                                     name=f"moviepuzzle {split}")
 
