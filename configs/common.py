@@ -44,6 +44,7 @@ def base(task: str, **overrides: Any) -> ml_collections.ConfigDict:
     c.param_dtype = "float32"
     c.attention = "default"
     c.remat = "none"
+    c.scan_layers = False  # encoders' identical layers as one lax.scan (compile time)
     c.mesh = dict(shape=(-1, 1), axes=("data", "model"))
     # Logical axis -> mesh axis; names not listed are replicated.
     c.sharding_rules = (("mlp", "model"), ("heads", "model"), ("vocab", "model"))

@@ -38,6 +38,10 @@ flags.DEFINE_integer("matmul_size", 2048, "Side of the square matmul measuring p
 flags.DEFINE_string("memory_batches", "", "Comma-separated global batch sizes whose compiled "
                     "step memory is reported (compile only), e.g. 8,16,32,64.")
 flags.DEFINE_integer("jpeg_frames", 200, "224 px JPEGs decoded to time one input worker.")
+flags.DEFINE_bool("gemm_bound", False, "Also time every matmul/convolution of the step alone "
+                  "at its own shapes: the step time and MFU the GEMMs alone allow.")
+flags.DEFINE_bool("scan_compare", False, "Also compile the step with scan_layers off and on "
+                  "(encoder layers as one lax.scan) and report both compile times.")
 flags.DEFINE_string("feature_cache", "", "Also time the step reading these frozen towers' "
                     "cached outputs (e.g. image; vnr/feature_cache.py), side by side.")
 
@@ -156,6 +160,42 @@ def timed_steps(config, s):
     return input_eps, compile_s, compiled, float(np.median(times)), batches[0]
 
 
+def gemm_bound(fn, *args, repeats: int = 5) -> tuple[float, float, int]:
+    """(seconds, FLOPs, distinct shapes) of the step's matmuls and convolutions each run
+    alone, jitted, at its own shapes and dtypes (best of `repeats`), times how often the
+    step runs it: the time a step made only of its GEMMs would take on this device."""
+    eqns = flop_count.matmul_eqns(jax.make_jaxpr(fn)(*args))
+    groups: dict = {}
+    for eqn, times in eqns:
+        key = (eqn.primitive.name, tuple((v.aval.shape, str(v.aval.dtype)) for v in eqn.invars),
+               repr(sorted(eqn.params.items(), key=lambda kv: kv[0])))
+        if key in groups:
+            groups[key][1] += times
+        else:
+            groups[key] = [eqn, times]
+    total_s = total_f = 0.0
+    rng = np.random.default_rng(0)
+    for eqn, times in groups.values():
+        xs = [jnp.asarray(rng.standard_normal(v.aval.shape), v.aval.dtype) for v in eqn.invars]
+        f = jax.jit(lambda *a, e=eqn: e.primitive.bind(*a, **e.params))
+        total_s += times * float(wall_times(lambda f=f, xs=xs: f(*xs), repeats).min())
+        total_f += times * flop_count.eqn_flops(eqn)
+    return total_s, total_f, len(groups)
+
+
+def scan_table(config, batch) -> list[tuple[str, str]]:
+    """Trace + compile time of the train step with `scan_layers` off and on (same run)."""
+    cells = []
+    for scan in (False, True):
+        c = config.copy_and_resolve_references()
+        c.scan_layers = scan
+        s = setup(c)
+        t = time.perf_counter()
+        s.step_fn.lower(s.state, batch, jnp.asarray(0, jnp.int32)).compile()
+        cells.append(f"scan_layers={scan}: {time.perf_counter() - t:.1f} s")
+    return [("compile time, encoder layers looped / scanned", "; ".join(cells))]
+
+
 def cache_table(config, step_s: float, input_eps: float) -> list[tuple[str, str]]:
     """The same step and input pipeline reading `--feature_cache` towers' cached outputs
     (built now if missing, `vnr.cache_features`), beside the uncached numbers."""
@@ -219,6 +259,17 @@ def main(argv: list[str]) -> None:
         ("host cores to feed one device (JPEG decode only)",
          f"{per_device_fps / jpeg:.3g}"),
     ]
+    if FLAGS.gemm_bound:
+        g_s, g_f, shapes = gemm_bound(s.step_fn, s.state, batch0, step0)
+        rows += [
+            (f"GEMMs alone at the step's shapes ({shapes} distinct)",
+             f"{g_s * 1e3:.1f} ms = {100 * g_s / step_s:.0f} % of the step; "
+             f"{g_f / g_s / 1e9:.1f} GFLOP/s = {100 * g_f / g_s / peak:.1f} % of peak"),
+            ("step time not in GEMMs (elementwise, gathers, softmax, layout)",
+             f"{(step_s - g_s) * 1e3:.1f} ms"),
+        ]
+    if FLAGS.scan_compare:
+        rows += scan_table(config, batch0)
     if FLAGS.feature_cache:
         rows += cache_table(config, step_s, input_eps)
     if FLAGS.memory_batches:

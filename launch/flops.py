@@ -69,3 +69,26 @@ def jaxpr_flops(jaxpr: Any) -> float:
 def count(fn: Any, *args: Any) -> float:
     """Analytic FLOPs of one call of `fn(*args)` (a jitted function or a plain one)."""
     return jaxpr_flops(jax.make_jaxpr(fn)(*args))
+
+
+def matmul_eqns(jaxpr: Any, times: float = 1.0) -> list[tuple[Any, float]]:
+    """Every `dot_general` / convolution equation of a (closed) jaxpr with how many times
+    one call runs it (scan trip counts multiply; both branches of a cond are listed once)."""
+    jaxpr = getattr(jaxpr, "jaxpr", jaxpr)
+    out = []
+    for eqn in jaxpr.eqns:
+        name = eqn.primitive.name
+        if name in ("dot_general", "conv_general_dilated"):
+            out.append((eqn, times))
+            continue
+        if name == "cond":
+            for b in eqn.params["branches"]:
+                out += matmul_eqns(b.jaxpr, times)
+            continue
+        for sub, n in _subjaxprs(eqn):
+            out += matmul_eqns(sub, times * n)
+    return out
+
+
+def eqn_flops(eqn: Any) -> float:
+    return _dot(eqn) if eqn.primitive.name == "dot_general" else _conv(eqn)

@@ -106,3 +106,29 @@ def test_defaults_leave_the_model_untouched():
     after = jax.tree.map(np.asarray, nnx.state(block).to_pure_dict())
     jax.tree.map(np.testing.assert_array_equal, before, after)
     assert block.attention_impl == "default" and not block.remat
+
+
+def _pooled_loss(model, ids):
+    return (model(ids, (ids > 0).astype(jnp.int32)).pooled ** 2).sum()
+
+
+def test_scan_layers_keeps_values_gradients_and_dropout_streams():
+    ids = jnp.array([[5, 6, 7, 0], [8, 9, 0, 0]])
+    runs = []
+    for scan in (False, True):
+        model, _, _ = factory.create("scratch:bert-tiny", rngs=0)
+        compute.configure(model, ml_collections.ConfigDict(dict(scan_layers=scan)))
+        assert len(model.encoder.layer) > 1
+        assert all(layer.scan == scan for layer in model.encoder.layer)
+        loss, g = nnx.jit(nnx.value_and_grad(_pooled_loss))(model, ids)
+        model.train()  # dropout on: each layer draws from its own stream, twice
+        drops = [model(ids, (ids > 0).astype(jnp.int32)).pooled for _ in range(2)]
+        runs.append((loss, jax.tree.leaves(nnx.state(g)), drops))
+    np.testing.assert_allclose(runs[0][0], runs[1][0], rtol=1e-6)
+    for a, b in zip(runs[0][1], runs[1][1], strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
+    for a, b in zip(runs[0][2], runs[1][2], strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    assert not np.allclose(runs[1][2][0], runs[1][2][1])  # the streams advanced
+    with pytest.raises(ValueError, match="scan_layers"):
+        compute.settings(ml_collections.ConfigDict(dict(scan_layers="yes")))

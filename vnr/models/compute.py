@@ -15,6 +15,10 @@ Config keys (defaults in `configs/common.py`):
 * `remat` ("none" | "towers" | "full"): "towers" recomputes the activations of the
   pretrained-architecture towers' layers (BERT/ALBERT/XLM-R/CLIP in `vnr.models.encoders`)
   in the backward pass; "full" also those of every `vnr.models.layers.Block`.
+* `scan_layers` (bool, default False): the towers' identical transformer layers (CLIP, BERT,
+  XLM-R; not ALBERT, whose layers share parameters) run as one `jax.lax.scan`
+  (`vnr.models.encoders.layers.apply_stack`): traced and compiled once per stack, so compile
+  time stops growing with depth; same values, parameters still stored per layer.
 
 A model attribute that is none of these layers (a raw `nnx.Param` used directly, such as a
 position table) is stored in `param_dtype` and computes in whatever its consumer does.
@@ -49,19 +53,23 @@ def settings(config: Any) -> tuple[str, str, str, str]:
     attention.check_implementation(impl)
     if remat not in REMAT:
         raise ValueError(f"remat={remat!r}: use one of {REMAT}")
+    if not isinstance(config.get("scan_layers", False), bool):
+        raise ValueError(f"scan_layers={config.get('scan_layers')!r}: use True or False")
     return dtype, param_dtype, impl, remat
 
 
 def is_default(config: Any) -> bool:
-    return settings(config) == ("float32", "float32", "default", "none")
+    return settings(config) == ("float32", "float32", "default", "none") and not config.get(
+        "scan_layers", False)
 
 
 def configure(model: nnx.Module, config: Any) -> nnx.Module:
     """Applies the config's compute settings to `model` in place (returns it). With the
     defaults nothing changes, so existing runs and checkpoints are bit-identical."""
     dtype, param_dtype, impl, remat = settings(config)
-    if (dtype, param_dtype, impl, remat) == ("float32", "float32", "default", "none"):
+    if is_default(config):
         return model
+    scan = bool(config.get("scan_layers", False))
     compute, store = DTYPES[dtype], DTYPES[param_dtype]
     for _, node in nnx.iter_graph(model):
         if isinstance(node, nnx.Variable) and isinstance(node, nnx.Param):
@@ -77,6 +85,8 @@ def configure(model: nnx.Module, config: Any) -> nnx.Module:
                 node.attention_impl = impl
                 node.remat = remat == "full" or (remat == "towers"
                                                  and isinstance(node, TransformerLayer))
+            if isinstance(node, TransformerLayer):
+                node.scan = scan
     return model
 
 

@@ -209,9 +209,7 @@ class BertModel(_TextEncoder):
     def _encode(
         self, x: jax.Array, mask: attention.Mask | None, deterministic: bool | None
     ) -> jax.Array:
-        for layer in self.encoder.layer:
-            x = layers.apply_layer(layer, x, mask, deterministic)
-        return x
+        return layers.apply_stack(self.encoder.layer, x, mask, deterministic)
 
     def _pooler(self) -> nnx.Linear | None:
         return self.pooler.dense if self.pooler is not None else None

@@ -131,8 +131,7 @@ class CLIPVisionTransformer(nnx.Module):
         x = jnp.concatenate([cls, patches], axis=1)
         x = x + e.position_embedding.embedding[...].astype(x.dtype)[None]
         x = self.pre_layrnorm(x)
-        for layer in self.encoder.layers:
-            x = layers.apply_layer(layer, x, None, deterministic)
+        x = layers.apply_stack(self.encoder.layers, x, None, deterministic)
         pooled = self.post_layernorm(x[:, 0])
         return EncoderOutput(x, pooled, pooled)
 
@@ -165,8 +164,7 @@ class CLIPTextTransformer(nnx.Module):
         e = self.embeddings
         x = e.token_embedding(input_ids) + e.position_embedding(position_ids)
         mask = attention.Mask(attention_mask, causal=True)
-        for layer in self.encoder.layers:
-            x = layers.apply_layer(layer, x, mask, deterministic)
+        x = layers.apply_stack(self.encoder.layers, x, mask, deterministic)
         x = self.final_layer_norm(x)
         if self.eos_token_id == 2:  # legacy configs: EOS is the highest id in the vocabulary
             eos = input_ids.argmax(axis=-1)

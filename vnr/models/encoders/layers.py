@@ -287,6 +287,7 @@ class TransformerLayer(nnx.Module):
         self.act = activation(cfg.hidden_act)
         self.attention_impl = "default"  # set by vnr.models.compute.configure
         self.remat = False
+        self.scan = False  # config.scan_layers: the stack runs as one lax.scan (apply_stack)
 
     def attend(
         self,
@@ -309,6 +310,36 @@ def apply_layer(layer: TransformerLayer, x: jax.Array, mask: attention.Mask | No
         return layer(x, mask, deterministic)
     return nnx.remat(lambda m, a, b, d: m(a, b, d), static_argnums=(3,))(
         layer, x, mask, deterministic)
+
+
+def apply_stack(stack: Any, x: jax.Array, mask: attention.Mask | None,
+                deterministic: bool | None) -> jax.Array:
+    """The layers of ``stack`` in order (each through ``apply_layer``). With ``scan`` set on
+    its layers (``config.scan_layers``, `vnr.models.compute`), one ``jax.lax.scan`` over their
+    stacked states instead: the layer is traced and compiled once, so compile time stops
+    growing with depth. Parameters stay stored per layer (checkpoints and pretrained
+    loading are unchanged); the stacking copies them once per call. Each layer keeps its own
+    non-parameter state (dropout RNG streams), written back after the scan, so the values
+    equal the loop's."""
+    layers_ = list(stack)
+    splits = [nnx.split(layer) for layer in layers_] if len(layers_) > 1 and getattr(
+        layers_[0], "scan", False) else []
+    if not splits or any(g != splits[0][0] for g, _ in splits[1:]):
+        for layer in layers_:
+            x = apply_layer(layer, x, mask, deterministic)
+        return x
+    graphdef = splits[0][0]
+    stacked = jax.tree.map(lambda *v: jnp.stack(v), *[st for _, st in splits])
+
+    def body(h: jax.Array, st: Any) -> tuple[jax.Array, Any]:
+        layer = nnx.merge(graphdef, st)
+        h = apply_layer(layer, h, mask, deterministic)
+        return h, nnx.state(layer, nnx.Not(nnx.Param))
+
+    x, rest = jax.lax.scan(body, x, stacked)
+    for i, layer in enumerate(layers_):
+        nnx.update(layer, jax.tree.map(lambda v, i=i: v[i], rest))
+    return x
 
 
 def sublayer_kwargs(
