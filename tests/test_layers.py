@@ -27,9 +27,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("vnr.data",),  # input pipeline, hashed-word text
     ("vnr.models",),  # layers, encoders, their tokenizers
     ("vnr.checkpoint", "vnr.pretrained", "vnr.reports", "vnr.evaluation", "vnr.task",
-     "vnr.config_file"),
+     "vnr.config_file", "vnr.feature_cache"),
     ("vnr.benchmarks",),  # one package per benchmark
-    ("vnr.train",),  # loads a task with importlib, never by a static import
+    ("vnr.train", "vnr.cache_features"),  # load a task with importlib, never statically
 )
 
 # Importer prefix -> module prefixes it must not import, whatever the layers allow.
@@ -37,6 +37,7 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "vnr.ops": ("vnr.distributed",),  # ops import only vnr.ops (and vnr.sharding)
     "vnr.models": ("vnr.data",),  # data and models are independent; a task joins them
     "vnr.train": ("vnr.benchmarks",),  # tasks are found by config.task at run time
+    "vnr.cache_features": ("vnr.benchmarks",),
     "vnr": ("launch", "tests"),
     "tfds_builders": ("vnr", "configs", "launch", "tests"),  # builders take functions in
     "configs": ("vnr", "launch", "tests"),
