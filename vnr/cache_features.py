@@ -161,6 +161,10 @@ def build(config: Any, towers: Sequence[str] | None = None, splits: Sequence[str
                 local = {k: v[pi * per:(pi + 1) * per] for k, v in host.items()}
                 glob = sharding.global_batch(local, s.mesh)
                 got = np.asarray(jax.device_get(fns[False](model_state, glob)), np.float32)
+                if not np.isfinite(got[:real]).all():
+                    raise feature_cache.CacheError(
+                        f"the {name} tower ({specs[name].module}) gives non-finite outputs "
+                        "on this dataset; nothing is cached")
                 if not checked[0]:
                     alt = np.asarray(jax.device_get(fns[True](model_state, glob)), np.float32)
                     if not np.allclose(got[:real], alt[:real], rtol=1e-5, atol=1e-6):

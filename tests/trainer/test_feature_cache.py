@@ -16,6 +16,11 @@ from vnr.benchmarks.moviepuzzle import hcmc as task
 from vnr.data import pipeline
 
 
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory) -> str:
+    return str(tmp_path_factory.mktemp("tfds"))
+
+
 def _config(data_dir: str, **over):
     c = hcmc.get_config("smoke,frame_shot")
     c.data.update(data_dir=data_dir, augment=False, test_splits=("test_out_domain",))
@@ -46,8 +51,7 @@ def _steps(config, steps: int = 2):
 
 
 @pytest.mark.e2e
-def test_cached_image_features_give_the_uncached_run(tmp_path):
-    data_dir = str(tmp_path / "tfds")
+def test_cached_image_features_give_the_uncached_run(data_dir):
     plain_losses, plain_out = _steps(_config(data_dir))
     cached_cfg = _config(data_dir, feature_cache="image")
     with pytest.raises(train.ConfigError, match="no image feature cache.*cache_features"):
@@ -95,34 +99,34 @@ def test_cached_image_features_give_the_uncached_run(tmp_path):
         train.setup(other)
 
 
-def test_unfreezable_towers_and_bad_keys_are_one_line(tmp_path):
-    c = _config(str(tmp_path / "tfds"), feature_cache="image")
+def test_unfreezable_towers_and_bad_keys_are_one_line(data_dir):
+    c = _config(data_dir, feature_cache="image")
     c.frozen = ()
     with pytest.raises(train.ConfigError, match=r"image tower \(encoders\.frame\.image\) is "
                                                 r"not frozen"):
         train.setup(c)
-    c = _config(str(tmp_path / "tfds"), feature_cache="audio")
+    c = _config(data_dir, feature_cache="audio")
     with pytest.raises(train.ConfigError, match="tower 'audio'.*offer: image, text"):
         train.setup(c)
-    c = _config(str(tmp_path / "tfds"), feature_cache="image", augment=True)
+    c = _config(data_dir, feature_cache="image", augment=True)
     with pytest.raises(train.ConfigError, match="augment"):
         train.setup(c)
     # A small text tower with a transformer layer has dropout: its cached features could
     # not equal training's.
-    c = _config(str(tmp_path / "tfds"))
+    c = _config(data_dir)
     c.model.text_layers = 1
     c.frozen = (r"encoders\.frame\.text\.",)
     with pytest.raises(feature_cache.CacheError, match="dropout"):
         cache_features.build(c, towers=["text"], splits=["val"], say=lambda _: None)
 
 
-def test_run_sources_are_keyed_by_their_checkpoint_files(tmp_path):
+def test_run_sources_are_keyed_by_their_checkpoint_files(data_dir, tmp_path):
     class Task:
         @staticmethod
         def pretrained(config):
             return {"encoders.frame": (str(tmp_path / "run"), "run")}
 
-    c = _config(str(tmp_path / "tfds"), feature_cache="image")
+    c = _config(data_dir, feature_cache="image")
     step = tmp_path / "run" / "checkpoints" / "7"
     step.mkdir(parents=True)
     (step / "weights").write_bytes(b"a" * 100)
@@ -132,3 +136,20 @@ def test_run_sources_are_keyed_by_their_checkpoint_files(tmp_path):
     (step / "weights").write_bytes(b"b" * 101)
     second = feature_cache.identity(c, Task, "image", tower)
     assert feature_cache.key_of(first) != feature_cache.key_of(second)
+
+
+def test_scratch_clip_text_tower_has_a_position_for_the_appended_eos():
+    """Hashed ids fill all `max_tokens` slots, then `embed_text` appends an EOS: the scratch
+    tower needs max_tokens + 1 positions (with 16 of 16 every output was NaN)."""
+    from flax import nnx
+
+    from vnr.benchmarks.moviepuzzle.hcmc_model import FrameEncoder
+
+    enc = FrameEncoder(modalities=("text",), image_encoder="small",
+                       text_encoder="scratch:clip-tiny", image_size=16, stem=1, conv="patch",
+                       channels=(8,), vocab_size=64, max_tokens=16, width=8, text_layers=0,
+                       heads=2, dropout=0.0, rngs=nnx.Rngs(0))
+    tokens = np.random.default_rng(0).integers(1, 63, (3, 16)).astype(np.int32)
+    tokens[1, 5:] = 0
+    out = enc.embed_text(jnp.asarray(tokens), None, False, None)
+    assert np.isfinite(np.asarray(out)).all()

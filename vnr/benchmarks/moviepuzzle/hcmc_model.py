@@ -74,7 +74,8 @@ def _clip_tower(name: str, tower: str, rngs: nnx.Rngs, vocab_size: int, max_toke
     elif name.startswith("scratch:clip"):
         size = name.removeprefix("scratch:").rpartition("-")[2]
         over = {} if tower == "vision" else {
-            "vocab_size": vocab_size, "max_position_embeddings": max(max_tokens, 16),
+            # + 1: hashed ids get an EOS appended after the last real token (`embed_text`)
+            "vocab_size": vocab_size, "max_position_embeddings": max(max_tokens + 1, 16),
             "eos_token_id": 2 if eos_id is None else eos_id}
         cfg = scratch_config("clip", size, **over)
         ctor, _, _ = builder(cfg, tower=tower)
