@@ -32,7 +32,8 @@ from vnr import sharding
 from vnr.train import setup
 
 FLAGS = flags.FLAGS  # --config (and its overrides) is defined by vnr.train
-flags.DEFINE_integer("steps", 20, "Timed train steps (after 3 warm-up steps).")
+flags.DEFINE_integer("steps", 20, "Timed train steps (after --warmup steps).")
+flags.DEFINE_integer("warmup", 3, "Untimed train steps after compiling.")
 flags.DEFINE_integer("input_batches", 20, "Batches timed for the input pipeline alone.")
 flags.DEFINE_integer("matmul_size", 2048, "Side of the square matmul measuring peak FLOP/s.")
 flags.DEFINE_string("memory_batches", "", "Comma-separated global batch sizes whose compiled "
@@ -148,13 +149,14 @@ def timed_steps(config, s):
     compiled = s.step_fn.lower(s.state, batches[0], step0).compile()
     compile_s = time.perf_counter() - t
     state = jax.tree.map(lambda x: x.copy() if hasattr(x, "copy") else x, s.state)
-    for i in range(3):
+    for i in range(FLAGS.warmup):
         state, m = compiled(state, batches[i % len(batches)], jnp.asarray(i, jnp.int32))
-    jax.block_until_ready(m)
+        jax.block_until_ready(m)
     times = []
     for i in range(FLAGS.steps):
         t = time.perf_counter()
-        state, m = compiled(state, batches[i % len(batches)], jnp.asarray(i + 3, jnp.int32))
+        state, m = compiled(state, batches[i % len(batches)],
+                            jnp.asarray(i + FLAGS.warmup, jnp.int32))
         jax.block_until_ready(m)
         times.append(time.perf_counter() - t)
     return input_eps, compile_s, compiled, float(np.median(times)), batches[0]
