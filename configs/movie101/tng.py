@@ -9,6 +9,9 @@ ARGS, comma-separated:
   v1            Movie101-G (v1_grounding; --config.data.manual_dir=<Movie101v1 with features/>)
   v2            Movie101v2 short Chinese narrations as queries (v2_short_zh)
   global        §5.2 global shot retrieval: 20-s shots, ShotDualEncoder, InfoNCE; R@1/5/10
+  rtemp         (with v1; implies global) trained and evaluated on the release's
+                Movie101-R-temp/{train,val,test}.json shots and captions (builder config
+                v1_shots; each movie's own shot grid offset), Table 4's GSR(temp)
 
 Table 6 (two stages), after a `global` run A and a local run B on the same data config:
 
@@ -20,17 +23,23 @@ Real data: a 200-second window pooled into 50 clips of 4 s (as §5.2's window); 
 corpus: 48 s into 16 clips of 3 s.
 """
 
+import dataclasses
+
 import ml_collections
 
 from configs import common
 from tfds_builders.movie101 import feature_dims
 
-ARGS = ("smoke", "no_portraits", "no_faces", "v1", "v2", "global")
+ARGS = ("smoke", "no_portraits", "no_faces", "v1", "v2", "global", "rtemp")
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     args = common.parse_arg(arg, __file__, ARGS)
     release = args.pick(("v1", "v2"), "release")
+    if "rtemp" in args:
+        if release != "v1":
+            raise ValueError("tng.py:rtemp reads Movie101v1's Movie101-R-temp files: add v1")
+        args = dataclasses.replace(args, flags=args.flags | {"global"})
     real = release is not None
     config, movies = {None: ("synthetic_narration", "synthetic_movies"),
                       "v1": ("v1_grounding", "v1_movies"),
@@ -43,12 +52,15 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
                     warmup_steps=100 if real else 20, lr=3e-3 if local_synth else 1e-3,
                     eval_every=every, ckpt_every=every)
     c.stage = "global" if "global" in args else "local"
+    if "rtemp" in args:
+        config = "v1_shots"
     c.data = dict(
         config=config, movies_config=movies, data_dir="data/tfds", manual_dir="",
         train_split="train", val_split="val", test_splits=("test",),
         window=200 if real else 48, n_clips=50 if real else 16, max_tokens=64 if real else 12,
         vocab_size=16384 if real else 2048, max_roles=8 if real else 4,
         faces=0 if "no_faces" in args else 3, shot_len=20,
+        shot_source="rtemp" if "rtemp" in args else "cut",
     )
     c.model = dict(width=256 if real else 64, portraits="no_portraits" not in args,
                    temperature=0.05)
