@@ -6,6 +6,8 @@ ARGS, comma-separated:
   smoke         tiny sizes for tests (tiny generated corpus, a few steps)
   no_portraits  the query without portrait tokens (Table 5: RNL w/o f_t)
   no_faces      no frame face features (Table 5: RNL w/o f_v; with no_portraits: the base)
+  tan2d         Table 5's 2D-TAN row (`grounding.TAN2D`: clips only; Appendix C: batch 64,
+                lr 1e-4 on real data)
   v1            Movie101-G (v1_grounding; --config.data.manual_dir=<Movie101v1 with features/>)
   v2            Movie101v2 short Chinese narrations as queries (v2_short_zh)
   global        §5.2 global shot retrieval: 20-s shots, ShotDualEncoder, InfoNCE; R@1/5/10
@@ -30,7 +32,7 @@ import ml_collections
 from configs import common
 from tfds_builders.movie101 import feature_dims
 
-ARGS = ("smoke", "no_portraits", "no_faces", "v1", "v2", "global", "rtemp")
+ARGS = ("smoke", "no_portraits", "no_faces", "v1", "v2", "global", "rtemp", "tan2d")
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
@@ -62,13 +64,23 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
         faces=0 if "no_faces" in args else 3, shot_len=20,
         shot_source="rtemp" if "rtemp" in args else "cut",
     )
-    c.model = dict(width=256 if real else 64, portraits="no_portraits" not in args,
-                   temperature=0.05)
+    tan2d = "tan2d" in args
+    if tan2d and "global" in args:
+        raise ValueError("tng.py:tan2d is a local-grounding row: drop global / rtemp")
+    if real and "global" not in args:  # Appendix C: 2D-TAN batch 64, lr 1e-4; RNL 64, 8e-4
+        c.batch_size, c.lr = 64, 1e-4 if tan2d else 8e-4
+    if tan2d:
+        c.data.faces = 0  # 2D-TAN sees the clips only
+    c.model = dict(width=256 if real else 64, portraits="no_portraits" not in args and not tan2d,
+                   temperature=0.05, arch="tan2d" if tan2d else "rnl",
+                   # 2D-TAN's map convolutions: ActivityNet's 4 layers of 9 x 9 on the real
+                   # 50-clip map; 2 of 5 x 5 on the generated 16-clip one
+                   map_layers=4 if real else 2, map_kernel=9 if real else 5)
     c.eval.max_val_clips = 512
     if "smoke" in args:
         if not real:
             c.data.update(config="synthetic_tiny_narration", movies_config="synthetic_tiny_movies")
-        c.model.width = 32
+        c.model.update(width=32, map_layers=2, map_kernel=3)
         common.smoke(c)
         c.eval.update(max_val_clips=8, max_test_clips=10)
         if "global" in args:  # enough steps to learn the planted action/text link

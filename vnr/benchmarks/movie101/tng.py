@@ -32,7 +32,7 @@ from flax import nnx
 from vnr import evaluation
 from vnr.benchmarks.movie101 import grounding_metrics as gm
 from vnr.benchmarks.movie101 import tng_data as data
-from vnr.benchmarks.movie101.grounding import RNL, ShotDualEncoder
+from vnr.benchmarks.movie101.grounding import RNL, TAN2D, ShotDualEncoder
 from vnr.models.compute import float32
 from vnr.reports import results as results_lib
 
@@ -65,11 +65,17 @@ def validate(config: Any) -> None:
                          f"config={d.config!r})")
 
 
-def make_model(config: Any, rngs: nnx.Rngs) -> RNL | ShotDualEncoder:
+def make_model(config: Any, rngs: nnx.Rngs) -> RNL | TAN2D | ShotDualEncoder:
     d, m = config.data, config.model
     if _global(config):
         return ShotDualEncoder(frame_dim=d.frame_dim, vocab=d.vocab_size, width=m.width,
                                rngs=rngs)
+    arch = m.get("arch", "rnl")
+    if arch == "tan2d":
+        return TAN2D(frame_dim=d.frame_dim, vocab=d.vocab_size, width=m.width,
+                     layers=m.map_layers, kernel=m.map_kernel, rngs=rngs)
+    if arch != "rnl":
+        raise ValueError(f"model.arch={arch!r}: choose 'rnl' or 'tan2d'")
     return RNL(frame_dim=d.frame_dim, face_dim=d.face_dim, faces=d.faces, vocab=d.vocab_size,
                width=m.width, n_clips=d.n_clips, portraits=m.portraits, rngs=rngs)
 
