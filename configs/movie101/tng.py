@@ -75,12 +75,15 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
                    temperature=0.05, arch="tan2d" if tan2d else "rnl",
                    # 2D-TAN's map convolutions: ActivityNet's 4 layers of 9 x 9 on the real
                    # 50-clip map; 2 of 5 x 5 on the generated 16-clip one
-                   map_layers=4 if real else 2, map_kernel=9 if real else 5)
+                   map_layers=4 if real else 2, map_kernel=9 if real else 5,
+                   # RNL's IA-Net base as upstream's run (train.sh: 4 heads, 2 local
+                   # self-attention layers; gcn_final.py: 3 co-/self-attention blocks)
+                   heads=4, blocks=3, local_layers=2)
     c.eval.max_val_clips = 512
     if "smoke" in args:
         if not real:
             c.data.update(config="synthetic_tiny_narration", movies_config="synthetic_tiny_movies")
-        c.model.update(width=32, map_layers=2, map_kernel=3)
+        c.model.update(width=32, map_layers=2, map_kernel=3, blocks=1, local_layers=1)
         common.smoke(c)
         c.eval.update(max_val_clips=8, max_test_clips=10)
         if "global" in args:  # enough steps to learn the planted action/text link

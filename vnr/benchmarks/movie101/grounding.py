@@ -1,13 +1,16 @@
-"""Movie101 TNG models: RNL local grounding (§5.2) and the shot-retrieval dual encoder.
+"""Movie101 TNG models: RNL local grounding (§5.2), Table 5's 2D-TAN row and the
+shot-retrieval dual encoder.
 
-RNL (our reading of §5.2): the window's clips (CLIP ⊕ S3D, average-pooled to n clips) go
-through an FC layer and a bidirectional GRU (V); their face features through another FC
-layer (F, absent with faces = 0: RNL w/o f_v); V + F is the visual sequence. The query is its
-word embeddings plus, for every cast member the narration names, a token made from that
-member's portrait face feature (FC); an attention-pooled query vector gates the clip
-features (Hadamard product, L2-normalised); a 2D-TAN proposal map takes, for proposal
-(i, j), the max over clips i..j, and two 3x3 convolutions score every proposal. Loss: binary
+RNL (§5.2 on the IA-Net base as Movie101's release builds it, `ianet.py`): the window's clips
+(CLIP ⊕ S3D, average-pooled to n clips) through FC, local self-attention and a BiGRU (V),
+their face features through another FC layer (F, absent with faces = 0: RNL w/o f_v), V + F;
+the query's words through a BiGRU plus, for every cast member the narration names, a token
+made from that member's portrait face feature (FC; absent: RNL w/o f_t); IA-Net's gated
+co-/self-attention blocks, tanh attention of each clip over the query and a BiGRU; a 2D-TAN
+moment map (`proposal_map`) and two 3x3 convolutions score every proposal. Loss: binary
 cross-entropy against the scaled IoU targets (`grounding_metrics.proposal_map_targets`).
+
+TAN2D: Table 5's 2D-TAN row (its docstring).
 
 ShotDualEncoder: shot = mean of its seconds' features -> MLP; narration = mean of word
 embeddings -> MLP; unit vectors, cosine similarity; trained with a symmetric InfoNCE loss
@@ -31,55 +34,28 @@ def _unit(x: jax.Array) -> jax.Array:
     return x * jax.lax.rsqrt(jnp.maximum(jnp.sum(x * x, axis=-1, keepdims=True), 1e-12))
 
 
-class QueryEncoder(nnx.Module):
-    """Word embeddings (+ portrait tokens) -> attention-pooled query vector [B, W]."""
-
-    def __init__(self, vocab: int, face_dim: int, width: int, rngs: nnx.Rngs):
-        init = nnx.initializers.normal(0.02)
-        self.embed = nnx.Embed(vocab, width, embedding_init=annotate(init, ("vocab", "embed")),
-                               rngs=rngs)
-        self.portrait = dense(face_dim, width, ("mlp", "embed"), rngs)
-        self.att = dense(width, 1, ("embed", None), rngs)
-        self.out = dense(width, width, ("embed", "mlp"), rngs)
-
-    def __call__(self, tokens, portraits=None, portrait_mask=None):
-        x, m = self.embed(tokens), tokens > 0
-        if portraits is not None:
-            x = jnp.concatenate([x, self.portrait(portraits)], 1)
-            m = jnp.concatenate([m, portrait_mask], 1)
-        a = jax.nn.softmax(jnp.where(m, self.att(jnp.tanh(x))[..., 0], NEG), -1)
-        return self.out(jnp.einsum("bt,btw->bw", a, x))
-
-
 class RNL(nnx.Module):
-    """Local grounding over a window of n clips: scores [B, n, n] (invalid = -1e9)."""
+    """Local grounding over a window of n clips: scores [B, n, n] (invalid = -1e9).
+
+    The IA-Net base as Movie101's release builds it (`ianet.IANetEncoder`), with f_v (FC of
+    the clips' faces added to the BiGRU output; faces = 0: without) and f_t (FC of the named
+    roles' portrait faces appended to the query; portraits=False: without); the clip
+    features, L2-normalised, feed 2D-TAN's moment map and two 3x3 convolutions."""
 
     def __init__(self, *, frame_dim: int, face_dim: int, faces: int, vocab: int, width: int,
-                 n_clips: int, portraits: bool, rngs: nnx.Rngs):
-        self.n, self.use_portraits = n_clips, portraits
-        self.fc = dense(frame_dim, width, ("mlp", "embed"), rngs)
-        # §5.2: the frames' face features through an FC layer (F), summed with the BiGRU's
-        # frame representations (V); faces = 0 is RNL w/o f_v
-        self.face_fc = dense(faces * face_dim, width, ("mlp", "embed"), rngs) if faces else None
-        # rngs=False: the carry starts at zero, so no RNG key is kept in the state (a typed
-        # key there is saved as raw key data and would not restore into a checkpoint target)
-        self.gru = nnx.Bidirectional(
-            nnx.RNN(nnx.GRUCell(width, width // 2, rngs=rngs), rngs=False),
-            nnx.RNN(nnx.GRUCell(width, width // 2, rngs=rngs), rngs=False), rngs=False)
-        self.query = QueryEncoder(vocab, face_dim, width, rngs)
+                 n_clips: int, portraits: bool, heads: int = 4, blocks: int = 3,
+                 local_layers: int = 2, rngs: nnx.Rngs):
+        from vnr.benchmarks.movie101.ianet import IANetEncoder
+
+        self.n = n_clips
+        self.encoder = IANetEncoder(frame_dim=frame_dim, face_dim=face_dim, faces=faces,
+                                    vocab=vocab, width=width, portraits=portraits, heads=heads,
+                                    blocks=blocks, local_layers=local_layers, rngs=rngs)
         self.conv1 = nnx.Conv(width, width, (3, 3), padding="SAME", rngs=rngs)
         self.conv2 = nnx.Conv(width, 1, (3, 3), padding="SAME", rngs=rngs)
 
     def __call__(self, batch: dict) -> jax.Array:
-        b, n = batch["clips"].shape[:2]
-        x = batch["clips"]
-        zero = jnp.zeros((b, self.gru.forward_rnn.cell.hidden_features), x.dtype)
-        h = self.gru(jax.nn.relu(self.fc(x)), initial_carry=(zero, zero))
-        if self.face_fc is not None:
-            h = h + self.face_fc(batch["faces"].reshape(b, n, -1))
-        q = self.query(batch["tokens"], batch["portraits"] if self.use_portraits else None,
-                       batch["portrait_mask"] if self.use_portraits else None)
-        grid, valid = proposal_map(_unit(h * q[:, None]))
+        grid, valid = proposal_map(_unit(self.encoder(batch)))
         s = self.conv2(jax.nn.relu(self.conv1(grid)))[..., 0]
         return jnp.where(valid[None], s, NEG)
 

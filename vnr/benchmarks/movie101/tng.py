@@ -77,7 +77,9 @@ def make_model(config: Any, rngs: nnx.Rngs) -> RNL | TAN2D | ShotDualEncoder:
     if arch != "rnl":
         raise ValueError(f"model.arch={arch!r}: choose 'rnl' or 'tan2d'")
     return RNL(frame_dim=d.frame_dim, face_dim=d.face_dim, faces=d.faces, vocab=d.vocab_size,
-               width=m.width, n_clips=d.n_clips, portraits=m.portraits, rngs=rngs)
+               width=m.width, n_clips=d.n_clips, portraits=m.portraits,
+               heads=m.get("heads", 4), blocks=m.get("blocks", 3),
+               local_layers=m.get("local_layers", 2), rngs=rngs)
 
 
 def prepare_data(config: Any) -> None:
