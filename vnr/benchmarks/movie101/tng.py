@@ -1,4 +1,5 @@
-"""Movie101 TNG glue: RNL local grounding in a window around each narration.
+"""Movie101 TNG glue: local grounding in a window around each narration (RNL on its IA-Net
+base, or Table 5's 2D-TAN row with model.arch = "tan2d").
 
 Training: binary cross-entropy of every valid proposal's score against its scaled IoU
 (2D-TAN, t_min = 0.5, t_max = 1.0). Evaluation as Movie101's RNL code (`score_windows`):
@@ -14,7 +15,9 @@ every movie cut into `data.shot_len`-second shots, `ShotDualEncoder` trained wit
 symmetric InfoNCE loss over the batch (temperature `model.temperature`; other rows of the
 same (movie, shot) are masked, not negatives), positives by `shot_alignment`; evaluation
 ranks all shots of the narration's own movie: R@1/5/10 in percent and the exact
-`random_R@k`. Narrations with no aligned shot (`no_positive`) count as misses.
+`random_R@k`. Narrations with no aligned shot (`no_positive`) count as misses. With
+`data.shot_source = "rtemp"` (configs/movie101/tng.py:v1,rtemp) the records are the
+release's Movie101-R-temp shots and captions instead (`evaluate_global`).
 """
 
 from __future__ import annotations
