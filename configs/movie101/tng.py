@@ -6,9 +6,14 @@ ARGS, comma-separated:
   smoke         tiny sizes for tests (tiny generated corpus, a few steps)
   no_portraits  the query without portrait tokens (Table 5: RNL w/o f_t)
   no_faces      no frame face features (Table 5: RNL w/o f_v; with no_portraits: the base)
+  tan2d         Table 5's 2D-TAN row (`grounding.TAN2D`: clips only; Appendix C: batch 64,
+                lr 1e-4 on real data)
   v1            Movie101-G (v1_grounding; --config.data.manual_dir=<Movie101v1 with features/>)
   v2            Movie101v2 short Chinese narrations as queries (v2_short_zh)
   global        §5.2 global shot retrieval: 20-s shots, ShotDualEncoder, InfoNCE; R@1/5/10
+  rtemp         (with v1; implies global) trained and evaluated on the release's
+                Movie101-R-temp/{train,val,test}.json shots and captions (builder config
+                v1_shots; each movie's own shot grid offset), Table 4's GSR(temp)
 
 Table 6 (two stages), after a `global` run A and a local run B on the same data config:
 
@@ -20,17 +25,23 @@ Real data: a 200-second window pooled into 50 clips of 4 s (as §5.2's window); 
 corpus: 48 s into 16 clips of 3 s.
 """
 
+import dataclasses
+
 import ml_collections
 
 from configs import common
 from tfds_builders.movie101 import feature_dims
 
-ARGS = ("smoke", "no_portraits", "no_faces", "v1", "v2", "global")
+ARGS = ("smoke", "no_portraits", "no_faces", "v1", "v2", "global", "rtemp", "tan2d")
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     args = common.parse_arg(arg, __file__, ARGS)
     release = args.pick(("v1", "v2"), "release")
+    if "rtemp" in args:
+        if release != "v1":
+            raise ValueError("tng.py:rtemp reads Movie101v1's Movie101-R-temp files: add v1")
+        args = dataclasses.replace(args, flags=args.flags | {"global"})
     real = release is not None
     config, movies = {None: ("synthetic_narration", "synthetic_movies"),
                       "v1": ("v1_grounding", "v1_movies"),
@@ -43,20 +54,36 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
                     warmup_steps=100 if real else 20, lr=3e-3 if local_synth else 1e-3,
                     eval_every=every, ckpt_every=every)
     c.stage = "global" if "global" in args else "local"
+    if "rtemp" in args:
+        config = "v1_shots"
     c.data = dict(
         config=config, movies_config=movies, data_dir="data/tfds", manual_dir="",
         train_split="train", val_split="val", test_splits=("test",),
         window=200 if real else 48, n_clips=50 if real else 16, max_tokens=64 if real else 12,
         vocab_size=16384 if real else 2048, max_roles=8 if real else 4,
         faces=0 if "no_faces" in args else 3, shot_len=20,
+        shot_source="rtemp" if "rtemp" in args else "cut",
     )
-    c.model = dict(width=256 if real else 64, portraits="no_portraits" not in args,
-                   temperature=0.05)
+    tan2d = "tan2d" in args
+    if tan2d and "global" in args:
+        raise ValueError("tng.py:tan2d is a local-grounding row: drop global / rtemp")
+    if real and "global" not in args:  # Appendix C: 2D-TAN batch 64, lr 1e-4; RNL 64, 8e-4
+        c.batch_size, c.lr = 64, 1e-4 if tan2d else 8e-4
+    if tan2d:
+        c.data.faces = 0  # 2D-TAN sees the clips only
+    c.model = dict(width=256 if real else 64, portraits="no_portraits" not in args and not tan2d,
+                   temperature=0.05, arch="tan2d" if tan2d else "rnl",
+                   # 2D-TAN's map convolutions: ActivityNet's 4 layers of 9 x 9 on the real
+                   # 50-clip map; 2 of 5 x 5 on the generated 16-clip one
+                   map_layers=4 if real else 2, map_kernel=9 if real else 5,
+                   # RNL's IA-Net base as upstream's run (train.sh: 4 heads, 2 local
+                   # self-attention layers; gcn_final.py: 3 co-/self-attention blocks)
+                   heads=4, blocks=3, local_layers=2)
     c.eval.max_val_clips = 512
     if "smoke" in args:
         if not real:
             c.data.update(config="synthetic_tiny_narration", movies_config="synthetic_tiny_movies")
-        c.model.width = 32
+        c.model.update(width=32, map_layers=2, map_kernel=3, blocks=1, local_layers=1)
         common.smoke(c)
         c.eval.update(max_val_clips=8, max_test_clips=10)
         if "global" in args:  # enough steps to learn the planted action/text link

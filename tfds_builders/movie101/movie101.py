@@ -1,6 +1,7 @@
 """TFDS builder for Movie101 (v1 and v2 releases) and a synthetic corpus in the v2 layout.
 
-Configs (see README.md): `v1_narration`, `v1_narration_raw`, `v1_grounding`, `v1_movies`,
+Configs (see README.md): `v1_narration`, `v1_narration_raw`, `v1_grounding`, `v1_shots`
+(Movie101-R-temp shots, `rtemp.py`), `v1_movies`,
 `v2_{short,long}_{zh,en}`, `v2_movies`, `synthetic[_tiny]_narration`, `synthetic[_tiny]_movies`.
 Narration / grounding configs hold one example per narration; `*_movies` configs one example
 per movie (cast, portraits, genre and the per-second features when present).
@@ -18,7 +19,7 @@ import numpy as np
 import tensorflow_datasets as tfds
 
 from tfds_builders import common
-from tfds_builders.movie101 import parsing
+from tfds_builders.movie101 import parsing, rtemp
 from tfds_builders.movie101.features import read_movie_features, read_portraits
 from tfds_builders.movie101.metadata import query_roles, v1_genres
 
@@ -33,7 +34,7 @@ metadata/meta/, metadata/portrait/) of yuezih/Movie101; features optionally unde
 
 @dataclasses.dataclass(eq=False)
 class Movie101Config(tfds.core.BuilderConfig):
-    """release: v1 | v2 | synthetic; kind: narration | grounding | movies | raw;
+    """release: v1 | v2 | synthetic; kind: narration | grounding | movies | raw | shots;
     variant (v2): short-71k | long-46k; lang: zh | en."""
 
     release: str = "v1"
@@ -55,6 +56,9 @@ def _configs() -> list[Movie101Config]:
                                    "(§3.1 merging)."),
         Movie101Config(name="v1_grounding", release="v1", kind="grounding",
                        description="Movie101-G narration clips for TNG."),
+        Movie101Config(name="v1_shots", release="v1", kind="shots",
+                       description="Movie101-R(temp) 20-s shots with their captions (the "
+                                   "release's global-shot retrieval files, per-movie offsets)."),
         Movie101Config(name="v1_movies", release="v1", kind="movies",
                        description="One example per movie: cast, portraits, features."),
         Movie101Config(name="v2_movies", release="v2", kind="movies", lang="zh",
@@ -105,6 +109,9 @@ def check_manual_dir(config: Movie101Config, manual_dir: Any) -> pathlib.Path:
         for f in ("public_split.json", "metadata/meta_anno.json"):
             if not (root / f).is_file():
                 raise common.ManualDirError(f"manual_dir {root} has no {f}; it must hold {need}")
+        if config.kind == "shots" and rtemp.rtemp_dir(root) is None:
+            raise common.ManualDirError(f"manual_dir {root} has none of "
+                                        f"{', '.join(rtemp.RTEMP_DIRS)} for movie101/v1_shots")
     else:
         if not (root / "metadata" / "meta").is_dir():
             raise common.ManualDirError(f"manual_dir {root} has no metadata/meta/; "
@@ -208,6 +215,13 @@ def v1_examples(root: pathlib.Path, config: Movie101Config, skips: collections.C
             out[split].append(_example(mid, f"{mid}_{split}_{idx}", *span, text, pointer_text,
                                        roles, cast, genres.get(mid, [])))
     return out
+
+
+def v1_shot_examples(root: pathlib.Path, skips: collections.Counter) -> dict[str, list[dict]]:
+    """split -> the Movie101-R-temp shots of a v1 release (`rtemp.shot_examples`)."""
+    split_movies, casts = _v1_read(root, skips)
+    names = sorted(set(casts) | {m for ms in split_movies.values() for m in ms})
+    return rtemp.shot_examples(root, split_movies, casts, v1_genres(root, names, skips), skips)
 
 
 def _pointer_sentence(p: Any, movie_id: str, span: tuple) -> str | None:
@@ -416,7 +430,8 @@ class Movie101(common.SummaryBuilder, tfds.core.GeneratorBasedBuilder):
     VERSION = VERSION
     RELEASE_NOTES = {"1.0.0": "v1 / v2 releases, movies configs, synthetic corpus.",
                      "1.1.0": "The release's frame_face / portrait HDF5 layout; v1 genres from "
-                              "v2 metadata; Movie101-G roles from the query text."}
+                              "v2 metadata; Movie101-G roles from the query text; v1_shots "
+                              "(Movie101-R-temp)."}
     MANUAL_DOWNLOAD_INSTRUCTIONS = MANUAL_DOWNLOAD_INSTRUCTIONS
     BUILDER_CONFIGS = _configs()
     DEFAULT_CONFIG_NAME = "synthetic_narration"
@@ -447,6 +462,8 @@ class Movie101(common.SummaryBuilder, tfds.core.GeneratorBasedBuilder):
         try:
             if config.kind == "movies":
                 splits = movie_examples(root, config, self.skips)
+            elif config.kind == "shots":
+                splits = v1_shot_examples(root, self.skips)
             elif config.release == "v1":
                 splits = v1_examples(root, config, self.skips)
             else:

@@ -86,7 +86,9 @@ def test_rnl_beats_random(tmp_path) -> None:
 def test_tng_trainer_end_to_end(tmp_path) -> None:
     from vnr import train
 
-    c = tng_config.get_config("smoke")
+    # the 2D-TAN row: the same task path (loss, predict, evaluation) as RNL at a smaller
+    # compile; RNL itself trains in test_rnl_beats_random
+    c = tng_config.get_config("smoke,tan2d")
     c.data.data_dir = str(tmp_path / "tfds")
     c.progress = False
     m = train.run(c, str(tmp_path / "work"))["test"]

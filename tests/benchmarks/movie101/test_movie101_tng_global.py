@@ -42,7 +42,7 @@ def test_global_retrieval_end_to_end_beats_random(tmp_path) -> None:
     # Table 6: the two trained runs combined (a few-step local run: checks the plumbing)
     from vnr.benchmarks.movie101 import tools
 
-    lc = tng_config.get_config("smoke")
+    lc = tng_config.get_config("smoke,tan2d")  # any local row: the plumbing is the same
     lc.data.data_dir = c.data.data_dir
     lc.progress = False
     train.run(lc, str(tmp_path / "local"))

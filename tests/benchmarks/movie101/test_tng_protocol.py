@@ -92,6 +92,6 @@ def test_table5_rnl_face_ablation_config() -> None:
 
     full = tng.make_model(tng_config.get_config("smoke"), nnx.Rngs(0))
     c = tng_config.get_config("smoke,no_faces")
-    assert c.data.faces == 0 and tng.make_model(c, nnx.Rngs(0)).face_fc is None
-    assert full.face_fc.kernel.shape == (3 * c.data.face_dim, c.model.width)
-    assert full.fc.kernel.shape[0] == c.data.frame_dim
+    assert c.data.faces == 0 and tng.make_model(c, nnx.Rngs(0)).encoder.face_fc is None
+    assert full.encoder.face_fc.kernel.shape == (3 * c.data.face_dim, c.model.width)
+    assert full.encoder.fc.kernel.shape[0] == c.data.frame_dim

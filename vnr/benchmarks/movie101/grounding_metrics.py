@@ -46,10 +46,15 @@ def shot_alignment(shots: np.ndarray, query: np.ndarray) -> np.ndarray:
     return (inter > 0.5 * (shots[:, 1] - shots[:, 0])) | (inter > 0.5 * (query[1] - query[0]))
 
 
-def cut_shots(duration: float, shot_len: float = 20.0) -> np.ndarray:
-    """The movie cut into consecutive `shot_len`-second shots [S, 2] (last one shorter)."""
-    starts = np.arange(0.0, max(duration, 1e-9), shot_len)
-    return np.stack([starts, np.minimum(starts + shot_len, duration)], -1)
+def cut_shots(duration: float, shot_len: float = 20.0, offset: float = 0.0) -> np.ndarray:
+    """The movie cut into consecutive `shot_len`-second shots [S, 2] (last one shorter) on
+    the grid offset + k * shot_len (Movie101-R-temp's per-movie offsets); with offset % L > 0
+    the seconds before the first grid point are one shorter leading shot."""
+    o = float(offset) % shot_len
+    starts = np.arange(o, max(duration, o + 1e-9), shot_len)
+    if o > 0:
+        starts = np.concatenate([[0.0], starts])
+    return np.stack([starts, np.minimum(np.append(starts[1:], np.inf), duration)], -1)
 
 
 def retrieval_recall(scores: np.ndarray, positives: np.ndarray, ks: Sequence[int] = (1, 5, 10)

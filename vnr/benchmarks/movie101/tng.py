@@ -1,4 +1,5 @@
-"""Movie101 TNG glue: RNL local grounding in a window around each narration.
+"""Movie101 TNG glue: local grounding in a window around each narration (RNL on its IA-Net
+base, or Table 5's 2D-TAN row with model.arch = "tan2d").
 
 Training: binary cross-entropy of every valid proposal's score against its scaled IoU
 (2D-TAN, t_min = 0.5, t_max = 1.0). Evaluation as Movie101's RNL code (`score_windows`):
@@ -14,7 +15,9 @@ every movie cut into `data.shot_len`-second shots, `ShotDualEncoder` trained wit
 symmetric InfoNCE loss over the batch (temperature `model.temperature`; other rows of the
 same (movie, shot) are masked, not negatives), positives by `shot_alignment`; evaluation
 ranks all shots of the narration's own movie: R@1/5/10 in percent and the exact
-`random_R@k`. Narrations with no aligned shot (`no_positive`) count as misses.
+`random_R@k`. Narrations with no aligned shot (`no_positive`) count as misses. With
+`data.shot_source = "rtemp"` (configs/movie101/tng.py:v1,rtemp) the records are the
+release's Movie101-R-temp shots and captions instead (`evaluate_global`).
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from flax import nnx
 from vnr import evaluation
 from vnr.benchmarks.movie101 import grounding_metrics as gm
 from vnr.benchmarks.movie101 import tng_data as data
-from vnr.benchmarks.movie101.grounding import RNL, ShotDualEncoder
+from vnr.benchmarks.movie101.grounding import RNL, TAN2D, ShotDualEncoder
 from vnr.models.compute import float32
 from vnr.reports import results as results_lib
 
@@ -59,15 +62,27 @@ def validate(config: Any) -> None:
         raise ValueError(f"data.window={d.window} must be a multiple of data.n_clips={d.n_clips}")
     if _global(config) and d.shot_len <= 0:
         raise ValueError(f"data.shot_len={d.shot_len} must be positive")
+    if data.given_shots(d) and (not _global(config) or d.config != "v1_shots"):
+        raise ValueError("data.shot_source='rtemp' is the global stage on data.config="
+                         f"'v1_shots' (got stage={config.get('stage')!r}, "
+                         f"config={d.config!r})")
 
 
-def make_model(config: Any, rngs: nnx.Rngs) -> RNL | ShotDualEncoder:
+def make_model(config: Any, rngs: nnx.Rngs) -> RNL | TAN2D | ShotDualEncoder:
     d, m = config.data, config.model
     if _global(config):
         return ShotDualEncoder(frame_dim=d.frame_dim, vocab=d.vocab_size, width=m.width,
                                rngs=rngs)
+    arch = m.get("arch", "rnl")
+    if arch == "tan2d":
+        return TAN2D(frame_dim=d.frame_dim, vocab=d.vocab_size, width=m.width,
+                     layers=m.map_layers, kernel=m.map_kernel, rngs=rngs)
+    if arch != "rnl":
+        raise ValueError(f"model.arch={arch!r}: choose 'rnl' or 'tan2d'")
     return RNL(frame_dim=d.frame_dim, face_dim=d.face_dim, faces=d.faces, vocab=d.vocab_size,
-               width=m.width, n_clips=d.n_clips, portraits=m.portraits, rngs=rngs)
+               width=m.width, n_clips=d.n_clips, portraits=m.portraits,
+               heads=m.get("heads", 4), blocks=m.get("blocks", 3),
+               local_layers=m.get("local_layers", 2), rngs=rngs)
 
 
 def prepare_data(config: Any) -> None:
@@ -155,10 +170,25 @@ def score_windows(scores: np.ndarray, gt: np.ndarray, n: int) -> dict[str, float
     return out
 
 
+def movie_shot_spans(config: Any, movies: dict[str, list[dict]], durations: list[int],
+                     offsets: dict[str, float] | None = None) -> list[np.ndarray]:
+    """Per movie its candidate shots [S, 2] in seconds: with data.shot_source = "rtemp" the
+    split's records themselves (the Movie101-R-temp shots), else the movie cut every
+    shot_len seconds on the grid of its offset (`offsets`, default 0)."""
+    d = config.data
+    if data.given_shots(d):
+        return [np.array([[float(r["start"]), float(r["end"])] for r in recs])
+                for recs in movies.values()]
+    offsets = offsets or {}
+    return [gm.cut_shots(float(T), float(d.shot_len), offsets.get(mid, 0.0))
+            for mid, T in zip(movies, durations)]
+
+
 def embed_movies(config: Any, movies: dict[str, list[dict]], predict_fn: Callable,
-                 mesh: jax.sharding.Mesh
-                 ) -> tuple[list[np.ndarray], list[np.ndarray], list[int]]:
-    """Per movie: shot embeddings [S, W], narration embeddings [Q, W], duration in seconds.
+                 mesh: jax.sharding.Mesh, offsets: dict[str, float] | None = None
+                 ) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray], list[int]]:
+    """Per movie: shot embeddings [S, W], narration embeddings [Q, W], the shots' spans
+    [S, 2] (`movie_shot_spans`) and the duration in seconds.
 
     Shots and narrations are packed row-wise into global batches of eval_batch_size; process
     p feeds the p-th block of each (the loop's layout), every process gets all outputs."""
@@ -167,11 +197,12 @@ def embed_movies(config: Any, movies: dict[str, list[dict]], predict_fn: Callabl
 
     d = config.data
     table = MovieTable(d)
-    shots, masks, toks, n_shots, durations = [], [], [], [], []
-    for mid, recs in movies.items():
-        frames = data.movie_frames(table[mid], mid)
-        durations.append(len(frames))
-        sf, sm = data.shot_features(frames, d.shot_len)
+    shots, masks, toks, n_shots = [], [], [], []
+    frames_of = {mid: data.movie_frames(table[mid], mid) for mid in movies}
+    durations = [len(f) for f in frames_of.values()]
+    spans = movie_shot_spans(config, movies, durations, offsets)
+    for (mid, recs), sp in zip(movies.items(), spans):
+        sf, sm = data.shot_features(frames_of[mid], sp, d.shot_len)
         shots.append(sf)
         masks.append(sm)
         n_shots.append(len(sf))
@@ -193,30 +224,44 @@ def embed_movies(config: Any, movies: dict[str, list[dict]], predict_fn: Callabl
     bounds_v = np.cumsum([0] + n_shots)
     bounds_t = np.cumsum([0] + [len(r) for r in movies.values()])
     return ([v[bounds_v[i]:bounds_v[i + 1]] for i in range(len(movies))],
-            [t[bounds_t[i]:bounds_t[i + 1]] for i in range(len(movies))], durations)
+            [t[bounds_t[i]:bounds_t[i + 1]] for i in range(len(movies))], spans, durations)
 
 
 def evaluate_global(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.Mesh,
                     *, max_examples: int = 0) -> dict[str, float]:
-    """Global shot retrieval within each movie: R@1/5/10 (percent) and the random level."""
+    """Global shot retrieval within each movie: R@1/5/10 (percent, over narrations),
+    movie_avg_R@k (mean over movies: the paper's "average Recall@n on all movies" read as a
+    per-movie mean) and the exact random level.
+
+    data.shot_source = "rtemp" (the release's Movie101-R-temp `split` file): the candidates
+    of a caption are the listed shots of its movie, its positive is its own shot, so the
+    per-movie offsets of the file are what is scored; "cut": every shot_len-second shot of
+    the movie, positives by `shot_alignment`."""
     d = config.data
     movies = data.split_movies(d, split, max_examples)
     if not movies:
         raise ValueError(f"evaluation split {split} of movie101/{d.config} is empty")
-    vs, ts, durations = embed_movies(config, movies, predict_fn, mesh)
+    vs, ts, spans, _ = embed_movies(config, movies, predict_fn, mesh)
     hits = {k: [] for k in KS}
+    per_movie = {k: [] for k in KS}
     n_shots, n_pos = [], []
-    for recs, v, t, T in zip(movies.values(), vs, ts, durations):
-        spans = gm.cut_shots(float(T), float(d.shot_len))
-        pos = np.stack([gm.shot_alignment(spans, np.array([float(r["start"]), float(r["end"])]))
-                        for r in recs])
+    for recs, v, t, sp in zip(movies.values(), vs, ts, spans):
+        if data.given_shots(d):
+            pos = np.eye(len(recs), dtype=bool)
+        else:
+            pos = np.stack([gm.shot_alignment(sp, np.array([float(r["start"]),
+                                                            float(r["end"])]))
+                            for r in recs])
         r = gm.retrieval_recall(t @ v.T, pos, KS)
         for k in KS:
             hits[k].append(r[f"R@{k}"] * len(recs))
+            per_movie[k].append(r[f"R@{k}"])
         n_shots += [len(v)] * len(recs)
         n_pos += pos.sum(1).tolist()
     q = len(n_pos)
     out = {f"R@{k}": 100 * sum(hits[k]) / q for k in KS}
+    out.update({f"movie_avg_R@{k}": 100 * float(np.mean(per_movie[k])) for k in KS})
+    out["movies"] = float(len(movies))
     out.update({f"random_{k}": 100 * v for k, v in
                 gm.random_retrieval_recall(np.array(n_shots), np.array(n_pos), KS).items()})
     out["narrations"] = float(q)

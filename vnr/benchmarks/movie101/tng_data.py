@@ -14,7 +14,9 @@ average-pooled into `n_clips` clips. Batches:
 Global shot retrieval (§5.2): `shot_train_dataset` pairs each narration with one of the
 `shot_len`-second shots of its movie aligned with it (`grounding_metrics.shot_alignment`;
 a random one when several are; the most-overlapping shot when none passes the rule, e.g. a
-short narration split evenly by a shot boundary). Batches: shot float32 [B,L,Dc+Ds],
+short narration split evenly by a shot boundary); with data.shot_source = "rtemp" the
+records are the release's Movie101-R-temp shots (builder config v1_shots) and each is
+paired with its own caption, on its movie's own offset grid. Batches: shot float32 [B,L,Dc+Ds],
 shot_mask bool [B,L], tokens int32 [B,T], movie int32 [B] (crc32 of the id), shot_index
 int32 [B] (to mask in-batch duplicates of the same shot). `movie_frames` / `split_movies`
 give the evaluation's per-movie seconds and narrations.
@@ -150,14 +152,44 @@ def movie_frames(movie: dict, movie_id: str) -> np.ndarray:
     return np.concatenate([clip[:T], s3d[:T]], -1).astype(np.float32)
 
 
-def shot_features(frames: np.ndarray, shot_len: int) -> tuple[np.ndarray, np.ndarray]:
-    """frames [T, D] -> (shots [S, shot_len, D] zero-padded, mask [S, shot_len])."""
+def shot_features(frames: np.ndarray, spans: np.ndarray, shot_len: int
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """frames [T, D], shot spans [S, 2] in seconds -> (shots [S, shot_len, D] zero-padded,
+    mask [S, shot_len]): seconds floor(start) .. ceil(end) - 1 of each shot, at most
+    shot_len of them, those past the movie's end left out."""
     T = len(frames)
-    S = -(-T // shot_len)
-    out = np.zeros((S * shot_len, frames.shape[1]), np.float32)
-    out[:T] = frames
-    mask = np.arange(S * shot_len) < T
-    return out.reshape(S, shot_len, -1), mask.reshape(S, shot_len)
+    out = np.zeros((len(spans), shot_len, frames.shape[1]), np.float32)
+    mask = np.zeros((len(spans), shot_len), bool)
+    for i, (a, b) in enumerate(np.asarray(spans, np.float64)):
+        lo = int(np.floor(a))
+        hi = min(int(np.ceil(b)), lo + shot_len, T)
+        if hi > lo:
+            out[i, : hi - lo] = frames[lo:hi]
+            mask[i, : hi - lo] = True
+    return out, mask
+
+
+def given_shots(cfg: Any) -> bool:
+    """True when the split's records are the shots themselves (data.shot_source = "rtemp":
+    the release's Movie101-R-temp files, builder config v1_shots), False when movies are
+    cut every shot_len seconds and the records are narrations ("cut")."""
+    src = cfg.get("shot_source", "cut")
+    if src not in ("cut", "rtemp"):
+        raise ValueError(f"data.shot_source={src!r}: choose 'cut' or 'rtemp'")
+    return src == "rtemp"
+
+
+def shot_offsets(cfg: Any, split: str) -> dict[str, float]:
+    """movie -> its Movie101-R-temp grid offset (start of its first listed shot in `split`
+    of the v1_shots config); {} unless data.shot_source = "rtemp"."""
+    if not given_shots(cfg):
+        return {}
+    src = _source(cfg, cfg.config, split)
+    out: dict[str, float] = {}
+    for i in range(len(src)):
+        r = src[i]
+        out[r["movie_id"]] = min(float(r["start"]), out.get(r["movie_id"], np.inf))
+    return out
 
 
 def movie_code(movie_id: str) -> int:
@@ -166,25 +198,35 @@ def movie_code(movie_id: str) -> int:
 
 @dataclasses.dataclass(frozen=True)
 class ShotPair(grain.transforms.RandomMap):
+    """A (shot, text) pair: the record's own span when `given` (a Movie101-R-temp shot and
+    its caption), else an aligned shot of the movie cut every shot_len seconds."""
+
     table: MovieTable
     shot_len: int
     max_tokens: int
     vocab_size: int
+    given: bool = False
 
     def random_map(self, rec: dict, rng: np.random.Generator) -> dict[str, np.ndarray]:
         movie = self.table[rec["movie_id"]]
-        T, L = movie_seconds(movie, rec["movie_id"]), self.shot_len
-        spans = gm.cut_shots(float(T), float(L))
+        T = movie_seconds(movie, rec["movie_id"])
         q = np.array([float(rec["start"]), float(rec["end"])])
-        pos = np.flatnonzero(gm.shot_alignment(spans, q))
-        if len(pos):
-            k = int(rng.choice(pos))
+        if self.given:
+            span, k = q, int(np.floor(q[0]))  # one record per shot: its start names it
         else:
-            k = int(np.argmax(np.minimum(spans[:, 1], q[1]) - np.maximum(spans[:, 0], q[0])))
-        e = min((k + 1) * L, T)
-        shot = np.zeros((L, movie["clip"].shape[1] + movie["s3d"].shape[1]), np.float32)
-        shot[: e - k * L] = np.concatenate([movie["clip"][k * L:e], movie["s3d"][k * L:e]], -1)
-        return {"shot": shot, "shot_mask": np.arange(L) < e - k * L,
+            spans = gm.cut_shots(float(T), float(self.shot_len))
+            pos = np.flatnonzero(gm.shot_alignment(spans, q))
+            if len(pos):
+                k = int(rng.choice(pos))
+            else:
+                k = int(np.argmax(np.minimum(spans[:, 1], q[1])
+                                  - np.maximum(spans[:, 0], q[0])))
+            span = spans[k]
+        lo = min(int(np.floor(span[0])), T)
+        hi = min(lo + self.shot_len, T)
+        part = np.concatenate([movie["clip"][lo:hi], movie["s3d"][lo:hi]], -1)
+        shot, mask = shot_features(part, np.array([[0.0, span[1] - lo]]), self.shot_len)
+        return {"shot": shot[0], "shot_mask": mask[0],
                 "tokens": text.tokenize(rec["text"], self.vocab_size, self.max_tokens),
                 "movie": np.int32(movie_code(rec["movie_id"])), "shot_index": np.int32(k)}
 
@@ -194,7 +236,8 @@ def shot_train_dataset(cfg: Any, batch_size: int, seed: int, process_index: int 
     prepare(cfg)
     ds = grain.MapDataset.source(_source(cfg, cfg.config, cfg.train_split))
     ds = ds.seed(seed).shuffle().repeat(None).random_map(
-        ShotPair(MovieTable(cfg), cfg.shot_len, cfg.max_tokens, cfg.vocab_size))
+        ShotPair(MovieTable(cfg), cfg.shot_len, cfg.max_tokens, cfg.vocab_size,
+                 given_shots(cfg)))
     ds = ds[process_index::process_count].batch(batch_size, drop_remainder=True)
     return ds.to_iter_dataset()
 

@@ -55,7 +55,9 @@ def two_stage(global_workdir: str, local_workdir: str, split: str = "test", k: i
               weight: float = 0.0, max_examples: int = 0) -> dict[str, float]:
     """Table 6: global top-k shots, RNL in a window centred on each, k-way re-ranking.
 
-    For every narration of `split`: its movie's shots are ranked by the global run; for each
+    For every narration of `split`: its movie's shots (cut every shot_len seconds; on each
+    movie's Movie101-R-temp offset grid when the global run trained on those files, §5.2)
+    are ranked by the global run; for each
     of the k best, a `window`-second window of the local run centred on the shot (clamped to
     the movie) is scored by RNL; all k windows' proposals are pooled and ranked by the local
     confidence (`grounding_metrics.two_stage_candidates`; `weight` > 0 adds our shot-cosine
@@ -67,18 +69,26 @@ def two_stage(global_workdir: str, local_workdir: str, split: str = "test", k: i
     if not tng._global(gc) or tng._global(lc):
         raise ValueError("--global_workdir must be a stage=global run and --local_workdir a "
                          "stage=local run")
+    offsets: dict[str, float] = {}
+    if tng_data.given_shots(gc.data):
+        # a Movie101-R-temp global run: the local run's narrations, each movie cut on the
+        # grid of its offset in the R-temp file of the same split
+        offsets = tng_data.shot_offsets(gc.data, split)
+        gc = ml_collections.ConfigDict(gc.to_dict())
+        gc.data.update(config=lc.data.config, shot_source="cut")
     if (gc.data.config, gc.data.vocab_size, gc.data.max_tokens) != (
             lc.data.config, lc.data.vocab_size, lc.data.max_tokens):
         raise ValueError("the two runs use different data configs / tokenizers")
     d = lc.data
-    movies = tng_data.split_movies(gc.data, split, max_examples)
-    vs, ts, durations = tng.embed_movies(gc, movies, lambda b: gs.predict_fn(gstate, b), gs.mesh)
+    movies = tng_data.split_movies(d, split, max_examples)
+    vs, ts, shot_spans, durations = tng.embed_movies(
+        gc, movies, lambda b: gs.predict_fn(gstate, b), gs.mesh, offsets)
     table = MovieTable(d)
     W, n = d.window, d.n_clips
     spans, valid = gm.proposal_spans(n)
     rel = spans[valid] * (W / n)
     items, meta = [], []
-    for (mid, recs), v, t, T in zip(movies.items(), vs, ts, durations):
+    for (mid, recs), v, t, sp, T in zip(movies.items(), vs, ts, shot_spans, durations):
         movie = table[mid]
         sim = t @ v.T
         for r, row in zip(recs, sim):
@@ -86,7 +96,7 @@ def two_stage(global_workdir: str, local_workdir: str, split: str = "test", k: i
             top = np.resize(np.argsort(-row, kind="stable"), k)
             starts = []
             for j in top:
-                centre = (j + 0.5) * gc.data.shot_len
+                centre = float(sp[j].mean())
                 ws = int(np.clip(round(centre - W / 2), 0, max(T - W, 0)))
                 clips, faces = tng_data.window_features(movie, ws, W, n, d.faces, d.face_dim)
                 por, pm = tng_data.portrait_features(movie, r["roles"], d.max_roles, d.face_dim)
