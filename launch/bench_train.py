@@ -41,6 +41,8 @@ flags.DEFINE_string("memory_batches", "", "Comma-separated global batch sizes wh
 flags.DEFINE_integer("jpeg_frames", 200, "224 px JPEGs decoded to time one input worker.")
 flags.DEFINE_bool("gemm_bound", False, "Also time every matmul/convolution of the step alone "
                   "at its own shapes: the step time and MFU the GEMMs alone allow.")
+flags.DEFINE_bool("breakdown", False, "Also time the loss forward alone and forward + "
+                  "backward (no optimizer update) on the same batch.")
 flags.DEFINE_bool("scan_compare", False, "Also compile the step with scan_layers off and on "
                   "(encoder layers as one lax.scan) and report both compile times.")
 flags.DEFINE_string("feature_cache", "", "Also time the step reading these frozen towers' "
@@ -185,6 +187,33 @@ def gemm_bound(fn, *args, repeats: int = 5) -> tuple[float, float, int]:
     return total_s, total_f, len(groups)
 
 
+def breakdown(s, config, batch) -> list[tuple[str, str]]:
+    """Median times of the jitted loss forward alone and of forward + backward (gradients
+    of the trainable parameters, no optimizer update), on `batch`."""
+    from flax import nnx
+
+    from vnr import pretrained
+
+    rngs_key = jax.random.key(0)
+
+    def fwd(state, b):
+        model = nnx.merge(s.graphdef, state)[0]
+        return s.task.loss_fn(config, model, b, nnx.Rngs(dropout=rngs_key))[0]
+
+    def fwd_bwd(state, b):
+        model = nnx.merge(s.graphdef, state)[0]
+        wrt = pretrained.trainable(config)
+        return nnx.grad(lambda m: s.task.loss_fn(config, m, b, nnx.Rngs(dropout=rngs_key))[0],
+                        argnums=nnx.DiffState(0, wrt))(model)
+
+    out = []
+    for name, fn in (("loss forward alone", fwd), ("forward + backward, no update", fwd_bwd)):
+        f = jax.jit(fn)
+        t = float(np.median(wall_times(lambda f=f: f(s.state, batch), max(FLAGS.steps, 3))))
+        out.append((name, f"{t * 1e3:.1f} ms"))
+    return out
+
+
 def scan_table(config, batch) -> list[tuple[str, str]]:
     """Trace + compile time of the train step with `scan_layers` off and on (same run)."""
     cells = []
@@ -270,6 +299,8 @@ def main(argv: list[str]) -> None:
             ("step time not in GEMMs (elementwise, gathers, softmax, layout)",
              f"{(step_s - g_s) * 1e3:.1f} ms"),
         ]
+    if FLAGS.breakdown:
+        rows += breakdown(s, config, batch0)
     if FLAGS.scan_compare:
         rows += scan_table(config, batch0)
     if FLAGS.feature_cache:
