@@ -12,6 +12,7 @@ from PIL import Image
 
 from tfds_builders import common
 from tfds_builders import sc2st as sc2st_lib
+from tfds_builders.sc2st import extras
 from tfds_builders.sc2st.sc2st import Sc2St, Sc2StConfig, build_storyboards, check_manual_dir
 from vnr.benchmarks.sc2st import keyframes
 
@@ -159,15 +160,42 @@ def test_trainer_pipeline_gathers_candidates(built, tmp_path):
     from vnr.benchmarks.sc2st import data
 
     _, builder = built
-    path = pathlib.Path(builder.data_dir) / "pool_val.npy"
+    path = sc2st_lib.pool(CONFIG, "val", pathlib.Path(builder.data_dir).parents[2])
     src = builder.as_data_source("val")
     recs = {int(r["index"]): sc2st_lib.to_record(r) for r in (src[i] for i in range(len(src)))}
-    np.save(path, np.concatenate([recs[i]["features"] for i in range(len(recs))]))
+    isolated = extras.read_isolated(builder.data_dir, "val")["features"]
+    np.testing.assert_array_equal(np.load(path), np.concatenate(
+        [*(recs[i]["features"] for i in range(len(recs))), isolated]))
     enc = data.Encode(str(path), "scratch:bert-tiny", 1024, 12)
     ex = enc.map(recs[1])
     assert ex["tokens"].shape == (10, 12) and (ex["tokens"][:, 0] == 1023).all()
     assert ex["cands"].shape == (9, 10, 32)
     np.testing.assert_allclose(ex["cands"][np.arange(9), ex["answer"]], recs[1]["features"][1:])
+
+
+def test_isolated_keyframes_are_candidates(built):
+    """§4.1.3: the pairs formation dropped (in no storyboard) join one split's pool each;
+    a clip's frames stay in one split; candidates reach them by pool index N * 10 + k."""
+    _, builder = built
+    summary = json.loads((pathlib.Path(builder.data_dir) / common.SUMMARY_FILE).read_text())
+    split_of_clip, seen, reached = {}, set(), 0
+    for split in ("train", "val", "test"):
+        iso = extras.read_isolated(builder.data_dir, split)
+        src = builder.as_data_source(split)
+        recs = [sc2st_lib.to_record(src[i]) for i in range(len(src))]
+        board_frames = {f for r in recs for f in r["frame_ids"]}
+        frames = [str(f) for f in iso["frame_ids"]]
+        assert iso["features"].shape == (len(frames), 32) and not board_frames & set(frames)
+        assert not seen & set(frames)
+        seen |= set(frames)
+        for f in [*frames, *board_frames]:
+            clip = pathlib.Path(f).parent.name if f.endswith(".jpg") else f.split("#")[0]
+            assert split_of_clip.setdefault(clip, split) == split, f
+        cands = np.stack([r["candidates"] for r in recs])
+        reached += int((cands >= 10 * len(recs)).sum())
+        assert cands.max() < 10 * len(recs) + len(frames)
+    assert len(seen) == summary["formation"]["dropped_pairs"] == 7
+    assert reached > 0
 
 
 def test_deterministic_and_scorer_checked(built):
@@ -299,9 +327,9 @@ def test_candidate_similarity_embedder_is_pluggable(built):
         def encode_images(self, jpegs):
             return np.array([[len(j), 1.0] for j in jpegs], np.float32)
 
-    got = similarity_features(root, boards, Sizes())
-    assert got.shape == (2, 10, 2)
-    assert got[1, 3, 0] == len(jpgs[13].read_bytes())
+    got = similarity_features(root, boards + [[]], Sizes())  # an empty isolated set too
+    assert got.shape == (20, 2)
+    assert got[13, 0] == len(jpgs[13].read_bytes())
     with pytest.raises(ValueError, match="candidate_embedder needs keyframe images"):
         build_storyboards(root, CONFIG, collections.Counter(), collections.Counter(),
                           keyframes.ClipScorer("scratch:tiny"), Sizes())
