@@ -59,6 +59,9 @@ def expert_columns(pairs: Sequence[Any], root: pathlib.Path,
                    stats: Any) -> dict[int, dict[str, np.ndarray]]:
     """id(pair) -> {`expert_<name>`: row}; checks each expert's width against the config
     and counts the keyframes an expert misses (`expert_<name>_missing`)."""
+    if set(experts) != set(dims):
+        raise ValueError(f"the builder config stores experts {sorted(dims)} but got "
+                         f"{sorted(experts)}")
     refs = keyframe_refs(pairs, root)
     cols = {}
     for name, expert in experts.items():

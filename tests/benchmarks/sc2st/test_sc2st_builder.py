@@ -333,3 +333,38 @@ def test_candidate_similarity_embedder_is_pluggable(built):
     with pytest.raises(ValueError, match="candidate_embedder needs keyframe images"):
         build_storyboards(root, CONFIG, collections.Counter(), collections.Counter(),
                           keyframes.ClipScorer("scratch:tiny"), Sizes())
+
+
+def test_expert_columns_are_stored_with_the_pluggable_experts(built):
+    """§4.3.2 experts: one column per expert the config names, from the functions passed in
+    (scene stand-in = CLIP of the JPEG, or the stored feature for array input; character =
+    top names, missing here: the corpus names nobody); isolated keyframes get them too."""
+    from tfds_builders import __main__ as cli
+
+    root, _ = built
+    cfg = Sc2StConfig(name="experts", encoder="scratch:tiny", feature_dim=32,
+                      num_candidates=10, fractions=(0.5, 0.25, 0.25),
+                      experts=(("scene", 32), ("character", 100)))
+    scorer = keyframes.ClipScorer("scratch:tiny")
+    made = {n: f("scratch:tiny", 0) for n, f in keyframes.DEFAULT_EXPERTS.items()
+            if n in ("scene", "character")}
+    stats, isolated = collections.Counter(), {}
+    out = build_storyboards(root, cfg, collections.Counter(), stats, scorer, None, made,
+                            isolated)
+    recs = [r for split in out.values() for r in split]
+    a = next(r for r in recs if r["movie"].endswith("A"))
+    want = made["scene"].scorer.encode_images([(root / a["frame_ids"][3]).read_bytes()])[0]
+    np.testing.assert_allclose(a["expert_scene"][3], want, rtol=1e-5, atol=1e-6)
+    b = next(r for r in recs if r["movie"].endswith("B"))
+    np.testing.assert_array_equal(b["expert_scene"], b["features"])
+    assert a["expert_character"].shape == (10, 100) and not a["expert_character"].any()
+    n_iso = sum(len(v[1]) for v in isolated.values())
+    assert stats["expert_character_missing"] == len(recs) * 10 + n_iso
+    assert stats["expert_scene_from_stored_feature"] == 40 + sum(
+        1 for v in isolated.values() for f in v[1] if "#" in f)
+    assert all(v[0]["expert_scene"].shape == (len(v[1]), 32) for v in isolated.values())
+    with pytest.raises(ValueError, match="stores experts"):
+        build_storyboards(root, cfg, collections.Counter(), collections.Counter(), scorer,
+                          None, {"scene": made["scene"]})
+    with pytest.raises(SystemExit, match="name=module:function"):
+        cli.build("sc2st", "synthetic_experts", "unused", experts=["scene"])

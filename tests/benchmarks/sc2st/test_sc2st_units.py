@@ -251,3 +251,21 @@ def test_candidates_same_movie_shortfall_and_too_small_pool():
     assert all(len(set(r.tolist())) == 100 for r in cands.reshape(-1, 100))
     with pytest.raises(ValueError, match="incorrect candidates"):
         candidates.sample_candidates(feats[:10], movies[:10], seed=0, split_code=0)
+
+
+def test_character_expert_is_top_names_multi_hot():
+    """The paper's character expert: the most named characters (top `dim`), multi-hot;
+    a keyframe naming none of them has the expert missing (all zero)."""
+    from vnr.benchmarks.sc2st.keyframes import CharacterExpert
+
+    def kf(*names):
+        return keyframes.Keyframe("f", "m", "s", names, np.zeros(2, np.float32))
+
+    frames = [kf("Ann", "Bob"), kf("Bob"), kf("Cid"), kf("Bob", "Ann"), kf(), kf("Dee")]
+    expert = CharacterExpert(dim=2)
+    got = expert.encode_keyframes(frames)
+    assert expert.vocabulary == ["Bob", "Ann"]  # 3 and 2 mentions; Cid, Dee: 1 each
+    np.testing.assert_array_equal(got, [[1, 1], [1, 0], [0, 0], [1, 1], [0, 0], [0, 0]])
+    names = text.character_names("<PERSON>Tom</PERSON> sees SOMEONE<Nick>; He<Tom> waves, "
+                                 "SOMEONE leaves.")
+    assert names == ["Tom", "Nick"]
