@@ -25,16 +25,14 @@ import collections
 import json
 import pathlib
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from tfds_builders import common
-from tfds_builders.sc2st import candidates, keyframes
+from tfds_builders.sc2st import candidates, keyframes, lsmdc, text
+from tfds_builders.sc2st.examples import Pair, check_dim, make_example
 from tfds_builders.sc2st.skips import record
-
-if TYPE_CHECKING:
-    from tfds_builders.sc2st.sc2st import Sc2StConfig
 
 ID = re.compile(r"^l_(\d+)_(\d+)(?:_(\d+))?$")
 STORY_KEYS = ("stories", "storyboards", "data", "items")
@@ -219,7 +217,7 @@ def _find(root: pathlib.Path, name: str) -> pathlib.Path | None:
     return None
 
 
-def build_released(root: pathlib.Path, cfg: Sc2StConfig, skips: collections.Counter,
+def build_released(root: pathlib.Path, cfg: Any, skips: collections.Counter,
                    stats: collections.Counter, scorer: keyframes.Embedder
                    ) -> dict[str, list[dict]]:
     """Storyboards of the released `story10_all_<split>_no.json` files (readers above).
@@ -233,9 +231,6 @@ def build_released(root: pathlib.Path, cfg: Sc2StConfig, skips: collections.Coun
     with an id lsmdc.json lacks, a missing frame or no text is skipped (`unknown_id` /
     `no_frames` / `no_text`).
     """
-    from tfds_builders.sc2st import lsmdc, text
-    from tfds_builders.sc2st.sc2st import Pair, _check_dim, _example
-
     index_path = _find(root, "lsmdc.json")
     if index_path is None:
         raise common.ManualDirError(f"{root}: released storyboards need lsmdc.json (upstream "
@@ -244,7 +239,7 @@ def build_released(root: pathlib.Path, cfg: Sc2StConfig, skips: collections.Coun
     text_path = _find(root, "parsed_text.json")
     texts = read_id_map(text_path, "str") if text_path else {}
     meta = lsmdc.read_meta(root / "meta.csv", skips) if (root / "meta.csv").is_file() else {}
-    _check_dim(scorer, cfg)
+    check_dim(scorer, cfg)
     out = {}
     for code, (split, name) in enumerate(RELEASED_SPLITS.items()):
         path = _find(root, name)
@@ -284,7 +279,7 @@ def build_released(root: pathlib.Path, cfg: Sc2StConfig, skips: collections.Coun
             split_code=code, positions=tuple(range(1, cfg.length)),
             num_candidates=cfg.num_candidates, similar_frac=cfg.similar_frac,
             same_movie_frac=cfg.same_movie_frac, stats=stats)
-        out[split] = [_example(i, b, np.stack([p.feature for p in b]), c, a, meta)
+        out[split] = [make_example(i, b, np.stack([p.feature for p in b]), c, a, meta)
                       for i, (b, c, a) in enumerate(zip(boards, cands, answer, strict=True))]
         stats[f"storyboards_{split}"] = len(boards)
     if not out:

@@ -22,6 +22,7 @@ import tensorflow_datasets as tfds
 
 from tfds_builders import common
 from tfds_builders.sc2st import candidates, extras, keyframes, lsmdc, story, text
+from tfds_builders.sc2st.examples import Pair, check_dim, make_example
 from tfds_builders.sc2st.skips import Skips, record
 
 VERSION = tfds.core.Version("1.1.0")
@@ -66,14 +67,6 @@ class Sc2StConfig(tfds.core.BuilderConfig):
     names: bool = True  # character names as the release attaches them (False: SOMEONE)
     # Upstream's preparation drops these LSMDC movies as repeats of others.
     exclude_movies: tuple[str, ...] = ("1001_", "1010_")
-
-
-@dataclasses.dataclass
-class Pair:
-    clip: lsmdc.Clip
-    sentence: str
-    frame_id: str
-    feature: np.ndarray
 
 
 def check_manual_dir(manual_dir: os.PathLike | str | None) -> pathlib.Path:
@@ -153,12 +146,6 @@ def clip_pairs(root: pathlib.Path, clips: list[lsmdc.Clip], cfg: Sc2StConfig,
     return out
 
 
-def _check_dim(scorer: keyframes.Embedder, cfg: Sc2StConfig) -> None:
-    if scorer.dim != cfg.feature_dim:
-        raise ValueError(f"encoder {cfg.encoder!r} embeds in {scorer.dim} dims but the builder "
-                         f"config says feature_dim={cfg.feature_dim}")
-
-
 def similarity_features(root: pathlib.Path, boards: list[list[Pair]],
                         embedder: keyframes.Embedder | None) -> np.ndarray:
     """[sum of len(b), D'] features that rank similar candidates (§4.1.3), the pairs of
@@ -205,7 +192,7 @@ def build_storyboards(root: pathlib.Path, cfg: Sc2StConfig, skips: collections.C
         meta = lsmdc.read_meta(root / "meta.csv", skips)
     else:
         common.log.warning("%s has no meta.csv: genres are left empty", root)
-    _check_dim(scorer, cfg)
+    check_dim(scorer, cfg)
     pairs = clip_pairs(root, clips, cfg, scorer, skips, stats)
     stories = story.group_stories([c for c in clips if c.clip_id in pairs], cfg.max_gap)
     dropped: list[Pair] = []
@@ -247,7 +234,7 @@ def build_storyboards(root: pathlib.Path, cfg: Sc2StConfig, skips: collections.C
             same_movie_frac=cfg.same_movie_frac, stats=stats,
             extra_features=sim[len(chosen) * cfg.length:],
             extra_movies=np.array([movie_ids[p.clip.movie] for p in iso], np.int64))
-        out[split] = [_example(i, b, f, c, a, meta, cols) for i, (b, f, c, a) in
+        out[split] = [make_example(i, b, f, c, a, meta, cols) for i, (b, f, c, a) in
                       enumerate(zip(chosen, feats, cands, answer, strict=True))]
         stats[f"isolated_{split}"] = len(iso)
         if isolated_out is not None:
@@ -259,28 +246,6 @@ def build_storyboards(root: pathlib.Path, cfg: Sc2StConfig, skips: collections.C
                     for n, dim in cfg.experts}},
                 [p.frame_id for p in iso], [p.clip.movie for p in iso])
     return out
-
-
-def _example(index: int, board: list[Pair], feats: np.ndarray, cands: np.ndarray,
-             answer: np.ndarray, meta: dict, cols: dict | None = None) -> dict:
-    movie = board[0].clip.movie
-    experts = {k: np.stack([cols[id(p)][k] for p in board]) for k in cols[id(board[0])]
-               } if cols else {}
-    return {
-        **experts,
-        "storyboard_id": f"{board[0].frame_id}",
-        "index": index,
-        "movie": movie,
-        "genres": meta.get(lsmdc.normalise_movie(movie), {}).get("genres", []),
-        "clip_ids": [p.clip.clip_id for p in board],
-        "sentences": [p.sentence for p in board],
-        "frame_ids": [p.frame_id for p in board],
-        "start": np.array([p.clip.start for p in board], np.float32),
-        "end": np.array([p.clip.end for p in board], np.float32),
-        "features": feats,
-        "candidates": cands.astype(np.int32),
-        "answer": answer.astype(np.int32),
-    }
 
 
 # The default experts' widths with CLIP ViT-B/32 (`vnr.benchmarks.sc2st.keyframes`).

@@ -330,6 +330,12 @@ def test_candidate_similarity_embedder_is_pluggable(built):
     got = similarity_features(root, boards + [[]], Sizes())  # an empty isolated set too
     assert got.shape == (20, 2)
     assert got[13, 0] == len(jpgs[13].read_bytes())
+    dense = keyframes.densenet_embedder("scratch:tiny")  # the DenseNet plugs in the same way
+    got = similarity_features(root, boards, dense)
+    assert got.shape == (20, dense.dim) == (20, 32)
+    np.testing.assert_allclose(np.linalg.norm(got, axis=-1), 1.0, rtol=1e-5)
+    np.testing.assert_allclose(got[13], dense.encode_images([jpgs[13].read_bytes()])[0],
+                               rtol=1e-5, atol=1e-6)
     with pytest.raises(ValueError, match="candidate_embedder needs keyframe images"):
         build_storyboards(root, CONFIG, collections.Counter(), collections.Counter(),
                           keyframes.ClipScorer("scratch:tiny"), Sizes())

@@ -23,6 +23,14 @@ in for what, honestly:
   the paper does not say over which set), set for the names attached to the keyframe's
   sub-sentence. A keyframe naming none of them has the expert missing (all zero).
 
+Candidate similarity (§4.1.3, DenseNet-121's 1024-d pooled features in the paper):
+`densenet_embedder` is torchvision's DenseNet-121 (`vnr.models.encoders.densenet`) with the
+weights of `$VNR_ENCODERS_DIR/densenet121/model.safetensors` (a torchvision state dict; none
+ships with vnr and none can be downloaded here), images resized to 256 and centre-cropped
+to 224 with ImageNet's mean/std as torchvision's eval transform; pass it as the builder's
+`candidate_embedder` (needs JPEG frames). `scratch:densenet121` / `scratch:tiny` are random
+weights (plumbing only).
+
 With `features/` array input (no JPEG; the generated corpus) the two image experts fall
 back to the stored keyframe feature (the same CLIP's image embedding), counted per build
 as `expert_<name>_from_stored_feature`: on the generated corpus scene and object are then
@@ -32,6 +40,7 @@ the same column.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import functools
 import io
 from collections.abc import Sequence
@@ -198,3 +207,64 @@ def character_expert(encoder: str, seed: int = 0) -> CharacterExpert:
 
 DEFAULT_EXPERTS = {"scene": scene_expert, "object": object_expert,
                    "character": character_expert}
+
+
+IMAGENET_MEAN = np.array([0.485, 0.456, 0.406], np.float32)
+IMAGENET_STD = np.array([0.229, 0.224, 0.225], np.float32)
+
+
+class DenseNetScorer:
+    """L2-normalised DenseNet pooled features of JPEGs (an image-only `Embedder`)."""
+
+    def __init__(self, encoder: str = "densenet121", seed: int = 0, batch: int = 32):
+        import jax
+        from flax import nnx
+
+        from vnr.models.encoders import densenet
+
+        self.batch, self.image_size = batch, 224
+        if encoder == "scratch:tiny":  # tests: a small random DenseNet on 32 x 32 images
+            cfg = densenet.DenseNetConfig(growth_rate=8, block_config=(2, 2),
+                                          num_init_features=16, bn_size=2, num_classes=0)
+            model, self.image_size = densenet.DenseNet(cfg, nnx.Rngs(seed)), 32
+        elif encoder == "scratch:densenet121":
+            cfg = dataclasses.replace(densenet.DENSENET121, num_classes=0)
+            model = densenet.DenseNet(cfg, nnx.Rngs(seed))
+        else:
+            model = densenet.load_densenet(encoder or "densenet121")
+        self.dim = model.config.num_features
+        graphdef, self._state = nnx.split(model)
+        self._fwd = jax.jit(lambda st, px: nnx.merge(graphdef, st)(px).pooled)
+
+    def encode_texts(self, texts: Sequence[str]) -> np.ndarray:
+        raise TypeError("DenseNet embeds images only (a candidate_embedder, not the keyframe "
+                        "embedder)")
+
+    def pixels(self, jpeg: bytes) -> np.ndarray:
+        """torchvision's eval transform: shorter side to size * 256 / 224, centre crop."""
+        from PIL import Image
+
+        img = Image.open(io.BytesIO(jpeg)).convert("RGB")
+        short = round(self.image_size * 256 / 224)
+        w, h = img.size
+        scale = short / min(w, h)
+        img = img.resize((max(1, round(w * scale)), max(1, round(h * scale))), Image.BILINEAR)
+        w, h = img.size
+        left, top = (w - self.image_size) // 2, (h - self.image_size) // 2
+        img = img.crop((left, top, left + self.image_size, top + self.image_size))
+        return (np.asarray(img, np.float32) / 255.0 - IMAGENET_MEAN) / IMAGENET_STD
+
+    def encode_images(self, jpegs: Sequence[bytes]) -> np.ndarray:
+        out = []
+        for lo in range(0, len(jpegs), self.batch):
+            chunk = [self.pixels(j) for j in jpegs[lo:lo + self.batch]]
+            n = len(chunk)
+            chunk += [np.zeros_like(chunk[0])] * (self.batch - n)
+            out.append(np.asarray(self._fwd(self._state, np.stack(chunk)))[:n])
+        return normalise(np.concatenate(out)) if out else np.zeros((0, self.dim), np.float32)
+
+
+def densenet_embedder(encoder: str = "", seed: int = 0) -> DenseNetScorer:
+    """The builder's `candidate_embedder` (§4.1.3): the config's `candidate_encoder` names
+    the checkpoint ("" = densenet121 under $VNR_ENCODERS_DIR)."""
+    return DenseNetScorer(encoder or "densenet121", seed)
