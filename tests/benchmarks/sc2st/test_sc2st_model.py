@@ -219,3 +219,7 @@ def test_moee_experts_mask_and_renormalise():
     ctx = baselines.MoEE(context=True, text_encoder=text, text_width=width, feature_dim=32,
                          width=8, rngs=nnx.Rngs(1), experts={"scene": 6, "character": 4})
     assert ctx.weights.kernel.shape == (width, 4)  # current + context per expert
+    # an expert missing everywhere: zero input, zero-initialised bias, y = 0 in its GEU; the
+    # gradient must stay finite (that of ||y|| at 0 is NaN)
+    grads = nnx.grad(lambda u: u(jnp.zeros((3, 4))).sum())(ctx.image_units[1])
+    assert all(np.isfinite(np.asarray(g)).all() for g in jax.tree.leaves(grads))

@@ -51,7 +51,9 @@ class GEU(nnx.Module):
     def __call__(self, x: jax.Array) -> jax.Array:
         y = self.fc(x)
         y = y * jax.nn.sigmoid(self.gate(y))
-        return y / jnp.maximum(jnp.linalg.norm(y, axis=-1, keepdims=True), 1e-6)
+        # rsqrt of a floored square norm: a zero y (a missing expert's zero input at init)
+        # has a finite gradient, where the gradient of ||y|| at 0 is NaN
+        return y * jax.lax.rsqrt(jnp.maximum(jnp.sum(y * y, axis=-1, keepdims=True), 1e-12))
 
 
 def feature_keys(name: str) -> tuple[str, str]:
