@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -44,11 +45,14 @@ def assign_isolated(dropped: Sequence[Any], boards: Sequence[Sequence[Any]],
 
 
 def keyframe_refs(pairs: Sequence[Any], root: pathlib.Path) -> list[keyframes.Keyframe]:
-    """What the experts read of each pair (`Pair` of the builder)."""
+    """What the experts read of each pair (`Pair` of the builder): the names are those the
+    release attaches in the clip's description that appear, as whole words, in the pair's
+    own sub-sentence (with `names=False` the sub-sentence names nobody: none)."""
     out = []
     for p in pairs:
         is_jpeg = pathlib.Path(p.frame_id).suffix.lower() in (".jpg", ".jpeg")
-        names = tuple(n for n in text.character_names(p.clip.sentence) if n in p.sentence)
+        names = tuple(n for n in text.character_names(p.clip.sentence)
+                      if re.search(rf"(?<!\w){re.escape(n)}(?!\w)", p.sentence))
         out.append(keyframes.Keyframe(p.frame_id, p.clip.movie, p.sentence, names, p.feature,
                                       root / p.frame_id if is_jpeg else None))
     return out

@@ -3,11 +3,13 @@
 import collections
 import dataclasses
 import itertools
+import pathlib
+import types
 
 import numpy as np
 import pytest
 
-from tfds_builders.sc2st import candidates, keyframes, lsmdc, story, text
+from tfds_builders.sc2st import candidates, extras, keyframes, lsmdc, story, text
 from tfds_builders.sc2st.skips import Skips
 
 
@@ -269,3 +271,11 @@ def test_character_expert_is_top_names_multi_hot():
     names = text.character_names("<PERSON>Tom</PERSON> sees SOMEONE<Nick>; He<Tom> waves, "
                                  "SOMEONE leaves.")
     assert names == ["Tom", "Nick"]
+    clip = types.SimpleNamespace(sentence="SOMEONE<Al> waves; <PERSON>Nick</PERSON> leaves.",
+                                 movie="m")
+    pairs = [types.SimpleNamespace(clip=clip, sentence=s, frame_id=f, feature=np.zeros(2))
+             for s, f in (("Al waves", "features/m/c.npy#0"),
+                          ("Also Nick leaves.", "frames/m/c/1.jpg"))]
+    refs = extras.keyframe_refs(pairs, pathlib.Path("/r"))
+    assert [r.names for r in refs] == [("Al",), ("Nick",)]  # whole words of its own part
+    assert refs[0].path is None and refs[1].path == pathlib.Path("/r/frames/m/c/1.jpg")
