@@ -3,6 +3,7 @@
     python -m tfds_builders build <name> --config <cfg> [--manual_dir DIR] --data_dir OUT
                                  [--embedder module:function]
                                  [--candidate_embedder module:function]
+                                 [--expert name=module:function ...]
 
 A thin wrapper over `download_and_prepare`: imports `tfds_builders.<name>`, builds the config
 and prints the build summary (examples per split, skipped inputs by reason). Builders that
@@ -10,7 +11,7 @@ embed their inputs with a model (Sc2St keyframes) take the embedding function as
 `--embedder` names it (Sc2St: `vnr.benchmarks.sc2st.keyframes:clip_embedder`; a builder that
 needs one and gets none stops with one line), so no builder imports the model code itself.
 `--candidate_embedder` names the optional image model that ranks similar candidates (Sc2St
-§4.1.3).
+§4.1.3); each `--expert` one MoEE expert of the config (Sc2St §4.3.2, `*_experts` configs).
 """
 
 from __future__ import annotations
@@ -70,6 +71,7 @@ def build(
     overwrite: bool = False,
     embedder: str | None = None,
     candidate_embedder: str | None = None,
+    experts: list[str] | None = None,
 ) -> dict[str, Any]:
     """Builds `name`/`config` (if needed) and returns its summary dict."""
     cls = find_builder(name)
@@ -79,6 +81,11 @@ def build(
     extra = {"embedder": load_function(spec)} if spec else {}
     if candidate_embedder:
         extra["candidate_embedder"] = load_function(candidate_embedder)
+    if experts:
+        pairs = [e.partition("=") for e in experts]
+        if any(not n or not f for n, _, f in pairs):
+            raise SystemExit(f"error: --expert {experts}: use name=module:function")
+        extra["experts"] = {n: load_function(f) for n, _, f in pairs}
     configs = [c.name for c in getattr(cls, "BUILDER_CONFIGS", [])]
     if config is None and configs:
         config = getattr(cls, "DEFAULT_CONFIG_NAME", None) or configs[0]
@@ -121,6 +128,9 @@ def main(argv: list[str] | None = None) -> int:
                    "embedder (Sc2St keyframes: vnr.benchmarks.sc2st.keyframes:clip_embedder)")
     b.add_argument("--candidate_embedder", default=None, help="module:function making the "
                    "image model that ranks similar candidates (Sc2St §4.1.3; optional)")
+    b.add_argument("--expert", action="append", default=None, help="name=module:function, "
+                   "one per MoEE expert the config stores (Sc2St: scene=vnr.benchmarks.sc2st."
+                   "keyframes:scene_expert, object=..., character=...)")
     b.add_argument("-v", "--verbose", action="store_true", help="show TFDS's own log lines")
     args = parser.parse_args(argv)
 
@@ -138,6 +148,7 @@ def main(argv: list[str] | None = None) -> int:
             args.overwrite,
             args.embedder,
             args.candidate_embedder,
+            args.expert,
         )
     except common.ManualDirError as e:
         print(f"error: {e}", file=sys.stderr)

@@ -9,6 +9,9 @@ ARGS is a comma-separated list of at most one model and any options:
   sa_time          ours: attention over the time steps of both streams (earlier vnr SA)
   lf_t | lf_v      Table 5 ablations: text context only / visual context only (late fusion)
   moee | cmoee     Table 3 V-MoEE / C-CMoEE (mixture of embedding experts; baselines.py)
+  experts          the builder config with MoEE expert columns (<source>_experts: scene,
+                   object, character; stand-ins in vnr/benchmarks/sc2st/keyframes.py);
+                   without it MoEE has one expert, the stored keyframe embedding
   similarity       baseline: cosine of each candidate to keyframe t-1 (nothing trained)
   prior            baseline: random scores (nothing trained)
   paper            the Appendix A.1 setup: Adam, lr 3e-4 with cosine annealing (no
@@ -40,7 +43,8 @@ PAPER_TEXT_ENCODER = "bert-base-uncased"  # §4.4.1: "a pre-trained uncased BERT
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
-    args = common.parse_arg(arg, __file__, (*MODELS, "smoke", "lsmdc", "released", "paper"),
+    args = common.parse_arg(arg, __file__, (*MODELS, "smoke", "lsmdc", "released", "paper",
+                                                   "experts"),
                             ("text_encoder", "steps"))
     fusion = args.pick(MODELS, "model", "sa")
     baseline = fusion in ("similarity", "prior")  # evaluation only
@@ -78,6 +82,10 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
                  batch_size=128, eval_batch_size=128, best_metric="mean_rank", best_mode="min")
         c.model.text_encoder = PAPER_TEXT_ENCODER
         c.data.update(max_tokens=40, vocab_size=30522)
+    if "experts" in args:
+        if source == "released":
+            raise ValueError("experts: the released storyboards have no expert columns")
+        c.data.config = f"{c.data.config}_experts"
     if "text_encoder" in args.values:
         c.model.text_encoder = args.values["text_encoder"]
     if "smoke" in args:

@@ -2,8 +2,9 @@
 
 Building needs a keyframe embedder (`embedder=`, see `keyframes`); reading does not.
 `data_source(config, split, data_dir)` returns a picklable random-access source of plain
-dicts, one storyboard each (see `to_record`), and `pool(config, split, data_dir)` the split's
-keyframe features in pool order (`[N * 10, D]`, candidate index `b * 10 + p`).
+dicts, one storyboard each (see `to_record`), and `pool(config, split, data_dir, column)` the
+split's keyframe `features` (or an expert column) in pool order: the N storyboards' keyframes
+(candidate index `b * 10 + p`), then the split's M isolated keyframes (`N * 10 + k`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ import numpy as np
 
 from tfds_builders import common
 from tfds_builders.common import ManualDirError
-from tfds_builders.sc2st.keyframes import MakeEmbedder
+from tfds_builders.sc2st import extras
+from tfds_builders.sc2st.keyframes import MakeEmbedder, MakeExpert
 from tfds_builders.sc2st.sc2st import Builder, Sc2St, Sc2StConfig
 
 __all__ = ["Builder", "ManualDirError", "Sc2St", "Sc2StConfig", "data_source",
@@ -33,43 +35,58 @@ def to_record(raw: dict) -> dict:
     rec: dict[str, Any] = {k: common.text(raw[k]) for k in TEXT_FIELDS}
     rec.update({k: [common.text(s) for s in raw[k]] for k in TEXT_LISTS})
     rec.update({k: np.asarray(raw[k], dtype=t) for k, t in ARRAYS.items()})
+    rec.update({k: np.asarray(v, np.float32) for k, v in raw.items() if k.startswith("expert_")})
     return rec
 
 
 def prepare(config: str, data_dir: os.PathLike | str, manual_dir: os.PathLike | str | None = None,
-            build: bool = True, embedder: MakeEmbedder | None = None) -> Sc2St:
+            build: bool = True, embedder: MakeEmbedder | None = None,
+            experts: dict[str, MakeExpert] | None = None) -> Sc2St:
     """The builder with its dataset built (building it now if missing and `build`, with the
-    keyframe `embedder`, see `keyframes`)."""
+    keyframe `embedder` and the config's `experts`, see `keyframes`)."""
     builder = common.open_builder(Sc2St, config, data_dir)
     builder.embedder = embedder
+    builder.experts = experts or {}
     return common.prepare(builder, data_dir, manual_dir, build,
                           lambda m: Sc2St.check_inputs(config, m))
 
 
 def data_source(config: str, split: str, data_dir: os.PathLike | str,
                 manual_dir: os.PathLike | str | None = None, build: bool = True,
-                embedder: MakeEmbedder | None = None) -> common.Source:
+                embedder: MakeEmbedder | None = None,
+                experts: dict[str, MakeExpert] | None = None) -> common.Source:
     """A random-access source over `split` of sc2st/`config` (built first if needed), in
     storyboard `index` order."""
-    builder = prepare(config, data_dir, manual_dir, build, embedder)
+    builder = prepare(config, data_dir, manual_dir, build, embedder, experts)
     return common.Source(Sc2St, config, split, os.path.abspath(data_dir),
                          common.split_length(builder, split), to_record, order_by="index")
 
 
-def pool(config: str, split: str, data_dir: os.PathLike | str) -> pathlib.Path:
-    """Path of `pool_<split>.npy` ([N * length, D] float32 in pool order), written on first use."""
+def pool(config: str, split: str, data_dir: os.PathLike | str,
+         column: str = "features") -> pathlib.Path:
+    """Path of `pool_<split>[_<column>].npy` ([N * length + M, D] float32 in pool order:
+    storyboards, then isolated keyframes), written on first use."""
     builder = common.open_builder(Sc2St, config, data_dir)
-    path = pathlib.Path(os.fspath(builder.data_dir)) / f"pool_{split}.npy"
+    root = pathlib.Path(os.fspath(builder.data_dir))
+    path = root / (f"pool_{split}.npy" if column == "features" else f"pool_{split}_{column}.npy")
     if not path.is_file():
         src = data_source(config, split, data_dir, build=False)
-        feats = np.stack([src[i]["features"] for i in range(len(src))])
+        if len(src) and column not in src[0]:
+            raise KeyError(f"sc2st/{config} has no column {column!r} (experts: "
+                           f"{[n for n, _ in builder.builder_config.experts]})")
+        feats = np.stack([src[i][column] for i in range(len(src))])
+        feats = feats.reshape(-1, feats.shape[-1])
+        isolated = extras.read_isolated(root, split)
+        if isolated is not None:
+            feats = np.concatenate([feats, isolated[column].reshape(-1, feats.shape[-1])])
         tmp = path.with_name(f"{path.stem}.tmp{os.getpid()}.npy")
-        np.save(tmp, feats.reshape(-1, feats.shape[-1]))
+        np.save(tmp, feats)
         os.replace(tmp, path)
     return path
 
 
 def split_names(config: str, data_dir: os.PathLike | str,
                 manual_dir: os.PathLike | str | None = None, build: bool = True,
-                embedder: MakeEmbedder | None = None) -> list[str]:
-    return list(prepare(config, data_dir, manual_dir, build, embedder).info.splits)
+                embedder: MakeEmbedder | None = None,
+                experts: dict[str, MakeExpert] | None = None) -> list[str]:
+    return list(prepare(config, data_dir, manual_dir, build, embedder, experts).info.splits)

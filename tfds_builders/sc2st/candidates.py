@@ -19,7 +19,14 @@ taken from other movies (counted in `stats["same_movie_shortfall"]`). The 100
 are shuffled, and `answer` is the index of the ground truth. Everything is a
 function of (seed, split, query index), so any split rebuilds identically.
 
-Pool index of keyframe (storyboard b, position p) is `b * length + p`.
+Isolated keyframes (§4.1.3: candidates "can include" keyframes that belong to no
+storyboard, the pairs story formation dropped) join the pool after the storyboards'
+keyframes (`extra_features`, `extra_movies`). They compete for every category on equal
+terms (their movie decides same / other movie), so the counted proportions stay as above;
+they are never a ground truth.
+
+Pool index of keyframe (storyboard b, position p) is `b * length + p`; isolated keyframe k
+of the split is `N * length + k`.
 """
 
 from __future__ import annotations
@@ -57,7 +64,9 @@ def sample_candidates(features: np.ndarray, movies: np.ndarray, *, seed: int, sp
                       positions: tuple[int, ...] = tuple(range(1, 10)),
                       num_candidates: int = 100, similar_frac: float = 0.7,
                       same_movie_frac: float = 0.3, block: int = 512,
-                      stats: collections.Counter | None = None
+                      stats: collections.Counter | None = None,
+                      extra_features: np.ndarray | None = None,
+                      extra_movies: np.ndarray | None = None
                       ) -> tuple[np.ndarray, np.ndarray]:
     """Candidate sets for every storyboard of one split.
 
@@ -69,21 +78,31 @@ def sample_candidates(features: np.ndarray, movies: np.ndarray, *, seed: int, sp
       num_candidates: set size including the ground truth.
       similar_frac, same_movie_frac: the paper's 70% / 30%.
       block: queries per similarity matmul.
-      stats: optional counter for shortfalls.
+      stats: optional counter for shortfalls (and `isolated_candidates`, how many
+        candidate slots an isolated keyframe fills).
+      extra_features, extra_movies: float [M, D] / [M] isolated keyframes of the split
+        (in no storyboard), pool indices N * L .. N * L + M - 1.
 
     Returns:
       (candidates int32 [N, len(positions), C] pool indices, answer int32 [N, len(positions)]).
     """
-    n, length, _ = features.shape
-    pool = features.reshape(n * length, -1).astype(np.float32)
+    n, length, dim = features.shape
+    if extra_features is None:
+        extra_features, extra_movies = np.zeros((0, dim), np.float32), np.asarray(movies)[:0]
+    if extra_movies is None or len(extra_movies) != len(extra_features):
+        raise ValueError(f"extra_movies must give the movie of each of the "
+                         f"{len(extra_features)} isolated keyframes")
+    m = len(extra_features)
+    pool = np.concatenate([features.reshape(n * length, -1), extra_features]).astype(np.float32)
     pool = pool / np.maximum(np.linalg.norm(pool, axis=-1, keepdims=True), 1e-12)
-    movie_of = np.repeat(np.asarray(movies), length)
-    board_of = np.repeat(np.arange(n), length)
+    movie_of = np.concatenate([np.repeat(np.asarray(movies), length), np.asarray(extra_movies)])
+    board_of = np.concatenate([np.repeat(np.arange(n), length), np.full(m, -1)])
     counts = category_counts(num_candidates, similar_frac, same_movie_frac)
-    if n * length - length < num_candidates - 1:
-        raise ValueError(f"a split of {n} storyboards has only {n * length - length} keyframes "
-                         f"outside each storyboard; {num_candidates - 1} incorrect candidates "
-                         "are needed per set (build more storyboards or fewer candidates)")
+    if len(pool) - length < num_candidates - 1:
+        raise ValueError(f"a split of {n} storyboards and {m} isolated keyframes has only "
+                         f"{len(pool) - length} keyframes outside each storyboard; "
+                         f"{num_candidates - 1} incorrect candidates are needed per set "
+                         "(build more storyboards or fewer candidates)")
     queries = np.array([b * length + p for b in range(n) for p in positions], np.int64)
     cands = np.zeros((len(queries), num_candidates), np.int32)
     answer = np.zeros((len(queries),), np.int32)
@@ -128,6 +147,8 @@ def sample_candidates(features: np.ndarray, movies: np.ndarray, *, seed: int, sp
             if short:
                 stats["same_movie_shortfall"] += short
             row = np.concatenate([[qi], chosen, rnd_same, rnd_other]).astype(np.int64)
+            if m and (iso := int((row >= n * length).sum())):
+                stats["isolated_candidates"] += iso
             order = rng.permutation(num_candidates)
             cands[lo + r] = row[order]
             answer[lo + r] = int(np.flatnonzero(order == 0)[0])

@@ -19,6 +19,8 @@ screening cannot be reproduced, so the top-ranked frame is the keyframe.
 
 from __future__ import annotations
 
+import dataclasses
+import pathlib
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
@@ -39,6 +41,38 @@ class Embedder(Protocol):
 
 # (builder config's encoder name, seed) -> Embedder
 MakeEmbedder = Callable[[str, int], Embedder]
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Keyframe:
+    """What an expert may read of one keyframe: its JPEG (None for `features/` array
+    input), the keyframe embedder's feature, its sub-sentence and the character names the
+    release attaches to it (§4.3.2's character expert reads the names in the text)."""
+
+    frame_id: str
+    movie: str
+    sentence: str
+    names: tuple[str, ...]
+    feature: np.ndarray
+    path: pathlib.Path | None = None
+
+    def jpeg(self) -> bytes | None:
+        return self.path.read_bytes() if self.path is not None else None
+
+
+class Expert(Protocol):
+    """One MoEE expert (§4.3.2): a `dim`-wide feature per keyframe (numpy float32). An
+    all-zero row means the expert has nothing for that keyframe (missing, as MoEE's
+    absent modalities): the model masks it and renormalises its mixture weights."""
+
+    dim: int
+
+    def encode_keyframes(self, frames: Sequence[Keyframe]) -> np.ndarray:
+        """[len(frames), dim] float32; called once with every keyframe of the corpus."""
+
+
+# (builder config's encoder name, seed) -> Expert; one per name in the config's `experts`
+MakeExpert = Callable[[str, int], Expert]
 
 
 def align_monotone(sim: np.ndarray) -> np.ndarray:

@@ -27,6 +27,11 @@ import pathlib
 import re
 from typing import Any
 
+import numpy as np
+
+from tfds_builders import common
+from tfds_builders.sc2st import candidates, keyframes, lsmdc, text
+from tfds_builders.sc2st.examples import Pair, check_dim, make_example
 from tfds_builders.sc2st.skips import record
 
 ID = re.compile(r"^l_(\d+)_(\d+)(?:_(\d+))?$")
@@ -199,3 +204,85 @@ def frame_path(frame_id: str, index: dict[tuple[int, int], tuple[str, str]],
         raise SchemaError(f"{where}: {frame_id!r} has no movie {m} / clip {c} in lsmdc.json")
     movie, clip = index[(m, c)]
     return pathlib.Path("frames") / movie / clip / f"{f}.jpg"
+
+
+RELEASED_SPLITS = {"train": "story10_all_train_no.json", "val": "story10_all_val_no.json",
+                   "test": "story10_all_test_no.json"}
+
+
+def _find(root: pathlib.Path, name: str) -> pathlib.Path | None:
+    for p in (root / name, root / "story10_all" / name, root / "data" / name):
+        if p.is_file():
+            return p
+    return None
+
+
+def build_released(root: pathlib.Path, cfg: Any, skips: collections.Counter,
+                   stats: collections.Counter, scorer: keyframes.Embedder
+                   ) -> dict[str, list[dict]]:
+    """Storyboards of the released `story10_all_<split>_no.json` files (readers above).
+
+    Frames resolve through `lsmdc.json`; a storyboard's sentences are its items' texts,
+    else `parsed_text.json[l_<movie>_<clip>]`, cleaned as in §3.1.2 (markup only: the
+    release is already split). Keyframe features are computed with the config's CLIP;
+    candidate sets follow this builder's protocol (`candidates`) within each split, since
+    the release's candidate format (if any) is undocumented; the release lists no isolated
+    keyframes, so the pools are the storyboards' (`isolated` does not apply). A storyboard
+    with an id lsmdc.json lacks, a missing frame or no text is skipped (`unknown_id` /
+    `no_frames` / `no_text`).
+    """
+    index_path = _find(root, "lsmdc.json")
+    if index_path is None:
+        raise common.ManualDirError(f"{root}: released storyboards need lsmdc.json (upstream "
+                                    "data/lsmdc.json) to resolve frame ids")
+    index = read_lsmdc_index(index_path)
+    text_path = _find(root, "parsed_text.json")
+    texts = read_id_map(text_path, "str") if text_path else {}
+    meta = lsmdc.read_meta(root / "meta.csv", skips) if (root / "meta.csv").is_file() else {}
+    check_dim(scorer, cfg)
+    out = {}
+    for code, (split, name) in enumerate(RELEASED_SPLITS.items()):
+        path = _find(root, name)
+        if path is None:
+            common.log.warning("%s: no %s; split %s is left out", root, name, split)
+            continue
+        boards, feats, movies = [], [], []
+        for story_ in read_stories(path, cfg.length, skips):
+            where = f"{path}[{story_['key']}]"
+            paths, sents = [], []
+            try:
+                for n, item in enumerate(story_["items"]):
+                    paths.append(root / frame_path(item["id"], index, f"{where}[{n}]"))
+                    m, c, _ = parse_id(item["id"], where)
+                    sents.append(item["text"] or " ".join(texts.get(f"l_{m}_{c}", [])))
+            except SchemaError as e:  # an id lsmdc.json does not know
+                record(skips, "unknown_id", path, where, str(e))
+                continue
+            missing = next((p for p in paths if not p.is_file()), None)
+            if missing is not None:
+                record(skips, "no_frames", path, where, f"{missing} is missing")
+                continue
+            if not all(s.strip() for s in sents):
+                record(skips, "no_text", path, where, "an item has no text")
+                continue
+            feats.append(scorer.encode_images([p.read_bytes() for p in paths]))
+            movie = paths[0].parent.parent.name
+            movies.append(movie)
+            boards.append([Pair(lsmdc.Clip(p.parent.name, movie, 0.0, 0.0, s, where),
+                                text.clean_sentence(s, cfg.names), str(p.relative_to(root)), f)
+                           for p, s, f in zip(paths, sents, feats[-1], strict=True)])
+        if not boards:
+            continue
+        ids = {m: i for i, m in enumerate(sorted(set(movies)))}
+        cands, answer = candidates.sample_candidates(
+            np.stack(feats), np.array([ids[m] for m in movies]), seed=cfg.seed,
+            split_code=code, positions=tuple(range(1, cfg.length)),
+            num_candidates=cfg.num_candidates, similar_frac=cfg.similar_frac,
+            same_movie_frac=cfg.same_movie_frac, stats=stats)
+        out[split] = [make_example(i, b, np.stack([p.feature for p in b]), c, a, meta)
+                      for i, (b, c, a) in enumerate(zip(boards, cands, answer, strict=True))]
+        stats[f"storyboards_{split}"] = len(boards)
+    if not out:
+        raise common.ManualDirError(f"{root}: none of {', '.join(RELEASED_SPLITS.values())} "
+                                    "gave a usable storyboard")
+    return out

@@ -21,10 +21,11 @@ import numpy as np
 import tensorflow_datasets as tfds
 
 from tfds_builders import common
-from tfds_builders.sc2st import candidates, keyframes, lsmdc, story, text
+from tfds_builders.sc2st import candidates, extras, keyframes, lsmdc, story, text
+from tfds_builders.sc2st.examples import Pair, check_dim, make_example
 from tfds_builders.sc2st.skips import Skips, record
 
-VERSION = tfds.core.Version("1.0.0")
+VERSION = tfds.core.Version("1.1.0")
 STATS_FILE = "sc2st_stats.json"
 FORMATION_KEYS = ("stories", "breaks", "storyboards", "dropped_pairs", "overflow_pairs",
                   "short_group_pairs", "short_group_tails")
@@ -49,6 +50,11 @@ class Sc2StConfig(tfds.core.BuilderConfig):
     # Optional image model whose cosine ranks similar candidates (§4.1.3: DenseNet-121 in
     # the paper); "" = the keyframe features. Given to the builder's `candidate_embedder`.
     candidate_encoder: str = ""
+    # MoEE experts (§4.3.2): (name, width) each; their features come from the builder's
+    # `experts[name]` (e.g. scene, object, character) and are stored as `expert_<name>`.
+    experts: tuple[tuple[str, int], ...] = ()
+    # Isolated keyframes (in no storyboard) join the candidate pool (§4.1.3).
+    isolated: bool = True
     seed: int = 0
     length: int = 10
     max_gap: float = 10.0
@@ -61,14 +67,6 @@ class Sc2StConfig(tfds.core.BuilderConfig):
     names: bool = True  # character names as the release attaches them (False: SOMEONE)
     # Upstream's preparation drops these LSMDC movies as repeats of others.
     exclude_movies: tuple[str, ...] = ("1001_", "1010_")
-
-
-@dataclasses.dataclass
-class Pair:
-    clip: lsmdc.Clip
-    sentence: str
-    frame_id: str
-    feature: np.ndarray
 
 
 def check_manual_dir(manual_dir: os.PathLike | str | None) -> pathlib.Path:
@@ -148,37 +146,37 @@ def clip_pairs(root: pathlib.Path, clips: list[lsmdc.Clip], cfg: Sc2StConfig,
     return out
 
 
-def _check_dim(scorer: keyframes.Embedder, cfg: Sc2StConfig) -> None:
-    if scorer.dim != cfg.feature_dim:
-        raise ValueError(f"encoder {cfg.encoder!r} embeds in {scorer.dim} dims but the builder "
-                         f"config says feature_dim={cfg.feature_dim}")
-
-
 def similarity_features(root: pathlib.Path, boards: list[list[Pair]],
                         embedder: keyframes.Embedder | None) -> np.ndarray:
-    """[N, L, D'] features that rank similar candidates (§4.1.3): the stored keyframe
-    features, or `embedder`'s image embeddings of the keyframe JPEGs (the paper's
-    DenseNet-121 would be such an embedder; frames/ input needed)."""
+    """[sum of len(b), D'] features that rank similar candidates (§4.1.3), the pairs of
+    `boards` in order: the stored keyframe features, or `embedder`'s image embeddings of
+    the keyframe JPEGs (`vnr.benchmarks.sc2st.keyframes.densenet_embedder` is such an
+    embedder; frames/ input needed)."""
     if embedder is None:
-        return np.stack([[p.feature for p in b] for b in boards]).astype(np.float32)
+        return np.array([p.feature for b in boards for p in b], np.float32)
     out = []
     for b in boards:
+        if not b:
+            continue
         paths = [root / p.frame_id for p in b]
         bad = next((p for p in paths if p.suffix.lower() not in (".jpg", ".jpeg")), None)
         if bad is not None:
             raise ValueError(f"candidate_embedder needs keyframe images; {bad} is a feature "
                              "array (use frames/ input or no candidate_embedder)")
         out.append(embedder.encode_images([p.read_bytes() for p in paths]))
-    return np.stack(out).astype(np.float32)
+    return np.concatenate(out).astype(np.float32)
 
 
 def build_storyboards(root: pathlib.Path, cfg: Sc2StConfig, skips: collections.Counter,
                       stats: collections.Counter, scorer: keyframes.Embedder,
-                      candidate_scorer: keyframes.Embedder | None = None
-                      ) -> dict[str, list[dict]]:
+                      candidate_scorer: keyframes.Embedder | None = None,
+                      experts: dict[str, keyframes.Expert] | None = None,
+                      isolated_out: dict | None = None) -> dict[str, list[dict]]:
     """Everything but TFDS: split name -> list of example dicts (in pool order); `scorer`
     embeds sentences and frames for keyframe selection, `candidate_scorer` (optional)
-    the keyframes whose cosine picks similar candidates (default: `scorer`'s features)."""
+    the keyframes whose cosine picks similar candidates (default: `scorer`'s features),
+    `experts` the config's MoEE expert columns. `isolated_out` (optional) gets, per split,
+    (columns, frame ids, movies) of its isolated keyframes (`extras`)."""
     rows = []
     for name in lsmdc.ANNOTATION_FILES.values():
         if (root / name).is_file():
@@ -194,11 +192,12 @@ def build_storyboards(root: pathlib.Path, cfg: Sc2StConfig, skips: collections.C
         meta = lsmdc.read_meta(root / "meta.csv", skips)
     else:
         common.log.warning("%s has no meta.csv: genres are left empty", root)
-    _check_dim(scorer, cfg)
+    check_dim(scorer, cfg)
     pairs = clip_pairs(root, clips, cfg, scorer, skips, stats)
     stories = story.group_stories([c for c in clips if c.clip_id in pairs], cfg.max_gap)
+    dropped: list[Pair] = []
     boards = story.form_storyboards([[pairs[c.clip_id] for c in s] for s in stories],
-                                    cfg.length, stats)
+                                    cfg.length, stats, dropped)
     stats["stories"], stats["storyboards"] = len(stories), len(boards)
     stats["breaks"] = story.count_breaks(stories)
     stats["dropped_pairs"] = stats["overflow_pairs"] + stats["short_group_pairs"]
@@ -208,127 +207,49 @@ def build_storyboards(root: pathlib.Path, cfg: Sc2StConfig, skips: collections.C
     missing = sorted({b[0].clip.movie for b in boards
                       if lsmdc.normalise_movie(b[0].clip.movie) not in meta})
     stats["movies_not_in_meta"] = len(missing)
-    movie_ids = {m: i for i, m in enumerate(sorted({b[0].clip.movie for b in boards}))}
+    movie_ids = {m: i for i, m in enumerate(sorted({p.clip.movie for b in boards for p in b}
+                                                   | {p.clip.movie for p in dropped}))}
     splits = story.split_storyboards(len(boards), cfg.seed, cfg.fractions)
     story.check_no_overlap({s: [[p.frame_id for p in boards[i]] for i in idx]
                             for s, idx in splits.items()})
+    isolated = (extras.assign_isolated(dropped, boards, splits, cfg.seed, cfg.fractions)
+                if cfg.isolated else {s: [] for s in splits})
+    cols = {}
+    if cfg.experts:
+        cols = extras.expert_columns([p for b in boards for p in b] + dropped, root,
+                                     experts or {}, dict(cfg.experts), stats)
     out = {}
     for code, (split, idx) in enumerate(splits.items()):
-        chosen = [boards[i] for i in idx]
+        chosen, iso = [boards[i] for i in idx], isolated[split]
         if not chosen:
             continue
         feats = np.stack([[p.feature for p in b] for b in chosen]).astype(np.float32)
         movies = np.array([movie_ids[b[0].clip.movie] for b in chosen])
+        sim = similarity_features(root, chosen + [iso], candidate_scorer)
+        d = sim.shape[-1]
         cands, answer = candidates.sample_candidates(
-            similarity_features(root, chosen, candidate_scorer), movies, seed=cfg.seed,
-            split_code=code,
-            positions=tuple(range(1, cfg.length)), num_candidates=cfg.num_candidates,
-            similar_frac=cfg.similar_frac, same_movie_frac=cfg.same_movie_frac, stats=stats)
-        out[split] = [_example(i, b, f, c, a, meta) for i, (b, f, c, a) in
-                      enumerate(zip(chosen, feats, cands, answer, strict=True))]
-    return out
-
-
-RELEASED_SPLITS = {"train": "story10_all_train_no.json", "val": "story10_all_val_no.json",
-                   "test": "story10_all_test_no.json"}
-
-
-def _find(root: pathlib.Path, name: str) -> pathlib.Path | None:
-    for p in (root / name, root / "story10_all" / name, root / "data" / name):
-        if p.is_file():
-            return p
-    return None
-
-
-def build_released(root: pathlib.Path, cfg: Sc2StConfig, skips: collections.Counter,
-                   stats: collections.Counter, scorer: keyframes.Embedder
-                   ) -> dict[str, list[dict]]:
-    """Storyboards of the released `story10_all_<split>_no.json` files (see `released`).
-
-    Frames resolve through `lsmdc.json`; a storyboard's sentences are its items' texts,
-    else `parsed_text.json[l_<movie>_<clip>]`, cleaned as in §3.1.2 (markup only: the
-    release is already split). Keyframe features are computed with the config's CLIP;
-    candidate sets follow this builder's protocol (`candidates`) within each split, since
-    the release's candidate format (if any) is undocumented. A storyboard with an id
-    lsmdc.json lacks, a missing frame or no text is skipped (`unknown_id` / `no_frames` /
-    `no_text`).
-    """
-    from tfds_builders.sc2st import released
-
-    index_path = _find(root, "lsmdc.json")
-    if index_path is None:
-        raise common.ManualDirError(f"{root}: released storyboards need lsmdc.json (upstream "
-                                    "data/lsmdc.json) to resolve frame ids")
-    index = released.read_lsmdc_index(index_path)
-    text_path = _find(root, "parsed_text.json")
-    texts = released.read_id_map(text_path, "str") if text_path else {}
-    meta = lsmdc.read_meta(root / "meta.csv", skips) if (root / "meta.csv").is_file() else {}
-    _check_dim(scorer, cfg)
-    out = {}
-    for code, (split, name) in enumerate(RELEASED_SPLITS.items()):
-        path = _find(root, name)
-        if path is None:
-            common.log.warning("%s: no %s; split %s is left out", root, name, split)
-            continue
-        boards, feats, movies = [], [], []
-        for story_ in released.read_stories(path, cfg.length, skips):
-            where = f"{path}[{story_['key']}]"
-            paths, sents = [], []
-            try:
-                for n, item in enumerate(story_["items"]):
-                    paths.append(root / released.frame_path(item["id"], index, f"{where}[{n}]"))
-                    m, c, _ = released.parse_id(item["id"], where)
-                    sents.append(item["text"] or " ".join(texts.get(f"l_{m}_{c}", [])))
-            except released.SchemaError as e:  # an id lsmdc.json does not know
-                record(skips, "unknown_id", path, where, str(e))
-                continue
-            missing = next((p for p in paths if not p.is_file()), None)
-            if missing is not None:
-                record(skips, "no_frames", path, where, f"{missing} is missing")
-                continue
-            if not all(s.strip() for s in sents):
-                record(skips, "no_text", path, where, "an item has no text")
-                continue
-            feats.append(scorer.encode_images([p.read_bytes() for p in paths]))
-            movie = paths[0].parent.parent.name
-            movies.append(movie)
-            boards.append([Pair(lsmdc.Clip(p.parent.name, movie, 0.0, 0.0, s, where),
-                                text.clean_sentence(s, cfg.names), str(p.relative_to(root)), f)
-                           for p, s, f in zip(paths, sents, feats[-1], strict=True)])
-        if not boards:
-            continue
-        ids = {m: i for i, m in enumerate(sorted(set(movies)))}
-        cands, answer = candidates.sample_candidates(
-            np.stack(feats), np.array([ids[m] for m in movies]), seed=cfg.seed,
-            split_code=code, positions=tuple(range(1, cfg.length)),
+            sim[:len(chosen) * cfg.length].reshape(len(chosen), cfg.length, d), movies,
+            seed=cfg.seed, split_code=code, positions=tuple(range(1, cfg.length)),
             num_candidates=cfg.num_candidates, similar_frac=cfg.similar_frac,
-            same_movie_frac=cfg.same_movie_frac, stats=stats)
-        out[split] = [_example(i, b, np.stack([p.feature for p in b]), c, a, meta)
-                      for i, (b, c, a) in enumerate(zip(boards, cands, answer, strict=True))]
-        stats[f"storyboards_{split}"] = len(boards)
-    if not out:
-        raise common.ManualDirError(f"{root}: none of {', '.join(RELEASED_SPLITS.values())} "
-                                    "gave a usable storyboard")
+            same_movie_frac=cfg.same_movie_frac, stats=stats,
+            extra_features=sim[len(chosen) * cfg.length:],
+            extra_movies=np.array([movie_ids[p.clip.movie] for p in iso], np.int64))
+        out[split] = [make_example(i, b, f, c, a, meta, cols) for i, (b, f, c, a) in
+                      enumerate(zip(chosen, feats, cands, answer, strict=True))]
+        stats[f"isolated_{split}"] = len(iso)
+        if isolated_out is not None:
+            isolated_out[split] = (
+                {"features": np.array([p.feature for p in iso], np.float32).reshape(
+                    len(iso), -1),
+                 **{f"expert_{n}": np.array([cols[id(p)][f"expert_{n}"] for p in iso],
+                                            np.float32).reshape(len(iso), dim)
+                    for n, dim in cfg.experts}},
+                [p.frame_id for p in iso], [p.clip.movie for p in iso])
     return out
 
 
-def _example(index: int, board: list[Pair], feats: np.ndarray, cands: np.ndarray,
-             answer: np.ndarray, meta: dict) -> dict:
-    movie = board[0].clip.movie
-    return {
-        "storyboard_id": f"{board[0].frame_id}",
-        "index": index,
-        "movie": movie,
-        "genres": meta.get(lsmdc.normalise_movie(movie), {}).get("genres", []),
-        "clip_ids": [p.clip.clip_id for p in board],
-        "sentences": [p.sentence for p in board],
-        "frame_ids": [p.frame_id for p in board],
-        "start": np.array([p.clip.start for p in board], np.float32),
-        "end": np.array([p.clip.end for p in board], np.float32),
-        "features": feats,
-        "candidates": cands.astype(np.int32),
-        "answer": answer.astype(np.int32),
-    }
+# The default experts' widths with CLIP ViT-B/32 (`vnr.benchmarks.sc2st.keyframes`).
+EXPERTS_CLIP = (("scene", 512), ("object", 512), ("character", 100))
 
 
 class Sc2St(common.SummaryBuilder, tfds.core.GeneratorBasedBuilder):
@@ -336,7 +257,8 @@ class Sc2St(common.SummaryBuilder, tfds.core.GeneratorBasedBuilder):
 
     name = "sc2st"
     VERSION = VERSION
-    RELEASE_NOTES = {"1.0.0": "Storyboards from LSMDC 2016 and a generated corpus."}
+    RELEASE_NOTES = {"1.0.0": "Storyboards from LSMDC 2016 and a generated corpus.",
+                     "1.1.0": "Isolated keyframes in the candidate pools; MoEE expert columns."}
     MANUAL_DOWNLOAD_INSTRUCTIONS = MANUAL_DOWNLOAD_INSTRUCTIONS
     BUILDER_CONFIGS = [
         Sc2StConfig(name="lsmdc", description="LSMDC 2016 in manual_dir, CLIP ViT-B/32 "
@@ -347,8 +269,14 @@ class Sc2St(common.SummaryBuilder, tfds.core.GeneratorBasedBuilder):
         Sc2StConfig(name="released", source="released",
                     description="The released story10_all_<split>_no.json storyboards, frames "
                     "resolved through lsmdc.json; CLIP ViT-B/32 features, our candidate sets."),
+        Sc2StConfig(name="lsmdc_experts", experts=EXPERTS_CLIP,
+                    description="As lsmdc, plus the MoEE expert columns scene / object / "
+                    "character (vnr.benchmarks.sc2st.keyframes.DEFAULT_EXPERTS)."),
         Sc2StConfig(name="synthetic", source="synthetic", encoder="scratch:tiny",
                     feature_dim=32, description="Generated corpus (no manual_dir)."),
+        Sc2StConfig(name="synthetic_experts", source="synthetic", encoder="scratch:tiny",
+                    feature_dim=32, experts=(("scene", 32), ("object", 32), ("character", 100)),
+                    description="Generated corpus plus the MoEE expert columns."),
         Sc2StConfig(name="synthetic_tiny", source="synthetic", sizes="tiny",
                     encoder="scratch:tiny", feature_dim=32, num_candidates=20,
                     description="Tiny generated corpus for tests (20 candidates)."),
@@ -360,12 +288,16 @@ class Sc2St(common.SummaryBuilder, tfds.core.GeneratorBasedBuilder):
     DEFAULT_EMBEDDER = None
 
     def __init__(self, *, embedder: keyframes.MakeEmbedder | None = None,
-                 candidate_embedder: keyframes.MakeEmbedder | None = None, **kwargs: Any):
+                 candidate_embedder: keyframes.MakeEmbedder | None = None,
+                 experts: dict[str, keyframes.MakeExpert] | None = None, **kwargs: Any):
         """`embedder(config.encoder, config.seed)` gives the keyframe `Embedder` a build
-        needs (reading a built dataset needs none)."""
+        needs (reading a built dataset needs none); `experts[name](config.encoder,
+        config.seed)` each expert the config names."""
         super().__init__(**kwargs)
         self.embedder = embedder
         self.candidate_embedder = candidate_embedder
+        self.experts = experts or {}
+        self.isolated: dict[str, tuple] = {}
         self.stats: collections.Counter = collections.Counter()
 
     @classmethod
@@ -396,6 +328,8 @@ class Sc2St(common.SummaryBuilder, tfds.core.GeneratorBasedBuilder):
                 "candidates": tfds.features.Tensor(shape=(c.length - 1, c.num_candidates),
                                                    dtype=np.int32),
                 "answer": tfds.features.Tensor(shape=(c.length - 1,), dtype=np.int32),
+                **{f"expert_{n}": tfds.features.Tensor(shape=(c.length, d), dtype=np.float32)
+                   for n, d in c.experts},
             }),
             homepage="https://github.com/hopeisme/Sc2St",
         )
@@ -412,7 +346,6 @@ class Sc2St(common.SummaryBuilder, tfds.core.GeneratorBasedBuilder):
         else:
             root = check_manual_dir(dl_manager._manual_dir)  # noqa: SLF001
         self.skips, self.stats = Skips(), collections.Counter()
-        build = build_released if c.source == "released" else build_storyboards
         try:
             if self.embedder is None:
                 raise ValueError(
@@ -426,12 +359,23 @@ class Sc2St(common.SummaryBuilder, tfds.core.GeneratorBasedBuilder):
             if self.candidate_embedder is not None and c.source != "lsmdc":
                 raise ValueError(f"sc2st/{c.name}: candidate_embedder needs keyframe images "
                                  "(the lsmdc source with frames/)")
-            if self.candidate_embedder is not None:
-                examples = build_storyboards(root, c, self.skips, self.stats, scorer,
-                                             self.candidate_embedder(c.candidate_encoder,
-                                                                     c.seed))
+            lacking = [n for n, _ in c.experts if n not in self.experts]
+            if lacking:
+                raise ValueError(f"sc2st/{c.name} stores the MoEE experts {lacking}: pass "
+                                 "experts={name: function} to the builder (or --expert "
+                                 "name=module:function)")
+            self.isolated = {}
+            if c.source == "released":
+                from tfds_builders.sc2st.released import build_released
+
+                examples = build_released(root, c, self.skips, self.stats, scorer)
             else:
-                examples = build(root, c, self.skips, self.stats, scorer)
+                cand = (self.candidate_embedder(c.candidate_encoder, c.seed)
+                        if self.candidate_embedder is not None else None)
+                examples = build_storyboards(
+                    root, c, self.skips, self.stats, scorer, cand,
+                    {n: self.experts[n](c.encoder, c.seed) for n, _ in c.experts},
+                    self.isolated)
         except ValueError as e:
             raise common.ManualDirError(str(e)) from None
         return {split: self._generate_examples(ex) for split, ex in examples.items()}
@@ -448,6 +392,8 @@ class Sc2St(common.SummaryBuilder, tfds.core.GeneratorBasedBuilder):
             path = os.path.join(os.fspath(self.data_dir), STATS_FILE)
             with open(path, "w") as f:
                 json.dump(stats, f, indent=2)
+            for split, (columns, frame_ids, movies) in self.isolated.items():
+                extras.write_isolated(self.data_dir, split, columns, frame_ids, movies)
             # Storyboard formation counts (storyboards, dropped pairs, breaks) and the
             # per-file bad-input counts go into the build summary too.
             summary = common.write_summary(self, self.skips)

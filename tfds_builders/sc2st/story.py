@@ -52,7 +52,8 @@ def count_breaks(stories: Sequence[Sequence[Any]]) -> int:
 
 
 def form_storyboards(groups: Sequence[Sequence[Sequence[Any]]], length: int = 10,
-                     counts: collections.Counter | None = None) -> list[list[Any]]:
+                     counts: collections.Counter | None = None,
+                     dropped: list[Any] | None = None) -> list[list[Any]]:
     """Storyboards of exactly `length` pairs from clip groups (paper §3.1.4).
 
     `groups[g][c]` is the ordered pair list of clip c of group g. Walking a group from a
@@ -60,7 +61,8 @@ def form_storyboards(groups: Sequence[Sequence[Sequence[Any]]], length: int = 10
     the pairs past `length` (the tail of the last clip added) are dropped, and the next
     storyboard starts at the clip after that one. A group's clips that never fill a
     storyboard are dropped too. `counts` gets `overflow_pairs` (dropped past `length`),
-    `short_group_pairs` / `short_group_tails` (pairs / group tails that never filled one).
+    `short_group_pairs` / `short_group_tails` (pairs / group tails that never filled one);
+    `dropped` (optional) gets every dropped pair, in order (the isolated keyframes, §4.1.3).
     """
     counts = counts if counts is not None else collections.Counter()
     out: list[list[Any]] = []
@@ -71,10 +73,14 @@ def form_storyboards(groups: Sequence[Sequence[Sequence[Any]]], length: int = 10
             if len(board) >= length:
                 out.append(board[:length])
                 counts["overflow_pairs"] += len(board) - length
+                if dropped is not None:
+                    dropped.extend(board[length:])
                 board = []  # restart at the next clip
         if board:
             counts["short_group_tails"] += 1
             counts["short_group_pairs"] += len(board)
+            if dropped is not None:
+                dropped.extend(board)
     return out
 
 

@@ -74,6 +74,14 @@ def clean_markup(text: str, names: bool = True) -> str:
     return _SPACES.sub(" ", text).strip()
 
 
+def character_names(text: str) -> list[str]:
+    """The character names the release attaches in a raw description (person spans and
+    ``word<Name>``), in order of appearance, each once; bare ``SOMEONE`` names nobody."""
+    found = [(m.start(), m[1].strip()) for m in _PERSON_SPAN.finditer(text) if m[1].strip()]
+    found += [(m.start(), m[2].strip()) for m in _ATTACHED.finditer(text)]
+    return list(dict.fromkeys(n for _, n in sorted(found)))
+
+
 @functools.lru_cache(maxsize=1)
 def _nlp():
     import spacy

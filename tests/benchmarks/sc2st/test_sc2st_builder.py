@@ -12,6 +12,7 @@ from PIL import Image
 
 from tfds_builders import common
 from tfds_builders import sc2st as sc2st_lib
+from tfds_builders.sc2st import extras
 from tfds_builders.sc2st.sc2st import Sc2St, Sc2StConfig, build_storyboards, check_manual_dir
 from vnr.benchmarks.sc2st import keyframes
 
@@ -159,15 +160,42 @@ def test_trainer_pipeline_gathers_candidates(built, tmp_path):
     from vnr.benchmarks.sc2st import data
 
     _, builder = built
-    path = pathlib.Path(builder.data_dir) / "pool_val.npy"
+    path = sc2st_lib.pool(CONFIG, "val", pathlib.Path(builder.data_dir).parents[2])
     src = builder.as_data_source("val")
     recs = {int(r["index"]): sc2st_lib.to_record(r) for r in (src[i] for i in range(len(src)))}
-    np.save(path, np.concatenate([recs[i]["features"] for i in range(len(recs))]))
+    isolated = extras.read_isolated(builder.data_dir, "val")["features"]
+    np.testing.assert_array_equal(np.load(path), np.concatenate(
+        [*(recs[i]["features"] for i in range(len(recs))), isolated]))
     enc = data.Encode(str(path), "scratch:bert-tiny", 1024, 12)
     ex = enc.map(recs[1])
     assert ex["tokens"].shape == (10, 12) and (ex["tokens"][:, 0] == 1023).all()
     assert ex["cands"].shape == (9, 10, 32)
     np.testing.assert_allclose(ex["cands"][np.arange(9), ex["answer"]], recs[1]["features"][1:])
+
+
+def test_isolated_keyframes_are_candidates(built):
+    """§4.1.3: the pairs formation dropped (in no storyboard) join one split's pool each;
+    a clip's frames stay in one split; candidates reach them by pool index N * 10 + k."""
+    _, builder = built
+    summary = json.loads((pathlib.Path(builder.data_dir) / common.SUMMARY_FILE).read_text())
+    split_of_clip, seen, reached = {}, set(), 0
+    for split in ("train", "val", "test"):
+        iso = extras.read_isolated(builder.data_dir, split)
+        src = builder.as_data_source(split)
+        recs = [sc2st_lib.to_record(src[i]) for i in range(len(src))]
+        board_frames = {f for r in recs for f in r["frame_ids"]}
+        frames = [str(f) for f in iso["frame_ids"]]
+        assert iso["features"].shape == (len(frames), 32) and not board_frames & set(frames)
+        assert not seen & set(frames)
+        seen |= set(frames)
+        for f in [*frames, *board_frames]:
+            clip = pathlib.Path(f).parent.name if f.endswith(".jpg") else f.split("#")[0]
+            assert split_of_clip.setdefault(clip, split) == split, f
+        cands = np.stack([r["candidates"] for r in recs])
+        reached += int((cands >= 10 * len(recs)).sum())
+        assert cands.max() < 10 * len(recs) + len(frames)
+    assert len(seen) == summary["formation"]["dropped_pairs"] == 7
+    assert reached > 0
 
 
 def test_deterministic_and_scorer_checked(built):
@@ -299,9 +327,50 @@ def test_candidate_similarity_embedder_is_pluggable(built):
         def encode_images(self, jpegs):
             return np.array([[len(j), 1.0] for j in jpegs], np.float32)
 
-    got = similarity_features(root, boards, Sizes())
-    assert got.shape == (2, 10, 2)
-    assert got[1, 3, 0] == len(jpgs[13].read_bytes())
+    got = similarity_features(root, boards + [[]], Sizes())  # an empty isolated set too
+    assert got.shape == (20, 2)
+    assert got[13, 0] == len(jpgs[13].read_bytes())
+    dense = keyframes.densenet_embedder("scratch:tiny")  # the DenseNet plugs in the same way
+    got = similarity_features(root, boards, dense)
+    assert got.shape == (20, dense.dim) == (20, 32)
+    np.testing.assert_allclose(np.linalg.norm(got, axis=-1), 1.0, rtol=1e-5)
+    np.testing.assert_allclose(got[13], dense.encode_images([jpgs[13].read_bytes()])[0],
+                               rtol=1e-5, atol=1e-6)
     with pytest.raises(ValueError, match="candidate_embedder needs keyframe images"):
         build_storyboards(root, CONFIG, collections.Counter(), collections.Counter(),
                           keyframes.ClipScorer("scratch:tiny"), Sizes())
+
+
+def test_expert_columns_are_stored_with_the_pluggable_experts(built):
+    """§4.3.2 experts: one column per expert the config names, from the functions passed in
+    (scene stand-in = CLIP of the JPEG, or the stored feature for array input; character =
+    top names, missing here: the corpus names nobody); isolated keyframes get them too."""
+    from tfds_builders import __main__ as cli
+
+    root, _ = built
+    cfg = Sc2StConfig(name="experts", encoder="scratch:tiny", feature_dim=32,
+                      num_candidates=10, fractions=(0.5, 0.25, 0.25),
+                      experts=(("scene", 32), ("character", 100)))
+    scorer = keyframes.ClipScorer("scratch:tiny")
+    made = {n: f("scratch:tiny", 0) for n, f in keyframes.DEFAULT_EXPERTS.items()
+            if n in ("scene", "character")}
+    stats, isolated = collections.Counter(), {}
+    out = build_storyboards(root, cfg, collections.Counter(), stats, scorer, None, made,
+                            isolated)
+    recs = [r for split in out.values() for r in split]
+    a = next(r for r in recs if r["movie"].endswith("A"))
+    want = made["scene"].scorer.encode_images([(root / a["frame_ids"][3]).read_bytes()])[0]
+    np.testing.assert_allclose(a["expert_scene"][3], want, rtol=1e-5, atol=1e-6)
+    b = next(r for r in recs if r["movie"].endswith("B"))
+    np.testing.assert_array_equal(b["expert_scene"], b["features"])
+    assert a["expert_character"].shape == (10, 100) and not a["expert_character"].any()
+    n_iso = sum(len(v[1]) for v in isolated.values())
+    assert stats["expert_character_missing"] == len(recs) * 10 + n_iso
+    assert stats["expert_scene_from_stored_feature"] == 40 + sum(
+        1 for v in isolated.values() for f in v[1] if "#" in f)
+    assert all(v[0]["expert_scene"].shape == (len(v[1]), 32) for v in isolated.values())
+    with pytest.raises(ValueError, match="stores experts"):
+        build_storyboards(root, cfg, collections.Counter(), collections.Counter(), scorer,
+                          None, {"scene": made["scene"]})
+    with pytest.raises(SystemExit, match="name=module:function"):
+        cli.build("sc2st", "synthetic_experts", "unused", experts=["scene"])

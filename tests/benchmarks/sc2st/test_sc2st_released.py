@@ -93,7 +93,8 @@ def test_build_released_storyboards(tmp_path):
     import numpy as np
     from PIL import Image
 
-    from tfds_builders.sc2st.sc2st import Sc2StConfig, build_released
+    from tfds_builders.sc2st.released import build_released
+    from tfds_builders.sc2st.sc2st import Sc2StConfig
     from vnr.benchmarks.sc2st import keyframes
 
     rng = np.random.default_rng(0)

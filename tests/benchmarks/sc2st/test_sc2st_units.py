@@ -3,11 +3,13 @@
 import collections
 import dataclasses
 import itertools
+import pathlib
+import types
 
 import numpy as np
 import pytest
 
-from tfds_builders.sc2st import candidates, keyframes, lsmdc, story, text
+from tfds_builders.sc2st import candidates, extras, keyframes, lsmdc, story, text
 from tfds_builders.sc2st.skips import Skips
 
 
@@ -213,6 +215,35 @@ def test_candidate_protocol():
     assert not np.array_equal(other_split[0], cands)
 
 
+def test_isolated_keyframes_join_the_pool_in_their_category():
+    """Isolated keyframes (§4.1.3) compete as any other: a near copy of a ground truth from
+    its movie is a similar same-movie pick; the counted proportions do not change."""
+    feats, movies = _pool()
+    rng = np.random.default_rng(1)
+    extra = np.stack([feats[0, 1] + 0.01 * rng.normal(size=16),  # movie 0, next to (0, 1)
+                      feats[0, 1] + 0.01 * rng.normal(size=16),  # same look, movie 3
+                      *rng.normal(size=(6, 16))]).astype(np.float32)
+    extra_movies = np.array([0, 3, 0, 1, 2, 3, 4, 5])
+    stats = collections.Counter()
+    cands, answer = candidates.sample_candidates(feats, movies, seed=0, split_code=0,
+                                                 stats=stats, extra_features=extra,
+                                                 extra_movies=extra_movies)
+    n = len(feats) * 10
+    movie_of = np.concatenate([np.repeat(movies, 10), extra_movies])
+    counts = candidates.category_counts()
+    row = cands[0, 0]
+    assert n in row and n + 1 in row  # the two near copies of keyframe (0, 1)
+    for b in range(len(feats)):
+        for r in range(9):
+            neg = np.delete(cands[b, r], answer[b, r])
+            gt = b * 10 + r + 1
+            assert (movie_of[neg] == movie_of[gt]).sum() == counts["similar_same"] + counts[
+                "random_same"]
+    assert stats["isolated_candidates"] == int((cands >= n).sum()) > 2
+    with pytest.raises(ValueError, match="extra_movies"):
+        candidates.sample_candidates(feats, movies, seed=0, split_code=0, extra_features=extra)
+
+
 def test_candidates_same_movie_shortfall_and_too_small_pool():
     feats, movies = _pool(n_movies=12, per_movie=1)  # no other storyboard of the same movie
     stats = collections.Counter()
@@ -222,3 +253,29 @@ def test_candidates_same_movie_shortfall_and_too_small_pool():
     assert all(len(set(r.tolist())) == 100 for r in cands.reshape(-1, 100))
     with pytest.raises(ValueError, match="incorrect candidates"):
         candidates.sample_candidates(feats[:10], movies[:10], seed=0, split_code=0)
+
+
+def test_character_expert_is_top_names_multi_hot():
+    """The paper's character expert: the most named characters (top `dim`), multi-hot;
+    a keyframe naming none of them has the expert missing (all zero)."""
+    from vnr.benchmarks.sc2st.keyframes import CharacterExpert
+
+    def kf(*names):
+        return keyframes.Keyframe("f", "m", "s", names, np.zeros(2, np.float32))
+
+    frames = [kf("Ann", "Bob"), kf("Bob"), kf("Cid"), kf("Bob", "Ann"), kf(), kf("Dee")]
+    expert = CharacterExpert(dim=2)
+    got = expert.encode_keyframes(frames)
+    assert expert.vocabulary == ["Bob", "Ann"]  # 3 and 2 mentions; Cid, Dee: 1 each
+    np.testing.assert_array_equal(got, [[1, 1], [1, 0], [0, 0], [1, 1], [0, 0], [0, 0]])
+    names = text.character_names("<PERSON>Tom</PERSON> sees SOMEONE<Nick>; He<Tom> waves, "
+                                 "SOMEONE leaves.")
+    assert names == ["Tom", "Nick"]
+    clip = types.SimpleNamespace(sentence="SOMEONE<Al> waves; <PERSON>Nick</PERSON> leaves.",
+                                 movie="m")
+    pairs = [types.SimpleNamespace(clip=clip, sentence=s, frame_id=f, feature=np.zeros(2))
+             for s, f in (("Al waves", "features/m/c.npy#0"),
+                          ("Also Nick leaves.", "frames/m/c/1.jpg"))]
+    refs = extras.keyframe_refs(pairs, pathlib.Path("/r"))
+    assert [r.names for r in refs] == [("Al",), ("Nick",)]  # whole words of its own part
+    assert refs[0].path is None and refs[1].path == pathlib.Path("/r/frames/m/c/1.jpg")

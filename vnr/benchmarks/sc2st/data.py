@@ -12,9 +12,13 @@ index). Each record becomes (NumPy, per storyboard):
   answer   int32   [L-1]       index of the correct candidate
   index    int32   []          storyboard index in its split
   mask     bool    []          True for real storyboards (False = padding)
+  x_<e>    float32 [L, D_e]    expert e's features of the 10 keyframes (`*_experts`
+                               builder configs only: MoEE rows)
+  c_<e>    float32 [L-1, C, D_e] expert e's candidate features
 
-The split's pool (`pool_<split>.npy`, written on first use next to the built
-dataset) is memory-mapped lazily in each worker, never pickled.
+The split's pools (`pool_<split>[_expert_<e>].npy`: its storyboards' keyframes, then its
+isolated keyframes; written on first use next to the built dataset) are memory-mapped
+lazily in each worker, never pickled.
 """
 
 from __future__ import annotations
@@ -56,6 +60,7 @@ class Encode(grain.transforms.Map):
     encoder: str
     vocab_size: int
     max_tokens: int
+    expert_pools: tuple[tuple[str, str], ...] = ()  # (expert name, its pool path)
 
     def map(self, rec: dict[str, Any]) -> dict[str, np.ndarray]:
         pool = _pool(self.pool_path)
@@ -63,7 +68,14 @@ class Encode(grain.transforms.Map):
         if cands.max() >= len(pool):
             raise ValueError(f"storyboard {rec['storyboard_id']!r}: candidate index "
                              f"{cands.max()} outside the pool {self.pool_path} ({len(pool)})")
+        experts = {}
+        for name, path in self.expert_pools:
+            epool = _pool(path)
+            experts[f"x_{name}"] = rec[f"expert_{name}"].astype(np.float32)
+            experts[f"c_{name}"] = np.asarray(epool[cands.reshape(-1)], np.float32).reshape(
+                *cands.shape, -1)
         return {
+            **experts,
             "tokens": tokenize(rec["sentences"], self.encoder, self.vocab_size, self.max_tokens),
             "features": rec["features"].astype(np.float32),
             "cands": np.asarray(pool[cands.reshape(-1)], np.float32).reshape(
@@ -81,18 +93,21 @@ def _pool(path: str) -> np.ndarray:
 
 def _source(cfg: Any, split: str):
     from tfds_builders import sc2st as builder
-    from vnr.benchmarks.sc2st.keyframes import clip_embedder
+    from vnr.benchmarks.sc2st.keyframes import DEFAULT_EXPERTS, clip_embedder
 
     return builder.data_source(cfg.config, split, data_dir=cfg.data_dir,
                                manual_dir=cfg.manual_dir or None, build=True,
-                               embedder=clip_embedder)
+                               embedder=clip_embedder, experts=DEFAULT_EXPERTS)
 
 
 def _encode(cfg: Any, split: str, text_encoder: str) -> Encode:
     from tfds_builders import sc2st as builder
 
     path = builder.pool(cfg.config, split, cfg.data_dir)
-    return Encode(str(path), text_encoder, cfg.vocab_size, cfg.max_tokens)
+    names = [n for n, _ in builder.Sc2St.builder_configs[cfg.config].experts]
+    pools = tuple((n, str(builder.pool(cfg.config, split, cfg.data_dir, f"expert_{n}")))
+                  for n in names)
+    return Encode(str(path), text_encoder, cfg.vocab_size, cfg.max_tokens, pools)
 
 
 def train_dataset(cfg: Any, text_encoder: str, batch_size: int, seed: int,

@@ -1,4 +1,4 @@
-"""Sc2St keyframe embedder for the builder: a CLIP dual encoder of `vnr.models.encoders`.
+"""Sc2St keyframe embedder and MoEE experts for the builder (`vnr.models.encoders` models).
 
 `tfds_builders.sc2st` picks keyframes by CLIP text-image cosine but holds no model code; it
 takes `clip_embedder` (or any `keyframes.MakeEmbedder`) as an argument. `ClipScorer` wraps
@@ -7,16 +7,47 @@ or directory (offline: `$VNR_ENCODERS_DIR`), or `scratch:<size>` (random weights
 and tests only). Pretrained names use the checkpoint's tokenizer; scratch encoders use the
 hashed word tokenizer `vnr.data.text`. Images are resized (bicubic) to the encoder's size
 and normalised with CLIP's mean/std.
+
+MoEE experts (`DEFAULT_EXPERTS`, for the `*_experts` builder configs, §4.3.2). What stands
+in for what, honestly:
+
+* `scene`: the paper's scene expert is DenseNet-161 trained on Places365; no such weights are
+  here, so the CLIP image embedding of the whole keyframe stands in (a general image
+  feature, not a scene classifier's).
+* `object`: the paper's is SENet-154 trained on ImageNet; the CLIP image embedding of the
+  keyframe's centre crop (half its width and height) stands in: a second, object-centred
+  view from the same model, so it overlaps the scene stand-in far more than the paper's
+  two networks do.
+* `character`: as the paper: a multi-hot vector over the 100 characters named most often
+  (counted over every keyframe the builder embeds: all splits, storyboards and isolated;
+  the paper does not say over which set), set for the names attached to the keyframe's
+  sub-sentence. A keyframe naming none of them has the expert missing (all zero).
+
+Candidate similarity (§4.1.3, DenseNet-121's 1024-d pooled features in the paper):
+`densenet_embedder` is torchvision's DenseNet-121 (`vnr.models.encoders.densenet`) with the
+weights of `$VNR_ENCODERS_DIR/densenet121/model.safetensors` (a torchvision state dict; none
+ships with vnr and none can be downloaded here), images resized to 256 and centre-cropped
+to 224 with ImageNet's mean/std as torchvision's eval transform; pass it as the builder's
+`candidate_embedder` (needs JPEG frames). `scratch:densenet121` / `scratch:tiny` are random
+weights (plumbing only).
+
+With `features/` array input (no JPEG; the generated corpus) the two image experts fall
+back to the stored keyframe feature (the same CLIP's image embedding), counted per build
+as `expert_<name>_from_stored_feature`: on the generated corpus scene and object are then
+the same column.
 """
 
 from __future__ import annotations
 
+import collections
+import dataclasses
+import functools
 import io
 from collections.abc import Sequence
 
 import numpy as np
 
-from tfds_builders.sc2st.keyframes import normalise
+from tfds_builders.sc2st.keyframes import Keyframe, normalise
 
 CLIP_MEAN = np.array([0.48145466, 0.4578275, 0.40821073], np.float32)
 CLIP_STD = np.array([0.26862954, 0.26130258, 0.27577711], np.float32)
@@ -89,3 +120,151 @@ class ClipScorer:
             chunk += [np.zeros_like(chunk[0])] * (self.batch - n)
             out.append(np.asarray(self._img(self._state, np.stack(chunk)))[:n])
         return normalise(np.concatenate(out)) if out else np.zeros((0, self.dim), np.float32)
+
+
+@functools.lru_cache(maxsize=4)
+def _shared_scorer(name: str, seed: int) -> ClipScorer:
+    """One CLIP per (name, seed) for the keyframe embedder's experts (loaded once)."""
+    return ClipScorer(name, seed=seed)
+
+
+def _crop_centre(jpeg: bytes, frac: float) -> bytes:
+    """The central `frac` x `frac` of an image, as PNG bytes (lossless)."""
+    from PIL import Image
+
+    img = Image.open(io.BytesIO(jpeg)).convert("RGB")
+    w, h = img.size
+    cw, ch = max(1, round(w * frac)), max(1, round(h * frac))
+    left, top = (w - cw) // 2, (h - ch) // 2
+    buf = io.BytesIO()
+    img.crop((left, top, left + cw, top + ch)).save(buf, "PNG")
+    return buf.getvalue()
+
+
+class ClipImageExpert:
+    """A MoEE image expert from a CLIP image tower: the whole keyframe (`crop=1`) or its
+    centre crop; keyframes without a JPEG take the stored keyframe feature (counted)."""
+
+    def __init__(self, encoder: str, seed: int = 0, crop: float = 1.0, batch: int = 256):
+        self.scorer, self.crop, self.batch = _shared_scorer(encoder, seed), crop, batch
+        self.dim = self.scorer.dim
+        self.counts: collections.Counter = collections.Counter()
+
+    def encode_keyframes(self, frames: Sequence[Keyframe]) -> np.ndarray:
+        out = np.zeros((len(frames), self.dim), np.float32)
+        with_jpeg = [i for i, f in enumerate(frames) if f.path is not None]
+        for lo in range(0, len(with_jpeg), self.batch):
+            idx = with_jpeg[lo:lo + self.batch]
+            imgs = [frames[i].jpeg() for i in idx]
+            if self.crop < 1.0:
+                imgs = [_crop_centre(j, self.crop) for j in imgs]
+            out[idx] = self.scorer.encode_images(imgs)
+        stored = [i for i, f in enumerate(frames) if f.path is None]
+        for i in stored:
+            if frames[i].feature.shape != (self.dim,):
+                raise ValueError(f"{frames[i].frame_id}: stored feature of shape "
+                                 f"{frames[i].feature.shape} cannot stand in for a "
+                                 f"{self.dim}-wide image expert")
+            out[i] = frames[i].feature
+        self.counts["from_stored_feature"] += len(stored)
+        return out
+
+
+class CharacterExpert:
+    """The paper's character expert: multi-hot over the `dim` most named characters."""
+
+    def __init__(self, dim: int = 100):
+        self.dim = dim
+        self.vocabulary: list[str] = []
+
+    def encode_keyframes(self, frames: Sequence[Keyframe]) -> np.ndarray:
+        counts = collections.Counter(n for f in frames for n in set(f.names))
+        self.vocabulary = sorted(counts, key=lambda n: (-counts[n], n))[:self.dim]
+        index = {n: i for i, n in enumerate(self.vocabulary)}
+        out = np.zeros((len(frames), self.dim), np.float32)
+        for row, f in enumerate(frames):
+            for n in f.names:
+                if n in index:
+                    out[row, index[n]] = 1.0
+        return out
+
+
+def scene_expert(encoder: str, seed: int = 0) -> ClipImageExpert:
+    """Scene stand-in (paper: DenseNet-161 / Places365): CLIP of the whole keyframe."""
+    return ClipImageExpert(encoder, seed)
+
+
+def object_expert(encoder: str, seed: int = 0) -> ClipImageExpert:
+    """Object stand-in (paper: SENet-154 / ImageNet): CLIP of the keyframe's centre crop."""
+    return ClipImageExpert(encoder, seed, crop=0.5)
+
+
+def character_expert(encoder: str, seed: int = 0) -> CharacterExpert:
+    """The paper's character expert (top-100 characters named in the text)."""
+    del encoder, seed  # reads names, no model
+    return CharacterExpert(100)
+
+
+DEFAULT_EXPERTS = {"scene": scene_expert, "object": object_expert,
+                   "character": character_expert}
+
+
+IMAGENET_MEAN = np.array([0.485, 0.456, 0.406], np.float32)
+IMAGENET_STD = np.array([0.229, 0.224, 0.225], np.float32)
+
+
+class DenseNetScorer:
+    """L2-normalised DenseNet pooled features of JPEGs (an image-only `Embedder`)."""
+
+    def __init__(self, encoder: str = "densenet121", seed: int = 0, batch: int = 32):
+        import jax
+        from flax import nnx
+
+        from vnr.models.encoders import densenet
+
+        self.batch, self.image_size = batch, 224
+        if encoder == "scratch:tiny":  # tests: a small random DenseNet on 32 x 32 images
+            cfg = densenet.DenseNetConfig(growth_rate=8, block_config=(2, 2),
+                                          num_init_features=16, bn_size=2, num_classes=0)
+            model, self.image_size = densenet.DenseNet(cfg, nnx.Rngs(seed)), 32
+        elif encoder == "scratch:densenet121":
+            cfg = dataclasses.replace(densenet.DENSENET121, num_classes=0)
+            model = densenet.DenseNet(cfg, nnx.Rngs(seed))
+        else:
+            model = densenet.load_densenet(encoder or "densenet121")
+        self.dim = model.config.num_features
+        graphdef, self._state = nnx.split(model)
+        self._fwd = jax.jit(lambda st, px: nnx.merge(graphdef, st)(px).pooled)
+
+    def encode_texts(self, texts: Sequence[str]) -> np.ndarray:
+        raise TypeError("DenseNet embeds images only (a candidate_embedder, not the keyframe "
+                        "embedder)")
+
+    def pixels(self, jpeg: bytes) -> np.ndarray:
+        """torchvision's eval transform: shorter side to size * 256 / 224, centre crop."""
+        from PIL import Image
+
+        img = Image.open(io.BytesIO(jpeg)).convert("RGB")
+        short = round(self.image_size * 256 / 224)
+        w, h = img.size
+        scale = short / min(w, h)
+        img = img.resize((max(1, round(w * scale)), max(1, round(h * scale))), Image.BILINEAR)
+        w, h = img.size
+        left, top = (w - self.image_size) // 2, (h - self.image_size) // 2
+        img = img.crop((left, top, left + self.image_size, top + self.image_size))
+        return (np.asarray(img, np.float32) / 255.0 - IMAGENET_MEAN) / IMAGENET_STD
+
+    def encode_images(self, jpegs: Sequence[bytes]) -> np.ndarray:
+        out = []
+        for lo in range(0, len(jpegs), self.batch):
+            chunk = [self.pixels(j) for j in jpegs[lo:lo + self.batch]]
+            n = len(chunk)
+            chunk += [np.zeros_like(chunk[0])] * (self.batch - n)
+            out.append(np.asarray(self._fwd(self._state, np.stack(chunk)))[:n])
+        return normalise(np.concatenate(out)) if out else np.zeros((0, self.dim), np.float32)
+
+
+def densenet_embedder(encoder: str = "", seed: int = 0) -> DenseNetScorer:
+    """The builder's `candidate_embedder` (§4.1.3): the config's `candidate_encoder` names
+    the checkpoint ("" = densenet121 under $VNR_ENCODERS_DIR)."""
+    return DenseNetScorer(encoder or "densenet121", seed)

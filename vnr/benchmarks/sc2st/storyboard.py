@@ -51,11 +51,11 @@ def validate(config: Any) -> None:
 
 def check_splits(config: Any) -> None:
     from tfds_builders import sc2st as builder
-    from vnr.benchmarks.sc2st.keyframes import clip_embedder
+    from vnr.benchmarks.sc2st.keyframes import DEFAULT_EXPERTS, clip_embedder
 
     d = config.data
     have = builder.split_names(d.config, d.data_dir, manual_dir=d.manual_dir or None,
-                               embedder=clip_embedder)
+                               embedder=clip_embedder, experts=DEFAULT_EXPERTS)
     task_lib.require_splits(config, have, f"sc2st/{d.config}")
 
 
@@ -107,7 +107,7 @@ def make_model(config: Any, rngs: nnx.Rngs) -> storyboard.StoryboardModel | base
     if m.fusion in storyboard.MOEE:
         return baselines.MoEE(context=m.fusion == "cmoee", text_encoder=text,
                               text_width=text_width, feature_dim=b.feature_dim, width=m.width,
-                              rngs=rngs)
+                              rngs=rngs, experts=dict(b.experts) or None)
     return storyboard.StoryboardModel(
         fusion=m.fusion, text_encoder=text, text_width=text_width, feature_dim=b.feature_dim,
         width=m.width, mlp=m.mlp, length=b.length, heads=m.heads, dropout=m.dropout, rngs=rngs,
