@@ -1,4 +1,4 @@
-"""The Table 1 generator over finished and missing runs."""
+"""The Table 1 / Table 3 generator over finished and missing runs."""
 
 import csv
 import json
@@ -74,3 +74,14 @@ def test_pretrained_encoders_are_named_by_checkpoint_and_frozen_state() -> None:
     assert table.describe(nsp) == "text pair NSP-style (bert-base-uncased)"
     nsp["model"]["encoder"] = "scratch:bert-small"
     assert table.describe(nsp) == "text pair NSP-style (bert-small)"
+
+
+def test_table3_layout_shows_shot_iou_in_percent_and_both_stages(tmp_path, capsys):
+    res = {s: dict(m, shot_iou=0.3756, shot_os2=54.93, shot_os3=21.41)
+           for s, m in RESULTS.items()}
+    cfg = {"task": "moviepuzzle.hcmc", "model": {"kind": "hcmc", "levels": ["frame", "shot"]}}
+    d = _run(tmp_path, "fs", cfg, res)
+    table.main(["--workdirs", str(d), "--csv", str(tmp_path / "x.csv"), "--layout", "table3"])
+    head, _, row = capsys.readouterr().out.strip().splitlines()[:3]
+    assert "in SHOT_IOU↑ | in SHOT_OS2↑ | in SHOT_OS3↑ | in OS2↑ | in OS3↑" in head
+    assert "| 37.56 | 54.93 | 21.41 | 70.00 | 45.00 |" in row

@@ -1,13 +1,16 @@
-"""Collects finished MoviePuzzle runs into the paper's Table 1 layout (Markdown + CSV).
+"""Collects finished MoviePuzzle runs into the paper's Table 1 or Table 3 layout (Markdown + CSV).
 
     python -m vnr.reports.table --workdirs DIR [DIR ...] [--csv table1.csv] \
-        [--splits test_in_domain,test_out_domain]
+        [--splits test_in_domain,test_out_domain] [--layout table1|table3]
 
 Each workdir is a `vnr.train` run: `config.json` (what ran) and `results.json` (split ->
 metric -> value, written when the run finished). Rows are runs in the given order; the
-columns are LSD, LMD, SD, SSD (lower is better), OS2, OS3 (higher is better) for each
-split. A workdir without `results.json` (still running, crashed, never started) is
-listed as missing instead of stopping the table; a split or metric a run lacks is "-".
+columns are, for each split, LSD, LMD, SD, SSD (lower is better), OS2, OS3 (higher is
+better) with `table1`; with `table3` (accumulation error) the shot clustering IoU (in %,
+as the paper prints it), the shot-stage OS2/OS3 ("shot" rows) and the final OS2/OS3
+("frame" rows) of HCMC runs. A workdir without `results.json` (still running, crashed,
+never started) is listed as missing instead of stopping the table; a split or metric a run
+lacks is "-".
 """
 
 from __future__ import annotations
@@ -20,7 +23,10 @@ import sys
 from typing import Any
 
 METRICS = ("lsd", "lmd", "sd", "ssd", "os2", "os3")
-ARROWS = {"lsd": "↓", "lmd": "↓", "sd": "↓", "ssd": "↓", "os2": "↑", "os3": "↑"}
+LAYOUTS = {"table1": METRICS, "table3": ("shot_iou", "shot_os2", "shot_os3", "os2", "os3")}
+ARROWS = {"lsd": "↓", "lmd": "↓", "sd": "↓", "ssd": "↓", "os2": "↑", "os3": "↑",
+          "shot_iou": "↑", "shot_os2": "↑", "shot_os3": "↑"}
+SCALE = {"shot_iou": 100.0}  # results hold the IoU in [0, 1]; Table 3 prints percent
 SHORT = {"test_in_domain": "in", "test_out_domain": "out"}
 
 
@@ -89,12 +95,13 @@ def load_run(workdir: pathlib.Path) -> dict[str, Any]:
 
 def _cell(results: dict | None, split: str, metric: str) -> str:
     v = (results or {}).get(split, {}).get(metric)
-    return "-" if v is None else f"{float(v):.2f}"
+    return "-" if v is None else f"{float(v) * SCALE.get(metric, 1.0):.2f}"
 
 
-def table(rows: list[dict[str, Any]], splits: list[str]) -> tuple[list[str], list[list[str]]]:
+def table(rows: list[dict[str, Any]], splits: list[str],
+          metrics: tuple[str, ...] = METRICS) -> tuple[list[str], list[list[str]]]:
     head = ["run", "model", "steps"] + [f"{SHORT.get(s, s)} {k.upper()}{ARROWS[k]}"
-                               for s in splits for k in METRICS]
+                               for s in splits for k in metrics]
     body = []
     for r in rows:
         if r["results"] is None:
@@ -102,7 +109,7 @@ def table(rows: list[dict[str, Any]], splits: list[str]) -> tuple[list[str], lis
                 len(head) - 3))
         else:
             body.append([r["name"], r["model"], r["steps"]] + [_cell(r["results"], s, k)
-                                                   for s in splits for k in METRICS])
+                                                   for s in splits for k in metrics])
     return head, body
 
 
@@ -118,6 +125,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--csv", default="table1.csv", help="CSV output path")
     p.add_argument("--splits", default="test_in_domain,test_out_domain",
                    help="comma-separated result splits (column groups)")
+    p.add_argument("--layout", default="table1", choices=sorted(LAYOUTS),
+                   help="table1: LSD..OS3; table3: shot IoU, shot-stage OS, final OS")
     a = p.parse_args(argv)
     splits = [s for s in a.splits.split(",") if s]
     rows = [load_run(pathlib.Path(w)) for w in a.workdirs]
@@ -125,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     for r, w in zip(rows, a.workdirs, strict=True):  # same basename twice: add the parent
         if names.count(r["name"]) > 1:
             r["name"] = f"{pathlib.Path(w).absolute().parent.name}/{r['name']}"
-    head, body = table(rows, splits)
+    head, body = table(rows, splits, LAYOUTS[a.layout])
     print(markdown(head, body))
     missing = [r["name"] for r in rows if r["results"] is None]
     if missing:

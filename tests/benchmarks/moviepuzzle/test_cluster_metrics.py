@@ -1,9 +1,10 @@
-"""Matched IoU of predicted clusters with ground-truth groups (Table 3's intermediate measure)."""
+"""Table 3's intermediate measures: matched IoU of predicted clusters with ground-truth
+groups, and the ordering score of the predicted shots' order (the "shot" rows)."""
 
 import numpy as np
 import pytest
 
-from vnr.benchmarks.moviepuzzle.cluster_metrics import matched_iou
+from vnr.benchmarks.moviepuzzle.cluster_metrics import matched_iou, unit_ordering_score
 
 
 def _emb(groups, dim=4, seed=0):
@@ -55,3 +56,36 @@ def test_bad_shapes_raise_naming_the_argument():
         matched_iou(np.zeros((1, 3, 2)), np.zeros((1, 4), int), np.zeros((1, 3), int))
     with pytest.raises(ValueError, match="emb"):
         matched_iou(np.zeros((3, 2)), np.zeros((1, 3), int), np.zeros((1, 3), int))
+
+
+def test_shot_stage_os_scores_the_order_of_predicted_shots():
+    """Clip 0: 6 frames in 3 true shots, input shuffled; Algorithm 1 output places the
+    predicted shots as blocks B, A, C (frames inside blocks in any order): over shots
+    OS2 = 2/3 ((A, C), (B, C) kept, (A, B) swapped), OS3 = 0, while the frame-level
+    OS2 of the same output is 8/15 (true places 3 2 1 0 5 4: 7 of 15 pairs swapped).
+    Clip 1: a predicted cluster {true 0, true 3} starts at true position 0, the other
+    {1, 2} at 1; output puts {1, 2} first: OS2 = 0; two shots: OS3 undefined (NaN).
+    Padding (clip 1 has 4 real frames) is ignored."""
+    position = np.array([[4, 2, 0, 5, 3, 1], [3, 1, 2, 0, -1, -1]])  # true place per input
+    labels = np.array([[9, 4, 7, 9, 4, 7], [5, 8, 8, 5, -1, -1]])  # predicted shot per input
+    mask = position >= 0
+    # predicted orders (input indices): clip 0 = B block, A block, C block; inside a
+    # block the frames are reversed (must not matter); clip 1 = {1, 2} then {3, 0}
+    pred = np.array([[4, 1, 5, 2, 3, 0], [2, 1, 0, 3, 4, 5]])
+    os2 = unit_ordering_score(pred, labels, position, mask, 2)
+    os3 = unit_ordering_score(pred, labels, position, mask, 3)
+    np.testing.assert_allclose(os2, [2 / 3, 0.0], atol=1e-6)
+    assert os3[0] == pytest.approx(0.0) and np.isnan(os3[1])
+    # the true shot order scores 1 whatever the order inside the shots
+    right = np.array([[5, 2, 4, 1, 3, 0], [0, 3, 1, 2, 4, 5]])
+    np.testing.assert_allclose(unit_ordering_score(right, labels, position, mask, 2), [1, 1])
+    # one unit per frame: the frame-level OS (Eq. 6) itself
+    from vnr.benchmarks.moviepuzzle.order_metrics import ordering_score
+
+    gt = np.argsort(np.where(mask, position, 99), axis=1, kind="stable")
+    assert float(ordering_score(pred, gt, 2, mask)[0]) == pytest.approx(8 / 15)
+    each = np.where(mask, np.arange(6)[None], -1)
+    np.testing.assert_allclose(unit_ordering_score(pred, each, position, mask, 3),
+                               np.asarray(ordering_score(pred, gt, 3, mask)), atol=1e-6)
+    with pytest.raises(ValueError, match="unit_labels"):
+        unit_ordering_score(pred, labels[:, :4], position, mask)

@@ -43,8 +43,10 @@ frame-level Eq. 5 scores of every pair; Algorithm 1 then clusters (k-means, coun
 ground-truth ids as the seed code does with `eval.cluster_count="gt"`, or the silhouette
 estimate), and asks `predict` again for the Eq. 5 scores of every pair of units of each
 level (the same jitted function, called with member tensors). Metrics: LSD, LMD, SD, SSD,
-OS2, OS3, pair_acc (frame head on all real pairs) and the matched IoU of predicted shots
-and scenes with the ground truth (`cluster_metrics`, Table 3).
+OS2, OS3, pair_acc (frame head on all real pairs), the matched IoU of predicted shots
+and scenes with the ground truth and the OS of the predicted shots' / scenes' order
+(`shot_os2`, `shot_os3`, ...: Table 3's "shot" rows, `cluster_metrics.unit_ordering_score`;
+`shot_os3_clips` counts the clips with enough shots to be scored).
 """
 
 from __future__ import annotations
@@ -510,7 +512,7 @@ def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.M
     if kind != "hcmc":
         return base.evaluate(config, split, predict_fn, mesh, max_examples=max_examples,
                              report_path=report_path)
-    from vnr.benchmarks.moviepuzzle.cluster_metrics import matched_iou
+    from vnr.benchmarks.moviepuzzle.cluster_metrics import matched_iou, unit_ordering_score
     from vnr.benchmarks.moviepuzzle.hierarchical import hierarchical_order
 
     cat = base.collect(config, split, predict_fn, mesh, max_examples, cached=_cached(config))
@@ -535,6 +537,13 @@ def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.M
             iou = matched_iou(cat[f"{level}_embed"], clusters[level], cat[f"{level}_id"],
                               cat["mask"])
             metrics[f"{level}_iou"] = float(np.mean(iou))
+            for beta in (2, 3):  # Table 3 "shot" rows: OS of the predicted units' order
+                os_u = unit_ordering_score(pred, clusters[level], cat["position"],
+                                           cat["mask"], beta)
+                scored = ~np.isnan(os_u)
+                metrics[f"{level}_os{beta}_clips"] = float(scored.sum())
+                if scored.any():
+                    metrics[f"{level}_os{beta}"] = 100.0 * float(os_u[scored].mean())
     if report_path is not None:
         base.clip_report(split, pred, order, cat, report_path)
         if cat.first is not None:
@@ -544,6 +553,8 @@ def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.M
 
 def result_columns(config: Any, results: dict) -> list[results_lib.Column]:
     """The paper's metric columns (+ pair accuracy and clustering IoU when present)."""
-    extra = [c for c in ("pair_acc", "shot_iou", "scene_iou")
-             if any(c in m for m in results.values())]
-    return [*results_lib.cols(METRICS, upper=True), *results_lib.cols(extra, "{:.3f}", upper=True)]
+    have = lambda keys: [c for c in keys if any(c in m for m in results.values())]  # noqa: E731
+    return [*results_lib.cols(METRICS, upper=True),
+            *results_lib.cols(have(("pair_acc", "shot_iou", "scene_iou")), "{:.3f}", upper=True),
+            *results_lib.cols(have(("shot_os2", "shot_os3", "scene_os2", "scene_os3")),
+                              upper=True)]
