@@ -337,9 +337,19 @@ def apply_stack(stack: Any, x: jax.Array, mask: attention.Mask | None,
         return h, nnx.state(layer, nnx.Not(nnx.Param))
 
     x, rest = jax.lax.scan(body, x, stacked)
-    for i, layer in enumerate(layers_):
-        nnx.update(layer, jax.tree.map(lambda v, i=i: v[i], rest))
+    if _draws(layers_[0], deterministic):  # dropout advanced the layers' RNG streams
+        for i, layer in enumerate(layers_):
+            nnx.update(layer, jax.tree.map(lambda v, i=i: v[i], rest))
     return x
+
+
+def _draws(layer: nnx.Module, deterministic: bool | None) -> bool:
+    """Whether calling `layer` draws dropout randomness (so its RNG state changes)."""
+    drops = [n for _, n in nnx.iter_graph(layer)
+             if isinstance(n, nnx.Dropout) and n.rate > 0]
+    if deterministic is not None:
+        return bool(drops) and not deterministic
+    return any(not n.deterministic for n in drops)
 
 
 def sublayer_kwargs(
