@@ -2,6 +2,7 @@
 forward, from a torchvision-layout state dict the test writes (random weights, the full
 architecture, 75x75 input: torchvision's minimum size keeps the NumPy convolutions fast)."""
 
+import io
 import json
 
 import jax
@@ -176,17 +177,23 @@ def np_forward(sd, x, transform_input=True):
     return pooled, pooled @ sd["fc.weight"].T + sd["fc.bias"]
 
 
-def test_inception_v3_matches_numpy_torchvision_forward(tmp_path):
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    """A torchvision-layout checkpoint directory (7 classes) and its state dict."""
+    d = tmp_path_factory.mktemp("inception_v3")
     sd = state_dict(num_classes=7)
-    save_file(sd, str(tmp_path / "model.safetensors"), metadata={"format": "pt"})
-    (tmp_path / "config.json").write_text(json.dumps({"model_type": "inception_v3",
-                                                      "num_classes": 7}))
-    model = inception.load_inception(tmp_path)
+    save_file(sd, str(d / "model.safetensors"), metadata={"format": "pt"})
+    (d / "config.json").write_text(json.dumps({"model_type": "inception_v3", "num_classes": 7}))
+    return d, {k: v.astype(np.float64) for k, v in sd.items() if v.dtype == np.float32}
+
+
+def test_inception_v3_matches_numpy_torchvision_forward(checkpoint):
+    directory, ref = checkpoint
+    model = inception.load_inception(directory)
     x = np.random.default_rng(1).normal(size=(2, 3, 75, 75)).astype(np.float32)
     graphdef, state = nnx.split(model)
     out = jax.jit(lambda st, px: nnx.merge(graphdef, st)(px))(
         state, jnp.asarray(x.transpose(0, 2, 3, 1)))
-    ref = {k: v.astype(np.float64) for k, v in sd.items() if v.dtype == np.float32}
     want_pooled, want_logits = np_forward(ref, x.astype(np.float64))
     assert out.feature_map.shape == (2, 1, 1, 2048) and out.pooled.shape == (2, 2048)
     scale = np.abs(want_pooled).max()
@@ -194,9 +201,48 @@ def test_inception_v3_matches_numpy_torchvision_forward(tmp_path):
     np.testing.assert_allclose(out.pooled, want_pooled, rtol=1e-3, atol=1e-4 * scale)
     np.testing.assert_allclose(out.logits, want_logits, rtol=1e-3,
                                atol=1e-4 * np.abs(want_logits).max())
-    # features only: the fc's tensors are then ignored, like AuxLogits'
-    feats = inception.load_inception(tmp_path, num_classes=0)
-    assert feats.config.num_classes == 0 and not hasattr(feats, "fc")
+
+
+def _jpeg(w, h, seed):
+    from PIL import Image
+
+    arr = np.random.default_rng(seed).integers(0, 256, (h, w, 3), dtype=np.uint8)
+    buf = io.BytesIO()
+    Image.fromarray(arr).save(buf, "JPEG", quality=95)
+    return buf.getvalue()
+
+
+def test_inception_embedder_is_torchvision_transform_then_pooled_features(checkpoint,
+                                                                           tmp_path):
+    from PIL import Image
+
+    from vnr.benchmarks.sc2st import keyframes
+
+    directory, ref = checkpoint
+    # image_size 75 keeps it fast; the embedder itself uses 299 (resize 342)
+    scorer = keyframes.InceptionScorer(str(directory), batch=2, image_size=75)
+    assert scorer.dim == 2048 and not hasattr(scorer._state, "fc")  # fc tensors ignored
+    jpegs = [_jpeg(120, 90, 0), _jpeg(80, 100, 1), _jpeg(75, 75, 2)]
+    # torchvision: Resize(round(75 * 342 / 299) = 86): 120x90 -> 114x86 (long side
+    # truncated), CenterCrop(75): left int(round(19.5)) = 20, top int(round(5.5)) = 6
+    img = Image.open(io.BytesIO(jpegs[0])).convert("RGB").resize((114, 86), Image.BILINEAR)
+    want = (np.asarray(img.crop((20, 6, 95, 81)), np.float32) / 255.0
+            - keyframes.IMAGENET_MEAN) / keyframes.IMAGENET_STD
+    np.testing.assert_allclose(scorer.pixels(jpegs[0]), want, atol=1e-6)
+    got = scorer.encode_images(jpegs)  # two batches, the second padded
+    px = np.stack([scorer.pixels(j) for j in jpegs]).transpose(0, 3, 1, 2)
+    pooled, _ = np_forward(ref, px.astype(np.float64))
+    np.testing.assert_allclose(got, pooled / np.linalg.norm(pooled, axis=1, keepdims=True),
+                               rtol=1e-3, atol=1e-5)
+    with pytest.raises(TypeError, match="images only"):
+        scorer.encode_texts(["a sentence"])
+    monkey = pytest.MonkeyPatch()
+    monkey.setenv("VNR_ENCODERS_DIR", str(tmp_path))
+    try:
+        with pytest.raises(FileNotFoundError, match="inception_v3.*model.safetensors"):
+            keyframes.inception_embedder("", 0)
+    finally:
+        monkey.undo()
 
 
 def test_inception_v3_parameters_and_bad_input(tmp_path):
