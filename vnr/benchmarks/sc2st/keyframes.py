@@ -23,6 +23,13 @@ in for what, honestly:
   the paper does not say over which set), set for the names attached to the keyframe's
   sub-sentence. A keyframe naming none of them has the expert missing (all zero).
 
+Image features (Appendix A.1, Inception-v3's 2048-d pooled features in the paper):
+`inception_embedder` is torchvision's Inception-v3 (`vnr.models.encoders.inception`) with
+the weights of `$VNR_ENCODERS_DIR/inception_v3/model.safetensors` (none here), images
+resized to 342 and centre-cropped to 299 (torchvision's Inception transform). It is an
+image-only embedder: the builder takes it as `candidate_embedder`; the stored keyframe
+feature column comes from the keyframe `embedder`, which must also embed text.
+
 Candidate similarity (§4.1.3, DenseNet-121's 1024-d pooled features in the paper):
 `densenet_embedder` is torchvision's DenseNet-121 (`vnr.models.encoders.densenet`) with the
 weights of `$VNR_ENCODERS_DIR/densenet121/model.safetensors` (a torchvision state dict; none
@@ -213,44 +220,33 @@ IMAGENET_MEAN = np.array([0.485, 0.456, 0.406], np.float32)
 IMAGENET_STD = np.array([0.229, 0.224, 0.225], np.float32)
 
 
-class DenseNetScorer:
-    """L2-normalised DenseNet pooled features of JPEGs (an image-only `Embedder`)."""
+class TorchvisionImageScorer:
+    """L2-normalised pooled features of JPEGs from a torchvision-architecture image model (an
+    image-only `Embedder`), with torchvision's eval transform: shorter side resized
+    (bilinear) to `image_size * resize_ratio`, centre crop `image_size`, ImageNet mean/std.
+    Subclasses set `batch`, `image_size`, `resize_ratio`, `dim`, `_fwd`, `_state`."""
 
-    def __init__(self, encoder: str = "densenet121", seed: int = 0, batch: int = 32):
-        import jax
-        from flax import nnx
-
-        from vnr.models.encoders import densenet
-
-        self.batch, self.image_size = batch, 224
-        if encoder == "scratch:tiny":  # tests: a small random DenseNet on 32 x 32 images
-            cfg = densenet.DenseNetConfig(growth_rate=8, block_config=(2, 2),
-                                          num_init_features=16, bn_size=2, num_classes=0)
-            model, self.image_size = densenet.DenseNet(cfg, nnx.Rngs(seed)), 32
-        elif encoder == "scratch:densenet121":
-            cfg = dataclasses.replace(densenet.DENSENET121, num_classes=0)
-            model = densenet.DenseNet(cfg, nnx.Rngs(seed))
-        else:
-            model = densenet.load_densenet(encoder or "densenet121")
-        self.dim = model.config.num_features
-        graphdef, self._state = nnx.split(model)
-        self._fwd = jax.jit(lambda st, px: nnx.merge(graphdef, st)(px).pooled)
+    batch: int
+    image_size: int
+    resize_ratio: float
+    dim: int
 
     def encode_texts(self, texts: Sequence[str]) -> np.ndarray:
-        raise TypeError("DenseNet embeds images only (a candidate_embedder, not the keyframe "
-                        "embedder)")
+        raise TypeError(f"{type(self).__name__} embeds images only (a candidate_embedder, "
+                        "not the keyframe embedder, which also scores text)")
 
     def pixels(self, jpeg: bytes) -> np.ndarray:
-        """torchvision's eval transform: shorter side to size * 256 / 224, centre crop."""
+        """torchvision's eval transform: shorter side to size * ratio, centre crop."""
         from PIL import Image
 
         img = Image.open(io.BytesIO(jpeg)).convert("RGB")
-        short = round(self.image_size * 256 / 224)
-        w, h = img.size
-        scale = short / min(w, h)
-        img = img.resize((max(1, round(w * scale)), max(1, round(h * scale))), Image.BILINEAR)
-        w, h = img.size
-        left, top = (w - self.image_size) // 2, (h - self.image_size) // 2
+        short = round(self.image_size * self.resize_ratio)
+        w, h = img.size  # torchvision's Resize(int): the long side truncated, not rounded
+        size = (short, int(short * h / w)) if w <= h else (int(short * w / h), short)
+        img = img.resize(size, Image.BILINEAR)
+        w, h = img.size  # torchvision's CenterCrop offsets: int(round(...))
+        left = int(round((w - self.image_size) / 2.0))
+        top = int(round((h - self.image_size) / 2.0))
         img = img.crop((left, top, left + self.image_size, top + self.image_size))
         return (np.asarray(img, np.float32) / 255.0 - IMAGENET_MEAN) / IMAGENET_STD
 
@@ -264,7 +260,64 @@ class DenseNetScorer:
         return normalise(np.concatenate(out)) if out else np.zeros((0, self.dim), np.float32)
 
 
+class DenseNetScorer(TorchvisionImageScorer):
+    """DenseNet pooled features (resize 256, crop 224 as torchvision's DenseNet transform)."""
+
+    def __init__(self, encoder: str = "densenet121", seed: int = 0, batch: int = 32):
+        import jax
+        from flax import nnx
+
+        from vnr.models.encoders import densenet
+
+        self.batch, self.image_size, self.resize_ratio = batch, 224, 256 / 224
+        if encoder == "scratch:tiny":  # tests: a small random DenseNet on 32 x 32 images
+            cfg = densenet.DenseNetConfig(growth_rate=8, block_config=(2, 2),
+                                          num_init_features=16, bn_size=2, num_classes=0)
+            model, self.image_size = densenet.DenseNet(cfg, nnx.Rngs(seed)), 32
+        elif encoder == "scratch:densenet121":
+            cfg = dataclasses.replace(densenet.DENSENET121, num_classes=0)
+            model = densenet.DenseNet(cfg, nnx.Rngs(seed))
+        else:
+            model = densenet.load_densenet(encoder or "densenet121")
+        self.dim = model.config.num_features
+        graphdef, self._state = nnx.split(model)
+        self._fwd = jax.jit(lambda st, px: nnx.merge(graphdef, st)(px).pooled)
+
+
 def densenet_embedder(encoder: str = "", seed: int = 0) -> DenseNetScorer:
     """The builder's `candidate_embedder` (§4.1.3): the config's `candidate_encoder` names
     the checkpoint ("" = densenet121 under $VNR_ENCODERS_DIR)."""
     return DenseNetScorer(encoder or "densenet121", seed)
+
+
+class InceptionScorer(TorchvisionImageScorer):
+    """Inception-v3 2048-d pooled features (Appendix A.1's image features), torchvision's
+    Inception transform: resize 342, centre crop 299 (`image_size` smaller only for tests;
+    >= 75). The fc is dropped (`num_classes=0`): its tensors in the checkpoint are ignored."""
+
+    def __init__(self, encoder: str = "inception_v3", seed: int = 0, batch: int = 32,
+                 image_size: int = 299):
+        import jax
+        from flax import nnx
+
+        from vnr.models.encoders import inception, loading
+
+        self.batch, self.image_size, self.resize_ratio = batch, image_size, 342 / 299
+        if encoder == "scratch:inception_v3":  # random weights: plumbing only
+            cfg = dataclasses.replace(inception.INCEPTION_V3, num_classes=0)
+            model = loading.instantiate(lambda r: inception.InceptionV3(cfg, r), None,
+                                        key=jax.random.key(seed))
+        else:
+            model = inception.load_inception(encoder or "inception_v3", num_classes=0)
+        self.dim = model.config.num_features
+        graphdef, self._state = nnx.split(model)
+        self._fwd = jax.jit(lambda st, px: nnx.merge(graphdef, st)(px).pooled)
+
+
+def inception_embedder(encoder: str = "", seed: int = 0) -> InceptionScorer:
+    """A builder image embedder (A.1's Inception-v3 pooled features): pass it as
+    `candidate_embedder` (`--candidate_embedder ...keyframes:inception_embedder`); the config's
+    `candidate_encoder` names the checkpoint ("" = inception_v3 under $VNR_ENCODERS_DIR,
+    a torchvision state dict converted to model.safetensors; see `load_inception`'s error).
+    It embeds images only, so it cannot be the keyframe `embedder`, which scores text too."""
+    return InceptionScorer(encoder or "inception_v3", seed)
