@@ -186,7 +186,7 @@ def test_hcmc_on_tiny_clip_frozen_towers_run_end_to_end(clip_ckpt, data_dir, tmp
     # CLIP's text features (pooled at <|endoftext|>, projected) on pipeline-tokenized subtitles.
     model = nnx.merge(s.graphdef, s.state)[0]
     ids, mask = tokenizers.encode(str(d), ["We should go to the chapel.", "", "Is it 42?"], 16)
-    ours = model.encoders["frame"]._text(jnp.asarray(ids), jnp.asarray(mask), False, None)
+    ours = model.encoders["frame"].embed_text(jnp.asarray(ids), jnp.asarray(mask), False, None)
     ref = FlaxCLIPModel.from_pretrained(d)
     want = ref.get_text_features(ids, mask, params=ref.params)
     np.testing.assert_allclose(np.asarray(ours), np.asarray(want), rtol=1e-4, atol=1e-5)

@@ -171,15 +171,19 @@ class AugmentClip(grain.transforms.RandomMap):
         return dict(ex, frames=np.ascontiguousarray(frames))
 
 
-def source(cfg: Any, split: str, cached: Mapping[str, Any] | None = None):
-    """The records of `split`; with `cached` ({tower: cache directory}, from
-    `vnr.feature_cache.check`) they carry the cached features and no frame bytes."""
+def source(cfg: Any, split: str):
     from tfds_builders import moviepuzzle as builder
 
-    src = builder.data_source(
+    return builder.data_source(
         cfg.config, split, data_dir=cfg.data_dir, manual_dir=cfg.manual_dir, build=True
     )
-    return feature_cache.wrap(src, cached or {}, split, drop={"image": "frames"})
+
+
+def _records(cfg: Any, split: str, cached: Mapping[str, Any] | None):
+    """The records of `split`; with `cached` ({tower: cache directory}, from
+    `vnr.feature_cache.check`) they carry the cached features and no frame bytes."""
+    return feature_cache.wrap(source(cfg, split), cached or {}, split,
+                              drop={"image": "frames"})
 
 
 def _encode(cfg: Any, keep_text: bool = False) -> Encode:
@@ -191,7 +195,7 @@ def train_dataset(cfg: Any, batch_size: int, seed: int, process_index: int = 0,
                   process_count: int = 1,
                   cached: Mapping[str, Any] | None = None) -> grain.IterDataset:
     """Endless, per-epoch reshuffled (clips and frames) batches for one process."""
-    ds = grain.MapDataset.source(source(cfg, cfg.train_split, cached))
+    ds = grain.MapDataset.source(_records(cfg, cfg.train_split, cached))
     ds = ds.seed(seed).shuffle().repeat(None)
     ds = ds.map(_encode(cfg)).random_map(ShuffleFrames())
     if cfg.get("augment", False):
@@ -212,7 +216,7 @@ def eval_dataset(cfg: Any, split: str, batch_size: int, seed: int, max_examples:
     may be short (see `pipeline.pad_batch`). Use `num_eval_batches` for a count that is
     the same on every process.
     """
-    ds = grain.MapDataset.source(source(cfg, split, cached))
+    ds = grain.MapDataset.source(_records(cfg, split, cached))
     if max_examples:
         ds = ds[:max_examples]
     ds = ds.seed(seed + 1).map(_encode(cfg, keep_text=True)).random_map(ShuffleFrames())
