@@ -38,7 +38,9 @@ def shared_data() -> pathlib.Path:
 _LONG_FIRST = ("tests/trainer/test_pretrained.py", "tests/trainer/test_precision.py",
                "tests/trainer/test_multihost.py", "tests/trainer/test_resume.py",
                "tests/benchmarks/movie101/test_movie101_mcn.py",
-               "tests/benchmarks/symon/test_symon_tasks.py")
+               "tests/benchmarks/symon/test_symon_tasks.py", "tests/trainer/test_feature_cache.py",
+               "tests/benchmarks/movie101/test_grounding.py",
+               "tests/benchmarks/sc2st/test_sc2st_model.py")
 
 
 def pytest_collection_modifyitems(config, items):
