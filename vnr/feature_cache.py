@@ -21,7 +21,9 @@ the files of that run's newest checkpoint; for a tower no source covers, its ran
 `config.seed` and `config.model`); the preprocessing settings; `config.dtype` and
 `config.param_dtype`; the dataset's name, config and version. A run computes the key of its
 own config, so a cache of another checkpoint or preprocessing is never read: `check` (called
-by `vnr.train.setup` before anything compiles) stops with one line naming what differs.
+by `vnr.train.setup` after `validate`, before anything compiles, and again on the built state
+for the exact frozen test) stops with one line naming what differs. A tower counts as
+frozen when a `config.frozen` pattern matches its path prefix (`encoders[.]frame[.]image[.]`).
 
 **The layout**, next to the dataset:
 `<data_dir>/feature_cache/<dataset>/<name>-<key>/` with `meta.json` (the identity, the

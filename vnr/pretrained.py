@@ -197,6 +197,13 @@ def check_frozen(state: nnx.State, config: Any, root: tuple = (0,)) -> int:
     return sum(sizes[k] for k in frozen)
 
 
+def prefix_frozen(config: Any) -> Callable[[str], bool]:
+    """Whether a `config.frozen` pattern matches a module's path prefix (so, every parameter
+    under it): checkable before the state exists; `all_frozen` checks the parameters."""
+    pats = _patterns(config)
+    return lambda module: any(p.match(module + ".") for p in pats)
+
+
 def all_frozen(state: nnx.State, config: Any, module: str, root: tuple = (0,)) -> bool:
     """Whether `module` (a dotted path) has parameters and `config.frozen` matches all."""
     pats = _patterns(config)

@@ -179,6 +179,8 @@ def setup(config: ml_collections.ConfigDict, devices: list | None = None,
         compute.settings(config)  # dtype, param_dtype, attention, remat
         if validate := task_lib.hook(task, "validate"):
             validate(config)
+        if feature_cache.requested(config):  # a frozen tower's features, computed once
+            feature_cache.check(config, task, pretrained.prefix_frozen(config))
     except (ValueError, FileNotFoundError) as e:
         raise ConfigError(str(e)) from e
     if config.get("best_metric") and config.ckpt_every % config.eval_every:
@@ -203,7 +205,7 @@ def setup(config: ml_collections.ConfigDict, devices: list | None = None,
     graphdef, state, state_sh = sharding.create_sharded(make, mesh, rules)
     try:
         pretrained.check_frozen(state, config)
-        if feature_cache.requested(config):  # a frozen tower's features, computed once
+        if feature_cache.requested(config):  # and now every parameter of those towers
             feature_cache.check(config, task, functools.partial(pretrained.all_frozen, state,
                                                                 config))
     except (ValueError, FileNotFoundError) as e:
