@@ -51,7 +51,6 @@ and scenes with the ground truth and the OS of the predicted shots' / scenes' or
 
 from __future__ import annotations
 
-import functools
 import pathlib
 import sys
 import warnings
@@ -65,8 +64,9 @@ import optax
 from flax import nnx
 
 from vnr import feature_cache, sharding
-from vnr.benchmarks.moviepuzzle import data, hcmc_model
+from vnr.benchmarks.moviepuzzle import data, frame_cache, hcmc_model
 from vnr.benchmarks.moviepuzzle import pairwise as base
+from vnr.benchmarks.moviepuzzle.frame_cache import feature_towers  # noqa: F401 (task hook)
 from vnr.benchmarks.moviepuzzle.pairwise_model import PairOrderModel, TextPairModel
 from vnr.benchmarks.moviepuzzle.sampling import (
     _pick,
@@ -75,7 +75,6 @@ from vnr.benchmarks.moviepuzzle.sampling import (
     sample_contrastive,
     sample_unit_pairs,
 )
-from vnr.data import text
 from vnr.models.compute import float32
 from vnr.models.encoders import tokenizers, towers
 from vnr.reports import results as results_lib
@@ -274,68 +273,9 @@ def train_data(config: Any, local_batch: int, process_index: int, process_count:
                               process_count, cached=_cached(config))
 
 
-# ----------------------------------------------------------------------------- feature cache
-
-
-def feature_towers(config: Any) -> dict[str, feature_cache.Tower]:
-    """The HCMC frame encoder's image and text towers, cacheable when frozen (the hook of
-    `vnr.feature_cache`); none for the other kinds or per-level (`separate`) encoders."""
-    m, d = config.model, config.data
-    if m.kind != "hcmc" or m.separate:
-        return {}
-    from tfds_builders.moviepuzzle.moviepuzzle import VERSION
-
-    vocab, _ = base.text_vocab(config)
-    tok = tokenizers.resolve(d.get("tokenizer", text.HASH))
-    common = dict(dataset=f"moviepuzzle/{d.config}/{VERSION}",
-                  data_dir=d.data_dir, source=functools.partial(data.source, d),
-                  splits=(d.train_split, d.val_split, *d.test_splits))
-    out = {}
-    if "vision" in m.modalities:
-        out["image"] = feature_cache.Tower(
-            module="encoders.frame.image",
-            prepare=data.FrameInputs("image", d.image_size, d.max_tokens, vocab, tok),
-            embed=functools.partial(_embed, "image"),
-            preprocessing={"encoder": m.image_encoder, "image_size": d.image_size,
-                           "decode": "PIL RGB, bilinear resize to image_size",
-                           "tower_input": "uint8/255, bilinear resize to the tower's side, "
-                                          "CLIP mean/std (checkpoint and scratch:clip towers)"},
-            **common)
-    if "text" in m.modalities:
-        out["text"] = feature_cache.Tower(
-            module="encoders.frame.text",
-            prepare=data.FrameInputs("text", d.image_size, d.max_tokens, vocab, tok),
-            embed=functools.partial(_embed, "text"),
-            preprocessing={"encoder": m.text_encoder, "max_tokens": d.max_tokens,
-                           "vocab_size": vocab, "tokenizer": tok if tok == text.HASH
-                           else {"path": tok, "sha256": feature_cache.digest(tok)}},
-            **common)
-    return out
-
-
-def _embed(tower: str, model: hcmc_model.HCMC, inputs: dict, train: bool) -> jax.Array:
-    enc = model.encoders["frame"]
-    if tower == "image":
-        return enc.embed_image(inputs["frames"], train)
-    rngs = nnx.Rngs(dropout=jax.random.key(0)) if train else None
-    return enc.embed_text(inputs["tokens"], inputs.get("token_mask"), train, rngs)
-
-
 def _cached(config: Any) -> dict[str, pathlib.Path]:
     """{tower: cache directory} this run reads (checked by the trainer before compiling)."""
-    if not feature_cache.requested(config):
-        return {}
-    task = sys.modules[__name__]
-    return {n: feature_cache.locate(config, task, n, t)[0]
-            for n, t in feature_cache.towers_of(config, task).items()}
-
-
-def _encode_batch(model: hcmc_model.HCMC, batch: dict, train: bool,
-                  rngs: nnx.Rngs | None) -> jax.Array:
-    return model.encode(batch.get("frames"), batch["tokens"], train=train, rngs=rngs,
-                        token_mask=batch.get("token_mask"),
-                        image_features=batch.get("image_features"),
-                        text_features=batch.get("text_features"))
+    return frame_cache.directories(config, sys.modules[__name__])
 
 
 # ----------------------------------------------------------------------------- sampling
@@ -361,7 +301,7 @@ def _parents(levels: tuple[str, ...], batch: dict,
 def hcmc_loss(config: Any, model: hcmc_model.HCMC, batch: dict, rngs: nnx.Rngs):
     """Eq. 4 over the batch; metrics per level."""
     mask, pos = batch["mask"], batch["position"]
-    feats = _encode_batch(model, batch, True, rngs)
+    feats = frame_cache.encode_batch(model, batch, True, rngs)
     groups = _parents(model.levels, batch, config.model.get("frame_parent", ""))
     key = rngs.dropout()
     order_loss, metrics = 0.0, {}
@@ -452,7 +392,7 @@ def predict(config: Any, model: nnx.Module, batch: dict) -> dict[str, jax.Array]
             units = model.units_from_members(level, batch[f"{level}_members"],
                                              batch[f"{level}_member_mask"])
             return {"scores": pair_scores_to_matrix(model.all_pair_logits(level, units))}
-    feats = _encode_batch(model, batch, False, None)
+    feats = frame_cache.encode_batch(model, batch, False, None)
     frame = model.level_features(feats, "frame")
     out = {"scores": pair_scores_to_matrix(model.all_pair_logits("frame", frame)),
            "features": feats.reshape(*feats.shape[:2], -1)}
