@@ -51,6 +51,7 @@ import dataclasses
 import functools
 import io
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -58,6 +59,19 @@ from tfds_builders.sc2st.keyframes import Keyframe, normalise
 
 CLIP_MEAN = np.array([0.48145466, 0.4578275, 0.40821073], np.float32)
 CLIP_STD = np.array([0.26862954, 0.26130258, 0.27577711], np.float32)
+
+
+def _encode_images(scorer: Any, fwd: Any, jpegs: Sequence[bytes]) -> np.ndarray:
+    """L2-normalised image embeddings of JPEGs: `scorer.pixels` per image, then
+    `fwd(scorer._state, batch)` on fixed-size batches of `scorer.batch` (zero-padded: one
+    compile). The one batching loop of the CLIP and torchvision scorers."""
+    out = []
+    for lo in range(0, len(jpegs), scorer.batch):
+        chunk = [scorer.pixels(j) for j in jpegs[lo:lo + scorer.batch]]
+        n = len(chunk)
+        chunk += [np.zeros_like(chunk[0])] * (scorer.batch - n)
+        out.append(np.asarray(fwd(scorer._state, np.stack(chunk)))[:n])
+    return normalise(np.concatenate(out)) if out else np.zeros((0, scorer.dim), np.float32)
 
 
 def clip_embedder(encoder: str, seed: int = 0) -> ClipScorer:
@@ -120,13 +134,7 @@ class ClipScorer:
         return (np.asarray(img, np.float32) / 255.0 - CLIP_MEAN) / CLIP_STD
 
     def encode_images(self, jpegs: Sequence[bytes]) -> np.ndarray:
-        out = []
-        for lo in range(0, len(jpegs), self.batch):
-            chunk = [self.pixels(j) for j in jpegs[lo:lo + self.batch]]
-            n = len(chunk)
-            chunk += [np.zeros_like(chunk[0])] * (self.batch - n)
-            out.append(np.asarray(self._img(self._state, np.stack(chunk)))[:n])
-        return normalise(np.concatenate(out)) if out else np.zeros((0, self.dim), np.float32)
+        return _encode_images(self, self._img, jpegs)
 
 
 @functools.lru_cache(maxsize=4)
@@ -251,13 +259,7 @@ class TorchvisionImageScorer:
         return (np.asarray(img, np.float32) / 255.0 - IMAGENET_MEAN) / IMAGENET_STD
 
     def encode_images(self, jpegs: Sequence[bytes]) -> np.ndarray:
-        out = []
-        for lo in range(0, len(jpegs), self.batch):
-            chunk = [self.pixels(j) for j in jpegs[lo:lo + self.batch]]
-            n = len(chunk)
-            chunk += [np.zeros_like(chunk[0])] * (self.batch - n)
-            out.append(np.asarray(self._fwd(self._state, np.stack(chunk)))[:n])
-        return normalise(np.concatenate(out)) if out else np.zeros((0, self.dim), np.float32)
+        return _encode_images(self, self._fwd, jpegs)
 
 
 class DenseNetScorer(TorchvisionImageScorer):
