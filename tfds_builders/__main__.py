@@ -3,6 +3,7 @@
     python -m tfds_builders build <name> --config <cfg> [--manual_dir DIR] --data_dir OUT
                                  [--embedder module:function]
                                  [--candidate_embedder module:function]
+                                 [--feature_embedder module:function]
                                  [--expert name=module:function ...]
 
 A thin wrapper over `download_and_prepare`: imports `tfds_builders.<name>`, builds the config
@@ -11,7 +12,9 @@ embed their inputs with a model (Sc2St keyframes) take the embedding function as
 `--embedder` names it (Sc2St: `vnr.benchmarks.sc2st.keyframes:clip_embedder`; a builder that
 needs one and gets none stops with one line), so no builder imports the model code itself.
 `--candidate_embedder` names the optional image model that ranks similar candidates (Sc2St
-§4.1.3); each `--expert` one MoEE expert of the config (Sc2St §4.3.2, `*_experts` configs).
+§4.1.3); `--feature_embedder` the image model whose embeddings are the stored features of a
+config naming a `feature_encoder` (Sc2St `lsmdc_paper`: Inception-v3, Appendix A.1); each
+`--expert` one MoEE expert of the config (Sc2St §4.3.2, `*_experts` configs).
 """
 
 from __future__ import annotations
@@ -72,15 +75,20 @@ def build(
     embedder: str | None = None,
     candidate_embedder: str | None = None,
     experts: list[str] | None = None,
+    feature_embedder: str | None = None,
 ) -> dict[str, Any]:
     """Builds `name`/`config` (if needed) and returns its summary dict."""
     cls = find_builder(name)
-    if (embedder or candidate_embedder) and not hasattr(cls, "DEFAULT_EMBEDDER"):
-        raise SystemExit(f"error: {name} takes no --embedder / --candidate_embedder")
+    if (embedder or candidate_embedder or feature_embedder) and not hasattr(
+            cls, "DEFAULT_EMBEDDER"):
+        raise SystemExit(f"error: {name} takes no --embedder / --candidate_embedder / "
+                         "--feature_embedder")
     spec = embedder or getattr(cls, "DEFAULT_EMBEDDER", None)
     extra = {"embedder": load_function(spec)} if spec else {}
     if candidate_embedder:
         extra["candidate_embedder"] = load_function(candidate_embedder)
+    if feature_embedder:
+        extra["feature_embedder"] = load_function(feature_embedder)
     if experts:
         pairs = [e.partition("=") for e in experts]
         if any(not n or not f for n, _, f in pairs):
@@ -128,6 +136,9 @@ def main(argv: list[str] | None = None) -> int:
                    "embedder (Sc2St keyframes: vnr.benchmarks.sc2st.keyframes:clip_embedder)")
     b.add_argument("--candidate_embedder", default=None, help="module:function making the "
                    "image model that ranks similar candidates (Sc2St §4.1.3; optional)")
+    b.add_argument("--feature_embedder", default=None, help="module:function making the image "
+                   "model of the stored features, for a config naming a feature_encoder (Sc2St "
+                   "lsmdc_paper: vnr.benchmarks.sc2st.keyframes:image_embedder)")
     b.add_argument("--expert", action="append", default=None, help="name=module:function, "
                    "one per MoEE expert the config stores (Sc2St: scene=vnr.benchmarks.sc2st."
                    "keyframes:scene_expert, object=..., character=...)")
@@ -149,6 +160,7 @@ def main(argv: list[str] | None = None) -> int:
             args.embedder,
             args.candidate_embedder,
             args.expert,
+            args.feature_embedder,
         )
     except common.ManualDirError as e:
         print(f"error: {e}", file=sys.stderr)

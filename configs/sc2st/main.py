@@ -18,7 +18,10 @@ ARGS is a comma-separated list of at most one model and any options:
                    warmup), batch 128, a pretrained uncased BERT text encoder
                    (text_encoder=NAME|DIR, default bert-base-uncased from
                    $VNR_ENCODERS_DIR, loaded through the `pretrained` hook), best
-                   checkpoint by validation mean rank
+                   checkpoint by validation mean rank; with lsmdc, the `lsmdc_paper`
+                   corpus: Inception-v3 image features and DenseNet-121 candidate
+                   similarity (their weights under $VNR_ENCODERS_DIR; see
+                   tfds_builders/sc2st/README.md; --config.data.config=lsmdc keeps CLIP)
   text_encoder=X   the sentence encoder (checkpoint name or directory; scratch:<arch>-<size>)
   steps=N          total training steps
   smoke            tiny sizes for tests (synthetic_tiny corpus, a few steps)
@@ -82,9 +85,14 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
                  batch_size=128, eval_batch_size=128, best_metric="mean_rank", best_mode="min")
         c.model.text_encoder = PAPER_TEXT_ENCODER
         c.data.update(max_tokens=40, vocab_size=30522)
+        if source == "lsmdc":  # A.1's image features, §4.1.3's candidate similarity
+            c.data.config = "lsmdc_paper"
     if "experts" in args:
         if source == "released":
             raise ValueError("experts: the released storyboards have no expert columns")
+        if c.data.config == "lsmdc_paper":
+            raise ValueError("experts with paper,lsmdc: the expert columns are built on the "
+                             "CLIP corpus (lsmdc_experts); drop paper or experts")
         c.data.config = f"{c.data.config}_experts"
     if "text_encoder" in args.values:
         c.model.text_encoder = args.values["text_encoder"]

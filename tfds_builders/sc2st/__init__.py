@@ -18,12 +18,13 @@ import numpy as np
 from tfds_builders import common
 from tfds_builders.common import ManualDirError
 from tfds_builders.sc2st import extras
-from tfds_builders.sc2st.keyframes import MakeEmbedder, MakeExpert
 from tfds_builders.sc2st.sc2st import Builder, Sc2St, Sc2StConfig
 
 __all__ = ["Builder", "ManualDirError", "Sc2St", "Sc2StConfig", "data_source",
            "pool", "prepare", "split_names", "to_record"]
 
+# The model functions a build may be handed (keyword arguments of `Sc2St` and `prepare`).
+MODELS = ("embedder", "experts", "candidate_embedder", "feature_embedder")
 TEXT_FIELDS = ("storyboard_id", "movie")
 TEXT_LISTS = ("genres", "clip_ids", "sentences", "frame_ids")
 ARRAYS = {"index": np.int32, "start": np.float32, "end": np.float32, "features": np.float32,
@@ -40,24 +41,29 @@ def to_record(raw: dict) -> dict:
 
 
 def prepare(config: str, data_dir: os.PathLike | str, manual_dir: os.PathLike | str | None = None,
-            build: bool = True, embedder: MakeEmbedder | None = None,
-            experts: dict[str, MakeExpert] | None = None) -> Sc2St:
-    """The builder with its dataset built (building it now if missing and `build`, with the
-    keyframe `embedder` and the config's `experts`, see `keyframes`)."""
+            build: bool = True, **models: Any) -> Sc2St:
+    """The builder with its dataset built (building it now if missing and `build`). `models`
+    are the builder's model functions (see `Sc2St.__init__` and `keyframes`): `embedder`,
+    and those the config needs of `experts`, `candidate_embedder`, `feature_embedder`."""
+    unknown = set(models) - set(MODELS)
+    if unknown:
+        raise TypeError(f"sc2st.prepare: unknown model functions {sorted(unknown)} (choose "
+                        f"from {', '.join(MODELS)})")
     builder = common.open_builder(Sc2St, config, data_dir)
-    builder.embedder = embedder
-    builder.experts = experts or {}
+    builder.embedder = models.get("embedder")
+    builder.experts = models.get("experts") or {}
+    builder.candidate_embedder = models.get("candidate_embedder")
+    builder.feature_embedder = models.get("feature_embedder")
     return common.prepare(builder, data_dir, manual_dir, build,
                           lambda m: Sc2St.check_inputs(config, m))
 
 
 def data_source(config: str, split: str, data_dir: os.PathLike | str,
                 manual_dir: os.PathLike | str | None = None, build: bool = True,
-                embedder: MakeEmbedder | None = None,
-                experts: dict[str, MakeExpert] | None = None) -> common.Source:
-    """A random-access source over `split` of sc2st/`config` (built first if needed), in
-    storyboard `index` order."""
-    builder = prepare(config, data_dir, manual_dir, build, embedder, experts)
+                **models: Any) -> common.Source:
+    """A random-access source over `split` of sc2st/`config` (built first if needed, with
+    `models` as `prepare`), in storyboard `index` order."""
+    builder = prepare(config, data_dir, manual_dir, build, **models)
     return common.Source(Sc2St, config, split, os.path.abspath(data_dir),
                          common.split_length(builder, split), to_record, order_by="index")
 
@@ -87,6 +93,5 @@ def pool(config: str, split: str, data_dir: os.PathLike | str,
 
 def split_names(config: str, data_dir: os.PathLike | str,
                 manual_dir: os.PathLike | str | None = None, build: bool = True,
-                embedder: MakeEmbedder | None = None,
-                experts: dict[str, MakeExpert] | None = None) -> list[str]:
-    return list(prepare(config, data_dir, manual_dir, build, embedder, experts).info.splits)
+                **models: Any) -> list[str]:
+    return list(prepare(config, data_dir, manual_dir, build, **models).info.splits)

@@ -19,11 +19,12 @@ class Pair:
     feature: np.ndarray
 
 
-def check_dim(scorer: keyframes.Embedder, cfg: Any) -> None:
-    """The keyframe embedder's width must be the config's `feature_dim`."""
+def check_dim(scorer: keyframes.Embedder, cfg: Any, encoder: str | None = None) -> None:
+    """The stored features' embedder (the keyframe embedder, or the `feature_encoder`'s when
+    the config names one) must embed in the config's `feature_dim`."""
     if scorer.dim != cfg.feature_dim:
-        raise ValueError(f"encoder {cfg.encoder!r} embeds in {scorer.dim} dims but the builder "
-                         f"config says feature_dim={cfg.feature_dim}")
+        raise ValueError(f"encoder {encoder or cfg.encoder!r} embeds in {scorer.dim} dims but "
+                         f"the builder config says feature_dim={cfg.feature_dim}")
 
 
 def make_example(index: int, board: list[Pair], feats: np.ndarray, cands: np.ndarray,

@@ -50,6 +50,11 @@ class Sc2StConfig(tfds.core.BuilderConfig):
     # Optional image model whose cosine ranks similar candidates (§4.1.3: DenseNet-121 in
     # the paper); "" = the keyframe features. Given to the builder's `candidate_embedder`.
     candidate_encoder: str = ""
+    # Optional image model whose embeddings of the keyframe JPEGs become the stored `features`
+    # column the models read (Appendix A.1: Inception-v3 pooled features); "" = the keyframe
+    # embedder's image embeddings. Given to the builder's `feature_embedder`; `feature_dim`
+    # is then that model's width, and keyframes are still chosen by the `embedder`.
+    feature_encoder: str = ""
     # MoEE experts (§4.3.2): (name, width) each; their features come from the builder's
     # `experts[name]` (e.g. scene, object, character) and are stored as `expert_<name>`.
     experts: tuple[tuple[str, int], ...] = ()
@@ -130,7 +135,7 @@ def clip_pairs(root: pathlib.Path, clips: list[lsmdc.Clip], cfg: Sc2StConfig,
         if clip.clip_id not in texts:
             continue
         subs, temb = texts[clip.clip_id], text_emb[clip.clip_id]
-        feats, ids, problem = _clip_frames(root, clip, scorer, cfg.feature_dim)
+        feats, ids, problem = _clip_frames(root, clip, scorer, scorer.dim)
         if feats is None:
             reason, where, detail = problem
             record(skips, reason, where, "", f"{clip.clip_id}: {detail}")
@@ -147,7 +152,8 @@ def clip_pairs(root: pathlib.Path, clips: list[lsmdc.Clip], cfg: Sc2StConfig,
 
 
 def similarity_features(root: pathlib.Path, boards: list[list[Pair]],
-                        embedder: keyframes.Embedder | None) -> np.ndarray:
+                        embedder: keyframes.Embedder | None,
+                        role: str = "candidate_embedder") -> np.ndarray:
     """[sum of len(b), D'] features that rank similar candidates (§4.1.3), the pairs of
     `boards` in order: the stored keyframe features, or `embedder`'s image embeddings of
     the keyframe JPEGs (`vnr.benchmarks.sc2st.keyframes.densenet_embedder` is such an
@@ -161,8 +167,8 @@ def similarity_features(root: pathlib.Path, boards: list[list[Pair]],
         paths = [root / p.frame_id for p in b]
         bad = next((p for p in paths if p.suffix.lower() not in (".jpg", ".jpeg")), None)
         if bad is not None:
-            raise ValueError(f"candidate_embedder needs keyframe images; {bad} is a feature "
-                             "array (use frames/ input or no candidate_embedder)")
+            raise ValueError(f"{role} needs keyframe images; {bad} is a feature array (use "
+                             f"frames/ input or no {role})")
         out.append(embedder.encode_images([p.read_bytes() for p in paths]))
     return np.concatenate(out).astype(np.float32)
 
@@ -171,12 +177,14 @@ def build_storyboards(root: pathlib.Path, cfg: Sc2StConfig, skips: collections.C
                       stats: collections.Counter, scorer: keyframes.Embedder,
                       candidate_scorer: keyframes.Embedder | None = None,
                       experts: dict[str, keyframes.Expert] | None = None,
-                      isolated_out: dict | None = None) -> dict[str, list[dict]]:
+                      isolated_out: dict | None = None,
+                      feature_scorer: keyframes.Embedder | None = None) -> dict[str, list[dict]]:
     """Everything but TFDS: split name -> list of example dicts (in pool order); `scorer`
     embeds sentences and frames for keyframe selection, `candidate_scorer` (optional)
     the keyframes whose cosine picks similar candidates (default: `scorer`'s features),
-    `experts` the config's MoEE expert columns. `isolated_out` (optional) gets, per split,
-    (columns, frame ids, movies) of its isolated keyframes (`extras`)."""
+    `experts` the config's MoEE expert columns, `feature_scorer` (optional, with the
+    config's `feature_encoder`) the stored `features` (default: `scorer`'s). `isolated_out`
+    (optional) gets, per split, (columns, frame ids, movies) of its isolated keyframes."""
     rows = []
     for name in lsmdc.ANNOTATION_FILES.values():
         if (root / name).is_file():
@@ -192,7 +200,10 @@ def build_storyboards(root: pathlib.Path, cfg: Sc2StConfig, skips: collections.C
         meta = lsmdc.read_meta(root / "meta.csv", skips)
     else:
         common.log.warning("%s has no meta.csv: genres are left empty", root)
-    check_dim(scorer, cfg)
+    if bool(cfg.feature_encoder) != (feature_scorer is not None):
+        raise ValueError(f"sc2st/{cfg.name}: feature_encoder={cfg.feature_encoder!r} needs a "
+                         "feature embedder exactly when it is set")
+    check_dim(feature_scorer or scorer, cfg, cfg.feature_encoder or None)
     pairs = clip_pairs(root, clips, cfg, scorer, skips, stats)
     stories = story.group_stories([c for c in clips if c.clip_id in pairs], cfg.max_gap)
     dropped: list[Pair] = []
@@ -218,12 +229,21 @@ def build_storyboards(root: pathlib.Path, cfg: Sc2StConfig, skips: collections.C
     if cfg.experts:
         cols = extras.expert_columns([p for b in boards for p in b] + dropped, root,
                                      experts or {}, dict(cfg.experts), stats)
+    stored = {}  # id(pair) -> its stored feature, when not the keyframe embedder's
+    if feature_scorer is not None:
+        every = [p for b in boards for p in b] + (dropped if cfg.isolated else [])
+        rows = similarity_features(root, [every], feature_scorer, "feature_embedder")
+        stored = {id(p): r for p, r in zip(every, rows, strict=True)}
+
+    def feature(p: Pair) -> np.ndarray:
+        return stored.get(id(p), p.feature)
+
     out = {}
     for code, (split, idx) in enumerate(splits.items()):
         chosen, iso = [boards[i] for i in idx], isolated[split]
         if not chosen:
             continue
-        feats = np.stack([[p.feature for p in b] for b in chosen]).astype(np.float32)
+        feats = np.stack([[feature(p) for p in b] for b in chosen]).astype(np.float32)
         movies = np.array([movie_ids[b[0].clip.movie] for b in chosen])
         sim = similarity_features(root, chosen + [iso], candidate_scorer)
         d = sim.shape[-1]
@@ -239,7 +259,7 @@ def build_storyboards(root: pathlib.Path, cfg: Sc2StConfig, skips: collections.C
         stats[f"isolated_{split}"] = len(iso)
         if isolated_out is not None:
             isolated_out[split] = (
-                {"features": np.array([p.feature for p in iso], np.float32).reshape(
+                {"features": np.array([feature(p) for p in iso], np.float32).reshape(
                     len(iso), -1),
                  **{f"expert_{n}": np.array([cols[id(p)][f"expert_{n}"] for p in iso],
                                             np.float32).reshape(len(iso), dim)
@@ -269,6 +289,12 @@ class Sc2St(common.SummaryBuilder, tfds.core.GeneratorBasedBuilder):
         Sc2StConfig(name="released", source="released",
                     description="The released story10_all_<split>_no.json storyboards, frames "
                     "resolved through lsmdc.json; CLIP ViT-B/32 features, our candidate sets."),
+        Sc2StConfig(name="lsmdc_paper", candidate_encoder="densenet121",
+                    feature_encoder="inception_v3", feature_dim=2048,
+                    description="As lsmdc (CLIP ViT-B/32 keyframes), with similar candidates "
+                    "ranked by DenseNet-121 (§4.1.3) and Inception-v3 pooled features stored "
+                    "for the models (Appendix A.1); their torchvision weights under "
+                    "$VNR_ENCODERS_DIR/{densenet121,inception_v3}."),
         Sc2StConfig(name="lsmdc_experts", experts=EXPERTS_CLIP,
                     description="As lsmdc, plus the MoEE expert columns scene / object / "
                     "character (vnr.benchmarks.sc2st.keyframes.DEFAULT_EXPERTS)."),
@@ -289,13 +315,16 @@ class Sc2St(common.SummaryBuilder, tfds.core.GeneratorBasedBuilder):
 
     def __init__(self, *, embedder: keyframes.MakeEmbedder | None = None,
                  candidate_embedder: keyframes.MakeEmbedder | None = None,
-                 experts: dict[str, keyframes.MakeExpert] | None = None, **kwargs: Any):
+                 experts: dict[str, keyframes.MakeExpert] | None = None,
+                 feature_embedder: keyframes.MakeEmbedder | None = None, **kwargs: Any):
         """`embedder(config.encoder, config.seed)` gives the keyframe `Embedder` a build
         needs (reading a built dataset needs none); `experts[name](config.encoder,
-        config.seed)` each expert the config names."""
+        config.seed)` each expert the config names; `feature_embedder(config.feature_encoder,
+        config.seed)` the stored features' image model, for a config naming one."""
         super().__init__(**kwargs)
         self.embedder = embedder
         self.candidate_embedder = candidate_embedder
+        self.feature_embedder = feature_embedder
         self.experts = experts or {}
         self.isolated: dict[str, tuple] = {}
         self.stats: collections.Counter = collections.Counter()
@@ -352,18 +381,29 @@ class Sc2St(common.SummaryBuilder, tfds.core.GeneratorBasedBuilder):
                     f"sc2st/{c.name} embeds keyframes: pass embedder= (a function (encoder, "
                     "seed) -> Embedder, see tfds_builders/sc2st/keyframes.py) to the builder, "
                     "or --embedder module:function to python -m tfds_builders")
-            scorer = self.embedder(c.encoder, c.seed)
             if c.candidate_encoder and self.candidate_embedder is None:
                 raise ValueError(f"sc2st/{c.name} ranks candidates by {c.candidate_encoder!r}: "
                                  "pass candidate_embedder= to the builder")
             if self.candidate_embedder is not None and c.source != "lsmdc":
                 raise ValueError(f"sc2st/{c.name}: candidate_embedder needs keyframe images "
                                  "(the lsmdc source with frames/)")
+            if c.feature_encoder and self.feature_embedder is None:
+                raise ValueError(f"sc2st/{c.name} stores {c.feature_encoder!r} features: pass "
+                                 "feature_embedder= to the builder (or --feature_embedder "
+                                 "module:function)")
+            if self.feature_embedder is not None and not c.feature_encoder:
+                raise ValueError(f"sc2st/{c.name} stores the keyframe embedder's features (no "
+                                 "feature_encoder): build a config that names one to use "
+                                 "feature_embedder")
+            if self.feature_embedder is not None and c.source != "lsmdc":
+                raise ValueError(f"sc2st/{c.name}: feature_embedder needs keyframe images "
+                                 "(the lsmdc source with frames/)")
             lacking = [n for n, _ in c.experts if n not in self.experts]
             if lacking:
                 raise ValueError(f"sc2st/{c.name} stores the MoEE experts {lacking}: pass "
                                  "experts={name: function} to the builder (or --expert "
                                  "name=module:function)")
+            scorer = self.embedder(c.encoder, c.seed)
             self.isolated = {}
             if c.source == "released":
                 from tfds_builders.sc2st.released import build_released
@@ -375,7 +415,9 @@ class Sc2St(common.SummaryBuilder, tfds.core.GeneratorBasedBuilder):
                 examples = build_storyboards(
                     root, c, self.skips, self.stats, scorer, cand,
                     {n: self.experts[n](c.encoder, c.seed) for n, _ in c.experts},
-                    self.isolated)
+                    self.isolated,
+                    self.feature_embedder(c.feature_encoder, c.seed) if c.feature_encoder
+                    else None)
         except ValueError as e:
             raise common.ManualDirError(str(e)) from None
         return {split: self._generate_examples(ex) for split, ex in examples.items()}

@@ -1,6 +1,7 @@
 """Sc2St builder on a small LSMDC-format corpus written here (tiny JPEGs + feature arrays)."""
 
 import collections
+import dataclasses
 import io
 import json
 import pathlib
@@ -374,3 +375,76 @@ def test_expert_columns_are_stored_with_the_pluggable_experts(built):
                           None, {"scene": made["scene"]})
     with pytest.raises(SystemExit, match="name=module:function"):
         cli.build("sc2st", "synthetic_experts", "unused", experts=["scene"])
+
+
+def test_feature_embedder_fills_the_stored_features(built, tmp_path):
+    """Appendix A.1's image features: a config naming a `feature_encoder` stores the
+    `feature_embedder`'s embeddings of each keyframe JPEG (storyboards and isolated) as
+    `features`, while keyframes are still chosen by the image-text embedder."""
+    import shutil
+
+    from tfds_builders import __main__ as cli
+
+    root, _ = built
+    jpg_root = tmp_path / "jpg_only"  # movie A only (a feature array has no image to embed):
+    # 4 storyboards, so 3 candidates per round
+    shutil.copytree(root, jpg_root, ignore=shutil.ignore_patterns("features"))
+
+    class Sizes:  # "features" = (JPEG byte length, first byte): any function of the image
+        dim = 2
+
+        def encode_images(self, jpegs):
+            return np.array([[len(j), j[100]] for j in jpegs], np.float32)
+
+    cfg = Sc2StConfig(name="f", encoder="scratch:tiny", feature_dim=2, num_candidates=3,
+                      fractions=(0.5, 0.25, 0.25), feature_encoder="sizes")
+    scorer = keyframes.ClipScorer("scratch:tiny")
+    isolated = {}
+    out = build_storyboards(jpg_root, cfg, collections.Counter(), collections.Counter(),
+                            scorer, None, None, isolated, Sizes())
+    plain = build_storyboards(jpg_root, dataclasses.replace(cfg, feature_encoder="",
+                              feature_dim=32), collections.Counter(), collections.Counter(),
+                              scorer)
+    recs = [r for split in out.values() for r in split]
+    assert len(recs) == 4 and all(r["movie"].endswith("A") for r in recs)
+    for r, p in zip(recs, [r for split in plain.values() for r in split], strict=True):
+        assert r["frame_ids"] == p["frame_ids"]  # same keyframes: chosen by the scorer
+        np.testing.assert_array_equal(r["candidates"], p["candidates"])
+        want = Sizes().encode_images([(jpg_root / f).read_bytes() for f in r["frame_ids"]])
+        np.testing.assert_array_equal(r["features"], want)
+    cols, ids, _ = next(v for v in isolated.values() if v[1])
+    np.testing.assert_array_equal(
+        cols["features"], Sizes().encode_images([(jpg_root / f).read_bytes() for f in ids]))
+    with pytest.raises(ValueError, match="feature_embedder needs keyframe images"):
+        build_storyboards(root, cfg, collections.Counter(), collections.Counter(), scorer,
+                          None, None, None, Sizes())
+    with pytest.raises(ValueError, match="encoder 'sizes' embeds in 2 dims"):
+        build_storyboards(jpg_root, dataclasses.replace(cfg, feature_dim=32),
+                          collections.Counter(), collections.Counter(), scorer, None, None,
+                          None, Sizes())
+    with pytest.raises(ValueError, match="needs a feature embedder exactly when"):
+        build_storyboards(jpg_root, cfg, collections.Counter(), collections.Counter(), scorer)
+    # Through TFDS with vnr's dispatcher: a tiny random DenseNet stands in for Inception-v3.
+    dense = keyframes.image_embedder("scratch:tiny")
+    b = Sc2St(config=dataclasses.replace(cfg, name="fe", feature_encoder="scratch:tiny",
+                                         feature_dim=dense.dim),
+              data_dir=str(tmp_path / "fe"), embedder=keyframes.clip_embedder,
+              feature_embedder=keyframes.image_embedder)
+    b.download_and_prepare(download_config=tfds.download.DownloadConfig(
+        manual_dir=str(jpg_root)))
+    rec = b.as_data_source("train")[0]
+    assert rec["features"].shape == (10, dense.dim)
+    np.testing.assert_allclose(rec["features"], dense.encode_images(
+        [(jpg_root / f.decode()).read_bytes() for f in rec["frame_ids"]]), rtol=1e-5, atol=1e-6)
+    iso = extras.read_isolated(b.data_dir, "train")
+    assert iso is not None and iso["features"].shape[1:] == (dense.dim,)
+    # Through the builder: the config's feature_encoder and the function go together.
+    with pytest.raises(common.ManualDirError, match="stores 'inception_v3' features: pass "
+                       "feature_embedder="):
+        sc2st_lib.prepare("lsmdc_paper", tmp_path / "a", jpg_root,
+                          embedder=keyframes.clip_embedder,
+                          candidate_embedder=keyframes.image_embedder)
+    with pytest.raises(common.ManualDirError, match="no feature_encoder"):
+        cli.build("sc2st", "synthetic_tiny", str(tmp_path / "b"),
+                  embedder="vnr.benchmarks.sc2st.keyframes:clip_embedder",
+                  feature_embedder="vnr.benchmarks.sc2st.keyframes:image_embedder")

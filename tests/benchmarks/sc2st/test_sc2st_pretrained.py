@@ -68,3 +68,35 @@ def test_paper_preset_is_appendix_a1_with_the_real_minilm(tmp_path):
 
     ids = data.tokenize(["Spider man appears above him."], str(minilm), 0, cfg.data.max_tokens)
     assert ids[0, 0] == 101 and 102 in ids[0] and ids.shape == (1, 40)  # uncased [CLS] .. [SEP]
+
+
+def test_paper_on_lsmdc_reads_inception_features_and_densenet_candidates():
+    """`paper,lsmdc` builds `lsmdc_paper`: the model's image input is Inception-v3's 2048-d
+    pooled features (A.1) and similar candidates are ranked by DenseNet-121 (§4.1.3); the
+    builder gets those image models from `builder_models`, dispatched by name."""
+    import pytest
+
+    from vnr.benchmarks.sc2st import keyframes
+
+    cfg = get_config("paper,gf,lsmdc")
+    assert cfg.data.config == "lsmdc_paper"
+    b = task.builder_config(cfg)
+    assert (b.feature_encoder, b.feature_dim, b.candidate_encoder) == (
+        "inception_v3", 2048, "densenet121")
+    small = get_config("gf,smoke")
+    small.data.config = "lsmdc_paper"
+    model = nnx.eval_shape(lambda: task.make_model(small, nnx.Rngs(0)))
+    kernels = [v.shape for p, v in nnx.to_flat_state(nnx.state(model, nnx.Param))
+               if "text" not in p and len(v.shape) == 2 and v.shape[0] == 2048]
+    assert kernels, "no layer of the model reads the 2048-d image features"
+    models = keyframes.builder_models(b)
+    assert models["feature_embedder"] is models["candidate_embedder"] is keyframes.image_embedder
+    assert set(keyframes.builder_models(task.builder_config(get_config("lsmdc")))) == {
+        "embedder", "experts"}  # the CLIP corpus needs no image-only model
+    assert isinstance(keyframes.image_embedder("scratch:tiny"), keyframes.DenseNetScorer)
+    with pytest.raises(FileNotFoundError, match="inception_v3"):
+        keyframes.image_embedder("/nowhere/inception_v3")
+    with pytest.raises(ValueError, match="name an inception_v3"):
+        keyframes.image_embedder("resnet50")
+    with pytest.raises(ValueError, match="experts with paper,lsmdc"):
+        get_config("paper,lsmdc,experts")

@@ -6,7 +6,8 @@ index). Each record becomes (NumPy, per storyboard):
   tokens   int32   [L, T]      sentence tokens: a scratch BERT gets hashed words
                                (`vnr.data.text`) after a [CLS] id (vocab_size - 1);
                                a pretrained one its own tokenizer (CLS ... SEP)
-  features float32 [L, D]      stored CLIP embeddings of the 10 keyframes
+  features float32 [L, D]      stored features of the 10 keyframes (CLIP image
+                               embeddings; Inception-v3's for `lsmdc_paper`)
   cands    float32 [L-1, C, D] candidate features of rounds t = 2..L, gathered
                                from the split's keyframe pool
   answer   int32   [L-1]       index of the correct candidate
@@ -93,11 +94,11 @@ def _pool(path: str) -> np.ndarray:
 
 def _source(cfg: Any, split: str):
     from tfds_builders import sc2st as builder
-    from vnr.benchmarks.sc2st.keyframes import DEFAULT_EXPERTS, clip_embedder
+    from vnr.benchmarks.sc2st.keyframes import builder_models
 
+    models = builder_models(builder.Sc2St.builder_configs[cfg.config])
     return builder.data_source(cfg.config, split, data_dir=cfg.data_dir,
-                               manual_dir=cfg.manual_dir or None, build=True,
-                               embedder=clip_embedder, experts=DEFAULT_EXPERTS)
+                               manual_dir=cfg.manual_dir or None, build=True, **models)
 
 
 def _encode(cfg: Any, split: str, text_encoder: str) -> Encode:

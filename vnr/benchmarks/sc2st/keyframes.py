@@ -27,8 +27,13 @@ Image features (Appendix A.1, Inception-v3's 2048-d pooled features in the paper
 `inception_embedder` is torchvision's Inception-v3 (`vnr.models.encoders.inception`) with
 the weights of `$VNR_ENCODERS_DIR/inception_v3/model.safetensors` (none here), images
 resized to 342 and centre-cropped to 299 (torchvision's Inception transform). It is an
-image-only embedder: the builder takes it as `candidate_embedder`; the stored keyframe
-feature column comes from the keyframe `embedder`, which must also embed text.
+image-only embedder: the builder takes it as `feature_embedder` for a config naming a
+`feature_encoder` (`lsmdc_paper`), whose stored `features` column it then fills, while the
+keyframes are still chosen by the image-text `embedder`.
+
+`builder_models(config)` gives the builder the functions a config needs: `clip_embedder`,
+`DEFAULT_EXPERTS`, and `image_embedder` (dispatching on the name: Inception-v3 or
+DenseNet) for the config's `candidate_encoder` / `feature_encoder`.
 
 Candidate similarity (§4.1.3, DenseNet-121's 1024-d pooled features in the paper):
 `densenet_embedder` is torchvision's DenseNet-121 (`vnr.models.encoders.densenet`) with the
@@ -317,9 +322,35 @@ class InceptionScorer(TorchvisionImageScorer):
 
 
 def inception_embedder(encoder: str = "", seed: int = 0) -> InceptionScorer:
-    """A builder image embedder (A.1's Inception-v3 pooled features): pass it as
-    `candidate_embedder` (`--candidate_embedder ...keyframes:inception_embedder`); the config's
-    `candidate_encoder` names the checkpoint ("" = inception_v3 under $VNR_ENCODERS_DIR,
-    a torchvision state dict converted to model.safetensors; see `load_inception`'s error).
-    It embeds images only, so it cannot be the keyframe `embedder`, which scores text too."""
+    """A builder image embedder (A.1's Inception-v3 pooled features): the builder's
+    `feature_embedder` for a config naming a `feature_encoder` (or a `candidate_embedder`);
+    the name is the checkpoint ("" = inception_v3 under $VNR_ENCODERS_DIR, a torchvision
+    state dict converted to model.safetensors; see `load_inception`'s error). It embeds
+    images only, so it cannot be the keyframe `embedder`, which scores text too."""
     return InceptionScorer(encoder or "inception_v3", seed)
+
+
+def image_embedder(encoder: str, seed: int = 0) -> TorchvisionImageScorer:
+    """The image-only embedder `encoder` names: `inception*` (also `scratch:inception_v3`)
+    is Inception-v3, `densenet*` / `scratch:densenet121` / `scratch:tiny` DenseNet; a
+    directory is read by its name the same way."""
+    base = encoder.removeprefix("scratch:").rstrip("/").rpartition("/")[2].lower()
+    if base.startswith("inception"):
+        return inception_embedder(encoder, seed)
+    if base.startswith("densenet") or encoder == "scratch:tiny":
+        return densenet_embedder(encoder, seed)
+    raise ValueError(f"image encoder {encoder!r}: name an inception_v3* or densenet* "
+                     "checkpoint (or scratch:inception_v3 / scratch:densenet121)")
+
+
+def builder_models(config: Any) -> dict[str, Any]:
+    """The model functions the Sc2St builder `config` (a `Sc2StConfig`) needs: the keyframe
+    `embedder` and `experts` always (used only when the config stores experts), and
+    `image_embedder` as `candidate_embedder` / `feature_embedder` when the config names a
+    `candidate_encoder` / `feature_encoder`."""
+    models: dict[str, Any] = {"embedder": clip_embedder, "experts": DEFAULT_EXPERTS}
+    if config.candidate_encoder:
+        models["candidate_embedder"] = image_embedder
+    if config.feature_encoder:
+        models["feature_embedder"] = image_embedder
+    return models

@@ -51,11 +51,11 @@ def validate(config: Any) -> None:
 
 def check_splits(config: Any) -> None:
     from tfds_builders import sc2st as builder
-    from vnr.benchmarks.sc2st.keyframes import DEFAULT_EXPERTS, clip_embedder
+    from vnr.benchmarks.sc2st.keyframes import builder_models
 
     d = config.data
     have = builder.split_names(d.config, d.data_dir, manual_dir=d.manual_dir or None,
-                               embedder=clip_embedder, experts=DEFAULT_EXPERTS)
+                               **builder_models(builder_config(config)))
     task_lib.require_splits(config, have, f"sc2st/{d.config}")
 
 
