@@ -162,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
             args.expert,
             args.feature_embedder,
         )
-    except common.ManualDirError as e:
+    except (common.ManualDirError, FileNotFoundError) as e:  # inputs or model weights missing
         print(f"error: {e}", file=sys.stderr)
         return 2
     if summary.pop("reused"):
