@@ -151,13 +151,14 @@ def clip_pairs(root: pathlib.Path, clips: list[lsmdc.Clip], cfg: Sc2StConfig,
     return out
 
 
-def similarity_features(root: pathlib.Path, boards: list[list[Pair]],
+def keyframe_image_features(root: pathlib.Path, boards: list[list[Pair]],
                         embedder: keyframes.Embedder | None,
                         role: str = "candidate_embedder") -> np.ndarray:
-    """[sum of len(b), D'] features that rank similar candidates (§4.1.3), the pairs of
-    `boards` in order: the stored keyframe features, or `embedder`'s image embeddings of
-    the keyframe JPEGs (`vnr.benchmarks.sc2st.keyframes.densenet_embedder` is such an
-    embedder; frames/ input needed)."""
+    """[sum of len(b), D'] features of the pairs of `boards` in order: the keyframe
+    embedder's (`p.feature`), or `embedder`'s image embeddings of the keyframe JPEGs
+    (frames/ input needed). Used for the features that rank similar candidates (§4.1.3,
+    `candidate_embedder`: DenseNet-121 in the paper) and for the stored features
+    (`feature_embedder`: Inception-v3, A.1); `role` names the embedder in errors."""
     if embedder is None:
         return np.array([p.feature for b in boards for p in b], np.float32)
     out = []
@@ -232,7 +233,7 @@ def build_storyboards(root: pathlib.Path, cfg: Sc2StConfig, skips: collections.C
     stored = {}  # id(pair) -> its stored feature, when not the keyframe embedder's
     if feature_scorer is not None:
         every = [p for b in boards for p in b] + (dropped if cfg.isolated else [])
-        rows = similarity_features(root, [every], feature_scorer, "feature_embedder")
+        rows = keyframe_image_features(root, [every], feature_scorer, "feature_embedder")
         stored = {id(p): r for p, r in zip(every, rows, strict=True)}
 
     def feature(p: Pair) -> np.ndarray:
@@ -245,7 +246,7 @@ def build_storyboards(root: pathlib.Path, cfg: Sc2StConfig, skips: collections.C
             continue
         feats = np.stack([[feature(p) for p in b] for b in chosen]).astype(np.float32)
         movies = np.array([movie_ids[b[0].clip.movie] for b in chosen])
-        sim = similarity_features(root, chosen + [iso], candidate_scorer)
+        sim = keyframe_image_features(root, chosen + [iso], candidate_scorer)
         d = sim.shape[-1]
         cands, answer = candidates.sample_candidates(
             sim[:len(chosen) * cfg.length].reshape(len(chosen), cfg.length, d), movies,

@@ -317,7 +317,7 @@ def test_candidate_similarity_embedder_is_pluggable(built):
     """§4.1.3 ranks similar candidates by another image model (DenseNet-121): passed in."""
     import types
 
-    from tfds_builders.sc2st.sc2st import similarity_features
+    from tfds_builders.sc2st.sc2st import keyframe_image_features
 
     root, _ = built
     jpgs = sorted((root / "frames" / "0001_Test_Movie_A").rglob("*.jpg"))[:20]
@@ -328,11 +328,11 @@ def test_candidate_similarity_embedder_is_pluggable(built):
         def encode_images(self, jpegs):
             return np.array([[len(j), 1.0] for j in jpegs], np.float32)
 
-    got = similarity_features(root, boards + [[]], Sizes())  # an empty isolated set too
+    got = keyframe_image_features(root, boards + [[]], Sizes())  # an empty isolated set too
     assert got.shape == (20, 2)
     assert got[13, 0] == len(jpgs[13].read_bytes())
     dense = keyframes.densenet_embedder("scratch:tiny")  # the DenseNet plugs in the same way
-    got = similarity_features(root, boards, dense)
+    got = keyframe_image_features(root, boards, dense)
     assert got.shape == (20, dense.dim) == (20, 32)
     np.testing.assert_allclose(np.linalg.norm(got, axis=-1), 1.0, rtol=1e-5)
     np.testing.assert_allclose(got[13], dense.encode_images([jpgs[13].read_bytes()])[0],
