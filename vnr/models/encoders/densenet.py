@@ -23,7 +23,6 @@ file in `$VNR_ENCODERS_DIR/densenet121/`.
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 from pathlib import Path
 from typing import NamedTuple
@@ -32,7 +31,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from vnr.models.encoders import loading
+from vnr.models.encoders import torchvision_ckpt
 
 
 @dataclasses.dataclass(frozen=True)
@@ -174,41 +173,21 @@ def torchvision_tensors(tensors: dict) -> dict:
 
 def config_of(directory: Path) -> DenseNetConfig:
     """`config.json` fields of a checkpoint directory over DenseNet-121's defaults."""
-    path = Path(directory) / "config.json"
-    if not path.is_file():
-        return DENSENET121
-    raw = json.loads(path.read_text())
-    fields = {f.name for f in dataclasses.fields(DenseNetConfig)}
-    unknown = sorted(set(raw) - fields - {"model_type", "architectures"})
-    if unknown:
-        raise ValueError(f"{path}: unknown DenseNet config keys {unknown} "
-                         f"(known: {sorted(fields)})")
-    kw = {k: (tuple(v) if k == "block_config" else v) for k, v in raw.items() if k in fields}
-    return DenseNetConfig(**kw)
+    return torchvision_ckpt.read_config(
+        directory, DENSENET121, "DenseNet",
+        lambda kw: {k: (tuple(v) if k == "block_config" else v) for k, v in kw.items()})
 
 
 def load_densenet(name_or_dir: str | Path, *, key: jax.Array | None = None,
                   mesh: jax.sharding.Mesh | None = None) -> DenseNet:
     """DenseNet with weights from a torchvision-layout `model.safetensors` (a directory,
     or a name under `$VNR_ENCODERS_DIR`); `config.json` optional (default DenseNet-121)."""
-    directory = next((p for p in (Path(name_or_dir).expanduser(),
-                                  loading.encoders_root() / str(name_or_dir)) if p.is_dir()), None)
-    if directory is None:
-        raise FileNotFoundError(
-            f"no DenseNet checkpoint {str(name_or_dir)!r} (not a directory, not under "
-            f"{loading.encoders_root()}); runs never download. DenseNet weights are "
-            "torchvision's: where torchvision is installed, `safetensors.torch.save_file("
-            "torchvision.models.densenet121(weights='DEFAULT').state_dict(), "
-            f"'model.safetensors')`, then put the file in "
-            f"{loading.encoders_root() / str(name_or_dir)}/")
+    directory = torchvision_ckpt.find_directory(name_or_dir, "DenseNet", "densenet121")
     cfg = config_of(directory)
-    tensors, layout = loading.read_checkpoint(directory)
-    tensors = torchvision_tensors(dict(tensors)) if layout == "pt" else dict(tensors)
 
     def ctor(rngs: nnx.Rngs) -> DenseNet:
         return DenseNet(cfg, rngs)
 
-    arrays = loading.match_tensors(loading.param_shapes(ctor), tensors, layout,
-                                   ignore=() if cfg.num_classes else ("classifier.",))
-    return loading.instantiate(ctor, arrays, key=jax.random.key(0) if key is None else key,
-                               mesh=mesh)
+    return torchvision_ckpt.load(directory, ctor, torchvision_tensors,
+                                 ignore=() if cfg.num_classes else ("classifier.",),
+                                 key=key, mesh=mesh)

@@ -27,7 +27,6 @@ file in `$VNR_ENCODERS_DIR/inception_v3/`.
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 from typing import NamedTuple
 
@@ -36,7 +35,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from vnr.models.encoders import loading
+from vnr.models.encoders import torchvision_ckpt
 from vnr.models.encoders.densenet import FrozenBatchNorm
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
@@ -235,16 +234,7 @@ def torchvision_tensors(tensors: dict) -> dict:
 
 def config_of(directory: Path) -> InceptionConfig:
     """`config.json` fields of a checkpoint directory over Inception-v3's defaults."""
-    path = Path(directory) / "config.json"
-    if not path.is_file():
-        return INCEPTION_V3
-    raw = json.loads(path.read_text())
-    fields = {f.name for f in dataclasses.fields(InceptionConfig)}
-    unknown = sorted(set(raw) - fields - {"model_type", "architectures"})
-    if unknown:
-        raise ValueError(f"{path}: unknown Inception-v3 config keys {unknown} "
-                         f"(known: {sorted(fields)})")
-    return InceptionConfig(**{k: v for k, v in raw.items() if k in fields})
+    return torchvision_ckpt.read_config(directory, INCEPTION_V3, "Inception-v3")
 
 
 def load_inception(name_or_dir: str | Path, *, key: jax.Array | None = None,
@@ -253,26 +243,13 @@ def load_inception(name_or_dir: str | Path, *, key: jax.Array | None = None,
     """Inception-v3 with weights from a torchvision-layout `model.safetensors` (a directory,
     or a name under `$VNR_ENCODERS_DIR`); `config.json` optional. `num_classes=0` drops the
     fc (its tensors then ignored): the feature extractor only."""
-    directory = next((p for p in (Path(name_or_dir).expanduser(),
-                                  loading.encoders_root() / str(name_or_dir)) if p.is_dir()), None)
-    if directory is None:
-        raise FileNotFoundError(
-            f"no Inception-v3 checkpoint {str(name_or_dir)!r} (not a directory, not under "
-            f"{loading.encoders_root()}); runs never download. Inception-v3 weights are "
-            "torchvision's: where torchvision is installed, `safetensors.torch.save_file("
-            "torchvision.models.inception_v3(weights='DEFAULT').state_dict(), "
-            f"'model.safetensors')`, then put the file in "
-            f"{loading.encoders_root() / str(name_or_dir)}/")
+    directory = torchvision_ckpt.find_directory(name_or_dir, "Inception-v3", "inception_v3")
     cfg = config_of(directory)
     if num_classes is not None:
         cfg = dataclasses.replace(cfg, num_classes=num_classes)
-    tensors, layout = loading.read_checkpoint(directory)
-    tensors = torchvision_tensors(dict(tensors)) if layout == "pt" else dict(tensors)
 
     def ctor(rngs: nnx.Rngs) -> InceptionV3:
         return InceptionV3(cfg, rngs)
 
-    arrays = loading.match_tensors(loading.param_shapes(ctor), tensors, layout,
-                                   ignore=() if cfg.num_classes else ("fc.",))
-    return loading.instantiate(ctor, arrays, key=jax.random.key(0) if key is None else key,
-                               mesh=mesh)
+    return torchvision_ckpt.load(directory, ctor, torchvision_tensors,
+                                 ignore=() if cfg.num_classes else ("fc.",), key=key, mesh=mesh)
