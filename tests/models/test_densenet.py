@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from safetensors.numpy import save_file
 
+from tests.reference.conv_np import np_conv
 from vnr.models.encoders import densenet, loading
 
 TINY = densenet.DenseNetConfig(growth_rate=4, block_config=(2, 3), num_init_features=8,
@@ -54,19 +55,6 @@ def state_dict(cfg, seed=0, legacy=False):
 
 
 # ------------------------------------------------------------- NumPy reference (NCHW)
-def np_conv(x, w, stride, pad):
-    x = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
-    _, _, kh, kw = w.shape
-    h = (x.shape[2] - kh) // stride + 1
-    wd = (x.shape[3] - kw) // stride + 1
-    out = np.zeros((x.shape[0], w.shape[0], h, wd))
-    for a in range(kh):
-        for b in range(kw):
-            patch = x[:, :, a:a + stride * h:stride, b:b + stride * wd:stride]
-            out += np.einsum("nchw,oc->nohw", patch, w[:, :, a, b])
-    return out
-
-
 def np_bn(x, sd, name):
     g, b = sd[f"{name}.weight"], sd[f"{name}.bias"]
     m, v = sd[f"{name}.running_mean"], sd[f"{name}.running_var"]

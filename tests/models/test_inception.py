@@ -12,6 +12,7 @@ import pytest
 from flax import nnx
 from safetensors.numpy import save_file
 
+from tests.reference.conv_np import np_conv
 from vnr.models.encoders import inception, loading
 
 # --------------------------------------------------- the architecture, as a per-layer table
@@ -119,18 +120,6 @@ def state_dict(num_classes, seed=0):
 
 
 # ------------------------------------------------------------- NumPy reference (NCHW)
-def np_conv(x, w, stride, pad):
-    (ph, pw), (_, _, kh, kw) = pad, w.shape
-    x = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
-    h, wd = (x.shape[2] - kh) // stride + 1, (x.shape[3] - kw) // stride + 1
-    out = np.zeros((x.shape[0], w.shape[0], h, wd))
-    for a in range(kh):
-        for b in range(kw):
-            patch = x[:, :, a:a + stride * h:stride, b:b + stride * wd:stride]
-            out += np.einsum("nchw,oc->nohw", patch, w[:, :, a, b])
-    return out
-
-
 def np_basic(x, sd, name, stride, pad):
     y = np_conv(x, sd[f"{name}.conv.weight"], stride, pad)
     g, b = sd[f"{name}.bn.weight"], sd[f"{name}.bn.bias"]
