@@ -66,6 +66,8 @@ OPTIONAL = {
                   "`vnr/pretrained.py` loads into a fresh run",
     "result_columns": "result_columns(config, results) -> columns of the results table "
                       "(`vnr/reports/results.py`); default: every metric",
+    "metric_names": "metric_names(config) -> names `evaluate` reports (`config.select` is "
+                    "checked against them before anything compiles)",
     "feature_towers": "feature_towers(config) -> {name: vnr.feature_cache.Tower}: towers "
                       "whose outputs `python -m vnr.cache_features` can compute once when "
                       "frozen (`config.data.feature_cache`)",
@@ -84,6 +86,7 @@ SIGNATURES = {
     "pretrained": ("config",),
     "result_columns": ("config", "results"),
     "feature_towers": ("config",),
+    "metric_names": ("config",),
 }
 
 
