@@ -372,7 +372,8 @@ def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.M
 
     def val_outputs() -> dict:
         return out if split == config.data.val_split else collect(
-            config, config.data.val_split, predict_fn, mesh, ev.max_val_clips).outputs
+            config, config.data.val_split, predict_fn, mesh,
+            config.evals.val.max_examples).outputs
 
     if ev.method == "argmax":
         thr = ev.threshold
