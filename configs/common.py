@@ -1,9 +1,11 @@
 """What every config shares: the trainer defaults and the parser of `path.py:ARGS`.
 
 A config builds on `base(task, ...)` (optimizer, schedule, mesh, sharding rules, logging /
-eval / checkpoint cadence) and sets only what differs; `smoke(c, ...)` applies the tiny loop
-sizes tests use. `parse_arg` turns the comma-separated ARGS of `--config path.py:ARGS` into
-flags and `key=value` pairs, rejecting anything the config does not list.
+eval / checkpoint cadence), sets its `data`, declares its evaluators (`evals(c, ...)`: what is
+evaluated, on which split, how often; `vnr/evaluators.py`) and sets only what differs;
+`smoke(c, ...)` applies the tiny loop sizes tests use. `parse_arg` turns the comma-separated
+ARGS of `--config path.py:ARGS` into flags and `key=value` pairs, rejecting anything the
+config does not list.
 """
 
 from __future__ import annotations
@@ -49,16 +51,36 @@ def base(task: str, **overrides: Any) -> ml_collections.ConfigDict:
     # Logical axis -> mesh axis; names not listed are replicated.
     c.sharding_rules = (("mlp", "model"), ("heads", "model"), ("vocab", "model"))
     c.log_every = 50
-    c.eval_every = 500
+    c.eval_every = 500  # the validation evaluator's cadence (`evals`)
     c.ckpt_every = 500
     c.keep_ckpts = 2
-    c.best_metric = ""  # e.g. "os2": keep the best keep_ckpts checkpoints by this val metric
-    c.best_mode = "max"  # or "min"
-    c.progress = True
-    c.eval = dict(max_val_clips=0, max_test_clips=0)  # 0 = the whole split
+    # The step whose model is reported: metric "<evaluator>/<metric>" (e.g. "val/r@1") and
+    # "max" or "min"; "" = the last step. Its checkpoint is kept besides the newest ones.
+    c.select = dict(metric="", mode="max")
+    c.progress = True  # a bar on a terminal
+    c.progress_lines = False  # plain lines every log_every steps on a terminal too (always
+    #                           when stderr is a file)
+    c.profile = dict(start_step=0, num_steps=0)  # jax.profiler trace -> <workdir>/profile
+    c.eval = dict()  # the task's own evaluation settings
     for key, value in overrides.items():
         c[key] = value
     return c
+
+
+def evals(c: ml_collections.ConfigDict, val_max: int = 0, test_max: int = 0,
+          kind: str = "", report: bool = True) -> None:
+    """The usual evaluators: `val` on `data.val_split` every `eval_every` steps, and `test`
+    on `data.test_splits` once after training (the run's results). Both follow later
+    changes of those keys (and of `eval_every`): they hold references to them.
+
+    `val_max` / `test_max` cap the examples per split (0 = all); `kind` is the evaluator
+    module relative to `vnr.benchmarks` ("" = the task); `report`: the test evaluator
+    writes its pictures into `<workdir>/reports/`."""
+    c.evals = ml_collections.ConfigDict()
+    c.evals.val = dict(type=kind, split=c.data.get_ref("val_split"),
+                       every=c.get_ref("eval_every"), max_examples=val_max)
+    c.evals.test = dict(type=kind, splits=c.data.get_ref("test_splits"), final=True,
+                        max_examples=test_max, report=report)
 
 
 def smoke(c: ml_collections.ConfigDict, batch: int = 8, steps: tuple[int, int] = (6, 2),

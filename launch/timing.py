@@ -27,8 +27,9 @@ def flag_config(argv: list[str]) -> Any:
     trainer's check of ``--config.key`` overrides."""
     from absl import flags
 
-    from vnr.train import check_overrides
+    from vnr.train import check_overrides, define_flags
 
+    define_flags()
     check_overrides(argv)
     flags.FLAGS(argv)
     if flags.FLAGS.config is None:

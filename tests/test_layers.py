@@ -22,14 +22,14 @@ PACKAGES = ("vnr", "tfds_builders", "configs", "launch")
 # The layers of `vnr`, bottom to top (module-name prefixes): a module may import its own
 # layer and the layers below it, never one above. Modules that do not exist yet are fine.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("vnr.sharding", "vnr.distributed", "vnr.optim"),
+    ("vnr.sharding", "vnr.distributed", "vnr.optim", "vnr.progress", "vnr.profiling"),
     ("vnr.ops",),  # pure algorithms
     ("vnr.data",),  # input pipeline, hashed-word text
     ("vnr.models",),  # layers, encoders, their tokenizers
     ("vnr.checkpoint", "vnr.pretrained", "vnr.reports", "vnr.evaluation", "vnr.task",
-     "vnr.config_file", "vnr.feature_cache"),
+     "vnr.config_file", "vnr.feature_cache", "vnr.workdir", "vnr.evaluators"),
     ("vnr.benchmarks",),  # one package per benchmark
-    ("vnr.train", "vnr.cache_features"),  # load a task with importlib, never statically
+    ("vnr.train", "vnr.cache_features", "vnr.evaluate"),  # tasks by importlib only
 )
 
 # Importer prefix -> module prefixes it must not import, whatever the layers allow.
@@ -38,6 +38,8 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "vnr.models": ("vnr.data",),  # data and models are independent; a task joins them
     "vnr.train": ("vnr.benchmarks",),  # tasks are found by config.task at run time
     "vnr.cache_features": ("vnr.benchmarks",),
+    "vnr.evaluate": ("vnr.benchmarks",),
+    "vnr.evaluators": ("vnr.benchmarks",),  # evaluator modules come by name from the config
     "vnr": ("launch", "tests"),
     "tfds_builders": ("vnr", "configs", "launch", "tests"),  # builders take functions in
     "configs": ("vnr", "launch", "tests"),

@@ -201,8 +201,9 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    from vnr.train import check_overrides
+    from vnr.train import check_overrides, define_flags
 
+    define_flags()
     flags.mark_flag_as_required("config")
     check_overrides(sys.argv)
     app.run(main)

@@ -1,9 +1,9 @@
 """Orbax checkpoints of the whole training state and the data iterator.
 
 One `ocp.CheckpointManager` per run under `<workdir>/checkpoints`, async, keeping
-the newest `keep` steps, or, when `best_metric` is set, the best `keep` by that
-validation metric (`best_mode` "max" or "min"; the trainer saves the val
-metrics with each checkpoint it evaluates at; one without metrics is kept).
+the newest `keep` steps and, when a metric selects the model (`config.select`), the
+best step by it too (`best_mode` "max" or "min"; the trainer saves the selecting
+evaluator's metrics with each checkpoint it evaluates at). Resuming takes the newest.
 Each step holds two items:
   state: the model and optimizer `nnx.State` as a pure dict (the optimizer's
          step counter included). Dropout keys derive from (seed, step), so
@@ -51,14 +51,20 @@ class _IteratorState:
 
 def manager(directory: str | epath.Path, keep: int = 3, best_metric: str | None = None,
             best_mode: str = "max") -> ocp.CheckpointManager:
-    """CheckpointManager for the `state` and `data` items."""
+    """CheckpointManager for the `state` and `data` items: keeps the newest `keep` steps
+    and, with `best_metric`, also the best step by that metric (the selected model)."""
+    policies = [ocp.checkpoint_managers.LatestN(n=keep)]
+    best_fn = None
+    if best_metric:
+        best_fn = lambda m: m[best_metric]  # noqa: E731
+        policies.append(ocp.checkpoint_managers.BestN(
+            get_metric_fn=best_fn, reverse=best_mode == "min", n=1,
+            keep_checkpoints_without_metrics=False))
     options = ocp.CheckpointManagerOptions(
-        max_to_keep=keep,
         enable_async_checkpointing=True,
-        best_fn=(lambda m: m[best_metric]) if best_metric else None,
+        best_fn=best_fn,
         best_mode=best_mode,
-        # A final step off the eval grid has no metrics; keep it (resume needs it).
-        keep_checkpoints_without_metrics=True,
+        preservation_policy=ocp.checkpoint_managers.AnyPreservationPolicy(policies),
         create=True,
     )
     return ocp.CheckpointManager(
@@ -69,6 +75,28 @@ def manager(directory: str | epath.Path, keep: int = 3, best_metric: str | None 
             "data": grain.checkpoint.CheckpointHandler(),
         },
     )
+
+
+def reader(directory: str | epath.Path, best_metric: str | None = None,
+           best_mode: str = "max") -> ocp.CheckpointManager:
+    """A read-only manager of a run's checkpoints (evaluation): deletes and writes nothing."""
+    options = ocp.CheckpointManagerOptions(
+        read_only=True, best_fn=(lambda m: m[best_metric]) if best_metric else None,
+        best_mode=best_mode)
+    return ocp.CheckpointManager(
+        epath.Path(directory).absolute(), options=options,
+        item_handlers={"state": ocp.StandardCheckpointHandler(),
+                       "data": grain.checkpoint.CheckpointHandler()})
+
+
+def best(mgr: ocp.CheckpointManager) -> tuple[int, dict] | None:
+    """(step, its saved metrics) of the best checkpoint by the manager's metric, or None
+    when no checkpoint carries metrics (the run never evaluated a checkpointed step)."""
+    steps = [s for s in mgr.all_steps() if mgr.metrics(s)]
+    if not steps:
+        return None
+    step = mgr.best_step()
+    return step, dict(mgr.metrics(step))
 
 
 def save(mgr: ocp.CheckpointManager, step: int, state: nnx.State, data_iter: Any,

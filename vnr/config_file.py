@@ -60,3 +60,40 @@ def _shown(path: str) -> str:
     """How configs name themselves in errors (`configs/<...>.py`)."""
     resolved = pathlib.Path(path).resolve()
     return str(resolved.relative_to(REPO)) if resolved.is_relative_to(REPO) else path
+
+
+# Keys older configs used, and where each went (one error line names the new key).
+RENAMED = {
+    "eval.max_val_clips": "evals.val.max_examples",
+    "eval.max_test_clips": "evals.test.max_examples",
+    "best_metric": "select.metric (e.g. 'val/os2')",
+    "best_mode": "select.mode",
+}
+
+
+def check_overrides(argv: list[str]) -> None:
+    """Exits with one `error:` line on a bad `--config path.py[:arg]`, a renamed or an
+    unknown `--config.<key>`, before absl parses them (its errors are tracebacks)."""
+    spec = next((a.split("=", 1)[1] if "=" in a else argv[i + 1]
+                 for i, a in enumerate(argv) if a.split("=", 1)[0] == "--config"
+                 and ("=" in a or i + 1 < len(argv))), None)
+    if spec is None:
+        return
+    try:
+        config = load(spec)
+    except ValueError as e:
+        sys.exit(f"error: {e}")
+    check_keys(config, [a[len("--config."):].split("=", 1)[0] for a in argv
+                        if a.startswith("--config.")], spec.partition(":")[0])
+
+
+def check_keys(config: ml_collections.ConfigDict, keys: list[str], path: str) -> None:
+    """Exits with one `error:` line for the first key of `keys` the config lacks."""
+    for key in keys:
+        if key in RENAMED:
+            sys.exit(f"error: --config.{key} is gone: use --config.{RENAMED[key]}")
+        node = config
+        for part in key.split("."):
+            if not isinstance(node, ml_collections.ConfigDict) or part not in node:
+                sys.exit(f"error: unknown config key --config.{key} (not in {path})")
+            node = node[part]

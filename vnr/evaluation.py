@@ -10,19 +10,23 @@ keeps only metric code. The loop:
   * keeps the rows whose `valid` output is True. `predict_fn`'s outputs are replicated,
     so every process holds every process's rows, in global batch order;
   * keeps text (object) columns on the host; the columns named in `host_columns` are
-    gathered from every process into the same row order as the model outputs.
+    gathered from every process into the same row order as the model outputs;
+  * says how far it got every `PROGRESS_SECONDS` (a long split in a cluster log).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable, Iterable, Sequence
 
 import jax
 import numpy as np
 
-from vnr import sharding
+from vnr import progress, sharding
 from vnr.data import pipeline
+
+PROGRESS_SECONDS = 30.0  # a long evaluation says how far it got this often
 
 
 @dataclasses.dataclass
@@ -59,7 +63,11 @@ def predict_split(batches: Iterable[dict], n_batches: int, predict_fn: Callable,
     it = iter(batches)
     outs: list[dict[str, np.ndarray]] = []
     first = None
-    for _ in range(n_batches):
+    shown = time.perf_counter()
+    for i in range(n_batches):
+        if time.perf_counter() - shown > PROGRESS_SECONDS and jax.process_index() == 0:
+            progress.say(f"evaluating {name}: batch {i}/{n_batches}")
+            shown = time.perf_counter()
         host = next(it, None)
         if host is None:
             if first is None:

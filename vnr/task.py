@@ -44,9 +44,12 @@ class Task(Protocol):
 
     def evaluate(self, config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.Mesh,
                  *, max_examples: int = 0,
-                 report_path: pathlib.Path | None = None) -> Metrics:
+                 report_dir: pathlib.Path | None = None) -> Metrics:
         """Metrics of `split`: outputs come from `vnr.evaluation.predict_split`; the task
-        keeps only its metric code. `max_examples` > 0 caps the split (0 = all)."""
+        keeps only its metric code. `max_examples` > 0 caps the split (0 = all). With a
+        `report_dir`, the task writes its pictures of `split` there (its own file names).
+        The default evaluator of `config.evals` (`vnr/evaluators.py`); another module
+        with this function can be named as an evaluator's `type`."""
 
 
 REQUIRED = ("make_model", "train_data", "loss_fn", "predict", "evaluate")
@@ -63,6 +66,8 @@ OPTIONAL = {
                   "`vnr/pretrained.py` loads into a fresh run",
     "result_columns": "result_columns(config, results) -> columns of the results table "
                       "(`vnr/reports/results.py`); default: every metric",
+    "metric_names": "metric_names(config) -> names `evaluate` reports (`config.select` is "
+                    "checked against them before anything compiles)",
     "feature_towers": "feature_towers(config) -> {name: vnr.feature_cache.Tower}: towers "
                       "whose outputs `python -m vnr.cache_features` can compute once when "
                       "frozen (`config.data.feature_cache`)",
@@ -81,6 +86,7 @@ SIGNATURES = {
     "pretrained": ("config",),
     "result_columns": ("config", "results"),
     "feature_towers": ("config",),
+    "metric_names": ("config",),
 }
 
 
@@ -136,12 +142,24 @@ def columns(module: Any, config: Any, results: dict[str, Metrics]) -> Sequence[A
 
 
 def require_splits(config: Any, have: Sequence[str], dataset: str, joined: bool = False) -> None:
-    """Every configured split (`data.train_split`, `data.val_split`, `data.test_splits`) is
-    one of `have`, the built `dataset`'s splits; else ValueError naming the key (the
-    `check_splits` hook of most tasks). `joined`: a split may join several with "+"."""
+    """Every configured split (`data.train_split`, `data.val_split`, `data.test_splits` and
+    every evaluator's, `config.evals`) is one of `have`, the built `dataset`'s splits; else
+    ValueError naming the key (the `check_splits` hook of most tasks). `joined`: a split may
+    join several with "+"."""
     d = config.data
-    for key, split in [("data.train_split", d.train_split), ("data.val_split", d.val_split)] + [
-            ("data.test_splits", s) for s in d.test_splits]:
+    named = [("data.train_split", d.train_split), ("data.val_split", d.val_split)] + [
+        ("data.test_splits", s) for s in d.test_splits]
+    known = {s for _, s in named}
+    evals = config.get("evals") or {}
+    for name in evals:
+        spec = evals[name]
+        for key in ("split", "splits"):
+            value = spec.get(key)
+            for s in (value,) if isinstance(value, str) else value or ():
+                if s not in known:
+                    named.append((f"evals.{name}.{key}", s))
+                    known.add(s)
+    for key, split in named:
         if not joined and split not in have:
             raise ValueError(f"{key}={split!r} is not a split of {dataset} "
                              f"(it has {', '.join(have)})")

@@ -6,20 +6,20 @@
 The task named by `config.task` ("<benchmark>.<module>") is imported as
 `vnr.benchmarks.<benchmark>.<module>` and supplies the hooks of the task contract
 (`vnr/task.py`: `make_model`, `train_data`, `loss_fn`, `predict`, `evaluate` and the optional
-ones; e.g. `vnr/benchmarks/moviepuzzle/pairwise.py`). Everything else lives here, in
-order: validate the config, build the mesh, create the sharded model and
-optimizer, restore the latest checkpoint if any (else load the pretrained
-encoders the task names through its optional `pretrained(config)`, see
-`vnr/pretrained.py`; `config.frozen` lists parameters kept fixed), loop (jit-compiled step with
-donated state, progress bar, logs, periodic eval and checkpoints), then
-evaluate the test splits into `<workdir>/results.json`.
+ones). Everything else lives here, in order: validate the config, build the mesh, create
+the sharded model and optimizer, restore the latest checkpoint if any (else load the
+pretrained encoders the task names through its optional `pretrained(config)`, see
+`vnr/pretrained.py`; `config.frozen` lists parameters kept fixed), loop (jit-compiled step
+with donated state, progress, logs, the evaluators `config.evals` declares at their
+cadence, checkpoints, an optional profiler window), then select the step
+(`config.select`: the best by a validation metric, else the last), restore it and run the
+final evaluators into `<workdir>/results.json`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-import json
 import pathlib
 import sys
 import time
@@ -34,28 +34,39 @@ from absl import app, flags, logging
 from flax import nnx
 from ml_collections import config_flags
 
-from vnr import checkpoint, config_file, distributed, feature_cache, pretrained, sharding
+from vnr import (
+    checkpoint,
+    distributed,
+    evaluators,
+    feature_cache,
+    pretrained,
+    profiling,
+    sharding,
+)
+from vnr import progress as progress_lib
 from vnr import task as task_lib
+from vnr import workdir as workdir_lib
+from vnr.config_file import check_overrides  # noqa: F401 (vnr.train.check_overrides)
 from vnr.models import compute
 from vnr.optim import make_lr, make_optimizer
 from vnr.reports import plots
 from vnr.reports import results as results_table
 from vnr.reports.writer import MetricWriter
+from vnr.workdir import RESUMABLE, ConfigError, check_workdir, flatten  # noqa: F401
 
 FLAGS = flags.FLAGS
-config_flags.DEFINE_config_file("config", None, "Config file: path.py[:arg].", lock_config=True)
-flags.DEFINE_string("workdir", None, "Directory for checkpoints, logs, reports and results.")
-
-# Config keys that may change between a run and its resumption.
-RESUMABLE = ("total_steps", "log_every", "eval_every", "ckpt_every", "keep_ckpts", "mesh",
-             "eval_batch_size", "sharding_rules",
-             "data.data_dir", "data.manual_dir", "eval", "progress")
-# Not data.num_workers: grain's iterator state depends on the worker count.
 
 
-class ConfigError(ValueError):
-    """A problem with the config or workdir, reported as one line before any compile."""
-
+def define_flags() -> None:
+    """The trainer's `--config` (a file, with `--config.key=value` overrides) and
+    `--workdir`; defined by the commands that take them, not on import (`vnr.evaluate`
+    defines its own `--config`)."""
+    if "config" not in FLAGS:
+        config_flags.DEFINE_config_file("config", None, "Config file: path.py[:arg].",
+                                        lock_config=True)
+    if "workdir" not in FLAGS:
+        flags.DEFINE_string("workdir", None, "Directory for checkpoints, logs, reports and "
+                                             "results.")
 
 class NonFiniteLoss(RuntimeError):
     """NaN/inf in the loss, gradients or parameters; the run stops, checkpoints stay good."""
@@ -72,39 +83,6 @@ class Preempted(Exception):  # noqa: N818 (a normal stop, not an error)
 
 class CheckpointError(RuntimeError):
     """The final checkpoint could not be written (e.g. disk full)."""
-
-
-def flatten(cfg: Any, prefix: str = "") -> dict[str, Any]:
-    out = {}
-    for k, v in (cfg.items() if hasattr(cfg, "items") else []):
-        key = f"{prefix}{k}"
-        if isinstance(v, ml_collections.ConfigDict | dict):
-            out.update(flatten(v, key + "."))
-        else:
-            out[key] = list(v) if isinstance(v, tuple) else v
-    return out
-
-
-def check_workdir(workdir: pathlib.Path, config: ml_collections.ConfigDict) -> None:
-    """Refuses a workdir that holds a run of another config; writes config.json."""
-    path = workdir / "config.json"
-    new = flatten(json.loads(config.to_json_best_effort()))
-    primary = jax.process_index() == 0
-    if path.exists():
-        old = flatten(json.loads(path.read_text()))
-        fixed = lambda k: not any(k == r or k.startswith(r + ".") for r in RESUMABLE)  # noqa
-        diff = sorted(k for k in set(old) | set(new) if fixed(k) and old.get(k) != new.get(k))
-        if diff:
-            k = diff[0]
-            raise ConfigError(
-                f"workdir {workdir} holds a run of another config ({len(diff)} keys differ, "
-                f"e.g. {k}: {old.get(k)!r} there vs {new.get(k)!r} here); use a new --workdir"
-            )
-    if primary:  # atomically: other processes may be reading it right now
-        workdir.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".config.json.tmp{jax.process_index()}")
-        tmp.write_text(json.dumps(json.loads(config.to_json_best_effort()), indent=2))
-        tmp.replace(path)
 
 
 def train_step(graphdef: Any, task: Any, config: Any, state: nnx.State, batch: dict,
@@ -159,6 +137,7 @@ class Setup:
     state_shardings: Any
     step_fn: Any  # (state, global batch, step) -> (state, metrics); donates state
     predict_fn: Any  # (state, global batch) -> task outputs, replicated
+    evaluators: list[evaluators.Evaluator] = dataclasses.field(default_factory=list)
 
 
 def setup(config: ml_collections.ConfigDict, devices: list | None = None,
@@ -177,16 +156,14 @@ def setup(config: ml_collections.ConfigDict, devices: list | None = None,
         local_batch = sharding.check_batch_size(config.batch_size, mesh)
         sharding.check_batch_size(config.eval_batch_size, mesh, "eval_batch_size")
         compute.settings(config)  # dtype, param_dtype, attention, remat
+        evals = evaluators.parse(config, task)
+        profiling.check(config)
         if validate := task_lib.hook(task, "validate"):
             validate(config)
         if feature_cache.requested(config):  # a frozen tower's features, computed once
             feature_cache.check(config, task, pretrained.prefix_frozen(config))
     except (ValueError, FileNotFoundError) as e:
         raise ConfigError(str(e)) from e
-    if config.get("best_metric") and config.ckpt_every % config.eval_every:
-        raise ConfigError(f"best_metric={config.best_metric!r} needs ckpt_every "
-                          f"({config.ckpt_every}) to be a multiple of eval_every "
-                          f"({config.eval_every}) so every checkpoint has a metric")
     if workdir is not None:
         check_workdir(workdir, config)  # every process checks, so all of them stop
 
@@ -223,7 +200,8 @@ def setup(config: ml_collections.ConfigDict, devices: list | None = None,
     predict_fn = jax.jit(
         _under_mesh(mesh, lambda st, b: task.predict(config, nnx.merge(graphdef, st)[0], b)),
         in_shardings=(state_sh, batch_sh), out_shardings=repl)
-    return Setup(task, mesh, local_batch, graphdef, state, state_sh, step_fn, predict_fn)
+    return Setup(task, mesh, local_batch, graphdef, state, state_sh, step_fn, predict_fn,
+                 evals)
 
 
 def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
@@ -240,7 +218,7 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
     workdir = pathlib.Path(workdir).absolute()
     primary = jax.process_index() == 0
     s = setup(config, workdir=workdir, load_pretrained=False)
-    task, mesh, state, step_fn, predict_fn = s.task, s.mesh, s.state, s.step_fn, s.predict_fn
+    task, mesh, state, step_fn = s.task, s.mesh, s.state, s.step_fn
     n_params = sum(x.size for x in jax.tree.leaves(
         nnx.state(nnx.merge(s.graphdef, state)[0], nnx.Param)))
     n_frozen = pretrained.check_frozen(state, config)
@@ -256,8 +234,9 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
             data_iter.close()
             raise ConfigError(str(e)) from e
     ckpt_dir = workdir / "checkpoints"
-    mgr = checkpoint.manager(ckpt_dir, config.keep_ckpts,
-                             config.get("best_metric") or None, config.get("best_mode", "max"))
+    select = config.get("select") or {}
+    mgr = checkpoint.manager(ckpt_dir, config.keep_ckpts, select.get("metric") or None,
+                             select.get("mode", "max"))
     try:
         start, state = checkpoint.restore_latest(mgr, state, s.state_shardings, data_iter,
                                                  warn=functools.partial(_warn, primary))
@@ -274,12 +253,15 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
             raise
 
     writer = MetricWriter(workdir, active=primary)
-    progress = _progress(config, start, primary)
+    progress = progress_lib.Progress(config, start, primary)
+    profiler = profiling.Profiler(config, workdir)
     preemption = distributed.Preemption()
     warn = _warner(primary)
+    say = functools.partial(_say, primary)
+    selector = evaluators.check_select(config, s.evaluators)
+    report_dir = workdir / "reports" if primary else None
     pending: list[dict] = []
     t0, n0 = time.perf_counter(), start
-    val: dict[str, float] = {}
     saved_at = start  # step of the newest checkpoint whose save started without error
     try:
         for step in range(start + 1, config.total_steps + 1):
@@ -290,11 +272,14 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
                 # together (gloo's connection set-up has a short fixed timeout).
                 step_fn = step_fn.lower(state, batch, step_arr).compile()
                 distributed.barrier("vnr:compiled")
-            state, metrics = step_fn(state, batch, step_arr)
+            with profiler.step(step):
+                state, metrics = step_fn(state, batch, step_arr)
+            profiler.after(step, metrics)
             pending.append(metrics)
             if step == start + 1:  # keep compile time out of examples/s
                 jax.block_until_ready(metrics)
                 t0, n0 = time.perf_counter(), step
+                progress.started(step)
             if step % config.log_every == 0 or step == config.total_steps:
                 logs = _reduce(jax.device_get(pending), step - len(pending) + 1)
                 pending = []
@@ -303,19 +288,18 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
                 logs["lr"] = float(make_lr(config)(step))
                 t0, n0 = time.perf_counter(), step
                 writer.write(step, {f"train/{k}": v for k, v in logs.items()})
-                progress.set_postfix(loss=f"{logs['loss']:.4f}",
-                                     ex_s=f"{logs['examples_per_sec']:.1f}")
-            progress.update(1)
-            if step % config.eval_every == 0:
-                val = task.evaluate(config, config.data.val_split, functools.partial(
-                    predict_fn, state), mesh, max_examples=config.eval.max_val_clips)
-                writer.write(step, {f"val/{k}": v for k, v in val.items()})
-                _say(primary, f"step {step} val: {_fmt(val)}")
+                progress.log(step, logs)
+            progress.update()
+            logged = evaluators.periodic(s.evaluators, config, functools.partial(
+                s.predict_fn, state), mesh, step, writer, report_dir, say)
+            if logged:
                 t0 = time.perf_counter()  # keep eval time out of examples/s
-            if step % config.ckpt_every == 0 or step == config.total_steps:
+            selecting = selector is not None and selector.due(step)
+            if step % config.ckpt_every == 0 or step == config.total_steps or selecting:
                 # Only metrics measured at this very step rank a checkpoint.
-                if checkpoint.save_guarded(mgr, step, state, data_iter, warn, metrics=val if
-                                           step % config.eval_every == 0 else None):
+                if checkpoint.save_guarded(mgr, step, state, data_iter, warn,
+                                           metrics=evaluators.ranked(logged, select)
+                                           if selecting else None):
                     saved_at = step
             if preemption.reached(step) and step < config.total_steps:
                 if pending:  # a non-finite step must not be checkpointed as good
@@ -336,21 +320,22 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
         raise NonFiniteLoss(f"{e}; the last good checkpoint is kept in "
                             f"{ckpt_dir} (step {mgr.latest_step()})") from None
     finally:
+        profiler.stop()
         preemption.close()
         progress.close()
         data_iter.close()  # stop the grain workers before evaluation starts its own
-    # Not "is it on disk": a best_metric policy may delete a worse final checkpoint.
     final_ok = checkpoint.wait_guarded(mgr, warn) and saved_at >= config.total_steps
 
-    results: dict[str, Any] = {}
-    for split in config.data.test_splits:
-        report = workdir / "reports" / f"{split}_orders.png" if primary else None
-        results[split] = task.evaluate(config, split, functools.partial(predict_fn, state), mesh,
-                                       max_examples=config.eval.max_test_clips,
-                                       report_path=report)
-        writer.write(config.total_steps, {f"{split}/{k}": v for k, v in results[split].items()})
+    selection = evaluators.selected_step(mgr, config)
+    if selection["step"] != config.total_steps:
+        say(f"selected step {selection['step']} ({selection['metric']} = "
+            f"{selection['value']:.4g}, {selection['mode']}); restoring it for the final "
+            f"evaluation")
+        state = checkpoint.restore(mgr, selection["step"], state, s.state_shardings, None)
+    results = evaluators.final(s.evaluators, config, functools.partial(s.predict_fn, state),
+                               mesh, writer, selection["step"], report_dir, say)
     if primary:
-        (workdir / "results.json").write_text(json.dumps(results, indent=2))
+        workdir_lib.write_results(workdir / "results.json", results, selection)
         plots.learning_curves(workdir / "metrics.jsonl", workdir / "reports" / "curves.png")
         print(results_table.markdown(results, task_lib.columns(task, config, results)))
     writer.close()
@@ -426,20 +411,11 @@ def _reduce(rows: list[dict], first_step: int) -> dict[str, float]:
 
 def _say(primary: bool, message: str) -> None:
     if primary:
-        from tqdm import tqdm
-
-        tqdm.write(message, file=sys.stderr)
+        progress_lib.say(message)
 
 
 def _fmt(metrics: dict[str, float]) -> str:
     return " ".join(f"{k}={v:.4g}" for k, v in metrics.items())
-
-
-def _progress(config: Any, start: int, primary: bool):
-    from tqdm import tqdm
-
-    return tqdm(total=config.total_steps, initial=start, disable=not primary or not config.get(
-        "progress", True), dynamic_ncols=True, unit="step", file=sys.stderr)
 
 
 def main(argv: list[str]) -> None:
@@ -457,33 +433,12 @@ def main(argv: list[str]) -> None:
     except Preempted as e:
         print(e, file=sys.stderr, flush=True)
         sys.exit(0)
-    except (ConfigError, NonFiniteLoss, CheckpointError) as e:
+    except (ConfigError, evaluators.EvaluatorError, NonFiniteLoss, CheckpointError) as e:
         sys.exit(f"error: {e}")
-
-
-def check_overrides(argv: list[str]) -> None:
-    """Exits with one `error:` line on a bad `--config path.py[:arg]` or an unknown
-    `--config.<key>`, before absl parses them (its errors are tracebacks)."""
-    spec = next((a.split("=", 1)[1] if "=" in a else argv[i + 1]
-                 for i, a in enumerate(argv) if a.split("=", 1)[0] == "--config"
-                 and ("=" in a or i + 1 < len(argv))), None)
-    if spec is None:
-        return
-    try:
-        config = config_file.load(spec)
-    except ValueError as e:
-        sys.exit(f"error: {e}")
-    path = spec.partition(":")[0]
-    for key in [a[len("--config."):].split("=", 1)[0] for a in argv
-                if a.startswith("--config.")]:
-        node = config
-        for part in key.split("."):
-            if not isinstance(node, ml_collections.ConfigDict) or part not in node:
-                sys.exit(f"error: unknown config key --config.{key} (not in {path})")
-            node = node[part]
 
 
 if __name__ == "__main__":
+    define_flags()
     flags.mark_flag_as_required("config")
     check_overrides(sys.argv)
     app.run(main)

@@ -93,7 +93,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
                    mlp=2048 if real else 1024, dropout=0.1,
                    genre_token=model == "rmn" and "no_genre" not in args,
                    memory_bank=model == "ovp" or (model == "rmn" and "no_bank" not in args))
-    c.eval.update(max_val_clips=256, beam_size=5, alpha=0.0, bert_model="", bert_layer=0,
+    common.evals(c, val_max=256)
+    c.eval.update(beam_size=5, alpha=0.0, bert_model="", bert_layer=0,
                   bert_baseline=-1.0, clip_model="", em_frames=10, em_idf=False,
                   mnscore_em="fine")
     if "mnscore" in args:
@@ -108,7 +109,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
         c.data.update(max_frames=8, max_tokens=10)
         c.model.update(width=32, enc_layers=1, dec_layers=1, heads=2, mlp=64, dropout=0.0)
         common.smoke(c)
-        c.eval.update(max_val_clips=8, max_test_clips=10, beam_size=2)
+        c.evals.val.max_examples, c.evals.test.max_examples = 8, 10
+        c.eval.beam_size = 2
     # the feature widths are the builder's (BuilderConfig), never a second literal here
     c.data.frame_dim, c.data.face_dim = feature_dims(c.data.movies_config)
     return c

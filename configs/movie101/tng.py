@@ -79,18 +79,18 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
                    # RNL's IA-Net base as upstream's run (train.sh: 4 heads, 2 local
                    # self-attention layers; gcn_final.py: 3 co-/self-attention blocks)
                    heads=4, blocks=3, local_layers=2)
-    c.eval.max_val_clips = 512
+    common.evals(c, val_max=512)
     if "smoke" in args:
         if not real:
             c.data.update(config="synthetic_tiny_narration", movies_config="synthetic_tiny_movies")
         c.model.update(width=32, map_layers=2, map_kernel=3, blocks=1, local_layers=1)
         common.smoke(c)
-        c.eval.update(max_val_clips=8, max_test_clips=10)
+        c.evals.val.max_examples, c.evals.test.max_examples = 8, 10
         if "global" in args:  # enough steps to learn the planted action/text link
             common.smoke(c, batch=16, steps=(60, 10), every=30)
             c.eval_batch_size = 8
             c.lr = 3e-3
-            c.eval.update(max_val_clips=16, max_test_clips=0)
+            c.evals.val.max_examples, c.evals.test.max_examples = 16, 0
     # the feature widths are the builder's (BuilderConfig), never a second literal here
     c.data.frame_dim, c.data.face_dim = feature_dims(c.data.movies_config)
     return c

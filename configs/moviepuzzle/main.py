@@ -59,8 +59,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
         dropout=0.1,
     )
     c.pairs_per_clip = 64
+    common.evals(c, val_max=200)
     c.eval.update(
-        max_val_clips=200,
         search="beam",  # or "exact" (subset DP, clips of <= 20 frames, ~1 s per clip on CPU)
         beam_size=10,
         # ours, not the paper's: "linear" (S[i, j] = i anywhere before j, which is what the
@@ -83,4 +83,5 @@ def smoke(c: ml_collections.ConfigDict) -> None:
     c.model.update(stem=1, channels=(8, 16), width=32, mlp=64, heads=2)
     c.pairs_per_clip = 8
     common.smoke(c)
-    c.eval.update(max_val_clips=8, max_test_clips=10, report_clips=2)  # 10 = a short batch
+    c.evals.val.max_examples, c.evals.test.max_examples = 8, 10  # 10 = a short batch
+    c.eval.report_clips = 2

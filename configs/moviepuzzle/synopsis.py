@@ -55,11 +55,11 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     if "hcmc" in args:  # Table 4 "+reordering" from an HCMC run (its frame encoder)
         c.model.frame_encoder = "hcmc"
         c.init_params = ("encoders.frame",)
-    # best_metric: e.g. "r1"
+    common.evals(c, report=False)
     if "smoke" in args:
         c.data.config = "synthetic_synopsis_tiny" if not movienet else c.data.config
         c.data.update(num_workers=0, image_size=16, synopsis_tokens=32)
         c.model.update(stem=1, channels=(8, 16), width=32, mlp=64, heads=2, embed=32)
         common.smoke(c)
-        c.eval.update(max_val_clips=8, max_test_clips=10)
+        c.evals.val.max_examples, c.evals.test.max_examples = 8, 10
     return c

@@ -100,7 +100,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
                    text_encoder="hash")  # or "scratch:bert-small", or a checkpoint (the
     # paper's XLM-R; set data.tokenizer to the same name; weights via the pretrained hook)
     c.loss = dict(temperature=0.07, num_negatives=16)  # K: the paper gives no value (ours)
-    c.eval.update(  # eval.max_*_clips count videos
+    common.evals(c)  # max_examples counts videos
+    c.eval.update(
         method="drop_dtw",  # or "argmax" (threshold tuned on val unless eval.threshold)
         # "tune": (d_v, d_t) by grid search for F1 on val (Appendix E.1); "fixed": eval.d_v
         # and eval.d_t as given; "percentile" (ours): both from the per-video percentile rule
@@ -132,7 +133,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
         c.data.num_workers = 0
         c.model.update(width=32, embed=32, clip_layers=1, heads=2)
         common.smoke(c, steps=(4, 0 if "paper" in args else 1), every=2)
-        c.eval.update(max_val_clips=6, max_test_clips=6, drop_grid=(0.3, 0.7, 1.1))
+        c.evals.val.max_examples, c.evals.test.max_examples = 6, 6
+        c.eval.drop_grid = (0.3, 0.7, 1.1)
         c.progress = False
     return c
 
@@ -145,6 +147,7 @@ def punctuation_config(smoke: bool = False) -> ml_collections.ConfigDict:
     c.init_from = ""  # a punctuation run (to restore subtitles with it)
     c.data = dict(corpus="", max_tokens=128)  # corpus: one punctuated paragraph per line
     c.data.val_split, c.data.test_splits = "val", ("test",)
+    common.evals(c)
     c.model = dict(encoder="xlm-roberta-base")
     if smoke:
         common.smoke(c, batch=8, steps=(2, 0), every=2)

@@ -67,6 +67,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
         vocab_size=30522 if real else 1024,
         num_workers=0,  # records are small arrays: the main process keeps up
     )
+    common.evals(c, report=False)
     c.model = dict(
         fusion=fusion,
         text_encoder="scratch:bert-tiny",  # or a local pretrained BERT, e.g. bert-base-uncased
@@ -82,7 +83,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     if "paper" in args:  # Appendix A.1
         # Cosine annealing to 0 (PyTorch's CosineAnnealingLR default; the paper names no floor).
         c.update(optimizer="adam", lr=3e-4, schedule="cosine", warmup_steps=0, end_lr_factor=0.0,
-                 batch_size=128, eval_batch_size=128, best_metric="mean_rank", best_mode="min")
+                 batch_size=128, eval_batch_size=128)
+        c.select = dict(metric="val/mean_rank", mode="min")  # A.1: best validation mean rank
         c.model.text_encoder = PAPER_TEXT_ENCODER
         c.data.update(max_tokens=40, vocab_size=30522)
         if source == "lsmdc":  # A.1's image features, §4.1.3's candidate similarity
@@ -102,7 +104,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
                        text_overrides=dict(hidden_size=32, intermediate_size=64))
         common.smoke(c, steps=(0, 0) if baseline else (4, 0 if "paper" in args else 1),
                      every=2)
-        c.eval.update(max_val_clips=8, max_test_clips=6)  # 6 = a short batch
+        c.evals.val.max_examples, c.evals.test.max_examples = 8, 6  # 6 = a short batch
     if "steps" in args.values:
         c.total_steps = 0 if baseline else int(args.values["steps"])
     return c

@@ -20,11 +20,12 @@ def base(task: str, smoke: bool) -> ml_collections.ConfigDict:
         vocab_size=8192,
         num_workers=0,
     )
+    common.evals(c, report=False)
     c.model = dict(width=128, layers=1, heads=4, mlp=256, dropout=0.1)
     if smoke:
         c.data.config = "synthetic_tiny"
         c.data.update(max_tokens=16, vocab_size=1024)
         c.model.update(width=32, heads=2, mlp=64)
         common.smoke(c, batch=16)
-        c.eval.update(max_val_clips=40, max_test_clips=40)
+        c.evals.val.max_examples, c.evals.test.max_examples = 40, 40
     return c

@@ -39,8 +39,10 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
                   val_split="new_val" if new else "val",
                   test_splits=("new_test",) if new else ("test",), num_workers=0,
                   segmentation="scenes" if new else "release")
+    common.evals(c, report=False)  # on the new data keys
+    if smoke:
+        c.evals.val.max_examples, c.evals.test.max_examples = 40, 40
     c.model.embed_dim = 32 if smoke else 64
     c.transfer = dict(source_run="")
     c.total_steps, c.warmup_steps = 0, 0
-    c.best_metric = ""
     return c

@@ -25,7 +25,7 @@ def _config(data_dir: str, **over):
     c = hcmc.get_config("smoke,frame_shot")
     c.data.update(data_dir=data_dir, augment=False, test_splits=("test_out_domain",))
     c.frozen = (r"encoders\.frame\.image\.",)
-    c.eval.update(max_val_clips=4, max_test_clips=6)
+    c.evals.val.max_examples, c.evals.test.max_examples = 4, 6
     for k, v in over.items():
         c.data[k] = v
     return c

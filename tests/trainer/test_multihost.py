@@ -218,5 +218,6 @@ if __name__ == "__main__":  # one process of a test run: the trainer's command l
 
     from vnr import train
 
+    train.define_flags()
     train.check_overrides(sys.argv)
     app.run(train.main)

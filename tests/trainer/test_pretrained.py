@@ -93,7 +93,7 @@ def test_nsp_on_real_minilm_matches_transformers_trains_and_resumes_without_relo
     _short(c, data_dir)
     c.mesh.shape = (2, 4)  # encoder weights placed on a data x model mesh
     c.batch_size = c.eval_batch_size = 2
-    c.eval.max_test_clips = 2
+    c.evals.test.max_examples = 2
     c.data.max_tokens = 8  # pairs of 15 tokens: every pair of 2 clips is scored at the end
     assert c.data.tokenizer == str(minilm_dir) and c.data.vocab_size == 0
 
@@ -170,7 +170,7 @@ def test_hcmc_on_tiny_clip_frozen_towers_run_end_to_end(clip_ckpt, data_dir, tmp
     d, hf = clip_ckpt
     c = hcmc.get_config(f"smoke,clip={d}")
     _short(c, data_dir)
-    c.eval.max_test_clips = 8
+    c.evals.test.max_examples = 8
     assert c.frozen and c.model.image_encoder == c.model.text_encoder == str(d)
 
     s = train.setup(c)

@@ -43,6 +43,7 @@ def finished(data_dir, tmp_path_factory) -> tuple[pathlib.Path, dict]:
 def test_smoke_run_writes_results_reports_and_logs(finished):
     workdir, results = finished
     saved = json.loads((workdir / "results.json").read_text())
+    assert saved.pop("selection") == {"metric": None, "mode": "last", "step": 6, "value": None}
     assert set(saved) == {"test_in_domain", "test_out_domain"}
     for split in saved.values():
         assert METRICS <= set(split)
@@ -68,6 +69,21 @@ def test_restart_resumes_where_it_stopped(data_dir, finished, tmp_path, monkeypa
     train.run(smoke(data_dir, **{"mesh.shape": (4, 2)}), "cut")
     a, b = checkpoint_arrays(full, 6), checkpoint_arrays(tmp_path / "cut", 6)
     assert a.keys() == b.keys()
+    for name in a:
+        np.testing.assert_array_equal(a[name], b[name], err_msg=name)
+
+
+@pytest.mark.e2e
+def test_profiler_window_writes_a_trace_and_changes_nothing(data_dir, finished, tmp_path):
+    """Steps 4-5 traced (config.profile): a TensorBoard/Perfetto trace appears under
+    <workdir>/profile/, and parameters and results equal the untraced run's."""
+    full, results = finished
+    got = train.run(smoke(data_dir, **{"mesh.shape": (4, 2), "profile.start_step": 4,
+                                       "profile.num_steps": 2}), str(tmp_path))
+    traces = list((tmp_path / "profile").rglob("*.xplane.pb"))
+    assert traces and traces[0].stat().st_size > 1000, traces
+    assert got == results
+    a, b = checkpoint_arrays(full, 6), checkpoint_arrays(tmp_path, 6)
     for name in a:
         np.testing.assert_array_equal(a[name], b[name], err_msg=name)
 
@@ -152,7 +168,16 @@ def test_nonfinite_loss_stops_run_and_keeps_last_good_checkpoint(data_dir, tmp_p
     ({"eval.search": "exact", "data.max_frames": 21},
      r"eval.search='exact' handles clips of <= 20 frames"),
     ({"eval.search": "bem"}, r"eval.search='bem': use 'beam' or 'exact'"),
-    ({"best_metric": "os2", "ckpt_every": 2}, r"needs ckpt_every \(2\) to be a multiple"),
+    ({"select.metric": "os2"}, r"select.metric='os2': name an evaluator's metric as "
+                               r"<evaluator>/<metric>"),
+    ({"select.metric": "val/nope"}, r"select.metric='val/nope': vnr.benchmarks.moviepuzzle."
+                                    r"pairwise reports no 'nope'"),
+    ({"select.metric": "val/os2", "eval_every": 100}, r"evals.val.every=100 > total_steps=6"),
+    ({"evals.val.type": "moviepuzzle.nope"}, r"evals.val.type='moviepuzzle.nope': no module "
+                                             r"vnr/benchmarks/moviepuzzle/nope.py"),
+    ({"evals.val.every": -1}, r"evals.val.every=-1: a whole number >= 0"),
+    ({"profile.start_step": 4, "profile.num_steps": 5}, r"profile window steps 4..8 ends past "
+                                                        r"total_steps=6"),
 ])
 def test_bad_config_fails_before_compile(data_dir, tmp_path, overrides, message):
     with pytest.raises(train.ConfigError, match=message):

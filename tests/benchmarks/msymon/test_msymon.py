@@ -136,7 +136,7 @@ def _config(corpus, lang: str = "en", **kw):
 # persistent compile cache keys on the HLO).
 SIZES = {"model.clip_layers": 0, "model.width": 64, "model.embed": 64, "batch_size": 16}
 RUN = {**SIZES, "total_steps": 150, "warmup_steps": 10, "lr": 3e-3, "eval_every": 150,
-       "ckpt_every": 150, "log_every": 50, "eval.max_test_clips": 0}
+       "ckpt_every": 150, "log_every": 50, "evals.test.max_examples": 0}
 
 
 @pytest.mark.e2e

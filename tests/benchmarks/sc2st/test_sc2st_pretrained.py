@@ -51,8 +51,8 @@ def test_paper_preset_is_appendix_a1_with_the_real_minilm(tmp_path):
     cfg = get_config("paper,gf")
     assert (cfg.optimizer, cfg.lr, cfg.schedule, cfg.warmup_steps, cfg.batch_size) == (
         "adam", 3e-4, "cosine", 0, 128)
-    assert (cfg.best_metric, cfg.best_mode, cfg.model.text_encoder) == (
-        "mean_rank", "min", "bert-base-uncased")
+    assert (cfg.select.metric, cfg.select.mode, cfg.model.text_encoder) == (
+        "val/mean_rank", "min", "bert-base-uncased")
     lr = optim.make_lr(cfg)
     assert float(lr(0)) == pytest.approx(3e-4)
     assert float(lr(cfg.total_steps // 2)) == pytest.approx(1.5e-4, rel=1e-3)

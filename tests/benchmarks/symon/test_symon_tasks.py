@@ -155,7 +155,7 @@ def _run(name, arg, data_dir, tmp_path, **over):
     c.data.config = "synthetic"  # enough val/test movies for a meaningful chance level
     c.update(total_steps=over.pop("steps"), warmup_steps=10, lr=3e-3, batch_size=32,
              eval_batch_size=64, log_every=20, eval_every=1000, ckpt_every=1000)
-    c.eval.update(max_val_clips=0, max_test_clips=0)
+    c.evals.val.max_examples, c.evals.test.max_examples = 0, 0
     c.data.test_splits = ("val", "test")
     results = train.run(c, str(tmp_path))
     assert json.loads((tmp_path / "results.json").read_text()) == results

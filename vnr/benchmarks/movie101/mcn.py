@@ -156,7 +156,7 @@ def decode_text(ids: np.ndarray, words: list[str], cast: list[str]) -> str:
 
 
 def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.Mesh, *,
-             max_examples: int = 0, report_path: pathlib.Path | None = None) -> dict[str, float]:
+             max_examples: int = 0, report_dir: pathlib.Path | None = None) -> dict[str, float]:
     """Decodes every narration of `split`; BLEU/CIDEr-D/RoleF1 (+ BERTScore, EMScore, MNScore
     when their checkpoints are configured)."""
     d, e = config.data, config.eval
@@ -182,8 +182,8 @@ def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.M
         metrics["mnscore"] = cm.mnscore(em / 100, metrics["bertscore"] / 100,
                                         metrics["role_f1"] / 100)
     metrics["narrations"] = float(len(hyps))
-    if report_path is not None:
-        path = pathlib.Path(report_path).with_suffix(".txt")
+    if report_dir is not None:
+        path = report_dir / f"{split}_narrations.txt"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("\n".join(f"REF {r}\nHYP {h}\n" for h, r in list(zip(hyps, refs))[:20]),
                         encoding="utf-8")

@@ -141,7 +141,7 @@ def predict(config: Any, model: RNL, batch: dict) -> dict[str, jax.Array]:
 
 
 def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.Mesh, *,
-             max_examples: int = 0, report_path: pathlib.Path | None = None) -> dict[str, float]:
+             max_examples: int = 0, report_dir: pathlib.Path | None = None) -> dict[str, float]:
     if _global(config):
         return evaluate_global(config, split, predict_fn, mesh, max_examples=max_examples)
     pc = jax.process_count()

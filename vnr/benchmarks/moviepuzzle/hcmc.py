@@ -444,14 +444,14 @@ def _random_metrics(config: Any, split: str, max_examples: int) -> dict[str, flo
 
 
 def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.Mesh, *,
-             max_examples: int = 0, report_path: pathlib.Path | None = None) -> dict[str, float]:
+             max_examples: int = 0, report_dir: pathlib.Path | None = None) -> dict[str, float]:
     """The paper's metrics on `split` (HCMC through Algorithm 1; baselines as the main job)."""
     kind = config.model.kind
     if kind == "random":
         return _random_metrics(config, split, max_examples)
     if kind != "hcmc":
         return base.evaluate(config, split, predict_fn, mesh, max_examples=max_examples,
-                             report_path=report_path)
+                             report_dir=report_dir)
     from vnr.benchmarks.moviepuzzle.cluster_metrics import matched_iou, unit_ordering_score
     from vnr.benchmarks.moviepuzzle.hierarchical import hierarchical_order
 
@@ -484,11 +484,19 @@ def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.M
                 metrics[f"{level}_os{beta}_clips"] = float(scored.sum())
                 if scored.any():
                     metrics[f"{level}_os{beta}"] = 100.0 * float(os_u[scored].mean())
-    if report_path is not None:
-        base.clip_report(split, pred, order, cat, report_path)
+    if report_dir is not None:
+        base.clip_report(split, pred, order, cat, report_dir)
         if cat.first is not None:
-            base.order_report(config, split, cat.first, pred, order, report_path)
+            base.order_report(config, split, cat.first, pred, order, report_dir)
     return metrics
+
+
+def metric_names(config: Any) -> tuple[str, ...]:
+    """What `evaluate` reports (checked against `config.select` before anything compiles);
+    the unit clustering metrics only where the level exists."""
+    units = [f"{lv}_{m}" for lv in ("shot", "scene") if lv in config.model.get("levels", ())
+             for m in ("iou", "os2", "os3", "os2_clips", "os3_clips")]
+    return (*base.metric_names(config), *units)
 
 
 def result_columns(config: Any, results: dict) -> list[results_lib.Column]:

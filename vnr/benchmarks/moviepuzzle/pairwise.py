@@ -169,26 +169,26 @@ def pair_accuracy(scores: np.ndarray, position: np.ndarray, mask: np.ndarray) ->
 
 
 def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.Mesh, *,
-             max_examples: int = 0, report_path: pathlib.Path | None = None) -> dict[str, float]:
+             max_examples: int = 0, report_dir: pathlib.Path | None = None) -> dict[str, float]:
     """Orders every clip of `split` and returns the paper's metrics (and pair_acc)."""
     out = collect(config, split, predict_fn, mesh, max_examples)
     pred = np.asarray(order_clips(config, out["scores"], out["mask"]))
     gt = gt_order(out["position"])
     metrics = order_metrics(pred, gt, out)
-    if report_path is not None:
-        clip_report(split, pred, gt, out, report_path)
+    if report_dir is not None:
+        clip_report(split, pred, gt, out, report_dir)
         if out.first is not None:
-            order_report(config, split, out.first, pred, gt, report_path)
+            order_report(config, split, out.first, pred, gt, report_dir)
     return metrics
 
 
 def clip_report(split: str, pred: np.ndarray, gt: np.ndarray, out: Any,
-                report_path: pathlib.Path) -> None:
+                report_dir: pathlib.Path) -> None:
     """Per-clip lengths and OS next to the figure (`length_report`: Figures 9-11)."""
     from vnr.benchmarks.moviepuzzle import length_report
 
     rows = length_report.clip_rows(pred, gt, out["mask"], out["shot_id"], out["scene_id"])
-    length_report.write_clips(report_path.parent / f"{split}_clips.jsonl", rows)
+    length_report.write_clips(report_dir / f"{split}_clips.jsonl", rows)
 
 
 def collect(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.Mesh,
@@ -225,13 +225,19 @@ def order_metrics(pred: np.ndarray, gt: np.ndarray, out: Any) -> dict[str, float
 
 
 def order_report(config: Any, split: str, first: dict, pred: np.ndarray, gt: np.ndarray,
-                 path: pathlib.Path) -> None:
-    """A figure of this process's first clips: true vs predicted order, with subtitles."""
-    from vnr.reports import plots
+                 report_dir: pathlib.Path) -> None:
+    """`<split>_orders.png`: this process's first clips, true vs predicted order, with
+    subtitles."""
+    from vnr.benchmarks.moviepuzzle import figures
 
     k = min(config.eval.report_clips, int(first["mask"].any(-1).sum()))
-    plots.order_examples(first, pred[:k], gt[:k], path, title=split,
-                         subtitles=[list(t) for t in first["text"][:k]])
+    figures.order_examples(first, pred[:k], gt[:k], report_dir / f"{split}_orders.png",
+                           title=split, subtitles=[list(t) for t in first["text"][:k]])
+
+
+def metric_names(config: Any) -> tuple[str, ...]:
+    """What `evaluate` reports (checked against `config.select` before anything compiles)."""
+    return (*METRICS, "pair_acc", "clips")
 
 
 def result_columns(config: Any, results: dict) -> list[results_lib.Column]:

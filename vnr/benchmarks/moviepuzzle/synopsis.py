@@ -238,9 +238,9 @@ def predict(config: Any, model: SynopsisModel, batch: dict) -> dict[str, jax.Arr
 
 
 def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.Mesh, *,
-             max_examples: int = 0, report_path: pathlib.Path | None = None) -> dict[str, float]:
+             max_examples: int = 0, report_dir: pathlib.Path | None = None) -> dict[str, float]:
     """Ranks every synopsis of `split` for every segment of it (and the reverse)."""
-    del report_path  # no figure for retrieval
+    del report_dir  # no figure for retrieval
     pc = jax.process_count()
     n = data.num_eval_batches(config.data, split, config.eval_batch_size, max_examples, pc)
     ds = data.eval_dataset(config.data, split, config.eval_batch_size, max_examples,

@@ -363,7 +363,7 @@ def tune_threshold(out: dict, window: float = 0.0) -> float:
 
 
 def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.Mesh, *,
-             max_examples: int = 0, report_path: pathlib.Path | None = None) -> dict[str, float]:
+             max_examples: int = 0, report_dir: pathlib.Path | None = None) -> dict[str, float]:
     """Aligns every video of `split`; the model's metrics and the transcript baseline's."""
     ev = config.eval
     out = collect(config, split, predict_fn, mesh, max_examples).outputs
@@ -372,7 +372,8 @@ def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.M
 
     def val_outputs() -> dict:
         return out if split == config.data.val_split else collect(
-            config, config.data.val_split, predict_fn, mesh, ev.max_val_clips).outputs
+            config, config.data.val_split, predict_fn, mesh,
+            config.evals.val.max_examples).outputs
 
     if ev.method == "argmax":
         thr = ev.threshold

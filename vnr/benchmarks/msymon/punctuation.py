@@ -213,7 +213,7 @@ def _batches(ids: np.ndarray, labels: np.ndarray, batch: int) -> Iterator[dict]:
 
 
 def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.Mesh, *,
-             max_examples: int = 0, report_path: pathlib.Path | None = None
+             max_examples: int = 0, report_dir: pathlib.Path | None = None
              ) -> dict[str, float]:
     ids, labels = corpus_examples(config.data.corpus, _tokenizer(config),
                                   config.data.max_tokens, split)

@@ -97,7 +97,7 @@ def evaluate_run(config: Any) -> dict[str, dict[str, float]]:
     s = train.setup(config)
     fn = functools.partial(s.predict_fn, s.state)
     return {split: alignment.evaluate(config, split, fn, s.mesh,
-                                      max_examples=config.eval.max_test_clips)
+                                      max_examples=config.evals.test.max_examples)
             for split in config.data.test_splits}
 
 

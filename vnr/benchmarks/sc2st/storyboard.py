@@ -146,9 +146,9 @@ def predict(config: Any, model: storyboard.StoryboardModel, batch: dict) -> dict
 
 
 def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.Mesh, *,
-             max_examples: int = 0, report_path: pathlib.Path | None = None) -> dict[str, float]:
+             max_examples: int = 0, report_dir: pathlib.Path | None = None) -> dict[str, float]:
     """Scores every round of every storyboard of `split` (max_examples = max storyboards)."""
-    del report_path  # no figure for this task
+    del report_dir  # no figure for this task
     pc, d, enc = jax.process_count(), config.data, config.model.text_encoder
     n = data.num_eval_batches(d, split, config.eval_batch_size, max_examples, pc)
     ds = data.eval_dataset(d, split, enc, config.eval_batch_size, max_examples,

@@ -65,9 +65,9 @@ def predict(config: Any, model: OrderModel, batch: dict) -> dict[str, jax.Array]
 
 
 def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.Mesh, *,
-             max_examples: int = 0, report_path: pathlib.Path | None = None) -> dict[str, float]:
+             max_examples: int = 0, report_dir: pathlib.Path | None = None) -> dict[str, float]:
     """Accuracy of the order prediction over the cut pairs of `split`."""
-    del report_path
+    del report_dir
     out = symon_retrieval.collect(config, TASK, split, predict_fn, mesh, max_examples)
     if not len(out):
         raise ValueError(f"symon {split}: no usable cut pairs")

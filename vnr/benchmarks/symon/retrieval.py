@@ -129,9 +129,9 @@ def collect(config: Any, task: str, split: str, predict_fn: Callable, mesh: jax.
 
 
 def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.Mesh, *,
-             max_examples: int = 0, report_path: pathlib.Path | None = None) -> dict[str, float]:
+             max_examples: int = 0, report_dir: pathlib.Path | None = None) -> dict[str, float]:
     """R@1/5/10 and median rank in both directions over the items of `split`."""
-    del report_path
+    del report_dir
     cat = collect(config, TASK, split, predict_fn, mesh, max_examples)
     if not len(cat):
         raise ValueError(f"symon {split}: no retrieval items")

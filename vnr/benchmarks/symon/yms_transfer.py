@@ -248,9 +248,9 @@ def tune_threshold(videos: list[dict]) -> float:
 
 
 def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.Mesh, *,
-             max_examples: int = 0, report_path: pathlib.Path | None = None) -> dict[str, float]:
+             max_examples: int = 0, report_dir: pathlib.Path | None = None) -> dict[str, float]:
     """Clip accuracy and sentence IoU on `split`, threshold tuned on `data.val_split`."""
-    del report_path
+    del report_dir
     out = _scores(config, split, predict_fn, mesh, max_examples)
     val = out if split == config.data.val_split else _scores(
         config, config.data.val_split, predict_fn, mesh, 0)

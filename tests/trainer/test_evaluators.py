@@ -1,0 +1,169 @@
+"""Evaluators declared in the config, model selection by validation, evaluate-only runs."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+from configs.moviepuzzle.main import get_config
+from tests.helpers import override
+from tests.trainer import counting_evaluator
+from vnr import config_file, evaluate, evaluators, train, workdir
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory) -> str:
+    """The tiny corpus, built here (its build's own output is not the trainer's)."""
+    from tfds_builders import moviepuzzle
+
+    path = str(tmp_path_factory.mktemp("tfds"))
+    moviepuzzle.prepare("synthetic_tiny", path)
+    return path
+
+
+def smoke(data_dir: str, **overrides):
+    c = get_config("smoke")
+    c.data.data_dir = data_dir
+    return override(c, overrides)
+
+
+def selecting(data_dir: str):
+    """Two evaluators at different cadences; the model is selected by `probe/calls` (min),
+    i.e. the first probe step (3), not the last (6)."""
+    c = smoke(data_dir, keep_ckpts=1, eval_every=2)
+    c.evals.probe = dict(type="tests.trainer.counting_evaluator", split="val", every=3,
+                         max_examples=4)
+    c.select = dict(metric="probe/calls", mode="min")
+    return c
+
+
+@pytest.fixture(scope="module")
+def selected(data_dir, tmp_path_factory) -> tuple[pathlib.Path, dict, str]:
+    """One 6-step run with `val` every 2 steps and `probe` every 3; its stderr."""
+    counting_evaluator.CALLS[0] = 0
+    wd = tmp_path_factory.mktemp("selected")
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        results = train.run(selecting(data_dir), str(wd))
+    return wd, results, err.getvalue()
+
+
+@pytest.mark.e2e
+def test_two_evaluators_run_at_their_own_steps(selected):
+    wd, _, _ = selected
+    rows = [json.loads(x) for x in (wd / "metrics.jsonl").read_text().splitlines()]
+    steps = lambda key: sorted(r["step"] for r in rows if key in r)  # noqa: E731
+    assert steps("val/os2") == [2, 4, 6]
+    assert steps("probe/calls") == [3, 6]
+    assert steps("probe/eval_seconds") == [3, 6]
+    assert [r["probe/calls"] for r in rows if "probe/calls" in r] == [1.0, 2.0]
+
+
+@pytest.mark.e2e
+def test_results_come_from_the_selected_step(selected):
+    wd, results, _ = selected
+    saved = json.loads((wd / "results.json").read_text())
+    assert saved["selection"] == {"metric": "probe/calls", "mode": "min", "step": 3,
+                                  "value": 1.0}
+    # the best checkpoint (3) is kept besides the newest (6) although keep_ckpts=1
+    assert sorted(int(p.name) for p in (wd / "checkpoints").iterdir()
+                  if p.name.isdigit()) == [3, 6]
+    config = workdir.load_config(wd)
+    best = evaluate.evaluate(config, wd, "best")
+    last = evaluate.evaluate(config, wd, "last")
+    assert best == saved  # evaluate-only reproduces results.json exactly at the selected step
+    assert best["selection"]["step"] == 3 and last["selection"]["step"] == 6
+    assert workdir.split_results(last) != workdir.split_results(best)
+    assert workdir.split_results(best) == results
+
+
+@pytest.mark.e2e
+def test_evaluate_command_writes_results_json_layout(selected, tmp_path):
+    wd, _, _ = selected
+    out = tmp_path / "again.json"
+    run = subprocess.run(
+        [sys.executable, "-m", "vnr.evaluate", f"--workdir={wd}", "--step=best",
+         f"--out={out}", "--config.evals.test.max_examples=10"],
+        cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert json.loads(out.read_text()) == json.loads((wd / "results.json").read_text())
+    assert "| test_in_domain |" in run.stdout
+
+
+@pytest.mark.e2e
+def test_progress_lines_in_a_log_file(selected):
+    _, _, err = selected
+    assert "\r" not in err
+    lines = [x for x in err.splitlines() if x.startswith("step ")]
+    assert any(x.startswith("step 6/6 (100.0 %) loss ") and " examples/s " in x
+               and " ETA " in x for x in lines), lines
+    assert "eval probe on val: done in " in err
+    assert "selected step 3 (probe/calls = 1, min)" in err
+
+
+def test_evaluate_refuses_what_it_cannot_mean(selected, tmp_path):
+    wd, _, _ = selected
+    config = workdir.load_config(wd)
+    with pytest.raises(evaluate.EvaluateError, match=r"--step=99: no checkpoint of that step "
+                                                     r"\(there are 3, 6\)"):
+        evaluate.evaluate(config, wd, "99")
+    config.select.metric = ""
+    with pytest.raises(evaluate.EvaluateError, match="--step best: this run selects no step"):
+        evaluate.evaluate(config, wd, "best")
+    with pytest.raises(ValueError, match="no config.json"):
+        workdir.load_config(tmp_path)
+
+
+def test_best_on_a_run_that_never_validated(data_dir, tmp_path):
+    """A run cut (e.g. preempted) after step 2, before its first validation at step 3."""
+    c = smoke(data_dir, keep_ckpts=1, total_steps=2, eval_every=3, ckpt_every=2)
+    c.evals.test.max_examples = 2
+    train.run(c, str(tmp_path))
+    config = workdir.load_config(tmp_path)
+    config.update(total_steps=6, select=dict(metric="val/os2", mode="max"))
+    with pytest.raises(evaluate.EvaluateError, match="never validated a saved step"):
+        evaluate.evaluate(config, tmp_path, "best")
+
+
+@pytest.mark.parametrize("key, value, message", [
+    ("evals.extra.split", "nope", r"evals.extra.split='nope' is not a split of moviepuzzle/"),
+    ("evals.val.oops", 1, r"evals.val.oops: unknown key"),
+    ("evals.val.every", 0, r"evals.val: never runs"),
+    ("select.mode", "maximum", r"select.mode='maximum'"),
+    ("select.metric", "test/os2", r"evals.test never runs during training"),
+])
+def test_bad_evaluator_is_one_line(data_dir, tmp_path, key, value, message):
+    c = smoke(data_dir)
+    if key == "evals.val.oops":
+        c.evals.val.oops = value
+    elif key == "evals.extra.split":
+        c.evals.extra = dict(split=value, every=3)
+    else:
+        override(c, {key: value})
+    with pytest.raises((train.ConfigError, evaluators.EvaluatorError), match=message):
+        if key == "evals.extra.split":  # known once the dataset is built: before compiling
+            train.run(c, str(tmp_path))
+        else:
+            train.setup(c, workdir=tmp_path)
+    assert not (tmp_path / "checkpoints").exists()
+
+
+def test_renamed_keys_name_the_new_key(capsys):
+    for old, new in [("eval.max_val_clips", "evals.val.max_examples"),
+                     ("best_metric", "select.metric")]:
+        with pytest.raises(SystemExit) as e:
+            config_file.check_keys(get_config("smoke"), [old], "configs/moviepuzzle/main.py")
+        assert str(e.value).startswith(f"error: --config.{old} is gone: use --config.{new}")
+    c = get_config("smoke")
+    c.eval.max_val_clips = 3  # a config built the old way
+    with pytest.raises(evaluators.EvaluatorError, match="eval.max_val_clips is gone: use "
+                                                        "evals.val.max_examples"):
+        evaluators.parse(c, None)

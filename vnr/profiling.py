@@ -1,0 +1,66 @@
+"""A profiler window over training steps: `config.profile.start_step` / `num_steps`.
+
+Steps `start_step .. start_step + num_steps - 1` are traced with `jax.profiler` into
+`<workdir>/profile/` (TensorBoard's profile plugin and Perfetto read it), each step
+annotated as `train` with its number. Off by default (`num_steps = 0`). Start after the
+first step so compilation stays out of the trace.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import pathlib
+from typing import Any
+
+import jax
+
+
+def window(config: Any) -> tuple[int, int]:
+    """(start_step, num_steps) of the config; (0, 0) when off."""
+    p = config.get("profile") or {}
+    return int(p.get("start_step", 0)), int(p.get("num_steps", 0))
+
+
+def check(config: Any) -> None:
+    """ValueError (one line) for a window that cannot be traced in this run."""
+    start, num = window(config)
+    if num == 0:
+        return
+    if num < 0 or start < 1:
+        raise ValueError(f"profile.start_step={start}, profile.num_steps={num}: need "
+                         f"start_step >= 1 and num_steps >= 0")
+    if start + num - 1 > config.total_steps:
+        raise ValueError(f"profile window steps {start}..{start + num - 1} ends past "
+                         f"total_steps={config.total_steps}")
+
+
+class Profiler:
+    """Starts and stops the trace around the window; `step(n)` annotates step n."""
+
+    def __init__(self, config: Any, workdir: pathlib.Path):
+        self.start, self.num = window(config)
+        self.directory = workdir / "profile"
+        if jax.process_count() > 1:
+            self.directory = self.directory / f"process_{jax.process_index()}"
+        self.active = False
+
+    def step(self, step: int) -> contextlib.AbstractContextManager:
+        """The context the step runs in: starts the trace at the window's first step."""
+        if self.num and step == self.start:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            jax.profiler.start_trace(str(self.directory))
+            self.active = True
+        if self.active:
+            return jax.profiler.StepTraceAnnotation("train", step_num=step)
+        return contextlib.nullcontext()
+
+    def after(self, step: int, outputs: Any) -> None:
+        """Stops the trace after the window's last step (once its work has finished)."""
+        if self.active and step >= self.start + self.num - 1:
+            jax.block_until_ready(outputs)
+            self.stop()
+
+    def stop(self) -> None:
+        if self.active:
+            jax.profiler.stop_trace()
+            self.active = False
