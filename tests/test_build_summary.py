@@ -40,6 +40,25 @@ def test_summary_written_before_noted_existed_still_reads(tmp_path: pathlib.Path
     (tmp_path / common.SUMMARY_FILE).write_text(json.dumps(
         {"skipped": {"bad_json": 2, "kept_lines_sorted": 1}}))
     read = common.read_summary(_builder(tmp_path))
-    assert read["skipped"] == {"bad_json": 2, "kept_lines_sorted": 1} and read["noted"] == {}
+    assert read["skipped"] == {"bad_json": 2, "kept_lines_sorted": 1}
+    assert read["noted"] == {} == read["named"]
     text = common.format_summary(read)
     assert "skipped: 2" in text and "noted" not in text
+
+
+def test_counts_name_the_first_inputs_behind_a_count(tmp_path: pathlib.Path) -> None:
+    counts = common.Counts()
+    for i in range(common.NAMED_MAX + 2):
+        common.count(counts, "kept_movie_without_cast_train", f"movie{i}")
+    common.record_skip(counts, "missing_split_file", tmp_path / "train.json", "not here")
+    plain: collections.Counter = collections.Counter()
+    common.count(plain, "kept_x", "ignored")  # a plain Counter only counts
+    assert plain == {"kept_x": 1}
+    builder = _builder(tmp_path)
+    common.write_summary(builder, counts)
+    read = common.read_summary(builder)
+    assert read["named"]["kept_movie_without_cast_train"] == \
+        [f"movie{i}" for i in range(common.NAMED_MAX)]
+    assert read["named"]["missing_split_file"] == [f"{tmp_path / 'train.json'} (not here)"]
+    text = common.format_summary(read)
+    assert "  movie_without_cast_train: 12  (e.g. movie0, movie1, movie2)" in text

@@ -10,7 +10,8 @@ One Counter holds three kinds of count, told apart by the key:
     targets), neither a skip nor a repair.
 The JSON keeps skips and `kept_*` counts in its `skipped` mapping (as readers expect) and
 the information counters, without their prefix, in `noted`; `format_summary` prints the
-three apart.
+three apart. A builder whose Counter is a `Counts` also keeps the first `NAMED_MAX` inputs
+behind each count (`count(..., what=...)`, and every `record_skip`), stored as `named`.
 
 `SummaryBuilder` is the one piece of TFDS class boilerplate every builder shares (its code
 path, ArrayRecord output, `self.skips` and the summary write); `prepare` / `split_length` /
@@ -36,6 +37,7 @@ from etils import epath
 SUMMARY_FILE = "build_summary.json"
 KEPT_PREFIX = "kept_"  # a count of inputs kept (repaired or tolerated), not of skips
 NOTE_PREFIX = "noted_"  # an information counter: neither a skip nor a repair
+NAMED_MAX = 10  # inputs named per count in build_summary.json (3 of them printed)
 
 log = logging.getLogger("tfds_builders")
 
@@ -44,18 +46,35 @@ class ManualDirError(FileNotFoundError):
     """A builder's manual_dir is missing or lacks what it must contain (one-line message)."""
 
 
+class Counts(collections.Counter):
+    """A Counter that also keeps, per key, the first NAMED_MAX inputs counted under it."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.named: dict[str, list[str]] = {}
+
+
+def count(counts: collections.Counter, key: str, what: Any = None, n: int = 1) -> None:
+    """Adds `n` to `key`; with a `Counts`, `what` (a file, movie, entry) is named under it."""
+    counts[key] += n
+    if what is not None and isinstance(counts, Counts):
+        names = counts.named.setdefault(key, [])
+        if len(names) < NAMED_MAX:
+            names.append(os.fspath(what) if isinstance(what, os.PathLike) else str(what))
+
+
 def record_skip(
     skips: collections.Counter, reason: str, path: os.PathLike | str, detail: str = ""
 ) -> None:
     """Counts one skipped input under `reason` and warns naming the file."""
-    skips[reason] += 1
+    count(skips, reason, f"{os.fspath(path)}" + (f" ({detail})" if detail else ""))
     msg = f"skipped {path}: {reason}" + (f" ({detail})" if detail else "")
     log.warning(msg)
 
 
-def note(counts: collections.Counter, name: str, n: int = 1) -> None:
+def note(counts: collections.Counter, name: str, n: int = 1, what: Any = None) -> None:
     """Adds `n` to the information counter `name` (stored as `noted_<name>`)."""
-    counts[NOTE_PREFIX + name] += n
+    count(counts, NOTE_PREFIX + name, what, n)
 
 
 def split_counts(counts: dict | None) -> tuple[dict, dict, dict]:
@@ -85,6 +104,7 @@ def make_summary(builder: Any, skips: collections.Counter | dict | None) -> dict
         "examples": splits,
         "skipped": {k: n for k, n in counts.items() if not k.startswith(NOTE_PREFIX)},
         "noted": split_counts(counts)[2],
+        "named": dict(sorted(getattr(skips, "named", {}).items())),
     }
 
 
@@ -104,8 +124,9 @@ def read_summary(builder: Any) -> dict:
     if os.path.exists(path):
         with open(path) as f:
             stored = json.load(f)
-        skips = dict(stored.get("skipped") or {})
+        skips = Counts(stored.get("skipped") or {})
         skips.update({NOTE_PREFIX + k: n for k, n in (stored.get("noted") or {}).items()})
+        skips.named = dict(stored.get("named") or {})
     summary = make_summary(builder, skips)
     summary["skipped_known"] = skips is not None
     return summary
@@ -128,17 +149,23 @@ def format_summary(summary: dict) -> str:
         return "\n".join(lines)
     skipped, kept, noted = split_counts(counts)
     noted.update(summary.get("noted") or {})
+    named = summary.get("named") or {}
+
+    def line(key: str, shown: str, n: int) -> str:
+        eg = named.get(key, [])[:3]
+        return f"  {shown}: {n}" + (f"  (e.g. {', '.join(eg)})" if eg else "")
+
     lines.append(f"skipped: {sum(skipped.values())}")
     for reason, n in skipped.items():
-        lines.append(f"  {reason}: {n}")
+        lines.append(line(reason, reason, n))
     if kept:
         lines.append(f"kept with a fix or warning: {sum(kept.values())}")
-        for reason, n in kept.items():
-            lines.append(f"  {reason}: {n}")
+        for what, n in kept.items():
+            lines.append(line(KEPT_PREFIX + what, what, n))
     if noted:
         lines.append("noted (information, not skips):")
         for name, n in sorted(noted.items()):
-            lines.append(f"  {name}: {n}")
+            lines.append(line(NOTE_PREFIX + name, name, n))
     return "\n".join(lines)
 
 
