@@ -55,12 +55,14 @@ class Counts(collections.Counter):
 
 
 def count(counts: collections.Counter, key: str, what: Any = None, n: int = 1) -> None:
-    """Adds `n` to `key`; with a `Counts`, `what` (a file, movie, entry) is named under it."""
+    """Adds `n` to `key`; with a `Counts`, `what` (a file, movie, entry) is named under it
+    (once: counting a movie's narrations one by one names the movie once)."""
     counts[key] += n
     if what is not None and isinstance(counts, Counts):
         names = counts.named.setdefault(key, [])
-        if len(names) < NAMED_MAX:
-            names.append(os.fspath(what) if isinstance(what, os.PathLike) else str(what))
+        name = os.fspath(what) if isinstance(what, os.PathLike) else str(what)
+        if len(names) < NAMED_MAX and name not in names:
+            names.append(name)
 
 
 def record_skip(
