@@ -40,7 +40,7 @@ from flax import nnx
 from vnr import evaluation
 from vnr import task as task_lib
 from vnr.benchmarks.movie101 import caption_metrics as cm
-from vnr.benchmarks.movie101 import data
+from vnr.benchmarks.movie101 import data, records
 from vnr.benchmarks.movie101.narrator import RMN, rmn_bank_step, rmn_step
 from vnr.models.compute import float32
 from vnr.models.encoders import loading
@@ -57,6 +57,17 @@ def validate(config: Any) -> None:
                          "Movie101 release with features/; see tfds_builders/movie101/README.md)")
     if d.manual_dir and not pathlib.Path(d.manual_dir).is_dir():
         raise ValueError(f"data.manual_dir={d.manual_dir!r} does not exist")
+    if d.get("frame_sampling", "first") not in data.FRAME_SAMPLING:
+        raise ValueError(f"data.frame_sampling={d.frame_sampling!r}: choose one of "
+                         f"{data.FRAME_SAMPLING}")
+    if d.pointer and d.config == "v1_narration" and "train" in d.train_split.split("+"):
+        from tfds_builders.movie101 import roles
+
+        if roles.role_file(pathlib.Path(d.manual_dir), "train") is None:
+            raise ValueError(f"data.pointer=True but {roles.looked_for(d.manual_dir, 'train')} "
+                             "does not exist: the train split would have no role-pointer "
+                             "targets (the release ships narration_role/train_merge.json; "
+                             "data.pointer=False for a model without the pointer)")
     if d.vocab_size <= len(data.SPECIALS):
         raise ValueError(f"data.vocab_size={d.vocab_size} must exceed {len(data.SPECIALS)}")
     if config.eval.beam_size < 1:
@@ -81,7 +92,8 @@ def check_splits(config: Any) -> None:
 
     d = config.data
     have = movie101.split_names(d.config, d.data_dir, d.manual_dir or None)
-    task_lib.require_splits(config, have, f"movie101/{d.config}")
+    task_lib.require_splits(config, have, f"movie101/{d.config}", joined=True)
+    data.check(d)  # per-split counts in the log; a run that cannot mean its config stops
 
 
 def make_model(config: Any, rngs: nnx.Rngs) -> RMN:
@@ -133,7 +145,7 @@ def predict(config: Any, model: RMN, batch: dict) -> dict[str, jax.Array]:
         step = rmn_bank_step
     seqs, scores, lengths, _ = beam_search(
         functools.partial(step, graph), state, batch_size=B, beam_size=K,
-        max_len=config.data.max_tokens, bos_id=data.BOS, eos_id=data.EOS,
+        max_len=config.data.max_tokens + 1, bos_id=data.BOS, eos_id=data.EOS,
         alpha=config.eval.alpha, consts=consts)
     out = {"tokens": seqs[:, 0], "length": lengths[:, 0], "valid": batch["frame_mask"].any(-1)}
     if config.eval.clip_model:  # EMScore reads the release's CLIP frame features on the host
@@ -182,6 +194,7 @@ def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.M
         metrics["mnscore"] = cm.mnscore(em / 100, metrics["bertscore"] / 100,
                                         metrics["role_f1"] / 100)
     metrics["narrations"] = float(len(hyps))
+    metrics["left_out"] = float(sum(records.usable(d, split)[1].values()))
     if report_path is not None:
         path = pathlib.Path(report_path).with_suffix(".txt")
         path.parent.mkdir(parents=True, exist_ok=True)
