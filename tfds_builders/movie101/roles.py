@@ -57,7 +57,8 @@ def key(movie_id: Any, start: float, end: float) -> tuple[str, int, int]:
 
 
 class RoleFile:
-    """One role file: entries by key (first of duplicates), and which ones were used."""
+    """One role file: its entries in file order, the first entry of each key, and which
+    entries narrations used."""
 
     def __init__(self, path: pathlib.Path, skips: collections.Counter):
         self.path = path
@@ -67,32 +68,33 @@ class RoleFile:
         if items is None:
             raise common.ManualDirError(f"{path} must be an object {{id: {{sentences, "
                                         "timestamps, movie_id}}}")
-        self.entries: dict[tuple, tuple[str, str, float, float]] = {}
+        self.entries: list[tuple[str, str, str, float, float]] = []  # id, movie, @k, s, e
+        self.first: dict[tuple, int] = {}
         for eid, e in items:
             got = _entry(e)
             if got is None:
                 common.record_skip(skips, "bad_role_entry", path, f"entry {eid}")
                 continue
-            mid, sentence, s, t = got
-            k = key(mid, s, t)
-            if k in self.entries:
-                common.count(skips, "kept_role_entry_duplicate_key", f"{path} entry {eid}")
-                continue
-            self.entries[k] = (str(eid), sentence, s, t)
-        self.used: set[tuple] = set()
+            k = key(got[0], got[2], got[3])
+            if k in self.first:  # e.g. a one-clip paragraph and its clip in train_merge
+                common.note(skips, "role_entries_sharing_a_key", what=f"{path} entry {eid}")
+            self.first.setdefault(k, len(self.entries))
+            self.entries.append((str(eid), *got))
+        self.used: set[int] = set()
 
     def sentence(self, movie_id: str, start: float, end: float) -> str | None:
-        """The `@k` sentence of the narration (movie, start, end), None when none matches."""
-        k = key(movie_id, start, end)
-        if k not in self.entries:
+        """The `@k` sentence of the narration (movie, start, end): the first entry with its
+        key; None when none matches."""
+        i = self.first.get(key(movie_id, start, end))
+        if i is None:
             return None
-        self.used.add(k)
-        return self.entries[k][1]
+        self.used.add(i)
+        return self.entries[i][2]
 
     def unused(self) -> list[tuple[str, str, str, float, float]]:
-        """(entry id, movie, sentence, start, end) of the entries no narration matched."""
-        return [(eid, k[0], sent, s, t) for k, (eid, sent, s, t) in self.entries.items()
-                if k not in self.used]
+        """(entry id, movie, sentence, start, end) of the entries no narration used, in
+        file order (a second entry with a used key included: upstream trains on both)."""
+        return [e for i, e in enumerate(self.entries) if i not in self.used]
 
 
 def _entry(e: Any) -> tuple[str, str, float, float] | None:

@@ -80,8 +80,8 @@ class _Movies:
         home = self.split.get(mid)
         if home is None:
             common.count(self.skips, f"kept_movie_not_in_split_{split}", mid)
-        elif home != split:
-            self.skips["kept_movie_in_other_split"] += 1
+        elif home != split.removesuffix("_clips"):  # train_clips: train movies
+            common.count(self.skips, "kept_movie_in_other_split", mid)
         if mid not in self.casts:
             common.count(self.skips, f"kept_movie_without_cast_{split}", mid)
         return self.casts.get(mid, [])
