@@ -325,7 +325,10 @@ class Movie101(common.SummaryBuilder, tfds.core.GeneratorBasedBuilder):
                                    config.name, split)
                 common.note(self.skips, f"empty_split_{split}")
         if not gens:
-            raise common.ManualDirError(f"{root}: no usable examples for movie101/{config.name}")
+            why = "; ".join(f"{k}: {', '.join(v[:2])}" for k, v in self.skips.named.items()
+                            if not k.startswith((common.KEPT_PREFIX, common.NOTE_PREFIX)))
+            raise common.ManualDirError(f"{root}: no usable examples for movie101/{config.name}"
+                                        + (f" ({why})" if why else ""))
         return gens
 
     def _generate_examples(self, rows: list[dict]) -> Iterator[tuple[str, dict]]:

@@ -15,7 +15,6 @@ without feature files, split movies without features, a role without a portrait 
 from __future__ import annotations
 
 import json
-import pathlib
 
 import numpy as np
 import pytest
@@ -26,7 +25,6 @@ from tests.benchmarks.movie101 import release_v1
 from tfds_builders import common
 from tfds_builders import movie101 as m101
 from vnr.benchmarks.movie101 import records
-
 
 _RELEASES: dict[str, dict] = {}
 

@@ -24,7 +24,9 @@ max_tokens text tokens in, those tokens + EOS out, as upstream's `pad_sent`):
   genre      int32 [B,G]          crc32(genre) % genres, -1 = pad
   portraits  float32 [B,R,Df], role_mask bool [B,R]
   tokens_in, targets int32 [B,S], target_mask bool [B,S]
-  (eval only) ref, cast: object [B] reference text and the cast names joined by "\\t"
+  (eval only) ref, cast: object [B] reference text and the cast names joined by "\\t";
+             clip_frames float32 [B,T,Dc], clip_mask [B,T]: CLIP rows spread uniformly over
+             the whole clip (EMScore scores the clip, whatever frame_sampling gives the model)
 """
 
 from __future__ import annotations
@@ -166,7 +168,11 @@ class Encode(grain.transforms.Map):
                "genre": genre, "portraits": portraits, "role_mask": role_mask,
                "tokens_in": tokens_in, "targets": targets,
                "target_mask": np.arange(S) <= len(ids)}
-        if self.keep_text:
+        if self.keep_text:  # EMScore's frames: CLIP rows over the whole clip, not the window
+            em = frame_seconds(lo, hi, T, "uniform")
+            out["clip_frames"] = np.zeros((T, clip.shape[1]), np.float32)
+            out["clip_frames"][: len(em)] = clip[em]
+            out["clip_mask"] = np.arange(T) < len(em)
             out["ref"] = np.array(rec["text"], dtype=object)
             out["cast"] = np.array("\t".join(rec["cast_names"]), dtype=object)
         return out

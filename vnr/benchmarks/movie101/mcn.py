@@ -12,8 +12,9 @@ upstream's rolef1.py (`role_f1`, shown in the table and used by MNScore; our mic
   * eval.bert_model: `bertscore` at eval.bert_layer (0 = last), rescaled by
     eval.bert_baseline (< 0: estimated from mismatched reference pairs, `bert_baseline`);
   * eval.clip_model (a CLIP or Chinese-CLIP checkpoint, resolved offline): EMScore(X, V) of
-    each hypothesis against its clip's CLIP frame features (the first
-    `data.clip_width(cfg)` columns of `frames`, eval.em_frames sampled; 0 = all): `emscore`,
+    each hypothesis against its clip's CLIP frame features (the batch's `clip_frames`:
+    rows spread over the whole clip, whatever window the model reads; eval.em_frames of
+    them sampled, 0 = all): `emscore`,
     em_coarse, em_fine_p/r/f (idf-weighted P when eval.em_idf). A projection width other
     than the features' is a one-line error before decoding;
   * both: `mnscore` (Eq. 2) with EM = em_fine_f (eval.mnscore_em="fine") or emscore ("full").
@@ -149,7 +150,8 @@ def predict(config: Any, model: RMN, batch: dict) -> dict[str, jax.Array]:
         alpha=config.eval.alpha, consts=consts)
     out = {"tokens": seqs[:, 0], "length": lengths[:, 0], "valid": batch["frame_mask"].any(-1)}
     if config.eval.clip_model:  # EMScore reads the release's CLIP frame features on the host
-        out.update(frames=batch["frames"], frame_mask=batch["frame_mask"])
+        out.update(frames=batch.get("clip_frames", batch["frames"]),
+                   frame_mask=batch.get("clip_mask", batch["frame_mask"]))
     return out
 
 
