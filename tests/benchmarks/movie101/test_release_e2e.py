@@ -159,3 +159,19 @@ def test_pointer_run_without_a_role_file_stops_in_one_line(release, tmp_path) ->
     with pytest.raises(ValueError, match="no train narration .* has a role-pointer target: "
                                          ".*train_merge.json"):
         data.check(c.data)
+
+
+def test_the_rule_for_narrations_whose_movie_lacks_something() -> None:
+    """records.usable's reasons, one per case (the e2e test above meets no_video_features
+    on the release's shape)."""
+
+    class Table(dict):  # movie -> (feature seconds, faces, portrait mask, cast size)
+        info = property(lambda self: self)
+
+    table = Table({"a": (100, True, np.ones(2, bool), 2), "b": (0, False, np.zeros(0, bool), 0),
+                   "c": (50, False, np.zeros(0, bool), 0)})
+    cases = {("a", 99.5): None, ("a", 100.0): "span_past_features",
+             ("b", 0.0): "no_video_features", ("z", 1.0): "no_movie_record",
+             ("c", 3.0): None}  # no cast, faces or portraits: kept (zeros stand in)
+    for (mid, start), why in cases.items():
+        assert records._reason(table, {"movie_id": mid, "start": start}) == why
