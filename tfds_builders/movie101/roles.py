@@ -9,12 +9,13 @@ for train also `train_merge.json` (first found wins; `role_file`).
 `train_merge.json` is Movie101-N train plus augmentation clips: the RMN README says
 fine-grained clips from Movie101-raw are added to the training set of Movie101-N, and
 upstream's reader (`readers/caption_data.py`) trains on every entry of the file (its
-`name_file` is read by nobody). Entry ids are one running counter over the three files
-(val 35833-37248, test 37249-38616), so train_merge holds ids 0-35832: 35,833 entries =
-11,325 Movie101-N train paragraphs + 24,508, the size of Movie101-G train (the unmerged
+`name_file` is read by nobody). The file itself was not readable in the repository
+snapshot we had (a large file); from the entry ids, one running counter over the three
+files (val 35833-37248, test 37249-38616), it presumably holds ids 0-35832: 35,833 entries
+= 11,325 Movie101-N train paragraphs + 24,508, the size of Movie101-G train (the unmerged
 narration clips of the train movies). An entry is a paragraph when its (movie, start, end)
-is a Movie101-N row's; the rest are the augmentation entries (`augmentation`), kept as
-the `train_clips` split.
+is a Movie101-N row's (the first such entry; a one-clip paragraph and its clip share a
+key); every other entry is an augmentation entry, kept as the `train_clips` split.
 
 Entries are matched to Movie101-N rows by (movie id, start, end) in whole seconds (as
 upstream's reader reads them, `int(timestamp)`); on the public val and test files every
