@@ -3,8 +3,15 @@
 A builder records every input it cannot use with `record_skip` (one warning naming the
 file and the reason, and a count per reason), and after `download_and_prepare` writes
 `build_summary.json` next to the built dataset so that the summary survives re-runs.
-Counts named `kept_*` are inputs that were repaired or tolerated, not dropped; they share
-the `skipped` mapping of the JSON file but `format_summary` prints them apart.
+One Counter holds three kinds of count, told apart by the key:
+  * `<reason>`: inputs skipped (dropped) for that reason;
+  * `kept_<what>`: inputs kept although imperfect (repaired or tolerated), not dropped;
+  * `noted_<what>` (`note`): information about what was built (e.g. examples with role
+    targets), neither a skip nor a repair.
+The JSON keeps skips and `kept_*` counts in its `skipped` mapping (as readers expect) and
+the information counters, without their prefix, in `noted`; `format_summary` prints the
+three apart. A builder whose Counter is a `Counts` also keeps the first `NAMED_MAX` inputs
+behind each count (`count(..., what=...)`, and every `record_skip`), stored as `named`.
 
 `SummaryBuilder` is the one piece of TFDS class boilerplate every builder shares (its code
 path, ArrayRecord output, `self.skips` and the summary write); `prepare` / `split_length` /
@@ -29,6 +36,8 @@ from etils import epath
 
 SUMMARY_FILE = "build_summary.json"
 KEPT_PREFIX = "kept_"  # a count of inputs kept (repaired or tolerated), not of skips
+NOTE_PREFIX = "noted_"  # an information counter: neither a skip nor a repair
+NAMED_MAX = 10  # inputs named per count in build_summary.json (3 of them printed)
 
 log = logging.getLogger("tfds_builders")
 
@@ -37,25 +46,67 @@ class ManualDirError(FileNotFoundError):
     """A builder's manual_dir is missing or lacks what it must contain (one-line message)."""
 
 
+class Counts(collections.Counter):
+    """A Counter that also keeps, per key, the first NAMED_MAX inputs counted under it."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.named: dict[str, list[str]] = {}
+
+
+def count(counts: collections.Counter, key: str, what: Any = None, n: int = 1) -> None:
+    """Adds `n` to `key`; with a `Counts`, `what` (a file, movie, entry) is named under it
+    (once: counting a movie's narrations one by one names the movie once)."""
+    counts[key] += n
+    if what is not None and isinstance(counts, Counts):
+        names = counts.named.setdefault(key, [])
+        name = os.fspath(what) if isinstance(what, os.PathLike) else str(what)
+        if len(names) < NAMED_MAX and name not in names:
+            names.append(name)
+
+
 def record_skip(
     skips: collections.Counter, reason: str, path: os.PathLike | str, detail: str = ""
 ) -> None:
     """Counts one skipped input under `reason` and warns naming the file."""
-    skips[reason] += 1
+    count(skips, reason, f"{os.fspath(path)}" + (f" ({detail})" if detail else ""))
     msg = f"skipped {path}: {reason}" + (f" ({detail})" if detail else "")
     log.warning(msg)
 
 
+def note(counts: collections.Counter, name: str, n: int = 1, what: Any = None) -> None:
+    """Adds `n` to the information counter `name` (stored as `noted_<name>`)."""
+    count(counts, NOTE_PREFIX + name, what, n)
+
+
+def split_counts(counts: dict | None) -> tuple[dict, dict, dict]:
+    """(skipped by reason, kept by what, noted by name) of one Counter; the kept and noted
+    names lose their prefix."""
+    skipped, kept, noted = {}, {}, {}
+    for k, n in sorted((counts or {}).items()):
+        if k.startswith(NOTE_PREFIX):
+            noted[k[len(NOTE_PREFIX):]] = n
+        elif k.startswith(KEPT_PREFIX):
+            kept[k[len(KEPT_PREFIX):]] = n
+        else:
+            skipped[k] = n
+    return skipped, kept, noted
+
+
 def make_summary(builder: Any, skips: collections.Counter | dict | None) -> dict:
-    """Examples per split (from the built dataset info) and skips by reason."""
+    """Examples per split (from the built dataset info), skips by reason with the `kept_*`
+    counts (`skipped`) and the information counters (`noted`, without their prefix)."""
     splits = {name: int(s.num_examples) for name, s in builder.info.splits.items()}
+    counts = dict(sorted((skips or {}).items()))
     return {
         "dataset": builder.name,
         "config": builder.builder_config.name if builder.builder_config else None,
         "version": str(builder.version),
         "data_dir": os.fspath(builder.data_dir),
         "examples": splits,
-        "skipped": dict(sorted((skips or {}).items())),
+        "skipped": {k: n for k, n in counts.items() if not k.startswith(NOTE_PREFIX)},
+        "noted": split_counts(counts)[2],
+        "named": dict(sorted(getattr(skips, "named", {}).items())),
     }
 
 
@@ -74,15 +125,19 @@ def read_summary(builder: Any) -> dict:
     skips = None
     if os.path.exists(path):
         with open(path) as f:
-            skips = json.load(f).get("skipped")
+            stored = json.load(f)
+        skips = Counts(stored.get("skipped") or {})
+        skips.update({NOTE_PREFIX + k: n for k, n in (stored.get("noted") or {}).items()})
+        skips.named = dict(stored.get("named") or {})
     summary = make_summary(builder, skips)
     summary["skipped_known"] = skips is not None
     return summary
 
 
 def format_summary(summary: dict) -> str:
-    """Human-readable build summary: examples per split, skips by reason, then the inputs
-    that were kept although imperfect (`kept_*` counts), which are not skips."""
+    """Human-readable build summary: examples per split, skips by reason, the inputs that
+    were kept although imperfect (`kept_*` counts) and the information counters (`noted`),
+    neither of which are skips."""
     lines = [
         f"{summary['dataset']}/{summary['config']}:{summary['version']} -> {summary['data_dir']}"
     ]
@@ -94,15 +149,25 @@ def format_summary(summary: dict) -> str:
     if summary.get("skipped_known") is False:
         lines.append("skipped: unknown (no build_summary.json)")
         return "\n".join(lines)
-    skipped = {k: n for k, n in counts.items() if not k.startswith(KEPT_PREFIX)}
-    kept = {k[len(KEPT_PREFIX):]: n for k, n in counts.items() if k.startswith(KEPT_PREFIX)}
+    skipped, kept, noted = split_counts(counts)
+    noted.update(summary.get("noted") or {})
+    named = summary.get("named") or {}
+
+    def line(key: str, shown: str, n: int) -> str:
+        eg = named.get(key, [])[:3]
+        return f"  {shown}: {n}" + (f"  (e.g. {', '.join(eg)})" if eg else "")
+
     lines.append(f"skipped: {sum(skipped.values())}")
-    for reason, n in sorted(skipped.items()):
-        lines.append(f"  {reason}: {n}")
+    for reason, n in skipped.items():
+        lines.append(line(reason, reason, n))
     if kept:
         lines.append(f"kept with a fix or warning: {sum(kept.values())}")
-        for reason, n in sorted(kept.items()):
-            lines.append(f"  {reason}: {n}")
+        for what, n in kept.items():
+            lines.append(line(KEPT_PREFIX + what, what, n))
+    if noted:
+        lines.append("noted (information, not skips):")
+        for name, n in sorted(noted.items()):
+            lines.append(line(NOTE_PREFIX + name, name, n))
     return "\n".join(lines)
 
 

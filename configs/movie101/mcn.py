@@ -12,10 +12,18 @@ ARGS, comma-separated:
   Our ablations / options (not rows of the paper):
   no_pointer  RMN without the role pointer (names must come from the vocabulary)
   no_bank     RMN with the fixed encoder memory instead of the memory bank
+  uniform     64 frames sampled uniformly over a long clip instead of its first 40 s
+  aug         (with v1) train on narration_role/train_merge.json's augmentation clips too
+              (split train_clips), as upstream's RMN training does
   v1          Movie101-N (v1_narration; add --config.data.manual_dir=<Movie101v1 with features/>)
   v2          Movie101v2 short Chinese narrations (v2_short_zh; manual_dir=<Movie101v2/data>)
   en          with v2: the English narrations (v2_short_en)
   mnscore     also report BERTScore, EMScore and MNScore (Eq. 2) with the checkpoints below
+
+Frames: the paper rows keep a clip's first 40 one-second feature rows (upstream's reader,
+`max_v_l = 40`; 168 of the 1,416 val paragraphs are longer); text: at most 150 tokens + EOS
+(upstream's `max_words_in_sent = 150`). Training data of the paper rows: Movie101-N train
+(the paper is silent on upstream's augmentation clips: `aug`).
 
 Defaults train on the generated `synthetic_narration` corpus (planted role/face signal, built
 on first use into data.data_dir). Real data needs the release's features (see
@@ -55,7 +63,7 @@ from configs import common
 from tfds_builders.movie101 import feature_dims
 
 ARGS = ("smoke", "vt", "ovp", "no_faces", "no_genre", "no_pointer", "no_bank", "v1", "v2", "en",
-        "mnscore")
+        "mnscore", "uniform", "aug")
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
@@ -66,6 +74,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
                       "v1": ("v1_narration", "v1_movies"),
                       "v2": ("v2_short_en" if "en" in args else "v2_short_zh", "v2_movies")
                       }[release]
+    if "aug" in args and release != "v1":
+        raise args.error("aug adds Movie101v1's train_merge.json augmentation clips: add v1")
     model = args.pick(("vt", "ovp"), "model") or "rmn"
     if model != "rmn" and args.flags & {"no_faces", "no_genre", "no_pointer", "no_bank"}:
         raise args.error(f"{model} has no faces, genre, pointer or bank to drop; the "
@@ -79,8 +89,12 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
         c.batch_size = 150 if model == "vt" else 56
     c.data = dict(
         config=config, movies_config=movies, data_dir="data/tfds", manual_dir="",
-        train_split="train", val_split="val", test_splits=("test",),
-        max_frames=64 if real else 12, max_tokens=150 if real else 12,  # upstream: 150
+        train_split="train+train_clips" if "aug" in args else "train", val_split="val",
+        test_splits=("test",),
+        # upstream: the first max_v_l = 40 s of a clip, max_words_in_sent = 150 (+ EOS)
+        max_frames=(64 if "uniform" in args else 40) if real else 12,
+        frame_sampling="uniform" if "uniform" in args else "first",
+        max_tokens=150 if real else 12,
         vocab_size=8000 if real else 64, max_roles=16 if real else 6, max_genres=4, genres=64,
         faces=0 if model != "rmn" or "no_faces" in args else 3,
         pointer=model == "rmn" and "no_pointer" not in args, num_workers=0,

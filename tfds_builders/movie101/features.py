@@ -132,7 +132,7 @@ def _read(feat: pathlib.Path, kind: str, movie_id: str, skips: collections.Count
         if other:
             raise FeatureLayoutError(f"{other[0]}: not a release file name; expected "
                                      f"{LAYOUT[kind]}")
-        skips[f"kept_missing_{kind}_file"] += 1
+        common.count(skips, f"kept_missing_{kind}_file", path)
         return None
     try:
         with np.load(path, allow_pickle=False) as z:
@@ -161,7 +161,7 @@ def read_movie_features(root: pathlib.Path, movie_id: str, role_ids: list[str],
     out = empty_features()
     feat = feature_dir(root)
     if feat is None:
-        skips["kept_without_features"] += 1
+        common.count(skips, "kept_without_features", movie_id)
         return out
     clip = _read(feat, "clip", movie_id, skips)
     s3d = _read(feat, "s3d", movie_id, skips)
@@ -177,7 +177,7 @@ def read_movie_features(root: pathlib.Path, movie_id: str, role_ids: list[str],
         out["face"] = face.reshape(len(face), FACES, width // FACES).astype(np.float16)
         out["face_score"] = (np.abs(out["face"]).sum(-1) > 0).astype(np.float32)
     else:
-        skips["kept_without_faces"] += 1
+        common.count(skips, "kept_without_faces", movie_id)
     for k, a in (("clip", clip), ("s3d", s3d)):
         if a is not None:
             out[k] = a.astype(np.float16)
@@ -188,15 +188,16 @@ def read_movie_features(root: pathlib.Path, movie_id: str, role_ids: list[str],
             if rid in portraits:
                 mat[i], mask[i] = portraits[rid], True
             else:
-                skips["kept_portrait_missing_role"] += 1
+                common.count(skips, "kept_portrait_missing_role",
+                             f"{portrait_path}: role {rid} of movie {movie_id}")
                 common.log.warning("%s: no role %s of movie %s", portrait_path, rid, movie_id)
         out["portrait_face"], out["portrait_face_mask"] = mat, mask
     if not out["portrait_face_mask"].any():
-        skips["kept_without_portraits"] += 1
+        common.count(skips, "kept_without_portraits", movie_id)
     lens = {k: len(out[k]) for k in ("clip", "s3d", "face") if len(out[k])}
     if len(set(lens.values())) > 1:
         t = min(lens.values())
-        skips["kept_feature_lengths_truncated"] += 1
+        common.count(skips, "kept_feature_lengths_truncated", movie_id)
         common.log.warning("%s: feature lengths %s differ; truncated to %d s", movie_id, lens, t)
         for k in lens:
             out[k] = out[k][:t]

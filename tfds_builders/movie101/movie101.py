@@ -19,12 +19,12 @@ import numpy as np
 import tensorflow_datasets as tfds
 
 from tfds_builders import common
-from tfds_builders.movie101 import parsing, rtemp
+from tfds_builders.movie101 import parsing, rtemp, v1
 from tfds_builders.movie101.features import read_movie_features, read_portraits
-from tfds_builders.movie101.metadata import query_roles, v1_genres
+from tfds_builders.movie101.metadata import v1_genres
 
-VERSION = tfds.core.Version("1.1.0")
-V1_SPLITS = ("train", "val", "test")
+VERSION = tfds.core.Version("1.2.0")
+V1_SPLITS = v1.V1_SPLITS
 
 MANUAL_DOWNLOAD_INSTRUCTIONS = """\
 Point --manual_dir at `Movie101v1/` (v1_* configs: Movie101-N/, Movie101-G/, narration_role/,
@@ -124,177 +124,11 @@ def check_manual_dir(config: Movie101Config, manual_dir: Any) -> pathlib.Path:
     return root
 
 
-def _v1_read(root: pathlib.Path, skips: collections.Counter) -> tuple[dict, dict]:
-    """(split -> movie ids, movie -> cast list) of a v1 release."""
-    split = parsing.load_json(root / "public_split.json")
-    meta = parsing.load_json(root / "metadata" / "meta_anno.json")
-    if not isinstance(split, dict) or not isinstance(meta, dict):
-        raise common.ManualDirError(f"{root}: public_split.json / meta_anno.json must be objects")
-    return ({s: [str(m) for m in split.get(s, [])] for s in V1_SPLITS},
-            {str(m): parsing.v1_cast(meta, str(m)) for m in meta})
-
-
-def _span(item: dict, path: pathlib.Path, skips: collections.Counter) -> tuple | None:
-    try:
-        s, e, swapped = parsing.parse_span(item.get("start_time"), item.get("end_time"))
-    except parsing.ParseError as err:
-        common.record_skip(skips, "bad_time", path, str(err))
-        return None
-    if swapped:
-        skips["kept_times_out_of_order_swapped"] += 1
-        common.log.warning("%s: end < start for %s; swapped", path, item.get("movie_id"))
-    if isinstance(item.get("start_time"), str) or isinstance(item.get("end_time"), str):
-        skips["kept_times_given_as_strings"] += 1
-    return s, e
-
-
-def _example(movie_id: str, key: str, start: float, end: float, text: str, pointer_text: str,
-             roles: list[int], cast: list[dict], genre: list[str]) -> dict:
-    return {"id": key, "movie_id": movie_id, "start": np.float32(start), "end": np.float32(end),
-            "text": text, "pointer_text": pointer_text, "roles": np.asarray(roles, np.int32),
-            "cast_names": [c["name"] for c in cast], "genre": genre}
-
-
-def _check_language(text: str, lang: str, path: Any, skips: collections.Counter) -> None:
-    if parsing.language_mix(text, lang):
-        skips["kept_mixed_language"] += 1
-
-
-def v1_examples(root: pathlib.Path, config: Movie101Config, skips: collections.Counter
-                ) -> dict[str, list[dict]]:
-    """split -> examples of a v1 narration / grounding / raw config."""
-    split_movies, casts = _v1_read(root, skips)
-    movie_split = {m: s for s, ms in split_movies.items() for m in ms}
-    genres = v1_genres(root, sorted(set(casts) | set(movie_split)), skips)
-    out: dict[str, list[dict]] = {s: [] for s in V1_SPLITS}
-    for split in V1_SPLITS:
-        items = _v1_items(root, config, split, skips)
-        if items is None:
-            continue
-        path, rows, pointers = items
-        for idx, item in enumerate(rows):
-            if not isinstance(item, dict) or "movie_id" not in item:
-                common.record_skip(skips, "bad_entry", path, f"entry {idx}")
-                continue
-            mid = str(item["movie_id"])
-            if movie_split.get(mid, split) != split:
-                skips["kept_movie_in_other_split"] += 1
-            span = _span(item, path, skips)
-            text = str(item.get("content") or "").strip()
-            if span is None:
-                continue
-            if not text:
-                common.record_skip(skips, "empty_text", path, f"entry {idx}")
-                continue
-            if mid not in casts:
-                skips["kept_movie_without_cast"] += 1
-            cast = casts.get(mid, [])
-            names = [c["name"] for c in cast]
-            pointer_text, roles = text, []
-            if pointers is not None:
-                p = pointers[idx] if idx < len(pointers) else None
-                pt = _pointer_sentence(p, mid, span)
-                if pt is None:
-                    skips["kept_no_role_pointer_entry"] += 1
-                else:
-                    expanded, roles, bad = parsing.expand_pointers(pt, names)
-                    if bad:
-                        skips["kept_role_pointer_not_in_cast"] += len(bad)
-                        common.log.warning("%s entry %d: @%s not in the cast of %s (%d roles)",
-                                           path, idx, bad, mid, len(names))
-                        pointer_text = text  # names stay plain text
-                        roles = []
-                    else:
-                        pointer_text = pt
-            if config.kind == "grounding":  # Movie101-G has no role file: names in the text
-                roles = query_roles(text, names)
-                skips["grounding_queries_with_roles" if roles else
-                      "grounding_queries_without_roles"] += 1
-                skips["grounding_role_mentions"] += len(roles)
-            _check_language(text, "zh", path, skips)
-            out[split].append(_example(mid, f"{mid}_{split}_{idx}", *span, text, pointer_text,
-                                       roles, cast, genres.get(mid, [])))
-    return out
-
-
 def v1_shot_examples(root: pathlib.Path, skips: collections.Counter) -> dict[str, list[dict]]:
     """split -> the Movie101-R-temp shots of a v1 release (`rtemp.shot_examples`)."""
-    split_movies, casts = _v1_read(root, skips)
+    split_movies, casts = v1.v1_read(root)
     names = sorted(set(casts) | {m for ms in split_movies.values() for m in ms})
     return rtemp.shot_examples(root, split_movies, casts, v1_genres(root, names, skips), skips)
-
-
-def _pointer_sentence(p: Any, movie_id: str, span: tuple) -> str | None:
-    """narration_role entry -> its `@k` sentence if it is the same narration."""
-    if not isinstance(p, dict) or str(p.get("movie_id")) != movie_id:
-        return None
-    sents = p.get("sentences") or []
-    try:
-        ts = p.get("timestamps") or []
-        if ts and min(abs(parsing.parse_time(ts[0][0]) - t) for t in span) > 1.0:  # swapped too
-            return None
-    except (parsing.ParseError, TypeError, IndexError):
-        return None
-    return "".join(str(s) for s in sents) or None
-
-
-def _v1_items(root: pathlib.Path, config: Movie101Config, split: str,
-              skips: collections.Counter) -> tuple | None:
-    """(path, rows, pointer rows or None) for one split; a missing file is counted."""
-    if config.kind == "raw":
-        return _v1_raw_items(root, split, skips)
-    folder = "Movie101-N" if config.kind == "narration" else "Movie101-G"
-    path = root / folder / f"{split}.json"
-    if not path.is_file():
-        common.record_skip(skips, "missing_split_file", path, "not in this copy of the release")
-        return None
-    rows = parsing.load_json(path)
-    if not isinstance(rows, list):
-        raise common.ManualDirError(f"{path} must be a list of narrations")
-    pointers = None
-    if config.kind == "narration":
-        ppath = root / "narration_role" / f"{split}.json"
-        if ppath.is_file():
-            praw = parsing.load_json(ppath)
-            pointers = list(praw.values()) if isinstance(praw, dict) else list(praw)
-            if len(pointers) != len(rows):
-                skips["kept_role_file_length_mismatch"] += 1
-        else:
-            common.record_skip(skips, "missing_role_file", ppath, "names kept as plain text")
-    return path, rows, pointers
-
-
-def _v1_raw_items(root: pathlib.Path, split: str, skips: collections.Counter) -> tuple | None:
-    """Movie101-raw clips merged into paragraphs by `parsing.merge_paragraphs`."""
-    ann = root / "Movie101-raw" / "annotation"
-    clips_p, lines_p = ann / "narration_clips.json", ann / "lines.json"
-    for p in (clips_p, lines_p):
-        if not p.is_file():
-            if split == "train":
-                common.record_skip(skips, "missing_raw_file", p, "v1_narration_raw needs it")
-            return None
-    split_movies = parsing.load_json(root / "public_split.json").get(split, [])
-    clips, lines = parsing.load_json(clips_p), parsing.load_json(lines_p)
-    rows = []
-    for mid in split_movies:
-        mid = str(mid)
-        nar = [(s, e, t) for s, e, t in _rows_of(clips, mid, clips_p, skips)]
-        lin = [(s, e) for s, e, _ in _rows_of(lines, mid, lines_p, skips)]
-        for s, e, t in parsing.merge_paragraphs(nar, lin):
-            rows.append({"movie_id": mid, "start_time": s, "end_time": e, "content": t})
-    return clips_p, rows, None
-
-
-def _rows_of(data: Any, mid: str, path: pathlib.Path, skips: collections.Counter) -> list:
-    """(start, end, text) of one movie from a list of rows or a {movie: [rows]} object."""
-    rows = data.get(mid, []) if isinstance(data, dict) else \
-        [r for r in data if isinstance(r, dict) and str(r.get("movie_id")) == mid]
-    out = []
-    for r in rows:
-        span = _span(r, path, skips)
-        if span is not None:
-            out.append((*span, str(r.get("content") or r.get("text") or "").strip()))
-    return out
 
 
 def v2_movies_meta(root: pathlib.Path, skips: collections.Counter) -> dict[str, dict]:
@@ -345,30 +179,38 @@ def v2_examples(root: pathlib.Path, config: Movie101Config, skips: collections.C
             rows.append((s, e, n, text))
         split = parsing.movie_split(mid)
         for s, e, n, text in sorted(rows):
-            plain, pointer_text, roles, unknown = parsing.resolve_roles(text, names, aliases)
+            plain, pointer_text, found, unknown = parsing.resolve_roles(text, names, aliases)
             if unknown:
                 skips["kept_role_not_in_cast"] += len(unknown)
-            _check_language(plain, config.lang, path, skips)
-            out[split].append(_example(mid, f"{mid}_{n}", s, e, plain, pointer_text, roles,
-                                       [dict(c, name=nm) for c, nm in zip(cast, names)],
-                                       meta["genre"]))
+            if found:
+                common.note(skips, f"pointer_targets_{split}")
+            v1.check_language(plain, config.lang, skips)
+            out[split].append(v1.example(mid, f"{mid}_{n}", s, e, plain, pointer_text, found,
+                                         [dict(c, name=nm) for c, nm in zip(cast, names)],
+                                         meta["genre"]))
     return out
 
 
 def movie_examples(root: pathlib.Path, config: Movie101Config, skips: collections.Counter
                    ) -> dict[str, list[dict]]:
-    """split -> one example per movie: cast, portraits (JPEG bytes), features."""
+    """split -> one example per movie: cast, portraits (JPEG bytes), features. A v1 split
+    movie without a meta_anno.json entry is kept with an empty cast (so no role features),
+    as upstream's reader does, counted `kept_movie_without_cast_<split>`."""
     if config.release == "v1":
-        split_movies, casts = _v1_read(root, skips)
-        genres = v1_genres(root, sorted(casts), skips)
-        metas = {m: dict(genre=genres.get(m, []), title="", cast=c) for m, c in casts.items()}
+        split_movies, casts = v1.v1_read(root)
         assign = {m: s for s, ms in split_movies.items() for m in ms}
+        genres = v1_genres(root, sorted(set(casts) | set(assign)), skips)
+        for mid in sorted(set(assign) - set(casts)):
+            common.count(skips, f"kept_movie_without_cast_{assign[mid]}", mid)
+            common.log.warning("movie101/%s: movie %s (%s split) has no entry in %s: kept with "
+                               "an empty cast, no role features", config.name, mid,
+                               assign[mid], root / "metadata" / "meta_anno.json")
+        metas = {m: dict(genre=genres.get(m, []), title="", cast=casts.get(m, []))
+                 for m in set(casts) | set(assign)}
     else:
         metas = v2_movies_meta(root, skips)
         assign = {m: parsing.movie_split(m) for m in metas}
     out: dict[str, list[dict]] = {s: [] for s in V1_SPLITS}
-    for mid in sorted(set(assign) - set(metas)):
-        common.record_skip(skips, "movie_without_cast", mid, "no entry in the metadata")
     portrait_path, portrait_vecs = read_portraits(root)
     if portrait_path is None:
         common.log.warning("movie101/%s: no portrait HDF5 under %s (metadata/portrait_face.hdf5"
@@ -387,7 +229,7 @@ def movie_examples(root: pathlib.Path, config: Movie101Config, skips: collection
                 portraits.append(p.read_bytes())
             else:
                 portraits.append(b"")
-                skips["kept_missing_portrait"] += 1
+                common.count(skips, "kept_missing_portrait", p)
         feats = read_movie_features(root, mid, [c["id"] for c in cast], portrait_vecs, skips,
                                     portrait_path)
         out[assign[mid]].append({
@@ -431,7 +273,11 @@ class Movie101(common.SummaryBuilder, tfds.core.GeneratorBasedBuilder):
     RELEASE_NOTES = {"1.0.0": "v1 / v2 releases, movies configs, synthetic corpus.",
                      "1.1.0": "The release's frame_face / portrait HDF5 layout; v1 genres from "
                               "v2 metadata; Movie101-G roles from the query text; v1_shots "
-                              "(Movie101-R-temp)."}
+                              "(Movie101-R-temp).",
+                     "1.2.0": "v1 split movies without a meta_anno entry kept (empty cast); "
+                              "narration_role/train_merge.json read, its augmentation entries "
+                              "as the train_clips split; role entries matched by (movie, "
+                              "start, end); information counters noted apart from skips."}
     MANUAL_DOWNLOAD_INSTRUCTIONS = MANUAL_DOWNLOAD_INSTRUCTIONS
     BUILDER_CONFIGS = _configs()
     DEFAULT_CONFIG_NAME = "synthetic_narration"
@@ -458,14 +304,14 @@ class Movie101(common.SummaryBuilder, tfds.core.GeneratorBasedBuilder):
             config = dataclasses.replace(config, release="v2")
         else:
             root = check_manual_dir(config, dl_manager._manual_dir)  # noqa: SLF001
-        self.skips = collections.Counter()
+        self.skips = common.Counts()
         try:
             if config.kind == "movies":
                 splits = movie_examples(root, config, self.skips)
             elif config.kind == "shots":
                 splits = v1_shot_examples(root, self.skips)
             elif config.release == "v1":
-                splits = v1_examples(root, config, self.skips)
+                splits = v1.v1_examples(root, config.kind, self.skips)
             else:
                 splits = v2_examples(root, config, self.skips)
         except parsing.ParseError as e:
@@ -477,9 +323,12 @@ class Movie101(common.SummaryBuilder, tfds.core.GeneratorBasedBuilder):
             else:
                 common.log.warning("movie101/%s: split %s has no examples; left out",
                                    config.name, split)
-                self.skips[f"empty_split_{split}"] += 1
+                common.note(self.skips, f"empty_split_{split}")
         if not gens:
-            raise common.ManualDirError(f"{root}: no usable examples for movie101/{config.name}")
+            why = "; ".join(f"{k}: {', '.join(v[:2])}" for k, v in self.skips.named.items()
+                            if not k.startswith((common.KEPT_PREFIX, common.NOTE_PREFIX)))
+            raise common.ManualDirError(f"{root}: no usable examples for movie101/{config.name}"
+                                        + (f" ({why})" if why else ""))
         return gens
 
     def _generate_examples(self, rows: list[dict]) -> Iterator[tuple[str, dict]]:

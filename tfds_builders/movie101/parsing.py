@@ -183,8 +183,9 @@ def merge_paragraphs(narrations: list[tuple[float, float, str]],
                      ) -> list[tuple[float, float, str]]:
     """Movie101-N paragraphs from raw narration clips and actor lines (paper §3.1).
 
-    Our reading: actor lines whose gap to the previous line is <= `gap` seconds belong to
-    one dialogue (a dialogue spans its first line's start to its last line's end); the
+    Our reading: actor lines whose gap to the previous line is below `gap` seconds belong
+    to one dialogue (§3.1: strictly shorter than 5 s; a gap of exactly 5 s starts a new
+    one); a dialogue spans its first line's start to its last line's end. The
     narration clips between two consecutive dialogues (start >= the previous dialogue's
     end and start < the next dialogue's start) are concatenated, in time order, into one
     paragraph spanning the first clip's start to the last clip's end. Narrations before the
@@ -194,7 +195,7 @@ def merge_paragraphs(narrations: list[tuple[float, float, str]],
     lines = sorted(lines)
     dialogues: list[list[float]] = []
     for s, e in lines:
-        if dialogues and s - dialogues[-1][1] <= gap:
+        if dialogues and s - dialogues[-1][1] < gap:
             dialogues[-1][1] = max(dialogues[-1][1], e)
         else:
             dialogues.append([s, e])

@@ -132,7 +132,7 @@ def shot_examples(root: pathlib.Path, split_movies: dict[str, list[str]],
             if movie_split.get(mid, split) != split:
                 skips["kept_shot_movie_in_other_split"] += 1
             if mid not in casts:
-                skips["kept_shot_movie_without_cast"] += 1
+                common.count(skips, "kept_shot_movie_without_cast", mid)
             cast = casts.get(mid, [])
             names = [c["name"] for c in cast]
             roles = query_roles(text, names)
@@ -143,6 +143,6 @@ def shot_examples(root: pathlib.Path, split_movies: dict[str, list[str]],
                 "end": np.float32(e), "text": text, "pointer_text": text,
                 "roles": np.asarray(roles, np.int32), "cast_names": names,
                 "genre": genres.get(mid, [])})
-        skips[f"shots_{split}"] += len(out[split])
-        skips[f"shot_movies_{split}"] += len(offsets)
+        common.note(skips, f"shots_{split}", len(out[split]))
+        common.note(skips, f"shot_movies_{split}", len(offsets))
     return out

@@ -85,6 +85,11 @@ def test_merge_paragraphs_hand_case() -> None:
             (60, 70, "丁。")]
     assert parsing.merge_paragraphs(nars, lines) == [
         (0, 5, "甲。"), (17, 25, "乙，丙。"), (33, 45, "A. B."), (60, 70, "丁。")]
+    # §3.1: lines join a dialogue when the gap is shorter than 5 s; exactly 5 s splits them
+    nars = [(21, 24, "乙。"), (31, 33, "丙。")]
+    assert parsing.merge_paragraphs(nars, [(10, 20), (24.9, 30)]) == [(21, 33, "乙。丙。")]
+    assert parsing.merge_paragraphs(nars, [(10, 20), (25, 30)]) == [(21, 24, "乙。"),
+                                                                   (31, 33, "丙。")]
 
 
 def test_v2_split_is_deterministic_and_stable() -> None:
@@ -106,8 +111,11 @@ def test_v1_fixture_builds_and_counts(tmp_path: pathlib.Path) -> None:
     sk = summary["skipped"]
     assert sk["bad_time"] == 1 and sk["empty_text"] == 1 and sk["missing_split_file"] == 2
     assert sk["kept_times_out_of_order_swapped"] == 1 and sk["kept_times_given_as_strings"] >= 1
-    assert sk["kept_role_pointer_not_in_cast"] == 1 and sk["kept_movie_without_cast"] == 1
-    assert sk["kept_mixed_language"] == 1
+    assert sk["kept_role_pointer_not_in_cast"] == 1 and sk["kept_movie_without_cast_val"] == 1
+    assert sk["kept_mixed_language"] == 1 and sk["bad_role_entry"] == 2  # bad time, no text
+    assert summary["noted"] == {"pointer_targets_val": 2, "empty_split_train": 1,
+                                "empty_split_test": 1}
+    assert summary["named"]["kept_movie_without_cast_val"] == [V1_OTHER]
     recs = {r["start"]: r for r in m101.data_source("v1_narration", "val", tmp_path / "data")}
     assert recs[64.0]["end"] == 70.0 and recs[64.0]["pointer_text"] == "@1看着@0。"
     assert recs[64.0]["roles"].tolist() == [1, 0] and recs[64.0]["cast_names"] == ["老李", "李羊朵"]
@@ -116,8 +124,66 @@ def test_v1_fixture_builds_and_counts(tmp_path: pathlib.Path) -> None:
     assert {k: v.num_examples for k, v in g.info.splits.items()} == {"val": 2}
     mv = m101.prepare("v1_movies", tmp_path / "data", manual)
     summary = json.loads((pathlib.Path(mv.data_dir) / "build_summary.json").read_text())
-    assert summary["skipped"]["movie_without_cast"] == 2  # V1_OTHER and the train movie
-    assert summary["skipped"]["kept_missing_portrait"] == 2
+    # V1_OTHER and the train movie have no meta_anno entry: kept with an empty cast
+    assert summary["examples"] == {"train": 1, "val": 2}
+    assert summary["skipped"] == {"kept_missing_portrait": 2, "kept_movie_without_cast_train": 1,
+                                  "kept_movie_without_cast_val": 1,
+                                  "kept_v1_without_genre": 3, "kept_without_features": 3}
+    other = [r for r in m101.data_source("v1_movies", "val", tmp_path / "data")
+             if r["movie_id"] == V1_OTHER][0]
+    assert other["cast_ids"] == [] and other["portrait_face"].size == 0
+
+
+def test_train_merge_is_read_and_its_augmentation_entries_counted(tmp_path) -> None:
+    """The release's narration_role/train_merge.json (no train.json): Movie101-N train rows
+    get their `@k` sentences by (movie, start, end), whatever the entry order; the other
+    entries are the augmentation clips (split `train_clips`)."""
+    manual = make_v1_fixture(tmp_path / "v1")
+    train, nocast = "7000000000000000009", "7000000000000000008"
+    split = json.loads((manual / "public_split.json").read_text())
+    split["train"].append(nocast)
+    (manual / "public_split.json").write_text(json.dumps(split))
+    anno = json.loads((manual / "metadata" / "meta_anno.json").read_text())
+    anno[train] = {"21": {"name": "a", "rolename": "夏洛"},
+                   "22": {"name": "b", "rolename": "马冬梅"}}
+    (manual / "metadata" / "meta_anno.json").write_text(json.dumps(anno, ensure_ascii=False))
+    rows = [{"movie_id": train, "start_time": 10, "end_time": 20, "content": "夏洛醒来。"},
+            {"movie_id": train, "start_time": 30, "end_time": 41, "content": "马冬梅看着夏洛。"}]
+    (manual / "Movie101-N" / "train.json").write_text(json.dumps(rows, ensure_ascii=False))
+
+    def entry(mid, a, b, s):
+        return {"sentences": [s], "timestamps": [[str(a), str(b)]], "movie_id": mid}
+
+    merged = {"0": entry(train, 12, 15, "@1推门。"),  # augmentation clips come first here
+              "1": entry(train, 30, 41, "@1看着@0。"), "2": entry(train, 10, 20, "@0醒来。"),
+              "3": entry(train, 16, 19, "窗外下雨。"), "4": entry(train, 50, 52, "@7走了。"),
+              "5": entry(nocast, 5, 8, "有人敲门。")}
+    (manual / "narration_role" / "train_merge.json").write_text(
+        json.dumps(merged, ensure_ascii=False))
+    b = m101.prepare("v1_narration", tmp_path / "data", manual)
+    summary = json.loads((pathlib.Path(b.data_dir) / "build_summary.json").read_text())
+    assert summary["examples"] == {"train": 2, "train_clips": 3, "val": 4}
+    assert summary["noted"]["augmentation_entries"] == 4
+    assert summary["noted"]["pointer_targets_train"] == 2
+    assert summary["noted"]["pointer_targets_train_clips"] == 1
+    assert summary["skipped"]["augmentation_pointer_not_in_cast"] == 1  # @7 of a 2-role cast
+    assert summary["skipped"]["kept_movie_without_cast_train_clips"] == 1
+    assert "missing_role_file" not in summary["skipped"]
+    recs = {r["start"]: r for r in m101.data_source("v1_narration", "train", tmp_path / "data")}
+    assert recs[30.0]["pointer_text"] == "@1看着@0。" and recs[30.0]["roles"].tolist() == [1, 0]
+    clips = {r["start"]: r for r in m101.data_source("v1_narration", "train_clips",
+                                                     tmp_path / "data")}
+    assert clips[12.0]["text"] == "马冬梅推门。" and clips[12.0]["pointer_text"] == "@1推门。"
+    assert clips[5.0]["cast_names"] == [] and clips[5.0]["text"] == "有人敲门。"
+    # a role file in neither name: counted and named, the narrations kept with plain names
+    (manual / "narration_role" / "train_merge.json").unlink()
+    b = m101.prepare("v1_narration", tmp_path / "data2", manual)
+    summary = json.loads((pathlib.Path(b.data_dir) / "build_summary.json").read_text())
+    assert summary["examples"] == {"train": 2, "val": 4}
+    assert summary["skipped"]["missing_role_file"] == 1
+    assert "train.json or " in summary["named"]["missing_role_file"][0]
+    assert "train_merge.json" in summary["named"]["missing_role_file"][0]
+    assert "pointer_targets_train" not in summary["noted"]
 
 
 def test_v2_fixture_builds_counts_and_matches_files(tmp_path: pathlib.Path) -> None:
@@ -165,12 +231,21 @@ def test_real_files_build(shared_data, tmp_path, config, version, expect) -> Non
         assert counts == expect
     if config == "v1_movies":  # genres from v2's metadata/meta for the same movie ids
         recs = [r for s in counts for r in m101.data_source(config, s, tmp_path)]
-        assert sum(bool(r["genre"]) for r in recs) == 19  # 19 of the 20 public v2 movies
+        # the 20 public v2 movies are v1 split movies (one, 6969008770273772040, has no
+        # meta_anno entry: kept with an empty cast); their genres come from v2's meta
+        assert sum(bool(r["genre"]) for r in recs) == 20
+        sk = json.loads((pathlib.Path(b.data_dir) / "build_summary.json").read_text())["skipped"]
+        assert counts == {"train": 81, "val": 10, "test": 10}  # every public_split movie
+        assert (sk["kept_movie_without_cast_train"], sk["kept_movie_without_cast_test"]) == (8, 1)
+        assert not [r for r in recs if r["movie_id"] == "6978035501643072031"][0]["cast_ids"]
     if config == "v1_grounding":  # Movie101-G queries: roles named in the text, counted
         recs = list(m101.data_source(config, "val", tmp_path))
-        sk = json.loads((pathlib.Path(b.data_dir) / "build_summary.json").read_text())["skipped"]
+        stored = json.loads((pathlib.Path(b.data_dir) / "build_summary.json").read_text())
+        sk = stored["noted"]  # information counters, not skips
         assert sk["grounding_queries_with_roles"] + sk["grounding_queries_without_roles"] == 2768
         assert sk["grounding_role_mentions"] >= sk["grounding_queries_with_roles"] > 1000
+        skipped = {k: n for k, n in stored["skipped"].items() if not k.startswith("kept_")}
+        assert skipped == {"missing_split_file": 2}  # train/test are not in the sample
         r = next(r for r in recs if len(r["roles"]))
         assert all(r["cast_names"][k] in r["text"] for k in r["roles"])
     if config.startswith("v2_") and config != "v2_movies":

@@ -63,6 +63,33 @@ def test_tokens_round_trip_and_pointer_ids(data_dir) -> None:
     assert data.detokenize(["老", "李", "ok", "go", "。"]) == "老李ok go。"
 
 
+def test_frame_window_first_40_or_uniform_and_150_tokens_plus_eos() -> None:
+    """Upstream's reader: seconds start..end of the clip, the first max_v_l = 40 kept;
+    `pad_sent`: at most 150 tokens, then EOS. "uniform" spreads the rows over the clip."""
+    np.testing.assert_array_equal(data.frame_seconds(100, 190, 40, "first"), np.arange(100, 140))
+    uni = data.frame_seconds(100, 190, 40, "uniform")
+    assert len(uni) == 40 and uni[0] == 100 and uni[-1] == 189
+    np.testing.assert_array_equal(data.frame_seconds(3, 9, 40, "first"), np.arange(3, 9))
+    with pytest.raises(ValueError, match="frame_sampling='middle'"):
+        data.frame_seconds(0, 50, 40, "middle")
+    T, dc, df = 300, 6, 4
+    movie = {"clip": np.arange(T, dtype=np.float32)[:, None] * np.ones((1, dc), np.float32),
+             "s3d": np.ones((T, 2), np.float32), "face": np.zeros((0, 3, df), np.float16),
+             "portrait_face": np.zeros((0, df)), "portrait_face_mask": np.zeros((0,), bool)}
+    words = tuple(data.SPECIALS) + ("甲",)
+    enc = data.Encode({"m": movie}, words, max_frames=40, max_tokens=150, max_roles=4,
+                      max_genres=2, genres=8, frame_dim=dc + 2, face_dim=df, faces=3,
+                      pointer=True, keep_text=True, l2_frames=False)
+    ex = enc.map({"movie_id": "m", "start": 100.0, "end": 190.0, "pointer_text": "甲" * 200,
+                  "cast_names": [], "genre": [], "text": ""})
+    np.testing.assert_array_equal(ex["frames"][:, 0], np.arange(100, 140))  # the first 40 s
+    np.testing.assert_array_equal(ex["clip_frames"][:, 0], uni)  # EMScore: the whole clip
+    assert ex["clip_mask"].all() and ex["clip_frames"].shape == (40, dc)
+    assert ex["frame_mask"].all() and ex["tokens_in"].shape == (151,)
+    assert ex["target_mask"].sum() == 151 and ex["targets"][150] == data.EOS
+    assert (ex["targets"][:150] == 4).all() and ex["tokens_in"][0] == data.BOS
+
+
 @pytest.mark.e2e
 def test_trainer_end_to_end(data_dir, tmp_path) -> None:
     """The loop with EMScore/MNScore on (tiny CLIP and BERT checkpoints written here)."""

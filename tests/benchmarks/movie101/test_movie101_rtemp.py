@@ -110,13 +110,14 @@ def test_offsets_reach_examples_and_evaluation(release) -> None:
         # the per-movie offset is the first listed shot (7, 13, 4, 0 + 20 k here)
         assert tng_data.shot_offsets(c.data, split) == {m: float(v[0][0])
                                                         for m, v in movies.items()}
-    summary = json.loads((pathlib.Path(m101.prepare("v1_shots", c.data.data_dir,
-                                                    build=False).data_dir)
-                          / "build_summary.json").read_text())["skipped"]
+    stored = json.loads((pathlib.Path(m101.prepare("v1_shots", c.data.data_dir,
+                                                   build=False).data_dir)
+                         / "build_summary.json").read_text())
+    summary = stored["skipped"]
     assert summary["bad_shot_entry"] == 2 and summary["bad_shot_name"] == 1
     assert summary["bad_shot_span"] == 1 and summary["empty_text"] == 1
     assert summary["duplicate_shot"] == 1 and summary["kept_shot_off_grid"] == 1
-    assert summary["shots_test"] == sum(len(v) for v in written["test"].values())
+    assert stored["noted"]["shots_test"] == sum(len(v) for v in written["test"].values())
 
     # training pairs: the shot is the frames of the record's own span (its offset kept)
     from vnr.benchmarks.movie101.data import MovieTable

@@ -98,8 +98,8 @@ def test_release_features_reach_examples_and_rmn_trains(release, version, caplog
     assert movie["face"].shape == (40, 3, 512) and movie["portrait_face_mask"].all()
     if version == "v1":
         assert movie["genre"]  # from v2's metadata/meta for the same movie id
-    cov = data.coverage(c.data)
-    assert all(v["with_faces"] == v["with_portraits"] == v["narrations"] > 0
+    cov = data.check(c.data)
+    assert all(v["with_faces"] == v["with_portraits"] == v["used"] == v["narrations"] > 0
                for v in cov.values())
     assert "with frame faces" in caplog.text
     model = task.make_model(c, nnx.Rngs(0))
@@ -174,8 +174,9 @@ def test_pointer_run_without_portraits_stops(tmp_path: pathlib.Path) -> None:
     c = mcn_config.get_config("smoke,v2,en")
     c.data.update(data_dir=str(tmp_path / "tfds"), manual_dir=str(root), vocab_size=32)
     c.data.frame_dim, c.data.face_dim = 32, 16
+    data.prepare(c.data)
     with pytest.raises(ValueError, match="pointer=True but no train narration has a portrait"):
-        data.prepare(c.data)
+        data.check(c.data)
     summary = json.loads((pathlib.Path(m101.prepare("v2_movies", c.data.data_dir, root,
                                                     build=False).data_dir)
                           / "build_summary.json").read_text())

@@ -9,15 +9,24 @@ Latin words, `?!.,`), a vocabulary of the `vocab_size - 4` most frequent trainin
 pointer, a role mention `@k` (k < max_roles, cast member with a portrait feature) is the
 output id `vocab_size + k`; without it (or for `no_pointer` models) the name is plain text.
 
-Batches (B examples, T = max_frames seconds, S = max_tokens):
-  frames     float32 [B,T,Dc+Ds]  CLIP ⊕ S3D rows of the seconds covered, uniformly
-                                  subsampled to T when longer; frame_mask bool [B,T]
+Which narrations are used (a movie without features: left out, counted; without a cast,
+faces or portraits: zeros) is `records.usable`; `check` logs the per-split counts and stops
+a run that cannot mean what its config says (before training starts).
+
+Batches (B examples, T = max_frames seconds, S = max_tokens + 1 positions: BOS + at most
+max_tokens text tokens in, those tokens + EOS out, as upstream's `pad_sent`):
+  frames     float32 [B,T,Dc+Ds]  CLIP ⊕ S3D rows of the seconds covered; a longer clip
+                                  keeps its first T seconds (frame_sampling="first", as
+                                  upstream's max_v_l = 40) or T seconds sampled uniformly
+                                  over it ("uniform", ours); frame_mask bool [B,T]
   faces      float32 [B,T,F,Df]   face features per second, confidence order
   (with `l2_frames`, default, as upstream: each second's CLIP ⊕ S3D ⊕ faces row has unit norm)
   genre      int32 [B,G]          crc32(genre) % genres, -1 = pad
   portraits  float32 [B,R,Df], role_mask bool [B,R]
   tokens_in, targets int32 [B,S], target_mask bool [B,S]
-  (eval only) ref, cast: object [B] reference text and the cast names joined by "\\t"
+  (eval only) ref, cast: object [B] reference text and the cast names joined by "\\t";
+             clip_frames float32 [B,T,Dc], clip_mask [B,T]: CLIP rows spread uniformly over
+             the whole clip (EMScore scores the clip, whatever frame_sampling gives the model)
 """
 
 from __future__ import annotations
@@ -25,26 +34,24 @@ from __future__ import annotations
 import collections
 import dataclasses
 import json
-import logging
 import os
 import re
-import threading
 import zlib
 from typing import Any
 
 import grain
 import numpy as np
 
+from vnr.benchmarks.movie101 import records
+from vnr.benchmarks.movie101.records import MovieTable
 from vnr.data import pipeline
 from vnr.data.text import words
 
 PAD, BOS, EOS, UNK = 0, 1, 2, 3
 SPECIALS = ("<pad>", "<bos>", "<eos>", "<unk>")
+FRAME_SAMPLING = ("first", "uniform")
 _POINTER = re.compile(r"(@\d+)")
-_LOCK = threading.Lock()
-_CHECKED: set[tuple] = set()
 _NAMES: dict[tuple, list[str]] = {}
-log = logging.getLogger(__name__)
 
 
 def segments(pointer_text: str) -> list[str]:
@@ -77,9 +84,7 @@ def detokenize(toks: list[str]) -> str:
 
 
 def _source(cfg: Any, config: str, split: str):
-    from tfds_builders import movie101
-
-    return movie101.data_source(config, split, cfg.data_dir, manual_dir=cfg.manual_dir or None)
+    return records.source(cfg, config, split)
 
 
 def vocab(cfg: Any) -> list[str]:
@@ -99,51 +104,6 @@ def vocab(cfg: Any) -> list[str]:
     return v
 
 
-class MovieTable:
-    """movie_id -> movie record of the `*_movies` config (all splits), picklable, lazily
-    indexed per process, with a small cache of recently used movies."""
-
-    def __init__(self, cfg: Any):
-        self.config, self.data_dir = cfg.movies_config, os.path.abspath(cfg.data_dir)
-        self.manual_dir = cfg.manual_dir or None
-        self._index: dict[str, tuple[str, int]] | None = None
-        self._sources: dict[str, Any] = {}
-        self._cache: collections.OrderedDict = collections.OrderedDict()
-
-    def _open(self) -> None:
-        from tfds_builders import movie101
-
-        with _LOCK:  # grain maps in threads: index once, publish when complete
-            if self._index is not None:
-                return
-            index, sources = {}, {}
-            for split in movie101.split_names(self.config, self.data_dir, self.manual_dir):
-                src = movie101.data_source(self.config, split, self.data_dir, self.manual_dir)
-                sources[split] = src
-                for i in range(len(src)):
-                    index[src[i]["movie_id"]] = (split, i)
-            self._sources = sources
-            self._index = index
-
-    def __getitem__(self, movie_id: str) -> dict:
-        if movie_id in self._cache:
-            self._cache.move_to_end(movie_id)
-            return self._cache[movie_id]
-        if self._index is None:
-            self._open()
-        if movie_id not in self._index:
-            raise KeyError(f"movie {movie_id} is not in movie101/{self.config}")
-        split, i = self._index[movie_id]
-        rec = self._sources[split][i]
-        self._cache[movie_id] = rec
-        if len(self._cache) > 8:
-            self._cache.popitem(last=False)
-        return rec
-
-    def __getstate__(self) -> dict:
-        return dict(self.__dict__, _index=None, _sources={}, _cache=collections.OrderedDict())
-
-
 @dataclasses.dataclass(frozen=True)
 class Encode(grain.transforms.Map):
     """Narration record -> fixed-size arrays (see the module docstring)."""
@@ -161,6 +121,7 @@ class Encode(grain.transforms.Map):
     pointer: bool
     keep_text: bool = False
     l2_frames: bool = True
+    frame_sampling: str = "first"
 
     def map(self, rec: dict) -> dict[str, np.ndarray]:
         movie = self.table[rec["movie_id"]]
@@ -174,9 +135,7 @@ class Encode(grain.transforms.Map):
         n = min(len(clip), len(s3d))
         lo = int(np.clip(np.floor(rec["start"]), 0, n - 1))
         hi = int(np.clip(np.ceil(rec["end"]), lo + 1, n))
-        idx = np.arange(lo, hi)
-        if len(idx) > self.max_frames:
-            idx = idx[np.linspace(0, len(idx) - 1, self.max_frames).round().astype(int)]
+        idx = frame_seconds(lo, hi, self.max_frames, self.frame_sampling)
         T = self.max_frames
         frames = np.zeros((T, self.frame_dim), np.float32)
         frames[: len(idx)] = np.concatenate([clip[idx], s3d[idx]], -1)
@@ -199,8 +158,8 @@ class Encode(grain.transforms.Map):
             k = min(R, len(pf))
             portraits[:k], role_mask[:k] = pf[:k], pm[:k]
         ids = self.token_ids(rec["pointer_text"], rec["cast_names"], role_mask)
-        S = self.max_tokens
-        ids = ids[: S - 1]
+        S = self.max_tokens + 1  # BOS + tokens in, tokens + EOS out
+        ids = ids[: self.max_tokens]
         tokens_in = np.zeros((S,), np.int32)
         targets = np.zeros((S,), np.int32)
         tokens_in[0], tokens_in[1: len(ids) + 1] = BOS, ids
@@ -209,7 +168,11 @@ class Encode(grain.transforms.Map):
                "genre": genre, "portraits": portraits, "role_mask": role_mask,
                "tokens_in": tokens_in, "targets": targets,
                "target_mask": np.arange(S) <= len(ids)}
-        if self.keep_text:
+        if self.keep_text:  # EMScore's frames: CLIP rows over the whole clip, not the window
+            em = frame_seconds(lo, hi, T, "uniform")
+            out["clip_frames"] = np.zeros((T, clip.shape[1]), np.float32)
+            out["clip_frames"][: len(em)] = clip[em]
+            out["clip_mask"] = np.arange(T) < len(em)
             out["ref"] = np.array(rec["text"], dtype=object)
             out["cast"] = np.array("\t".join(rec["cast_names"]), dtype=object)
         return out
@@ -230,10 +193,25 @@ class Encode(grain.transforms.Map):
         return ids
 
 
+def frame_seconds(lo: int, hi: int, max_frames: int, sampling: str) -> np.ndarray:
+    """Feature seconds lo..hi-1 of a clip, at most `max_frames` of them: the first ones
+    ("first": upstream's reader keeps the first max_v_l = 40) or spread uniformly over the
+    clip ("uniform")."""
+    idx = np.arange(lo, hi)
+    if len(idx) <= max_frames:
+        return idx
+    if sampling == "first":
+        return idx[:max_frames]
+    if sampling == "uniform":
+        return idx[np.linspace(0, len(idx) - 1, max_frames).round().astype(int)]
+    raise ValueError(f"data.frame_sampling={sampling!r}: choose one of {FRAME_SAMPLING}")
+
+
 def _encode(cfg: Any, keep_text: bool) -> Encode:
     return Encode(MovieTable(cfg), tuple(vocab(cfg)), cfg.max_frames, cfg.max_tokens,
                   cfg.max_roles, cfg.max_genres, cfg.genres, cfg.frame_dim, cfg.face_dim,
-                  cfg.faces, cfg.pointer, keep_text, cfg.get("l2_frames", True))
+                  cfg.faces, cfg.pointer, keep_text, cfg.get("l2_frames", True),
+                  cfg.get("frame_sampling", "first"))
 
 
 def clip_width(cfg: Any) -> int:
@@ -265,68 +243,64 @@ def all_cast_names(cfg: Any) -> list[str]:
     return _NAMES[key]
 
 
-def coverage(cfg: Any) -> dict[str, dict[str, int]]:
-    """split -> {narrations, with_faces, with_portraits}: narrations whose movie has frame
-    face features / at least one cast portrait feature (what the role pointer needs)."""
+def check(cfg: Any) -> dict[str, dict[str, int]]:
+    """Logs each split's counts (`records.coverage`) and stops, with one line, a run that
+    cannot mean what its config says: no usable training narration; the role pointer on
+    without any training narration that has a pointer target (naming where they were looked
+    for: the role file, or the portrait features); frame faces requested but none there."""
     from tfds_builders import movie101
 
-    table = MovieTable(cfg)
-    table._open()
-    flags = {}
-    for mid, (split, i) in table._index.items():
-        rec = table._sources[split][i]
-        flags[mid] = (bool(len(rec["face"])), bool(np.any(rec["portrait_face_mask"])))
-    out = {}
-    for split in movie101.split_names(cfg.config, cfg.data_dir, cfg.manual_dir or None):
-        src = _source(cfg, cfg.config, split)
-        c = collections.Counter()
-        for i in range(len(src)):
-            f, p = flags.get(src[i]["movie_id"], (False, False))
-            c["narrations"] += 1
-            c["with_faces"] += f
-            c["with_portraits"] += p
-        out[split] = {k: int(c[k]) for k in ("narrations", "with_faces", "with_portraits")}
-    return out
-
-
-def check_coverage(cfg: Any, cov: dict[str, dict[str, int]]) -> None:
-    """Logs the per-split counts; a pointer run without any portrait (or a run fed frame
-    faces without any) in its training split is an error, not a model that cannot point."""
-    for split, c in cov.items():
-        log.info("movie101/%s %s: %d narrations, %d with frame faces, %d with portrait "
-                 "features", cfg.config, split, c["narrations"], c["with_faces"],
-                 c["with_portraits"])
-    train = cov.get(cfg.train_split, {"with_faces": 0, "with_portraits": 0})
+    splits = movie101.split_names(cfg.config, cfg.data_dir, cfg.manual_dir or None)
+    wanted = [s for s in dict.fromkeys([*cfg.train_split.split("+"), *splits])]
+    cov = records.coverage(cfg, wanted)
+    records.log_coverage(cfg, cov)
+    train = collections.Counter()
+    for part in cfg.train_split.split("+"):
+        train.update(cov[part])
     where = (f"movie101/{cfg.movies_config} (features under data.manual_dir="
              f"{cfg.manual_dir!r}; layout in tfds_builders/movie101/features.py)")
+    if not train["used"]:
+        raise ValueError(f"no {cfg.train_split} narration of movie101/{cfg.config} has a movie "
+                         f"with CLIP/S3D features in {where}")
     if cfg.pointer and not train["with_portraits"]:
         raise ValueError(f"data.pointer=True but no {cfg.train_split} narration has a portrait "
                          f"feature in {where}: the role pointer could never point (set "
                          "data.pointer=False for a model without it)")
+    if cfg.pointer and not train["with_role_targets"]:
+        raise ValueError(f"data.pointer=True but no {cfg.train_split} narration of "
+                         f"movie101/{cfg.config} has a role-pointer target: "
+                         f"{pointer_source(cfg)}")
     if cfg.faces and not train["with_faces"]:
         raise ValueError(f"data.faces={cfg.faces} but no {cfg.train_split} narration has frame "
                          f"face features in {where} (data.faces=0: the w/o f_v model)")
+    return cov
+
+
+def pointer_source(cfg: Any) -> str:
+    """Where a config's `@k` pointer targets come from, for error messages."""
+    if cfg.config.startswith("v1_"):
+        from tfds_builders.movie101 import roles
+
+        return (f"they come from {roles.looked_for(cfg.manual_dir, 'train')} (the release's "
+                "narration_role files), whose @k sentences must match Movie101-N/train.json "
+                "rows by (movie, start, end)")
+    return ("they come from the [Name] marks of the narration files that name a cast member "
+            "with a portrait feature")
 
 
 def prepare(cfg: Any) -> None:
-    """Builds the narration and movies datasets and the vocabulary (before any workers),
-    logs and checks the face / portrait coverage once per process."""
+    """Builds the narration and movies datasets and the vocabulary (before any workers)."""
     from tfds_builders import movie101
 
     movie101.prepare(cfg.movies_config, cfg.data_dir, cfg.manual_dir or None)
     vocab(cfg)
-    key = (cfg.config, cfg.movies_config, os.path.abspath(cfg.data_dir), bool(cfg.pointer),
-           int(cfg.faces), cfg.train_split)
-    if key not in _CHECKED:
-        check_coverage(cfg, coverage(cfg))
-        _CHECKED.add(key)
 
 
 def train_dataset(cfg: Any, batch_size: int, seed: int, process_index: int = 0,
                   process_count: int = 1) -> grain.IterDataset:
     """Endless, per-epoch reshuffled batches for one process."""
     prepare(cfg)
-    ds = grain.MapDataset.source(_source(cfg, cfg.config, cfg.train_split))
+    ds = grain.MapDataset.source(records.usable_source(cfg, cfg.train_split))
     ds = ds.seed(seed).shuffle().repeat(None).map(_encode(cfg, False))
     ds = ds.batch(batch_size, drop_remainder=True)[process_index::process_count]  # p-th block
     return pipeline.to_iter(ds, cfg.num_workers)
@@ -334,8 +308,9 @@ def train_dataset(cfg: Any, batch_size: int, seed: int, process_index: int = 0,
 
 def eval_batches(cfg: Any, split: str, batch_size: int, max_examples: int = 0,
                  process_index: int = 0, process_count: int = 1):
-    """(iterator of per-process batches with `ref`/`cast`, batches per process)."""
-    src = _source(cfg, cfg.config, split)
+    """(iterator of per-process batches with `ref`/`cast`, batches per process) over the
+    split's usable narrations (`records.usable`)."""
+    src = records.usable_source(cfg, split)
     n = min(len(src), max_examples) if max_examples else len(src)
     ds = grain.MapDataset.source(src)[:n].map(_encode(cfg, True))
     local = batch_size // process_count

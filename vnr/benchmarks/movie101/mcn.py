@@ -12,8 +12,9 @@ upstream's rolef1.py (`role_f1`, shown in the table and used by MNScore; our mic
   * eval.bert_model: `bertscore` at eval.bert_layer (0 = last), rescaled by
     eval.bert_baseline (< 0: estimated from mismatched reference pairs, `bert_baseline`);
   * eval.clip_model (a CLIP or Chinese-CLIP checkpoint, resolved offline): EMScore(X, V) of
-    each hypothesis against its clip's CLIP frame features (the first
-    `data.clip_width(cfg)` columns of `frames`, eval.em_frames sampled; 0 = all): `emscore`,
+    each hypothesis against its clip's CLIP frame features (the batch's `clip_frames`:
+    rows spread over the whole clip, whatever window the model reads; eval.em_frames of
+    them sampled, 0 = all): `emscore`,
     em_coarse, em_fine_p/r/f (idf-weighted P when eval.em_idf). A projection width other
     than the features' is a one-line error before decoding;
   * both: `mnscore` (Eq. 2) with EM = em_fine_f (eval.mnscore_em="fine") or emscore ("full").
@@ -40,7 +41,7 @@ from flax import nnx
 from vnr import evaluation
 from vnr import task as task_lib
 from vnr.benchmarks.movie101 import caption_metrics as cm
-from vnr.benchmarks.movie101 import data
+from vnr.benchmarks.movie101 import data, records
 from vnr.benchmarks.movie101.narrator import RMN, rmn_bank_step, rmn_step
 from vnr.models.compute import float32
 from vnr.models.encoders import loading
@@ -57,6 +58,17 @@ def validate(config: Any) -> None:
                          "Movie101 release with features/; see tfds_builders/movie101/README.md)")
     if d.manual_dir and not pathlib.Path(d.manual_dir).is_dir():
         raise ValueError(f"data.manual_dir={d.manual_dir!r} does not exist")
+    if d.get("frame_sampling", "first") not in data.FRAME_SAMPLING:
+        raise ValueError(f"data.frame_sampling={d.frame_sampling!r}: choose one of "
+                         f"{data.FRAME_SAMPLING}")
+    if d.pointer and d.config == "v1_narration" and "train" in d.train_split.split("+"):
+        from tfds_builders.movie101 import roles
+
+        if roles.role_file(pathlib.Path(d.manual_dir), "train") is None:
+            raise ValueError(f"data.pointer=True but {roles.looked_for(d.manual_dir, 'train')} "
+                             "does not exist: the train split would have no role-pointer "
+                             "targets (the release ships narration_role/train_merge.json; "
+                             "data.pointer=False for a model without the pointer)")
     if d.vocab_size <= len(data.SPECIALS):
         raise ValueError(f"data.vocab_size={d.vocab_size} must exceed {len(data.SPECIALS)}")
     if config.eval.beam_size < 1:
@@ -81,7 +93,8 @@ def check_splits(config: Any) -> None:
 
     d = config.data
     have = movie101.split_names(d.config, d.data_dir, d.manual_dir or None)
-    task_lib.require_splits(config, have, f"movie101/{d.config}")
+    task_lib.require_splits(config, have, f"movie101/{d.config}", joined=True)
+    data.check(d)  # per-split counts in the log; a run that cannot mean its config stops
 
 
 def make_model(config: Any, rngs: nnx.Rngs) -> RMN:
@@ -133,11 +146,12 @@ def predict(config: Any, model: RMN, batch: dict) -> dict[str, jax.Array]:
         step = rmn_bank_step
     seqs, scores, lengths, _ = beam_search(
         functools.partial(step, graph), state, batch_size=B, beam_size=K,
-        max_len=config.data.max_tokens, bos_id=data.BOS, eos_id=data.EOS,
+        max_len=config.data.max_tokens + 1, bos_id=data.BOS, eos_id=data.EOS,
         alpha=config.eval.alpha, consts=consts)
     out = {"tokens": seqs[:, 0], "length": lengths[:, 0], "valid": batch["frame_mask"].any(-1)}
     if config.eval.clip_model:  # EMScore reads the release's CLIP frame features on the host
-        out.update(frames=batch["frames"], frame_mask=batch["frame_mask"])
+        out.update(frames=batch.get("clip_frames", batch["frames"]),
+                   frame_mask=batch.get("clip_mask", batch["frame_mask"]))
     return out
 
 
@@ -182,6 +196,7 @@ def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.M
         metrics["mnscore"] = cm.mnscore(em / 100, metrics["bertscore"] / 100,
                                         metrics["role_f1"] / 100)
     metrics["narrations"] = float(len(hyps))
+    metrics["left_out"] = float(sum(records.usable(d, split)[1].values()))
     if report_dir is not None:
         path = report_dir / f"{split}_narrations.txt"
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -33,7 +33,9 @@ import optax
 from flax import nnx
 
 from vnr import evaluation
+from vnr import task as task_lib
 from vnr.benchmarks.movie101 import grounding_metrics as gm
+from vnr.benchmarks.movie101 import records
 from vnr.benchmarks.movie101 import tng_data as data
 from vnr.benchmarks.movie101.grounding import RNL, TAN2D, ShotDualEncoder
 from vnr.models.compute import float32
@@ -83,6 +85,16 @@ def make_model(config: Any, rngs: nnx.Rngs) -> RNL | TAN2D | ShotDualEncoder:
                width=m.width, n_clips=d.n_clips, portraits=m.portraits,
                heads=m.get("heads", 4), blocks=m.get("blocks", 3),
                local_layers=m.get("local_layers", 2), rngs=rngs)
+
+
+def check_splits(config: Any) -> None:
+    from tfds_builders import movie101
+
+    d = config.data
+    have = movie101.split_names(d.config, d.data_dir, d.manual_dir or None)
+    task_lib.require_splits(config, have, f"movie101/{d.config}")
+    data.check(d, faces=not _global(config))  # per-split counts in the log; stops a run
+    # that cannot mean what its config says
 
 
 def prepare_data(config: Any) -> None:
@@ -149,7 +161,9 @@ def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.M
                                       jax.process_index(), pc)
     out = evaluation.predict_split(it, n_batches, predict_fn, mesh,
                                    config.eval_batch_size // pc, name=f"movie101 tng {split}")
-    return score_windows(out["scores"], out["gt"], config.data.n_clips)
+    metrics = score_windows(out["scores"], out["gt"], config.data.n_clips)
+    metrics["left_out"] = float(sum(records.usable(config.data, split)[1].values()))
+    return metrics
 
 
 def score_windows(scores: np.ndarray, gt: np.ndarray, n: int) -> dict[str, float]:
@@ -266,6 +280,7 @@ def evaluate_global(config: Any, split: str, predict_fn: Callable, mesh: jax.sha
                 gm.random_retrieval_recall(np.array(n_shots), np.array(n_pos), KS).items()})
     out["narrations"] = float(q)
     out["no_positive"] = float(sum(p == 0 for p in n_pos))
+    out["left_out"] = float(sum(records.usable(d, split)[1].values()))
     return out
 
 

@@ -32,7 +32,8 @@ import grain
 import numpy as np
 
 from vnr.benchmarks.movie101 import grounding_metrics as gm
-from vnr.benchmarks.movie101.data import MovieTable, _source
+from vnr.benchmarks.movie101 import records
+from vnr.benchmarks.movie101.records import MovieTable
 from vnr.data import pipeline, text
 
 
@@ -116,10 +117,30 @@ def prepare(cfg: Any) -> None:
     movie101.prepare(cfg.movies_config, cfg.data_dir, cfg.manual_dir or None)
 
 
+def check(cfg: Any, faces: bool = True) -> None:
+    """Logs each split's counts (`records.coverage`: narrations left out by the rule of
+    `records`, without cast / faces / portraits); no usable training narration, or frame
+    faces requested (`faces` and data.faces) where there are none, stop the run with one
+    line."""
+    from tfds_builders import movie101
+
+    cov = records.coverage(cfg, movie101.split_names(cfg.config, cfg.data_dir,
+                                                     cfg.manual_dir or None))
+    records.log_coverage(cfg, cov)
+    train = cov.get(cfg.train_split, {})
+    where = f"movie101/{cfg.movies_config} (features under data.manual_dir={cfg.manual_dir!r})"
+    if not train.get("used"):
+        raise ValueError(f"no {cfg.train_split} narration of movie101/{cfg.config} has a movie "
+                         f"with CLIP/S3D features in {where}")
+    if faces and cfg.faces and not train.get("with_faces"):
+        raise ValueError(f"data.faces={cfg.faces} but no {cfg.train_split} narration has frame "
+                         f"face features in {where} (data.faces=0: the w/o f_v model)")
+
+
 def train_dataset(cfg: Any, batch_size: int, seed: int, process_index: int = 0,
                   process_count: int = 1) -> grain.IterDataset:
     prepare(cfg)
-    ds = grain.MapDataset.source(_source(cfg, cfg.config, cfg.train_split))
+    ds = grain.MapDataset.source(records.usable_source(cfg, cfg.train_split))
     ds = ds.seed(seed).shuffle().repeat(None).random_map(_window(cfg, True))
     ds = ds[process_index::process_count].batch(batch_size, drop_remainder=True)
     return ds.to_iter_dataset()
@@ -127,8 +148,9 @@ def train_dataset(cfg: Any, batch_size: int, seed: int, process_index: int = 0,
 
 def eval_batches(cfg: Any, split: str, batch_size: int, max_examples: int = 0,
                  process_index: int = 0, process_count: int = 1):
-    """(iterator of per-process batches, batches per process); the last may be short."""
-    src = _source(cfg, cfg.config, split)
+    """(iterator of per-process batches, batches per process) over the split's usable
+    narrations (`records.usable`); the last batch may be short."""
+    src = records.usable_source(cfg, split)
     n = min(len(src), max_examples) if max_examples else len(src)
     ds = grain.MapDataset.source(src)[:n].seed(0).random_map(_window(cfg, False))
     local = batch_size // process_count
@@ -184,7 +206,7 @@ def shot_offsets(cfg: Any, split: str) -> dict[str, float]:
     of the v1_shots config); {} unless data.shot_source = "rtemp"."""
     if not given_shots(cfg):
         return {}
-    src = _source(cfg, cfg.config, split)
+    src = records.source(cfg, cfg.config, split)
     out: dict[str, float] = {}
     for i in range(len(src)):
         r = src[i]
@@ -234,7 +256,7 @@ class ShotPair(grain.transforms.RandomMap):
 def shot_train_dataset(cfg: Any, batch_size: int, seed: int, process_index: int = 0,
                        process_count: int = 1) -> grain.IterDataset:
     prepare(cfg)
-    ds = grain.MapDataset.source(_source(cfg, cfg.config, cfg.train_split))
+    ds = grain.MapDataset.source(records.usable_source(cfg, cfg.train_split))
     ds = ds.seed(seed).shuffle().repeat(None).random_map(
         ShotPair(MovieTable(cfg), cfg.shot_len, cfg.max_tokens, cfg.vocab_size,
                  given_shots(cfg)))
@@ -243,8 +265,9 @@ def shot_train_dataset(cfg: Any, batch_size: int, seed: int, process_index: int 
 
 
 def split_movies(cfg: Any, split: str, max_examples: int = 0) -> dict[str, list[dict]]:
-    """movie_id -> its narration records (first `max_examples` of the split, in order)."""
-    src = _source(cfg, cfg.config, split)
+    """movie_id -> its narration records (the first `max_examples` usable ones of the split,
+    `records.usable`, in order)."""
+    src = records.usable_source(cfg, split)
     n = min(len(src), max_examples) if max_examples else len(src)
     out: dict[str, list[dict]] = {}
     for i in range(n):

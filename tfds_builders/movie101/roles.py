@@ -1,0 +1,113 @@
+"""The release's role-pointer files: `@k` sentences for Movie101-N paragraphs (RMN's data).
+
+The release ships `narration_role/train_merge.json`, `val.json` and `test.json` (under
+`Movie101v1/baseline/RMN/data/`), each an object {entry id: {sentences: [one sentence with
+`@k` = the k-th role of the movie in meta_anno.json order], timestamps: [[start, end]]
+(strings of whole seconds), movie_id}}. For a split the builder reads `{split}.json`, and
+for train also `train_merge.json` (first found wins; `role_file`).
+
+`train_merge.json` is Movie101-N train plus augmentation clips: the RMN README says
+fine-grained clips from Movie101-raw are added to the training set of Movie101-N, and
+upstream's reader (`readers/caption_data.py`) trains on every entry of the file (its
+`name_file` is read by nobody). The file itself was not readable in the repository
+snapshot we had (a large file); from the entry ids, one running counter over the three
+files (val 35833-37248, test 37249-38616), it presumably holds ids 0-35832: 35,833 entries
+= 11,325 Movie101-N train paragraphs + 24,508, the size of Movie101-G train (the unmerged
+narration clips of the train movies). An entry is a paragraph when its (movie, start, end)
+is a Movie101-N row's (the first such entry; a one-clip paragraph and its clip share a
+key); every other entry is an augmentation entry, kept as the `train_clips` split.
+
+Entries are matched to Movie101-N rows by (movie id, start, end) in whole seconds (as
+upstream's reader reads them, `int(timestamp)`); on the public val and test files every
+row matches one entry (and the order agrees too).
+"""
+
+from __future__ import annotations
+
+import collections
+import pathlib
+from typing import Any
+
+from tfds_builders import common
+from tfds_builders.movie101 import parsing
+
+ROLE_DIR = "narration_role"
+AUGMENTED = "train_merge.json"  # Movie101-N train + augmentation clips (the release's name)
+CLIPS_SPLIT = "train_clips"  # the augmentation entries of train_merge.json
+
+
+def role_file_names(split: str) -> tuple[str, ...]:
+    """File names looked for under narration_role/ for `split`, in order."""
+    return (f"{split}.json", AUGMENTED) if split == "train" else (f"{split}.json",)
+
+
+def role_file(root: pathlib.Path, split: str) -> pathlib.Path | None:
+    """The split's role file under `root` (the first of `role_file_names` that exists)."""
+    return next((root / ROLE_DIR / n for n in role_file_names(split)
+                 if (root / ROLE_DIR / n).is_file()), None)
+
+
+def looked_for(root: pathlib.Path | str, split: str) -> str:
+    """`<root>/narration_role/train.json or .../train_merge.json`, for messages."""
+    return " or ".join(str(pathlib.Path(root) / ROLE_DIR / n) for n in role_file_names(split))
+
+
+def key(movie_id: Any, start: float, end: float) -> tuple[str, int, int]:
+    """(movie, start, end) in whole seconds, the key entries and narrations are matched by."""
+    return str(movie_id), int(start), int(end)
+
+
+class RoleFile:
+    """One role file: its entries in file order, the first entry of each key, and which
+    entries narrations used."""
+
+    def __init__(self, path: pathlib.Path, skips: collections.Counter):
+        self.path = path
+        raw = parsing.load_json(path)
+        items = list(raw.items()) if isinstance(raw, dict) else list(enumerate(raw)) \
+            if isinstance(raw, list) else None
+        if items is None:
+            raise common.ManualDirError(f"{path} must be an object {{id: {{sentences, "
+                                        "timestamps, movie_id}}}")
+        self.entries: list[tuple[str, str, str, float, float]] = []  # id, movie, @k, s, e
+        self.first: dict[tuple, int] = {}
+        for eid, e in items:
+            got = _entry(e)
+            if got is None:
+                common.record_skip(skips, "bad_role_entry", path, f"entry {eid}")
+                continue
+            k = key(got[0], got[2], got[3])
+            if k in self.first:  # e.g. a one-clip paragraph and its clip in train_merge
+                common.note(skips, "role_entries_sharing_a_key", what=f"{path} entry {eid}")
+            self.first.setdefault(k, len(self.entries))
+            self.entries.append((str(eid), *got))
+        self.used: set[int] = set()
+
+    def sentence(self, movie_id: str, start: float, end: float) -> str | None:
+        """The `@k` sentence of the narration (movie, start, end): the first entry with its
+        key; None when none matches."""
+        i = self.first.get(key(movie_id, start, end))
+        if i is None:
+            return None
+        self.used.add(i)
+        return self.entries[i][2]
+
+    def unused(self) -> list[tuple[str, str, str, float, float]]:
+        """(entry id, movie, sentence, start, end) of the entries no narration used, in
+        file order (a second entry with a used key included: upstream trains on both)."""
+        return [e for i, e in enumerate(self.entries) if i not in self.used]
+
+
+def _entry(e: Any) -> tuple[str, str, float, float] | None:
+    """(movie, sentence, start, end) of one entry; None when it is not usable."""
+    if not isinstance(e, dict) or "movie_id" not in e:
+        return None
+    sents, ts = e.get("sentences"), e.get("timestamps")
+    if not isinstance(sents, list) or not sents or not isinstance(ts, list) or not ts:
+        return None
+    try:
+        s, t, _ = parsing.parse_span(ts[0][0], ts[0][1])
+    except (parsing.ParseError, TypeError, IndexError, KeyError):
+        return None
+    sentence = "".join(str(x) for x in sents).strip()
+    return (str(e["movie_id"]), sentence, s, t) if sentence else None
