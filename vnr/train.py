@@ -226,7 +226,10 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
     _say(primary, f"model: {n_params:,} parameters{frozen}; mesh {dict(mesh.shape)}; "
                   f"{jax.process_count()} process(es); workdir {workdir}")
 
-    data_iter = _train_iterator(task, config, s.local_batch)
+    try:  # building or opening the dataset: a bad input is one line, not a traceback
+        data_iter = _train_iterator(task, config, s.local_batch)
+    except (ValueError, FileNotFoundError) as e:
+        raise ConfigError(" ".join(str(e).split())) from e
     if check_splits := task_lib.hook(task, "check_splits"):
         try:
             check_splits(config)
