@@ -211,7 +211,7 @@ def section_dtw(sz: Sizes, data_dir: str, found: dict) -> list[str]:
 
     soft, errors = bdtw.soft_rows(sz.soft_sizes, sz.repeats, references=("ott",))
     drop = bdtw.drop_row(sz.repeats, sz.drop_size)
-    rows = [(f"soft-DTW fwd+bwd {r['size']}", f"{r['ours'] * 1e3:.2f}",
+    rows = [(f"soft-DTW fwd+bwd {r['size']} vs ott-jax", f"{r['ours'] * 1e3:.2f}",
              "not measured" if r["ott"] is None else f"{r['ott'] * 1e3:.2f}",
              "" if r["ott"] is None else f"{r['ott'] / r['ours']:.1f}x",
              "" if r["diff_ott"] is None else f"{r['diff_ott']:.2g}") for r in soft]

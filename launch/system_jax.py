@@ -22,7 +22,6 @@ import re
 import subprocess
 import sys
 import tempfile
-import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -42,6 +41,8 @@ def _release(version: str) -> tuple[int, ...]:
 
 def requirements(extras: tuple[str, ...] = ("test",)) -> list[str]:
     """pyproject.toml's dependencies plus the named extras."""
+    import tomllib  # Python >= 3.11, checked first by `main`
+
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     reqs = list(project["dependencies"])
     for extra in extras:
@@ -118,6 +119,10 @@ def main(argv: list[str]) -> int:
     p.add_argument("command", choices=("check", "install"))
     p.add_argument("--report", help="install: resolve only and write pip's JSON report here")
     a = p.parse_args(argv)
+    if sys.version_info < (3, 11):  # noqa: UP036 - the host interpreter, not yet checked
+        print(f"error: vnr needs Python >= 3.11; {sys.executable} is "
+              f"{'.'.join(map(str, sys.version_info[:3]))} (set PYTHON=)", file=sys.stderr)
+        return 2
     error = check(host=a.command == "check")
     if error:
         print(f"error: {error}", file=sys.stderr)
