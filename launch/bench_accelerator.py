@@ -22,7 +22,8 @@ as a dated file under ``launch/results/``):
 
 A section that fails says so in one line and the others still run. ``--smoke``: every section
 at tiny sizes (the CPU test of this file, so the report cannot rot); ``--data_dir``: where the
-synthetic corpus of the paper row is (built there on first use).
+synthetic corpus of the paper row is (built there on first use); ``--only train,decode``: a
+subset of the sections (e.g. to fit a machine's time limit).
 """
 
 from __future__ import annotations
@@ -49,6 +50,8 @@ flags.DEFINE_string("out", None, "Markdown report to write (e.g. launch/results/
 flags.DEFINE_bool("smoke", False, "Every section at tiny sizes (CPU test of the report).")
 flags.DEFINE_string("data_dir", "", "TFDS data_dir of the paper row's synthetic corpus "
                     "(default: the config's, data/tfds).")
+flags.DEFINE_list("only", [], "Run only these sections (train, attention, decode, dtw, "
+                  "contrastive, input), e.g. to fit a time limit; versions and targets always.")
 
 PAPER_ROW = "frame_shot,paper"  # configs/moviepuzzle/hcmc.py args
 TARGET_DEVICE = "NVIDIA H100"
@@ -268,24 +271,29 @@ def targets(found: dict) -> list[str]:
     return table(("target", "goal", "measured", "status"), rows)
 
 
-SECTIONS: tuple[tuple[str, Callable[[Sizes, str, dict], list[str]]], ...] = (
-    ("Device and versions", section_versions),
-    ("HCMC paper row: train step, float32 vs bfloat16, remat", section_train),
-    ("Attention: xla vs cudnn", section_attention),
-    ("Movie101 decode: batched vs per-example loop", section_decode),
-    ("soft-DTW / Drop-DTW vs references", section_dtw),
-    ("Sharded contrastive loss", section_contrastive),
-    ("Input headroom", section_input),
-)
+SECTIONS: dict[str, tuple[str, Callable[[Sizes, str, dict], list[str]]]] = {
+    "versions": ("Device and versions", section_versions),
+    "train": ("HCMC paper row: train step, float32 vs bfloat16, remat", section_train),
+    "attention": ("Attention: xla vs cudnn", section_attention),
+    "decode": ("Movie101 decode: batched vs per-example loop", section_decode),
+    "dtw": ("soft-DTW / Drop-DTW vs references", section_dtw),
+    "contrastive": ("Sharded contrastive loss", section_contrastive),
+    "input": ("Input headroom", section_input),
+}
 
 
-def report(sz: Sizes, data_dir: str, say: Callable[[str], None] = print) -> str:
-    """The whole markdown report (each section timed; a failing one is one line)."""
+def report(sz: Sizes, data_dir: str, only: list[str] | None = None,
+           say: Callable[[str], None] = print) -> str:
+    """The markdown report of every section (or `only` these, plus versions); each section
+    is timed and a failing one is one line."""
     found: dict = {}
+    command = "python -m launch.benchmark accelerator" + (" --smoke" if sz is SMOKE else "")
+    command += f" --only {','.join(only)}" if only else ""
     out = [f"# Accelerator report{' (smoke sizes)' if sz is SMOKE else ''}", "",
-           "`python -m launch.benchmark accelerator" + (" --smoke" if sz is SMOKE else "")
-           + "`", ""]
-    for title, fn in SECTIONS:
+           f"`{command}`", ""]
+    for key, (title, fn) in SECTIONS.items():
+        if only and key != "versions" and key not in only:
+            continue
         say(f"[accelerator] {title} ...")
         t = time.perf_counter()
         try:
@@ -305,9 +313,13 @@ def main(argv: list[str]) -> None:
         sys.exit(f"error: {e}")
     if not flags.FLAGS.out:
         sys.exit("error: --out FILE.md is required")
+    unknown = sorted(set(flags.FLAGS.only) - set(SECTIONS))
+    if unknown:
+        sys.exit(f"error: --only {','.join(unknown)}: choose from {', '.join(SECTIONS)}")
     out = os.path.abspath(flags.FLAGS.out)
     os.makedirs(os.path.dirname(out), exist_ok=True)
-    text = report(SMOKE if flags.FLAGS.smoke else FULL, flags.FLAGS.data_dir)
+    text = report(SMOKE if flags.FLAGS.smoke else FULL, flags.FLAGS.data_dir,
+                  flags.FLAGS.only)
     with open(out, "w") as f:
         f.write(text)
     print(text)

@@ -99,3 +99,18 @@ def test_bad_flags_are_one_error_line(tmp_path):
     r = run_bench("--smoke")
     assert r.returncode != 0
     assert r.stderr.strip().splitlines()[-1] == "error: --out FILE.md is required"
+
+
+def test_only_runs_the_named_sections(tmp_path):
+    """`--only dtw,contrastive`: those two, the versions and the targets; the rest is absent
+    and its targets are not measured."""
+    out = tmp_path / "report.md"
+    r = run_bench("--smoke", "--only", "dtw,contrastive", "--out", str(out))
+    assert r.returncode == 0, r.stderr[-3000:]
+    got = sections(out.read_text())
+    assert list(got) == ["Device and versions", "soft-DTW / Drop-DTW vs references",
+                         "Sharded contrastive loss", "Targets"]
+    assert [row[2] for row in rows(got["Targets"])][:2] == ["not measured", "not measured"]
+    r = run_bench("--smoke", "--only", "dtw,bogus", "--out", str(out))
+    assert r.returncode != 0 and r.stderr.strip().splitlines()[-1].startswith(
+        "error: --only bogus: choose from versions, train, attention")
