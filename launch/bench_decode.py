@@ -220,11 +220,15 @@ def run_size(name: str, size: tuple[int, ...], a: argparse.Namespace) -> dict:
                 cache_mb=cache_mb, f_step=f_step, f_step1=f_step1)
 
 
+def rates(r: dict, a: argparse.Namespace) -> tuple[float, float]:
+    """(ours, per-example loop) tokens/s of a `run_size` result."""
+    return a.batch * a.length / r["t_ours"], r["n"] * a.length / r["t_loop"]
+
+
 def report(r: dict, a: argparse.Namespace) -> None:
     B, L = a.batch, a.length
     w, layers, heads, mlp, vocab, roles, frames = r["size"]
-    tps = B * L / r["t_ours"]
-    loop_tps = r["n"] * L / r["t_loop"]
+    tps, loop_tps = rates(r, a)
     step_s, host_s = r["clock"]
     per = r["n"] * L  # loop steps
     print(f"\n== {r['name']}: width {w}, {layers} layers, {heads} heads, mlp {mlp}, vocab "

@@ -88,16 +88,13 @@ def _ratio(ref: float | None, ours: float) -> str:
     return "n/a" if ref is None else f"{ref / ours:7.1f}x"
 
 
-def bench_soft(sizes, repeats: int) -> list[str]:
+def soft_rows(sizes, repeats: int, references=("ott", "tslearn")) -> tuple[list[dict], list[str]]:
+    """Per (B, N, M): forward+backward seconds of ours and of each reference that imports
+    (None otherwise) and max |value diff| against ours; plus why a reference is missing."""
     ours = _ours()
-    ott, ott_err = _ott()
-    tsl, tsl_err = _tslearn()
-    lines = [
-        f"soft-DTW forward+backward, gamma={GAMMA}, features D={FEAT_DIM}, float32 "
-        "(tslearn: float64, one pair at a time)",
-        f"{'(B, N, M)':<17}{'ours':>12}{'ott-jax':>12}{'tslearn':>12}"
-        f"{'vs ott':>10}{'vs tslearn':>12}   max |value diff| ott / tslearn",
-    ]
+    ott, ott_err = _ott() if "ott" in references else (None, None)
+    tsl, tsl_err = _tslearn() if "tslearn" in references else (None, None)
+    rows = []
     for b, n, m in sizes:
         rng = np.random.default_rng(0)
         x = rng.normal(size=(b, n, FEAT_DIM)).astype(np.float32)
@@ -118,15 +115,28 @@ def bench_soft(sizes, repeats: int) -> list[str]:
             slow = b * n * m > 2**22  # the largest size: one timed run is enough
             t_tsl = _time(lambda x=x, y=y: tsl(x, y), 1 if slow else repeats)
             d_tsl = float(np.abs(tsl(x, y)[0] - v_ours).max())
-        diffs = " / ".join("n/a" if d is None else f"{d:.2g}" for d in (d_ott, d_tsl))
+        rows.append(dict(size=(b, n, m), ours=t_ours, ott=t_ott, tslearn=t_tsl,
+                         diff_ott=d_ott, diff_tslearn=d_tsl))
+    return rows, [err for err in (ott_err, tsl_err) if err]
+
+
+def bench_soft(sizes, repeats: int) -> list[str]:
+    rows, errors = soft_rows(sizes, repeats)
+    lines = [
+        f"soft-DTW forward+backward, gamma={GAMMA}, features D={FEAT_DIM}, float32 "
+        "(tslearn: float64, one pair at a time)",
+        f"{'(B, N, M)':<17}{'ours':>12}{'ott-jax':>12}{'tslearn':>12}"
+        f"{'vs ott':>10}{'vs tslearn':>12}   max |value diff| ott / tslearn",
+    ]
+    for r in rows:
+        diffs = " / ".join("n/a" if d is None else f"{d:.2g}"
+                           for d in (r["diff_ott"], r["diff_tslearn"]))
         lines.append(
-            f"{str((b, n, m)):<17}{_fmt(t_ours):>12}{_fmt(t_ott):>12}{_fmt(t_tsl):>12}"
-            f"{_ratio(t_ott, t_ours):>10}{_ratio(t_tsl, t_ours):>12}   {diffs}"
+            f"{str(r['size']):<17}{_fmt(r['ours']):>12}{_fmt(r['ott']):>12}"
+            f"{_fmt(r['tslearn']):>12}{_ratio(r['ott'], r['ours']):>10}"
+            f"{_ratio(r['tslearn'], r['ours']):>12}   {diffs}"
         )
-    for err in (ott_err, tsl_err):
-        if err:
-            lines.append(f"  {err}")
-    return lines
+    return lines + [f"  {err}" for err in errors]
 
 
 def bench_core(sizes, repeats: int) -> list[str]:
@@ -164,8 +174,10 @@ def bench_core(sizes, repeats: int) -> list[str]:
     return lines
 
 
-def bench_drop(repeats: int) -> list[str]:
-    b, n, m = DROP_SIZE
+def drop_row(repeats: int, size: tuple[int, int, int] = DROP_SIZE) -> dict:
+    """Drop-DTW at `size`: seconds of ours and of the NumPy cell loop, max |value diff|,
+    agreement of the matches."""
+    b, n, m = size
     rng = np.random.default_rng(0)
     cost = rng.uniform(0.0, 1.0, (b, n, m)).astype(np.float32)
     drop_x = rng.uniform(0.3, 0.7, (b, n)).astype(np.float32)
@@ -173,13 +185,19 @@ def bench_drop(repeats: int) -> list[str]:
     t_loop = _time(lambda: drop_dtw_batch(cost, drop_x), 1)
     val, match = drop_dtw(cost, drop_x)
     ref_val, ref_match = drop_dtw_batch(cost, drop_x)
-    agree = float(np.mean(np.asarray(match) == ref_match))
+    return dict(size=size, ours=t_ours, loop=t_loop,
+                diff=float(np.abs(np.asarray(val) - ref_val).max()),
+                agree=float(np.mean(np.asarray(match) == ref_match)))
+
+
+def bench_drop(repeats: int) -> list[str]:
+    r = drop_row(repeats)
     return [
         "Drop-DTW (one-sided, contiguous), float32 vs NumPy float64 cell loop",
         f"{'(B, N, M)':<17}{'ours':>12}{'numpy loop':>12}{'ratio':>10}   "
         "max |value diff|, match_x agreement",
-        f"{str((b, n, m)):<17}{_fmt(t_ours):>12}{_fmt(t_loop):>12}{_ratio(t_loop, t_ours):>10}   "
-        f"{float(np.abs(np.asarray(val) - ref_val).max()):.2g}, {agree:.0%}",
+        f"{str(r['size']):<17}{_fmt(r['ours']):>12}{_fmt(r['loop']):>12}"
+        f"{_ratio(r['loop'], r['ours']):>10}   {r['diff']:.2g}, {r['agree']:.0%}",
     ]
 
 

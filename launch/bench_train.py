@@ -72,13 +72,13 @@ def step_flops(compiled) -> float:
     return float(cost.get("flops", float("nan")))
 
 
-def device_peak() -> tuple[float, str]:
+def device_peak(matmul_size: int) -> tuple[float, str]:
     """(FLOP/s, what it is) of the first device: the table above, or on CPU the measured
-    float32 matmul rate."""
+    float32 matmul rate (`matmul_size`^3)."""
     dev = jax.devices()[0]
     if dev.platform == "cpu":
-        return matmul_flops_per_sec(FLAGS.matmul_size), (
-            f"matmul f32 {FLAGS.matmul_size}^3 measured in this run")
+        return matmul_flops_per_sec(matmul_size), (
+            f"matmul f32 {matmul_size}^3 measured in this run")
     kind = dev.device_kind
     for name, peak in PEAKS.items():
         if kind == name or kind.startswith(name):
@@ -135,14 +135,15 @@ def frames_per_example(config) -> int:
     return int(d.get("max_frames", 1) or 1)
 
 
-def timed_steps(config, s):
-    """(input examples/s, compile s, compiled step, median step s, first device batch)."""
+def timed_steps(config, s, steps: int, warmup: int, input_batches: int):
+    """(input examples/s, compile s, compiled step, median step s, first device batch) of
+    `steps` timed train steps after `warmup`; the input pipeline alone over `input_batches`."""
     # Input pipeline alone (first batch excluded: worker start-up).
     it = iter(s.task.train_data(config, s.local_batch, 0, 1))
     next(it)
     t = time.perf_counter()
-    host = [next(it) for _ in range(FLAGS.input_batches)]
-    input_eps = FLAGS.input_batches * s.local_batch / (time.perf_counter() - t)
+    host = [next(it) for _ in range(input_batches)]
+    input_eps = input_batches * s.local_batch / (time.perf_counter() - t)
     it.close()  # its workers must not compete with the timed train steps
 
     batches = [sharding.global_batch(b, s.mesh) for b in host[: min(4, len(host))]]
@@ -151,14 +152,14 @@ def timed_steps(config, s):
     compiled = s.step_fn.lower(s.state, batches[0], step0).compile()
     compile_s = time.perf_counter() - t
     state = jax.tree.map(lambda x: x.copy() if hasattr(x, "copy") else x, s.state)
-    for i in range(FLAGS.warmup):
+    for i in range(warmup):
         state, m = compiled(state, batches[i % len(batches)], jnp.asarray(i, jnp.int32))
         jax.block_until_ready(m)
     times = []
-    for i in range(FLAGS.steps):
+    for i in range(steps):
         t = time.perf_counter()
         state, m = compiled(state, batches[i % len(batches)],
-                            jnp.asarray(i + FLAGS.warmup, jnp.int32))
+                            jnp.asarray(i + warmup, jnp.int32))
         jax.block_until_ready(m)
         times.append(time.perf_counter() - t)
     return input_eps, compile_s, compiled, float(np.median(times)), batches[0]
@@ -238,7 +239,7 @@ def cache_table(config, step_s: float, input_eps: float) -> list[tuple[str, str]
     cache_features.build(c, say=lambda _: None)
     build_s = time.perf_counter() - t
     s = setup(c)
-    c_input, _, _, c_step, _ = timed_steps(c, s)
+    c_input, _, _, c_step, _ = timed_steps(c, s, FLAGS.steps, FLAGS.warmup, FLAGS.input_batches)
     return [
         (f"cached {FLAGS.feature_cache} features: cache build (or check), once",
          f"{build_s:.1f} s"),
@@ -254,13 +255,14 @@ def cache_table(config, step_s: float, input_eps: float) -> list[tuple[str, str]
 def main(argv: list[str]) -> None:
     config = flag_config(argv)
     s = setup(config)
-    input_eps, compile_s, compiled, step_s, batch0 = timed_steps(config, s)
+    input_eps, compile_s, compiled, step_s, batch0 = timed_steps(
+        config, s, FLAGS.steps, FLAGS.warmup, FLAGS.input_batches)
     step0 = jnp.asarray(0, jnp.int32)
     flops = step_flops(compiled)
     analytic = flop_count.count(s.step_fn, s.state, batch0, step0)
     train_eps = config.batch_size / step_s
     frames = frames_per_example(config)
-    peak, peak_what = device_peak()
+    peak, peak_what = device_peak(FLAGS.matmul_size)
     achieved = flops / step_s
     jpeg = jpeg_frames_per_sec(FLAGS.jpeg_frames)
     per_device_fps = train_eps * frames / jax.device_count()

@@ -33,6 +33,7 @@ import sys
 from typing import Any
 
 import jax
+import numpy as np
 from absl import flags
 
 flags.DEFINE_enum("multihost", "auto", ["auto", "on", "off"],
@@ -125,12 +126,6 @@ def initialize_from_flags() -> bool:
                       f.init_timeout, f.heartbeat_timeout)
 
 
-def _client() -> Any:
-    from jax._src import distributed as jax_distributed  # the coordination-service client
-
-    return jax_distributed.global_state.client
-
-
 def barrier(name: str, timeout: float = 3600) -> None:
     """Waits up to `timeout` s until every process gets here (no-op with one process).
 
@@ -138,22 +133,18 @@ def barrier(name: str, timeout: float = 3600) -> None:
     as building the dataset on process 0 do not run into collective timeouts.
     """
     if jax.process_count() > 1:
-        _client().wait_at_barrier(name, int(timeout * 1000))
+        from orbax.checkpoint import multihost  # public API over JAX's coordination client
+
+        multihost.get_barrier_sync_fn()(key=name, timeout_ms=int(timeout * 1000))
 
 
-_votes = [0]
-
-
-def all_true(flag: bool, timeout: float = 600) -> bool:
-    """True only if `flag` is True on every process (through the coordination service)."""
+def all_true(flag: bool) -> bool:
+    """True only if `flag` is True on every process (one tiny all-gather when several)."""
     if jax.process_count() == 1:
         return bool(flag)
-    _votes[0] += 1
-    key = f"vnr/vote/{_votes[0]}"
-    client = _client()
-    client.key_value_set(f"{key}/{jax.process_index()}", "1" if flag else "0")
-    return all(client.blocking_key_value_get(f"{key}/{i}", int(timeout * 1000)) == "1"
-               for i in range(jax.process_count()))
+    from jax.experimental import multihost_utils
+
+    return bool(np.all(multihost_utils.process_allgather(np.asarray(flag, np.int32))))
 
 
 class Preemption:

@@ -33,7 +33,7 @@ from typing import Any
 import grain
 import numpy as np
 from absl import flags
-from grain._src.python.ipc.shared_memory_array import SharedMemoryArray
+from grain.multiprocessing import SharedMemoryArray
 
 # grain's default ReadOptions prefetch 500 elements per reader. Our elements are
 # whole batches (a MoviePuzzle batch of 32 clips is ~8 MB), so the default kept
