@@ -241,12 +241,18 @@ def _compiled(pool_fn: PoolFn | None, qb: int, nb: int, mesh: jax.sharding.Mesh 
         def local(q, pos, qa, c, valid, ca):
             return _local_stats(q, pos, qa, c, valid, ca, pool_fn=pool_fn, qb=qb, nb=nb)
 
+        fn = local
         if mesh is not None:
             # Each device ranks its own queries: no collective, so nothing to check.
-            local = jax.shard_map(local, mesh=mesh, axis_names={axis}, check_vma=False,
-                                  in_specs=(P(axis), P(axis), P(axis), P(), P(), P()),
-                                  out_specs=P(axis))
-        _CACHE[key] = jax.jit(local)
+            sharded = jax.shard_map(local, mesh=mesh, axis_names={axis}, check_vma=False,
+                                    in_specs=(P(axis), P(axis), P(axis), P(), P(), P()),
+                                    out_specs=P(axis))
+            everywhere = jax.sharding.NamedSharding(mesh, P())
+
+            def fn(*args):  # replicated: every process reads the (small) result
+                return jax.lax.with_sharding_constraint(sharded(*args), everywhere)
+
+        _CACHE[key] = jax.jit(fn)
     return _CACHE[key]
 
 

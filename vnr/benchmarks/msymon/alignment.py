@@ -38,7 +38,9 @@ the whole model; `validate` checks names and shapes first (one-line error).
 
 Metrics (`metrics`): duration-weighted clip accuracy, sentence IoU over annotated
 sentences, and F1 of the two dataset means; text-to-video retrieval R@1/5/10 and mean rank
-(`retrieval`, Tables 10-13) from the same similarities. Command-line tools (transcript baseline,
+(`retrieval`, Tables 10-13) from the same embeddings, every sentence of the split against
+every clip of the split (Appendix D; `pool_clips` is the pool size), and the same within
+each sentence's own video as `video_pool_*` (ours). Command-line tools (transcript baseline,
 cross-lingual matrix, zero-shot evaluation): `python -m vnr.benchmarks.msymon.tools`.
 """
 
@@ -242,8 +244,8 @@ _HOST_KEYS = ("clip_mask", "sent_mask", "labels", "clip_begin", "clip_end", "nar
 def predict(config: Any, model: Aligner, batch: dict) -> dict[str, jax.Array]:
     """Cosine similarities [B, C, S] plus what the host needs for alignment and metrics."""
     v, t = model(batch, train=False, rngs=None)
-    return {"sim": jnp.einsum("bce,bse->bcs", v, t), "valid": batch["clip_mask"].any(-1),
-            **{k: batch[k] for k in _HOST_KEYS}}
+    return {"sim": jnp.einsum("bce,bse->bcs", v, t), "v": v, "t": t,
+            "valid": batch["clip_mask"].any(-1), **{k: batch[k] for k in _HOST_KEYS}}
 
 
 # ----------------------------------------------------------------------------- alignment
@@ -391,8 +393,11 @@ def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.M
     metrics.update(score(out, transcript_alignment(out), transcript_prefix(out)))
     metrics["videos"] = float(len(pred))
     metrics.update(extra)
-    metrics.update(retrieval.retrieval_metrics(out["sim"], out["labels"], out["clip_mask"],
-                                               out["sent_mask"]))
+    metrics.update(retrieval.pooled_retrieval_metrics(out["v"], out["t"], out["labels"],
+                                                      out["clip_mask"], out["sent_mask"], mesh))
+    per_video = retrieval.retrieval_metrics(out["sim"], out["labels"], out["clip_mask"],
+                                            out["sent_mask"])
+    metrics.update({f"video_pool_{k}": v for k, v in per_video.items() if k != "queries"})
     return metrics
 
 
