@@ -95,18 +95,11 @@ def dense_metrics(v, t, video, movie, center, text_center, nearest=3) -> dict[st
 # ----------------------------------------------------------------------------- one case
 
 
-def _rss_bytes() -> int:
+def _status_bytes(field: str) -> int:
+    """A size field of /proc/self/status ("VmRSS", "VmSize") in bytes."""
     with open("/proc/self/status", encoding="ascii") as f:
         for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    return 0
-
-
-def _vm_bytes() -> int:
-    with open("/proc/self/status", encoding="ascii") as f:
-        for line in f:
-            if line.startswith("VmSize:"):
+            if line.startswith(f"{field}:"):
                 return int(line.split()[1]) * 1024
     return 0
 
@@ -116,7 +109,8 @@ def child(impl: str, n: int, dim: int, budget_gb: float, block: tuple[int, int])
     data = items(n, dim)
     out: dict = {"impl": impl, "n": n, "dim": dim}
     if impl == "dense":
-        resource.setrlimit(resource.RLIMIT_AS, (_vm_bytes() + int(budget_gb * 2**30),) * 2)
+        resource.setrlimit(resource.RLIMIT_AS,
+                           (_status_bytes("VmSize") + int(budget_gb * 2**30),) * 2)
         fn = dense_metrics
     else:
         from vnr.ops import ranking, retrieval_metrics
@@ -135,7 +129,7 @@ def child(impl: str, n: int, dim: int, budget_gb: float, block: tuple[int, int])
         compiled = ranking._compiled(retrieval_metrics.in_pool, qb, nb, None, "data")  # noqa: SLF001
         mem = compiled.lower(*args).compile().memory_analysis()
         out["xla_temp_gb"] = getattr(mem, "temp_size_in_bytes", 0) / 2**30
-    before = _rss_bytes()
+    before = _status_bytes("VmRSS")
     t0 = time.perf_counter()
     try:
         metrics = fn(*data)

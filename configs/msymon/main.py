@@ -158,7 +158,7 @@ def punctuation_config(smoke: bool = False) -> ml_collections.ConfigDict:
     c.init_from = ""  # a punctuation run (to restore subtitles with it)
     c.data = dict(corpus="", max_tokens=128)  # corpus: one punctuated paragraph per line
     c.data.val_split, c.data.test_splits = "val", ("test",)
-    c.model = dict(encoder="xlm-roberta-large")
+    c.model = dict(encoder="FacebookAI/xlm-roberta-large")  # the paper's; local only
     if smoke:
         common.smoke(c, batch=8, steps=(2, 0), every=2)
         c.data.max_tokens = 16
