@@ -132,6 +132,21 @@ def test_real_chinese_sentences_are_labelled_per_character(shared_data, tmp_path
     assert labelled > 300  # commas and full stops inside sentences, not one per chunk
 
 
+def test_unspaced_chinese_is_labelled_per_character(tmp_path):
+    """A generated line in the release's style (no test data needed): one label per
+    character, brackets dropped, the restored marks full-width."""
+    line = "他来了，我们走吧！（以下简称格雷）你好吗？好。"
+    got = [(u, y) for u, y, _, _ in task.units(line)]
+    assert got == [("他", 0), ("来", 0), ("了", 2), ("我", 0), ("们", 0), ("走", 0), ("吧", 1),
+                   ("以", 0), ("下", 0), ("简", 0), ("称", 0), ("格", 0), ("雷", 0),
+                   ("你", 0), ("好", 0), ("吗", 3), ("好", 1)]
+    tok = _oracle_tokenizer({u for u, _ in got}, tmp_path)
+    plain = _strip(line)
+    assert plain == "他来了我们走吧以下简称格雷你好吗好"
+    out = task.restore(tok, _oracle([y for _, y in got]), plain, max_tokens=8)
+    assert out == "他来了，我们走吧。以下简称格雷你好吗？好。"
+
+
 def test_other_scripts_are_labelled_per_word():
     ru = "А сейчас пересказ фильма Дикость,приятного просмотра!"
     assert [(u, y) for u, y, _, _ in task.units(ru)][-3:] == [
