@@ -5,6 +5,7 @@ named, `movie_keys` command, exclusion log, and the features build naming missin
 import collections
 import json
 import logging
+import logging.handlers
 import shutil
 
 import pytest
@@ -128,10 +129,24 @@ def _records(root, tmp_path, config="text_only"):
     return recs, common.read_summary(b)["skipped"]
 
 
-def test_builder_movie_identity_counted_and_bad_input_named(release, tmp_path, caplog):
-    root, ids = release
-    with caplog.at_level(logging.WARNING):
-        recs, skipped = _records(root, tmp_path)
+@pytest.fixture(scope="module")
+def built(release, tmp_path_factory):
+    """The release built (text_only): (records by video id, skip counts, build warnings)."""
+    handler = logging.handlers.BufferingHandler(10_000)
+    logging.getLogger().addHandler(handler)
+    level = logging.getLogger().level
+    logging.getLogger().setLevel(logging.WARNING)
+    try:
+        recs, skipped = _records(release[0], tmp_path_factory.mktemp("symon_movies_tfds"))
+    finally:
+        logging.getLogger().removeHandler(handler)
+        logging.getLogger().setLevel(level)
+    return recs, skipped, "\n".join(r.getMessage() for r in handler.buffer)
+
+
+def test_builder_movie_identity_counted_and_bad_input_named(release, built):
+    _, ids = release
+    recs, skipped, text = built
     got = {v: (recs[v]["movie_key"], recs[v]["movie_source"]) for v in ids[:9]}
     assert got == {ids[0]: ("ghostbusters (1984)", "movies.tsv"),
                    ids[1]: ("somemovie", "movies.tsv"),
@@ -149,15 +164,14 @@ def test_builder_movie_identity_counted_and_bad_input_named(release, tmp_path, c
     for reason in ("movies_tsv:unknown_video", "movies_tsv:bad_line", "info_json:bad_json",
                    "info_json:no_title", "movie:title_normalises_to_nothing"):
         assert skipped[reason] == 1, (reason, skipped)
-    text = caplog.text
     assert "not-a-video" in text and "a line without a tab" in text and "'Movie Recap'" in text
     assert f"{ids[7]}.info.json" in text and f"{ids[5]}.info.json" in text
 
 
-def test_yms_exclusion_logs_what_it_removed_and_what_matched_nothing(release, tmp_path,
+def test_yms_exclusion_logs_what_it_removed_and_what_matched_nothing(release, built, tmp_path,
                                                                      caplog):
-    root, ids = release
-    recs, _ = _records(root, tmp_path)
+    _, ids = release
+    recs = built[0]
     videos = [recs[v] for v in sorted(recs)]
     listed = tmp_path / "movie_list.txt"
     listed.write_text(MOVIE_LIST, encoding="utf-8")
