@@ -449,8 +449,9 @@ def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.M
     metrics.update(score(out, transcript_alignment(out), transcript_prefix(out)))
     metrics["videos"] = float(len(pred))
     metrics.update(extra)
-    metrics.update(retrieval.pooled_retrieval_metrics(out["v"], out["t"], out["labels"],
-                                                      out["clip_mask"], out["sent_mask"], mesh))
+    metrics.update(retrieval.pooled_retrieval_metrics(  # one process: queries over the mesh
+        out["v"], out["t"], out["labels"], out["clip_mask"], out["sent_mask"],
+        mesh if jax.process_count() == 1 else None))
     per_video = retrieval.retrieval_metrics(out["sim"], out["labels"], out["clip_mask"],
                                             out["sent_mask"])
     metrics.update({f"video_pool_{k}": v for k, v in per_video.items() if k != "queries"})

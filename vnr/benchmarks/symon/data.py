@@ -35,7 +35,8 @@ NER); its rows and text are appended (clip 0 of a video has no memory: empty mas
 
   frames [B, F, D], frame_mask [B, F]; tokens [B, L]
   mem_frames [B, F, D], mem_frame_mask [B, F]; mem_tokens [B, L]
-  video, movie int32 [B] (split-local ids), center, text_center float32 [B] (s),
+  video, movie int32 [B] (split-local ids; movie = the record's `movie_key`, a video of
+  unknown movie is a movie of its own), center, text_center float32 [B] (s),
   valid bool [B]
 
 Splits: the builder's, plus `setA` / `setB` (§6.2 ordering protocol): the videos of the

@@ -130,6 +130,12 @@ def collect(config: Any, task: str, split: str, predict_fn: Callable, mesh: jax.
                                     name=f"symon {split}")
 
 
+def ranking_mesh(mesh: jax.sharding.Mesh) -> jax.sharding.Mesh | None:
+    """The mesh to shard the ranking's queries over: the trainer's in a single-process run;
+    with several processes each ranks on its own devices (same inputs, same result)."""
+    return mesh if jax.process_count() == 1 else None
+
+
 def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.Mesh, *,
              max_examples: int = 0, report_path: pathlib.Path | None = None) -> dict[str, float]:
     """R@1/5/10 and median rank in both directions over the items of `split`."""
@@ -139,7 +145,7 @@ def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.M
         raise ValueError(f"symon {split}: no retrieval items")
     metrics = retrieval_metrics.embedding_retrieval_metrics(
         cat["v"], cat["t"], cat["video"], cat["movie"], cat["center"],
-        text_center=cat["text_center"], mesh=mesh)
+        text_center=cat["text_center"], mesh=ranking_mesh(mesh))
     for k in (1, 10):  # chance levels of these very items (random scores)
         metrics[f"chance_v2t_r@{k}"] = retrieval_metrics.chance_recall(cat["video"],
                                                                        cat["movie"], k=k)
