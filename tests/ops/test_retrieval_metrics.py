@@ -99,3 +99,62 @@ def test_same_movie_items_do_not_count_as_errors():
     rel = rm.relevance(video, center)
     assert rm.summary(sim, rel, rm.exclusion(video, movie))["r@1"] == 100
     assert rm.summary(sim, rel, np.zeros_like(rel))["r@1"] < 100
+
+
+def _items(seed: int, videos: int = 9):
+    """Items of several videos (3 to 9 each), two videos per movie, some of one clip."""
+    rng = np.random.default_rng(seed)
+    sizes = rng.integers(1, 10, videos)
+    video = np.repeat(np.arange(videos), sizes)
+    movie = video // 2
+    center = np.concatenate([np.sort(rng.uniform(0, 60, s)) for s in sizes])
+    text_center = center + rng.normal(0, 3, len(center))
+    return video, movie, center, text_center
+
+
+def test_blockwise_embeddings_equal_the_dense_matrix():
+    """The evaluation path (blockwise over embeddings, positives as index lists) gives the
+    same numbers as the dense [N, N] protocol, ties included (integer embeddings)."""
+    video, movie, center, tc = _items(0)
+    rng = np.random.default_rng(1)
+    for v, t in ((rng.normal(size=(len(video), 8)), rng.normal(size=(len(video), 8))),
+                 (rng.integers(-1, 2, (len(video), 4)), rng.integers(-1, 2, (len(video), 4)))):
+        dense = rm.retrieval_metrics(np.asarray(v, np.float32) @ np.asarray(t, np.float32).T,
+                                     video, movie, center, text_center=tc)
+        block = rm.embedding_retrieval_metrics(v, t, video, movie, center, text_center=tc,
+                                               block_queries=7, block_candidates=5)
+        assert block == pytest.approx(dense, abs=1e-12), (block, dense)
+
+
+def test_brute_force_protocol_per_query():
+    """Each query by hand: the 3 same-video texts nearest in time are correct, the other
+    videos of its movie are removed, rank = 1 + wrong candidates strictly above the best."""
+    video, movie, center, tc = _items(2, videos=6)
+    rng = np.random.default_rng(4)
+    v, t = rng.normal(size=(len(video), 5)), rng.normal(size=(len(video), 5))
+    sim = (v @ t.T).astype(np.float32)
+    want = []
+    for i in range(len(video)):
+        same = [j for j in range(len(video)) if video[j] == video[i]]
+        correct = sorted(same, key=lambda j: (abs(center[i] - tc[j]), j))[:3]
+        pool = [j for j in range(len(video)) if movie[j] != movie[i] or video[j] == video[i]]
+        best = max(sim[i, j] for j in correct)
+        want.append(1 + sum(sim[i, j] > best for j in pool if j not in correct))
+    got = rm.embedding_retrieval_metrics(v, t, video, movie, center, text_center=tc)
+    want = np.array(want)
+    assert got["v2t_medr"] == np.median(want)
+    for k in rm.KS:
+        assert got[f"v2t_r@{k}"] == pytest.approx(100 * (want <= k).mean())
+
+
+def test_chance_is_exact_and_matches_random_scores():
+    video, movie, center, _ = _items(5)
+    exact = rm.chance_recall(video, movie, k=5)
+    rng = np.random.default_rng(0)
+    rel, exc = rm.relevance(video, center), rm.exclusion(video, movie)
+    sampled = np.mean([rm.summary(rng.normal(size=rel.shape), rel, exc)["r@5"]
+                       for _ in range(400)])
+    assert sampled == pytest.approx(exact, abs=1.5)  # 400 x N queries: std ~0.4 points
+    assert rm.random_expectation(video, movie, center, k=5) == exact
+    # A lone video of 3 clips: every item is correct, R@1 is certain.
+    assert rm.chance_recall(np.zeros(3, int), np.zeros(3, int), k=1) == 100.0

@@ -1,9 +1,10 @@
 """SYMON TFDS builder (configs text_only / features / synthetic*) and the trainer's reader.
 
 `data_source(config, split, data_dir)` returns a picklable random-access source of plain
-dicts, one per summary video: `{video_id, movie_id, franchise: str, is_asr: int,
-sentences, names: list[str], starts, ends, cuts: float32 [n], duration: float,
-trim: float32 [2], features: float32 [T, D] (feature configs)}`.
+dicts, one per summary video: `{video_id, movie_id, movie_key, movie_source, franchise: str,
+is_asr: int, sentences, names: list[str], starts, ends, cuts: float32 [n], duration: float,
+trim: float32 [2], features: float32 [T, D] (feature configs)}` (movie identity:
+`movies.py`; `movie_key` "" when the movie is unknown).
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ CONFIGS = {c.name: c for c in Symon.BUILDER_CONFIGS}
 
 
 def to_record(raw: dict) -> dict:
-    rec = {k: common.text(raw[k]) for k in ("video_id", "movie_id", "franchise")}
+    rec = {k: common.text(raw[k]) for k in ("video_id", "movie_id", "movie_key", "movie_source",
+                                            "franchise")}
     rec["is_asr"] = int(raw["is_asr"])
     rec["sentences"] = [common.text(s) for s in raw["sentences"]]
     rec["names"] = [common.text(s) for s in raw["names"]]

@@ -24,11 +24,10 @@ lower-cased in the same video's narration (which removes ordinary words that are
 capitalised somewhere, e.g. "Spoilers"). Auto captions lower-case most words,
 so names there are the ones YouTube's ASR capitalised.
 
-Movie key (for the by-movie splits): `movies.tsv` in manual_dir
-(`<video_id>\\t<movie or franchise>`) when present; otherwise the title the
+Announced title (one of the movie-identity sources of `movies.py`): the title the
 narrator announces in the first 60 words ("... film/movie/series/show
 called|named|titled X", up to the next punctuation, normalised to lower-case
-alphanumerics); otherwise the video id itself (a movie of its own).
+alphanumerics).
 """
 
 from __future__ import annotations
@@ -175,17 +174,3 @@ def announced_title(text: str, words: int = 60) -> str:
     if not m:
         return ""
     return " ".join(norm(w) for w in m.group(1).split() if norm(w))
-
-
-def read_movies_tsv(path) -> dict[str, str]:
-    """`<video_id>\\t<movie>` lines (blank and `#` lines ignored)."""
-    out = {}
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        parts = line.split("\t")
-        if len(parts) != 2 or not parts[0].strip() or not parts[1].strip():
-            raise ValueError(f"{path}:{n}: expected '<video_id>\\t<movie>', got {line!r}")
-        out[parts[0].strip()] = parts[1].strip()
-    return out

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import logging
 import os
 import pathlib
 import re
@@ -21,11 +22,13 @@ import numpy as np
 import tensorflow_datasets as tfds
 
 from tfds_builders import common
-from tfds_builders.symon import narration, vtt
+from tfds_builders.symon import movies, narration, vtt
 
-VERSION = tfds.core.Version("1.1.0")
+VERSION = tfds.core.Version("1.2.0")
 SPLITS = (("train", 0.8), ("val", 0.1), ("test", 0.1))
 _URL_ID = re.compile(r"(?:[?&]v=|youtu\.be/)([A-Za-z0-9_-]{11,})")
+_SHOWN = 5  # unusable videos named in the summary line
+log = logging.getLogger(__name__)
 
 MANUAL_DOWNLOAD_INSTRUCTIONS = """\
 Point --manual_dir at the SYMON release (insundaycathy/SYMON): `url.txt`, `asr_label.txt`,
@@ -145,21 +148,27 @@ def glob_escape(s: str) -> str:
 
 
 def load_video(root: pathlib.Path, vid: str, cfg: SymonConfig, asr: dict[str, int],
-               skips: collections.Counter, width: dict | None = None) -> dict | None:
-    """One video's record (before movie keys and splits), or None (skip counted).
+               skips: collections.Counter, width: dict | None = None,
+               why: dict[str, str] | None = None) -> dict | None:
+    """One video's record (before movie keys and splits), or None (skip counted, and the
+    reason and file in `why[vid]`).
 
     `width` carries the feature width found so far ({"dim", "file"}) across videos.
     """
     width = {} if width is None else width
+    why = {} if why is None else why
+
+    def unusable(reason: str, where: pathlib.Path, detail: str = "") -> None:
+        common.record_skip(skips, reason, where, detail)
+        why[vid] = f"{reason} {where}"
+
     path = _find_vtt(root, vid)
     if path is None:
-        common.record_skip(skips, "video:missing_vtt", root / "timestamped_text" / f"{vid}.en.vtt")
-        return None
+        return unusable("video:missing_vtt", root / "timestamped_text" / f"{vid}.en.vtt")
     try:
         words = vtt.parse(path.read_text(encoding="utf-8"), skips)
     except (UnicodeDecodeError, ValueError) as e:
-        common.record_skip(skips, "video:bad_vtt", path, str(e))
-        return None
+        return unusable("video:bad_vtt", path, str(e))
     pre_path = root / "preprocessed_text" / f"{vid}.txt"
     pre = None
     if pre_path.is_file():
@@ -171,36 +180,30 @@ def load_video(root: pathlib.Path, vid: str, cfg: SymonConfig, asr: dict[str, in
                            "sentences split from the captions instead")
     sents = narration.timed_sentences(words, pre, skips)
     if not sents:
-        common.record_skip(skips, "video:no_sentences", path)
-        return None
+        return unusable("video:no_sentences", path)
     spans_to = max(e for _, _, e in sents)
     feats = None
     if cfg.with_features:
         fpath = root / "features" / f"{vid}.npy"
         if not fpath.is_file():
-            common.record_skip(skips, "video:missing_features", fpath)
-            return None
+            return unusable("video:missing_features", fpath)
         try:
             feats = np.load(fpath, allow_pickle=False)
         except (OSError, ValueError) as e:
-            common.record_skip(skips, "video:bad_features", fpath, str(e).splitlines()[0])
-            return None
+            return unusable("video:bad_features", fpath, str(e).splitlines()[0])
         want = cfg.feature_dim or width.get("dim", 0)
         if feats.ndim != 2 or (want and feats.shape[1] != want):
-            common.record_skip(skips, "video:feature_dim_mismatch", fpath,
-                               f"shape {feats.shape}, expected [T, {want}]"
-                               + (f" (set by {width['file']})" if "file" in width else ""))
-            return None
+            return unusable("video:feature_dim_mismatch", fpath,
+                            f"shape {feats.shape}, expected [T, {want}]"
+                            + (f" (set by {width['file']})" if "file" in width else ""))
         if not want:
             width.update(dim=int(feats.shape[1]), file=str(fpath))
         if not np.isfinite(feats).all():
-            common.record_skip(skips, "video:nonfinite_features", fpath)
-            return None
+            return unusable("video:nonfinite_features", fpath)
         if len(feats) / cfg.fps + 1.0 / cfg.fps < spans_to:
-            common.record_skip(skips, "video:features_too_short", fpath,
-                               f"{len(feats) / cfg.fps:.1f} s of features, narration to "
-                               f"{spans_to:.1f} s")
-            return None
+            return unusable("video:features_too_short", fpath,
+                            f"{len(feats) / cfg.fps:.1f} s of features, narration to "
+                            f"{spans_to:.1f} s")
         duration = len(feats) / cfg.fps
     else:
         duration = max(spans_to, words[-1].end if words else 0.0)
@@ -222,8 +225,7 @@ def load_video(root: pathlib.Path, vid: str, cfg: SymonConfig, asr: dict[str, in
     lo, hi = cfg.trim * duration, (1.0 - cfg.trim) * duration
     kept = [(s, a, b) for s, a, b in sents if a >= lo and b <= hi]
     if not kept:
-        common.record_skip(skips, "video:no_sentences_after_trim", path)
-        return None
+        return unusable("video:no_sentences_after_trim", path)
     if vid not in asr:
         skips["asr_label:missing"] += 1
     names = narration.person_names([s for s, _, _ in sents])
@@ -243,15 +245,10 @@ def load_video(root: pathlib.Path, vid: str, cfg: SymonConfig, asr: dict[str, in
     }
 
 
-def assign_movies(videos: list[dict], movies_tsv: dict[str, str], min_shared: int) -> None:
-    """Sets `movie_id` (the movie key) and `group` (the franchise) of every video.
-
-    Movie key: movies.tsv, else the announced title, else the video id. Franchise:
-    connected components of "same movie key" and "share >= min_shared of their top-10
-    names that occur twice or more" (the same characters = the same story world).
-    """
-    for v in videos:
-        v["movie_id"] = movies_tsv.get(v["video_id"]) or v["title"] or v["video_id"]
+def assign_franchises(videos: list[dict], min_shared: int) -> None:
+    """Sets `group` (the franchise) of every video: connected components of "same movie
+    key" (`movies.assign`) and "share >= min_shared of their top-10 names that occur twice
+    or more" (the same characters = the same story world)."""
     parent = list(range(len(videos)))
 
     def find(i: int) -> int:
@@ -266,9 +263,10 @@ def assign_movies(videos: list[dict], movies_tsv: dict[str, str], min_shared: in
     by_movie: dict[str, int] = {}
     tops = []
     for i, v in enumerate(videos):
-        if v["movie_id"] in by_movie:
-            union(i, by_movie[v["movie_id"]])
-        by_movie.setdefault(v["movie_id"], i)
+        key = v["movie_key"] or f"video:{v['video_id']}"
+        if key in by_movie:
+            union(i, by_movie[key])
+        by_movie.setdefault(key, i)
         counts = collections.Counter(n for ns in v["names"] for n in ns.split("|") if n)
         tops.append({n for n, c in counts.most_common(10) if c >= 2})
     if min_shared > 0:
@@ -312,15 +310,26 @@ def scan(root: pathlib.Path, cfg: SymonConfig, skips: collections.Counter) -> li
     ids = sorted(set(ids) | vtt_ids)
     label_path = root / "asr_label.txt"
     asr = read_asr_labels(label_path, skips) if label_path.is_file() else {}
-    movies_path = root / "movies.tsv"
-    try:
-        movies = narration.read_movies_tsv(movies_path) if movies_path.is_file() else {}
-    except ValueError as e:
-        raise common.ManualDirError(str(e)) from None
     width: dict = {}
+    why: dict[str, str] = {}
     videos = [v for vid in ids
-              if (v := load_video(root, vid, cfg, asr, skips, width)) is not None]
-    assign_movies(videos, movies, cfg.franchise_names)
+              if (v := load_video(root, vid, cfg, asr, skips, width, why)) is not None]
+    if why:
+        shown = "; ".join(f"{vid}: {w}" for vid, w in list(why.items())[:_SHOWN])
+        reasons = collections.Counter(w.split()[0] for w in why.values())
+        by_reason = ", ".join(f"{r} {n}" for r, n in reasons.most_common())
+        msg = (f"{len(why)} of {len(ids)} videos unusable ({by_reason}); first "
+               f"{min(_SHOWN, len(why))}: {shown}")
+        if not videos:
+            need = ("timestamped_text/<id>.en.vtt with narration" if not cfg.with_features else
+                    "features/<id>.npy ([T, D] float, one row per second) and "
+                    "timestamped_text/<id>.en.vtt")
+            raise common.ManualDirError(f"{root}: no usable SYMON video: {msg}; the "
+                                        f"{cfg.name} config needs {need} per video "
+                                        "(tfds_builders/symon/README.md)")
+        log.warning("symon: %s", msg)
+    movies.assign(videos, root, skips, set(ids))
+    assign_franchises(videos, cfg.franchise_names)
     assign_splits(videos)
     return videos
 
@@ -332,7 +341,9 @@ class Symon(common.SummaryBuilder, tfds.core.GeneratorBasedBuilder):
     VERSION = VERSION
     RELEASE_NOTES = {"1.0.0": "text_only, features (S3D 512-d, 1 fps) and synthetic configs.",
                      "1.1.0": "features stored flat with their width (read from the files); "
-                              "cuts beyond a video or missing for a video are counted."}
+                              "cuts beyond a video or missing for a video are counted.",
+                     "1.2.0": "movie_key and movie_source per video (movies.tsv, yt-dlp "
+                              "info/<id>.info.json or .description, the narration)."}
     MANUAL_DOWNLOAD_INSTRUCTIONS = MANUAL_DOWNLOAD_INSTRUCTIONS
     BUILDER_CONFIGS = [
         SymonConfig(name="text_only", with_features=False,
@@ -358,6 +369,8 @@ class Symon(common.SummaryBuilder, tfds.core.GeneratorBasedBuilder):
         feats = {
             "video_id": tfds.features.Text(),
             "movie_id": tfds.features.Text(),
+            "movie_key": tfds.features.Text(),
+            "movie_source": tfds.features.Text(),
             "franchise": tfds.features.Text(),
             "is_asr": tfds.features.Scalar(np.int32),
             "sentences": tfds.features.Sequence(tfds.features.Text()),
@@ -388,14 +401,13 @@ class Symon(common.SummaryBuilder, tfds.core.GeneratorBasedBuilder):
             root = check_manual_dir(dl_manager._manual_dir, cfg.name)  # noqa: SLF001
         self.skips = collections.Counter()
         videos = scan(root, cfg, self.skips)
-        if not videos:
-            raise common.ManualDirError(f"{root}: no usable SYMON video (see the warnings)")
         return {name: self._generate_examples([v for v in videos if v["split"] == name])
                 for name, _ in SPLITS if any(v["split"] == name for v in videos)}
 
     def _generate_examples(self, videos: list[dict]) -> Iterator[tuple[str, dict]]:
         for v in videos:
-            ex = {k: v[k] for k in ("video_id", "movie_id", "is_asr", "sentences", "names",
+            ex = {k: v[k] for k in ("video_id", "movie_id", "movie_key", "movie_source",
+                                    "is_asr", "sentences", "names",
                                     "starts", "ends", "cuts", "duration", "trim")}
             ex["franchise"] = v["group"]
             if self.builder_config.with_features:

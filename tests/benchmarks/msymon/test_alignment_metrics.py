@@ -122,3 +122,52 @@ def test_retrieval_recall_and_mean_rank_hand_worked():
     assert out["queries"] == 2
     assert out["r1"] == 0.5 and out["r5"] == 0.5 and out["r10"] == 1.0
     assert out["mean_rank"] == (1 + 7) / 2
+
+
+def test_appendix_d_pool_spans_every_test_video():
+    """Appendix D: a sentence's clips compete with the clips of every video of the split.
+    Three generated videos of 5, 4 and 6 clips (video 1 with two padding clips)."""
+    from vnr.benchmarks.msymon.retrieval import pooled_retrieval_metrics, retrieval_metrics
+
+    rng = np.random.default_rng(0)
+    dim = 16
+    clip_mask = np.zeros((3, 6), bool)
+    for b, n in enumerate((5, 4, 6)):
+        clip_mask[b, :n] = True
+    labels = np.full((3, 6), -1)
+    labels[0, :4] = [0, 0, 1, 2]
+    labels[1, :4] = [0, 1, 1, 1]
+    labels[2, :6] = [0, 1, 2, 3, -1, 3]
+    sent_mask = np.zeros((3, 5), bool)
+    sent_mask[0, :3] = sent_mask[1, :3] = sent_mask[2, :5] = True  # (1, 2), (2, 4): no clip
+    sent = rng.normal(size=(3, 5, dim))
+    clips = np.where(labels[..., None] >= 0,
+                     np.take_along_axis(sent, np.maximum(labels, 0)[..., None], 1), 0.0)
+    clips = clips + 0.3 * rng.normal(size=clips.shape)
+    unit = lambda x: x / np.linalg.norm(x, axis=-1, keepdims=True)  # noqa: E731
+    v, t = unit(clips).astype(np.float32), unit(sent).astype(np.float32)
+    v[1, 4:] = v[0, 0]  # padding clips: copies of a real clip, never candidates
+    sim = np.einsum("bce,bse->bcs", v, t)
+    own = retrieval_metrics(sim, labels, clip_mask, sent_mask)
+    pooled = pooled_retrieval_metrics(v, t, labels, clip_mask, sent_mask)
+    assert pooled["pool_clips"] == 15 and pooled["pool_videos"] == 3
+    assert pooled["queries"] == own["queries"] == 3 + 2 + 4
+    assert own["r1"] == 1.0 and own["mean_rank"] == 1.0  # easy inside one video
+    # Sentence 0 of video 0 loses to a clip of video 2 made to look like it.
+    v[2, 4] = unit(t[0, 0] + 0.01 * rng.normal(size=dim))
+    pooled = pooled_retrieval_metrics(v, t, labels, clip_mask, sent_mask)
+    assert pooled["r1"] == pytest.approx(8 / 9) and pooled["mean_rank"] == pytest.approx(10 / 9)
+    # By hand: rank of each query among all 15 real clips (dense, ties by clip order).
+    flat_v = v[clip_mask]
+    ranks = []
+    for b in range(3):
+        for s in np.flatnonzero(sent_mask[b]):
+            rel = np.zeros(len(flat_v), bool)
+            hits = (labels[b] == s) & clip_mask[b]
+            if not hits.any():
+                continue
+            offset = clip_mask[:b].sum()
+            rel[offset + np.flatnonzero(hits[clip_mask[b]])] = True
+            order = np.argsort(-(flat_v @ t[b, s]), kind="stable")
+            ranks.append(1 + np.flatnonzero(rel[order])[0])
+    assert pooled["mean_rank"] == pytest.approx(np.mean(ranks))

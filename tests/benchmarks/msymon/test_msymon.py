@@ -264,3 +264,17 @@ def test_init_from_restores_every_parameter_including_list_indices(tmp_path):
     for k in want:
         np.testing.assert_array_equal(got[k], want[k], err_msg=str(k))
     assert len(jax.tree.leaves(fresh)) == len(want)
+
+
+@pytest.mark.e2e
+def test_retrieval_pool_is_every_clip_of_the_test_split(corpus, en_run):
+    """Appendix D (Tables 10-13): each sentence ranks every clip of the 4 test videos."""
+    res = en_run[1]["en_test"]
+    c = _config(corpus, **RUN)
+    it, n = data.eval_batches(c.data, "en_test", 8)
+    clips = sum(int(b["clip_mask"].sum()) for _, b in zip(range(n), it, strict=False))
+    assert res["pool_videos"] == 4 and res["pool_clips"] == clips
+    assert res["queries"] > 0
+    # A larger pool never ranks a sentence's clip higher than its own video alone does.
+    assert res["mean_rank"] >= res["video_pool_mean_rank"]
+    assert res["r1"] <= res["video_pool_r1"]

@@ -72,3 +72,130 @@ def test_train_evaluate_and_restore(tiny_xlmr, tmp_path):
     assert [w.rstrip(".,?") for w in out[0]["text"].split()] == ["Alpha", "sigma", "beta",
                                                                   "omega"]
     assert out[0]["begin_time"] == 0 and out[0]["end_time"] == 2
+
+
+def _strip(text: str) -> str:
+    """The sentence as an auto caption would give it: every punctuation character gone."""
+    import unicodedata
+
+    return "".join(ch for ch in text if not unicodedata.category(ch).startswith("P"))
+
+
+def _oracle_tokenizer(units: set[str], directory):
+    """A word-level tokenizer with one id per unit (each unit is one piece)."""
+    import transformers as tf
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    vocab = {t: i for i, t in enumerate(["<s>", "<pad>", "</s>", "<unk>", *sorted(units)])}
+    core = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    core.pre_tokenizer = pre_tokenizers.Whitespace()
+    tf.PreTrainedTokenizerFast(tokenizer_object=core, cls_token="<s>", sep_token="</s>",
+                               pad_token="<pad>", unk_token="<unk>").save_pretrained(directory)
+    return tf.PreTrainedTokenizerFast.from_pretrained(directory)
+
+
+def _oracle(labels: list[int]):
+    """A model stand-in that predicts the given labels, unit after unit (ids >= 4)."""
+    queue = list(labels)
+
+    def predict(ids: np.ndarray) -> np.ndarray:
+        return np.array([[queue.pop(0) if t >= 4 else 0 for t in row] for row in ids])
+
+    return predict
+
+
+def test_real_chinese_sentences_are_labelled_per_character(shared_data, tmp_path):
+    """M-SYMON Chinese narration (the release's ch/train.json): with its punctuation stripped,
+    every Han character is a unit with its own label; restoring the original labels (a model
+    stand-in) puts full-width marks back after the right characters."""
+    import regex
+
+    ann = json.loads((shared_data / "msymon/annotations/ch/train.json").read_text("utf-8"))
+    sentences = [e["text"] for v in ann.values() for e in v if e["text"].strip()][:200]
+    assert len(sentences) == 200
+    tok = _oracle_tokenizer({u.lower() for s in sentences for u, *_ in task.units(s)},
+                            tmp_path / "tok")
+    han = regex.compile(r"\p{Han}")
+    labelled = 0
+    for s in sentences:
+        orig, plain = task.units(s), task.units(_strip(s))
+        assert [u for u, *_ in orig] == [u for u, *_ in plain], s
+        assert all(y == 0 for _, y, _, _ in plain)
+        assert sum(len(u) == 1 for u, *_ in plain if han.match(u)) == len(han.findall(s))
+        assert not any(ch in task.MARKS for u, *_ in orig for ch in u)
+        labels = [y for _, y, _, _ in orig]
+        labelled += sum(y > 0 for y in labels)
+        out = task.restore(tok, _oracle(labels), _strip(s), max_tokens=24)  # several windows
+        assert [y for _, y, _, _ in task.units(out)] == labels, (s, out)
+        assert "".join(ch for ch in out if ch not in task.MARKS) == _strip(s).strip()
+        assert not regex.search(r"\p{Han}[,.?]", out)  # full-width marks after characters
+    assert labelled > 300  # commas and full stops inside sentences, not one per chunk
+
+
+def test_unspaced_chinese_is_labelled_per_character(tmp_path):
+    """A generated line in the release's style (no test data needed): one label per
+    character, brackets dropped, the restored marks full-width."""
+    line = "他来了，我们走吧！（以下简称格雷）你好吗？好。"
+    got = [(u, y) for u, y, _, _ in task.units(line)]
+    assert got == [("他", 0), ("来", 0), ("了", 2), ("我", 0), ("们", 0), ("走", 0), ("吧", 1),
+                   ("以", 0), ("下", 0), ("简", 0), ("称", 0), ("格", 0), ("雷", 0),
+                   ("你", 0), ("好", 0), ("吗", 3), ("好", 1)]
+    tok = _oracle_tokenizer({u for u, _ in got}, tmp_path)
+    plain = _strip(line)
+    assert plain == "他来了我们走吧以下简称格雷你好吗好"
+    out = task.restore(tok, _oracle([y for _, y in got]), plain, max_tokens=8)
+    assert out == "他来了，我们走吧。以下简称格雷你好吗？好。"
+
+
+def test_other_scripts_are_labelled_per_word():
+    ru = "А сейчас пересказ фильма Дикость,приятного просмотра!"
+    assert [(u, y) for u, y, _, _ in task.units(ru)][-3:] == [
+        ("Дикость", 2), ("приятного", 0), ("просмотра", 1)]  # a glued comma still splits
+    hi = "यह आदमी असल में बैंक का मैनेजर था। और उसे पीटने वाले लोग"
+    assert [(u, y) for u, y, _, _ in task.units(hi)][6:9] == [("मैनेजर", 0), ("था", 1),
+                                                              ("और", 0)]
+    en = 'He said: "Wait, the U.S. budget is 3.5 billion?!" Then left.'
+    assert [(u, y) for u, y, _, _ in task.units(en)] == [
+        ("He", 0), ("said", 2), ("Wait", 2), ("the", 0), ("U.S", 1), ("budget", 0), ("is", 0),
+        ("3.5", 0), ("billion", 3), ("Then", 0), ("left", 1)]
+
+
+@pytest.fixture(scope="module")
+def tiny_xlmr_han(tmp_path_factory):
+    """A tiny random XLM-R whose tokenizer knows eight Han characters (one id each)."""
+    from vnr.models.encoders.testing import write_tiny_checkpoint
+
+    d = tmp_path_factory.mktemp("tiny_xlmr_han")
+    write_tiny_checkpoint("xlm-roberta", d, "msgpack", seed=5)
+    _oracle_tokenizer(set(HAN), d)
+    return d
+
+
+HAN = "他来了我们走吧好"
+
+
+@pytest.mark.e2e
+def test_chinese_restoration_through_a_trained_run(tiny_xlmr_han, tmp_path):
+    """Per-character labels end to end: train the tiny XLM-R (2 steps) on unspaced Chinese
+    lines, restore a subtitle file with the run; marks land between characters."""
+    rng = np.random.default_rng(1)
+    lines = ["".join(rng.choice(list(HAN), 5)) + "，" + "".join(rng.choice(list(HAN), 4)) + "。"
+             for _ in range(150)]
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(lines), encoding="utf-8")
+    c = get_config("punctuation,smoke")
+    c.data.corpus, c.model.encoder = str(corpus), str(tiny_xlmr_han)
+    res = train.run(c, str(tmp_path / "run"))["test"]
+    assert 0 <= res["comma_f1"] <= 1
+    ids, labels = task.corpus_examples(str(corpus), task._tokenizer(c), 16, "train")
+    assert ((labels == 2).sum(1) == 1).all() and ((labels == 1).sum(1) == 1).all()
+    assert ((labels != task.IGNORE).sum(1) == 9).all()  # one label per character
+    subs = tmp_path / "release" / "subtitles" / "ch"
+    subs.mkdir(parents=True)
+    (subs / "v.json").write_text(json.dumps([{"begin_time": 0, "end_time": 2,
+                                              "text": "他来了我们走吧"}], ensure_ascii=False))
+    c.init_from = str(tmp_path / "run")
+    assert tools.punctuate(c, tmp_path / "release", "ch", tmp_path / "out")["sentences"] == 1
+    out = json.loads((tmp_path / "out/subtitles/ch/v.json").read_text("utf-8"))[0]["text"]
+    assert "".join(ch for ch in out if ch not in task.MARKS) == "他来了我们走吧"
+    assert not any(ch in ".,?" for ch in out)  # full-width marks only

@@ -10,20 +10,27 @@ uniformly without replacement each step:
     text->clip: the same with t_s as anchor and K of the video's clips not annotated with s
                 (unannotated clips included, so footage that matches nothing is pushed away).
 
-With fewer than K candidates all of them are used. The loss is the mean of the two
-directions, each averaged over all annotated clips of the global batch.
+With fewer than K candidates all of them are used. Each direction is averaged over all
+annotated clips of the global batch; `loss.directions="sum"` adds the two, as Eq. 2 is
+printed ("mean", ours, halves that). Eq. 2's denominators run over "j = 1..K"; we include
+the positive in them (InfoNCE as Oord et al. define it; our reading).
 
 Inference (Appendix E.1): similarity s = cosine [C, S]; distance d = 1 - s; Drop-DTW
 (`vnr.ops.drop_dtw`, two-sided: clips and sentences may be dropped, `eval.contiguous`) with
-clip drop cost d_v and sentence drop cost d_t. `eval.drop`: "tune" (the paper's: the (d_v,
-d_t) pair of `eval.drop_grid`^2 with the best F1 on the val split, reported as `d_v`, `d_t`),
-"fixed" (`eval.d_v`, `eval.d_t`) or "percentile" (ours, named: both from the Drop-DTW
-authors' per-video percentile rule, `eval.keep_percentile`). `eval.method="argmax"` instead
+clip drop cost d_v and sentence drop cost d_t. The paper calls d_v and d_t hyperparameters
+and gives neither their values nor how they were chosen. `eval.drop`: "tune" (ours, the
+default: the (d_v, d_t) pair of `eval.drop_grid`^2 with the best F1 on the val split,
+reported as `d_v`, `d_t`, `tuned_on_videos`; warned when the val split has fewer than
+`MIN_VAL_VIDEOS` videos, as the release's carved ones do), "fixed" (`eval.d_v`, `eval.d_t`)
+or "percentile" (ours: both from the Drop-DTW authors' per-video percentile rule,
+`eval.keep_percentile`). `eval.method="argmax"` instead
 gives each clip its most similar sentence when that similarity exceeds a threshold, else "no
 sentence" (SYMON §7.3 zero-shot; the threshold is tuned on the val split for F1 unless
 `eval.threshold` is set). The timestamp-window constraint (M-SyMoN §6.5, `eval.window` = W >
 0 seconds, 1 s in the paper): a sentence may only take clips within W seconds of its
-narration interval (cost +1e4 outside, so Drop-DTW drops rather than matches there).
+narration interval (cost +1e4 outside, so Drop-DTW drops rather than matches there). Where
+the narration times are estimates (no subtitle times: `data.narration_times`), the model's
+metrics are reported as `estimated_*` and a warning says so once.
 
 Transcript-only baseline (`transcript_alignment`, no video, §6.5): each clip takes the
 sentence whose subtitle timestamp falls in the clip's duration (largest overlap), else "no
@@ -38,12 +45,15 @@ the whole model; `validate` checks names and shapes first (one-line error).
 
 Metrics (`metrics`): duration-weighted clip accuracy, sentence IoU over annotated
 sentences, and F1 of the two dataset means; text-to-video retrieval R@1/5/10 and mean rank
-(`retrieval`, Tables 10-13) from the same similarities. Command-line tools (transcript baseline,
+(`retrieval`, Tables 10-13) from the same embeddings, every sentence of the split against
+every clip of the split (Appendix D; `pool_clips` is the pool size), and the same within
+each sentence's own video as `video_pool_*` (ours). Command-line tools (transcript baseline,
 cross-lingual matrix, zero-shot evaluation): `python -m vnr.benchmarks.msymon.tools`.
 """
 
 from __future__ import annotations
 
+import logging
 import pathlib
 from collections.abc import Callable
 from typing import Any
@@ -74,6 +84,8 @@ def validate(config: Any) -> None:
                          "python -m vnr.benchmarks.msymon.tools baseline --data_dir ...")
     if d.manual_dir and not pathlib.Path(d.manual_dir).is_dir():
         raise ValueError(f"data.manual_dir={d.manual_dir!r} does not exist")
+    if config.loss.get("directions", "sum") not in ("sum", "mean"):
+        raise ValueError(f"loss.directions={config.loss.directions!r}: 'sum' (Eq. 2) or 'mean'")
     if config.loss.temperature <= 0 or config.loss.num_negatives < 1:
         raise ValueError(f"loss.temperature={config.loss.temperature} must be > 0 and "
                          f"loss.num_negatives={config.loss.num_negatives} >= 1")
@@ -198,7 +210,7 @@ def _sample_mask(key: jax.Array, valid: jax.Array, k: int) -> jax.Array:
 
 
 def info_nce(v: jax.Array, t: jax.Array, batch: dict, key: jax.Array, tau: float,
-             num_negatives: int) -> tuple[jax.Array, dict]:
+             num_negatives: int, directions: str = "sum") -> tuple[jax.Array, dict]:
     """Eq. 2 in both directions with K same-video negatives; see the module docstring."""
     labels, clip_mask, sent_mask = batch["labels"], batch["clip_mask"], batch["sent_mask"]
     s_count = t.shape[1]
@@ -226,13 +238,14 @@ def info_nce(v: jax.Array, t: jax.Array, batch: dict, key: jax.Array, tau: float
     t2c = jnp.where(pos, l_t2c, 0.0).sum() / n
     acc = jnp.where(pos, jnp.argmax(jnp.where(sent_mask[:, None], sim, -jnp.inf), -1) == lab,
                     False).sum() / n
-    return (c2t + t2c) / 2, {"loss_c2t": c2t, "loss_t2c": t2c, "clip_top1": acc}
+    total = c2t + t2c if directions == "sum" else (c2t + t2c) / 2
+    return total, {"loss_c2t": c2t, "loss_t2c": t2c, "clip_top1": acc}
 
 
 def loss_fn(config: Any, model: Aligner, batch: dict, rngs: nnx.Rngs):
     v, t = model(batch, train=True, rngs=rngs)
     return info_nce(v, t, batch, rngs.dropout(), config.loss.temperature,
-                    config.loss.num_negatives)
+                    config.loss.num_negatives, config.loss.get("directions", "sum"))
 
 
 _HOST_KEYS = ("clip_mask", "sent_mask", "labels", "clip_begin", "clip_end", "narr_begin",
@@ -242,8 +255,8 @@ _HOST_KEYS = ("clip_mask", "sent_mask", "labels", "clip_begin", "clip_end", "nar
 def predict(config: Any, model: Aligner, batch: dict) -> dict[str, jax.Array]:
     """Cosine similarities [B, C, S] plus what the host needs for alignment and metrics."""
     v, t = model(batch, train=False, rngs=None)
-    return {"sim": jnp.einsum("bce,bse->bcs", v, t), "valid": batch["clip_mask"].any(-1),
-            **{k: batch[k] for k in _HOST_KEYS}}
+    return {"sim": jnp.einsum("bce,bse->bcs", v, t), "v": v, "t": t,
+            "valid": batch["clip_mask"].any(-1), **{k: batch[k] for k in _HOST_KEYS}}
 
 
 # ----------------------------------------------------------------------------- alignment
@@ -362,18 +375,45 @@ def tune_threshold(out: dict, window: float = 0.0) -> float:
     return best
 
 
+MIN_VAL_VIDEOS = 10  # tuned on fewer validation videos than this: a warning (ours)
+_WARNED: set[str] = set()
+
+
+def _warn_once(key: str, msg: str) -> None:
+    if key not in _WARNED:
+        _WARNED.add(key)
+        logging.warning(msg)
+
+
+def estimated_fraction(out: dict) -> float:
+    """Share of the real sentences whose narration time is an estimate (no subtitle time)."""
+    known = np.asarray(out["narr_known"])[np.asarray(out["sent_mask"], bool)]
+    return float(1.0 - known.mean()) if known.size else 0.0
+
+
 def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.Mesh, *,
              max_examples: int = 0, report_dir: pathlib.Path | None = None) -> dict[str, float]:
-    """Aligns every video of `split`; the model's metrics and the transcript baseline's."""
+    """Aligns every video of `split`; the model's metrics and the transcript baseline's.
+
+    Tuned values (`eval.drop="tune"`, the argmax threshold) come from the val split, with
+    `tuned_on_videos` reported and a warning when that is under `MIN_VAL_VIDEOS`. With the
+    §6.5 window (`eval.window` > 0) on narration times that are estimates (no subtitle
+    times), the model's metrics are reported as `estimated_*` (warned once), with
+    `estimated_narration_fraction`.
+    """
     ev = config.eval
     out = collect(config, split, predict_fn, mesh, max_examples).outputs
     window = float(ev.window)
     extra: dict[str, float] = {}
+    val: dict | None = None
 
     def val_outputs() -> dict:
-        return out if split == config.data.val_split else collect(
-            config, config.data.val_split, predict_fn, mesh,
-            config.evals.val.max_examples).outputs
+        nonlocal val
+        if val is None:
+            val = out if split == config.data.val_split else collect(
+                config, config.data.val_split, predict_fn, mesh,
+                config.evals.val.max_examples).outputs
+        return val
 
     if ev.method == "argmax":
         thr = ev.threshold
@@ -388,12 +428,34 @@ def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.M
         pred = drop_dtw_alignment(out, ev, d_v, d_t)
         if ev.drop != "percentile":
             extra.update(d_v=d_v, d_t=d_t)
-    metrics = score(out, pred)
+    if val is not None:
+        n_val = len(val["labels"])
+        extra["tuned_on_videos"] = float(n_val)
+        if n_val < MIN_VAL_VIDEOS:
+            what = "threshold" if ev.method == "argmax" else "(d_v, d_t)"
+            _warn_once(f"tune:{config.data.val_split}", f"msymon: {what} tuned for F1 on "
+                       f"{n_val} validation video(s) of {config.data.val_split} (fewer than "
+                       f"{MIN_VAL_VIDEOS}): expect them to fit those videos, not the split")
+    prefix = ""
+    if window > 0:
+        est = max(estimated_fraction(out), estimated_fraction(val) if val is not None else 0)
+        extra["estimated_narration_fraction"] = estimated_fraction(out)
+        if est > 0:
+            prefix = "estimated_"
+            _warn_once(f"window:{split}", f"msymon {split}: the eval.window={window:g} s "
+                       "constraint uses estimated narration times (no subtitle times for "
+                       f"{100 * est:.0f}% of the sentences): its metrics are reported as "
+                       "estimated_*, not the paper's §6.5 setting")
+    metrics = score(out, pred, prefix)
     metrics.update(score(out, transcript_alignment(out), transcript_prefix(out)))
     metrics["videos"] = float(len(pred))
     metrics.update(extra)
-    metrics.update(retrieval.retrieval_metrics(out["sim"], out["labels"], out["clip_mask"],
-                                               out["sent_mask"]))
+    metrics.update(retrieval.pooled_retrieval_metrics(  # one process: queries over the mesh
+        out["v"], out["t"], out["labels"], out["clip_mask"], out["sent_mask"],
+        mesh if jax.process_count() == 1 else None))
+    per_video = retrieval.retrieval_metrics(out["sim"], out["labels"], out["clip_mask"],
+                                            out["sent_mask"])
+    metrics.update({f"video_pool_{k}": v for k, v in per_video.items() if k != "queries"})
     return metrics
 
 
@@ -401,4 +463,6 @@ def result_columns(config: Any, results: dict) -> list[results_lib.Column]:
     """The model's metrics, then the transcript baseline's (percent)."""
     prefix = "transcript_" if any("transcript_f1" in r for r in results.values()) \
         else "estimated_transcript_"
-    return results_lib.cols((*METRICS, *(f"{prefix}{m}" for m in METRICS)), "{:.1f}", 100.0)
+    model = "estimated_" if any("estimated_f1" in r for r in results.values()) else ""
+    return results_lib.cols((*(f"{model}{m}" for m in METRICS),
+                             *(f"{prefix}{m}" for m in METRICS)), "{:.1f}", 100.0)

@@ -1,14 +1,16 @@
 """Dual encoder for clip/sentence alignment (M-SyMoN §5.1, SYMON §7.3 on YMS).
 
 Clips: the per-clip video feature through a dense layer, optional transformer layers over
-the clip sequence of the video (`clip_layers`, context), and a projection. Sentences: the
+the clip sequence of the video (`clip_layers`), and a projection. Sentences: the
 scratch text encoder `vnr.models.layers.TextEncoder` (hashed tokens, token + position
 embeddings, `text_layers` transformer layers, masked mean pool), or an encoder of
 `vnr.models.encoders` by name (`text_encoder="scratch:bert-tiny"`, or a checkpoint built
 from its config.json whose weights come through the task's `pretrained` hook; its pooled
-output), then optional layers over the video's sentence sequence and a projection. Both
-land in one `embed`-dim space, L2 normalised, so a dot product is the cosine similarity
-the paper aligns with.
+output), then optional layers over the video's sentence sequence (`sentence_layers`) and a
+projection. Both land in one `embed`-dim space, L2 normalised, so a dot product is the cosine
+similarity the paper aligns with. The paper encodes each clip and each sentence on its own:
+its rows run with `clip_layers = sentence_layers = 0` (no `Context` block); the context
+layers are our option (`configs/msymon/main.py:context`).
 """
 
 from __future__ import annotations

@@ -6,16 +6,24 @@ after every word, nothing / period / comma / question mark.
     python -m vnr.benchmarks.msymon.tools punctuate --run DIR --src RELEASE --lang <l>
 
 Data: a plain-text corpus with punctuation, one paragraph per line (the paper: Wiki-40B).
-Words are white-space separated; a word's label is the mark it ends with (`.` `!` `।` `。`
-`！` -> period, `,` `，` `、` `;` `:` -> comma, `?` `？` -> question; "!" and ";" folded
-into the three classes are ours), and the model sees the words with that punctuation
-stripped and lower-cased (as auto captions come). Each word is tokenized with the encoder's
-tokenizer; the label sits on its last sub-word, the other positions are ignored. Lines are
+A line is cut into units (`units`): in scripts written without spaces (Chinese: Han; and
+Japanese kana) every character is a unit, elsewhere a unit is a word (letters, marks and
+digits, with inner apostrophes, hyphens and dots such as "U.S" or "3.5"; a comma or other mark
+glued between two words separates them). A unit's label is the punctuation that follows it
+(`.` `!` `।` `。` `！` -> period, `,` `，` `、` `;` `:` `；` `：` -> comma, `?` `？` -> question;
+the strongest when several follow: question > period > comma; folding "!" and ";" into the
+three classes is the paper's, the order ours); other punctuation (quotes, brackets, `#`, `@`)
+is removed, as in the paper. The model sees the units without any punctuation and
+lower-cased (as auto captions come). Each unit is tokenized on its own with the encoder's
+tokenizer (a Chinese character becomes its own word-initial piece: ours, the paper does not
+say how it labels unspaced scripts); the label sits on its last sub-word, the other positions
+are ignored. Every M-SYMON language but Chinese is written with spaces between words (Hindi's
+danda `।` is a period). Lines are
 split by the CRC32 of their text: 10% test, 10% val, the rest train (ours; the paper built
 its evaluation set from Wikipedia plot summaries, not provided). Lines longer than
 `data.max_tokens` are cut into consecutive windows of whole words.
 
-Model: the checkpoint encoder (`model.encoder`, the paper's XLM-R; built by `make_model`,
+Model: the checkpoint encoder (`model.encoder`, the paper's XLM-R large; built by `make_model`,
 weights through the `pretrained` hook) + a linear layer on every token. Loss: token cross
 entropy. Metrics (Table 8): precision, recall and F1 per class and their macro mean.
 """
@@ -30,15 +38,26 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+import regex
 from flax import nnx
 
 from vnr import evaluation
 
 CLASSES = ("none", "period", "comma", "question")
 MARKS = {".": 1, "!": 1, "।": 1, "。": 1, "！": 1, ",": 2, "，": 2, "、": 2, ";": 2, ":": 2,
-         "?": 3, "？": 3}
+         "；": 2, "：": 2, "?": 3, "？": 3}
+STRENGTH = {0: 0, 2: 1, 1: 2, 3: 3}  # several marks after a unit: question > period > comma
 SYMBOL = {1: ".", 2: ",", 3: "?"}
+SYMBOL_WIDE = {1: "。", 2: "，", 3: "？"}  # after a Han / kana character
+SYMBOL_DEVANAGARI = {1: "।", 2: ",", 3: "?"}
 IGNORE = -100
+_UNSPACED = r"\p{Han}\p{Hiragana}\p{Katakana}\u30fc"
+_UNIT = regex.compile(
+    rf"[{_UNSPACED}]\p{{M}}*"
+    rf"|[\p{{L}}\p{{M}}\p{{N}}--[{_UNSPACED}]]+"
+    rf"(?:(?:['’\-]|\.(?=[\p{{L}}\p{{N}}]))[\p{{L}}\p{{M}}\p{{N}}--[{_UNSPACED}]]+)*", regex.V1)
+_WIDE = regex.compile(rf"[{_UNSPACED}]")
+_DEVANAGARI = regex.compile(r"\p{Devanagari}")
 
 
 def strip_word(word: str) -> tuple[str, int]:
@@ -48,6 +67,17 @@ def strip_word(word: str) -> tuple[str, int]:
         label = label or MARKS[word[-1]]
         word = word[:-1]
     return word.lower(), label
+
+
+def units(text: str) -> list[tuple[str, int, int, int]]:
+    """(unit, label, start, end) of every unit of `text` (module docstring)."""
+    found = list(_UNIT.finditer(text))
+    out = []
+    for i, m in enumerate(found):
+        gap = text[m.end():found[i + 1].start() if i + 1 < len(found) else len(text)]
+        label = max((MARKS.get(ch, 0) for ch in gap), key=STRENGTH.get, default=0)
+        out.append((m.group(0), label, m.start(), m.end()))
+    return out
 
 
 def split_of(line: str) -> str:
@@ -96,11 +126,10 @@ def corpus_examples(path: str, tok: Any, max_tokens: int, split: str
             line = line.strip()
             if not line or split_of(line) != split:
                 continue
-            words, labels = zip(*(strip_word(w) for w in line.split()), strict=True)
-            keep = [(w, y) for w, y in zip(words, labels, strict=True) if w]
-            if keep:
-                rows += encode_words(tok, [w for w, _ in keep], [y for _, y in keep],
-                                     max_tokens)
+            found = units(line)
+            if found:
+                rows += encode_words(tok, [u.lower() for u, *_ in found],
+                                     [y for _, y, _, _ in found], max_tokens)
     if not rows:
         raise ValueError(f"data.corpus={path!r} has no line in split {split!r} (lines go to "
                          "test / val / train by CRC32: 10% / 10% / 80%)")
@@ -226,17 +255,37 @@ def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.M
     return class_metrics(np.asarray(out["pred"]), np.asarray(out["labels"]))
 
 
-def restore(tok: Any, predict_words: Callable[[np.ndarray], np.ndarray], text: str,
-            max_tokens: int) -> str:
-    """`text` with the predicted marks after its words (existing marks are replaced)."""
-    orig = [x.rstrip("".join(MARKS)) for x in text.split()]
-    orig = [x for x in orig if x]
-    if not orig:
-        return text
-    words = [x.lower() for x in orig]
-    rows = encode_words(tok, words, [0] * len(words), max_tokens)
+def _symbol(unit: str, label: int) -> str:
+    if not label:
+        return ""
+    if _WIDE.search(unit):
+        return SYMBOL_WIDE[label]
+    return (SYMBOL_DEVANAGARI if _DEVANAGARI.search(unit) else SYMBOL)[label]
+
+
+def predict_labels(tok: Any, predict_words: Callable[[np.ndarray], np.ndarray], text: str,
+                   max_tokens: int) -> list[tuple[str, int, int, int]]:
+    """`units(text)` with the model's labels instead of the text's own marks."""
+    found = units(text)
+    rows = encode_words(tok, [u.lower() for u, *_ in found], [0] * len(found), max_tokens)
     marks: list[int] = []
     for ids, lab in rows:
         pred = predict_words(ids[None])[0]
         marks += [int(p) for p, y in zip(pred, lab, strict=True) if y != IGNORE]
-    return " ".join(w + SYMBOL.get(m, "") for w, m in zip(orig, marks, strict=True))
+    return [(u, m, a, b) for (u, _, a, b), m in zip(found, marks, strict=True)]
+
+
+def restore(tok: Any, predict_words: Callable[[np.ndarray], np.ndarray], text: str,
+            max_tokens: int) -> str:
+    """`text` with the predicted marks after its units (its own marks removed; other
+    characters, spacing included, kept): "，。？" after Chinese characters, "।" as the
+    period after Devanagari, ". , ?" elsewhere."""
+    found = predict_labels(tok, predict_words, text, max_tokens)
+    if not found:
+        return text
+    out = [text[:found[0][2]]]
+    for i, (unit, label, _, end) in enumerate(found):
+        nxt = found[i + 1][2] if i + 1 < len(found) else len(text)
+        gap = "".join(ch for ch in text[end:nxt] if ch not in MARKS)
+        out.append(unit + _symbol(unit, label) + gap)
+    return "".join(out).strip()

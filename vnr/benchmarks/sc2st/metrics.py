@@ -1,10 +1,10 @@
 """Retrieval metrics for contextual retrieval (Sc2St Tables 3-5), pure and jit-able.
 
 Given candidate scores and the index of the correct candidate, the rank of the
-answer is 1 + (number of candidates scored strictly higher) + a tie share: ties
-are broken uniformly at random *in expectation*, so every metric is its exact
-expected value under random tie-breaking (a constant scorer gets mean rank
-(C + 1) / 2 and R@k = k / C, never a lucky 1 or an unlucky C):
+answer comes from the shared ranking op (`vnr.ops.ranking`) with the tie policy
+"expected": ties are broken uniformly at random *in expectation*, so every metric
+is its exact expected value under random tie-breaking (a constant scorer gets mean
+rank (C + 1) / 2 and R@k = k / C, never a lucky 1 or an unlucky C):
 
 * R@k  = P(rank <= k)           = clip((k - g) / (e + 1), 0, 1)
 * rank = E[rank]                = g + (e + 2) / 2
@@ -22,15 +22,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from vnr.ops import ranking
 from vnr.reports.results import Column, markdown
 
 KS = (1, 5, 10)
 STAGES = {"early": (2, 3, 4), "middle": (5, 6, 7), "late": (8, 9, 10)}
 METRICS = ("r1", "r5", "r10", "mean_rank", "mrr")
-
-
-def _harmonic(n: jax.Array) -> jax.Array:
-    return jax.scipy.special.digamma(n + 1.0) + np.euler_gamma
+TIE = "expected"  # ours (the paper does not say how ties rank): random ties, in expectation
 
 
 def per_query(scores: jax.Array, answer: jax.Array, ks: tuple[int, ...] = KS
@@ -45,12 +43,11 @@ def per_query(scores: jax.Array, answer: jax.Array, ks: tuple[int, ...] = KS
       {"r<k>": [...], "rank": [...], "rr": [...]} float32.
     """
     scores = jnp.asarray(scores, jnp.float32)
-    target = jnp.take_along_axis(scores, jnp.asarray(answer)[..., None], axis=-1)
-    g = (scores > target).sum(-1).astype(jnp.float32)
-    e = (scores == target).sum(-1).astype(jnp.float32) - 1.0
-    out = {f"r{k}": jnp.clip((k - g) / (e + 1.0), 0.0, 1.0) for k in ks}
-    out["rank"] = g + (e + 2.0) / 2.0
-    out["rr"] = (_harmonic(g + e + 1.0) - _harmonic(g)) / (e + 1.0)
+    positive = jax.nn.one_hot(jnp.asarray(answer), scores.shape[-1], dtype=bool)
+    stats = ranking.rank_stats(scores, positive)
+    out = {f"r{k}": ranking.recall(stats, k, TIE) for k in ks}
+    out["rank"] = ranking.rank(stats, TIE)
+    out["rr"] = ranking.reciprocal_rank(stats, TIE)
     return out
 
 

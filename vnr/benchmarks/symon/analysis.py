@@ -32,8 +32,9 @@ from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
+from vnr.benchmarks.symon.data import title_key
+
 _WORD = re.compile(r"[a-z]+(?:'[a-z]+)?")
-_KEY = re.compile(r"[^a-z0-9]+")
 EOS = "<EOS>"
 
 
@@ -147,11 +148,12 @@ def grid_search(costs: Sequence[np.ndarray], golds: Sequence[dict[int, int | Non
 
 
 # ---------------------------------------------------------------------- WikiPlots
-def title_key(title: str) -> str:
-    """Movie-name key for matching: lower case, alphanumerics only, no leading article."""
-    t = _KEY.sub(" ", title.lower()).strip()
-    t = re.sub(r"^(the|a|an) ", "", t)
-    return t.replace(" ", "")
+def movie_name(title: str) -> str:
+    """The name of a title's movie key (`data.title_key`) without its year: WikiPlots titles
+    carry none."""
+    from tfds_builders.symon import titles
+
+    return titles.split_key(title_key(title))[0]
 
 
 def read_wikiplots(directory: pathlib.Path | str) -> list[tuple[str, list[str]]]:
@@ -180,18 +182,18 @@ def read_wikiplots(directory: pathlib.Path | str) -> list[tuple[str, list[str]]]
 def story_coverage(videos: Sequence[dict], plots: Sequence[tuple[str, list[str]]],
                    embed: Callable[[list[str]], np.ndarray], delta_a: float,
                    delta_b: float) -> dict:
-    """Eq. 2 over the WikiPlots movies that have a video (matched by `title_key` of the
+    """Eq. 2 over the WikiPlots movies that have a video (matched by `movie_name` of the
     video's `movie_id`). Several videos of one movie: their per-video coverages are
     averaged first (our choice; the paper does not say). Entries matching no video and
     videos with no entry are counted and named, never an error."""
     by_key: dict[str, list[str]] = collections.defaultdict(list)
     for title, _ in plots:
-        by_key[title_key(title)].append(title)
-    plot_of = {title_key(t): s for t, s in plots if s}
+        by_key[movie_name(title)].append(title)
+    plot_of = {movie_name(t): s for t, s in plots if s}
     per_movie: dict[str, list[float]] = collections.defaultdict(list)
     no_plot = []
     for v in videos:
-        key = title_key(v["movie_id"])
+        key = movie_name(v["movie_id"])
         if key not in plot_of or not v["sentences"]:
             no_plot.append(v["video_id"])
             continue

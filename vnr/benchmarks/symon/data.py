@@ -35,7 +35,8 @@ NER); its rows and text are appended (clip 0 of a video has no memory: empty mas
 
   frames [B, F, D], frame_mask [B, F]; tokens [B, L]
   mem_frames [B, F, D], mem_frame_mask [B, F]; mem_tokens [B, L]
-  video, movie int32 [B] (split-local ids), center, text_center float32 [B] (s),
+  video, movie int32 [B] (split-local ids; movie = the record's `movie_key`, a video of
+  unknown movie is a movie of its own), center, text_center float32 [B] (s),
   valid bool [B]
 
 Splits: the builder's, plus `setA` / `setB` (§6.2 ordering protocol): the videos of the
@@ -48,7 +49,6 @@ from __future__ import annotations
 import collections
 import dataclasses
 import logging
-import re
 import zlib
 from typing import Any
 
@@ -217,22 +217,58 @@ def center_tokens(narration: str, vocab_size: int, max_len: int) -> np.ndarray:
 
 
 def title_key(title: str) -> str:
-    """Movie-name key: lower case, alphanumerics only, no leading article."""
-    t = re.sub(r"[^a-z0-9]+", " ", title.lower()).strip()
-    return re.sub(r"^(the|a|an) ", "", t).replace(" ", "")
+    """Movie key of a title or movie name (`tfds_builders.symon.titles.movie_key`)."""
+    from tfds_builders.symon import titles
+
+    return titles.movie_key(title)
+
+
+def read_movie_list(path: str) -> list[tuple[str, str]]:
+    """(title, movie key) per line of a movie list: YMS `movie_list.txt` (`<id>\\t<YouTube
+    title>`) or one title per line; titles that normalise to nothing are logged by name."""
+    out = []
+    for line in open(path, encoding="utf-8").read().splitlines():
+        title = line.split("\t", 1)[-1].strip()
+        if title:
+            out.append((title, title_key(title)))
+    empty = [t for t, k in out if not k]
+    if empty:
+        logging.warning("%s: %d title(s) normalise to no movie key (ignored): %s", path,
+                        len(empty), "; ".join(empty[:5]))
+    return out
 
 
 def excluded_movie_keys(path: str) -> set[str]:
-    """Title keys of a movie list: YMS `movie_list.txt` (`<id>\\t<YouTube title>`, the title
-    before "in N minutes" / parentheses) or one title per line."""
-    out = set()
-    for line in open(path, encoding="utf-8").read().splitlines():
-        title = line.split("\t", 1)[-1]
-        title = re.sub(r"\s+in\s+\d+\s+minutes?\b.*$", "", title, flags=re.I)
-        title = re.sub(r"\(.*?\)", "", title).split(" - ")[0].strip()
-        if title:
-            out.add(title_key(title))
-    return out
+    """Movie keys of a movie list (`read_movie_list`)."""
+    return {k for _, k in read_movie_list(path) if k}
+
+
+def exclude_movies(videos: Any, path: str, split: str) -> tuple[list[int], dict]:
+    """Indices of the videos whose movie is not in the list at `path`, and what was removed
+    (logged): the removed video ids, the listed movies that matched no video, the videos
+    without a movie identity (kept: nothing to match them by)."""
+    from tfds_builders.symon import titles
+
+    listed = read_movie_list(path)
+    keys = sorted({k for _, k in listed if k})
+    keep, removed, unknown, matched = [], [], 0, set()
+    for v in range(len(videos)):
+        rec = videos[v]
+        hits = [k for k in keys if rec["movie_key"] and titles.same_movie(k, rec["movie_key"])]
+        unknown += not rec["movie_key"]
+        matched.update(hits)
+        if hits:
+            removed.append(rec["video_id"])
+        else:
+            keep.append(v)
+    unmatched = sorted({t for t, k in listed if k and k not in matched})
+    logging.warning("symon %s: removed %d of %d videos whose movie is one of the %d movies of "
+                    "%s (first: %s); %d listed movies matched no video (%s); %d videos have "
+                    "no movie identity and stay", split, len(removed), len(videos), len(keys),
+                    path, ", ".join(removed[:10]), len(unmatched), "; ".join(unmatched[:10]),
+                    unknown)
+    return keep, {"removed": removed, "movies": len(keys), "unmatched": unmatched,
+                  "unknown_movie_videos": unknown}
 
 
 class _Subset:
@@ -260,21 +296,15 @@ class ItemSource:
         movies: dict[str, int] = {}
         self.movie_of: list[int] = []
         self.excluded: list[str] = []  # videos of excluded movies (training split only)
-        exclude = (excluded_movie_keys(cfg.exclude_movies)
-                   if cfg.get("exclude_movies") and split == cfg.train_split else set())
-        keep = []
-        for v in range(len(self.videos)):
-            if exclude and title_key(self.videos[v]["movie_id"]) in exclude:
-                self.excluded.append(self.videos[v]["video_id"])
-            else:
-                keep.append(v)
-        if exclude:
+        self.exclusion: dict = {}
+        if cfg.get("exclude_movies") and split == cfg.train_split:
+            keep, self.exclusion = exclude_movies(self.videos, cfg.exclude_movies, split)
+            self.excluded = self.exclusion["removed"]
             self.videos = _Subset(self.videos, keep)
-            logging.warning("symon %s: %d videos of the %d excluded movies removed (%s)", split,
-                            len(self.excluded), len(exclude), ", ".join(self.excluded[:10]))
         for v in range(len(self.videos)):
-            rec = self.videos[v]
-            self.movie_of.append(movies.setdefault(rec["movie_id"], len(movies)))
+            rec = self.videos[v]  # a video of unknown movie is a movie of its own
+            movie = rec["movie_key"] or f"video:{rec['video_id']}"
+            self.movie_of.append(movies.setdefault(movie, len(movies)))
             if task == "order":
                 self.clips.append([])
                 self.items += [(v, i, c, s) for i, (c, s) in

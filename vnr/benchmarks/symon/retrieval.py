@@ -8,8 +8,10 @@ each video row and text token is hidden with probability `memory_mask_rate` (0.6
 training; `memory_mask_scope` "all" (our reading of "60% of the video and text tokens":
 the whole encoder input, current clip and memory) or "memory" (the memory part only,
 our option). Evaluation embeds every clip and text of the split and scores all pairs by
-dot product; metrics (§7.2) in `vnr.ops.retrieval_metrics`, plus `chance_v2t_r@1` /
-`chance_v2t_r@10` (random scores, same items).
+dot product, block by block over the candidates (`retrieval_metrics.embedding_retrieval_
+metrics`: no N x N matrix, so the paper's ~60k-clip test split fits; queries sharded over
+the mesh's "data" axis); metrics (§7.2) plus `chance_v2t_r@1` / `chance_v2t_r@10` (the
+exact expectation of random scores on the same items) and `items`.
 """
 
 from __future__ import annotations
@@ -128,6 +130,12 @@ def collect(config: Any, task: str, split: str, predict_fn: Callable, mesh: jax.
                                     name=f"symon {split}")
 
 
+def ranking_mesh(mesh: jax.sharding.Mesh) -> jax.sharding.Mesh | None:
+    """The mesh to shard the ranking's queries over: the trainer's in a single-process run;
+    with several processes each ranks on its own devices (same inputs, same result)."""
+    return mesh if jax.process_count() == 1 else None
+
+
 def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.Mesh, *,
              max_examples: int = 0, report_dir: pathlib.Path | None = None) -> dict[str, float]:
     """R@1/5/10 and median rank in both directions over the items of `split`."""
@@ -135,13 +143,13 @@ def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.M
     cat = collect(config, TASK, split, predict_fn, mesh, max_examples)
     if not len(cat):
         raise ValueError(f"symon {split}: no retrieval items")
-    sim = cat["v"] @ cat["t"].T
-    metrics = retrieval_metrics.retrieval_metrics(sim, cat["video"], cat["movie"], cat["center"],
-                                                  text_center=cat["text_center"])
+    metrics = retrieval_metrics.embedding_retrieval_metrics(
+        cat["v"], cat["t"], cat["video"], cat["movie"], cat["center"],
+        text_center=cat["text_center"], mesh=ranking_mesh(mesh))
     for k in (1, 10):  # chance levels of these very items (random scores)
-        metrics[f"chance_v2t_r@{k}"] = retrieval_metrics.random_expectation(
-            cat["video"], cat["movie"], cat["center"], k=k)
-    metrics["items"] = float(len(sim))
+        metrics[f"chance_v2t_r@{k}"] = retrieval_metrics.chance_recall(cat["video"],
+                                                                       cat["movie"], k=k)
+    metrics["items"] = float(len(cat))
     return metrics
 
 

@@ -1,0 +1,211 @@
+"""Movie identity of SYMON videos and the YMS exclusion: title keys (real YMS titles and
+both channels' formats), movies.tsv / yt-dlp metadata in the builder, bad input counted and
+named, `movie_keys` command, exclusion log, and the features build naming missing files."""
+
+import collections
+import json
+import logging
+import logging.handlers
+import shutil
+
+import pytest
+
+from tfds_builders import common
+from tfds_builders import symon as builder
+from tfds_builders.symon import synthetic, titles
+from tfds_builders.symon.symon import SymonConfig
+from vnr.benchmarks.symon import data, tools
+
+# The layout of YMS movie_list.txt: the two channels' title formats, one movie twice.
+MOVIE_LIST = """0000\tAnt-Man in 4 minutes - (Marvel Phase Two Recap)
+0008\tGuardians of the Galaxy in 4 Minutes
+0031\tMovie Spoiler Alerts - Guardians of the Galaxy (2014) Video Summary
+0027\tMovie Spoiler Alerts - Ghostbusters (1984) Video Summary
+0028\tMovie Spoiler Alerts - Ghostbusters (2016) Video Summary
+0047\tMovie Spoiler Alerts - Star Wars Ep 1 - The Phantom Menace (1999) Video Summary
+0084\tJurassic Park in 4 Minutes_BK
+"""
+
+SAME = [  # each row: titles of one movie in the formats of different channels
+    ("Avengers  Age of Ultron in 4 minutes - (Marvel Phase Two Recap)",
+     "Movie Spoiler Alerts - Avengers 2 - Age of Ultron (2015) Video Summary",
+     "Avengers: Age of Ultron (2015) | Movie Recap", "Avengers Age of Ultron Explained"),
+    ("Thor  The Dark World in 4 minutes - (Marvel Phase Two Recap)",
+     "Movie Spoiler Alerts - Thor 2  Dark World (2013) Video Summary", "Thor: The Dark World"),
+    ("Stephen King's  It  (1990) in 4 minutes (Movie Recap)",
+     "Movie Spoiler Alerts - It (1990) Video Summary", "It (1990) - Full Movie Recap"),
+    ("Movie Spoiler Alerts - Star Wars Ep 4 - A New Hope (1977) Video Summary",
+     "Star Wars: Episode IV - A New Hope", "Mystery Recapped: Star Wars: A New Hope"),
+    ("Movie Spoiler Alerts - Back to the Future Part 1 (1985) Video Summary",
+     "Back to the Future (1985) Movie Recap"),
+    ("Ant-Man in 4 minutes - (Marvel Phase Two Recap)", "Ant Man", "ANTMAN (2015)"),
+]
+DIFFERENT = [("Ghostbusters (1984)", "Ghostbusters (2016)"), ("Iron Man", "Iron Man 2"),
+             ("The Terminator (1984)", "Terminator 2  Judgement Day (1991)"),
+             ("Harry Potter and the Deathly Hallows Part 1",
+              "Harry Potter and the Deathly Hallows  Part 2"),
+             ("Blade Runner (1982)", "Blade Runner 2049 (2017)")]
+CHANNEL_WORDS = ("spoiler", "recap", "minute", "summary", "marvel", "youtube", "video", "phase")
+
+
+def test_title_variants_of_one_movie_share_a_key():
+    for row in SAME:
+        keys = [titles.movie_key(t) for t in row]
+        assert all(titles.same_movie(keys[0], k) for k in keys), (row, keys)
+        assert all(titles.movie_key(k) == k for k in keys)  # idempotent
+    for a, b in DIFFERENT:
+        assert not titles.same_movie(titles.movie_key(a), titles.movie_key(b)), (a, b)
+    assert titles.movie_key("Movie Spoiler Alerts - Video Summary") == ""
+    assert titles.movie_key("Movie Recap") == ""
+    assert titles.merge(["ghostbusters (1984)", "ghostbusters (2016)", "ghostbusters",
+                         "thor", "thor (2011)"]) == {
+        "ghostbusters (1984)": "ghostbusters (1984)", "ghostbusters (2016)": "ghostbusters (2016)",
+        "ghostbusters": "ghostbusters", "thor": "thor (2011)", "thor (2011)": "thor (2011)"}
+
+
+def test_movie_keys_command(tmp_path, capsys):
+    path = tmp_path / "movie_list.txt"
+    path.write_text(MOVIE_LIST, encoding="utf-8")
+    assert tools.main(["movie_keys", "--movie_list", str(path)]) == 0
+    out, err = capsys.readouterr()
+    rows = [line.split("\t") for line in out.splitlines()]
+    assert [k for _, k in rows] == ["antman", "guardiansofgalaxy (2014)",
+                                    "guardiansofgalaxy (2014)", "ghostbusters (1984)",
+                                    "ghostbusters (2016)", "starwarsphantommenace (1999)",
+                                    "jurassicpark"]
+    assert rows[1][0] == "Guardians of the Galaxy in 4 Minutes"
+    assert "7 titles, 6 distinct movies, 0 without a key" in err
+    assert tools.main(["movie_keys", "--movie_list", str(tmp_path / "none.txt")]) == 2
+
+
+def test_real_yms_movie_list(shared_data):
+    rows, counts = tools.movie_keys(str(shared_data / "yms" / "movie_list.txt"))
+    assert counts == {"titles": 94, "movies": 84, "without_key": 0}
+    for title, key in rows:
+        assert key and not any(w in key for w in CHANNEL_WORDS), (title, key)
+    by_key = collections.defaultdict(list)
+    for title, key in rows:
+        by_key[key].append(title)
+    merged = {k: len(v) for k, v in by_key.items() if len(v) > 1}
+    assert merged == {"guardiansofgalaxy (2014)": 3, "avengersageofultron (2015)": 2,
+                      "bladerunner (1982)": 2, "captainamericawintersoldier (2014)": 2,
+                      "harrypotteranddealthlyhallows (2010)": 2, "jurassicpark (1993)": 2,
+                      "avengers (2012)": 2, "thordarkworld (2013)": 2, "it (1990)": 2}
+    assert {k for k in by_key if k.startswith("ghostbusters")} == {
+        "ghostbusters (1984)", "ghostbusters (2016)", "ghostbusters2 (1989)"}
+
+
+@pytest.fixture(scope="module")
+def release(tmp_path_factory):
+    """The generated release with every way (and every bad way) to name a video's movie."""
+    root = tmp_path_factory.mktemp("symon_movies")
+    truth = synthetic.write_corpus(root, "tiny", seed=4)
+    ids = sorted(truth)
+    info = root / "info"
+    info.mkdir()
+    (root / "movies.tsv").write_text(
+        f"{ids[0]}\tGhostbusters (1984)\n{ids[1]}\tSome Movie\nnot-a-video\tAlien\n"
+        f"a line without a tab\n", encoding="utf-8")
+    meta = {  # yt-dlp info.json of other videos (SYMON channels' title formats)
+        ids[2]: {"title": "Movie Spoiler Alerts - Ghostbusters (1984) Video Summary"},
+        ids[3]: {"title": "Ghostbusters Explained", "description": "Enjoy!\nMovie name: "
+                 "Ghostbusters (2016)\n#recap"},
+        ids[4]: {"title": "Mystery Recapped: Jurassic Park (1993) Explained"},
+        ids[5]: {"description": "no title here"},
+        ids[6]: {"title": "Movie Recap"},
+    }
+    for vid, m in meta.items():
+        (info / f"{vid}.info.json").write_text(json.dumps(m), encoding="utf-8")
+    (info / f"{ids[7]}.info.json").write_text("{not json", encoding="utf-8")
+    (info / f"{ids[8]}.description").write_text("🎬 Film: Blade Runner\nsubscribe!",
+                                                encoding="utf-8")
+    return root, ids
+
+
+def _records(root, tmp_path, config="text_only"):
+    b = builder.prepare(config, tmp_path, manual_dir=root)
+    recs = {r["video_id"]: r for s in b.info.splits
+            for r in builder.data_source(config, s, tmp_path, build=False)}
+    return recs, common.read_summary(b)["skipped"]
+
+
+@pytest.fixture(scope="module")
+def built(release, tmp_path_factory):
+    """The release built (text_only): (records by video id, skip counts, build warnings)."""
+    handler = logging.handlers.BufferingHandler(10_000)
+    logging.getLogger().addHandler(handler)
+    level = logging.getLogger().level
+    logging.getLogger().setLevel(logging.WARNING)
+    try:
+        recs, skipped = _records(release[0], tmp_path_factory.mktemp("symon_movies_tfds"))
+    finally:
+        logging.getLogger().removeHandler(handler)
+        logging.getLogger().setLevel(level)
+    return recs, skipped, "\n".join(r.getMessage() for r in handler.buffer)
+
+
+def test_builder_movie_identity_counted_and_bad_input_named(release, built):
+    _, ids = release
+    recs, skipped, text = built
+    got = {v: (recs[v]["movie_key"], recs[v]["movie_source"]) for v in ids[:9]}
+    assert got == {ids[0]: ("ghostbusters (1984)", "movies.tsv"),
+                   ids[1]: ("somemovie", "movies.tsv"),
+                   ids[2]: ("ghostbusters (1984)", "info.json"),
+                   ids[3]: ("ghostbusters (2016)", "info.json"),
+                   ids[4]: ("jurassicpark (1993)", "info.json"),
+                   ids[5]: ("", ""), ids[6]: ("", ""), ids[7]: ("", ""),
+                   ids[8]: ("bladerunner", "description")}
+    assert recs[ids[5]]["movie_id"] == ids[5]  # unknown: a movie of its own
+    assert recs[ids[0]]["movie_id"] == "Ghostbusters (1984)"  # the user's name, verbatim
+    assert recs[ids[0]]["franchise"] == recs[ids[2]]["franchise"]  # one movie, one split
+    assert skipped["movie_source:movies.tsv"] == 2 and skipped["movie_source:info.json"] == 3
+    assert skipped["movie_source:description"] == 1
+    assert skipped["movie_source:unknown"] == len(recs) - 6
+    for reason in ("movies_tsv:unknown_video", "movies_tsv:bad_line", "info_json:bad_json",
+                   "info_json:no_title", "movie:title_normalises_to_nothing"):
+        assert skipped[reason] == 1, (reason, skipped)
+    assert "not-a-video" in text and "a line without a tab" in text and "'Movie Recap'" in text
+    assert f"{ids[7]}.info.json" in text and f"{ids[5]}.info.json" in text
+
+
+def test_yms_exclusion_logs_what_it_removed_and_what_matched_nothing(release, built, tmp_path,
+                                                                     caplog):
+    _, ids = release
+    recs = built[0]
+    videos = [recs[v] for v in sorted(recs)]
+    listed = tmp_path / "movie_list.txt"
+    listed.write_text(MOVIE_LIST, encoding="utf-8")
+    with caplog.at_level(logging.WARNING):
+        keep, info = data.exclude_movies(videos, str(listed), "train")
+    assert sorted(info["removed"]) == sorted([ids[0], ids[2], ids[3], ids[4]])
+    assert len(keep) == len(videos) - 4
+    assert info["movies"] == 7 and info["unknown_movie_videos"] == len(recs) - 6
+    assert info["unmatched"] == sorted(["Ant-Man in 4 minutes - (Marvel Phase Two Recap)",
+                                        "Guardians of the Galaxy in 4 Minutes",
+                                        "Movie Spoiler Alerts - Guardians of the Galaxy (2014) "
+                                        "Video Summary",
+                                        "Movie Spoiler Alerts - Star Wars Ep 1 - The Phantom "
+                                        "Menace (1999) Video Summary"])
+    assert "removed 4 of" in caplog.text and "4 listed movies matched no video" in caplog.text
+
+
+def test_features_build_names_the_missing_files(tmp_path):
+    root = tmp_path / "m"
+    synthetic.write_corpus(root, "tiny", seed=2)
+    n = len(list((root / "features").glob("*.npy")))
+    shutil.rmtree(root / "features")
+    cfg = SymonConfig(name="features_missing", fps=synthetic.FPS)
+    with pytest.raises(common.ManualDirError) as err:
+        builder.prepare(cfg, tmp_path / "d", manual_dir=root)
+    msg = str(err.value)
+    assert "\n" not in msg and f"{n} of {n} videos unusable (video:missing_features {n})" in msg
+    assert msg.count("features/syn") == 5 and "features/<id>.npy" in msg
+
+
+def test_real_symon_sample_movies_and_features(shared_data, tmp_path):
+    _, skipped = _records(shared_data / "symon", tmp_path)
+    assert skipped["movie_source:narration"] + skipped["movie_source:unknown"] == 40
+    assert 5 <= skipped["movie_source:narration"] <= 15  # the narrator names the film
+    with pytest.raises(common.ManualDirError, match="40 of 40 videos unusable") as err:
+        builder.prepare("features", tmp_path / "f", manual_dir=shared_data / "symon")
+    assert "features/-1AcV48-GpU.npy" in str(err.value)

@@ -1,0 +1,52 @@
+"""SYMON command-line tools (not the trainer; never imported by a task).
+
+    python -m vnr.benchmarks.symon.tools movie_keys --movie_list YMS/movie_list.txt
+
+`movie_keys`: `title<TAB>movie key` for every line of a movie list (YMS `movie_list.txt`,
+`<id>\\t<YouTube title>`, or one title per line), the key being the one the YMS exclusion
+of `configs/symon/retrieval.py:exclude_yms` matches SYMON videos by
+(`tfds_builders/symon/titles.py`; a key without a year is shown merged into the one yeared
+key of its name). A summary (titles, distinct movies, titles left without a key) goes to
+stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from vnr.benchmarks.symon import data
+
+
+def movie_keys(path: str) -> tuple[list[tuple[str, str]], dict[str, int]]:
+    """([(title, merged movie key)], counts) of a movie list."""
+    from tfds_builders.symon import titles
+
+    rows = data.read_movie_list(path)
+    merged = titles.merge([k for _, k in rows if k])
+    out = [(t, merged.get(k, "")) for t, k in rows]
+    counts = {"titles": len(out), "movies": len({k for _, k in out if k}),
+              "without_key": sum(not k for _, k in out)}
+    return out, counts
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m vnr.benchmarks.symon.tools")
+    sub = p.add_subparsers(dest="command", required=True)
+    m = sub.add_parser("movie_keys", help="title -> movie key of every line of a movie list")
+    m.add_argument("--movie_list", required=True, help="YMS movie_list.txt or a titles file")
+    args = p.parse_args(argv)
+    try:
+        rows, counts = movie_keys(args.movie_list)
+    except OSError as e:
+        print(f"error: --movie_list {args.movie_list}: {e.strerror or e}", file=sys.stderr)
+        return 2
+    for title, key in rows:
+        print(f"{title}\t{key}")
+    print(f"{counts['titles']} titles, {counts['movies']} distinct movies, "
+          f"{counts['without_key']} without a key", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
