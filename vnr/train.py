@@ -34,6 +34,7 @@ from absl import app, flags, logging
 from flax import nnx
 from ml_collections import config_flags
 
+from tfds_builders.fingerprint import SourceChanged
 from vnr import checkpoint, config_file, distributed, feature_cache, pretrained, sharding
 from vnr import task as task_lib
 from vnr.models import compute
@@ -248,7 +249,10 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
     _say(primary, f"model: {n_params:,} parameters{frozen}; mesh {dict(mesh.shape)}; "
                   f"{jax.process_count()} process(es); workdir {workdir}")
 
-    data_iter = _train_iterator(task, config, s.local_batch)
+    try:
+        data_iter = _train_iterator(task, config, s.local_batch)
+    except SourceChanged as e:  # data_dir holds a build of another manual_dir or options
+        raise ConfigError(str(e)) from None
     if check_splits := task_lib.hook(task, "check_splits"):
         try:
             check_splits(config)
