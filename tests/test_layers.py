@@ -26,8 +26,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("vnr.ops",),  # pure algorithms
     ("vnr.data",),  # input pipeline, hashed-word text
     ("vnr.models",),  # layers, encoders, their tokenizers
-    ("vnr.checkpoint", "vnr.pretrained", "vnr.reports", "vnr.evaluation", "vnr.task",
-     "vnr.config_file", "vnr.feature_cache"),
+    ("vnr.checkpoint", "vnr.checksums", "vnr.pretrained", "vnr.reports", "vnr.evaluation",
+     "vnr.task", "vnr.config_file", "vnr.config_checks", "vnr.feature_cache"),
     ("vnr.benchmarks",),  # one package per benchmark
     ("vnr.train", "vnr.cache_features"),  # load a task with importlib, never statically
 )
