@@ -37,6 +37,7 @@ from ml_collections import config_flags
 from tfds_builders.fingerprint import SourceChanged
 from vnr import checkpoint, config_file, distributed, feature_cache, pretrained, sharding
 from vnr import task as task_lib
+from vnr.config_checks import check as check_config
 from vnr.models import compute
 from vnr.optim import make_lr, make_optimizer
 from vnr.reports import plots
@@ -86,8 +87,9 @@ def flatten(cfg: Any, prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def check_workdir(workdir: pathlib.Path, config: ml_collections.ConfigDict) -> None:
-    """Refuses a workdir that holds a run of another config; writes config.json."""
+def check_workdir(workdir: pathlib.Path, config: ml_collections.ConfigDict,
+                  write: bool = True) -> None:
+    """Refuses a workdir that holds a run of another config; writes config.json (`write`)."""
     path = workdir / "config.json"
     new = flatten(json.loads(config.to_json_best_effort()))
     primary = jax.process_index() == 0
@@ -101,7 +103,7 @@ def check_workdir(workdir: pathlib.Path, config: ml_collections.ConfigDict) -> N
                 f"workdir {workdir} holds a run of another config ({len(diff)} keys differ, "
                 f"e.g. {k}: {old.get(k)!r} there vs {new.get(k)!r} here); use a new --workdir"
             )
-    if primary:  # atomically: other processes may be reading it right now
+    if primary and write:  # atomically: other processes may be reading it right now
         workdir.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".config.json.tmp{jax.process_index()}")
         tmp.write_text(json.dumps(json.loads(config.to_json_best_effort()), indent=2))
@@ -174,6 +176,7 @@ def setup(config: ml_collections.ConfigDict, devices: list | None = None,
     except task_lib.TaskError as e:
         raise ConfigError(str(e)) from e
     try:
+        check_config(config)  # every shared key in range (vnr/config_checks.py)
         mesh = sharding.make_mesh(config.mesh.shape, config.mesh.axes, devices)
         local_batch = sharding.check_batch_size(config.batch_size, mesh)
         sharding.check_batch_size(config.eval_batch_size, mesh, "eval_batch_size")
@@ -184,12 +187,8 @@ def setup(config: ml_collections.ConfigDict, devices: list | None = None,
             feature_cache.check(config, task, pretrained.prefix_frozen(config))
     except (ValueError, FileNotFoundError) as e:
         raise ConfigError(str(e)) from e
-    if config.get("best_metric") and config.ckpt_every % config.eval_every:
-        raise ConfigError(f"best_metric={config.best_metric!r} needs ckpt_every "
-                          f"({config.ckpt_every}) to be a multiple of eval_every "
-                          f"({config.eval_every}) so every checkpoint has a metric")
-    if workdir is not None:
-        check_workdir(workdir, config)  # every process checks, so all of them stop
+    if workdir is not None:  # every process checks, so all of them stop; `run` writes it
+        check_workdir(workdir, config, write=False)
 
     try:
         tx = make_optimizer(config)
@@ -203,8 +202,8 @@ def setup(config: ml_collections.ConfigDict, devices: list | None = None,
         return model, nnx.Optimizer(model, tx, wrt=wrt)
 
     rules = [tuple(r) for r in config.sharding_rules]
-    graphdef, state, state_sh = sharding.create_sharded(make, mesh, rules)
-    try:
+    try:  # a model's own size checks (e.g. image_size vs its stride) raise ValueError
+        graphdef, state, state_sh = sharding.create_sharded(make, mesh, rules)
         pretrained.check_frozen(state, config)
         if feature_cache.requested(config):  # and now every parameter of those towers
             feature_cache.check(config, task, functools.partial(pretrained.all_frozen, state,
@@ -253,12 +252,7 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
         data_iter = _train_iterator(task, config, s.local_batch)
     except SourceChanged as e:  # data_dir holds a build of another manual_dir or options
         raise ConfigError(str(e)) from None
-    if check_splits := task_lib.hook(task, "check_splits"):
-        try:
-            check_splits(config)
-        except ValueError as e:
-            data_iter.close()
-            raise ConfigError(str(e)) from e
+    check_workdir(workdir, config)  # config.json: only once every check above passed
     ckpt_dir = workdir / "checkpoints"
     mgr = checkpoint.manager(ckpt_dir, config.keep_ckpts,
                              config.get("best_metric") or None, config.get("best_mode", "max"))
@@ -390,9 +384,15 @@ def _train_iterator(task: Any, config: Any, local_batch: int) -> Any:
 
     Several processes building one dataset in a shared directory race, so the
     others wait at a barrier until process 0 built it (through the task's
-    optional `prepare_data(config)`, or else by opening its iterator).
+    optional `prepare_data(config)`, or else by opening its iterator). The task's
+    `check_splits` runs before the iterator opens a split (a ConfigError naming the key).
     """
     def make() -> Any:
+        if check_splits := task_lib.hook(task, "check_splits"):
+            try:
+                check_splits(config)
+            except ValueError as e:
+                raise ConfigError(str(e)) from e
         return iter(task.train_data(config, local_batch, jax.process_index(),
                                     jax.process_count()))
 

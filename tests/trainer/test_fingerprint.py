@@ -54,7 +54,8 @@ def test_prepare_reuses_a_build_only_for_its_own_source(releases, tmp_path, new_
         mp.prepare("clips", data, manual_dir=b)
     msg = str(e.value)
     assert "\n" not in msg and f"was built from manual_dir {os.path.realpath(a)} (" in msg
-    assert f"not {os.path.realpath(b)} (" in msg and "top-level entries differ, e.g. clip_id.json)" in msg
+    assert f"not {os.path.realpath(b)} (" in msg
+    assert "top-level entries differ, e.g. clip_id.json)" in msg
     assert (f"python -m tfds_builders build moviepuzzle --config clips --manual_dir {b} "
             f"--data_dir {data} --rebuild (or use another data_dir)") in msg
 

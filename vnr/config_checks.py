@@ -1,0 +1,121 @@
+"""Range checks of the config keys every task shares, before anything is written or compiled.
+
+`RULES` maps a dotted key to its `Rule` (type and range); a key a config does not define is
+not checked. `RELATIONS` are the checks between keys. `check(config)` raises one ValueError
+line naming the key, its value and the rule, so that a value which cannot mean a run (a
+negative step count, a zero batch, a negative learning rate) stops before `config.json` is
+written, instead of training an untrained model's results or failing deep in a library.
+Task-specific ranges (a model's positional-embedding size, a tokenizer's vocabulary) are
+the task's `validate(config)` hook; split names are its `check_splits(config)`, once the
+dataset is built.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+from typing import Any
+
+
+@dataclasses.dataclass(frozen=True)
+class Rule:
+    """`kind` int (not bool) or float (int or float, finite, not bool) within [low, high]
+    (`open_low` / `open_high` exclude the bound); `note` says what a bound means."""
+
+    kind: type
+    low: float | None = None
+    high: float | None = None
+    open_low: bool = False
+    open_high: bool = False
+    note: str = ""
+
+    def error(self, value: Any) -> str | None:
+        """Why `value` breaks the rule (None when it does not)."""
+        if isinstance(value, bool) or not isinstance(value, int | float) or (
+                self.kind is int and not isinstance(value, int)):
+            return f"must be {'an integer' if self.kind is int else 'a number'}"
+        if not math.isfinite(value):
+            return "must be finite"
+        if self.low is not None and (value < self.low or (self.open_low and value == self.low)):
+            return f"must be {'>' if self.open_low else '>='} {self.low}"
+        if self.high is not None and (value > self.high or
+                                      (self.open_high and value == self.high)):
+            return f"must be {'<' if self.open_high else '<='} {self.high}"
+        return None
+
+
+COUNT = Rule(int, 1)  # a size or a cadence: 1 or more
+OPTIONAL_COUNT = Rule(int, 0)
+POSITIVE = Rule(float, 0, open_low=True)
+NON_NEGATIVE = Rule(float, 0)
+FRACTION = Rule(float, 0, 1, open_high=True)  # a rate or a decay: [0, 1)
+
+RULES: dict[str, Rule] = {
+    "seed": OPTIONAL_COUNT,
+    "batch_size": COUNT,
+    "eval_batch_size": COUNT,
+    "total_steps": Rule(int, 0, note="0 evaluates without training"),
+    "warmup_steps": OPTIONAL_COUNT,
+    "lr": Rule(float, 0, open_low=True, note="use total_steps=0 or config.frozen to train "
+                                             "nothing"),
+    "weight_decay": NON_NEGATIVE,
+    "b1": FRACTION,
+    "b2": FRACTION,
+    "eps": POSITIVE,
+    "momentum": FRACTION,
+    "end_lr_factor": NON_NEGATIVE,
+    "grad_clip": Rule(float, 0, note="0 clips nothing"),
+    "log_every": COUNT,
+    "eval_every": COUNT,
+    "ckpt_every": COUNT,
+    "keep_ckpts": COUNT,
+    "eval.max_val_clips": Rule(int, 0, note="0 evaluates the whole split"),
+    "eval.max_test_clips": Rule(int, 0, note="0 evaluates the whole split"),
+    "eval.beam_size": COUNT,
+    "data.num_workers": Rule(int, 0, note="0 reads in this process"),
+    "data.image_size": COUNT,
+    "data.max_frames": COUNT,
+    "data.max_tokens": COUNT,
+    "data.vocab_size": Rule(int, 0, note="0 takes it from data.tokenizer"),
+    "model.dropout": FRACTION,
+    "model.width": COUNT,
+    "model.heads": COUNT,
+    "model.mlp": COUNT,
+}
+
+
+def _best_metric_cadence(config: Any) -> str | None:
+    if config.get("best_metric") and config.ckpt_every % config.eval_every:
+        return (f"best_metric={config.best_metric!r} needs ckpt_every ({config.ckpt_every}) "
+                f"to be a multiple of eval_every ({config.eval_every}) so every checkpoint "
+                "has a metric")
+    return None
+
+
+# Checks between keys, run once every key above is in range: each returns why not, or None.
+RELATIONS: tuple[Callable[[Any], str | None], ...] = (_best_metric_cadence,)
+
+
+def get(config: Any, key: str) -> tuple[bool, Any]:
+    """(present, value) of dotted `key` in `config` (a ConfigDict or nested mappings)."""
+    node = config
+    for part in key.split("."):
+        if not hasattr(node, "keys") or part not in node:
+            return False, None
+        node = node[part]
+    return True, node
+
+
+def check(config: Any, rules: dict[str, Rule] | None = None) -> None:
+    """Raises ValueError (one line) on the first key of `rules` (default `RULES`) whose value
+    breaks its rule, then on the first failed `RELATIONS` check."""
+    for key, rule in (RULES if rules is None else rules).items():
+        present, value = get(config, key)
+        why = rule.error(value) if present else None
+        if why:
+            note = f" ({rule.note})" if rule.note else ""
+            raise ValueError(f"config key {key}={value!r} {why}{note}")
+    for relation in RELATIONS if rules is None else ():
+        if why := relation(config):
+            raise ValueError(why)
