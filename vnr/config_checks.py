@@ -6,8 +6,8 @@ line naming the key, its value and the rule, so that a value which cannot mean a
 negative step count, a zero batch, a negative learning rate) stops before `config.json` is
 written, instead of training an untrained model's results or failing deep in a library.
 Task-specific ranges (a model's positional-embedding size, a tokenizer's vocabulary) are
-the task's `validate(config)` hook; split names are its `check_splits(config)`, once the
-dataset is built.
+the task's `validate(config)` hook (`fits_positions` is the shared one for checkpoint text
+encoders); split names are its `check_splits(config)`, once the dataset is built.
 """
 
 from __future__ import annotations
@@ -119,3 +119,23 @@ def check(config: Any, rules: dict[str, Rule] | None = None) -> None:
     for relation in RELATIONS if rules is None else ():
         if why := relation(config):
             raise ValueError(why)
+
+
+def fits_positions(config: Any, length_key: str, encoder_key: str, part: str | None = None
+                   ) -> None:
+    """Raises ValueError when `length_key` tokens exceed the positional embeddings of the
+    checkpoint that `encoder_key` names (under jit a lookup past the table is clamped, not
+    an error: every later position would silently share the last embedding). Scratch and
+    hashed-word encoders are sized from the config and need no check."""
+    from vnr.models.encoders import towers
+
+    length, encoder = get(config, length_key)[1], get(config, encoder_key)[1]
+    if not isinstance(encoder, str) or not towers.is_checkpoint(encoder):
+        return
+    cfg = towers.config_of(encoder, part, encoder_key)
+    cfg = getattr(cfg, f"{part or 'text'}_config", cfg)
+    offset = cfg.pad_token_id + 1 if cfg.model_type in ("roberta", "xlm-roberta") else 0
+    usable = cfg.max_position_embeddings - offset  # RoBERTa counts from pad_token_id + 1
+    if length > usable:
+        raise ValueError(f"{length_key}={length} exceeds the {usable} positions of "
+                         f"{encoder_key}={encoder!r}")

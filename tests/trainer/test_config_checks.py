@@ -112,6 +112,23 @@ def test_every_shipped_config_passes(monkeypatch):
         config_checks.check(config_file.load(spec))
 
 
+@pytest.mark.parametrize("arch, usable", [("bert", 40), ("xlm-roberta", 40)])
+def test_text_longer_than_a_checkpoints_positions_is_refused(tmp_path, arch, usable):
+    """40 positions each (XLM-R: 42 from pad_token_id + 1 = 2 on, as fairseq counts)."""
+    from vnr.models.encoders.testing import write_tiny_checkpoint
+
+    write_tiny_checkpoint(arch, tmp_path / arch)
+    c = ml_collections.ConfigDict({"data": {"max_tokens": usable},
+                                   "model": {"text_encoder": str(tmp_path / arch)}})
+    config_checks.fits_positions(c, "data.max_tokens", "model.text_encoder")
+    c.data.max_tokens = usable + 1
+    with pytest.raises(ValueError, match=rf"^data.max_tokens={usable + 1} exceeds the {usable} "
+                                         r"positions of model.text_encoder='.*'$"):
+        config_checks.fits_positions(c, "data.max_tokens", "model.text_encoder")
+    c.model.text_encoder = "scratch:bert-small"  # sized from the config: nothing to check
+    config_checks.fits_positions(c, "data.max_tokens", "model.text_encoder")
+
+
 def _smoke(data_dir: pathlib.Path, **overrides):
     c = get_config("smoke")
     c.data.data_dir, c.progress = str(data_dir), False
