@@ -28,6 +28,7 @@ import json
 import logging
 import os
 import pathlib
+import stat
 from collections.abc import Iterable
 from typing import Any
 
@@ -68,33 +69,48 @@ def scan(root: os.PathLike | str, exclude: Iterable[os.PathLike | str] = ()
         if os.path.realpath(root / top) in skip:
             continue
         h, count, size = hashlib.sha256(), 0, 0
-        for rel, st in _files(root / top, top, skip, seen):
+        for rel, st in _files(os.path.join(root, top), top, skip, seen):
             h.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
             count, size = count + 1, size + st.st_size
         out[top] = [count, size, h.hexdigest()[:16]]
     return out
 
 
-def _files(path: pathlib.Path, rel: str, skip: set[str], seen: set[tuple[int, int]]
+_UNREADABLE = os.stat_result((0,) * 10)  # a dangling link or an unreadable entry, as is
+
+
+def _files(path: str, rel: str, skip: set[str], seen: set[tuple[int, int]]
            ) -> Iterable[tuple[str, os.stat_result]]:
     try:
-        st = path.stat()
-    except OSError:  # a dangling link or an unreadable entry: part of the listing as is
-        yield rel, os.stat_result((0,) * 10)
+        st = os.stat(path)
+    except OSError:
+        yield rel, _UNREADABLE
         return
-    if not path.is_dir():
+    if not stat.S_ISDIR(st.st_mode):
         yield rel, st
         return
     if (st.st_dev, st.st_ino) in seen or os.path.realpath(path) in skip:
         return
     seen.add((st.st_dev, st.st_ino))
     try:
-        names = sorted(os.listdir(path))
+        with os.scandir(path) as it:
+            entries = sorted(it, key=lambda e: e.name)
     except OSError:
-        yield rel + "/", os.stat_result((0,) * 10)
+        yield rel + "/", _UNREADABLE
         return
-    for name in names:
-        yield from _files(path / name, f"{rel}/{name}", skip, seen)
+    for entry in entries:
+        name = f"{rel}/{entry.name}"
+        try:
+            is_dir = entry.is_dir()
+        except OSError:
+            is_dir = False
+        if is_dir:
+            yield from _files(entry.path, name, skip, seen)
+            continue
+        try:
+            yield name, entry.stat()
+        except OSError:
+            yield name, _UNREADABLE
 
 
 def _digest(files: dict[str, list] | None) -> str:
