@@ -262,7 +262,8 @@ def verify_step(step_dir: pathlib.Path, whole: bool = False) -> bool:
 def short(error: BaseException) -> str:
     """The gist of `error` in one short line (TensorStore appends its whole JSON spec)."""
     text = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-    text = text.split(" [tensorstore_spec", 1)[0].split(" [source locations=", 1)[0]
+    for tail in (" [tensorstore_spec", " [source locations=", " See full TensorStore details"):
+        text = text.split(tail, 1)[0]
     return text if len(text) <= 240 else text[:237] + "..."
 
 

@@ -183,5 +183,9 @@ def test_short_error_keeps_the_gist_without_the_storage_spec():
                        "[source locations='tensorstore/kvstore/byte_range.cc:36']\nmore")
     assert checkpoint.short(error) == ('OUT_OF_RANGE: Error reading "w/.zarray": Requested '
                                        "byte range [0, 443) is not valid for value of size 100")
+    assert checkpoint.short(ValueError(
+        "Encountered error while reading array index: (slice(0, 4096, 1),). See full "
+        "TensorStore details: <bound method spec of TensorStore({")) == (
+        "Encountered error while reading array index: (slice(0, 4096, 1),).")
     assert len(checkpoint.short(ValueError("x" * 1000))) == 240
     assert checkpoint.short(KeyError()) == "KeyError"
