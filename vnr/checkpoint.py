@@ -55,7 +55,8 @@ class IncompatibleCheckpoint(ValueError):
 
 
 class CorruptCheckpoint(ValueError):
-    """Another run's checkpoint cannot be read, or its files differ from their manifest."""
+    """A checkpoint's files differ from their manifest, or it cannot be read (one line
+    naming it)."""
 
 
 class _Checksummed:
@@ -132,8 +133,10 @@ def save(mgr: ocp.CheckpointManager, step: int, state: nnx.State, data_iter: Any
 
 
 def restore(mgr: ocp.CheckpointManager, step: int, state: nnx.State, shardings: Any,
-            data_iter: Any | None) -> nnx.State:
-    """Restores `step` into the structure of `state`, placed with `shardings`.
+            data_iter: Any | None, verify: bool = True) -> nnx.State:
+    """Restores `step` into the structure of `state`, placed with `shardings`, once its
+    files match their checksum manifest (`verify`; a step without one is read with a
+    logged warning).
 
     Args:
       state: a state (or abstract state) of the model being trained; only its
@@ -143,7 +146,15 @@ def restore(mgr: ocp.CheckpointManager, step: int, state: nnx.State, shardings: 
 
     Raises:
       IncompatibleCheckpoint: naming the first parameter whose shape or presence differs.
+      CorruptCheckpoint: naming the step and the first file that differs.
     """
+    directory = pathlib.Path(mgr.directory)
+    try:
+        if verify and not verify_step(directory / str(step)):
+            logging.warning("checkpoint step %d in %s has no checksums (written before they "
+                            "were recorded); restored unverified", step, directory)
+    except checksums.Mismatch as e:
+        raise CorruptCheckpoint(f"checkpoint step {step} in {directory}: {e}") from None
     target = jax.tree.map(
         lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
         state.to_pure_dict(),
@@ -218,7 +229,7 @@ def restore_latest(mgr: ocp.CheckpointManager, state: nnx.State, shardings: Any,
         error: Exception | None = None
         try:
             verified = verify_step(directory / str(step))
-            restored = restore(mgr, step, state, shardings, data_iter)
+            restored = restore(mgr, step, state, shardings, data_iter, verify=False)
         except IncompatibleCheckpoint as e:
             raise IncompatibleCheckpoint(f"checkpoint step {step} in {directory}: {e}") from None
         except Exception as e:  # a checksum mismatch, tensorstore/orbax/json errors

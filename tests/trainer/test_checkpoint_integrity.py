@@ -133,6 +133,17 @@ def test_restore_latest_moves_a_damaged_step_aside_and_names_the_file(run):
     assert checkpoint.good_steps(run / "checkpoints") == [1]
 
 
+def test_restore_of_a_named_step_verifies_it(run):
+    """`restore` itself verifies (evaluation reads a chosen step, not the newest)."""
+    bad = _largest(run / "checkpoints" / "1")
+    bad.unlink()
+    with checkpoint.manager(run / "checkpoints") as mgr, pytest.raises(
+            checkpoint.CorruptCheckpoint,
+            match=rf"^checkpoint step 1 in {run / 'checkpoints'}: "
+                  rf"{bad.relative_to(run / 'checkpoints' / '1')} is missing$"):
+        checkpoint.restore(mgr, 1, _state(0), _shardings(_state(0)), None)
+
+
 def test_a_step_without_manifest_restores_with_a_warning(run):
     for item in checkpoint.ITEMS:
         (run / "checkpoints" / "2" / item / checksums.MANIFEST).unlink()
