@@ -1,13 +1,16 @@
 """Build the project's TFDS datasets without tensorflow (`tfds build` needs it; this does not).
 
     python -m tfds_builders build <name> --config <cfg> [--manual_dir DIR] --data_dir OUT
-                                 [--embedder module:function]
+                                 [--rebuild] [--embedder module:function]
                                  [--candidate_embedder module:function]
                                  [--feature_embedder module:function]
                                  [--expert name=module:function ...]
 
 A thin wrapper over `download_and_prepare`: imports `tfds_builders.<name>`, builds the config
-and prints the build summary (examples per split, skipped inputs by reason). Builders that
+and prints the build summary (examples per split, skipped inputs by reason). A dataset already
+built under `--data_dir` is reused only when it was built from the same source (the files of
+`--manual_dir` and the builder options, `tfds_builders/fingerprint.py`); another source stops
+with one line, and `--rebuild` builds it again from the source given. Builders that
 embed their inputs with a model (Sc2St keyframes) take the embedding function as an argument;
 `--embedder` names it (Sc2St: `vnr.benchmarks.sc2st.keyframes:clip_embedder`; a builder that
 needs one and gets none stops with one line), so no builder imports the model code itself.
@@ -28,7 +31,7 @@ from typing import Any
 
 import tensorflow_datasets as tfds
 
-from tfds_builders import common
+from tfds_builders import common, fingerprint
 
 
 def find_builder(name: str) -> type:
@@ -106,6 +109,8 @@ def build(
     builder = (cls(config=config, data_dir=data_dir, **extra) if configs
                else cls(data_dir=data_dir, **extra))
     reused = builder.is_prepared() and not overwrite
+    if reused:  # only if built from this source (a SourceChanged line otherwise)
+        fingerprint.check(builder, manual_dir)
     mode = (
         tfds.download.GenerateMode.REUSE_CACHE_IF_EXISTS
         if overwrite
@@ -131,7 +136,8 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--data_dir", required=True, help="where the built dataset is written")
     b.add_argument("--manual_dir", default=None, help="input files for configs that need them")
     b.add_argument("--download_dir", default=None, help="default: <data_dir>/downloads")
-    b.add_argument("--overwrite", action="store_true", help="rebuild even if already built")
+    b.add_argument("--rebuild", "--overwrite", dest="overwrite", action="store_true",
+                   help="build again even if already built (e.g. from another manual_dir)")
     b.add_argument("--embedder", default=None, help="module:function making the builder's "
                    "embedder (Sc2St keyframes: vnr.benchmarks.sc2st.keyframes:clip_embedder)")
     b.add_argument("--candidate_embedder", default=None, help="module:function making the "
@@ -162,11 +168,12 @@ def main(argv: list[str] | None = None) -> int:
             args.expert,
             args.feature_embedder,
         )
-    except (common.ManualDirError, FileNotFoundError) as e:  # inputs or model weights missing
+    except (common.ManualDirError, FileNotFoundError,  # inputs or model weights missing
+            fingerprint.SourceChanged) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     if summary.pop("reused"):
-        print("already built; reusing it (pass --overwrite to rebuild)")
+        print("already built from this source; reusing it (pass --rebuild to build again)")
     print(common.format_summary(summary))
     return 0
 

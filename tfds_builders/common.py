@@ -34,6 +34,8 @@ import numpy as np
 import tensorflow_datasets as tfds
 from etils import epath
 
+from tfds_builders import fingerprint
+
 SUMMARY_FILE = "build_summary.json"
 KEPT_PREFIX = "kept_"  # a count of inputs kept (repaired or tolerated), not of skips
 NOTE_PREFIX = "noted_"  # an information counter: neither a skip nor a repair
@@ -245,6 +247,7 @@ class SummaryBuilder:
         super().download_and_prepare(*args, **kwargs)
         if self.skips is not None:
             write_summary(self, self.skips)
+            fingerprint.record(self, getattr(kwargs.get("download_config"), "manual_dir", None))
 
 
 def named_config(builder_cls: type, name: str) -> Any:
@@ -277,6 +280,7 @@ def prepare(builder: Any, data_dir: os.PathLike | str, manual_dir: os.PathLike |
     """`builder` with its dataset built: built now if missing and `build` (after `check`, the
     builder's one-line check of `manual_dir`), else a FileNotFoundError giving the command."""
     if builder.is_prepared():
+        fingerprint.check(builder, manual_dir)  # built from another source: one line
         return builder
     name, config = builder.name, builder.builder_config.name
     if not build:

@@ -9,12 +9,23 @@ Each step holds two items:
          step counter included). Dropout keys derive from (seed, step), so
          the step restores the RNG too.
   data:  the grain iterator state, one JSON file per process.
+Each item directory also holds `vnr_checksums.json` (`vnr/checksums.py`: every file's size
+and SHA-256), written by the item's handler in `finalize`, which Orbax runs on process 0
+once every process has written its shards and before the step is committed (async saves
+included): a committed step always carries its manifest. Orbax exposes no checksum of the
+array chunks themselves (TensorStore's zarr3 `crc32c` covers only the shard index), hence
+our own.
+
 Restoring takes an abstract target with the *current* shardings, so a
-checkpoint written on one mesh restores onto any other. `restore_latest`
-falls back to the previous step when the newest one cannot be read (e.g. a
-file truncated by a crash), with a warning, and moves the bad one aside to
-`corrupt-<step>-<unix time>` so it is never picked again; a checkpoint of another model
-is an `IncompatibleCheckpoint` error naming the parameter, never skipped.
+checkpoint written on one mesh restores onto any other. `restore_latest` first verifies the
+step's files against their manifests (sizes on every process, the hashes split over the
+processes) and falls back to the previous step when the newest one differs or cannot be
+read (bytes changed, a file truncated by a crash or deleted), with a one-line warning naming
+the step and the file, and moves the bad one aside to `corrupt-<step>-<unix time>` (the
+full error in `restore_error.process<i>.txt` inside it) so it is never picked again; a
+checkpoint of another model is an `IncompatibleCheckpoint` error naming the checkpoint and
+the parameter, never skipped. A step written before manifests existed restores with a
+warning that it is unverified. `restore_run` verifies the other run's checkpoint too.
 """
 
 from __future__ import annotations
@@ -22,6 +33,7 @@ from __future__ import annotations
 import json
 import pathlib
 import time
+import traceback
 from collections.abc import Callable
 from typing import Any
 
@@ -29,14 +41,52 @@ import grain
 import jax
 import numpy as np
 import orbax.checkpoint as ocp
+from absl import logging
 from etils import epath
 from flax import nnx
 
-from vnr import distributed
+from vnr import checksums, distributed
+
+ITEMS = ("state", "data")
 
 
 class IncompatibleCheckpoint(ValueError):
     """The checkpoint holds another model (names the first mismatched parameter)."""
+
+
+class CorruptCheckpoint(ValueError):
+    """A checkpoint's files differ from their manifest, or it cannot be read (one line
+    naming it)."""
+
+
+class _Checksummed:
+    """Mixin for an Orbax item handler: the item's checksum manifest is written in
+    `finalize` (process 0, after every process wrote, before the step is committed)."""
+
+    def finalize(self, directory: epath.Path) -> None:
+        super().finalize(directory)
+        checksums.write(pathlib.Path(directory))
+
+
+class _StateHandler(_Checksummed, ocp.StandardCheckpointHandler):
+    pass
+
+
+class _DataHandler(_Checksummed, grain.checkpoint.CheckpointHandler):
+    pass
+
+
+def _args(handler: type, base: type, **direction: bool) -> type:
+    """A subclass of the Orbax args type `base` registered with `handler` (Orbax picks an
+    item's handler by the type of its args, so our handlers need args of their own)."""
+    cls = type(f"_{handler.__name__}{base.__name__}", (base,), {"__module__": __name__})
+    return ocp.args.register_with_handler(handler, **direction)(cls)
+
+
+_StateSave = _args(_StateHandler, ocp.args.StandardSave, for_save=True)
+_StateRestore = _args(_StateHandler, ocp.args.StandardRestore, for_restore=True)
+_DataSave = _args(_DataHandler, grain.checkpoint.CheckpointSave, for_save=True)
+_DataRestore = _args(_DataHandler, grain.checkpoint.CheckpointRestore, for_restore=True)
 
 
 class _IteratorState:
@@ -70,10 +120,7 @@ def manager(directory: str | epath.Path, keep: int = 3, best_metric: str | None 
     return ocp.CheckpointManager(
         epath.Path(directory).absolute(),  # orbax's tensorstore needs absolute paths
         options=options,
-        item_handlers={
-            "state": ocp.StandardCheckpointHandler(),
-            "data": grain.checkpoint.CheckpointHandler(),
-        },
+        item_handlers={"state": _StateHandler(), "data": _DataHandler()},
     )
 
 
@@ -85,8 +132,7 @@ def reader(directory: str | epath.Path, best_metric: str | None = None,
         best_mode=best_mode)
     return ocp.CheckpointManager(
         epath.Path(directory).absolute(), options=options,
-        item_handlers={"state": ocp.StandardCheckpointHandler(),
-                       "data": grain.checkpoint.CheckpointHandler()})
+        item_handlers={"state": _StateHandler(), "data": _DataHandler()})
 
 
 def best(mgr: ocp.CheckpointManager) -> tuple[int, dict] | None:
@@ -105,8 +151,8 @@ def save(mgr: ocp.CheckpointManager, step: int, state: nnx.State, data_iter: Any
     return mgr.save(
         step,
         args=ocp.args.Composite(
-            state=ocp.args.StandardSave(state.to_pure_dict()),
-            data=grain.checkpoint.CheckpointSave(_IteratorState(data_iter)),
+            state=_StateSave(state.to_pure_dict()),
+            data=_DataSave(_IteratorState(data_iter)),
         ),
         metrics=metrics,
         force=force,
@@ -114,8 +160,10 @@ def save(mgr: ocp.CheckpointManager, step: int, state: nnx.State, data_iter: Any
 
 
 def restore(mgr: ocp.CheckpointManager, step: int, state: nnx.State, shardings: Any,
-            data_iter: Any | None) -> nnx.State:
-    """Restores `step` into the structure of `state`, placed with `shardings`.
+            data_iter: Any | None, verify: bool = True) -> nnx.State:
+    """Restores `step` into the structure of `state`, placed with `shardings`, once its
+    files match their checksum manifest (`verify`; a step without one is read with a
+    logged warning).
 
     Args:
       state: a state (or abstract state) of the model being trained; only its
@@ -125,7 +173,15 @@ def restore(mgr: ocp.CheckpointManager, step: int, state: nnx.State, shardings: 
 
     Raises:
       IncompatibleCheckpoint: naming the first parameter whose shape or presence differs.
+      CorruptCheckpoint: naming the step and the first file that differs.
     """
+    directory = pathlib.Path(mgr.directory)
+    try:
+        if verify and not verify_step(directory / str(step)):
+            logging.warning("checkpoint step %d in %s has no checksums (written before they "
+                            "were recorded); restored unverified", step, directory)
+    except checksums.Mismatch as e:
+        raise CorruptCheckpoint(f"checkpoint step {step} in {directory}: {e}") from None
     target = jax.tree.map(
         lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
         state.to_pure_dict(),
@@ -133,9 +189,9 @@ def restore(mgr: ocp.CheckpointManager, step: int, state: nnx.State, shardings: 
     )
     saved = mgr.item_metadata(step)["state"]
     _check_compatible(saved, target)
-    items = {"state": ocp.args.StandardRestore(target)}
+    items = {"state": _StateRestore(target)}
     if data_iter is not None:
-        items["data"] = grain.checkpoint.CheckpointRestore(data_iter)
+        items["data"] = _DataRestore(data_iter)
     restored = mgr.restore(step, args=ocp.args.Composite(**items))
     out = jax.tree.map(lambda x: x, state)
     nnx.replace_by_pure_dict(out, restored["state"])
@@ -184,36 +240,69 @@ def good_steps(directory: str | pathlib.Path) -> list[int]:
 def restore_latest(mgr: ocp.CheckpointManager, state: nnx.State, shardings: Any,
                    data_iter: Any | None, warn: Callable[[str], None] = print
                    ) -> tuple[int, nnx.State]:
-    """Restores the newest readable step; returns (step, state), (0, state) if none.
+    """Restores the newest intact step; returns (step, state), (0, state) if none.
 
-    An unreadable step (truncated or missing file, bad metadata) is reported
-    through `warn`, renamed to `corrupt-<step>-<unix time>` by process 0, and the previous
-    step is tried. All processes agree on each attempt's outcome.
+    A step whose files differ from their checksum manifest or cannot be read (changed
+    bytes, a truncated or deleted file, bad metadata) is reported through `warn` in one
+    line naming the step and the file, renamed to `corrupt-<step>-<unix time>` by process 0
+    (each failing process writes its full error into it), and the previous step is tried.
+    All processes agree on each attempt's outcome.
 
     Raises:
       IncompatibleCheckpoint: the checkpoint is of another model (not skipped).
     """
+    directory = pathlib.Path(mgr.directory)
     for step in sorted(mgr.all_steps(), reverse=True):
         error: Exception | None = None
         try:
-            restored = restore(mgr, step, state, shardings, data_iter)
-        except IncompatibleCheckpoint:
-            raise
-        except Exception as e:  # tensorstore/orbax/json errors of a damaged step
+            verified = verify_step(directory / str(step))
+            restored = restore(mgr, step, state, shardings, data_iter, verify=False)
+        except IncompatibleCheckpoint as e:
+            raise IncompatibleCheckpoint(f"checkpoint step {step} in {directory}: {e}") from None
+        except Exception as e:  # a checksum mismatch, tensorstore/orbax/json errors
             error = e
         if distributed.all_true(error is None):
+            if not verified:
+                warn(f"checkpoint step {step} in {directory} has no checksums (written before "
+                     "they were recorded); restored unverified")
             return step, restored
-        text = str(error).strip().splitlines()[0][:300] if error is not None and str(
-            error).strip() else type(error).__name__ if error else "failed on another process"
-        directory = pathlib.Path(mgr.directory)
         aside = directory / f"corrupt-{step}-{int(time.time())}"
-        warn(f"checkpoint step {step} in {directory} is unreadable ({text}); moved to "
+        log = aside / f"restore_error.process{jax.process_index()}.txt"
+        why = (f"{short(error)}; details in {log.relative_to(directory)}" if error is not None
+               else "failed on another process")
+        warn(f"checkpoint step {step} in {directory} is unreadable ({why}); moved to "
              f"{aside.name}, trying the previous one")
         if jax.process_index() == 0:
             (directory / str(step)).rename(aside)
         distributed.barrier(f"vnr:ckpt_aside_{step}")
+        if error is not None:
+            log.write_text("".join(traceback.format_exception(error)))
         mgr.reload()
     return 0, state
+
+
+def verify_step(step_dir: pathlib.Path, whole: bool = False) -> bool:
+    """Checks each item of `step_dir` against its checksum manifest (every size; this
+    process's share of the hashes, or all of them if `whole`); raises checksums.Mismatch
+    naming the file. False when the step has no manifest (written before they existed)."""
+    part, parts = (0, 1) if whole else (jax.process_index(), jax.process_count())
+    found = False
+    for item in ITEMS:
+        if checksums.has_manifest(step_dir / item):
+            try:
+                checksums.verify(step_dir / item, part, parts)
+            except checksums.Mismatch as e:
+                raise checksums.Mismatch(f"{item}/{e}") from None
+            found = True
+    return found
+
+
+def short(error: BaseException) -> str:
+    """The gist of `error` in one short line (TensorStore appends its whole JSON spec)."""
+    text = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    for tail in (" [tensorstore_spec", " [source locations=", " See full TensorStore details"):
+        text = text.split(tail, 1)[0]
+    return text if len(text) <= 240 else text[:237] + "..."
 
 
 # ------------------------------------------------ the trainer's saves: failures are warnings
@@ -284,7 +373,9 @@ def restore_run(workdir: str | pathlib.Path, names: tuple[str, ...] | None = Non
     its newest committed checkpoint under `<workdir>/checkpoints`, model item "0" of the
     saved (model, optimizer) state; only the subtrees `names` when given. The one reader of
     another run's weights (fine-tuning from a run, two-stage training, zero-shot and
-    two-stage evaluation). Errors name `key`, the workdir and the step."""
+    two-stage evaluation). Its files are verified against their checksum manifest first.
+    Errors name `key`, the workdir and the step; a corrupt or unreadable checkpoint is a
+    CorruptCheckpoint (never another step: that would silently change the weights)."""
     root = pathlib.Path(workdir).absolute()
     steps = good_steps(root / "checkpoints")
     if not steps:
@@ -293,8 +384,21 @@ def restore_run(workdir: str | pathlib.Path, names: tuple[str, ...] | None = Non
     path = root / "checkpoints" / str(steps[-1]) / "state"
     if not path.is_dir():
         raise FileNotFoundError(f"{key}={workdir}: step {steps[-1]} has no `state` item")
+    where = f"{key}={workdir}: checkpoint step {steps[-1]} ({path.parent})"
+    try:
+        checksums.verify(path)
+    except FileNotFoundError:
+        logging.warning("%s has no checksums (written before they were recorded); read "
+                        "unverified", where)
+    except checksums.Mismatch as e:
+        raise CorruptCheckpoint(f"{where} is corrupt: state/{e}") from None
     ckptr = ocp.PyTreeCheckpointer()
-    meta = ckptr.metadata(path)
+    try:
+        meta = ckptr.metadata(path)
+    except Exception as e:  # orbax/tensorstore/json errors of a damaged step
+        raise CorruptCheckpoint(f"{where} is unreadable: {short(e)}") from e
+    if getattr(meta, "item_metadata", meta) is None:  # orbax logs why and returns none
+        raise CorruptCheckpoint(f"{where} is unreadable: no parameter metadata could be read")
     tree = getattr(getattr(meta, "item_metadata", meta), "tree", meta)
     if not isinstance(tree, dict) or "0" not in tree:
         raise ValueError(f"{key}={workdir}: step {steps[-1]} is not a vnr training state "
@@ -306,6 +410,9 @@ def restore_run(workdir: str | pathlib.Path, names: tuple[str, ...] | None = Non
                          f"{missing[0]!r} (it has {sorted(model)})")
     sub = {"0": {n: model[n] for n in names} if names else model}
     args = jax.tree.map(lambda _: ocp.RestoreArgs(restore_type=np.ndarray), sub)
-    restored = ckptr.restore(path, args=ocp.args.PyTreeRestore(item=sub, restore_args=args,
-                                                               partial_restore=True))
+    try:
+        restored = ckptr.restore(path, args=ocp.args.PyTreeRestore(
+            item=sub, restore_args=args, partial_restore=True))
+    except Exception as e:  # orbax/tensorstore errors of a damaged step
+        raise CorruptCheckpoint(f"{where} is unreadable: {short(e)}") from e
     return steps[-1], {k.removeprefix("0."): np.asarray(v) for k, v in _flat(restored).items()}

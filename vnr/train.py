@@ -46,6 +46,7 @@ from vnr import (
 from vnr import progress as progress_lib
 from vnr import task as task_lib
 from vnr import workdir as workdir_lib
+from vnr.config_checks import check as check_config
 from vnr.config_file import check_overrides  # noqa: F401 (vnr.train.check_overrides)
 from vnr.models import compute
 from vnr.optim import make_lr, make_optimizer
@@ -152,20 +153,20 @@ def setup(config: ml_collections.ConfigDict, devices: list | None = None,
     except task_lib.TaskError as e:
         raise ConfigError(str(e)) from e
     try:
+        check_config(config)  # every shared key in range (vnr/config_checks.py)
         mesh = sharding.make_mesh(config.mesh.shape, config.mesh.axes, devices)
         local_batch = sharding.check_batch_size(config.batch_size, mesh)
         sharding.check_batch_size(config.eval_batch_size, mesh, "eval_batch_size")
         compute.settings(config)  # dtype, param_dtype, attention, remat
         evals = evaluators.parse(config, task)
-        profiling.check(config)
         if validate := task_lib.hook(task, "validate"):
             validate(config)
         if feature_cache.requested(config):  # a frozen tower's features, computed once
             feature_cache.check(config, task, pretrained.prefix_frozen(config))
     except (ValueError, FileNotFoundError) as e:
         raise ConfigError(str(e)) from e
-    if workdir is not None:
-        check_workdir(workdir, config)  # every process checks, so all of them stop
+    if workdir is not None:  # every process checks, so all of them stop; `run` writes it
+        check_workdir(workdir, config, write=False)
 
     try:
         tx = make_optimizer(config)
@@ -179,8 +180,8 @@ def setup(config: ml_collections.ConfigDict, devices: list | None = None,
         return model, nnx.Optimizer(model, tx, wrt=wrt)
 
     rules = [tuple(r) for r in config.sharding_rules]
-    graphdef, state, state_sh = sharding.create_sharded(make, mesh, rules)
-    try:
+    try:  # a model's own size checks (e.g. image_size vs its stride) raise ValueError
+        graphdef, state, state_sh = sharding.create_sharded(make, mesh, rules)
         pretrained.check_frozen(state, config)
         if feature_cache.requested(config):  # and now every parameter of those towers
             feature_cache.check(config, task, functools.partial(pretrained.all_frozen, state,
@@ -226,16 +227,11 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
     _say(primary, f"model: {n_params:,} parameters{frozen}; mesh {dict(mesh.shape)}; "
                   f"{jax.process_count()} process(es); workdir {workdir}")
 
-    try:  # building or opening the dataset: a bad input is one line, not a traceback
+    try:  # building or opening the dataset (and its splits): one line, not a traceback
         data_iter = _train_iterator(task, config, s.local_batch)
     except (ValueError, FileNotFoundError) as e:
         raise ConfigError(" ".join(str(e).split())) from e
-    if check_splits := task_lib.hook(task, "check_splits"):
-        try:
-            check_splits(config)
-        except ValueError as e:
-            data_iter.close()
-            raise ConfigError(str(e)) from e
+    check_workdir(workdir, config)  # config.json: only once every check above passed
     ckpt_dir = workdir / "checkpoints"
     select = config.get("select") or {}
     mgr = checkpoint.manager(ckpt_dir, config.keep_ckpts, select.get("metric") or None,
@@ -374,9 +370,15 @@ def _train_iterator(task: Any, config: Any, local_batch: int) -> Any:
 
     Several processes building one dataset in a shared directory race, so the
     others wait at a barrier until process 0 built it (through the task's
-    optional `prepare_data(config)`, or else by opening its iterator).
+    optional `prepare_data(config)`, or else by opening its iterator). The task's
+    `check_splits` runs before the iterator opens a split (a ConfigError naming the key).
     """
     def make() -> Any:
+        if check_splits := task_lib.hook(task, "check_splits"):
+            try:
+                check_splits(config)
+            except ValueError as e:
+                raise ConfigError(str(e)) from e
         return iter(task.train_data(config, local_batch, jax.process_index(),
                                     jax.process_count()))
 

@@ -40,8 +40,9 @@ def flatten(cfg: Any, prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def check_workdir(workdir: pathlib.Path, config: ml_collections.ConfigDict) -> None:
-    """Refuses a workdir that holds a run of another config; writes config.json."""
+def check_workdir(workdir: pathlib.Path, config: ml_collections.ConfigDict,
+                  write: bool = True) -> None:
+    """Refuses a workdir that holds a run of another config; writes config.json (`write`)."""
     path = workdir / "config.json"
     new = flatten(json.loads(config.to_json_best_effort()))
     primary = jax.process_index() == 0
@@ -55,7 +56,7 @@ def check_workdir(workdir: pathlib.Path, config: ml_collections.ConfigDict) -> N
                 f"workdir {workdir} holds a run of another config ({len(diff)} keys differ, "
                 f"e.g. {k}: {old.get(k)!r} there vs {new.get(k)!r} here); use a new --workdir"
             )
-    if primary:  # atomically: other processes may be reading it right now
+    if primary and write:  # atomically: other processes may be reading it right now
         workdir.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".config.json.tmp{jax.process_index()}")
         tmp.write_text(json.dumps(json.loads(config.to_json_best_effort()), indent=2))

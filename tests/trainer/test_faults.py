@@ -1,10 +1,12 @@
-"""Faults in the train loop: a truncated latest checkpoint, a full disk while saving.
+"""Faults in the train loop: a damaged latest checkpoint (bytes replaced, truncated, a file
+deleted), a full disk while saving.
 
 (NaN/inf halting at the offending step is tested in tests/trainer/test_train.py; a peer
 process dying mid-run in tests/trainer/test_multihost.py.)
 """
 
 import errno
+import json
 import pathlib
 import shutil
 
@@ -33,27 +35,50 @@ def finished(tmp_path_factory) -> tuple[str, pathlib.Path]:
     return train_once(tmp_path_factory, "full", smoke)
 
 
-def test_truncated_latest_checkpoint_falls_back_to_the_previous(finished, tmp_path, capsys):
+def _replace_bytes(path: pathlib.Path) -> None:
+    """Same size, other bytes: what Orbax restores without noticing (no chunk checksum)."""
+    data = bytearray(path.read_bytes())
+    middle = len(data) // 2
+    data[middle:middle + 16] = bytes(b ^ 0x5A for b in data[middle:middle + 16])
+    path.write_bytes(bytes(data))
+
+
+def _truncate(path: pathlib.Path) -> None:
+    """A crash mid-write: the file is cut short."""
+    with path.open("r+b") as f:
+        f.truncate(path.stat().st_size // 2)
+
+
+@pytest.mark.parametrize("damage", [_replace_bytes, _truncate, pathlib.Path.unlink],
+                         ids=["bytes_replaced", "truncated", "deleted"])
+def test_damaged_latest_checkpoint_falls_back_to_the_previous(finished, tmp_path, capsys,
+                                                              damage):
     data_dir, full = finished
     run = tmp_path / "run"
     shutil.copytree(full, run)
-    state = run / "checkpoints" / "6" / "state"
-    biggest = max((p for p in state.rglob("*") if p.is_file()), key=lambda p: p.stat().st_size)
-    size = biggest.stat().st_size
-    with biggest.open("r+b") as f:  # a crash mid-write: the file is cut short
-        f.truncate(size // 2)
+    step = run / "checkpoints" / "6"
+    biggest = max((p for p in (step / "state").rglob("*") if p.is_file()),
+                  key=lambda p: p.stat().st_size)
+    name = biggest.relative_to(step).as_posix()
+    damage(biggest)
     capsys.readouterr()
-    train.run(smoke(data_dir), str(run))
+    results = train.run(smoke(data_dir), str(run))
     err = capsys.readouterr().err
-    assert "warning: checkpoint step 6 in" in err and "is unreadable" in err, err
+    # One warning line, naming the step and the file; the details go to a file.
+    warnings = [line for line in err.splitlines() if "warning:" in line]
+    assert len(warnings) == 1 and warnings[0].startswith("warning: checkpoint step 6 in "), err
+    assert f"is unreadable ({name} " in warnings[0] and len(warnings[0]) < 600, warnings[0]
     assert "resumed from step 3" in err
-    assert [p.name.split("-")[:2] for p in (run / "checkpoints").glob("corrupt-*")] == [
-        ["corrupt", "6"]]
-    # Steps 4..6 were trained again from step 3: the same parameters, bit for bit.
+    aside = list((run / "checkpoints").glob("corrupt-*"))
+    assert [p.name.split("-")[:2] for p in aside] == [["corrupt", "6"]]
+    assert name in (aside[0] / "restore_error.process0.txt").read_text()
+    # Steps 4..6 were trained again from step 3: the uninterrupted run's parameters, bit for
+    # bit, and its results.
     a, b = checkpoint_arrays(full, 6), checkpoint_arrays(run, 6)
     assert a.keys() == b.keys()
-    for name in a:
-        np.testing.assert_array_equal(b[name], a[name], err_msg=name)
+    for key in a:
+        np.testing.assert_array_equal(b[key], a[key], err_msg=key)
+    assert json.loads(json.dumps(results)) == json.loads((full / "results.json").read_text())
 
 
 def _disk_full_at(monkeypatch, step_dir: str) -> None:

@@ -127,8 +127,17 @@ def test_two_processes_match_one(reference, tmp_path):
         (one / "metrics.jsonl").read_text().splitlines())
     state = two / "checkpoints" / "6" / "state"
     assert (state / "ocdbt.process_0").is_dir() and (state / "ocdbt.process_1").is_dir()
-    assert sorted(p.name for p in (two / "checkpoints" / "6" / "data").glob("*.json")) == [
+    assert sorted(p.name for p in (two / "checkpoints" / "6" / "data").glob("process_*.json")) == [
         "process_0-of-2.json", "process_1-of-2.json"]
+    # The checksum manifest (written by process 0 once both wrote) covers both's files.
+    from vnr import checkpoint, checksums
+
+    listed = json.loads((state / checksums.MANIFEST).read_text())["files"]
+    assert {n.split("/")[0] for n in listed} >= {"ocdbt.process_0", "ocdbt.process_1"}
+    data = two / "checkpoints" / "6" / "data" / checksums.MANIFEST
+    assert set(json.loads(data.read_text())["files"]) == {"process_0-of-2.json",
+                                                          "process_1-of-2.json"}
+    assert checkpoint.verify_step(two / "checkpoints" / "6", whole=True)
 
 
 def _wait_for_rows(run: pathlib.Path, procs: list[subprocess.Popen], rows: int) -> None:
@@ -170,7 +179,7 @@ def test_sigterm_saves_everywhere_then_a_dead_peer_stops_the_other(reference, tm
     assert len(saved) == 1 and saved[0] >= 2, saved
     assert f"preempted: saved step {saved[0]}" in _log(run, 0)
     assert sorted(p.name for p in (run / "checkpoints" / str(saved[0]) / "data").glob(
-        "*.json")) == ["process_0-of-2.json", "process_1-of-2.json"]
+        "process_*.json")) == ["process_0-of-2.json", "process_1-of-2.json"]
 
     before = _rows(run)
     procs = _launch(run, data_dir, 2, *endless)
@@ -183,7 +192,8 @@ def test_sigterm_saves_everywhere_then_a_dead_peer_stops_the_other(reference, tm
         took = time.monotonic() - killed
     finally:
         _wait_all(procs, timeout=30)
-    assert f"resumed from step {saved[0]}" in _log(run, 0)
+    assert f"resumed from step {saved[0]}" in _log(run, 0)  # verified, hashes split in two
+    assert "unreadable" not in _log(run, 0) and "unverified" not in _log(run, 0)
     assert code != 0, _log(run, 0)[-3000:]
     print(f"SIGTERM: saved step {saved[0]}; after kill -9 of process 1, process 0 exited "
           f"with {code} in {took:.1f} s (launch to 2 steps {t[1] - t[0]:.1f} s, SIGTERM to "

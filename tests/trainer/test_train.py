@@ -122,7 +122,10 @@ def test_checkpoint_of_another_model_names_the_parameter(data_dir, finished):
 
 
 @pytest.mark.e2e
-def test_train_step_skips_nonfinite_updates(data_dir):
+def test_train_step_skips_nonfinite_updates(data_dir, monkeypatch):
+    from vnr import config_checks
+
+    monkeypatch.delitem(config_checks.RULES, "lr")  # a NaN lr poisons every update
     config = smoke(data_dir, lr=float("nan"))
     s = train.setup(config)
     batch = next(iter(s.task.train_data(config, s.local_batch, 0, 1)))
@@ -189,6 +192,7 @@ def test_unknown_split_is_one_config_error(data_dir, tmp_path):
     with pytest.raises(train.ConfigError, match=r"data.test_splits='test' is not a split of "
                        r"moviepuzzle/synthetic_tiny \(it has train, val, test_in_domain"):
         train.run(smoke(data_dir, **{"data.test_splits": ("test",)}), str(tmp_path))
+    assert not (tmp_path / "config.json").exists()  # the corrected command may run here
 
 
 def test_workdir_of_another_config_is_refused(data_dir, tmp_path):
@@ -213,6 +217,8 @@ def test_cli_errors_are_one_line(tmp_path):
         "error: unknown config key --config.model.widht (not in configs/moviepuzzle/main.py)"]
     code, errors = cli("--config.mesh.shape=(3,1)")
     assert code != 0 and len(errors) == 1 and "mesh.shape (3, 1)" in errors[0]
+    code, errors = cli("--config.batch_size=0")
+    assert code != 0 and errors == ["error: config key batch_size=0 must be >= 1"]
 
 
 def test_optimizer_and_schedule_keys():

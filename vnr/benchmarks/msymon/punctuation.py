@@ -41,7 +41,7 @@ import numpy as np
 import regex
 from flax import nnx
 
-from vnr import evaluation
+from vnr import config_checks, evaluation
 
 CLASSES = ("none", "period", "comma", "question")
 MARKS = {".": 1, "!": 1, "।": 1, "。": 1, "！": 1, ",": 2, "，": 2, "、": 2, ";": 2, ":": 2,
@@ -169,6 +169,7 @@ def validate(config: Any) -> None:
     if not towers.is_checkpoint(config.model.encoder):
         raise ValueError(f"model.encoder={config.model.encoder!r}: a local checkpoint "
                          "directory (XLM-R in the paper) with its tokenizer")
+    config_checks.fits_positions(config, "data.max_tokens", "model.encoder")
 
 
 def pretrained(config: Any) -> dict[str, tuple[str, str | None]]:

@@ -1,0 +1,202 @@
+"""Checksummed checkpoints (vnr/checksums.py, vnr/checkpoint.py): every committed step carries
+a manifest of its files, written after an async save completes; a restore verifies it and
+names the step and the file. The trainer-level fall-back (resume from the previous step,
+bit-exact) is tests/trainer/test_faults.py; two processes' shards, test_multihost.py."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import shutil
+
+import jax
+import numpy as np
+import optax
+import pytest
+from flax import nnx
+
+from vnr import checkpoint, checksums
+
+
+class _Iterator:
+    """The data-iterator interface a checkpoint saves (grain's get_state / set_state)."""
+
+    def __init__(self, position: int = 0):
+        self.position = position
+
+    def get_state(self) -> dict:
+        return {"position": self.position}
+
+    def set_state(self, state: bytes) -> None:
+        self.position = json.loads(state)["position"]
+
+    def start_prefetch(self) -> None:
+        pass
+
+
+def _state(seed: int, features: int = 3) -> nnx.State:
+    model = nnx.Linear(4, features, rngs=nnx.Rngs(seed))
+    return nnx.state((model, nnx.Optimizer(model, optax.sgd(0.1), wrt=nnx.Param)))
+
+
+def _shardings(state: nnx.State):
+    one = jax.sharding.SingleDeviceSharding(jax.devices()[0])
+    return jax.tree.map(lambda _: one, state)
+
+
+@pytest.fixture
+def run(tmp_path) -> pathlib.Path:
+    """A workdir with async checkpoints at steps 1 and 2 (other parameters each)."""
+    with checkpoint.manager(tmp_path / "checkpoints", keep=3) as mgr:
+        for step in (1, 2):
+            checkpoint.save(mgr, step, _state(step), _Iterator(10 * step))
+        mgr.wait_until_finished()
+    return tmp_path
+
+
+def _largest(step_dir: pathlib.Path) -> pathlib.Path:
+    return max((p for p in (step_dir / "state").rglob("*")
+                if p.is_file() and p.name != checksums.MANIFEST), key=lambda p: p.stat().st_size)
+
+
+def _flip(path: pathlib.Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def test_manifest_names_each_kind_of_damage(tmp_path):
+    root = tmp_path / "item"
+    (root / "d").mkdir(parents=True)
+    for i, size in enumerate((10, 300, 7000)):
+        (root / "d" / f"f{i}").write_bytes(bytes(range(256)) * (size // 256) + b"x" * (size % 256))
+    files = checksums.write(root)
+    assert sorted(files) == ["d/f0", "d/f1", "d/f2"] and files["d/f2"][0] == 7000
+    checksums.verify(root)
+
+    def damaged(how) -> str:
+        copy = tmp_path / how.__name__
+        shutil.copytree(root, copy)
+        how(copy / "d" / "f1")
+        with pytest.raises(checksums.Mismatch) as e:
+            checksums.verify(copy)
+        return str(e.value)
+
+    assert damaged(_flip) == "d/f1 has other bytes than were written (sha256 differs)"
+    assert damaged(pathlib.Path.unlink) == "d/f1 is missing"
+    assert damaged(lambda p: p.write_bytes(p.read_bytes()[:100])) == \
+        "d/f1 has 100 bytes, 300 were written"
+    # Hashes split over processes: f1 is process 1's of 2 (every process checks sizes).
+    shutil.copytree(root, tmp_path / "split")
+    _flip(tmp_path / "split" / "d" / "f1")
+    checksums.verify(tmp_path / "split", part=0, parts=2)
+    with pytest.raises(checksums.Mismatch, match="d/f1"):
+        checksums.verify(tmp_path / "split", part=1, parts=2)
+    (tmp_path / "split" / checksums.MANIFEST).write_text("{not json")
+    with pytest.raises(checksums.Mismatch, match=f"{checksums.MANIFEST} is unreadable"):
+        checksums.verify(tmp_path / "split")
+    with pytest.raises(FileNotFoundError):
+        checksums.verify(tmp_path / "d_without_manifest")
+
+
+def test_every_committed_step_carries_its_manifest(run):
+    for step in (1, 2):
+        step_dir = run / "checkpoints" / str(step)
+        for item in checkpoint.ITEMS:
+            listed = json.loads((step_dir / item / checksums.MANIFEST).read_text())["files"]
+            on_disk = {p.relative_to(step_dir / item).as_posix()
+                       for p in (step_dir / item).rglob("*") if p.is_file()}
+            # Everything but the manifest and the commit marker written after it.
+            assert set(listed) == on_disk - {checksums.MANIFEST, "commit_success.txt"}
+        assert checkpoint.verify_step(step_dir, whole=True)
+
+
+def test_restore_latest_moves_a_damaged_step_aside_and_names_the_file(run):
+    step2 = run / "checkpoints" / "2"
+    bad = _largest(step2)
+    _flip(bad)
+    warnings: list[str] = []
+    it = _Iterator()
+    with checkpoint.manager(run / "checkpoints") as mgr:
+        step, state = checkpoint.restore_latest(mgr, _state(0), _shardings(_state(0)), it,
+                                                warn=warnings.append)
+    assert step == 1 and it.position == 10
+    want = jax.tree.leaves(_state(1))
+    for a, b in zip(jax.tree.leaves(state), want, strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    name = bad.relative_to(step2).as_posix()
+    assert len(warnings) == 1 and "\n" not in warnings[0]
+    assert warnings[0].startswith(f"checkpoint step 2 in {run / 'checkpoints'} is unreadable "
+                                  f"({name} has other bytes than were written")
+    aside = next((run / "checkpoints").glob("corrupt-2-*"))
+    assert name in (aside / "restore_error.process0.txt").read_text()
+    assert checkpoint.good_steps(run / "checkpoints") == [1]
+
+
+def test_restore_of_a_named_step_verifies_it(run):
+    """`restore` itself verifies (evaluation reads a chosen step, not the newest)."""
+    bad = _largest(run / "checkpoints" / "1")
+    bad.unlink()
+    with checkpoint.manager(run / "checkpoints") as mgr, pytest.raises(
+            checkpoint.CorruptCheckpoint,
+            match=rf"^checkpoint step 1 in {run / 'checkpoints'}: "
+                  rf"{bad.relative_to(run / 'checkpoints' / '1')} is missing$"):
+        checkpoint.restore(mgr, 1, _state(0), _shardings(_state(0)), None)
+
+
+def test_a_step_without_manifest_restores_with_a_warning(run):
+    for item in checkpoint.ITEMS:
+        (run / "checkpoints" / "2" / item / checksums.MANIFEST).unlink()
+    warnings: list[str] = []
+    with checkpoint.manager(run / "checkpoints") as mgr:
+        step, _ = checkpoint.restore_latest(mgr, _state(0), _shardings(_state(0)), _Iterator(),
+                                            warn=warnings.append)
+    assert step == 2 and warnings == [f"checkpoint step 2 in {run / 'checkpoints'} has no "
+                                      "checksums (written before they were recorded); "
+                                      "restored unverified"]
+
+
+def test_another_model_is_an_error_naming_the_checkpoint(run):
+    other = _state(0, features=5)
+    with checkpoint.manager(run / "checkpoints") as mgr, pytest.raises(
+            checkpoint.IncompatibleCheckpoint,
+            match=rf"checkpoint step 2 in {run / 'checkpoints'}: checkpoint parameter "
+                  r"0\.bias has shape \(3,\), model expects \(5,\)"):
+        checkpoint.restore_latest(mgr, other, _shardings(other), None)
+
+
+def test_restore_run_verifies_the_other_runs_checkpoint(run):
+    step, params = checkpoint.restore_run(run)
+    assert step == 2 and params["kernel"].shape == (4, 3)
+    bad = _largest(run / "checkpoints" / "2")
+    name = bad.relative_to(run / "checkpoints" / "2").as_posix()
+    bad.write_bytes(bad.read_bytes()[:-1])
+    with pytest.raises(checkpoint.CorruptCheckpoint,
+                       match=rf"^init_from={run}: checkpoint step 2 \(.*/checkpoints/2\) is "
+                             rf"corrupt: {name} has \d+ bytes, \d+ were written$"):
+        checkpoint.restore_run(run)
+    # Without a manifest (written before they existed), a damaged file is still one line
+    # naming the checkpoint, not TensorStore's page of spec.
+    (run / "checkpoints" / "2" / "state" / checksums.MANIFEST).unlink()
+    for p in (run / "checkpoints" / "2" / "state").rglob("d/*"):
+        p.write_bytes(b"")
+    with pytest.raises(checkpoint.CorruptCheckpoint) as e:
+        checkpoint.restore_run(run, key="workdir")
+    assert str(e.value).startswith(f"workdir={run}: checkpoint step 2 (") and \
+        " is unreadable: " in str(e.value) and "\n" not in str(e.value) and \
+        len(str(e.value)) < 500
+
+
+def test_short_error_keeps_the_gist_without_the_storage_spec():
+    spec = "{" + ", ".join(f'"key{i}": {i}' for i in range(400)) + "}"
+    error = ValueError(f'OUT_OF_RANGE: Error reading "w/.zarray": Requested byte range [0, 443) '
+                       f"is not valid for value of size 100 [tensorstore_spec='{spec}'] "
+                       "[source locations='tensorstore/kvstore/byte_range.cc:36']\nmore")
+    assert checkpoint.short(error) == ('OUT_OF_RANGE: Error reading "w/.zarray": Requested '
+                                       "byte range [0, 443) is not valid for value of size 100")
+    assert checkpoint.short(ValueError(
+        "Encountered error while reading array index: (slice(0, 4096, 1),). See full "
+        "TensorStore details: <bound method spec of TensorStore({")) == (
+        "Encountered error while reading array index: (slice(0, 4096, 1),).")
+    assert len(checkpoint.short(ValueError("x" * 1000))) == 240
+    assert checkpoint.short(KeyError()) == "KeyError"

@@ -1,0 +1,254 @@
+"""Where a built dataset came from, recorded when it is built and checked before it is reused.
+
+TFDS reuses `<data_dir>/<name>/<config>/<version>` whenever it exists, whatever it was built
+from. Each build therefore writes `build_source.json` beside the dataset: the `manual_dir`
+(absolute), a fingerprint of its files and the builder options (the BuilderConfig's own
+fields). Every later open of the dataset with a `manual_dir` (the trainer's `prepare`, a
+`python -m tfds_builders build` that would reuse it) compares: another source stops with one
+`SourceChanged` line saying what differs and how to rebuild.
+
+The fingerprint of a `manual_dir` is the relative name, size and modification time (ns) of
+every file under it (symbolic links followed; a `data_dir` inside it excluded), hashed per
+top-level entry, so a mismatch names the entries that differ. File contents are not read: a
+large release costs one `stat` per file, once per process (the result is cached), never a
+byte-by-byte hash. A copy that keeps names, sizes and times (`cp -a`, `rsync -a`) is the
+same source; a copy that resets the times reads as another one (rebuild, or copy with
+`-a`). Generated configs read no `manual_dir`: their fingerprint is the builder options.
+
+A caller that names no `manual_dir` (a reader of an existing build) checks the options only.
+A build made before sources were recorded is adopted with one warning: the source given now
+is recorded as its source.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+import os
+import pathlib
+import stat
+from collections.abc import Iterable
+from typing import Any
+
+SOURCE_FILE = "build_source.json"
+
+log = logging.getLogger("tfds_builders")
+
+# Fields of tfds.core.BuilderConfig that document a config and change no example.
+_DOC_FIELDS = ("version", "release_notes", "supported_versions", "description", "tags")
+_checked: set[tuple[str, str | None, str]] = set()  # (dataset dir, manual_dir, record digest)
+
+
+class SourceChanged(ValueError):
+    """A built dataset was made from another source than the one given now (one line)."""
+
+
+def options(builder: Any) -> dict[str, Any]:
+    """The builder config's own fields as JSON values (what, besides the files, the build
+    depends on); documentation fields (description, release notes, ...) are left out."""
+    config = builder.builder_config
+    if config is None:
+        return {}
+    fields = {f.name: getattr(config, f.name) for f in dataclasses.fields(config)
+              if f.name not in _DOC_FIELDS}
+    return json.loads(json.dumps(fields, sort_keys=True, default=repr))
+
+
+def scan(root: os.PathLike | str, exclude: Iterable[os.PathLike | str] = ()
+         ) -> dict[str, list]:
+    """{top-level entry of `root`: [files, bytes, digest]}: every file below it by relative
+    name, size and mtime (ns), symbolic links followed (each directory once); directories
+    in `exclude` (e.g. a data_dir kept inside the release) are skipped."""
+    root = pathlib.Path(root)
+    skip = {os.path.realpath(p) for p in exclude}
+    seen: set[tuple[int, int]] = set()
+    out: dict[str, list] = {}
+    for top in sorted(os.listdir(root)):
+        if os.path.realpath(root / top) in skip:
+            continue
+        h, count, size = hashlib.sha256(), 0, 0
+        for rel, st in _files(os.path.join(root, top), top, skip, seen):
+            h.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+            count, size = count + 1, size + st.st_size
+        out[top] = [count, size, h.hexdigest()[:16]]
+    return out
+
+
+_UNREADABLE = os.stat_result((0,) * 10)  # a dangling link or an unreadable entry, as is
+
+
+def _files(path: str, rel: str, skip: set[str], seen: set[tuple[int, int]]
+           ) -> Iterable[tuple[str, os.stat_result]]:
+    try:
+        st = os.stat(path)
+    except OSError:
+        yield rel, _UNREADABLE
+        return
+    if not stat.S_ISDIR(st.st_mode):
+        yield rel, st
+        return
+    if (st.st_dev, st.st_ino) in seen or os.path.realpath(path) in skip:
+        return
+    seen.add((st.st_dev, st.st_ino))
+    try:
+        with os.scandir(path) as it:
+            entries = sorted(it, key=lambda e: e.name)
+    except OSError:
+        yield rel + "/", _UNREADABLE
+        return
+    for entry in entries:
+        name = f"{rel}/{entry.name}"
+        try:
+            is_dir = entry.is_dir()
+        except OSError:
+            is_dir = False
+        if is_dir:
+            yield from _files(entry.path, name, skip, seen)
+            continue
+        try:
+            yield name, entry.stat()
+        except OSError:
+            yield name, _UNREADABLE
+
+
+def _digest(files: dict[str, list] | None) -> str:
+    return hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _reads_manual_dir(builder: Any) -> bool:
+    """Whether the builder's config builds from a manual_dir (its `check_inputs` refuses
+    none); builders without `check_inputs` are taken to read one."""
+    check = getattr(type(builder), "check_inputs", None)
+    if check is None or builder.builder_config is None:
+        return True
+    try:
+        check(builder.builder_config.name, None)
+    except Exception:  # noqa: BLE001 (ManualDirError, or any refusal of a missing dir)
+        return True
+    return False
+
+
+def describe(builder: Any, manual_dir: os.PathLike | str | None) -> dict[str, Any]:
+    """The source record of a build of `builder` from `manual_dir`."""
+    source = None
+    files = None
+    if manual_dir and _reads_manual_dir(builder):
+        source = os.path.realpath(manual_dir)
+        files = scan(source, exclude=[builder.data_dir_root])
+    return {"dataset": builder.name, "config": _config_name(builder),
+            "version": str(builder.version), "manual_dir": source, "files": files,
+            "files_digest": _digest(files), "options": options(builder)}
+
+
+def record(builder: Any, manual_dir: os.PathLike | str | None) -> dict[str, Any]:
+    """Writes `build_source.json` beside the dataset `builder` just built (atomically)."""
+    rec = describe(builder, manual_dir)
+    path = pathlib.Path(os.fspath(builder.data_dir)) / SOURCE_FILE
+    tmp = path.with_name(f".{SOURCE_FILE}.tmp{os.getpid()}")
+    tmp.write_text(json.dumps(rec, indent=1, sort_keys=True))
+    tmp.replace(path)
+    _checked.add((os.fspath(builder.data_dir), rec["manual_dir"], rec["files_digest"]))
+    return rec
+
+
+def check(builder: Any, manual_dir: os.PathLike | str | None) -> None:
+    """Raises SourceChanged when the built dataset of `builder` was made from another
+    source than `manual_dir` (another file listing) or with other builder options."""
+    where = os.fspath(builder.data_dir)
+    path = pathlib.Path(where) / SOURCE_FILE
+    manual_dir = os.fspath(manual_dir) if manual_dir else None
+    try:
+        old = json.loads(path.read_text())
+    except FileNotFoundError:
+        _adopt(builder, manual_dir)
+        return
+    except (OSError, ValueError) as e:
+        raise SourceChanged(f"{_name(builder)}: {path} is unreadable ({e}); "
+                            f"{rebuild_hint(builder, manual_dir)}") from None
+    key = (where, os.path.realpath(manual_dir) if manual_dir else None, old.get("files_digest"))
+    if key in _checked:
+        return
+    if old.get("options") != options(builder):
+        raise SourceChanged(f"{_name(builder)} in {where} was built with other builder options "
+                            f"({_first_diff(old.get('options') or {}, options(builder))}); "
+                            f"{rebuild_hint(builder, manual_dir or old.get('manual_dir'))}")
+    if manual_dir and old.get("manual_dir") and _reads_manual_dir(builder):
+        new = describe(builder, manual_dir)
+        if new["files_digest"] != old.get("files_digest"):
+            raise SourceChanged(f"{_name(builder)} in {where} was built from "
+                                f"{_differs(old, new)}; {rebuild_hint(builder, manual_dir)}")
+    _checked.add(key)
+
+
+def _adopt(builder: Any, manual_dir: str | None) -> None:
+    """A build without a record (made before sources were recorded): records the source
+    given now, with one warning; without a manual_dir for a config that needs one, warns."""
+    if manual_dir is None and _reads_manual_dir(builder):
+        key = (os.fspath(builder.data_dir), None, "")
+        if key not in _checked:
+            _checked.add(key)
+            log.warning("%s in %s has no record of its source (built before sources were "
+                        "recorded); give its manual_dir to record it", _name(builder),
+                        builder.data_dir)
+        return
+    rec = record(builder, manual_dir)
+    log.warning("%s in %s had no record of its source (built before sources were recorded); "
+                "recorded %s as its source: if it was built from another, %s", _name(builder),
+                builder.data_dir, rec["manual_dir"] or "its builder options",
+                rebuild_hint(builder, manual_dir))
+
+
+def _differs(old: dict, new: dict) -> str:
+    """What differs between the recorded source and this one, in a few words."""
+    a, b = old.get("files") or {}, new.get("files") or {}
+    changed = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+    then, now = old.get("manual_dir"), new["manual_dir"]
+    if then != now:
+        return (f"manual_dir {then} ({_size(a)}), not {now} ({_size(b)}; {len(changed)} of "
+                f"{len(set(a) | set(b))} top-level entries differ, e.g. {changed[0]})")
+    shown = ", ".join(f"{k} {_state(a.get(k), b.get(k))}" for k in changed[:3])
+    more = f" and {len(changed) - 3} more" if len(changed) > 3 else ""
+    return f"manual_dir {then} whose files changed since ({shown}{more})"
+
+
+def _state(a: list | None, b: list | None) -> str:
+    if a is None:
+        return "added"
+    if b is None:
+        return "missing"
+    if a[:2] != b[:2]:
+        return f"{a[0]} files {a[1]} B -> {b[0]} files {b[1]} B"
+    return "modified (same sizes, other modification times)"
+
+
+def _size(files: dict[str, list]) -> str:
+    return (f"{sum(v[0] for v in files.values())} files, "
+            f"{sum(v[1] for v in files.values()) / 1e6:.3g} MB")
+
+
+def _first_diff(a: dict, b: dict) -> str:
+    keys = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+    return ", ".join(f"{k}: {a.get(k)!r} then, {b.get(k)!r} now" for k in keys[:2])
+
+
+def _config_name(builder: Any) -> str | None:
+    return builder.builder_config.name if builder.builder_config else None
+
+
+def _name(builder: Any) -> str:
+    config = _config_name(builder)
+    return f"{builder.name}{'/' + config if config else ''}:{builder.version}"
+
+
+def rebuild_hint(builder: Any, manual_dir: str | None) -> str:
+    """How to rebuild the dataset of `builder` in place (or where else to build it)."""
+    parts = type(builder).__module__.split(".")
+    module = ".".join(parts[1:-1]) if parts[0] == "tfds_builders" and len(parts) > 2 \
+        else builder.name
+    config = _config_name(builder)
+    return (f"rebuild it: python -m tfds_builders build {module}"
+            f"{f' --config {config}' if config else ''}"
+            f"{f' --manual_dir {manual_dir}' if manual_dir else ''} "
+            f"--data_dir {builder.data_dir_root} --rebuild (or use another data_dir)")
