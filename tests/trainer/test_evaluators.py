@@ -136,7 +136,8 @@ def test_best_on_a_run_that_never_validated(data_dir, tmp_path):
 @pytest.mark.parametrize("key, value, message", [
     ("evals.extra.split", "nope", r"evals.extra.split='nope' is not a split of moviepuzzle/"),
     ("evals.val.oops", 1, r"evals.val.oops: unknown key"),
-    ("evals.val.every", 0, r"evals.val: never runs"),
+    ("evals.extra.every", 0, r"evals.extra: never runs"),
+    ("evals.extra.every", -1, r"evals.extra.every=-1: a whole number >= 0"),
     ("select.mode", "maximum", r"select.mode='maximum'"),
     ("select.metric", "test/os2", r"evals.test never runs during training"),
 ])
@@ -146,6 +147,8 @@ def test_bad_evaluator_is_one_line(data_dir, tmp_path, key, value, message):
         c.evals.val.oops = value
     elif key == "evals.extra.split":
         c.evals.extra = dict(split=value, every=3)
+    elif key == "evals.extra.every":
+        c.evals.extra = dict(split="val", every=value)
     else:
         override(c, {key: value})
     with pytest.raises((train.ConfigError, evaluators.EvaluatorError), match=message):

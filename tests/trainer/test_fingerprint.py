@@ -120,7 +120,7 @@ def _clips(data_dir: pathlib.Path, manual_dir: pathlib.Path):
     c = get_config("clips,smoke")
     c.data.data_dir, c.data.manual_dir, c.progress = str(data_dir), str(manual_dir), False
     c.total_steps = c.ckpt_every = c.eval_every = 2
-    c.data.test_splits, c.eval.max_test_clips = ("test_in_domain",), 0
+    c.data.test_splits, c.evals.test.max_examples = ("test_in_domain",), 0
     return c
 
 

@@ -61,7 +61,7 @@ def _last_step(workdir: pathlib.Path) -> int:
 def _metrics(workdir: pathlib.Path) -> dict[tuple[int, str], float]:
     """(step, name) -> value; a step logged again after a resume keeps its last value."""
     return {(r["step"], k): v for r in _rows(workdir) for k, v in r.items()
-            if k not in VOLATILE and k != "step"}
+            if k not in VOLATILE and k != "step" and not k.endswith("/eval_seconds")}
 
 
 def _interrupt(cmd: list[str], workdir: pathlib.Path, at_step: int, sig: int

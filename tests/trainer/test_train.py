@@ -178,7 +178,7 @@ def test_nonfinite_loss_stops_run_and_keeps_last_good_checkpoint(data_dir, tmp_p
     ({"select.metric": "val/os2", "eval_every": 100}, r"evals.val.every=100 > total_steps=6"),
     ({"evals.val.type": "moviepuzzle.nope"}, r"evals.val.type='moviepuzzle.nope': no module "
                                              r"vnr/benchmarks/moviepuzzle/nope.py"),
-    ({"evals.val.every": -1}, r"evals.val.every=-1: a whole number >= 0"),
+    ({"evals.val.every": -1}, r"eval_every=-1 must be >= 1"),  # the same reference
     ({"profile.start_step": 4, "profile.num_steps": 5}, r"profile window steps 4..8 ends past "
                                                         r"total_steps=6"),
 ])
