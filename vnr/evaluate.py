@@ -1,12 +1,12 @@
 """Evaluate a finished run again, without training.
 
-    python -m vnr.evaluate --workdir W [--step best|last|N] [--splits a,b] [--out FILE] \
-        [--report_dir DIR] [--config.key=value ...]
+    python -m vnr.evaluate --workdir W [--step selected|best|last|N] [--splits a,b] \
+        [--out FILE] [--report_dir DIR] [--config.key=value ...]
 
 Reads `W/config.json`, builds the model on this machine's devices (any mesh:
-`--config.mesh.shape=...`), restores the checkpoint of `--step` (`best`: the step
-`config.select` chose, as `results.json` reports; `last`: the newest; or a number) and
-runs the run's final evaluators (`config.evals`) on their splits, or on `--splits`
+`--config.mesh.shape=...`), restores the checkpoint of `--step` (`selected`, the default:
+the step `results.json` reports; `best`: the best by `config.select`; `last`: the newest;
+or a number) and runs the run's final evaluators (`config.evals`) on their splits, or on `--splits`
 (a split no final evaluator names is evaluated by the first final evaluator's module and
 settings). `--config.evals.<name>.max_examples=...` and other overrides change what is
 evaluated, never the checkpoint. `--out` writes the results in `results.json`'s layout,
@@ -16,7 +16,6 @@ evaluated, never the checkpoint. `--out` writes the results in `results.json`'s 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import pathlib
 import sys
 from typing import Any
@@ -38,10 +37,13 @@ class EvaluateError(ValueError):
 
 
 def choose_step(mgr: Any, config: Any, step: str) -> dict[str, Any]:
-    """The `selection` record of `--step` (`best`, `last` or a number)."""
+    """The `selection` record of `--step`: `best`, `last`, a number, or `selected` (the step
+    results.json reports: best when the run selects by a metric, else last)."""
     steps = sorted(mgr.all_steps())
     if not steps:
         raise EvaluateError(f"{mgr.directory}: no checkpoint to evaluate")
+    if step == "selected":
+        step = "best" if (config.get("select") or {}).get("metric") else "last"
     if step == "best":
         select = config.get("select") or {}
         if not select.get("metric"):
@@ -59,7 +61,8 @@ def choose_step(mgr: Any, config: Any, step: str) -> dict[str, Any]:
         try:
             n = int(step)
         except ValueError:
-            raise EvaluateError(f"--step={step!r}: use best, last or a step number") from None
+            raise EvaluateError(f"--step={step!r}: use selected, best, last or a step "
+                                f"number") from None
         if n not in steps:
             raise EvaluateError(f"--step={n}: no checkpoint of that step (there are "
                                 f"{', '.join(map(str, steps))})")
@@ -69,17 +72,66 @@ def choose_step(mgr: Any, config: Any, step: str) -> dict[str, Any]:
             "value": float(metrics[metric]) if metric in metrics else None}
 
 
-def evaluate(config: ml_collections.ConfigDict, workdir: str | pathlib.Path,
-             step: str = "best", splits: list[str] | None = None,
-             report_dir: pathlib.Path | None = None) -> dict[str, Any]:
-    """{split: metrics, "selection": the step's record} of a finished run at `step`."""
+@dataclasses.dataclass
+class Model:
+    """A model ready to evaluate: the trainer's `Setup` and the state to predict with."""
+
+    config: ml_collections.ConfigDict
+    setup: Any  # vnr.train.Setup
+    state: Any
+    selection: dict[str, Any]
+
+    def predict(self, batch: dict) -> dict:
+        """The jitted `predict` of the task on one global batch."""
+        return self.setup.predict_fn(self.state, batch)
+
+
+def _setup(config: ml_collections.ConfigDict, load_pretrained: bool) -> Any:
     from vnr.train import ConfigError, setup  # the trainer builds the model the same way
 
-    workdir = pathlib.Path(workdir).absolute()
     try:
-        s = setup(config, load_pretrained=False)
+        return setup(config, load_pretrained=load_pretrained)
     except ConfigError as e:
         raise EvaluateError(str(e)) from None
+
+
+def restore(workdir: str | pathlib.Path, step: str = "selected",
+            config: ml_collections.ConfigDict | None = None, task: str | None = None) -> Model:
+    """A finished run's model at `step` (best / last / a number) on this machine's mesh;
+    `config` (default: the run's config.json, overrides applied by the caller) says how to
+    build it. `task`: the task the run must be (one line otherwise). The one reader of a
+    run for evaluation (this command, two-stage and cross-lingual tools)."""
+    workdir = pathlib.Path(workdir).absolute()
+    config = config if config is not None else workdir_lib.load_config(workdir)
+    if task is not None and config.task != task:
+        raise EvaluateError(f"{workdir}: task={config.task!r}, expected {task}")
+    s = _setup(config, load_pretrained=False)
+    select = config.get("select") or {}
+    mgr = checkpoint.reader(workdir / "checkpoints", select.get("metric") or None,
+                            select.get("mode", "max"))
+    try:
+        selection = choose_step(mgr, config, step)
+        state = checkpoint.restore(mgr, selection["step"], s.state, s.state_shardings, None)
+    finally:
+        mgr.close()
+    return Model(config, s, state, selection)
+
+
+def from_config(config: ml_collections.ConfigDict) -> Model:
+    """A config's model with the weights its task's `pretrained` hook names (e.g.
+    `init_from=<another run>`: zero-shot transfer), evaluated without training."""
+    s = _setup(config, load_pretrained=True)
+    selection = {"metric": None, "mode": "weights", "step": 0, "value": None,
+                 "init_from": str(config.get("init_from", ""))}
+    return Model(config, s, s.state, selection)
+
+
+def final_results(model: Model, splits: list[str] | None = None,
+                  report_dir: pathlib.Path | None = None) -> dict[str, Any]:
+    """{split: metrics, "selection": the step's record}: the config's final evaluators on
+    their splits, or on `splits` (a split no final evaluator names goes to the first
+    final evaluator's module and settings)."""
+    config, s = model.config, model.setup
     final = [e for e in s.evaluators if e.final]
     if not final:
         raise EvaluateError("the config declares no final evaluator (config.evals.<name>."
@@ -94,16 +146,18 @@ def evaluate(config: ml_collections.ConfigDict, workdir: str | pathlib.Path,
             check(_with_splits(config, splits))
         except ValueError as e:
             raise EvaluateError(str(e)) from None
-    mgr = checkpoint.reader(workdir / "checkpoints", (config.get("select") or {}).get(
-        "metric") or None, (config.get("select") or {}).get("mode", "max"))
-    selection = choose_step(mgr, config, step)
     say = progress.say if jax.process_index() == 0 else (lambda m: None)
-    say(f"evaluating {workdir} at step {selection['step']} ({selection['mode']})")
-    state = checkpoint.restore(mgr, selection["step"], s.state, s.state_shardings, None)
-    mgr.close()
-    results = evaluators.final(final, config, functools.partial(s.predict_fn, state), s.mesh,
-                               None, selection["step"], report_dir, say, splits)
-    return {**results, workdir_lib.SELECTION: selection}
+    say(f"evaluating at step {model.selection['step']} ({model.selection['mode']})")
+    results = evaluators.final(final, config, model.predict, s.mesh, None,
+                               model.selection["step"], report_dir, say, splits)
+    return {**results, workdir_lib.SELECTION: model.selection}
+
+
+def evaluate(config: ml_collections.ConfigDict, workdir: str | pathlib.Path,
+             step: str = "selected", splits: list[str] | None = None,
+             report_dir: pathlib.Path | None = None) -> dict[str, Any]:
+    """{split: metrics, "selection": the step's record} of a finished run at `step`."""
+    return final_results(restore(workdir, step, config), splits, report_dir)
 
 
 def _with_splits(config: ml_collections.ConfigDict, splits: list[str] | None
@@ -155,7 +209,9 @@ def _define_config(argv: list[str]) -> None:
     # Defined here, not on import: vnr.train defines some of the same names.
     flags.DEFINE_string("workdir", None, "A finished vnr.train run (its config.json and "
                         "checkpoints).")
-    flags.DEFINE_string("step", "best", "best (the selected step), last, or a step number.")
+    flags.DEFINE_string("step", "selected", "selected (what results.json reports), best (by "
+                        "config.select; an error if the run selects nothing), last, or a "
+                        "step number.")
     flags.DEFINE_list("splits", [], "Splits to evaluate (default: the final evaluators').")
     flags.DEFINE_string("out", None, "Write the results here (results.json's layout).")
     flags.DEFINE_string("report_dir", None, "Let the evaluators write their pictures here.")

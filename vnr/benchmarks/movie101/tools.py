@@ -11,48 +11,21 @@ from __future__ import annotations
 
 import argparse
 import json
-import pathlib
-from typing import Any
 
 import jax
 import ml_collections
 import numpy as np
-from flax import nnx
 
-from vnr import checkpoint, evaluation, train
+from vnr import evaluate, evaluation
 from vnr.benchmarks.movie101 import grounding_metrics as gm
 from vnr.benchmarks.movie101 import tng, tng_data
 from vnr.benchmarks.movie101.data import MovieTable
 from vnr.data import text
 
 
-def _load(workdir: str) -> tuple[Any, Any, Any]:
-    """(config, state with the run's newest checkpoint, train.Setup) of a finished TNG run."""
-    wd = pathlib.Path(workdir).absolute()
-    path = wd / "config.json"
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: not a training run (no config.json)")
-    config = ml_collections.ConfigDict(json.loads(path.read_text()))
-    config.sharding_rules = tuple(tuple(r) for r in config.sharding_rules)
-    config.mesh.shape, config.mesh.axes = tuple(config.mesh.shape), tuple(config.mesh.axes)
-    if config.task != "movie101.tng":
-        raise ValueError(f"{path}: task={config.task!r}, expected movie101.tng")
-    s = train.setup(config)
-    _, params = checkpoint.restore_run(wd, key="workdir")
-    model = s.state[0]  # the (model, optimizer) state's model part
-    pure = model.to_pure_dict()
-    flat = checkpoint._flat(pure)
-    missing = sorted(set(flat) - set(params))
-    if missing:
-        raise ValueError(f"{wd}: its checkpoint lacks parameter {missing[0]}")
-    leaves = [params[k] for k in flat]
-    nnx.replace_by_pure_dict(model, jax.tree_util.tree_unflatten(
-        jax.tree_util.tree_structure(pure), leaves))
-    return config, s.state, s
-
-
 def two_stage(global_workdir: str, local_workdir: str, split: str = "test", k: int = 1,
-              weight: float = 0.0, max_examples: int = 0) -> dict[str, float]:
+              weight: float = 0.0, max_examples: int = 0, step: str = "selected"
+              ) -> dict[str, float]:
     """Table 6: global top-k shots, RNL in a window centred on each, k-way re-ranking.
 
     For every narration of `split`: its movie's shots (cut every shot_len seconds; on each
@@ -63,9 +36,12 @@ def two_stage(global_workdir: str, local_workdir: str, split: str = "test", k: i
     confidence (`grounding_metrics.two_stage_candidates`; `weight` > 0 adds our shot-cosine
     prior, a named option) and scored with the upstream protocol (`recall_upstream`) on
     index boxes of whole seconds against the narration's span. Table 6 has k = 1, 2, 3.
+    Each run is restored by `vnr.evaluate.restore` at `step` (default: the step its
+    results.json reports).
     """
-    gc, gstate, gs = _load(global_workdir)
-    lc, lstate, ls = _load(local_workdir)
+    glob = evaluate.restore(global_workdir, step, task="movie101.tng")
+    local = evaluate.restore(local_workdir, step, task="movie101.tng")
+    gc, lc = glob.config, local.config
     if not tng._global(gc) or tng._global(lc):
         raise ValueError("--global_workdir must be a stage=global run and --local_workdir a "
                          "stage=local run")
@@ -82,7 +58,7 @@ def two_stage(global_workdir: str, local_workdir: str, split: str = "test", k: i
     d = lc.data
     movies = tng_data.split_movies(d, split, max_examples)
     vs, ts, shot_spans, durations = tng.embed_movies(
-        gc, movies, lambda b: gs.predict_fn(gstate, b), gs.mesh, offsets)
+        gc, movies, glob.predict, glob.setup.mesh, offsets)
     table = MovieTable(d)
     W, n = d.window, d.n_clips
     spans, valid = gm.proposal_spans(n)
@@ -110,8 +86,8 @@ def two_stage(global_workdir: str, local_workdir: str, split: str = "test", k: i
     batches, n_batches = evaluation.global_rows(
         {key: np.stack([it[key] for it in items]) for key in items[0] if key != "valid"},
         lc.eval_batch_size)
-    scores = evaluation.predict_split(batches, n_batches, lambda b: ls.predict_fn(lstate, b),
-                                      ls.mesh, lc.eval_batch_size // jax.process_count(),
+    scores = evaluation.predict_split(batches, n_batches, local.predict,
+                                      local.setup.mesh, lc.eval_batch_size // jax.process_count(),
                                       name="movie101 two-stage windows")["scores"]
     sc = scores.reshape(len(meta), k, n, n)[:, :, valid]
     res = {key: 0.0 for key in gm.recall_upstream(np.zeros((1, 1)), np.zeros((1, 2)),
@@ -139,11 +115,17 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--weight", type=float, default=0.0,
                    help="OUR option: weight of the shot-cosine prior (0 = the paper's rule)")
     p.add_argument("--max_clips", type=int, default=0, help="first N narrations (0 = all)")
+    p.add_argument("--step", default="selected", help="each run's checkpoint: selected (what "
+                   "its results.json reports), best, last or a step number")
     a = p.parse_args(argv)
     if a.k < 1:
         p.error(f"--k={a.k} must be >= 1")
-    print(json.dumps(two_stage(a.global_workdir, a.local_workdir, a.split, a.k, a.weight,
-                               a.max_clips), indent=1))
+    try:
+        out = two_stage(a.global_workdir, a.local_workdir, a.split, a.k, a.weight, a.max_clips,
+                        a.step)
+    except (evaluate.EvaluateError, ValueError, FileNotFoundError) as e:
+        raise SystemExit(f"error: {e}") from None
+    print(json.dumps(out, indent=1))
 
 
 if __name__ == "__main__":

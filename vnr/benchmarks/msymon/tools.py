@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from vnr import train
+from vnr import evaluate, train
 from vnr.benchmarks.msymon import alignment, data, table3
 from vnr.reports import results
 
@@ -75,11 +75,11 @@ def crosslingual(config: Any, workdirs: dict[str, str], split: str, metric: str 
         cfg = config.copy_and_resolve_references()
         cfg.unlock()
         cfg.init_from = wd
-        s = train.setup(cfg)
-        fn = functools.partial(s.predict_fn, s.state)
+        model = evaluate.from_config(cfg)  # the run's weights in this config's model
         for col in data.LANGUAGES:
             if f"{col}_{split}" in have:
-                cells[row, col] = alignment.evaluate(cfg, f"{col}_{split}", fn, s.mesh)[metric]
+                cells[row, col] = alignment.evaluate(cfg, f"{col}_{split}", model.predict,
+                                                     model.setup.mesh)[metric]
     head = "| train \\ eval | " + " | ".join(data.LANGUAGES) + " |"
     rows = [head, "|" + "---|" * (len(data.LANGUAGES) + 1)]
     for r in data.LANGUAGES:
@@ -91,14 +91,12 @@ def crosslingual(config: Any, workdirs: dict[str, str], split: str, metric: str 
 
 def evaluate_run(config: Any) -> dict[str, dict[str, float]]:
     """Evaluation only (zero-shot transfer, or re-scoring a run): the model of
-    `config.init_from` on every `data.test_splits` split; {split: metrics}."""
+    `config.init_from` through this config's final evaluators (`vnr.evaluate`);
+    {split: metrics}."""
     if not config.get("init_from"):
         raise ValueError("evaluation needs init_from=<workdir of a trained alignment run>")
-    s = train.setup(config)
-    fn = functools.partial(s.predict_fn, s.state)
-    return {split: alignment.evaluate(config, split, fn, s.mesh,
-                                      max_examples=config.evals.test.max_examples)
-            for split in config.data.test_splits}
+    results = evaluate.final_results(evaluate.from_config(config))
+    return {k: v for k, v in results.items() if k != "selection"}
 
 
 def punctuate(config: Any, src: pathlib.Path, lang: str, out: pathlib.Path | None = None
