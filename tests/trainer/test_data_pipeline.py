@@ -1,6 +1,7 @@
 """The MoviePuzzle grain pipeline: conventions, reshuffles, process sharding, padding."""
 
 import numpy as np
+import pytest
 
 from configs.moviepuzzle.main import get_config
 from vnr.benchmarks.moviepuzzle import data
@@ -89,3 +90,97 @@ def test_tokenizer_is_unicode_aware_and_stable():
     np.testing.assert_array_equal(a, text.tokenize("where is the KEY ?", 4096, 8))
     assert (a[:5] >= 2).all() and (a[5:] == 0).all()
     np.testing.assert_array_equal(text.tokenize("", 4096, 4), [text.EMPTY, 0, 0, 0])
+
+
+def _wide_records(n=10, seed=0):
+    """Clips of non-square (40x24) JPEG frames, as MovieNet's are."""
+    import io
+
+    from PIL import Image
+
+    rng = np.random.default_rng(seed)
+    out = []
+    for c in range(n):
+        k = int(rng.integers(3, 8))
+        frames = []
+        for _ in range(k):
+            b = io.BytesIO()
+            Image.fromarray(rng.integers(0, 256, (24, 40, 3), dtype=np.uint8)).save(b, "JPEG")
+            frames.append(b.getvalue())
+        out.append(dict(clip_id=f"c{c}", movie_id="m", frames=frames,
+                        subtitles=[f"word{t}" for t in range(k)],
+                        img_id=np.arange(k, dtype=np.int32), shot_id=np.arange(k, dtype=np.int32),
+                        scene_id=np.zeros(k, np.int32), position=np.arange(k, dtype=np.int32)))
+    return out
+
+
+def test_squash_path_is_the_previous_decode():
+    """The main job's path (data.image_resize="squash", the default): each frame is PIL's
+    bilinear resize to S x S, as before CLIP's preprocessing was added (its results must not
+    change)."""
+    import io
+
+    from PIL import Image
+
+    cfg = _cfg()
+    assert cfg.image_resize == "squash" and not cfg.jpeg_draft and not cfg.frame_store
+    rec = _wide_records(1)[0]
+    ex = data._encode(cfg).map(rec)
+    for k, jpeg in enumerate(rec["frames"]):
+        img = Image.open(io.BytesIO(jpeg)).convert("RGB").resize(
+            (cfg.image_size, cfg.image_size), Image.BILINEAR)
+        np.testing.assert_array_equal(ex["frames"][k], np.asarray(img))
+    assert not ex["frames"][len(rec["frames"]):].any()
+
+
+def _clip_cfg(tmp_path, **kw):
+    cfg = _cfg()
+    cfg.update(dict(dict(image_resize="clip", image_size=16, data_dir=str(tmp_path),
+                         augment=True), **kw))
+    return cfg
+
+
+def _stream(cfg, n_train=6, batch=4):
+    it = iter(data.train_dataset(cfg, batch, 0))
+    train = [next(it) for _ in range(n_train)]
+    it.close()
+    ev = list(iter(data.eval_dataset(cfg, "val", batch, 0)))
+    return train, ev
+
+
+def test_frame_store_gives_the_same_batches(monkeypatch, tmp_path):
+    """data.frame_store: the frames preprocessed once (CLIP's preprocessing here) give the
+    same training and evaluation batches, every key bit for bit, augmentation included."""
+    from vnr.data import frame_store
+
+    recs = _wide_records()
+    monkeypatch.setattr(data, "source", lambda cfg, split: recs)
+    want = _stream(_clip_cfg(tmp_path))
+    assert not (tmp_path / "frame_store").exists()
+    got = _stream(_clip_cfg(tmp_path, frame_store=True))
+    stores = list((tmp_path / "frame_store").glob("*/*/*/*/meta.json"))
+    assert len(stores) == 1
+    for a, b in zip(want[0] + want[1], got[0] + got[1], strict=True):
+        assert a.keys() == b.keys()
+        for k in a:
+            np.testing.assert_array_equal(a[k], b[k], err_msg=k)
+    # the store is the pipeline's own decode, and its key follows the preprocessing
+    reader = frame_store.Reader(stores[0].parent, "train")
+    np.testing.assert_array_equal(reader.rows(3, "c3"), data.frames_of(
+        recs[3], 16, len(recs[3]["frames"]), "clip"))
+    _stream(_clip_cfg(tmp_path, frame_store=True, image_resize="squash"), n_train=1)
+    assert len(list((tmp_path / "frame_store").glob("*/*/*/*/meta.json"))) == 2
+
+
+def test_frame_store_of_another_dataset_is_one_clear_error(monkeypatch, tmp_path):
+    from vnr.data import frame_store
+
+    recs = _wide_records()
+    monkeypatch.setattr(data, "source", lambda cfg, split: recs)
+    cfg = _clip_cfg(tmp_path, frame_store=True)
+    _stream(cfg, n_train=1)
+    recs[2] = dict(recs[2], clip_id="rebuilt")  # the dataset changed under the store
+    with pytest.raises(frame_store.StoreError, match="record 2 is 'rebuilt' in the dataset"):
+        next(iter(data.eval_dataset(cfg, "val", 16, 0)))
+    with pytest.raises(ValueError, match="data.frame_store with data.feature_cache='image'"):
+        data._records(cfg, "val", {"image": str(tmp_path)})

@@ -208,9 +208,11 @@ def store_directory(cfg: Any):
     directory = frame_store.location(cfg.data_dir, ident["dataset"], ident)
     if not (directory / "meta.json").is_file():
         prep = preprocessing(cfg)
-        frame_store.build(directory, {s: source(cfg, s) for s in dict.fromkeys(splits)},
+        sources = {s: source(cfg, s) for s in dict.fromkeys(splits)}
+        n_records = sum(len(v) for v in sources.values())  # a process per 64, one per core
+        frame_store.build(directory, sources,
                           _StorePrepare(cfg.image_size, prep["resize"], prep["jpeg_draft"]),
-                          ident, workers=pipeline.host_cores())
+                          ident, workers=min(pipeline.host_cores(), -(-n_records // 64)))
     return directory
 
 
