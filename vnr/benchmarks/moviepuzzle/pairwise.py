@@ -28,7 +28,7 @@ from vnr import evaluation
 from vnr import task as task_lib
 from vnr.benchmarks.moviepuzzle import data
 from vnr.benchmarks.moviepuzzle.pairwise_model import PairOrderModel
-from vnr.data import text
+from vnr.data import images, text
 from vnr.models.compute import float32
 from vnr.models.encoders import tokenizers
 from vnr.reports import results as results_lib
@@ -47,6 +47,7 @@ def validate(config: Any) -> None:
     if d.manual_dir and not pathlib.Path(d.manual_dir).is_dir():
         raise ValueError(f"data.manual_dir={d.manual_dir!r} does not exist")
     check_tokenizer(config)
+    images.check(d.get("image_resize", "squash"))
     if not 2 <= config.pairs_per_clip:
         raise ValueError(f"pairs_per_clip={config.pairs_per_clip} must be >= 2")
     if config.eval.objective not in ("path", "linear"):
