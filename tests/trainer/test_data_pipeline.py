@@ -13,7 +13,9 @@ def _cfg():
     return get_config("smoke").data
 
 
-def _records(n=12, seed=0):
+def _records(n=12, seed=0, image=None):
+    """Clips of 3-7 JPEG frames; by default frame t is 16x16 of brightness 20 * t (it decodes
+    back to its position), else `image(t, rng)` gives frame t's pixels."""
     import io
 
     from PIL import Image
@@ -23,9 +25,10 @@ def _records(n=12, seed=0):
     for c in range(n):
         k = int(rng.integers(3, 8))
         frames = []
-        for t in range(k):  # frame t has brightness 20 * t: decodes back to its position
+        for t in range(k):
+            pixels = np.full((16, 16, 3), 20 * t, np.uint8) if image is None else image(t, rng)
             b = io.BytesIO()
-            Image.fromarray(np.full((16, 16, 3), 20 * t, np.uint8)).save(b, "JPEG", quality=95)
+            Image.fromarray(pixels).save(b, "JPEG", quality=95)
             frames.append(b.getvalue())
         out.append(dict(clip_id=str(c), movie_id="m", frames=frames,
                         subtitles=[f"word{t}" for t in range(k)],
@@ -94,24 +97,7 @@ def test_tokenizer_is_unicode_aware_and_stable():
 
 def _wide_records(n=10, seed=0):
     """Clips of non-square (40x24) JPEG frames, as MovieNet's are."""
-    import io
-
-    from PIL import Image
-
-    rng = np.random.default_rng(seed)
-    out = []
-    for c in range(n):
-        k = int(rng.integers(3, 8))
-        frames = []
-        for _ in range(k):
-            b = io.BytesIO()
-            Image.fromarray(rng.integers(0, 256, (24, 40, 3), dtype=np.uint8)).save(b, "JPEG")
-            frames.append(b.getvalue())
-        out.append(dict(clip_id=f"c{c}", movie_id="m", frames=frames,
-                        subtitles=[f"word{t}" for t in range(k)],
-                        img_id=np.arange(k, dtype=np.int32), shot_id=np.arange(k, dtype=np.int32),
-                        scene_id=np.zeros(k, np.int32), position=np.arange(k, dtype=np.int32)))
-    return out
+    return _records(n, seed, image=lambda t, rng: rng.integers(0, 256, (24, 40, 3), np.uint8))
 
 
 def test_squash_path_is_the_previous_decode():
@@ -166,7 +152,7 @@ def test_frame_store_gives_the_same_batches(monkeypatch, tmp_path):
             np.testing.assert_array_equal(a[k], b[k], err_msg=k)
     # the store is the pipeline's own decode, and its key follows the preprocessing
     reader = frame_store.Reader(stores[0].parent, "train")
-    np.testing.assert_array_equal(reader.rows(3, "c3"), data.frames_of(
+    np.testing.assert_array_equal(reader.rows(3, "3"), data.frames_of(
         recs[3], 16, len(recs[3]["frames"]), "clip"))
     _stream(_clip_cfg(tmp_path, frame_store=True, image_resize="squash"), n_train=1)
     assert len(list((tmp_path / "frame_store").glob("*/*/*/*/meta.json"))) == 2
