@@ -33,6 +33,16 @@ def _clips(source: str, shared: pathlib.Path | None, tmp: pathlib.Path) -> list[
     return release_layout.real_clips(shared / "moviepuzzle_public", n=8)
 
 
+def _every_clip(config) -> None:
+    """Evaluate every clip of every split: `config.evals.<name>.max_examples` where the
+    config has evaluators (#33), else `config.eval.max_*_clips`."""
+    if "evals" in config:
+        for ev in config.evals.values():
+            ev.max_examples = 0
+    else:
+        config.eval.update(max_test_clips=0, max_val_clips=0)
+
+
 @pytest.fixture(params=["real", "generated"])
 def release(request, tmp_path) -> tuple[pathlib.Path, dict]:
     shared = None
@@ -53,7 +63,7 @@ def test_release_builds_trains_and_evaluates_every_test_clip(release, tmp_path):
                        train_split="in_domain", val_split="in_domain",
                        test_splits=("out_domain",), image_size=SIDE, image_resize="clip",
                        frame_store=True)
-    config.eval.update(max_test_clips=0, max_val_clips=0)  # every clip
+    _every_clip(config)
     config.total_steps = config.eval_every = config.ckpt_every = 3
 
     # build: the defects are counted by reason, the rest is kept
