@@ -439,7 +439,9 @@ def test_pretrained_clip_tower_warns_unless_it_reads_clips_own_preprocessing(tmp
     assert c.data.image_resize == "clip"
     c.data.update(tokenizer="hash", vocab_size=4096, image_size=64)
     _validate_quietly(c)
-    task._WARNED.clear()
+    from vnr.benchmarks.moviepuzzle import pairwise
+
+    pairwise._WARNED.clear()
     c.data.image_resize = "squash"
     with pytest.warns(UserWarning, match=r"its own preprocessing is data.image_resize='clip' "
                                          r"with data.image_size=64, this run has 'squash'"):

@@ -170,7 +170,6 @@ def _check_clip_towers(config: Any) -> None:
         cfg = towers.config_of(enc, part, f"model.{name}")
         cfg = getattr(cfg, f"{part}_config", cfg)
         if part == "vision":
-            _check_clip_pixels(d, enc, int(cfg.image_size))
             continue
         if tok is None:
             raise ValueError(f"model.text_encoder={enc!r} is a pretrained CLIP text tower: set "
@@ -190,19 +189,6 @@ def _check_clip_towers(config: Any) -> None:
     if scratch_text and tok is not None and tok["eos"] is None and tok["sep"] is None:
         raise ValueError(f"data.tokenizer={d.tokenizer!r} has no EOS/[SEP] token for the "
                          "scratch CLIP text tower to pool")
-
-
-def _check_clip_pixels(d: Any, encoder: str, side: int) -> None:
-    """A pretrained CLIP image tower reads what CLIP's processor makes: warns (once) when
-    `data.image_resize` or `data.image_size` say otherwise (a deliberate choice stays
-    possible; a silent one does not)."""
-    resize, size = d.get("image_resize", "squash"), d.image_size
-    if (resize, size) != ("clip", side) and encoder not in _WARNED:
-        _WARNED.add(encoder)
-        warnings.warn(f"model.image_encoder={encoder!r} is a pretrained CLIP tower of side "
-                      f"{side}: its own preprocessing is data.image_resize='clip' with "
-                      f"data.image_size={side}, this run has {resize!r} at {size}",
-                      stacklevel=3)
 
 
 def _check_text_pair(config: Any) -> None:
