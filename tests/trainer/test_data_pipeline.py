@@ -189,3 +189,20 @@ def test_augmentation_is_unchanged_by_its_faster_copy():
         assert got.flags.c_contiguous
         seen.add((tuple(perm), bool(flip)))
     assert len(seen) == 12  # every permutation, flipped and not
+
+
+def test_frame_store_key_follows_a_rebuilt_dataset(monkeypatch, tmp_path):
+    """A dataset rebuilt with other content (its build summary or info differ) gets its own
+    store: stored pixels of the earlier build are never read."""
+    from tfds_builders.moviepuzzle.moviepuzzle import VERSION
+
+    recs = _wide_records(3)
+    monkeypatch.setattr(data, "source", lambda cfg, split: recs)
+    cfg = _clip_cfg(tmp_path, frame_store=True)
+    built = tmp_path / "moviepuzzle" / cfg.config / str(VERSION)
+    built.mkdir(parents=True)
+    (built / "build_summary.json").write_text('{"examples": {"train": 3}}')
+    first = data.store_directory(cfg)
+    assert data.store_directory(cfg) == first  # reused
+    (built / "build_summary.json").write_text('{"examples": {"train": 3}, "skipped": {"x": 1}}')
+    assert data.store_directory(cfg) != first

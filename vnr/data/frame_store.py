@@ -13,11 +13,12 @@ frame shape, per split its record and frame counts), and per split `<split>.u8` 
 record r is frames offsets[r]:offsets[r+1]) and `<split>.ids.json` (record ids, checked on
 every read, so a rebuilt dataset in another order is an error, not wrong frames).
 
-**Key**: a hash of the identity the caller gives (dataset name, config and version, and the
-preprocessing, `vnr.data.images.describe`), so another preprocessing never reads these
-frames. A store is written to a temporary directory and renamed into place when complete:
-an interrupted build leaves nothing that can be read, and processes racing to build the same
-store cannot corrupt it. Size: 147 KiB per 224 px frame.
+**Key**: a hash of the identity the caller gives (dataset name, config and version, digests
+of the built dataset's metadata, and the preprocessing, `vnr.data.images.describe`), so
+another preprocessing or a rebuilt dataset never reads these frames. A store is written to
+a temporary directory and renamed into place when complete: an interrupted build leaves
+nothing that can be read, and processes racing to build the same store cannot corrupt it.
+Size: 147 KiB per 224 px frame.
 """
 
 from __future__ import annotations

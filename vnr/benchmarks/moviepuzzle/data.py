@@ -34,6 +34,7 @@ With `data.feature_cache` (`vnr.feature_cache`; a frozen tower's outputs compute
 from __future__ import annotations
 
 import dataclasses
+import pathlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -202,15 +203,22 @@ def preprocessing(cfg: Any) -> dict[str, Any]:
 
 
 def store_directory(cfg: Any):
-    """The frame store of `cfg` (config.data), built on first use for every split it reads."""
+    """The frame store of `cfg` (config.data), built on first use for every split it reads.
+    Its key: the dataset's name, config and version, the digests of the built dataset's
+    `dataset_info.json` and `build_summary.json` (a rebuild with other content gets a new
+    store), and the preprocessing."""
     from tfds_builders.moviepuzzle.moviepuzzle import VERSION
 
     splits = (cfg.train_split, cfg.val_split, *cfg.test_splits)
-    ident = {"dataset": f"moviepuzzle/{cfg.config}/{VERSION}", "preprocessing": preprocessing(cfg)}
-    directory = frame_store.location(cfg.data_dir, ident["dataset"], ident)
+    sources = {s: source(cfg, s) for s in dict.fromkeys(splits)}  # builds the dataset first
+    dataset = f"moviepuzzle/{cfg.config}/{VERSION}"
+    built = pathlib.Path(cfg.data_dir).absolute() / dataset
+    ident = {"dataset": dataset, "preprocessing": preprocessing(cfg),
+             "built": {f: feature_cache.digest(built / f) for f in
+                       ("dataset_info.json", "build_summary.json") if (built / f).is_file()}}
+    directory = frame_store.location(cfg.data_dir, dataset, ident)
     if not (directory / "meta.json").is_file():
         prep = preprocessing(cfg)
-        sources = {s: source(cfg, s) for s in dict.fromkeys(splits)}
         n_records = sum(len(v) for v in sources.values())  # a process per 64, one per core
         frame_store.build(directory, sources,
                           _StorePrepare(cfg.image_size, prep["resize"], prep["jpeg_draft"]),
