@@ -59,8 +59,11 @@ Table 1 HCMC rows on MovieNet:
 
 The CLI equivalent of clip=DIR is --config.model.image_encoder=DIR
 --config.model.text_encoder=DIR --config.data.tokenizer=DIR --config.data.vocab_size=0
---config.data.max_tokens=32 --config.data.image_size=224 and config.frozen set to the
-towers' paths (`pretrained_clip` below: encoders.<level>.image / .text).
+--config.data.max_tokens=32 --config.data.image_size=224 --config.data.image_resize=clip and
+config.frozen set to the towers' paths (`pretrained_clip` below: encoders.<level>.image /
+.text). Input speed for towers trained end to end (`paper`, `finetune`):
+--config.data.frame_store=True preprocesses the frames once (`vnr/data/frame_store.py`;
+the same batches) and `python -m launch.benchmark input` measures the headroom.
 """
 
 import math
@@ -212,7 +215,8 @@ def _frozen_towers(c: ml_collections.ConfigDict, args: common.Args) -> None:
 def pretrained_clip(c: ml_collections.ConfigDict, checkpoint: str, finetune: bool) -> None:
     """Both towers and the tokenizer from a CLIP checkpoint; towers frozen unless finetune."""
     c.model.update(image_encoder=checkpoint, text_encoder=checkpoint)
-    c.data.update(tokenizer=checkpoint, vocab_size=0, max_tokens=32, image_size=224)
+    c.data.update(tokenizer=checkpoint, vocab_size=0, max_tokens=32, image_size=224,
+                  image_resize="clip")  # CLIP's image processor (vnr/data/images.py)
     towers = {"vision": "image", "text": "text"}
     if not finetune:
         c.frozen = tuple(rf"encoders\.\w+\.{towers[m]}\." for m in c.model.modalities)

@@ -38,6 +38,11 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
         test_splits=("test_in_domain", "test_out_domain"),
         max_frames=20,
         image_size=64,
+        # frames -> pixels (vnr/data/images.py): "squash" (S x S bilinear: these scratch
+        # towers) or "clip" (CLIP's image processor, set by hcmc.py:clip=<checkpoint>)
+        image_resize="squash",
+        jpeg_draft=False,  # ours: DCT-scaled decoding of JPEGs >= 2 x image_size (not exact)
+        frame_store=False,  # ours: pixels preprocessed once into <data_dir>/frame_store/
         max_tokens=16,  # the synthetic grammar has <= 15 words per frame
         vocab_size=4096,
         num_workers=2,

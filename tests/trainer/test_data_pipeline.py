@@ -1,6 +1,7 @@
 """The MoviePuzzle grain pipeline: conventions, reshuffles, process sharding, padding."""
 
 import numpy as np
+import pytest
 
 from configs.moviepuzzle.main import get_config
 from vnr.benchmarks.moviepuzzle import data
@@ -12,7 +13,9 @@ def _cfg():
     return get_config("smoke").data
 
 
-def _records(n=12, seed=0):
+def _records(n=12, seed=0, image=None):
+    """Clips of 3-7 JPEG frames; by default frame t is 16x16 of brightness 20 * t (it decodes
+    back to its position), else `image(t, rng)` gives frame t's pixels."""
     import io
 
     from PIL import Image
@@ -22,9 +25,10 @@ def _records(n=12, seed=0):
     for c in range(n):
         k = int(rng.integers(3, 8))
         frames = []
-        for t in range(k):  # frame t has brightness 20 * t: decodes back to its position
+        for t in range(k):
+            pixels = np.full((16, 16, 3), 20 * t, np.uint8) if image is None else image(t, rng)
             b = io.BytesIO()
-            Image.fromarray(np.full((16, 16, 3), 20 * t, np.uint8)).save(b, "JPEG", quality=95)
+            Image.fromarray(pixels).save(b, "JPEG", quality=95)
             frames.append(b.getvalue())
         out.append(dict(clip_id=str(c), movie_id="m", frames=frames,
                         subtitles=[f"word{t}" for t in range(k)],
@@ -89,3 +93,116 @@ def test_tokenizer_is_unicode_aware_and_stable():
     np.testing.assert_array_equal(a, text.tokenize("where is the KEY ?", 4096, 8))
     assert (a[:5] >= 2).all() and (a[5:] == 0).all()
     np.testing.assert_array_equal(text.tokenize("", 4096, 4), [text.EMPTY, 0, 0, 0])
+
+
+def _wide_records(n=10, seed=0):
+    """Clips of non-square (40x24) JPEG frames, as MovieNet's are."""
+    return _records(n, seed, image=lambda t, rng: rng.integers(0, 256, (24, 40, 3), np.uint8))
+
+
+def test_squash_path_is_the_previous_decode():
+    """The main job's path (data.image_resize="squash", the default): each frame is PIL's
+    bilinear resize to S x S, as before CLIP's preprocessing was added (its results must not
+    change)."""
+    import io
+
+    from PIL import Image
+
+    cfg = _cfg()
+    assert cfg.image_resize == "squash" and not cfg.jpeg_draft and not cfg.frame_store
+    rec = _wide_records(1)[0]
+    ex = data._encode(cfg).map(rec)
+    for k, jpeg in enumerate(rec["frames"]):
+        img = Image.open(io.BytesIO(jpeg)).convert("RGB").resize(
+            (cfg.image_size, cfg.image_size), Image.BILINEAR)
+        np.testing.assert_array_equal(ex["frames"][k], np.asarray(img))
+    assert not ex["frames"][len(rec["frames"]):].any()
+
+
+def _clip_cfg(tmp_path, **kw):
+    cfg = _cfg()
+    cfg.update(dict(dict(image_resize="clip", image_size=16, data_dir=str(tmp_path),
+                         augment=True), **kw))
+    return cfg
+
+
+def _stream(cfg, n_train=6, batch=4):
+    it = iter(data.train_dataset(cfg, batch, 0))
+    train = [next(it) for _ in range(n_train)]
+    it.close()
+    ev = list(iter(data.eval_dataset(cfg, "val", batch, 0)))
+    return train, ev
+
+
+def test_frame_store_gives_the_same_batches(monkeypatch, tmp_path):
+    """data.frame_store: the frames preprocessed once (CLIP's preprocessing here) give the
+    same training and evaluation batches, every key bit for bit, augmentation included."""
+    from vnr.data import frame_store
+
+    recs = _wide_records()
+    monkeypatch.setattr(data, "source", lambda cfg, split: recs)
+    want = _stream(_clip_cfg(tmp_path))
+    assert not (tmp_path / "frame_store").exists()
+    got = _stream(_clip_cfg(tmp_path, frame_store=True))
+    stores = list((tmp_path / "frame_store").glob("*/*/*/*/meta.json"))
+    assert len(stores) == 1
+    for a, b in zip(want[0] + want[1], got[0] + got[1], strict=True):
+        assert a.keys() == b.keys()
+        for k in a:
+            np.testing.assert_array_equal(a[k], b[k], err_msg=k)
+    # the store is the pipeline's own decode, and its key follows the preprocessing
+    reader = frame_store.Reader(stores[0].parent, "train")
+    np.testing.assert_array_equal(reader.rows(3, "3"), data.frames_of(
+        recs[3], 16, len(recs[3]["frames"]), "clip"))
+    _stream(_clip_cfg(tmp_path, frame_store=True, image_resize="squash"), n_train=1)
+    assert len(list((tmp_path / "frame_store").glob("*/*/*/*/meta.json"))) == 2
+
+
+def test_frame_store_of_another_dataset_is_one_clear_error(monkeypatch, tmp_path):
+    from vnr.data import frame_store
+
+    recs = _wide_records()
+    monkeypatch.setattr(data, "source", lambda cfg, split: recs)
+    cfg = _clip_cfg(tmp_path, frame_store=True)
+    _stream(cfg, n_train=1)
+    recs[2] = dict(recs[2], clip_id="rebuilt")  # the dataset changed under the store
+    with pytest.raises(frame_store.StoreError, match="record 2 is 'rebuilt' in the dataset"):
+        next(iter(data.eval_dataset(cfg, "val", 16, 0)))
+    with pytest.raises(ValueError, match="data.frame_store with data.feature_cache='image'"):
+        data._records(cfg, "val", {"image": str(tmp_path)})
+
+
+def test_augmentation_is_unchanged_by_its_faster_copy():
+    """AugmentClip (the main job trains with it) draws the same (channel permutation, flip)
+    and gives the same frames as the earlier fancy-indexing form, for every draw."""
+    frames = np.random.default_rng(0).integers(0, 256, (5, 8, 6, 3), dtype=np.uint8)
+    ex = {"frames": frames, "mask": np.ones(5, bool)}
+    seen = set()
+    for seed in range(40):
+        got = data.AugmentClip().random_map(ex, np.random.default_rng(seed))["frames"]
+        rng = np.random.default_rng(seed)
+        perm, flip = rng.permutation(3), rng.random() < 0.5
+        want = frames[..., perm]
+        if flip:
+            want = want[:, :, ::-1]
+        np.testing.assert_array_equal(got, want)
+        assert got.flags.c_contiguous
+        seen.add((tuple(perm), bool(flip)))
+    assert len(seen) == 12  # every permutation, flipped and not
+
+
+def test_frame_store_key_follows_a_rebuilt_dataset(monkeypatch, tmp_path):
+    """A dataset rebuilt with other content (its build summary or info differ) gets its own
+    store: stored pixels of the earlier build are never read."""
+    from tfds_builders.moviepuzzle.moviepuzzle import VERSION
+
+    recs = _wide_records(3)
+    monkeypatch.setattr(data, "source", lambda cfg, split: recs)
+    cfg = _clip_cfg(tmp_path, frame_store=True)
+    built = tmp_path / "moviepuzzle" / cfg.config / str(VERSION)
+    built.mkdir(parents=True)
+    (built / "build_summary.json").write_text('{"examples": {"train": 3}}')
+    first = data.store_directory(cfg)
+    assert data.store_directory(cfg) == first  # reused
+    (built / "build_summary.json").write_text('{"examples": {"train": 3}, "skipped": {"x": 1}}')
+    assert data.store_directory(cfg) != first

@@ -153,3 +153,18 @@ def test_scratch_clip_text_tower_has_a_position_for_the_appended_eos():
     tokens[1, 5:] = 0
     out = enc.embed_text(jnp.asarray(tokens), None, False, None)
     assert np.isfinite(np.asarray(out)).all()
+
+
+def test_image_cache_key_follows_the_frame_preprocessing(data_dir):
+    """The square resize, CLIP's preprocessing and the draft option are three caches: a run
+    never reads image features computed from pixels prepared another way."""
+    keys = set()
+    for over in ({}, {"image_resize": "clip"}, {"image_resize": "clip", "jpeg_draft": True}):
+        c = _config(data_dir, feature_cache="image", **over)
+        tower = task.feature_towers(c)["image"]
+        assert (tower.prepare.resize, tower.prepare.draft) == (c.data.image_resize,
+                                                               c.data.jpeg_draft)
+        ident = feature_cache.identity(c, task, "image", tower)
+        assert ident["preprocessing"]["decode"]["resize"] == c.data.image_resize
+        keys.add(feature_cache.key_of(ident))
+    assert len(keys) == 3

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from tfds_builders import common
+from tfds_builders.moviepuzzle import borders
 from tfds_builders.moviepuzzle import movienet as rules_mod
 
 LAYOUT = (
@@ -50,6 +51,7 @@ class Rules:
     min_dialogues: int = 500
     require_synopsis: bool = True
     require_cast: bool = True
+    crop_borders: bool = True  # §2.1: black borders cropped (rules in borders.py)
 
 
 def check_manual_dir(manual_dir: os.PathLike | str | None, config: str) -> pathlib.Path:
@@ -268,6 +270,29 @@ def load_movie(root: pathlib.Path, imdb: str, rules: Rules, skips: collections.C
             "meta": meta if isinstance(meta, dict) else {}}
 
 
+def border_crop(movie: dict, skips: collections.Counter) -> dict | None:
+    """{"box", "size"}: the movie's black-border crop (`borders.py`, measured on up to
+    `borders.SAMPLE` keyframes of its frame size), or None when it has no border."""
+    from PIL import Image
+
+    paths = [f["path"] for run in movie["runs"] for f in run]
+    size, found = None, []
+    for path in borders.sample_paths(paths):
+        try:
+            with Image.open(path) as im:
+                size = size or im.size
+                if im.size == size:
+                    found.append(borders.frame_borders(np.asarray(im.convert("RGB"))))
+        except Exception:  # noqa: BLE001 - an undecodable frame is skipped with its clip later
+            continue
+    box = borders.movie_box(found, *size) if size else None
+    if box is None:
+        return None
+    skips[f"{common.KEPT_PREFIX}movie_border_cropped"] += 1
+    common.log.info("%s: black borders cropped to box %s of %s", movie["imdb"], box, size)
+    return {"box": box, "size": size}
+
+
 def movie_rule_failure(movie: dict, rules: Rules) -> tuple[str, str] | None:
     """(skip reason, detail) when a movie fails a movie-level rule of §2.2 / App. A.1."""
     n = len(movie["cues"])
@@ -375,6 +400,9 @@ def scan(root: pathlib.Path, rules: Rules, skips: collections.Counter,
             common.record_skip(skips, failed[0], movie["annotation_path"], failed[1])
             continue
         items = (movie_story_pairs if synopsis else movie_clips)(movie, rules, skips)
+        crop = border_crop(movie, skips) if items and rules.crop_borders else None
+        for item in items:
+            item["crop"] = crop
         if not items:
             if not synopsis:
                 common.record_skip(skips, "movie_no_clips", root / "annotation" / f"{imdb}.json",

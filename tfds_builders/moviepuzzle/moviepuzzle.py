@@ -26,7 +26,7 @@ from PIL import Image
 
 from tfds_builders import common
 
-VERSION = tfds.core.Version("1.0.0")
+VERSION = tfds.core.Version("1.1.0")
 INFO_FIELDS = ("img_id", "shot_id", "scene_id")
 
 MANUAL_DOWNLOAD_INSTRUCTIONS = """\
@@ -57,6 +57,7 @@ class MovieNetConfig(MoviePuzzleConfig):
     min_dialogues: int = 500
     require_synopsis: bool = True
     require_cast: bool = True
+    crop_borders: bool = True
 
     def rules(self) -> Any:
         from tfds_builders.moviepuzzle import movienet_build
@@ -66,7 +67,8 @@ class MovieNetConfig(MoviePuzzleConfig):
             max_frames=self.max_frames, min_paired=self.min_paired,
             max_overlap_share=self.max_overlap_share, segment_frames=self.segment_frames,
             seed=self.seed, min_dialogues=self.min_dialogues,
-            require_synopsis=self.require_synopsis, require_cast=self.require_cast)
+            require_synopsis=self.require_synopsis, require_cast=self.require_cast,
+            crop_borders=self.crop_borders)
 
 
 MOVIENET_SOURCES = ("movienet", "movienet_synopsis")
@@ -252,7 +254,8 @@ class MoviePuzzle(common.SummaryBuilder, tfds.core.GeneratorBasedBuilder):
 
     name = "moviepuzzle"
     VERSION = VERSION
-    RELEASE_NOTES = {"1.0.0": "Initial release: clips (public layout) and synthetic configs."}
+    RELEASE_NOTES = {"1.0.0": "Initial release: clips (public layout) and synthetic configs.",
+                     "1.1.0": "movienet configs: black borders cropped (§2.1, borders.py)."}
     MANUAL_DOWNLOAD_INSTRUCTIONS = MANUAL_DOWNLOAD_INSTRUCTIONS
     BUILDER_CONFIGS = [
         MoviePuzzleConfig(
@@ -393,7 +396,8 @@ class MoviePuzzle(common.SummaryBuilder, tfds.core.GeneratorBasedBuilder):
             yield ex["clip_id"], ex
 
     def _generate_checked(self, metas: list[dict]) -> Iterator[tuple[str, dict]]:
-        """Examples whose frames all decode; a clip with a bad JPEG is skipped and counted."""
+        """Examples whose frames all decode; a clip with a bad JPEG is skipped and counted.
+        Frames of a movie with black borders are cropped (`borders.py`, §2.1)."""
         for meta in metas:
             frames = []
             for p in meta["frame_paths"]:
@@ -402,13 +406,25 @@ class MoviePuzzle(common.SummaryBuilder, tfds.core.GeneratorBasedBuilder):
                 if problem:
                     common.record_skip(self.skips, "clip_bad_frame", p, problem)
                     break
-                frames.append(data)
+                frames.append(self._cropped(data, meta.get("crop")))
             else:
                 ex = make_example(dict(meta, frame_paths=[]))
                 ex["frames"] = frames
                 if "synopsis" in meta:
                     ex["synopsis"] = meta["synopsis"]
                 yield meta["clip_id"], ex
+
+    def _cropped(self, data: bytes, crop: dict | None) -> bytes:
+        """A frame's JPEG with its movie's black borders cropped (unchanged without any; a
+        frame of another size than the one measured is kept whole, counted)."""
+        if crop is None:
+            return data
+        from tfds_builders.moviepuzzle import borders
+
+        out = borders.crop_jpeg(data, crop["box"], crop["size"])
+        reason = "frame_border_size_differs" if out is None else "frame_border_cropped"
+        self.skips[f"{common.KEPT_PREFIX}{reason}"] += 1
+        return data if out is None else out
 
 
 Builder = MoviePuzzle

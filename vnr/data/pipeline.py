@@ -28,6 +28,7 @@ behaviours this module works around:
 from __future__ import annotations
 
 import mmap
+import os
 from typing import Any
 
 import grain
@@ -41,6 +42,26 @@ from grain.multiprocessing import SharedMemoryArray
 PREFETCH_BATCHES = 8
 # Read by grain in the main process when a worker starts (grain/_src/core/profiler.py).
 _MAIN_PROCESS_GRAIN_FLAGS = ("grain_enable_multiprocess_worker_profiling",)
+
+
+# Cores a host keeps for the training process itself (the main loop that receives batches
+# and feeds the devices, and the device runtime's threads): the rest can be input workers.
+RESERVED_CORES = 2
+
+
+def host_cores() -> int:
+    """The cores this process may use (its CPU affinity, e.g. a SLURM allocation)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def suggested_workers() -> int:
+    """`data.num_workers` for this host: its cores minus `RESERVED_CORES` (at least 1). Not
+    applied automatically: grain's iterator state depends on the worker count, so a run
+    resumed on a host with other cores must keep the count it started with."""
+    return max(host_cores() - RESERVED_CORES, 1)
 
 
 def to_iter(ds: grain.MapDataset, num_workers: int,

@@ -425,3 +425,27 @@ def test_frame_shot_rows_share_one_step():
         assert ((iou > 0) & (iou <= 1)).all(), distance
         for v in (shot_os, frame_os):  # both clips have >= 2 shots (4 and 3)
             assert np.isfinite(v).all() and ((v >= 0) & (v <= 1)).all(), distance
+
+
+def test_pretrained_clip_tower_warns_unless_it_reads_clips_own_preprocessing(tmp_path):
+    """`clip=<checkpoint>` sets data.image_resize='clip'; a config feeding a pretrained CLIP
+    image tower anything else is named once (a deliberate choice stays possible); a bad
+    data.image_resize is one error line."""
+    from vnr.models.encoders.testing import write_tiny_checkpoint
+
+    d = tmp_path / "clip"
+    write_tiny_checkpoint("clip-p32", d, "flax-safetensors")  # vision side 64
+    c = get_config(f"smoke,no_text,clip={d}")
+    assert c.data.image_resize == "clip"
+    c.data.update(tokenizer="hash", vocab_size=4096, image_size=64)
+    _validate_quietly(c)
+    from vnr.benchmarks.moviepuzzle import pairwise
+
+    pairwise._WARNED.clear()
+    c.data.image_resize = "squash"
+    with pytest.warns(UserWarning, match=r"its own preprocessing is data.image_resize='clip' "
+                                         r"with data.image_size=64, this run has 'squash'"):
+        task.validate(c)
+    c.data.image_resize = "crop"
+    with pytest.raises(ValueError, match="data.image_resize='crop': use one of squash, clip"):
+        task.validate(c)

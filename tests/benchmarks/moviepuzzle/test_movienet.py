@@ -415,3 +415,112 @@ def test_cli_prints_the_curation_summary(built, tmp_path: pathlib.Path) -> None:
         capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert bad.returncode == 2 and bad.stderr.strip().count("\n") == 0
     assert "needs --manual_dir" in bad.stderr
+
+
+# ----------------------------------------------------------------------------- §2.1 borders
+
+
+def _letterboxed(w: int, h: int, bars: tuple[int, int, int, int], seed: int,
+                 dark: bool = False, caption: bool = False) -> np.ndarray:
+    """A frame whose picture is surrounded by black bars (left, top, right, bottom)."""
+    rng = np.random.default_rng(seed)
+    left, top, right, bottom = bars
+    img = np.zeros((h, w, 3), np.uint8)
+    ph, pw = h - top - bottom, w - left - right
+    y, x = np.mgrid[0:ph, 0:pw] / max(ph, pw)
+    phase = rng.uniform(0, 6, 3)
+    pic = np.stack([np.sin(5 * x + 3 * y + p) for p in phase], -1)  # a smooth picture
+    lo, hi = (0, 30) if dark else (70, 250)
+    pic = lo + (hi - lo) * (pic + 1) / 2 + rng.normal(0, 3, pic.shape)
+    img[top:h - bottom, left:w - right] = np.clip(pic, 0, 255).astype(np.uint8)
+    if dark:  # a night scene: its edges as black as the bars
+        img[top:top + 5] = img[h - bottom - 5:h - bottom] = 3
+    if caption:  # a subtitle burnt into the lower bar: letter strokes over half its width
+        img[h - bottom + 2:h - 2, w // 4:3 * w // 4:3] = 230
+    return img
+
+
+def _encode(img: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    Image.fromarray(img).save(buf, "JPEG", quality=90)
+    return buf.getvalue()
+
+
+def test_frame_borders_on_a_generated_letterboxed_frame() -> None:
+    from tfds_builders.moviepuzzle import borders
+
+    bars = (0, 30, 0, 30)  # 2.35:1 film in a 16:9 240p frame, scaled down
+    raw = _letterboxed(213, 120, bars, 0)
+    assert borders.frame_borders(raw) == bars
+    frame = np.asarray(Image.open(io.BytesIO(_encode(raw))))
+    got = borders.frame_borders(frame)  # JPEG ringing may light the bar's last line or two
+    assert all(b - 2 <= g <= b for g, b in zip(got, bars, strict=True)), got
+    pillar = _letterboxed(160, 90, (20, 0, 20, 0), 1)
+    assert borders.frame_borders(pillar) == (20, 0, 20, 0)
+    assert borders.frame_borders(_letterboxed(64, 48, (0, 0, 0, 0), 2)) == (0, 0, 0, 0)
+
+
+def test_movie_box_is_robust_to_dark_scenes_and_captions() -> None:
+    from tfds_builders.moviepuzzle import borders
+
+    bars = (0, 12, 0, 12)
+    found = [borders.frame_borders(_letterboxed(128, 96, bars, s, dark=s % 5 == 0,
+                                                caption=s % 7 == 0)) for s in range(40)]
+    assert max(f[1] for f in found) > 12  # dark scenes look like wider bars
+    assert borders.movie_box(found, 128, 96) == (0, 12, 128, 84)
+    solid = _letterboxed(128, 96, bars, 0)
+    solid[90:94, 20:110] = 230  # a solid logo across most of the bar: not black there
+    assert borders.frame_borders(solid)[3] == 2
+    assert borders.movie_box([(0, 2, 0, 3)] * 9, 128, 96) is None  # < MIN_BORDER: not a bar
+    assert borders.movie_box([(0, 20, 0, 3)] * 9, 128, 96) is None  # one-sided: dark edge
+    assert borders.movie_box([(0, 20, 0, 12)] * 9, 128, 96) is None  # too unequal for bars
+    assert borders.movie_box([(0, 20, 0, 16)] * 9, 128, 96) == (0, 20, 128, 80)
+    assert borders.movie_box([(0, 20, 0, 20)] * 7, 128, 96) is None  # too few frames
+    assert borders.movie_box([(0, 20, 0, 20)] * 9, 128, 96) == (0, 20, 128, 76)
+    assert borders.movie_box([(0, 20, 0, 20), (40, 60, 40, 40)] * 9, 128, 96) == (
+        0, 20, 128, 76)
+    assert borders.movie_box([(0, 30, 0, 20)] * 9, 128, 96) is None  # half the frame: no bar
+
+
+def test_movienet_build_crops_black_borders(tmp_path: pathlib.Path) -> None:
+    """§2.1: a letterboxed movie's frames are cropped to the picture (measured on the movie),
+    a movie without bars keeps its JPEG bytes; both are counted as kept, not skipped."""
+    from tfds_builders.moviepuzzle import borders
+
+    root = tmp_path / "raw"
+    write_movie(root, "tt0000031", 14, [[0, 13]], frame_cues(14))  # letterboxed
+    write_movie(root, "tt0000032", 14, [[0, 13]], frame_cues(14))  # full frame
+    bars = (0, 6, 0, 6)
+    for n, path in enumerate(sorted((root / "tt0000031").glob("*.jpg"))):
+        path.write_bytes(_encode(_letterboxed(64, 48, bars, n, dark=n % 6 == 0)))
+    for n, path in enumerate(sorted((root / "tt0000032").glob("*.jpg"))):
+        path.write_bytes(_encode(_letterboxed(64, 48, (0, 0, 0, 0), 100 + n)))
+    with pytest.MonkeyPatch.context() as mpatch:
+        mpatch.setattr(mb, "movie_rule_failure", lambda movie, rules: None)
+        builder = mp.prepare("movienet", tmp_path / "data", manual_dir=root)
+    records = [r for rs in _records(tmp_path, builder).values() for r in rs]
+    boxed = [r for r in records if r["movie_id"] == "tt0000031"]
+    whole = [r for r in records if r["movie_id"] == "tt0000032"]
+    assert boxed and whole
+    shapes = set()
+    for r in boxed:
+        for data, ordinal in zip(r["frames"], r["img_id"]):
+            img = np.asarray(Image.open(io.BytesIO(data)).convert("RGB")).astype(int)
+            shapes.add(img.shape)
+            path = root / "tt0000031" / f"shot_{ordinal // 3:04d}_img_{ordinal % 3}.jpg"
+            raw = np.asarray(Image.open(path).convert("RGB")).astype(int)
+            # the whole picture (rows 6..41), at most 2 ringing bar lines kept on each side
+            err = {t: np.abs(img - raw[t:t + len(img)]).mean() for t in range(4, 7)
+                   if t + len(img) <= 48 and t + len(img) >= 42}
+            assert err and min(err.values()) < 4  # the picture, re-encoded at quality 95
+    assert len(shapes) == 1 and 36 <= next(iter(shapes))[0] <= 40  # one box for the movie
+    assert next(iter(shapes))[1] == 64
+    for r in whole:
+        for data, ordinal in zip(r["frames"], r["img_id"]):
+            path = root / "tt0000032" / f"shot_{ordinal // 3:04d}_img_{ordinal % 3}.jpg"
+            assert data == path.read_bytes()
+    summary = json.loads((pathlib.Path(builder.data_dir) / common.SUMMARY_FILE).read_text())
+    kept = {k: v for k, v in summary["skipped"].items() if k.startswith(common.KEPT_PREFIX)}
+    assert kept == {"kept_movie_border_cropped": 1,
+                    "kept_frame_border_cropped": sum(len(r["frames"]) for r in boxed)}
+    assert borders.QUALITY == 95

@@ -18,6 +18,14 @@ grain workers. Batches are dicts of NumPy arrays, padded to `max_frames`:
                                    must never read their values
   text     object [B, N]           eval only: the raw subtitle of input frame i
 
+Frames (`vnr.data.images`): `data.image_resize="squash"` (default; the scratch towers and the
+main job) resizes to S x S bilinear; "clip" (pretrained CLIP towers, `hcmc.py:clip=...`) is
+CLIP's image processor exactly: shorter side to S bicubic, centre crop, uint8 here and CLIP's
+normalisation on device. `data.jpeg_draft` (ours, off): DCT-scaled JPEG decoding of frames at
+least twice S (tolerance in `vnr.data.images`). `data.frame_store` (ours, off): the frames
+preprocessed once into `<data_dir>/frame_store/` (`vnr.data.frame_store`, built on first use
+for every split of the config) and read from there: the same batches, no JPEG decoded.
+
 With `data.feature_cache` (`vnr.feature_cache`; a frozen tower's outputs computed once)
 `image_features` float32 [B, N, D] replaces `frames` (no JPEG is decoded) and/or
 `text_features` [B, N, D] the text tower's input (`tokens` are then zeros).
@@ -26,29 +34,31 @@ With `data.feature_cache` (`vnr.feature_cache`; a frozen tower's outputs compute
 from __future__ import annotations
 
 import dataclasses
-import io
+import pathlib
 from collections.abc import Mapping
 from typing import Any
 
 import grain
 import numpy as np
-from PIL import Image
 
 from vnr import feature_cache
-from vnr.data import pipeline, text
+from vnr.data import frame_store, images, pipeline, text
 from vnr.models.encoders import tokenizers
 
 
-def decode_frames(jpegs: list[bytes], image_size: int, slots: int) -> np.ndarray:
-    """JPEG frames -> uint8 [slots, S, S, 3] (bilinear resize to S; zeros after the last)."""
-    s = image_size
-    frames = np.zeros((slots, s, s, 3), np.uint8)
-    for k, jpeg in enumerate(jpegs):
-        img = Image.open(io.BytesIO(jpeg)).convert("RGB")
-        if img.size != (s, s):
-            img = img.resize((s, s), Image.BILINEAR)
-        frames[k] = np.asarray(img)
-    return frames
+def frames_of(rec: dict[str, Any], image_size: int, slots: int, resize: str = "squash",
+              draft: bool = False) -> np.ndarray:
+    """A record's frames -> uint8 [slots, S, S, 3] (zeros after the last): its JPEGs decoded
+    by `vnr.data.images`, or the frames a frame store already holds for it."""
+    frames = rec["frames"]
+    if not isinstance(frames, np.ndarray):
+        return images.decode_frames(frames, image_size, slots, resize, draft)
+    if frames.shape[1:] != (image_size, image_size, 3):
+        raise frame_store.StoreError(f"clip {rec.get('clip_id')!r}: stored frames are "
+                                     f"{frames.shape[1:]}, data.image_size={image_size}")
+    out = np.zeros((slots, image_size, image_size, 3), np.uint8)
+    out[:len(frames)] = frames
+    return out
 
 
 def tokenize(subs: list[str], slots: int, max_tokens: int, vocab_size: int,
@@ -79,11 +89,14 @@ class FrameInputs:
     max_tokens: int
     vocab_size: int
     tokenizer: str
+    resize: str = "squash"  # vnr.data.images.RESIZES
+    draft: bool = False
 
     def __call__(self, rec: dict[str, Any]) -> dict[str, np.ndarray]:
         subs = _subtitles(rec)
         if self.tower == "image":
-            return {"frames": decode_frames(rec["frames"], self.image_size, len(subs))}
+            return {"frames": frames_of(rec, self.image_size, len(subs), self.resize,
+                                        self.draft)}
         tokens, mask = tokenize(subs, len(subs), self.max_tokens, self.vocab_size,
                                 self.tokenizer)
         return {"tokens": tokens} if mask is None else {"tokens": tokens, "token_mask": mask}
@@ -101,6 +114,8 @@ class Encode(grain.transforms.Map):
     vocab_size: int
     keep_text: bool = False
     tokenizer: str = text.HASH  # or a resolved checkpoint directory (tokenizers.resolve)
+    resize: str = "squash"  # vnr.data.images.RESIZES
+    draft: bool = False
 
     def map(self, rec: dict[str, Any]) -> dict[str, np.ndarray]:
         subs = _subtitles(rec)
@@ -113,7 +128,7 @@ class Encode(grain.transforms.Map):
         if "image_features" in rec:
             out["image_features"] = _pad(rec["image_features"], nf)
         else:
-            out["frames"] = decode_frames(rec["frames"], self.image_size, nf)
+            out["frames"] = frames_of(rec, self.image_size, nf, self.resize, self.draft)
         if "text_features" in rec:
             out["text_features"] = _pad(rec["text_features"], nf)
             tokens, token_mask = np.zeros((nf, self.max_tokens), np.int32), None
@@ -165,10 +180,12 @@ class AugmentClip(grain.transforms.RandomMap):
         if "frames" not in ex:
             raise ValueError("data.augment changes the frames, so it cannot be combined with "
                              "cached image features (data.feature_cache)")
-        frames = ex["frames"][..., rng.permutation(3)]
-        if rng.random() < 0.5:
-            frames = frames[:, :, ::-1]
-        return dict(ex, frames=np.ascontiguousarray(frames))
+        perm, flip = rng.permutation(3), rng.random() < 0.5
+        src = ex["frames"][:, :, ::-1] if flip else ex["frames"]
+        frames = np.empty_like(src)  # one strided copy per channel: ~2x faster than
+        for c in range(3):  # fancy indexing on the channel axis, same values
+            frames[..., c] = src[..., perm[c]]
+        return dict(ex, frames=frames)
 
 
 def source(cfg: Any, split: str):
@@ -179,16 +196,65 @@ def source(cfg: Any, split: str):
     )
 
 
+def preprocessing(cfg: Any) -> dict[str, Any]:
+    """How frames become pixels under `cfg` (config.data), as JSON values (cache keys)."""
+    return images.describe(cfg.get("image_resize", "squash"), cfg.image_size,
+                           cfg.get("jpeg_draft", False))
+
+
+def store_directory(cfg: Any):
+    """The frame store of `cfg` (config.data), built on first use for every split it reads.
+    Its key: the dataset's name, config and version, the digests of the built dataset's
+    `dataset_info.json` and `build_summary.json` (a rebuild with other content gets a new
+    store), and the preprocessing."""
+    from tfds_builders.moviepuzzle.moviepuzzle import VERSION
+
+    splits = (cfg.train_split, cfg.val_split, *cfg.test_splits)
+    sources = {s: source(cfg, s) for s in dict.fromkeys(splits)}  # builds the dataset first
+    dataset = f"moviepuzzle/{cfg.config}/{VERSION}"
+    built = pathlib.Path(cfg.data_dir).absolute() / dataset
+    ident = {"dataset": dataset, "preprocessing": preprocessing(cfg),
+             "built": {f: feature_cache.digest(built / f) for f in
+                       ("dataset_info.json", "build_summary.json") if (built / f).is_file()}}
+    directory = frame_store.location(cfg.data_dir, dataset, ident)
+    if not (directory / "meta.json").is_file():
+        prep = preprocessing(cfg)
+        n_records = sum(len(v) for v in sources.values())  # a process per 64, one per core
+        frame_store.build(directory, sources,
+                          _StorePrepare(cfg.image_size, prep["resize"], prep["jpeg_draft"]),
+                          ident, workers=min(pipeline.host_cores(), -(-n_records // 64)))
+    return directory
+
+
+@dataclasses.dataclass(frozen=True)
+class _StorePrepare:
+    image_size: int
+    resize: str
+    draft: bool
+
+    def __call__(self, rec: dict[str, Any]) -> np.ndarray:
+        n = len(rec["frames"])
+        return images.decode_frames(rec["frames"], self.image_size, n, self.resize, self.draft)
+
+
 def _records(cfg: Any, split: str, cached: Mapping[str, Any] | None):
     """The records of `split`; with `cached` ({tower: cache directory}, from
-    `vnr.feature_cache.check`) they carry the cached features and no frame bytes."""
-    return feature_cache.wrap(source(cfg, split), cached or {}, split,
-                              drop={"image": "frames"})
+    `vnr.feature_cache.check`) they carry the cached features and no frame bytes; with
+    `data.frame_store` their frames are the stored uint8 pixels."""
+    records = source(cfg, split)
+    if cfg.get("frame_store", False):
+        if "image" in (cached or {}):
+            raise ValueError("data.frame_store with data.feature_cache='image': the cached "
+                             "features replace the frames; drop one of the two")
+        records = frame_store.StoredFrames(records, frame_store.Reader(store_directory(cfg),
+                                                                       split))
+    return feature_cache.wrap(records, cached or {}, split, drop={"image": "frames"})
 
 
 def _encode(cfg: Any, keep_text: bool = False) -> Encode:
     return Encode(cfg.max_frames, cfg.image_size, cfg.max_tokens, cfg.vocab_size, keep_text,
-                  tokenizers.resolve(cfg.get("tokenizer", text.HASH)))
+                  tokenizers.resolve(cfg.get("tokenizer", text.HASH)),
+                  images.check(cfg.get("image_resize", "squash")), cfg.get("jpeg_draft", False))
 
 
 def train_dataset(cfg: Any, batch_size: int, seed: int, process_index: int = 0,

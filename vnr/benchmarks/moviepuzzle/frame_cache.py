@@ -31,15 +31,19 @@ def feature_towers(config: Any) -> dict[str, feature_cache.Tower]:
                   data_dir=d.data_dir, source=functools.partial(data.source, d),
                   splits=(d.train_split, d.val_split, *d.test_splits))
     out = {}
+    frames = data.preprocessing(d)
     if "vision" in m.modalities:
         out["image"] = feature_cache.Tower(
             module="encoders.frame.image",
-            prepare=data.FrameInputs("image", d.image_size, d.max_tokens, vocab, tok),
+            prepare=data.FrameInputs("image", d.image_size, d.max_tokens, vocab, tok,
+                                     frames["resize"], frames["jpeg_draft"]),
             embed=functools.partial(_embed, "image"),
             preprocessing={"encoder": m.image_encoder, "image_size": d.image_size,
-                           "decode": "PIL RGB, bilinear resize to image_size",
-                           "tower_input": "uint8/255, bilinear resize to the tower's side, "
-                                          "CLIP mean/std (checkpoint and scratch:clip towers)"},
+                           "decode": frames,
+                           "tower_input": "CLIP normalisation table on uint8 (the processor's "
+                                          "float32 values), then bilinear resize to the "
+                                          "tower's side if it differs (checkpoint and "
+                                          "scratch:clip towers)"},
             **common)
     if "text" in m.modalities:
         out["text"] = feature_cache.Tower(

@@ -7,9 +7,11 @@ towers are a config choice: the small from-scratch encoders of
 `vnr.models.encoders.towers`; the task's `pretrained` hook loads the weights into a fresh run,
 e.g. ViT-B/32 as the paper's CLIP features). Real CLIP text towers read ids from the
 checkpoint's own tokenizer (`data.tokenizer`): <|startoftext|> ... <|endoftext|> with a
-token mask, pooled at the EOS token as CLIP does. Images are resized (bilinear) to the
-tower's square input and normalised with CLIP's mean/std; CLIP's processor resizes the short
-side (bicubic) and centre-crops instead (a choice: frames here are already square).
+token mask, pooled at the EOS token as CLIP does. CLIP towers read uint8 frames that the data
+pipeline resized as `data.image_resize` says (`hcmc.py:clip=<checkpoint>` sets "clip": CLIP's
+image processor, `vnr.data.images`) and normalise them on device with CLIP's table (the
+processor's values bit for bit). Frames of another side than the tower's (tests' tiny
+towers) are then resized bilinearly to it.
 A unit of level
 
   frame  is one frame: its frame feature;
@@ -50,14 +52,12 @@ import jax.numpy as jnp
 from flax import nnx
 
 from vnr.benchmarks.moviepuzzle.pairwise_model import ImageEncoder
+from vnr.data import images
 from vnr.models.compute import float32
 from vnr.models.layers import Block, TextEncoder, annotate, dense, layer_norm
 
 LEVELS = ("frame", "shot", "scene")
 CLUSTER_LEVELS = ("shot", "scene")
-# OpenAI CLIP's image normalisation (what its processor applies).
-_CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
-_CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
 
 
 def _clip_tower(name: str, tower: str, rngs: nnx.Rngs, vocab_size: int, max_tokens: int,
@@ -128,10 +128,10 @@ class FrameEncoder(nnx.Module):
         if self.image_kind == "small":
             return self.image(frames)
         lead, side = frames.shape[:-3], self.image.vision_model.image_size
-        x = frames.reshape(-1, *frames.shape[-3:]).astype(jnp.float32) / 255.0
+        x = images.clip_normalize(frames.reshape(-1, *frames.shape[-3:]),
+                                  jnp.asarray(images.CLIP_TABLE))
         if x.shape[1] != side:
             x = jax.image.resize(x, (x.shape[0], side, side, 3), "bilinear")
-        x = (x - jnp.asarray(_CLIP_MEAN)) / jnp.asarray(_CLIP_STD)
         return self.image(x, deterministic=not train).pooled.reshape(*lead, -1)
 
     def embed_text(self, tokens: jax.Array, token_mask: jax.Array | None, train: bool,

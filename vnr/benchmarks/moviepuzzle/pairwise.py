@@ -15,6 +15,7 @@ accuracy of the head on real pairs.
 from __future__ import annotations
 
 import pathlib
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -28,9 +29,9 @@ from vnr import evaluation
 from vnr import task as task_lib
 from vnr.benchmarks.moviepuzzle import data
 from vnr.benchmarks.moviepuzzle.pairwise_model import PairOrderModel
-from vnr.data import text
+from vnr.data import images, text
 from vnr.models.compute import float32
-from vnr.models.encoders import tokenizers
+from vnr.models.encoders import tokenizers, towers
 from vnr.reports import results as results_lib
 
 METRICS = ("lsd", "lmd", "sd", "ssd", "os2", "os3")
@@ -47,6 +48,7 @@ def validate(config: Any) -> None:
     if d.manual_dir and not pathlib.Path(d.manual_dir).is_dir():
         raise ValueError(f"data.manual_dir={d.manual_dir!r} does not exist")
     check_tokenizer(config)
+    check_pixels(config)
     if not 2 <= config.pairs_per_clip:
         raise ValueError(f"pairs_per_clip={config.pairs_per_clip} must be >= 2")
     if config.eval.objective not in ("path", "linear"):
@@ -63,6 +65,28 @@ def validate(config: Any) -> None:
     if config.eval.search == "exact" and d.max_frames > MAX_EXACT_N:
         raise ValueError(f"eval.search='exact' handles clips of <= {MAX_EXACT_N} frames but "
                          f"data.max_frames={d.max_frames}; use eval.search='beam'")
+
+
+_WARNED: set[str] = set()
+
+
+def check_pixels(config: Any) -> None:
+    """`data.image_resize` is known (one error line); a pretrained CLIP image tower reads what
+    CLIP's processor makes: warns once per tower when `data.image_resize` / `data.image_size`
+    say otherwise (a deliberate choice stays possible, a silent one does not)."""
+    d, m = config.data, config.model
+    resize = images.check(d.get("image_resize", "squash"))
+    encoder = m.get("image_encoder", "small")
+    if "vision" not in m.get("modalities", ()) or not towers.is_checkpoint(encoder):
+        return
+    cfg = towers.config_of(encoder, "vision", "model.image_encoder")
+    side = int(getattr(cfg, "vision_config", cfg).image_size)
+    if (resize, d.image_size) != ("clip", side) and encoder not in _WARNED:
+        _WARNED.add(encoder)
+        warnings.warn(f"model.image_encoder={encoder!r} is a pretrained CLIP tower of side "
+                      f"{side}: its own preprocessing is data.image_resize='clip' with "
+                      f"data.image_size={side}, this run has {resize!r} at {d.image_size}",
+                      stacklevel=3)
 
 
 def check_tokenizer(config: Any) -> dict | None:

@@ -5,8 +5,9 @@ takes `clip_embedder` (or any `keyframes.MakeEmbedder`) as an argument. `ClipSco
 any encoder `vnr.models.encoders.create` accepts: a local pretrained CLIP checkpoint by name
 or directory (offline: `$VNR_ENCODERS_DIR`), or `scratch:<size>` (random weights: plumbing
 and tests only). Pretrained names use the checkpoint's tokenizer; scratch encoders use the
-hashed word tokenizer `vnr.data.text`. Images are resized (bicubic) to the encoder's size
-and normalised with CLIP's mean/std.
+hashed word tokenizer `vnr.data.text`. Images go through CLIP's image processor exactly
+(`vnr.data.images`, resize="clip": shorter side to the encoder's size, bicubic, centre crop,
+CLIP's mean/std): keyframes are not square, and a squashed frame shifts every feature.
 
 MoEE experts (`DEFAULT_EXPERTS`, for the `*_experts` builder configs, §4.3.2). What stands
 in for what, honestly:
@@ -61,9 +62,7 @@ from typing import Any
 import numpy as np
 
 from tfds_builders.sc2st.keyframes import Keyframe, normalise
-
-CLIP_MEAN = np.array([0.48145466, 0.4578275, 0.40821073], np.float32)
-CLIP_STD = np.array([0.26862954, 0.26130258, 0.27577711], np.float32)
+from vnr.data import images
 
 
 def _encode_images(scorer: Any, fwd: Any, jpegs: Sequence[bytes]) -> np.ndarray:
@@ -132,11 +131,8 @@ class ClipScorer:
         return normalise(np.concatenate(out)) if out else np.zeros((0, self.dim), np.float32)
 
     def pixels(self, jpeg: bytes) -> np.ndarray:
-        from PIL import Image
-
-        img = Image.open(io.BytesIO(jpeg)).convert("RGB")
-        img = img.resize((self.image_size, self.image_size), Image.BICUBIC)
-        return (np.asarray(img, np.float32) / 255.0 - CLIP_MEAN) / CLIP_STD
+        """Encoded image -> CLIP's normalised float32 [S, S, 3] (its image processor's)."""
+        return images.clip_normalize(images.decode(jpeg, self.image_size, "clip"))
 
     def encode_images(self, jpegs: Sequence[bytes]) -> np.ndarray:
         return _encode_images(self, self._img, jpegs)

@@ -1,0 +1,49 @@
+"""`python -m launch.benchmark input`: the device check, the input paths it compares, and one
+run on the main job's smoke config (a subprocess: the benchmark parses absl flags)."""
+
+import subprocess
+import sys
+
+import pytest
+
+from configs.moviepuzzle import hcmc, main
+from launch import bench_input, bench_train
+from tests import ROOT
+
+
+def test_unknown_device_is_one_error_line_before_anything_is_built():
+    for argv in (["input", "--device=x100", "--config=nowhere.py"], ["input", "--config=x.py"]):
+        with pytest.raises(SystemExit) as e:
+            bench_input.main(argv)
+        msg = str(e.value)
+        assert msg.startswith("error: --device=") and "h100, h200, a100, v5e, v5p, v4" in msg
+        assert "\n" not in msg
+    name, peak = bench_input.device_peak(["input", "--device", "v5p"])
+    assert (name, peak) == ("v5p", bench_train.PEAKS["TPU v5p"])
+    assert all(kind in bench_train.PEAKS for kind in bench_input.DEVICES.values())
+
+
+def test_input_paths_compare_todays_jpeg_path_with_the_new_ones():
+    c = hcmc.get_config("frame_shot,paper")
+    bench_input.use_clip_shapes(c)
+    paths = dict(bench_input.input_paths(c))
+    assert [p["image_resize"] for p in paths.values()] == ["squash", "clip", "clip", "clip"]
+    assert [p["frame_store"] for p in paths.values()] == [False, False, False, True]
+    assert [p["jpeg_draft"] for p in paths.values()] == [False, False, True, False]
+    assert c.model.image_encoder == "scratch:clip-b32" and c.data.image_size == 224
+    scratch = dict(bench_input.input_paths(main.get_config()))  # 64 px squash: no CLIP rows
+    assert [p["image_resize"] for p in scratch.values()] == ["squash", "squash"]
+
+
+def test_benchmark_prints_demand_rates_and_headroom(tmp_path):
+    out = subprocess.run(
+        [sys.executable, "-m", "launch.benchmark", "input", "--device", "a100", "--batches",
+         "2", "--config", "configs/moviepuzzle/main.py:smoke",
+         f"--config.data.data_dir={tmp_path}"],
+        capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-3000:]
+    rows = [r for r in out.stdout.splitlines() if r.startswith("| ")]
+    assert any(r.startswith("| demand of one a100 ") for r in rows)
+    paths = [r for r in rows if "JPEG each epoch" in r or "frame_store" in r]
+    assert len(paths) == 2 and all(r.rstrip().endswith("|") and "x" in r for r in paths)
+    assert "store built once" in paths[1]
