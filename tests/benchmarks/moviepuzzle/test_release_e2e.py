@@ -34,13 +34,9 @@ def _clips(source: str, shared: pathlib.Path | None, tmp: pathlib.Path) -> list[
 
 
 def _every_clip(config) -> None:
-    """Evaluate every clip of every split: `config.evals.<name>.max_examples` where the
-    config has evaluators (#33), else `config.eval.max_*_clips`."""
-    if "evals" in config:
-        for ev in config.evals.values():
-            ev.max_examples = 0
-    else:
-        config.eval.update(max_test_clips=0, max_val_clips=0)
+    """Evaluate every clip of every split."""
+    for ev in config.evals.values():
+        ev.max_examples = 0
 
 
 @pytest.fixture(params=["real", "generated"])

@@ -64,7 +64,7 @@ import optax
 from flax import nnx
 
 from vnr import feature_cache, sharding
-from vnr.benchmarks.moviepuzzle import data, frame_cache, hcmc_model
+from vnr.benchmarks.moviepuzzle import data, encoder_checks, frame_cache, hcmc_model
 from vnr.benchmarks.moviepuzzle import pairwise as base
 from vnr.benchmarks.moviepuzzle.frame_cache import feature_towers  # noqa: F401 (task hook)
 from vnr.benchmarks.moviepuzzle.pairwise_model import PairOrderModel, TextPairModel
@@ -76,7 +76,7 @@ from vnr.benchmarks.moviepuzzle.sampling import (
     sample_unit_pairs,
 )
 from vnr.models.compute import float32
-from vnr.models.encoders import tokenizers, towers
+from vnr.models.encoders import towers
 from vnr.reports import results as results_lib
 
 METRICS = base.METRICS
@@ -117,7 +117,7 @@ def validate(config: Any) -> None:
         if e.distance == "softdtw" and m.cluster_dim % e.dtw_segments:
             raise ValueError(f"eval.dtw_segments={e.dtw_segments} must divide "
                              f"model.cluster_dim={m.cluster_dim}")
-        _check_clip_towers(config)
+        encoder_checks.clip_towers(config)
         check_paper_preset(config)
     if cache := feature_cache.requested(config):
         if m.kind != "hcmc" or m.separate:
@@ -130,7 +130,7 @@ def validate(config: Any) -> None:
     if m.kind == "text_pair":
         if m.head not in ("nsp", "sop"):
             raise ValueError(f"model.head={m.head!r}: use 'nsp' or 'sop'")
-        _check_text_pair(config)
+        encoder_checks.text_pair(config)
 
 
 _WARNED: set[str] = set()
@@ -153,72 +153,6 @@ def check_paper_preset(config: Any) -> list[str]:
                 warnings.warn(f"config.{key}={have!r} overrides the paper preset "
                               f"(Table 7 / §4.1: {want!r})", stacklevel=2)
     return named
-
-
-def _check_clip_towers(config: Any) -> None:
-    """HCMC towers: 'small', 'scratch:clip-<size>' or CLIP checkpoints fitting the data."""
-    m, d = config.model, config.data
-    tok = base.check_tokenizer(config)
-    for name, part, modality in (("image_encoder", "vision", "vision"),
-                                 ("text_encoder", "text", "text")):
-        enc = m[name]
-        if modality not in m.modalities or enc == "small" or enc.startswith("scratch:clip"):
-            continue
-        if not towers.is_checkpoint(enc):
-            raise ValueError(f"model.{name}={enc!r}: use 'small', 'scratch:clip-<size>' or a "
-                             "CLIP checkpoint directory")
-        cfg = towers.config_of(enc, part, f"model.{name}")
-        cfg = getattr(cfg, f"{part}_config", cfg)
-        if part == "vision":
-            continue
-        if tok is None:
-            raise ValueError(f"model.text_encoder={enc!r} is a pretrained CLIP text tower: set "
-                             "data.tokenizer to its tokenizer (e.g. the same directory) and "
-                             "data.vocab_size=0")
-        if tok["vocab"] > cfg.vocab_size:
-            raise ValueError(f"data.tokenizer={d.tokenizer!r} has {tok['vocab']} tokens but "
-                             f"model.text_encoder={enc!r} embeds {cfg.vocab_size}")
-        if d.max_tokens > cfg.max_position_embeddings:
-            raise ValueError(f"data.max_tokens={d.max_tokens} > the {cfg.max_position_embeddings}"
-                             f" positions of model.text_encoder={enc!r}")
-        pooled = tok["vocab"] - 1 if cfg.eos_token_id == 2 else cfg.eos_token_id
-        if tok["eos"] != pooled:
-            raise ValueError(f"data.tokenizer={d.tokenizer!r} ends texts with id {tok['eos']} but "
-                             f"model.text_encoder={enc!r} pools the token with id {pooled}")
-    scratch_text = "text" in m.modalities and m.text_encoder.startswith("scratch:clip")
-    if scratch_text and tok is not None and tok["eos"] is None and tok["sep"] is None:
-        raise ValueError(f"data.tokenizer={d.tokenizer!r} has no EOS/[SEP] token for the "
-                         "scratch CLIP text tower to pool")
-
-
-def _check_text_pair(config: Any) -> None:
-    """Text pairs: a checkpoint encoder needs its tokenizer; pairs fit its positions."""
-    m, d = config.model, config.data
-    tok = base.check_tokenizer(config)
-    if towers.is_checkpoint(m.encoder):
-        cfg = towers.config_of(m.encoder, None, "model.encoder")
-        if cfg.model_type not in ("bert", "albert"):
-            raise ValueError(f"model.encoder={m.encoder!r} is a {cfg.model_type!r} checkpoint; "
-                             "the text-pair rows need BERT or ALBERT")
-        if tok is None:
-            raise ValueError(f"model.encoder={m.encoder!r} is pretrained: set data.tokenizer to "
-                             "its tokenizer (e.g. the same directory) and data.vocab_size=0")
-        if tok["vocab"] > cfg.vocab_size:
-            raise ValueError(f"data.tokenizer={d.tokenizer!r} has {tok['vocab']} tokens but "
-                             f"model.encoder={m.encoder!r} embeds {cfg.vocab_size}")
-        if 2 * d.max_tokens - 1 > cfg.max_position_embeddings:
-            raise ValueError(f"data.max_tokens={d.max_tokens}: a pair of {2 * d.max_tokens - 1} "
-                             f"tokens exceeds the {cfg.max_position_embeddings} positions of "
-                             f"model.encoder={m.encoder!r}")
-    elif not m.encoder.startswith(("scratch:bert-", "scratch:albert-")):
-        raise ValueError(f"model.encoder={m.encoder!r}: use 'scratch:bert-<size>', "
-                         "'scratch:albert-<size>' or a BERT/ALBERT checkpoint directory")
-    if tok is not None:
-        ids, _ = tokenizers.encode(tokenizers.resolve(d.tokenizer), ["a"],
-                                   max(d.max_tokens, 4))
-        if tok["cls"] is None or tok["sep"] is None or ids[0, 0] != tok["cls"]:
-            raise ValueError(f"data.tokenizer={d.tokenizer!r} does not write '[CLS] text [SEP]' "
-                             "(a BERT/ALBERT tokenizer is needed for the text-pair rows)")
 
 
 def pretrained(config: Any) -> dict[str, tuple[str, str | None]]:
