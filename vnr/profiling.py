@@ -1,8 +1,9 @@
 """A profiler window over training steps: `config.profile.start_step` / `num_steps`.
 
 Steps `start_step .. start_step + num_steps - 1` are traced with `jax.profiler` into
-`<workdir>/profile/` (TensorBoard's profile plugin and Perfetto read it), each step
-annotated as `train` with its number. Off by default (`num_steps = 0`). Start after the
+`<workdir>/profile/plugins/profile/<run>/`: `*.xplane.pb` (TensorBoard's profile plugin)
+and `perfetto_trace.json.gz` (ui.perfetto.dev), each step annotated as `train` with its
+number. Off by default (`num_steps = 0`). Start after the
 first step so compilation stays out of the trace.
 """
 
@@ -48,7 +49,9 @@ class Profiler:
         """The context the step runs in: starts the trace at the window's first step."""
         if self.num and step == self.start:
             self.directory.mkdir(parents=True, exist_ok=True)
-            jax.profiler.start_trace(str(self.directory))
+            # the xplane.pb for TensorBoard's profile plugin, and a Perfetto JSON trace
+            # (ui.perfetto.dev opens it without TensorBoard)
+            jax.profiler.start_trace(str(self.directory), create_perfetto_trace=True)
             self.active = True
         if self.active:
             return jax.profiler.StepTraceAnnotation("train", step_num=step)

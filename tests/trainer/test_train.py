@@ -1,5 +1,6 @@
 """The train loop end to end on the tiny synthetic corpus: outputs, resume, NaN, bad input."""
 
+import gzip
 import json
 import pathlib
 import shutil
@@ -82,6 +83,12 @@ def test_profiler_window_writes_a_trace_and_changes_nothing(data_dir, finished, 
                                        "profile.num_steps": 2}), str(tmp_path))
     traces = list((tmp_path / "profile").rglob("*.xplane.pb"))
     assert traces and traces[0].stat().st_size > 1000, traces
+    perfetto = list((tmp_path / "profile").rglob("perfetto_trace.json.gz"))
+    assert perfetto, sorted(p.name for p in (tmp_path / "profile").rglob("*"))
+    events = json.loads(gzip.decompress(perfetto[0].read_bytes()))
+    events = events["traceEvents"] if isinstance(events, dict) else events
+    steps = {e.get("args", {}).get("step_num") for e in events if e.get("name") == "train"}
+    assert {"4", "5"} <= {str(x) for x in steps}, steps  # the window's steps, annotated
     assert got == results
     a, b = checkpoint_arrays(full, 6), checkpoint_arrays(tmp_path, 6)
     for name in a:
