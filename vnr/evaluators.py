@@ -44,6 +44,7 @@ from vnr.config_file import RENAMED
 
 EVALUATOR_KEYS = ("type", "split", "splits", "every", "final", "max_examples", "report")
 
+
 class EvaluatorError(ValueError):
     """A config's evaluator is malformed: one line naming `evals.<name>.<key>`."""
 
