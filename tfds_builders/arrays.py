@@ -1,15 +1,17 @@
 """Feature arrays of the releases (`.npy`, `.npz`): real, finite, of the documented shape.
 
-`load(path, shape, key=None)` is the one reader the builders use for feature files. It
-returns float32 values equal to the stored ones, or raises `ArrayError` whose `kind` says
-what is wrong (the builder maps it to its skip reason) and whose message names the file:
+`load(path, shape, key=None, store=np.float32)` is the one reader the builders use for
+feature files. It returns the array as the file holds it (a real dtype; the builder casts it
+to `store`, the dtype it stores, as before), or raises `ArrayError` whose `kind` says what is
+wrong (the builder maps it to its skip reason) and whose message names the file:
 
   unreadable  not an array file (truncated, a pickle, another format), a `.npz` archive
               saved under a `.npy` name (or the reverse), a `.npz` without `key`
   dtype       not real numbers: complex, bool, string, object, date values (never cast:
               complex would lose its imaginary part, strings would be parsed, bools be 0/1)
   shape       another rank or width than `shape` (None = any length), or no rows
-  nonfinite   NaN or infinite values, also after the cast to float32 (|x| > 3.4e38)
+  nonfinite   NaN or infinite values, also after the cast to `store` (float32: |x| > 3.4e38,
+              float16: |x| > 65504)
 """
 
 from __future__ import annotations
@@ -56,9 +58,10 @@ def _raw(path: os.PathLike | str, key: str | None) -> np.ndarray:
     return got
 
 
-def check(x: np.ndarray, path: os.PathLike | str, shape: Sequence[int | None]) -> np.ndarray:
-    """`x` as float32 if it is real, finite and of `shape` (None = any size, at least one
-    row), else ArrayError naming `path`."""
+def check(x: np.ndarray, path: os.PathLike | str, shape: Sequence[int | None],
+          store: type = np.float32) -> np.ndarray:
+    """`x` if it is real, of `shape` (None = any size, at least one row) and finite once cast
+    to `store`, else ArrayError naming `path`."""
     want = "[" + ", ".join("T" if n is None else str(n) for n in shape) + "]"
     if x.dtype.kind not in REAL_KINDS:
         raise ArrayError("dtype", path, f"dtype {x.dtype} is not real numbers (expected "
@@ -67,15 +70,15 @@ def check(x: np.ndarray, path: os.PathLike | str, shape: Sequence[int | None]) -
         raise ArrayError("shape", path, f"shape {list(x.shape)}, expected {want}")
     if x.shape[0] == 0:
         raise ArrayError("shape", path, f"no rows (shape {list(x.shape)}), expected {want}")
-    out = x.astype(np.float32)
-    if not np.isfinite(out).all():
-        bad = int((~np.isfinite(out)).sum())
-        raise ArrayError("nonfinite", path, f"{bad} non-finite value(s) (NaN, infinite or "
-                         "beyond float32)")
-    return out
+    with np.errstate(over="ignore"):
+        finite = np.isfinite(x.astype(store))
+    if not finite.all():
+        raise ArrayError("nonfinite", path, f"{int((~finite).sum())} non-finite value(s) "
+                         f"(NaN, infinite or beyond {np.dtype(store).name})")
+    return x
 
 
-def load(path: os.PathLike | str, shape: Sequence[int | None], key: str | None = None
-         ) -> np.ndarray:
-    """The float32 array of a `.npy` file (or array `key` of a `.npz`), checked by `check`."""
-    return check(_raw(path, key), path, shape)
+def load(path: os.PathLike | str, shape: Sequence[int | None], key: str | None = None,
+         store: type = np.float32) -> np.ndarray:
+    """The array of a `.npy` file (or array `key` of a `.npz`), checked by `check`."""
+    return check(_raw(path, key), path, shape, store)

@@ -171,7 +171,7 @@ def read_features(path: pathlib.Path, dim: int, counts: collections.Counter
     """`features/<id>.npy` as float32 [T, dim] (`tfds_builders.arrays`: real, finite), or
     None (counted `bad_features`, or `features_wrong_dim` for a [T, D] array of another D)."""
     try:
-        x = arrays.load(path, (None, None))
+        x = arrays.load(path, (None, None)).astype(np.float32)
         if x.shape[1] != dim:
             common.record_skip(counts, "features_wrong_dim", path,
                                f"dim {x.shape[1]}, the config expects {dim}")
