@@ -6,10 +6,12 @@ to `store`, the dtype it stores, as before), or raises `ArrayError` whose `kind`
 wrong (the builder maps it to its skip reason) and whose message names the file:
 
   unreadable  not an array file (truncated, a pickle, another format), a `.npz` archive
-              saved under a `.npy` name (or the reverse), a `.npz` without `key`
+              saved under a `.npy` name (or the reverse)
+  key         a `.npz` without the array `key`
   dtype       not real numbers: complex, bool, string, object, date values (never cast:
               complex would lose its imaginary part, strings would be parsed, bools be 0/1)
-  shape       another rank or width than `shape` (None = any length), or no rows
+  shape       another rank or width than `shape` (None = any length), or fewer rows than
+              `min_rows` (1 unless a format allows empty arrays)
   nonfinite   NaN or infinite values, also after the cast to `store` (float32: |x| > 3.4e38,
               float16: |x| > 65504)
 """
@@ -26,7 +28,7 @@ REAL_KINDS = "fiu"  # float, signed and unsigned integers: real numbers
 
 
 class ArrayError(ValueError):
-    """A feature file that cannot be used; `kind` in unreadable/dtype/shape/nonfinite."""
+    """A feature file that cannot be used; `kind` in unreadable/key/dtype/shape/nonfinite."""
 
     def __init__(self, kind: str, path: os.PathLike | str, detail: str):
         super().__init__(f"{os.fspath(path)}: {detail}")
@@ -45,7 +47,7 @@ def _raw(path: os.PathLike | str, key: str | None) -> np.ndarray:
                 raise ArrayError("unreadable", path, f"a .npz archive (arrays {got.files}) "
                                  "where one .npy array is expected")
             if key not in got.files:
-                raise ArrayError("unreadable", path, f"keys {got.files}, no `{key}`")
+                raise ArrayError("key", path, f"keys {got.files}, no `{key}`")
             try:
                 return got[key]
             except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
@@ -59,17 +61,18 @@ def _raw(path: os.PathLike | str, key: str | None) -> np.ndarray:
 
 
 def check(x: np.ndarray, path: os.PathLike | str, shape: Sequence[int | None],
-          store: type = np.float32) -> np.ndarray:
-    """`x` if it is real, of `shape` (None = any size, at least one row) and finite once cast
-    to `store`, else ArrayError naming `path`."""
+          store: type = np.float32, min_rows: int = 1) -> np.ndarray:
+    """`x` if it is real, of `shape` (None = any size) with at least `min_rows` rows and
+    finite once cast to `store`, else ArrayError naming `path`."""
     want = "[" + ", ".join("T" if n is None else str(n) for n in shape) + "]"
     if x.dtype.kind not in REAL_KINDS:
         raise ArrayError("dtype", path, f"dtype {x.dtype} is not real numbers (expected "
                          f"float {want})")
     if x.ndim != len(shape) or any(n is not None and n != m for n, m in zip(shape, x.shape)):
         raise ArrayError("shape", path, f"shape {list(x.shape)}, expected {want}")
-    if x.shape[0] == 0:
-        raise ArrayError("shape", path, f"no rows (shape {list(x.shape)}), expected {want}")
+    if x.shape[0] < min_rows:
+        raise ArrayError("shape", path, f"{x.shape[0]} rows (shape {list(x.shape)}), expected "
+                         f"{want} with at least {min_rows}")
     with np.errstate(over="ignore"):
         finite = np.isfinite(x.astype(store))
     if not finite.all():
@@ -79,6 +82,6 @@ def check(x: np.ndarray, path: os.PathLike | str, shape: Sequence[int | None],
 
 
 def load(path: os.PathLike | str, shape: Sequence[int | None], key: str | None = None,
-         store: type = np.float32) -> np.ndarray:
+         store: type = np.float32, min_rows: int = 1) -> np.ndarray:
     """The array of a `.npy` file (or array `key` of a `.npz`), checked by `check`."""
-    return check(_raw(path, key), path, shape, store)
+    return check(_raw(path, key), path, shape, store, min_rows)

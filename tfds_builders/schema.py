@@ -23,6 +23,7 @@ import functools
 import json
 import os
 import pathlib
+import re
 from collections.abc import Callable
 from typing import Annotated, Any, TypeVar
 
@@ -63,6 +64,7 @@ def _id(value: Any) -> str:
 Id = Annotated[str, PlainValidator(_id)]
 
 T = TypeVar("T")
+_TYPE_TAG = re.compile(r"^(?:str|int|float|bool|none|list|dict|tuple|[\w-]+\[.*\])$")
 _CUSTOM: set[str] = set()
 
 
@@ -180,7 +182,7 @@ def key_path(loc: tuple, where: str = "") -> str:
     for part in loc:
         if isinstance(part, int):
             out += f"[{part}]"
-        elif not str(part).startswith(("function-", "tagged-union", "union")):
+        elif not _TYPE_TAG.match(str(part)):  # pydantic's tag of a union member, not a key
             out += f".{part}" if out else str(part)
     return out
 
