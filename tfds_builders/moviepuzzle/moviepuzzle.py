@@ -338,7 +338,7 @@ class MoviePuzzle(common.SummaryBuilder, tfds.core.GeneratorBasedBuilder):
         if config.source in MOVIENET_SOURCES or config.source == "synthetic_synopsis":
             return self._added_split_generators(dl_manager)
         root = self._root(dl_manager)
-        self.skips = collections.Counter()
+        self.skips = common.Counts()  # names the first inputs behind each count
         generators = {}
         for split, clip_ids in read_clip_ids(root).items():
             metas = scan_split(root, split, clip_ids, self.skips)
@@ -359,7 +359,7 @@ class MoviePuzzle(common.SummaryBuilder, tfds.core.GeneratorBasedBuilder):
         from tfds_builders.moviepuzzle import movienet_build, synopsis_corpus
 
         config = self.builder_config
-        self.skips = collections.Counter()
+        self.skips = common.Counts()  # names the first inputs behind each count
         if config.source == "synthetic_synopsis":
             pairs = synopsis_corpus.synthetic_pairs(config.seed, config.sizes)
             return {s: self._generate_ready(v) for s, v in pairs.items() if v}

@@ -315,7 +315,7 @@ class MSymon(common.SummaryBuilder, tfds.core.GeneratorBasedBuilder):
                                            seed=cfg.seed, dim=cfg.dim)
         else:
             root = check_manual_dir(dl_manager._manual_dir)  # noqa: SLF001
-        self.skips = collections.Counter()
+        self.skips = common.Counts()  # names the first inputs behind each count
         videos = scan(root, cfg, self.skips)
         if not videos:
             raise common.ManualDirError(

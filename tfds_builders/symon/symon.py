@@ -403,7 +403,7 @@ class Symon(common.SummaryBuilder, tfds.core.GeneratorBasedBuilder):
                                            sizes=cfg.sizes, seed=cfg.seed)
         else:
             root = check_manual_dir(dl_manager._manual_dir, cfg.name)  # noqa: SLF001
-        self.skips = collections.Counter()
+        self.skips = common.Counts()  # names the first inputs behind each count
         videos = scan(root, cfg, self.skips)
         return {name: self._generate_examples([v for v in videos if v["split"] == name])
                 for name, _ in SPLITS if any(v["split"] == name for v in videos)}

@@ -232,7 +232,7 @@ class Yms(common.SummaryBuilder, tfds.core.GeneratorBasedBuilder):
     def _split_generators(self, dl_manager: tfds.download.DownloadManager) -> dict:
         cfg: YmsConfig = self.builder_config
         root = check_manual_dir(dl_manager._manual_dir, cfg.text)  # noqa: SLF001
-        self.skips = collections.Counter()
+        self.skips = common.Counts()  # names the first inputs behind each count
         videos = scan(root, cfg, self.skips)
         if not videos:
             raise common.ManualDirError(f"{root}: no usable video in any split")
