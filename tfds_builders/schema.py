@@ -163,17 +163,21 @@ def fail(reason: str, message: str) -> PydanticCustomError:
     return PydanticCustomError(reason, message)
 
 
-def find_duplicate(value: Any, where: str = "") -> str | None:
-    """The key path of the first `Duplicate` inside `value`, or None."""
+def find_duplicate(value: Any, where: str = "", depth: int = -1) -> str | None:
+    """The key path of the first `Duplicate` inside `value` (at most `depth` levels down;
+    -1: any), or None."""
     if isinstance(value, Duplicate):
         return where or "."
+    if depth == 0:
+        return None
     if isinstance(value, dict):
         items: Any = ((f"{where}.{k}" if where else str(k), v) for k, v in value.items())
     elif isinstance(value, list):
         items = ((f"{where}[{i}]", v) for i, v in enumerate(value))
     else:
         return None
-    return next((p for w, v in items if (p := find_duplicate(v, w)) is not None), None)
+    return next((p for w, v in items if (p := find_duplicate(v, w, depth - 1)) is not None),
+                None)
 
 
 def key_path(loc: tuple, where: str = "") -> str:
@@ -206,11 +210,12 @@ def _adapter(schema: Any) -> TypeAdapter:
         return got[1]
 
 
-def check(schema: Any, value: Any, reason: str, where: str = "") -> Any:
+def check(schema: Any, value: Any, reason: str, where: str = "", depth: int = -1) -> Any:
     """`value` validated against `schema` (a model or a type), or `Invalid`: `reason` (the
     record kind's skip reason, or the one a validator gave with `fail`; `duplicate_key` for
-    a key given twice) at the key path below `where`."""
-    dup = find_duplicate(value, where)
+    a key given twice, looked for `depth` levels down: 1 for a container whose entries are
+    checked one by one) at the key path below `where`."""
+    dup = find_duplicate(value, where, depth)
     if dup is not None:
         raise Invalid(DUPLICATE_KEY, dup, "key given more than once in one object: which "
                       "value is meant is unknown")
@@ -237,13 +242,14 @@ def skip(counts: collections.Counter, err: Invalid, file: os.PathLike | str) -> 
 
 
 def each(schema: Any, items: Any, reason: str, file: os.PathLike | str,
-         counts: collections.Counter, where: Callable[[Any], str] = str) -> list[tuple[Any, Any]]:
+         counts: collections.Counter, where: Callable[[Any], str] = str, depth: int = -1
+         ) -> list[tuple[Any, Any]]:
     """(key, validated record) of every valid record of `items` (`(key, value)` pairs);
     the others are counted by reason, naming `file` and `where(key)`."""
     out = []
     for k, v in items:
         try:
-            out.append((k, check(schema, v, reason, where(k))))
+            out.append((k, check(schema, v, reason, where(k), depth)))
         except Invalid as e:
             skip(counts, e, file)
     return out

@@ -72,9 +72,9 @@ class PublicSplit(BaseModel):
     """`public_split.json`: the movies of each v1 split."""
 
     model_config = ConfigDict(extra="ignore")
-    train: list[Id] = []
-    val: list[Id] = []
-    test: list[Id] = []
+    train: list[Id]
+    val: list[Id]
+    test: list[Id]
 
 
 class V1Role(BaseModel):
@@ -124,11 +124,12 @@ class Shot(BaseModel):
 
 
 class V2Role(BaseModel):
-    """A v2 cast member; an absent or null name is unknown ("")."""
+    """A v2 cast member: `role` (its name) must be given, null when unknown; a null or absent
+    `actor` / `role_en` is unknown too (stored as "")."""
 
     model_config = ConfigDict(extra="ignore")
     actor: Text | None = None
-    role: Text | None = None
+    role: Text | None
     role_en: Text | None = None
 
 
@@ -138,7 +139,7 @@ class V2Meta(BaseModel):
     model_config = ConfigDict(extra="ignore")
     genre: list[Text] | Text | None = None
     title: Text | None = None
-    role: dict[str, V2Role] = {}
+    role: dict[str, V2Role]  # the cast (`@k` / `[Name]` resolve against it): required
 
     @field_validator("genre")
     @classmethod

@@ -41,7 +41,7 @@ def v1_read(root: pathlib.Path, skips: collections.Counter | None = None
     meta_path = root / "metadata" / "meta_anno.json"
     try:
         split = S.check(schema.PublicSplit, parsing.load_json(path), "bad_split_file")
-        meta = S.check(dict[str, Any], parsing.load_json(meta_path), "bad_meta_anno")
+        meta = S.check(dict[str, Any], parsing.load_json(meta_path), "bad_meta_anno", depth=0)
     except S.Invalid as e:
         raise common.ManualDirError(f"{meta_path if e.reason == 'bad_meta_anno' else path}: "
                                     f"must be an object ({e})") from None
@@ -233,9 +233,9 @@ def _raw_rows(data: Any, path: pathlib.Path, counts: collections.Counter,
     [rows]} object (`schema.RawRow`; a row that does not validate is counted in `counts` by
     reason, `bad_entry` / `bad_time` / `duplicate_key`, naming its key path)."""
     if isinstance(data, dict):
+        movies = S.each(list[Any], data.items(), "bad_entry", path, counts, depth=0)
         items = [(f"{m}[{i}]", dict(r, movie_id=r.get("movie_id", m)) if isinstance(r, dict)
-                  else r) for m, rs in S.each(list[Any], data.items(), "bad_entry", path, counts)
-                 for i, r in enumerate(rs)]
+                  else r) for m, rs in movies for i, r in enumerate(rs)]
     elif isinstance(data, list):
         items = [(f"entry {i}", r) for i, r in enumerate(data)]
     else:

@@ -203,7 +203,7 @@ def scan_split(
                 split_dir,
                 len(clip_ids),
             )
-            skips["missing_split_dir"] += len(clip_ids)
+            common.count(skips, "missing_split_dir", split_dir, len(clip_ids))
         return []
     metas, seen = [], set()
     for clip_id in clip_ids:

@@ -80,7 +80,7 @@ def read_movies(root: pathlib.Path, counts: collections.Counter) -> dict[str, st
                            MOVIES_FILE)
         return {}
     try:
-        data = check(dict[str, Any], load_json(path), "bad_json")
+        data = check(dict[str, Any], load_json(path), "bad_json", depth=0)
     except (Unreadable, Invalid) as e:
         common.record_skip(counts, "bad_json", path, first_line(e) if isinstance(
             e, Unreadable) else f"not an object {{video_id: movie}}: {e}")

@@ -57,7 +57,7 @@ def parse_video(video_id: str, entries: Any, path: pathlib.Path,
     (`kept_times_backwards`): ground-truth clip labels then follow `gt_clip_labels`.
     """
     try:
-        check(list[Any], entries, "malformed_video", video_id)
+        check(list[Any], entries, "malformed_video", video_id, depth=0)
     except Invalid as e:
         skip(counts, e, path)
         return None
@@ -98,7 +98,7 @@ def read_annotations(path: pathlib.Path, counts: collections.Counter) -> dict[st
     """`annotations/<lang>/<split>.json` -> {video_id: parsed video}; a file that is not a
     JSON object is one `bad_json` skip naming it; a video id given twice is `duplicate_key`."""
     try:
-        data = check(dict[str, Any], load_json(path), "bad_json")
+        data = check(dict[str, Any], load_json(path), "bad_json", depth=0)
     except (Unreadable, Invalid) as e:
         common.record_skip(counts, "bad_json", path, first_line(e) if isinstance(
             e, Unreadable) else f"not an object {{video_id: [...]}}: {e}")
@@ -117,7 +117,7 @@ def read_subtitles(path: pathlib.Path, counts: collections.Counter) -> dict | No
     `duplicate_key`), as is one with empty text (`empty_subtitle_sentence`); a file that is
     not a JSON list, or has no sentence left, is one `bad_subtitles` skip."""
     try:
-        data = check(list[Any], load_json(path), "bad_subtitles")
+        data = check(list[Any], load_json(path), "bad_subtitles", depth=0)
     except (Unreadable, Invalid) as e:
         common.record_skip(counts, "bad_subtitles", path, first_line(e))
         return None
