@@ -64,7 +64,8 @@ def check(x: np.ndarray, path: os.PathLike | str, shape: Sequence[int | None],
           store: type = np.float32, min_rows: int = 1) -> np.ndarray:
     """`x` if it is real, of `shape` (None = any size) with at least `min_rows` rows and
     finite once cast to `store`, else ArrayError naming `path`."""
-    want = "[" + ", ".join("T" if n is None else str(n) for n in shape) + "]"
+    names = iter("TDEF")  # sizes left open: T rows, then D, E, F
+    want = "[" + ", ".join(next(names) if n is None else str(n) for n in shape) + "]"
     if x.dtype.kind not in REAL_KINDS:
         raise ArrayError("dtype", path, f"dtype {x.dtype} is not real numbers (expected "
                          f"float {want})")

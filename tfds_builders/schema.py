@@ -94,7 +94,12 @@ class Clock(BaseModel):
 
 
 class Unreadable(common.ManualDirError):
-    """A release file that cannot be read at all (undecodable bytes, not JSON): one line."""
+    """A release file that cannot be read at all (undecodable bytes, not JSON): one line
+    naming the file (`path`), then what is wrong (`detail`)."""
+
+    def __init__(self, path: os.PathLike | str, detail: str):
+        super().__init__(f"{os.fspath(path)}: {detail}")
+        self.path, self.detail = os.fspath(path), detail
 
 
 class Invalid(ValueError):
@@ -131,6 +136,12 @@ def first_line(e: BaseException) -> str:
     return (str(e).splitlines() or [type(e).__name__])[0]
 
 
+def detail(e: BaseException) -> str:
+    """What went wrong, one line, without the file name an `Unreadable` starts with (for a
+    skip that names the file itself)."""
+    return e.detail if isinstance(e, Unreadable) else first_line(e)
+
+
 def parse_json(text: str) -> Any:
     """JSON text with repeated keys as `Duplicate` values (ValueError if not JSON)."""
     return json.loads(text, object_pairs_hook=_pairs)
@@ -142,7 +153,7 @@ def load_json(path: os.PathLike | str) -> Any:
     try:
         return parse_json(read_text(path, "utf-8-sig"))
     except ValueError as e:
-        raise Unreadable(f"{path}: not JSON ({first_line(e)})") from None
+        raise Unreadable(path, f"not JSON ({first_line(e)})") from None
 
 
 def read_text(path: os.PathLike | str, encoding: str = "utf-8") -> str:
@@ -151,10 +162,10 @@ def read_text(path: os.PathLike | str, encoding: str = "utf-8") -> str:
     try:
         return pathlib.Path(path).read_text(encoding=encoding)
     except UnicodeDecodeError as e:
-        raise Unreadable(f"{path}: not {encoding} text (byte {e.start}: "
+        raise Unreadable(path, f"not {encoding} text (byte {e.start}: "
                          f"{e.object[e.start:e.start + 4]!r})") from None
     except OSError as e:
-        raise Unreadable(f"{path}: {e.strerror or first_line(e)}") from None
+        raise Unreadable(path, e.strerror or first_line(e)) from None
 
 
 def fail(reason: str, message: str) -> PydanticCustomError:

@@ -161,7 +161,7 @@ def v2_examples(root: pathlib.Path, config: Movie101Config, skips: collections.C
         try:
             raw_lines = S.read_text(path).splitlines()
         except S.Unreadable as e:
-            common.record_skip(skips, "unreadable_file", path, S.first_line(e))
+            common.record_skip(skips, "unreadable_file", path, S.detail(e))
             continue
         rows, prev = [], -1.0
         for n, line in enumerate(raw_lines):

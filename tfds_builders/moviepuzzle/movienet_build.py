@@ -93,7 +93,7 @@ def _json(path: pathlib.Path, model: Any) -> tuple[Any, str | None]:
         data = S.load_json(path)
         S.check(model, data, "bad_json")
     except (S.Unreadable, S.Invalid) as e:
-        return None, S.first_line(e).removeprefix(f"{path}: ")
+        return None, S.detail(e)
     return data, None
 
 

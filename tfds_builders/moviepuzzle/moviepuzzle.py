@@ -128,7 +128,7 @@ def _load_json(path: pathlib.Path) -> tuple[Any, str | None, str]:
     try:
         return S.load_json(path), None, ""
     except S.Unreadable as e:
-        return None, "bad_json", S.first_line(e).removeprefix(f"{path}: ")
+        return None, "bad_json", S.detail(e)
 
 
 def load_clip(

@@ -22,7 +22,7 @@ import tensorflow_datasets as tfds
 
 from tfds_builders import common, schema
 from tfds_builders.msymon import parse
-from tfds_builders.schema import Invalid, Unreadable, check, each, first_line, load_json
+from tfds_builders.schema import Invalid, Unreadable, check, detail, each, load_json
 
 VERSION = tfds.core.Version("1.1.0")
 MOVIES_FILE = "movies.json"
@@ -82,7 +82,7 @@ def read_movies(root: pathlib.Path, counts: collections.Counter) -> dict[str, st
     try:
         data = check(dict[str, Any], load_json(path), "bad_json", depth=0)
     except (Unreadable, Invalid) as e:
-        common.record_skip(counts, "bad_json", path, first_line(e) if isinstance(
+        common.record_skip(counts, "bad_json", path, detail(e) if isinstance(
             e, Unreadable) else f"not an object {{video_id: movie}}: {e}")
         return {}
     return {k: " ".join(v.lower().split()) for k, v in

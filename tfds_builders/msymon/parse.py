@@ -17,7 +17,7 @@ import numpy as np
 
 from tfds_builders import arrays, common
 from tfds_builders.msymon import schema
-from tfds_builders.schema import Invalid, Unreadable, check, each, first_line, load_json, skip
+from tfds_builders.schema import Invalid, Unreadable, check, detail, each, load_json, skip
 
 LANGUAGES = ("en", "ch", "es", "fr", "pt", "hi", "ru")
 SPLITS = ("train", "val", "test")
@@ -100,7 +100,7 @@ def read_annotations(path: pathlib.Path, counts: collections.Counter) -> dict[st
     try:
         data = check(dict[str, Any], load_json(path), "bad_json", depth=0)
     except (Unreadable, Invalid) as e:
-        common.record_skip(counts, "bad_json", path, first_line(e) if isinstance(
+        common.record_skip(counts, "bad_json", path, detail(e) if isinstance(
             e, Unreadable) else f"not an object {{video_id: [...]}}: {e}")
         return {}
     out = {}
@@ -119,7 +119,7 @@ def read_subtitles(path: pathlib.Path, counts: collections.Counter) -> dict | No
     try:
         data = check(list[Any], load_json(path), "bad_subtitles", depth=0)
     except (Unreadable, Invalid) as e:
-        common.record_skip(counts, "bad_subtitles", path, first_line(e))
+        common.record_skip(counts, "bad_subtitles", path, detail(e))
         return None
     items = []
     for _, x in each(schema.SubtitleSentence, enumerate(data), "bad_subtitle_sentence", path,

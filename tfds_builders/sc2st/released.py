@@ -56,7 +56,7 @@ def load_json(path: pathlib.Path, whole: bool = True) -> Any:
     try:
         data = S.load_json(path)
     except S.Unreadable as e:
-        raise SchemaError(f"{path}: not readable JSON ({S.first_line(e)})") from None
+        raise SchemaError(f"{path}: not readable JSON ({S.detail(e)})") from None
     dup = S.find_duplicate(data) if whole else None
     if dup is not None:
         raise SchemaError(f"{path}: {dup}: key given more than once (which value is meant is "

@@ -22,7 +22,7 @@ import numpy as np
 import tensorflow_datasets as tfds
 
 from tfds_builders import arrays, common
-from tfds_builders.schema import Invalid, Unreadable, first_line, read_text
+from tfds_builders.schema import Invalid, Unreadable, detail, read_text
 from tfds_builders.symon import movies, narration, schema, vtt
 
 VERSION = tfds.core.Version("1.2.0")
@@ -170,14 +170,14 @@ def load_video(root: pathlib.Path, vid: str, cfg: SymonConfig, asr: dict[str, in
     try:
         words = vtt.parse(read_text(path), skips)
     except (Unreadable, ValueError) as e:
-        return unusable("video:bad_vtt", path, first_line(e))
+        return unusable("video:bad_vtt", path, detail(e))
     pre_path = root / "preprocessed_text" / f"{vid}.txt"
     pre = None
     if pre_path.is_file():
         try:
             text = read_text(pre_path)
         except Unreadable as e:
-            return unusable("video:bad_preprocessed_text", pre_path, first_line(e))
+            return unusable("video:bad_preprocessed_text", pre_path, detail(e))
         pre, n_escaped = narration.unescape_bytes(text)
         if n_escaped:
             skips["text:escaped_utf8_bytes"] += 1  # decoded, counted once per file
@@ -213,7 +213,7 @@ def load_video(root: pathlib.Path, vid: str, cfg: SymonConfig, asr: dict[str, in
         try:
             cuts = read_cuts(cut_path, skips)
         except Unreadable as e:
-            return unusable("video:bad_cuts", cut_path, first_line(e))
+            return unusable("video:bad_cuts", cut_path, detail(e))
         if len(cuts) and cuts[-1] > duration:
             common.record_skip(skips, "cuts:beyond_video", cut_path,
                                f"{int((cuts > duration).sum())} cut(s) after the video's "
