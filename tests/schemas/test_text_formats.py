@@ -7,6 +7,7 @@ it or a counted skip. Never a traceback, never another number."""
 from __future__ import annotations
 
 import collections
+import pathlib
 import re
 
 import numpy as np
@@ -240,15 +241,22 @@ def test_meta_csv_real_lines_mutated(shared_data, tmp_path):
 BAD_BYTES = b"0000\n\xff\xfe\xfa not utf-8\n"
 
 
+def _movie_list(path: pathlib.Path) -> list:
+    """YMS movie_list.txt, read by the SYMON retrieval tools (`--movie_list`)."""
+    from vnr.benchmarks.symon import data
+
+    return data.read_movie_list(str(path))
+
+
 @pytest.mark.parametrize("reader", [
     lambda p, c: yms.read_split(p, c), lambda p, c: yms.read_annotations(p, c),
     lambda p, c: yms.read_clips(p, c), lambda p, c: symon.read_url_ids(p, c),
     lambda p, c: symon.read_asr_labels(p, c), lambda p, c: symon.read_cuts(p, c),
     lambda p, c: msymon_parse.read_annotations(p, c),
     lambda p, c: msymon_parse.read_subtitles(p, c),
-    lambda p, c: movienet_build.read_shots(p)],
+    lambda p, c: movienet_build.read_shots(p), lambda p, c: _movie_list(p)],
     ids=["yms_split", "yms_annotations", "yms_clips", "symon_url", "symon_asr", "symon_cuts",
-         "msymon_annotations", "msymon_subtitles", "movienet_shots"])
+         "msymon_annotations", "msymon_subtitles", "movienet_shots", "yms_movie_list"])
 def test_undecodable_bytes_are_one_line_or_a_named_skip(reader, tmp_path):
     path = tmp_path / "file.txt"
     path.write_bytes(BAD_BYTES)
