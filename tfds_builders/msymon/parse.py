@@ -14,6 +14,7 @@ import pathlib
 from typing import Any
 
 import numpy as np
+from pydantic_core import PydanticCustomError
 
 from tfds_builders import arrays, common
 from tfds_builders.msymon import schema
@@ -31,11 +32,11 @@ def normalise_matched(value: Any, counts: collections.Counter) -> bool | None:
     " yes", "No "); non-canonical spellings are counted under `kept_fixed_matched_spelling`;
     anything else returns None."""
     try:
-        out = check(schema.Sentence, {"text": "", "matched": value}, "unknown_matched_value")
-    except Invalid:
+        out = schema.matched_flag(value)
+    except PydanticCustomError:
         return None
     _count_spelling(value, counts)
-    return out.matched
+    return out
 
 
 def _count_spelling(value: Any, counts: collections.Counter) -> None:

@@ -26,7 +26,9 @@ MATCHED = {"yes": True, "true": True, "y": True, "no": False, "false": False, "n
 CANONICAL = ("yes", "no")  # the documented spellings; others are counted when respelled
 
 
-def _matched(value: Any) -> bool:
+def matched_flag(value: Any) -> bool:
+    """A `matched` value as a bool (any case and spacing of yes/no/true/false/y/n), or the
+    `unknown_matched_value` error."""
     if isinstance(value, bool):
         return value
     key = value.strip().lower() if isinstance(value, str) else None
@@ -41,7 +43,7 @@ class Sentence(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
     text: Text
-    matched: Annotated[bool, BeforeValidator(_matched)]
+    matched: Annotated[bool, BeforeValidator(matched_flag)]
 
 
 class Span(BaseModel):
