@@ -32,16 +32,23 @@ SHARED = pathlib.Path(__file__).resolve().parents[2].parent / "shared" / "data"
 
 @dataclasses.dataclass(frozen=True)
 class Case:
-    """One broken input: `setup(tmp, shared)` writes the manual_dir and returns it;
-    `probe(data_dir)`, run after a build that succeeded, says what the value became."""
+    """One broken input: `setup(tmp, shared)` writes the manual_dir and returns it (`shared`
+    is None for a generated corpus); `probe(data_dir)`, run after a build that succeeded,
+    says what the value became."""
 
     cls: str
     what: str
     builder: str
     config: str
-    setup: Callable[[pathlib.Path, pathlib.Path], pathlib.Path]
+    setup: Callable[[pathlib.Path, pathlib.Path | None], pathlib.Path]
     refused: str  # the reason (or one-line error) the schemas give it
     probe: Callable[[pathlib.Path], str] | None = None
+
+    @property
+    def generated(self) -> bool:
+        """True when the case writes a generated corpus (no ../shared/data needed)."""
+        return self.setup in (complex_features, npz_as_npy, string_features,
+                              nonfinite_features)
 
 
 def _edit_json(path: pathlib.Path, fn: Callable[[dict], object]) -> None:
@@ -184,11 +191,11 @@ def _msymon_features(tmp: pathlib.Path, x: np.ndarray | None = None, npz: bool =
     return root
 
 
-def complex_features(tmp: pathlib.Path, shared: pathlib.Path) -> pathlib.Path:
+def complex_features(tmp: pathlib.Path, shared: pathlib.Path | None) -> pathlib.Path:
     return _msymon_features(tmp)
 
 
-def npz_as_npy(tmp: pathlib.Path, shared: pathlib.Path) -> pathlib.Path:
+def npz_as_npy(tmp: pathlib.Path, shared: pathlib.Path | None) -> pathlib.Path:
     return _msymon_features(tmp, npz=True)
 
 
@@ -204,7 +211,7 @@ def _features_probe(data_dir: pathlib.Path) -> str:
     return "ente000 not stored"
 
 
-def string_features(tmp: pathlib.Path, shared: pathlib.Path) -> pathlib.Path:
+def string_features(tmp: pathlib.Path, shared: pathlib.Path | None) -> pathlib.Path:
     from tfds_builders.symon import synthetic
 
     root = tmp / "symon_gen"
@@ -214,7 +221,7 @@ def string_features(tmp: pathlib.Path, shared: pathlib.Path) -> pathlib.Path:
     return root
 
 
-def nonfinite_features(tmp: pathlib.Path, shared: pathlib.Path) -> pathlib.Path:
+def nonfinite_features(tmp: pathlib.Path, shared: pathlib.Path | None) -> pathlib.Path:
     from tfds_builders.movie101 import synthetic
 
     root = tmp / "movie101_gen"

@@ -10,8 +10,9 @@ from tfds_builders.__main__ import build, main
 
 
 @pytest.mark.parametrize("case", CASES, ids=[f"{c.builder}-{c.refused}" for c in CASES])
-def test_bad_input_is_refused_by_name(case: Case, shared_data, tmp_path, capsys):
-    manual = case.setup(tmp_path, shared_data)
+def test_bad_input_is_refused_by_name(case: Case, request, tmp_path, capsys):
+    shared = None if case.generated else request.getfixturevalue("shared_data")
+    manual = case.setup(tmp_path, shared)
     if case.refused.startswith("error: "):
         rc = main(["build", case.builder, "--config", case.config, "--manual_dir",
                    str(manual), "--data_dir", str(tmp_path / "out")])
