@@ -20,6 +20,13 @@ os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.5")
 import pathlib  # noqa: E402
 
 import pytest  # noqa: E402
+from hypothesis import settings  # noqa: E402
+
+# Property tests (tests/schemas): reproducible (derandomized), no example database written
+# into the checkout, no per-example deadline (the 2-core CI machine is slow and shared).
+settings.register_profile("vnr", max_examples=60, deadline=None, derandomize=True,
+                          database=None)
+settings.load_profile(os.environ.get("VNR_HYPOTHESIS_PROFILE", "vnr"))
 
 SHARED_DATA = pathlib.Path(__file__).resolve().parents[1].parent / "shared" / "data"
 

@@ -24,11 +24,10 @@ from __future__ import annotations
 
 import collections
 import pathlib
-import zipfile
 
 import numpy as np
 
-from tfds_builders import common
+from tfds_builders import arrays, common
 
 FACES = 3  # faces per second in frame_face (upstream: 3 x 512)
 FEATURE_DIRS = ("features", "feature")
@@ -98,7 +97,12 @@ def read_portraits(root: pathlib.Path) -> tuple[pathlib.Path | None, dict[str, n
                     max(arr.shape or (1,)) != arr.size:
                 raise FeatureLayoutError(f"{path}: entry {rid!r} is not a vector; expected "
                                          f"{LAYOUT['portrait']}")
-            out[str(rid)] = np.asarray(arr[()], np.float32).reshape(-1)
+            try:
+                vec = arrays.check(np.asarray(arr[()]).reshape(-1), f"{path}[{rid!r}]", (None,),
+                                   store=np.float16)
+            except arrays.ArrayError as e:  # complex / string / non-finite values
+                raise FeatureLayoutError(f"{e}; expected {LAYOUT['portrait']}") from None
+            out[str(rid)] = vec.astype(np.float32)
     dims = {v.shape[0] for v in out.values()}
     if len(dims) > 1:
         raise FeatureLayoutError(f"{path}: role vectors have different widths {sorted(dims)}; "
@@ -135,21 +139,16 @@ def _read(feat: pathlib.Path, kind: str, movie_id: str, skips: collections.Count
         common.count(skips, f"kept_missing_{kind}_file", path)
         return None
     try:
-        with np.load(path, allow_pickle=False) as z:
-            keys = list(z.files)
-            if "features" not in keys:
-                raise FeatureLayoutError(f"{path}: keys {keys}, no `features`; expected "
-                                         f"{LAYOUT[kind]}")
-            a = np.asarray(z["features"], np.float32)
-    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as e:
-        if isinstance(e, FeatureLayoutError):
-            raise
-        common.record_skip(skips, f"unreadable_{kind}_file", path,
-                           str(e).splitlines()[0] if str(e) else type(e).__name__)
+        a = arrays.load(path, (None, None), key="features", store=np.float16, min_rows=0)
+    except arrays.ArrayError as e:
+        if e.kind in ("key", "shape"):
+            raise FeatureLayoutError(f"{e}; expected {LAYOUT[kind]}") from None
+        reason = "unreadable" if e.kind == "unreadable" else "unusable"
+        common.record_skip(skips, f"{reason}_{kind}_file", path, e.detail)
         return None
-    if a.ndim != 2 or a.shape[1] == 0:
+    if a.shape[1] == 0:
         raise FeatureLayoutError(f"{path}: array of shape {a.shape}; expected {LAYOUT[kind]}")
-    return a
+    return a.astype(np.float32)
 
 
 def read_movie_features(root: pathlib.Path, movie_id: str, role_ids: list[str],

@@ -19,6 +19,7 @@ import numpy as np
 import tensorflow_datasets as tfds
 
 from tfds_builders import common
+from tfds_builders import schema as S
 from tfds_builders.movie101 import parsing, rtemp, v1
 from tfds_builders.movie101.features import read_movie_features, read_portraits
 from tfds_builders.movie101.metadata import v1_genres
@@ -126,7 +127,7 @@ def check_manual_dir(config: Movie101Config, manual_dir: Any) -> pathlib.Path:
 
 def v1_shot_examples(root: pathlib.Path, skips: collections.Counter) -> dict[str, list[dict]]:
     """split -> the Movie101-R-temp shots of a v1 release (`rtemp.shot_examples`)."""
-    split_movies, casts = v1.v1_read(root)
+    split_movies, casts = v1.v1_read(root, skips)
     names = sorted(set(casts) | {m for ms in split_movies.values() for m in ms})
     return rtemp.shot_examples(root, split_movies, casts, v1_genres(root, names, skips), skips)
 
@@ -158,9 +159,9 @@ def v2_examples(root: pathlib.Path, config: Movie101Config, skips: collections.C
         names = [c["name_en" if config.lang == "en" else "name"] for c in cast]
         aliases = [c["name" if config.lang == "en" else "name_en"] for c in cast]
         try:
-            raw_lines = path.read_text(encoding="utf-8").splitlines()
-        except (OSError, UnicodeDecodeError) as e:
-            common.record_skip(skips, "unreadable_file", path, str(e))
+            raw_lines = S.read_text(path).splitlines()
+        except S.Unreadable as e:
+            common.record_skip(skips, "unreadable_file", path, S.detail(e))
             continue
         rows, prev = [], -1.0
         for n, line in enumerate(raw_lines):
@@ -197,7 +198,7 @@ def movie_examples(root: pathlib.Path, config: Movie101Config, skips: collection
     movie without a meta_anno.json entry is kept with an empty cast (so no role features),
     as upstream's reader does, counted `kept_movie_without_cast_<split>`."""
     if config.release == "v1":
-        split_movies, casts = v1.v1_read(root)
+        split_movies, casts = v1.v1_read(root, skips)
         assign = {m: s for s, ms in split_movies.items() for m in ms}
         genres = v1_genres(root, sorted(set(casts) | set(assign)), skips)
         for mid in sorted(set(assign) - set(casts)):

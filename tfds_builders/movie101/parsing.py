@@ -1,16 +1,19 @@
 """Pure parsing helpers for the Movie101 releases (v1 and v2); no TFDS here.
 
 Every reader returns what it could use plus `(reason, path, detail)` problems that the
-builder counts (`tfds_builders.common.record_skip`); nothing is dropped silently.
+builder counts (`tfds_builders.common.record_skip`); nothing is dropped silently. The file
+formats are typed in `schema.py`.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import pathlib
 import re
 from typing import Any
+
+from tfds_builders import schema as S
+from tfds_builders.movie101 import schema
 
 ROLE_MARK = re.compile(r"\[([^\[\]]+)\]")  # v2: `[Name]` marks a role mention
 POINTER = re.compile(r"@(\d+)")  # v1 narration_role and our pointer text: `@k` = cast index k
@@ -24,30 +27,12 @@ class ParseError(ValueError):
 
 
 def parse_time(value: Any) -> float:
-    """Seconds from an int/float, a numeric string ("51") or `H:M:S` / `M:S` (not zero-padded)."""
-    if isinstance(value, bool):
-        raise ParseError(f"time {value!r} is a bool")
-    if isinstance(value, int | float):
-        t = float(value)
-    elif isinstance(value, str):
-        s = value.strip()
-        try:
-            if ":" in s:
-                parts = [float(p) for p in s.split(":")]
-                if len(parts) > 3 or any(p < 0 for p in parts):
-                    raise ValueError
-                t = 0.0
-                for p in parts:
-                    t = 60 * t + p
-            else:
-                t = float(s)
-        except ValueError:
-            raise ParseError(f"unparsable time {value!r}") from None
-    else:
-        raise ParseError(f"time {value!r} has type {type(value).__name__}")
-    if not t == t or t < 0:  # NaN or negative
-        raise ParseError(f"invalid time {value!r}")
-    return t
+    """Seconds from a number, a numeric string ("51") or `H:M:S` / `M:S` (not zero-padded;
+    minutes and seconds below 60, at most a day: `schema.Time`), or a ParseError."""
+    try:
+        return schema.seconds(value)
+    except ValueError as e:
+        raise ParseError(str(e)) from None
 
 
 def parse_span(start: Any, end: Any) -> tuple[float, float, bool]:
@@ -77,32 +62,28 @@ def movie_split(movie_id: str) -> str:
 
 
 def load_json(path: pathlib.Path) -> Any:
-    """JSON or a ParseError naming the file."""
+    """JSON (duplicate keys kept as `tfds_builders.schema.Duplicate`, refused by `check`) or a
+    ParseError naming the file."""
     try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except (OSError, UnicodeDecodeError, ValueError) as e:
-        raise ParseError(f"{path}: {str(e).splitlines()[0]}") from None
+        return S.load_json(path)
+    except S.Unreadable as e:
+        raise ParseError(str(e)) from None
 
 
 # ----------------------------------------------------------------------------- v2
 
 
-def read_v2_cast(meta: dict, path: pathlib.Path) -> dict:
-    """Movie metadata: {genre: [str], title, cast: [{id, name, name_en, actor}]} in file order."""
-    if not isinstance(meta, dict) or not isinstance(meta.get("role", {}), dict):
-        raise ParseError(f"{path}: expected an object with a `role` object")
-    genre = meta.get("genre") or []
-    if isinstance(genre, str):
-        genre = [genre]
-    cast = []
-    for rid, r in meta.get("role", {}).items():
-        if not isinstance(r, dict):
-            continue
-        cast.append(dict(id=str(rid), name=str(r.get("role") or "").strip(),
-                         name_en=str(r.get("role_en") or "").strip(),
-                         actor=str(r.get("actor") or "").strip()))
-    return dict(genre=[str(g) for g in genre], title=str(meta.get("title", "")), cast=cast)
+def read_v2_cast(meta: Any, path: pathlib.Path) -> dict:
+    """Movie metadata (`schema.V2Meta`): {genre: [str], title, cast: [{id, name, name_en,
+    actor}]} in file order; a ParseError naming the file and key path when it does not
+    validate (one bad role refuses the movie: dropping it would renumber the cast)."""
+    try:
+        m = S.check(schema.V2Meta, meta, "bad_meta")
+    except S.Invalid as e:
+        raise ParseError(f"{path}: {e}") from None
+    cast = [dict(id=rid, name=(r.role or "").strip(), name_en=(r.role_en or "").strip(),
+                 actor=(r.actor or "").strip()) for rid, r in m.role.items()]
+    return dict(genre=m.genre, title=m.title or "", cast=cast)
 
 
 def parse_v2_line(line: str) -> tuple[float, float, str, bool]:
@@ -155,12 +136,11 @@ def resolve_roles(text: str, names: list[str], aliases: list[str] | None = None
 # ----------------------------------------------------------------------------- v1
 
 
-def v1_cast(meta_anno: dict, movie_id: str) -> list[dict]:
-    """meta_anno.json movie -> role_id -> {name (actor), rolename} as an ordered cast list."""
-    roles = meta_anno.get(movie_id) or {}
-    return [dict(id=str(rid), name=str(r.get("rolename", "")).strip(), name_en="",
-                 actor=str(r.get("name", "")).strip()) for rid, r in roles.items()
-            if isinstance(r, dict)]
+def v1_cast(roles: dict[str, Any]) -> list[dict]:
+    """A movie's validated meta_anno.json roles (role id -> `schema.V1Role`) as an ordered
+    cast list."""
+    return [dict(id=rid, name=r.rolename.strip(), name_en="", actor=r.name.strip())
+            for rid, r in roles.items()]
 
 
 def expand_pointers(pointer_text: str, names: list[str]) -> tuple[str, list[int], list[int]]:

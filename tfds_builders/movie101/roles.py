@@ -29,7 +29,8 @@ import pathlib
 from typing import Any
 
 from tfds_builders import common
-from tfds_builders.movie101 import parsing
+from tfds_builders import schema as S
+from tfds_builders.movie101 import parsing, schema
 
 ROLE_DIR = "narration_role"
 AUGMENTED = "train_merge.json"  # Movie101-N train + augmentation clips (the release's name)
@@ -72,9 +73,8 @@ class RoleFile:
         self.entries: list[tuple[str, str, str, float, float]] = []  # id, movie, @k, s, e
         self.first: dict[tuple, int] = {}
         for eid, e in items:
-            got = _entry(e)
+            got = _entry(e, str(eid), path, skips)
             if got is None:
-                common.record_skip(skips, "bad_role_entry", path, f"entry {eid}")
                 continue
             k = key(got[0], got[2], got[3])
             if k in self.first:  # e.g. a one-clip paragraph and its clip in train_merge
@@ -98,16 +98,21 @@ class RoleFile:
         return [e for i, e in enumerate(self.entries) if i not in self.used]
 
 
-def _entry(e: Any) -> tuple[str, str, float, float] | None:
-    """(movie, sentence, start, end) of one entry; None when it is not usable."""
-    if not isinstance(e, dict) or "movie_id" not in e:
-        return None
-    sents, ts = e.get("sentences"), e.get("timestamps")
-    if not isinstance(sents, list) or not sents or not isinstance(ts, list) or not ts:
-        return None
+def _entry(e: Any, eid: str, path: pathlib.Path, skips: collections.Counter
+           ) -> tuple[str, str, float, float] | None:
+    """(movie, sentence, start, end) of one entry (`schema.RoleEntry`: the pieces of its
+    sentence joined, its first timestamp pair in order); None when it is not usable, counted
+    as `bad_role_entry` (or `duplicate_key`) naming the entry and key path."""
     try:
-        s, t, _ = parsing.parse_span(ts[0][0], ts[0][1])
-    except (parsing.ParseError, TypeError, IndexError, KeyError):
+        entry = S.check(schema.RoleEntry, e, "bad_role_entry", f"entry {eid}")
+    except S.Invalid as err:
+        if err.reason == "bad_time":  # a role entry's reason, whatever its field
+            err = S.Invalid("bad_role_entry", err.where, err.message)
+        S.skip(skips, err, path)
         return None
-    sentence = "".join(str(x) for x in sents).strip()
-    return (str(e["movie_id"]), sentence, s, t) if sentence else None
+    s, t, _ = parsing.parse_span(*e["timestamps"][0][:2])
+    sentence = "".join(entry.sentences).strip()
+    if not sentence:
+        common.record_skip(skips, "bad_role_entry", path, f"entry {eid}: empty sentence")
+        return None
+    return entry.movie_id, sentence, s, t

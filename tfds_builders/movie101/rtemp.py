@@ -26,7 +26,8 @@ from typing import Any
 import numpy as np
 
 from tfds_builders import common
-from tfds_builders.movie101 import parsing
+from tfds_builders import schema as S
+from tfds_builders.movie101 import parsing, schema
 from tfds_builders.movie101.metadata import query_roles
 
 RTEMP_DIRS = ("Movie101-R-temp", "baseline/CNCLIP+RNL/data/Movie101-R-temp")
@@ -41,7 +42,7 @@ def rtemp_dir(root: pathlib.Path) -> pathlib.Path | None:
 
 def parse_shot_name(video: Any) -> tuple[str, int, int]:
     """"<movie>_<start>_<end>" -> (movie, start, end) or a ParseError."""
-    m = _NAME.match(str(video)) if isinstance(video, str | int) else None
+    m = _NAME.match(video) if isinstance(video, str) else None
     if m is None:
         raise parsing.ParseError(f"video {video!r} is not '<movie>_<start>_<end>'")
     s, e = int(m.group(2)), int(m.group(3))
@@ -50,49 +51,38 @@ def parse_shot_name(video: Any) -> tuple[str, int, int]:
     return m.group(1), s, e
 
 
-def _caption(entry: dict) -> str:
-    cap = entry.get("caption")
-    if isinstance(cap, str):
-        cap = [cap]
-    if not isinstance(cap, list):
-        return ""
-    return "".join(str(c).strip() for c in cap if isinstance(c, str))
-
-
 def read_split(path: pathlib.Path, skips: collections.Counter
                ) -> list[tuple[int, str, int, int, str]]:
-    """(video_id, movie, start, end, caption) of one file; bad entries counted and skipped."""
+    """(video_id, movie, start, end, caption) of one file; an entry that is not a
+    `schema.Shot` is `bad_shot_entry` (an integer video_id, a name string, a caption string
+    or list of strings), other bad entries are counted and skipped by their own reasons."""
     rows = parsing.load_json(path)
     if not isinstance(rows, list):
         raise common.ManualDirError(f"{path} must be a list of {{video_id, video, caption}}")
     out, seen = [], set()
     for idx, entry in enumerate(rows):
-        if not isinstance(entry, dict) or not {"video_id", "video", "caption"} <= set(entry):
-            common.record_skip(skips, "bad_shot_entry", path,
-                               f"entry {idx} lacks video_id / video / caption")
+        try:
+            shot = S.check(schema.Shot, entry, "bad_shot_entry", f"entry {idx}")
+        except S.Invalid as e:
+            S.skip(skips, e, path)
             continue
         try:
-            mid, s, e = parse_shot_name(entry["video"])
+            mid, s, e = parse_shot_name(shot.video)
         except parsing.ParseError as err:
             reason = "bad_shot_span" if "ends before" in str(err) else "bad_shot_name"
             common.record_skip(skips, reason, path, f"entry {idx}: {err}")
             continue
-        text = _caption(entry)
+        cap = [shot.caption] if isinstance(shot.caption, str) else shot.caption
+        text = "".join(c.strip() for c in cap)
         if not text:
-            common.record_skip(skips, "empty_text", path, f"entry {idx} ({entry['video']})")
+            common.record_skip(skips, "empty_text", path, f"entry {idx} ({shot.video})")
             continue
         key = (mid, s, e)
         if key in seen:
-            common.record_skip(skips, "duplicate_shot", path, f"entry {idx} ({entry['video']})")
+            common.record_skip(skips, "duplicate_shot", path, f"entry {idx} ({shot.video})")
             continue
         seen.add(key)
-        try:
-            vid = int(entry["video_id"])
-        except (TypeError, ValueError):
-            common.record_skip(skips, "bad_shot_entry", path,
-                               f"entry {idx}: video_id {entry['video_id']!r} is not an integer")
-            continue
-        out.append((vid, mid, s, e, text))
+        out.append((shot.video_id, mid, s, e, text))
     return out
 
 

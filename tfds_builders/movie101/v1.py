@@ -24,20 +24,32 @@ from typing import Any
 import numpy as np
 
 from tfds_builders import common
-from tfds_builders.movie101 import parsing, roles
+from tfds_builders import schema as S
+from tfds_builders.movie101 import parsing, roles, schema
 from tfds_builders.movie101.metadata import query_roles, v1_genres
 
 V1_SPLITS = ("train", "val", "test")
 
 
-def v1_read(root: pathlib.Path) -> tuple[dict, dict]:
-    """(split -> movie ids, movie -> cast list) of a v1 release."""
-    split = parsing.load_json(root / "public_split.json")
-    meta = parsing.load_json(root / "metadata" / "meta_anno.json")
-    if not isinstance(split, dict) or not isinstance(meta, dict):
-        raise common.ManualDirError(f"{root}: public_split.json / meta_anno.json must be objects")
-    return ({s: [str(m) for m in split.get(s, [])] for s in V1_SPLITS},
-            {str(m): parsing.v1_cast(meta, str(m)) for m in meta})
+def v1_read(root: pathlib.Path, skips: collections.Counter | None = None
+            ) -> tuple[dict, dict]:
+    """(split -> movie ids, movie -> cast list) of a v1 release. public_split.json must be a
+    `schema.PublicSplit` and meta_anno.json an object (else one line naming the file and key
+    path); a meta_anno movie whose roles do not validate has no cast (`bad_meta_anno_entry`,
+    counted in `skips`)."""
+    path = root / "public_split.json"
+    meta_path = root / "metadata" / "meta_anno.json"
+    try:
+        split = S.check(schema.PublicSplit, parsing.load_json(path), "bad_split_file")
+        meta = S.check(dict[str, Any], parsing.load_json(meta_path), "bad_meta_anno", depth=0)
+    except S.Invalid as e:
+        raise common.ManualDirError(f"{meta_path if e.reason == 'bad_meta_anno' else path}: "
+                                    f"must be an object ({e})") from None
+    casts = {}
+    for mid, cast in S.each(schema.V1Cast, meta.items(), "bad_meta_anno_entry", meta_path,
+                            skips if skips is not None else collections.Counter()):
+        casts[mid] = parsing.v1_cast(cast)
+    return {s: getattr(split, s) for s in V1_SPLITS}, casts
 
 
 def span(item: dict, path: pathlib.Path, skips: collections.Counter) -> tuple | None:
@@ -71,7 +83,7 @@ class _Movies:
     """What a v1 narration needs of its movie: split, cast, genre; counts the gaps."""
 
     def __init__(self, root: pathlib.Path, skips: collections.Counter):
-        split_movies, self.casts = v1_read(root)
+        split_movies, self.casts = v1_read(root, skips)
         self.split = {m: s for s, ms in split_movies.items() for m in ms}
         self.genres = v1_genres(root, sorted(set(self.casts) | set(self.split)), skips)
         self.skips = skips
@@ -98,13 +110,11 @@ def v1_examples(root: pathlib.Path, kind: str, skips: collections.Counter
         if items is None:
             continue
         path, rows, role_file = items
-        for idx, item in enumerate(rows):
-            if not isinstance(item, dict) or "movie_id" not in item:
-                common.record_skip(skips, "bad_entry", path, f"entry {idx}")
-                continue
-            mid = str(item["movie_id"])
-            sp = span(item, path, skips)
-            text = str(item.get("content") or "").strip()
+        for idx, row in S.each(schema.Narration, enumerate(rows), "bad_entry", path, skips,
+                               lambda k: f"entry {k}"):
+            mid = row.movie_id
+            sp = span(rows[idx], path, skips)
+            text = row.content.strip()
             if sp is None:
                 continue
             if not text:
@@ -195,7 +205,8 @@ def _items(root: pathlib.Path, kind: str, split: str, skips: collections.Counter
 
 
 def _raw_items(root: pathlib.Path, split: str, skips: collections.Counter) -> tuple | None:
-    """Movie101-raw clips merged into paragraphs by `parsing.merge_paragraphs`."""
+    """Movie101-raw clips merged into paragraphs by `parsing.merge_paragraphs` (rows that
+    do not validate are counted once, with the first split)."""
     ann = root / "Movie101-raw" / "annotation"
     clips_p, lines_p = ann / "narration_clips.json", ann / "lines.json"
     for p in (clips_p, lines_p):
@@ -203,25 +214,40 @@ def _raw_items(root: pathlib.Path, split: str, skips: collections.Counter) -> tu
             if split == "train":
                 common.record_skip(skips, "missing_raw_file", p, "v1_narration_raw needs it")
             return None
-    split_movies = parsing.load_json(root / "public_split.json").get(split, [])
-    clips, lines = parsing.load_json(clips_p), parsing.load_json(lines_p)
+    split_movies = getattr(S.check(schema.PublicSplit, parsing.load_json(
+        root / "public_split.json"), "bad_split_file"), split)
+    counts = skips if split == V1_SPLITS[0] else collections.Counter()
+    clips = _raw_rows(parsing.load_json(clips_p), clips_p, counts, skips)
+    lines = _raw_rows(parsing.load_json(lines_p), lines_p, counts, skips)
     rows = []
     for mid in split_movies:
-        mid = str(mid)
-        nar = [(s, e, t) for s, e, t in _rows_of(clips, mid, clips_p, skips)]
-        lin = [(s, e) for s, e, _ in _rows_of(lines, mid, lines_p, skips)]
-        for s, e, t in parsing.merge_paragraphs(nar, lin):
+        lin = [(s, e) for s, e, _ in lines.get(mid, [])]
+        for s, e, t in parsing.merge_paragraphs(clips.get(mid, []), lin):
             rows.append({"movie_id": mid, "start_time": s, "end_time": e, "content": t})
     return clips_p, rows, None
 
 
-def _rows_of(data: Any, mid: str, path: pathlib.Path, skips: collections.Counter) -> list:
-    """(start, end, text) of one movie from a list of rows or a {movie: [rows]} object."""
-    rows = data.get(mid, []) if isinstance(data, dict) else \
-        [r for r in data if isinstance(r, dict) and str(r.get("movie_id")) == mid]
-    out = []
-    for r in rows:
-        sp = span(r, path, skips)
-        if sp is not None:
-            out.append((*sp, str(r.get("content") or r.get("text") or "").strip()))
+def _raw_rows(data: Any, path: pathlib.Path, counts: collections.Counter,
+              skips: collections.Counter) -> dict[str, list[tuple[float, float, str]]]:
+    """movie -> (start, end, text) rows of a Movie101-raw file, a list of rows or a {movie:
+    [rows]} object (`schema.RawRow`; a row that does not validate is counted in `counts` by
+    reason, `bad_entry` / `bad_time` / `duplicate_key`, naming its key path)."""
+    if isinstance(data, dict):
+        movies = S.each(list[Any], data.items(), "bad_entry", path, counts, depth=0)
+        items = [(f"{m}[{i}]", dict(r, movie_id=r.get("movie_id", m)) if isinstance(r, dict)
+                  else r) for m, rs in movies for i, r in enumerate(rs)]
+    elif isinstance(data, list):
+        items = [(f"entry {i}", r) for i, r in enumerate(data)]
+    else:
+        raise common.ManualDirError(f"{path}: must be a list of rows or an object "
+                                    "{movie: [rows]}")
+    out: dict[str, list[tuple[float, float, str]]] = {}
+    for key, r in items:
+        try:
+            row = S.check(schema.RawRow, r, "bad_entry", key)
+        except S.Invalid as e:
+            S.skip(counts, e, path)
+            continue
+        s, e = span(r, path, skips)  # valid times: only swaps and strings are counted
+        out.setdefault(row.movie_id, []).append((s, e, (row.content or row.text).strip()))
     return out

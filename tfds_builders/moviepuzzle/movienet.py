@@ -26,6 +26,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from tfds_builders.schema import Invalid, clock
+
 DEFAULT_FPS = 24.0  # MovieNet frame indices are of the source video; used when fps is unknown
 MIN_FRAMES, MAX_FRAMES, MIN_PAIRED = 10, 20, 0.8
 SPLITS = ("train", "val", "test_in_domain", "test_out_domain")
@@ -71,8 +73,10 @@ _TIMING = re.compile(rf"^\s*{_TIME}\s*-->\s*{_TIME}")
 
 
 def _seconds(h: str, m: str, s: str, ms: str | None) -> float:
+    """Seconds of an SRT time (a `schema.Clock`: minutes and seconds below 60, at most a day;
+    `tfds_builders.schema.Invalid` otherwise)."""
     frac = int(ms.ljust(3, "0")) / 1000.0 if ms else 0.0
-    return int(h) * 3600 + int(m) * 60 + int(s) + frac
+    return clock("cue_malformed", hours=int(h), minutes=int(m), seconds=int(s), fraction=frac)
 
 
 def parse_srt(text: str) -> tuple[list[Cue], int]:
@@ -80,7 +84,8 @@ def parse_srt(text: str) -> tuple[list[Cue], int]:
 
     A block is a run of non-blank lines: an optional counter line, a timing line
     `HH:MM:SS,mmm --> HH:MM:SS,mmm` ("." also accepted as the decimal mark) and text lines.
-    A block without a timing line, or whose end is not after its start, is malformed.
+    A block without a timing line, with a time whose minutes or seconds pass 59 (or beyond a
+    day), or whose end is not after its start, is malformed.
     A block with a timing line but no text is a valid, empty cue.
     """
     text = text.replace("\r\n", "\n").replace("\r", "\n").lstrip("\ufeff")
@@ -94,7 +99,11 @@ def parse_srt(text: str) -> tuple[list[Cue], int]:
             bad += 1
             continue
         g = _TIMING.match(lines[at]).groups()
-        start, end = _seconds(*g[:4]), _seconds(*g[4:])
+        try:
+            start, end = _seconds(*g[:4]), _seconds(*g[4:])
+        except Invalid:
+            bad += 1
+            continue
         if not end > start:
             bad += 1
             continue

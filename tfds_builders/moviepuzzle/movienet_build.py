@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import json
 import os
 import pathlib
 from typing import Any
@@ -23,7 +22,8 @@ from typing import Any
 import numpy as np
 
 from tfds_builders import common
-from tfds_builders.moviepuzzle import borders
+from tfds_builders import schema as S
+from tfds_builders.moviepuzzle import borders, schema
 from tfds_builders.moviepuzzle import movienet as rules_mod
 
 LAYOUT = (
@@ -83,20 +83,26 @@ def _count(skips: collections.Counter, reason: str, n: Any) -> None:
         skips[reason] += int(n)
 
 
-def _json(path: pathlib.Path) -> tuple[Any, str | None]:
-    """(value, problem): problem None on success, "missing" or the parse error."""
+def _json(path: pathlib.Path, model: Any) -> tuple[Any, str | None]:
+    """(value, problem): the file validated as `model` (a dict of its top level; entries are
+    checked where they are read), problem None on success, "missing", the parse error or
+    the first key path that does not validate (a key given twice included)."""
     if not path.is_file():
         return None, "missing"
     try:
-        return json.loads(path.read_bytes().decode("utf-8-sig")), None
-    except (OSError, UnicodeDecodeError, ValueError) as e:
-        return None, str(e).splitlines()[0]
+        data = S.load_json(path)
+        S.check(model, data, "bad_json")
+    except (S.Unreadable, S.Invalid) as e:
+        return None, S.detail(e)
+    return data, None
 
 
-def read_fps(meta: Any, annotation: Any, default: float) -> tuple[float, str]:
+def read_fps(meta: Any, annotation: Any, default: float,
+             skips: collections.Counter | None = None) -> tuple[float, str]:
     """(fps, where it came from): a meta field (`fps`, `frame_rate`, `video.fps`,
     `video_info.fps`), else the median frames/second of the annotation's `story[]` entries
-    (their `frame` and `duration` ranges), else `default`."""
+    (their `frame` and `duration` ranges, `schema.StoryTiming`: numbers; an entry that has
+    them but not as numbers is counted `story_bad_timing`), else `default`."""
     for keys in FPS_KEYS:
         node = meta
         for k in keys:
@@ -106,26 +112,34 @@ def read_fps(meta: Any, annotation: Any, default: float) -> tuple[float, str]:
     rates = []
     for s in (annotation or {}).get("story") or []:
         try:
-            (f0, f1), (t0, t1) = s["frame"], s["duration"]
-            if float(t1) - float(t0) > 1:
-                rates.append((float(f1) - float(f0)) / (float(t1) - float(t0)))
-        except (KeyError, TypeError, ValueError):
+            timing = S.check(schema.StoryTiming, s, "story_bad_entry")
+        except S.Invalid:  # an entry without (numeric) frame and time ranges gives no rate
+            if skips is not None and isinstance(s, dict) and ("frame" in s or "duration" in s):
+                skips["story_bad_timing"] += 1
             continue
+        (f0, f1), (t0, t1) = timing.frame, timing.duration
+        if t1 - t0 > 1:
+            rates.append((f1 - f0) / (t1 - t0))
     if rates and 1 <= float(np.median(rates)) <= 240:
         return float(np.median(rates)), "annotation.story"
     return default, "default"
 
 
 def read_shots(path: pathlib.Path) -> list[tuple[int, int, list[int]]]:
-    """[(start, end, keyframes)] per line of a shot file; ValueError naming the bad line."""
+    """[(start, end, keyframes)] per line of a shot file (`schema.shot_line`: integers);
+    ValueError naming the bad line (or the file, when it is not UTF-8 text)."""
     shots = []
-    for n, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+    try:
+        text = S.read_text(path)
+    except S.Unreadable as e:
+        raise ValueError(S.first_line(e)) from None
+    for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         try:
-            nums = [int(float(x)) for x in line.split()]
-        except ValueError:
-            raise ValueError(f"line {n} is not numbers: {line.strip()[:40]!r}") from None
+            nums = schema.shot_line(line)
+        except S.Invalid as e:
+            raise ValueError(f"line {n}: {e.message}: {line.strip()[:40]!r}") from None
         if len(nums) < 3 or nums[1] < nums[0]:
             raise ValueError(f"line {n} needs start <= end and keyframes: {line.strip()[:40]!r}")
         shots.append((nums[0], nums[1], nums[2:]))
@@ -143,9 +157,9 @@ def scene_of_shots(annotation: Any, n_shots: int) -> tuple[np.ndarray | None, st
     ranges = []
     for k, s in enumerate(scenes):
         try:
-            a, b = (int(x) for x in s["shot"])
-        except (KeyError, TypeError, ValueError):
-            return None, "movie_bad_scenes", f"scene[{k}].shot is not [start, end]"
+            a, b = S.check(schema.Scene, s, "movie_bad_scenes", f"scene[{k}]").shot
+        except S.Invalid as e:
+            return None, "movie_bad_scenes", f"{e} (expected shot [start, end] integers)"
         if a < 0 or b < a:
             return None, "movie_bad_scenes", f"scene[{k}].shot={[a, b]}"
         ranges.append((a, b))
@@ -210,7 +224,7 @@ def load_movie(root: pathlib.Path, imdb: str, rules: Rules, skips: collections.C
     subtitles (counted as `srt_unused_<reason>`).
     """
     ann_path = root / "annotation" / f"{imdb}.json"
-    annotation, problem = _json(ann_path)
+    annotation, problem = _json(ann_path, schema.Annotation)
     if problem:
         reason = "movie_no_annotation" if problem == "missing" else "movie_bad_annotation"
         common.record_skip(skips, reason, ann_path, problem)
@@ -241,11 +255,12 @@ def load_movie(root: pathlib.Path, imdb: str, rules: Rules, skips: collections.C
         common.record_skip(skips, "movie_no_keyframes", root / imdb, "no keyframe folder")
         return None
     meta_path = root / "meta" / f"{imdb}.json"
-    meta, problem = _json(meta_path)
+    meta, problem = _json(meta_path, schema.Meta)
     if problem and problem != "missing":
-        skips["meta_bad_json"] += 1
-        common.log.warning("%s: unreadable (%s); using the default fps", meta_path, problem)
-    fps, fps_from = read_fps(meta, annotation, rules.default_fps)
+        common.count(skips, "meta_bad_json", meta_path)
+        common.log.warning("%s: unusable (%s); read as absent (fps from the annotation or "
+                           "the default, no synopsis or cast from it)", meta_path, problem)
+    fps, fps_from = read_fps(meta, annotation, rules.default_fps, skips)
     on_disk = set(os.listdir(frame_dir))
     runs, run, ordinal = [], [], 0
     for i, (start, end, kfs) in enumerate(shots):
@@ -362,15 +377,17 @@ def movie_story_pairs(movie: dict, rules: Rules, skips: collections.Counter) -> 
             by_shot[f["shot"]].append(f)
     pairs = []
     for k, entry in enumerate(story):
-        desc = entry.get("description") if isinstance(entry, dict) else None
         try:
-            a, b = (int(x) for x in entry["shot"])
-        except (KeyError, TypeError, ValueError):
-            a = b = None
-        if not isinstance(desc, str) or not desc.strip() or a is None or b < a:
-            skips["story_bad_entry"] += 1
-            common.log.warning("%s: story[%d] lacks a description or a [start, end] shot range",
-                               movie["annotation_path"], k)
+            got = S.check(schema.StoryEntry, entry, "story_bad_entry", f"story[{k}]")
+            (a, b), desc = got.shot, got.description
+            problem = "empty description" if not desc.strip() else "shot range ends before " \
+                "it starts" if b < a else ""
+        except S.Invalid as e:
+            problem = str(e)
+        if problem:
+            common.count(skips, "story_bad_entry", f"{movie['annotation_path']} story[{k}]")
+            common.log.warning("%s: story[%d] lacks a description or a [start, end] shot range"
+                               " (%s)", movie["annotation_path"], k, problem)
             continue
         cands = [f for s in range(a, b + 1) for f in by_shot.get(s, [])]
         if len(cands) < 2:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import collections
 import dataclasses
 import io
-import json
 import os
 import pathlib
 from collections.abc import Iterator
@@ -25,6 +24,8 @@ import tensorflow_datasets as tfds
 from PIL import Image
 
 from tfds_builders import common
+from tfds_builders import schema as S
+from tfds_builders.moviepuzzle import schema
 
 VERSION = tfds.core.Version("1.1.0")
 INFO_FIELDS = ("img_id", "shot_id", "scene_id")
@@ -92,16 +93,14 @@ def check_manual_dir(manual_dir: os.PathLike | str | None) -> pathlib.Path:
 
 
 def read_clip_ids(root: pathlib.Path) -> dict[str, list[str]]:
-    """`clip_id.json` as {split: [clip id strings]}; a malformed file raises one clear line."""
+    """`clip_id.json` as {split: [clip id strings]} (`schema.ClipIds`); a malformed file
+    raises one clear line naming it and the key path."""
     path = root / "clip_id.json"
     try:
-        with open(path) as f:
-            data = json.load(f)
-    except (OSError, ValueError) as e:
-        raise common.ManualDirError(f"{path} is not readable JSON: {e}") from None
-    if not isinstance(data, dict) or not all(isinstance(v, list) for v in data.values()):
-        raise common.ManualDirError(f"{path} must map split names to lists of clip ids")
-    return {str(k): [str(c) for c in v] for k, v in data.items()}
+        return S.check(schema.ClipIds, S.load_json(path), "bad_clip_ids")
+    except S.Invalid as e:
+        raise common.ManualDirError(f"{path} must map split names to lists of clip ids "
+                                    f"({e})") from None
 
 
 def _renumber(ids: list[int]) -> list[int]:
@@ -127,21 +126,9 @@ def _load_json(path: pathlib.Path) -> tuple[Any, str | None, str]:
     if not path.is_file():
         return None, "missing_file", "no such file"
     try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f), None, ""
-    except (OSError, UnicodeDecodeError, ValueError) as e:
-        return None, "bad_json", str(e).splitlines()[0]
-
-
-def _subtitle_lines(entry: Any) -> list[str] | None:
-    """One frame's utterances as a list of strings, or None if malformed."""
-    if entry is None:
-        return []
-    if isinstance(entry, str):
-        entry = [entry]
-    if not isinstance(entry, list) or not all(isinstance(s, str) for s in entry):
-        return None
-    return entry
+        return S.load_json(path), None, ""
+    except S.Unreadable as e:
+        return None, "bad_json", S.detail(e)
 
 
 def load_clip(
@@ -160,21 +147,19 @@ def load_clip(
     subs, reason, detail = _load_json(sub_path)
     if reason:
         return None, (reason, sub_path, detail)
-    if not isinstance(info, dict):
-        return None, ("bad_field", info_path, "not a JSON object")
     try:
-        fields = {k: [int(v) for v in info[k]] for k in INFO_FIELDS}
-    except (KeyError, TypeError, ValueError) as e:
-        return None, ("bad_field", info_path, f"img_id/shot_id/scene_id: {type(e).__name__} {e}")
-    if not isinstance(subs, list):
-        return None, ("bad_field", sub_path, "not a list")
-    lines = [_subtitle_lines(s) for s in subs]
-    if any(x is None for x in lines):
-        return None, ("bad_field", sub_path, "entries must be lists of strings")
+        parsed = S.check(schema.Info, info, "bad_field")
+    except S.Invalid as e:
+        return None, (e.reason, info_path, str(e))
+    try:
+        lines = S.check(schema.Subtitles, subs, "bad_field")
+    except S.Invalid as e:
+        return None, (e.reason, sub_path, str(e))
+    fields = {k: getattr(parsed, k) for k in INFO_FIELDS}
     n = len(fields["img_id"])
     lengths = {k: len(v) for k, v in fields.items()} | {"subtitles": len(lines)}
-    if "img_num" in info:
-        lengths["img_num"] = info["img_num"] if isinstance(info["img_num"], int) else -1
+    if parsed.img_num is not None:
+        lengths["img_num"] = parsed.img_num
     if len(set(lengths.values())) != 1:
         return None, (
             "length_mismatch",
@@ -195,7 +180,7 @@ def load_clip(
                 return None, ("bad_frame", p, problem)
     meta = {
         "clip_id": clip_id,
-        "movie_id": str(info.get("tt_id", "")),
+        "movie_id": parsed.tt_id,
         "subtitles": [" ".join(s.strip() for s in ls if s.strip()) for ls in lines],
         "img_id": fields["img_id"],
         "shot_id": _renumber(fields["shot_id"]),
@@ -218,7 +203,7 @@ def scan_split(
                 split_dir,
                 len(clip_ids),
             )
-            skips["missing_split_dir"] += len(clip_ids)
+            common.count(skips, "missing_split_dir", split_dir, len(clip_ids))
         return []
     metas, seen = [], set()
     for clip_id in clip_ids:
@@ -353,7 +338,7 @@ class MoviePuzzle(common.SummaryBuilder, tfds.core.GeneratorBasedBuilder):
         if config.source in MOVIENET_SOURCES or config.source == "synthetic_synopsis":
             return self._added_split_generators(dl_manager)
         root = self._root(dl_manager)
-        self.skips = collections.Counter()
+        self.skips = common.Counts()  # names the first inputs behind each count
         generators = {}
         for split, clip_ids in read_clip_ids(root).items():
             metas = scan_split(root, split, clip_ids, self.skips)
@@ -374,7 +359,7 @@ class MoviePuzzle(common.SummaryBuilder, tfds.core.GeneratorBasedBuilder):
         from tfds_builders.moviepuzzle import movienet_build, synopsis_corpus
 
         config = self.builder_config
-        self.skips = collections.Counter()
+        self.skips = common.Counts()  # names the first inputs behind each count
         if config.source == "synthetic_synopsis":
             pairs = synopsis_corpus.synthetic_pairs(config.seed, config.sizes)
             return {s: self._generate_ready(v) for s, v in pairs.items() if v}

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import json
 import os
 import pathlib
 import zlib
@@ -21,8 +20,9 @@ from typing import Any
 import numpy as np
 import tensorflow_datasets as tfds
 
-from tfds_builders import common
+from tfds_builders import common, schema
 from tfds_builders.msymon import parse
+from tfds_builders.schema import Invalid, Unreadable, check, detail, each, load_json
 
 VERSION = tfds.core.Version("1.1.0")
 MOVIES_FILE = "movies.json"
@@ -70,7 +70,8 @@ def check_manual_dir(manual_dir: os.PathLike | str | None) -> pathlib.Path:
 
 def read_movies(root: pathlib.Path, counts: collections.Counter) -> dict[str, str]:
     """`movies.json` ({video_id: movie name}, optional): the movie of each video, used to keep
-    a movie on one side of a split. The release ships no such file (the paper matched
+    a movie on one side of a split (an entry whose name is not a string is skipped,
+    `bad_movie_entry`). The release ships no such file (the paper matched
     movies with ChatGPT, Appendix A.1); without it every video is its own movie."""
     path = root / MOVIES_FILE
     if not path.is_file():
@@ -79,14 +80,13 @@ def read_movies(root: pathlib.Path, counts: collections.Counter) -> dict[str, st
                            MOVIES_FILE)
         return {}
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as e:
-        common.record_skip(counts, "bad_json", path, str(e).splitlines()[0])
+        data = check(dict[str, Any], load_json(path), "bad_json", depth=0)
+    except (Unreadable, Invalid) as e:
+        common.record_skip(counts, "bad_json", path, detail(e) if isinstance(
+            e, Unreadable) else f"not an object {{video_id: movie}}: {e}")
         return {}
-    if not isinstance(data, dict):
-        common.record_skip(counts, "bad_json", path, "not an object {video_id: movie}")
-        return {}
-    return {str(k): " ".join(str(v).lower().split()) for k, v in data.items()}
+    return {k: " ".join(v.lower().split()) for k, v in
+            each(schema.Text, data.items(), "bad_movie_entry", path, counts)}
 
 
 def movie_of(vid: str, movies: dict[str, str]) -> str:
@@ -315,7 +315,7 @@ class MSymon(common.SummaryBuilder, tfds.core.GeneratorBasedBuilder):
                                            seed=cfg.seed, dim=cfg.dim)
         else:
             root = check_manual_dir(dl_manager._manual_dir)  # noqa: SLF001
-        self.skips = collections.Counter()
+        self.skips = common.Counts()  # names the first inputs behind each count
         videos = scan(root, cfg, self.skips)
         if not videos:
             raise common.ManualDirError(

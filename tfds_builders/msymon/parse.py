@@ -9,14 +9,16 @@ reason name (see README.md, "Defects and skips"): either a *skip* (the input is 
 from __future__ import annotations
 
 import collections
-import json
 import math
 import pathlib
 from typing import Any
 
 import numpy as np
+from pydantic_core import PydanticCustomError
 
-from tfds_builders import common
+from tfds_builders import arrays, common
+from tfds_builders.msymon import schema
+from tfds_builders.schema import Invalid, Unreadable, check, detail, each, load_json, skip
 
 LANGUAGES = ("en", "ch", "es", "fr", "pt", "hi", "ru")
 SPLITS = ("train", "val", "test")
@@ -26,63 +28,53 @@ SHORT_TOLERANCE = 1.0
 
 
 def normalise_matched(value: Any, counts: collections.Counter) -> bool | None:
-    """`matched` as a bool: case and surrounding spaces are ignored ("yes", " yes", "No ").
-
-    Non-canonical spellings are counted under `kept_fixed_matched_spelling`; anything else
-    (not yes/no/true/false) returns None.
-    """
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in ("yes", "true", "y"):
-        out = True
-    elif text in ("no", "false", "n"):
-        out = False
-    else:
+    """`matched` as a bool (`schema.Sentence`: case and surrounding spaces are ignored, "yes",
+    " yes", "No "); non-canonical spellings are counted under `kept_fixed_matched_spelling`;
+    anything else returns None."""
+    try:
+        out = schema.matched_flag(value)
+    except PydanticCustomError:
         return None
-    if str(value) not in ("yes", "no"):
-        counts["kept_fixed_matched_spelling"] += 1
+    _count_spelling(value, counts)
     return out
 
 
-def _time(x: Any) -> float | None:
-    try:
-        t = float(x)
-    except (TypeError, ValueError):
-        return None
-    return t if math.isfinite(t) and t >= 0 else None
+def _count_spelling(value: Any, counts: collections.Counter) -> None:
+    if not isinstance(value, bool) and value not in schema.CANONICAL:
+        counts["kept_fixed_matched_spelling"] += 1
 
 
 def parse_video(video_id: str, entries: Any, path: pathlib.Path,
                 counts: collections.Counter) -> dict | None:
     """One video's sentence list -> {sentences, begin, end, matched} or None (counted skip).
 
-    Rules: `matched` is normalised; an unmatched sentence keeps its text and has no span
-    (its times, 0 upstream, are ignored); a matched sentence with `end_time < begin_time`
-    is kept as text but has no usable span, so it is stored as unmatched
-    (`kept_as_unmatched_end_before_begin`); a matched sentence that starts before the previous
-    matched one ends (by more than 0.5 s) is kept as annotated and counted
+    Each sentence is a `schema.Sentence` (a failure skips the sentence, counted by reason with
+    its key path: `malformed_sentence`, `unknown_matched_value`, `duplicate_key`); a matched
+    one also needs a `schema.Span`. Rules: `matched` is normalised; an unmatched sentence
+    keeps its text and has no span (its times, 0 upstream, are not read); a matched sentence
+    with `end_time < begin_time` is kept as text but has no usable span, so it is stored as
+    unmatched (`kept_as_unmatched_end_before_begin`); a matched sentence that starts before
+    the previous matched one ends (by more than 0.5 s) is kept as annotated and counted
     (`kept_times_backwards`): ground-truth clip labels then follow `gt_clip_labels`.
     """
-    if not isinstance(entries, list):
-        common.record_skip(counts, "malformed_video", path, f"{video_id}: not a list")
+    try:
+        check(list[Any], entries, "malformed_video", video_id, depth=0)
+    except Invalid as e:
+        skip(counts, e, path)
         return None
     sentences, begin, end, matched = [], [], [], []
     prev_end = None
     for k, e in enumerate(entries):
         where = f"{video_id}[{k}]"
-        if not isinstance(e, dict) or not isinstance(e.get("text"), str):
-            common.record_skip(counts, "malformed_sentence", path, f"{where}: no text")
+        try:
+            sent = check(schema.Sentence, e, "malformed_sentence", where)
+            m = sent.matched
+            span = check(schema.Span, e, "malformed_sentence", where) if m else None
+        except Invalid as err:
+            skip(counts, err, path)
             continue
-        m = normalise_matched(e.get("matched"), counts)
-        if m is None:
-            common.record_skip(counts, "unknown_matched_value", path,
-                               f"{where}: matched={e.get('matched')!r}")
-            continue
-        b, t = _time(e.get("begin_time")), _time(e.get("end_time"))
-        if m and (b is None or t is None):
-            common.record_skip(counts, "malformed_sentence", path, f"{where}: bad times")
-            continue
+        _count_spelling(e["matched"], counts)
+        b, t = (span.begin_time, span.end_time) if span else (0.0, 0.0)
         if m and t < b:
             counts["kept_as_unmatched_end_before_begin"] += 1
             common.log.warning("%s %s: matched sentence ends (%s) before it begins (%s); "
@@ -92,7 +84,7 @@ def parse_video(video_id: str, entries: Any, path: pathlib.Path,
             counts["kept_times_backwards"] += 1
         if m:
             prev_end = t
-        sentences.append(e["text"].strip())
+        sentences.append(sent.text.strip())
         begin.append(b if m else 0.0)
         end.append(t if m else 0.0)
         matched.append(m)
@@ -104,39 +96,39 @@ def parse_video(video_id: str, entries: Any, path: pathlib.Path,
 
 
 def read_annotations(path: pathlib.Path, counts: collections.Counter) -> dict[str, dict]:
-    """`annotations/<lang>/<split>.json` -> {video_id: parsed video}; bad files are skips."""
+    """`annotations/<lang>/<split>.json` -> {video_id: parsed video}; a file that is not a
+    JSON object is one `bad_json` skip naming it; a video id given twice is `duplicate_key`."""
     try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except (OSError, UnicodeDecodeError, ValueError) as e:
-        common.record_skip(counts, "bad_json", path, str(e).splitlines()[0])
-        return {}
-    if not isinstance(data, dict):
-        common.record_skip(counts, "bad_json", path, "not an object {video_id: [...]}")
+        data = check(dict[str, Any], load_json(path), "bad_json", depth=0)
+    except (Unreadable, Invalid) as e:
+        common.record_skip(counts, "bad_json", path, detail(e) if isinstance(
+            e, Unreadable) else f"not an object {{video_id: [...]}}: {e}")
         return {}
     out = {}
     for vid, entries in data.items():
-        video = parse_video(str(vid), entries, path, counts)
+        video = parse_video(vid, entries, path, counts)
         if video is not None:
-            out[str(vid)] = video
+            out[vid] = video
     return out
 
 
 def read_subtitles(path: pathlib.Path, counts: collections.Counter) -> dict | None:
-    """`subtitles/<lang>/<id>.json`: [{begin_time, end_time, text}] timed narration sentences."""
+    """`subtitles/<lang>/<id>.json`: a list of `schema.SubtitleSentence`. A sentence that
+    fails is left out and counted (`bad_subtitle_sentence`, `subtitle_sentence_bad_times`,
+    `duplicate_key`), as is one with empty text (`empty_subtitle_sentence`); a file that is
+    not a JSON list, or has no sentence left, is one `bad_subtitles` skip."""
     try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-        items = [(float(e["begin_time"]), float(e["end_time"]), str(e["text"]).strip())
-                 for e in data]
-    except (OSError, UnicodeDecodeError, ValueError, TypeError, KeyError) as e:
-        common.record_skip(counts, "bad_subtitles", path, f"{type(e).__name__}: {e}")
+        data = check(list[Any], load_json(path), "bad_subtitles", depth=0)
+    except (Unreadable, Invalid) as e:
+        common.record_skip(counts, "bad_subtitles", path, detail(e))
         return None
-    items = [x for x in items if x[2]]
-    bad = [x for x in items if not (0 <= x[0] <= x[1]) or not math.isfinite(x[1])]
-    if bad:
-        counts["subtitle_sentence_bad_times"] += len(bad)
-        items = [x for x in items if x not in bad]
+    items = []
+    for _, x in each(schema.SubtitleSentence, enumerate(data), "bad_subtitle_sentence", path,
+                     counts, lambda k: f"[{k}]"):
+        if x.text.strip():
+            items.append((x.begin_time, x.end_time, x.text.strip()))
+        else:
+            counts["empty_subtitle_sentence"] += 1
     if not items:
         common.record_skip(counts, "bad_subtitles", path, "no timed sentences")
         return None
@@ -177,23 +169,16 @@ def narration_times(sentences: list[str], subs: dict | None,
 
 def read_features(path: pathlib.Path, dim: int, counts: collections.Counter
                   ) -> np.ndarray | None:
-    """`features/<id>.npy` as float32 [T, dim], or None (counted `bad_features` /
-    `features_wrong_dim`)."""
+    """`features/<id>.npy` as float32 [T, dim] (`tfds_builders.arrays`: real, finite), or
+    None (counted `bad_features`, or `features_wrong_dim` for a [T, D] array of another D)."""
     try:
-        x = np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as e:
-        common.record_skip(counts, "bad_features", path, f"{type(e).__name__}: {e}")
-        return None
-    if x.ndim != 2 or x.shape[0] == 0:
-        common.record_skip(counts, "bad_features", path, f"shape {x.shape}, expected [T, {dim}]")
-        return None
-    if x.shape[1] != dim:
-        common.record_skip(counts, "features_wrong_dim", path,
-                           f"dim {x.shape[1]}, the config expects {dim}")
-        return None
-    x = x.astype(np.float32)
-    if not np.isfinite(x).all():
-        common.record_skip(counts, "bad_features", path, "non-finite values")
+        x = arrays.load(path, (None, None)).astype(np.float32)
+        if x.shape[1] != dim:
+            common.record_skip(counts, "features_wrong_dim", path,
+                               f"dim {x.shape[1]}, the config expects {dim}")
+            return None
+    except arrays.ArrayError as e:
+        common.record_skip(counts, "bad_features", path, e.detail)
         return None
     return x
 

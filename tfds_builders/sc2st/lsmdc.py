@@ -22,7 +22,9 @@ import dataclasses
 import pathlib
 import re
 
+from tfds_builders.sc2st import schema
 from tfds_builders.sc2st.skips import record
+from tfds_builders.schema import Invalid, check
 
 ANNOTATION_FILES = {
     "training": "LSMDC16_annos_training.csv",
@@ -47,14 +49,9 @@ class Clip:
 
 
 def parse_timestamp(ts: str) -> float:
-    """``hh.mm.ss.mmm`` -> seconds; ValueError if malformed."""
-    parts = ts.strip().split(".")
-    if len(parts) != 4 or not all(p.isdigit() for p in parts):
-        raise ValueError(f"timestamp {ts!r} is not hh.mm.ss.mmm")
-    h, m, s, ms = parts
-    if int(m) >= 60 or int(s) >= 60:
-        raise ValueError(f"timestamp {ts!r} has minutes/seconds >= 60")
-    return int(h) * 3600 + int(m) * 60 + int(s) + int(ms) / 10 ** len(ms)
+    """``hh.mm.ss.mmm`` -> seconds (`schema.timestamp`: minutes and seconds below 60, at most a
+    day); ValueError if malformed."""
+    return schema.timestamp(ts)
 
 
 def parse_clip_id(clip_id: str) -> tuple[str, float, float]:
@@ -142,12 +139,14 @@ def read_meta(path: pathlib.Path, skips: collections.Counter | None = None) -> d
     """Sc2St `meta.csv` -> {normalised movie: {title, imdb, genres, colour}}.
 
     Tab-separated, no header: movie, IMDb URL, comma-separated genres, colour
-    (``color``/``wb``). Some real lines separate fields by runs of spaces instead of
-    tabs; those are split at the IMDb URL. Lines that still do not parse are counted
-    as ``malformed_meta_line``.
+    (``color``/``wb``), each line a `schema.MetaLine`. Some real lines separate fields by
+    runs of spaces instead of tabs; those are split at the IMDb URL. Lines that still do not
+    parse are counted as ``malformed_meta_line``; a movie given on two lines has no meta
+    (which line is meant is unknown), each line counted as ``duplicate_meta_line``.
     """
     skips = skips if skips is not None else collections.Counter()
     out: dict[str, dict] = {}
+    lines: dict[str, int] = {}
     text = path.read_bytes()
     for n, raw in enumerate(text.splitlines(), 1):
         line = decode_line(raw)
@@ -163,12 +162,26 @@ def read_meta(path: pathlib.Path, skips: collections.Counter | None = None) -> d
                        f"{len(fields)} fields")
                 continue
             fields = [m[1], m[2], m[3], m[4]]
-        title, url, genres, colour = fields
-        out[normalise_movie(title)] = {
-            "title": title,
-            "imdb": url,
-            "genres": [g.strip() for g in genres.split(",") if g.strip()],
-            "colour": colour.lower(),
+        try:
+            row = check(schema.MetaLine, dict(zip(("title", "url", "genres", "colour"), fields)),
+                        "malformed_meta_line")
+        except Invalid as e:
+            record(skips, e.reason, path, f"{path}:{n}", str(e))
+            continue
+        key = normalise_movie(row.title)
+        if key in lines:
+            if lines[key]:
+                record(skips, "duplicate_meta_line", path, f"{path}:{lines[key]}", row.title)
+            record(skips, "duplicate_meta_line", path, f"{path}:{n}", row.title)
+            lines[key] = 0
+            out.pop(key, None)
+            continue
+        lines[key] = n
+        out[key] = {
+            "title": row.title,
+            "imdb": row.url,
+            "genres": [g.strip() for g in row.genres.split(",") if g.strip()],
+            "colour": row.colour,
         }
     return out
 

@@ -22,7 +22,6 @@ fails with `SchemaError` naming the file and the key path where the data stops m
 from __future__ import annotations
 
 import collections
-import json
 import pathlib
 import re
 from typing import Any
@@ -30,7 +29,8 @@ from typing import Any
 import numpy as np
 
 from tfds_builders import common
-from tfds_builders.sc2st import candidates, keyframes, lsmdc, text
+from tfds_builders import schema as S
+from tfds_builders.sc2st import candidates, keyframes, lsmdc, schema, text
 from tfds_builders.sc2st.examples import Pair, check_dim, make_example
 from tfds_builders.sc2st.skips import record
 
@@ -47,14 +47,21 @@ class SchemaError(ValueError):
     """A released file whose layout is not one of the accepted shapes (names file and key)."""
 
 
-def load_json(path: pathlib.Path) -> Any:
+def load_json(path: pathlib.Path, whole: bool = True) -> Any:
+    """The file's JSON; a SchemaError naming it when it is missing or unreadable, or (with
+    `whole`) naming the key path of a key given twice. Without `whole` a repeated key is left
+    as `tfds_builders.schema.Duplicate` for the reader to refuse its story alone."""
+    if not path.is_file():
+        raise SchemaError(f"{path}: no such file")
     try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except FileNotFoundError:
-        raise SchemaError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError, ValueError) as e:
-        raise SchemaError(f"{path}: not readable JSON ({str(e).splitlines()[0]})") from None
+        data = S.load_json(path)
+    except S.Unreadable as e:
+        raise SchemaError(f"{path}: not readable JSON ({S.detail(e)})") from None
+    dup = S.find_duplicate(data) if whole else None
+    if dup is not None:
+        raise SchemaError(f"{path}: {dup}: key given more than once (which value is meant is "
+                          "unknown)")
+    return data
 
 
 def parse_id(i: Any, where: str) -> tuple[int, int, int | None]:
@@ -132,6 +139,14 @@ def _story(v: Any, where: str, length: int) -> dict:
 class WrongLength(SchemaError):
     """A story with other than `length` items (counted and skipped when `skips` is given)."""
 
+    reason = "wrong_length_story"
+
+
+class DuplicateKey(SchemaError):
+    """A story holding a key given twice (counted and skipped when `skips` is given)."""
+
+    reason = S.DUPLICATE_KEY
+
 
 def read_stories(path: pathlib.Path, length: int = 10,
                  skips: collections.Counter | None = None) -> list[dict]:
@@ -139,9 +154,12 @@ def read_stories(path: pathlib.Path, length: int = 10,
 
     A story with fewer (or more) than `length` items raises `WrongLength`, or, given
     `skips`, is counted as `wrong_length_story` under this file and left out."""
-    data = load_json(path)
+    data = load_json(path, whole=False)
     where = str(path)
     if isinstance(data, dict):
+        dup = next((k for k, v in data.items() if isinstance(v, S.Duplicate)), None)
+        if dup is not None and dup in STORY_KEYS:
+            raise SchemaError(f"{where}: {dup}: key given more than once")
         k = _first(data, STORY_KEYS)
         if k is not None and isinstance(data[k], list | dict):
             data, where = data[k], f"{where}:{k}"
@@ -154,11 +172,15 @@ def read_stories(path: pathlib.Path, length: int = 10,
     out = []
     for k, x, w in entries:
         try:
+            dup = S.find_duplicate(x, w)
+            if dup is not None:
+                raise DuplicateKey(f"{dup}: key given more than once (which value is meant "
+                                   "is unknown)")
             out.append(dict(_story(x, w, length), key=k))
-        except WrongLength as e:
+        except (WrongLength, DuplicateKey) as e:
             if skips is None:
                 raise
-            record(skips, "wrong_length_story", path, w, str(e))
+            record(skips, e.reason, path, w, str(e))
     return out
 
 
@@ -180,17 +202,19 @@ def read_id_map(path: pathlib.Path, values: str) -> dict[str, list]:
 
 
 def read_lsmdc_index(path: pathlib.Path) -> dict[tuple[int, int], tuple[str, str]]:
-    """`lsmdc.json` -> {(movie index, clip index): (movie folder, clip folder)}."""
+    """`lsmdc.json` -> {(movie index, clip index): (movie folder, clip folder)}
+    (`schema.I2nEntry` each; a SchemaError naming the key path where it stops matching)."""
     data = load_json(path)
     if not isinstance(data, dict) or not isinstance(data.get("i2n"), dict):
         raise SchemaError(f"{path}: needs an object with key 'i2n'")
     out = {}
     for m, v in data["i2n"].items():
-        if not (isinstance(v, list) and len(v) == 2 and isinstance(v[0], str)
-                and isinstance(v[1], dict)):
-            raise SchemaError(f"{path}: i2n[{m!r}] must be [movie name, {{clip index: clip}}]")
-        for c, name in v[1].items():
-            out[(int(m), int(c))] = (v[0], str(name))
+        try:
+            movie, clips = S.check(schema.I2nEntry, [m, v], "bad_index")[1]
+        except S.Invalid as e:
+            raise SchemaError(f"{path}: i2n[{m!r}] must be [movie name, {{clip index: clip}}] "
+                              f"with digit indices ({e})") from None
+        out.update({(int(m), int(c)): (movie, name) for c, name in clips.items()})
     return out
 
 

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import tensorflow_datasets as tfds
 
-from tfds_builders import common
+from tfds_builders import arrays, common
 from tfds_builders.sc2st import candidates, extras, keyframes, lsmdc, story, text
 from tfds_builders.sc2st.examples import Pair, check_dim, make_example
 from tfds_builders.sc2st.skips import Skips, record
@@ -104,12 +104,10 @@ def _clip_frames(root: pathlib.Path, clip: lsmdc.Clip, scorer: keyframes.Embedde
     npy = root / "features" / clip.movie / f"{clip.clip_id}.npy"
     if npy.is_file():
         try:
-            feats = np.load(npy).astype(np.float32)
-        except (OSError, ValueError) as e:
-            return None, [], ("bad_frame", npy, str(e))
-        if feats.ndim != 2 or feats.shape[0] == 0 or feats.shape[1] != dim:
-            return None, [], ("feature_dim_mismatch", npy,
-                              f"shape {feats.shape}, need [frames, {dim}]")
+            feats = arrays.load(npy, (None, dim)).astype(np.float32)
+        except arrays.ArrayError as e:  # not an array, not real, not finite: bad_frame
+            return None, [], ("feature_dim_mismatch" if e.kind == "shape" else "bad_frame",
+                              npy, e.detail)
         rel = str(npy.relative_to(root))
         return keyframes.normalise(feats), [f"{rel}#{k}" for k in range(len(feats))], ()
     return None, [], ("no_frames", frame_dir, f"no <k>.jpg there and no {npy.name}")

@@ -14,8 +14,9 @@ import os
 from tfds_builders import common
 
 
-class Skips(collections.Counter):
-    """reason -> count, with `by_file`: file -> Counter(reason -> count)."""
+class Skips(common.Counts):
+    """reason -> count (the first inputs named, `common.Counts`), with `by_file`: file ->
+    Counter(reason -> count)."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)

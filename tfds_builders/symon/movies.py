@@ -15,19 +15,22 @@ movie is unknown) and `movie_source`, the first of:
 Counted in the build summary: `movie_source:<source>` per video; bad input, each named in
 a warning (the first few and the total when many): `movies_tsv:bad_line`,
 `movies_tsv:unknown_video` (a line naming a video that is not in the release),
-`info_json:bad_json`, `info_json:no_title`, `movie:title_normalises_to_nothing` (a title
-or movie line that is only channel names and recap tags, e.g. "Movie Recap").
+`info_json:bad_json`, `info_json:bad_field` (a title or description that is not a string),
+`info_json:duplicate_key`, `info_json:no_title`, `description:unreadable` (not UTF-8),
+`movie:title_normalises_to_nothing` (a title or movie line that is only channel names and
+recap tags, e.g. "Movie Recap").
 """
 
 from __future__ import annotations
 
 import collections
-import json
 import logging
 import pathlib
 import re
 
+from tfds_builders.schema import Invalid, Unreadable, check, first_line, load_json, read_text
 from tfds_builders.symon import titles
+from tfds_builders.symon.schema import InfoJson
 
 log = logging.getLogger(__name__)
 SOURCES = ("movies.tsv", "info.json", "description", "narration")
@@ -48,7 +51,7 @@ def read_movies_tsv(path: pathlib.Path, ids: set[str], skips: collections.Counte
                     ) -> dict[str, str]:
     """`<video_id>\\t<movie>` lines (blank and `#` lines ignored) of the videos in `ids`."""
     out, bad, unknown = {}, [], []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for n, line in enumerate(read_text(path).splitlines(), 1):
         line = line.strip()
         if not line or line.startswith("#"):
             continue
@@ -71,30 +74,42 @@ def _movie_line(text: str) -> str:
     return m.group(1) if m else ""
 
 
+def _info_json(path: pathlib.Path, problems: dict[str, list[str]]) -> InfoJson | None:
+    """The `schema.InfoJson` of a yt-dlp info file, or None with the problem named:
+    `info_json:bad_json` (not a JSON object), `info_json:bad_field` (a title or description
+    that is not a string), `info_json:duplicate_key`."""
+    try:
+        return check(InfoJson, load_json(path), "bad_field")
+    except Unreadable as e:
+        problems["info_json:bad_json"].append(first_line(e)[:120])
+    except Invalid as e:
+        reason = "bad_json" if not e.where else e.reason
+        problems[f"info_json:{reason}"].append(f"{path} ({str(e)[:80]})")
+    return None
+
+
 def from_download(root: pathlib.Path, vid: str, problems: dict[str, list[str]]
                   ) -> tuple[str, str, str]:
     """(movie_id, movie_key, source) from yt-dlp's files in `root/info/`, or ("", "", "")."""
     info = root / "info" / f"{vid}.info.json"
     candidates: list[tuple[str, str, str]] = []  # (text, source, what)
     if info.is_file():
-        try:
-            meta = json.loads(info.read_text(encoding="utf-8"))
-            if not isinstance(meta, dict):
-                raise ValueError("not a JSON object")
-        except (OSError, UnicodeDecodeError, ValueError) as e:
-            problems["info_json:bad_json"].append(f"{info} ({str(e).splitlines()[0][:60]})")
-            meta = {}
-        line = _movie_line(str(meta.get("description") or ""))
+        meta = _info_json(info, problems)
+        line = _movie_line(meta.description or "") if meta else ""
         if line:
             candidates.append((line, "info.json", f"{info} description"))
-        title = str(meta.get("title") or "").strip()
+        title = (meta.title or "").strip() if meta else ""
         if title:
             candidates.append((title, "info.json", f"{info} title"))
         elif meta:
             problems["info_json:no_title"].append(str(info))
     desc = root / "info" / f"{vid}.description"
     if desc.is_file():
-        line = _movie_line(desc.read_text(encoding="utf-8", errors="replace"))
+        try:
+            line = _movie_line(read_text(desc))
+        except Unreadable as e:
+            problems["description:unreadable"].append(first_line(e)[:120])
+            line = ""
         if line:
             candidates.append((line, "description", str(desc)))
     for text, source, what in candidates:

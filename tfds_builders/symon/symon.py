@@ -21,13 +21,16 @@ from collections.abc import Iterator
 import numpy as np
 import tensorflow_datasets as tfds
 
-from tfds_builders import common
-from tfds_builders.symon import movies, narration, vtt
+from tfds_builders import arrays, common
+from tfds_builders.schema import Invalid, Unreadable, detail, read_text
+from tfds_builders.symon import movies, narration, schema, vtt
 
 VERSION = tfds.core.Version("1.2.0")
 SPLITS = (("train", 0.8), ("val", 0.1), ("test", 0.1))
 _URL_ID = re.compile(r"(?:[?&]v=|youtu\.be/)([A-Za-z0-9_-]{11,})")
 _SHOWN = 5  # unusable videos named in the summary line
+FEATURE_REASONS = {"unreadable": "video:bad_features", "dtype": "video:bad_features",
+                   "shape": "video:feature_dim_mismatch", "nonfinite": "video:nonfinite_features"}
 log = logging.getLogger(__name__)
 
 MANUAL_DOWNLOAD_INSTRUCTIONS = """\
@@ -80,8 +83,9 @@ def check_manual_dir(manual_dir: os.PathLike | str | None, config: str = "text_o
 
 
 def read_url_ids(path: pathlib.Path, skips: collections.Counter) -> list[str]:
+    """Video ids of url.txt (a file that is not UTF-8 text: one line, `schema.Unreadable`)."""
     ids = []
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for line in read_text(path).splitlines():
         if not line.strip():
             continue
         m = _URL_ID.search(line)
@@ -95,7 +99,7 @@ def read_url_ids(path: pathlib.Path, skips: collections.Counter) -> list[str]:
 def read_asr_labels(path: pathlib.Path, skips: collections.Counter) -> dict[str, int]:
     """`Video_id Is_ASR` then `<id> Yes|No` lines -> {id: 1|0}."""
     out = {}
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for n, line in enumerate(read_text(path).splitlines(), 1):
         parts = line.split()
         if not parts or (n == 1 and parts[0].lower() == "video_id"):
             continue
@@ -119,19 +123,17 @@ def detect_cuts(feats: np.ndarray, fps: float, cut_min: float, cut_mads: float) 
 
 
 def read_cuts(path: pathlib.Path, skips: collections.Counter) -> np.ndarray:
+    """Cut times (seconds, sorted, unique) of a cuts file; a line that is not a
+    `schema.cut_seconds` is `cuts:bad_line` (`schema.Unreadable` if the file is not text)."""
     vals = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for n, line in enumerate(read_text(path).splitlines(), 1):
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         try:
-            v = float(line.split()[0])
-        except ValueError:
-            common.record_skip(skips, "cuts:bad_line", f"{path}:{n}", line.strip()[:80])
-            continue
-        if not np.isfinite(v) or v < 0:
-            common.record_skip(skips, "cuts:bad_line", f"{path}:{n}", line.strip()[:80])
-            continue
-        vals.append(v)
+            vals.append(schema.cut_seconds(line.split()[0]))
+        except Invalid as e:
+            common.record_skip(skips, "cuts:bad_line", f"{path}:{n}",
+                               f"{e.message}: {line.strip()[:80]}")
     return np.asarray(sorted(set(vals)), np.float32)
 
 
@@ -166,13 +168,17 @@ def load_video(root: pathlib.Path, vid: str, cfg: SymonConfig, asr: dict[str, in
     if path is None:
         return unusable("video:missing_vtt", root / "timestamped_text" / f"{vid}.en.vtt")
     try:
-        words = vtt.parse(path.read_text(encoding="utf-8"), skips)
-    except (UnicodeDecodeError, ValueError) as e:
-        return unusable("video:bad_vtt", path, str(e))
+        words = vtt.parse(read_text(path), skips)
+    except (Unreadable, ValueError) as e:
+        return unusable("video:bad_vtt", path, detail(e))
     pre_path = root / "preprocessed_text" / f"{vid}.txt"
     pre = None
     if pre_path.is_file():
-        pre, n_escaped = narration.unescape_bytes(pre_path.read_text(encoding="utf-8"))
+        try:
+            text = read_text(pre_path)
+        except Unreadable as e:
+            return unusable("video:bad_preprocessed_text", pre_path, detail(e))
+        pre, n_escaped = narration.unescape_bytes(text)
         if n_escaped:
             skips["text:escaped_utf8_bytes"] += 1  # decoded, counted once per file
     else:
@@ -187,19 +193,14 @@ def load_video(root: pathlib.Path, vid: str, cfg: SymonConfig, asr: dict[str, in
         fpath = root / "features" / f"{vid}.npy"
         if not fpath.is_file():
             return unusable("video:missing_features", fpath)
-        try:
-            feats = np.load(fpath, allow_pickle=False)
-        except (OSError, ValueError) as e:
-            return unusable("video:bad_features", fpath, str(e).splitlines()[0])
         want = cfg.feature_dim or width.get("dim", 0)
-        if feats.ndim != 2 or (want and feats.shape[1] != want):
-            return unusable("video:feature_dim_mismatch", fpath,
-                            f"shape {feats.shape}, expected [T, {want}]"
-                            + (f" (set by {width['file']})" if "file" in width else ""))
+        try:
+            feats = arrays.load(fpath, (None, want or None), store=np.float16)
+        except arrays.ArrayError as e:
+            return unusable(FEATURE_REASONS[e.kind], fpath, e.detail + (
+                f" (width set by {width['file']})" if "file" in width else ""))
         if not want:
             width.update(dim=int(feats.shape[1]), file=str(fpath))
-        if not np.isfinite(feats).all():
-            return unusable("video:nonfinite_features", fpath)
         if len(feats) / cfg.fps + 1.0 / cfg.fps < spans_to:
             return unusable("video:features_too_short", fpath,
                             f"{len(feats) / cfg.fps:.1f} s of features, narration to "
@@ -209,7 +210,10 @@ def load_video(root: pathlib.Path, vid: str, cfg: SymonConfig, asr: dict[str, in
         duration = max(spans_to, words[-1].end if words else 0.0)
     cut_path = root / "cuts" / f"{vid}.txt"
     if cut_path.is_file():
-        cuts = read_cuts(cut_path, skips)
+        try:
+            cuts = read_cuts(cut_path, skips)
+        except Unreadable as e:
+            return unusable("video:bad_cuts", cut_path, detail(e))
         if len(cuts) and cuts[-1] > duration:
             common.record_skip(skips, "cuts:beyond_video", cut_path,
                                f"{int((cuts > duration).sum())} cut(s) after the video's "
@@ -399,7 +403,7 @@ class Symon(common.SummaryBuilder, tfds.core.GeneratorBasedBuilder):
                                            sizes=cfg.sizes, seed=cfg.seed)
         else:
             root = check_manual_dir(dl_manager._manual_dir, cfg.name)  # noqa: SLF001
-        self.skips = collections.Counter()
+        self.skips = common.Counts()  # names the first inputs behind each count
         videos = scan(root, cfg, self.skips)
         return {name: self._generate_examples([v for v in videos if v["split"] == name])
                 for name, _ in SPLITS if any(v["split"] == name for v in videos)}

@@ -18,8 +18,9 @@ cue by character offset. A word ends where the next word starts (the last word
 of a cue at the cue end), but lasts at most 1.5 s (tags give only start times; a
 pause after a sentence's last word is not part of the sentence).
 
-Malformed cues are skipped with a reason (`bad_timing`, `end_before_start`,
-`bad_word_timing`: tag times decreasing or outside the cue by > 1 s);
+Malformed cues are skipped with a reason (`bad_timing`: no timing line, or a time whose
+minutes or seconds pass 59 or that lies beyond a day (`schema.py`); `end_before_start`,
+`bad_word_timing`: tag times out of range, decreasing or outside the cue by > 1 s);
 NOTE/STYLE/REGION blocks are ignored.
 """
 
@@ -29,6 +30,9 @@ import collections
 import dataclasses
 import html
 import re
+
+from tfds_builders.schema import Invalid
+from tfds_builders.symon import schema
 
 _TIME = r"(?:(\d+):)?(\d{1,2}):(\d{2})[.,](\d{3})"
 _TIMING = re.compile(rf"^\s*{_TIME}\s*-->\s*{_TIME}(?:\s+.*)?$")
@@ -46,23 +50,23 @@ class Word:
 
 
 def parse_time(text: str) -> float:
-    """`HH:MM:SS.mmm` or `MM:SS.mmm` -> seconds."""
-    parts = re.split(r"[:.,]", text)
-    nums = [int(p) for p in parts]
-    if len(nums) == 3:
-        nums = [0, *nums]
-    h, m, s, ms = nums
-    return 3600 * h + 60 * m + s + ms / 1000
+    """`HH:MM:SS.mmm` or `MM:SS.mmm` -> seconds (`schema.Clock`: minutes and seconds below 60,
+    at most a day; `tfds_builders.schema.Invalid` otherwise)."""
+    nums = re.split(r"[:.,]", text)
+    return schema.clock(tuple([None, *nums] if len(nums) == 3 else nums), "cue:bad_word_timing")
 
 
 def _timing(line: str) -> tuple[float, float] | None:
+    """(start, end) of a cue timing line; None when it is malformed or a time is out of
+    range (minutes or seconds past 59, longer than a day)."""
     m = _TIMING.match(line)
     if not m:
         return None
     g = m.groups()
-    start = 3600 * int(g[0] or 0) + 60 * int(g[1]) + int(g[2]) + int(g[3]) / 1000
-    end = 3600 * int(g[4] or 0) + 60 * int(g[5]) + int(g[6]) + int(g[7]) / 1000
-    return start, end
+    try:
+        return schema.clock(g[:4], "cue:bad_timing"), schema.clock(g[4:], "cue:bad_timing")
+    except Invalid:
+        return None
 
 
 def _clean(text: str) -> str:
@@ -72,7 +76,10 @@ def _clean(text: str) -> str:
 def _tagged_words(line: str, start: float, end: float) -> list[Word] | None:
     """Words of a line with timing tags; None if the tag times are inconsistent."""
     pieces = _TAG_TIME.split(line)  # [text, time, text, time, text, ...]
-    times = [start] + [parse_time(t) for t in pieces[1::2]]
+    try:
+        times = [start] + [parse_time(t) for t in pieces[1::2]]
+    except Invalid:  # a tag time out of range
+        return None
     if any(b < a for a, b in zip(times, times[1:])) or any(
             t < start - TOLERANCE or t > end + TOLERANCE for t in times):
         return None

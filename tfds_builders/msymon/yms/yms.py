@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import tensorflow_datasets as tfds
 
-from tfds_builders import common
+from tfds_builders import common, schema
 from tfds_builders.msymon import parse
 
 VERSION = tfds.core.Version("1.0.0")
@@ -51,14 +51,19 @@ def builder_config(text: str, features: bool, dim: int = 512, fps: float = 1.0) 
                      fps=fps)
 
 
-def seconds(h: str, m: str, s: str, ms: str) -> float:
-    return int(h) * 3600 + int(m) * 60 + int(s) + int(ms.ljust(3, "0")) / 1000
+def seconds(h: str, m: str, s: str, ms: str, reason: str = "malformed_annotation_line"
+            ) -> float:
+    """`hh.mm.ss.mmm` fields (digit strings) as seconds, checked as a `schema.Clock`
+    (minutes and seconds below 60, at most a day); `schema.Invalid(reason)` otherwise."""
+    return schema.clock(reason, hours=int(h), minutes=int(m), seconds=int(s),
+                        fraction=int(ms.ljust(3, "0")) / 1000)
 
 
 def read_split(path: pathlib.Path, counts: collections.Counter | None = None) -> list[str]:
-    """Video ids of a split file; `#` starts a comment (whole-line or trailing)."""
+    """Video ids of a split file; `#` starts a comment (whole-line or trailing). A file that
+    is not UTF-8 text stops the build with one line naming it (`schema.Unreadable`)."""
     out = []
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for line in schema.read_text(path).splitlines():
         if "#" in line and counts is not None:
             counts["kept_split_comment_lines"] += 1
         line = line.split("#", 1)[0].strip()
@@ -70,8 +75,9 @@ def read_split(path: pathlib.Path, counts: collections.Counter | None = None) ->
 def _matches(path: pathlib.Path, pattern: re.Pattern, reason: str,
              counts: collections.Counter) -> Iterator[tuple[str, re.Match]]:
     """("<path>:<line no>", match) of every non-blank line of `path`; a line that does not
-    match `pattern` is counted under `reason`."""
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    match `pattern` is counted under `reason` (a file that is not UTF-8 text is one line,
+    `schema.Unreadable`)."""
+    for n, line in enumerate(schema.read_text(path).splitlines(), 1):
         if not line.strip():
             continue
         m = pattern.match(line)
@@ -82,11 +88,16 @@ def _matches(path: pathlib.Path, pattern: re.Pattern, reason: str,
 
 
 def read_annotations(path: pathlib.Path, counts: collections.Counter) -> dict[str, dict]:
-    """{video id: {sentences, begin, end, matched, last}} from an annotations_*.txt file."""
+    """{video id: {sentences, begin, end, matched, last}} from an annotations_*.txt file; a
+    line whose times are out of range is `malformed_annotation_line`."""
     videos: dict[str, dict] = {}
     for where, m in _matches(path, _LINE, "malformed_annotation_line", counts):
         vid, t = m.group(1), m.group(10)
-        b, e = seconds(*m.group(2, 3, 4, 5)), seconds(*m.group(6, 7, 8, 9))
+        try:
+            b, e = seconds(*m.group(2, 3, 4, 5)), seconds(*m.group(6, 7, 8, 9))
+        except schema.Invalid as err:
+            common.record_skip(counts, err.reason, where, f"{err}; {m.string[:60]}")
+            continue
         v = videos.setdefault(vid, {"sentences": [], "begin": [], "end": [], "matched": [],
                                     "last": 0.0})
         v["last"] = max(v["last"], e)
@@ -114,7 +125,12 @@ def read_clips(path: pathlib.Path, counts: collections.Counter) -> dict[str, np.
     """{video id: [C, 2] sorted clip (begin, end) seconds} from clip_segmentation.txt."""
     clips: dict[str, list] = collections.defaultdict(list)
     for where, m in _matches(path, _CLIP, "malformed_clip_line", counts):
-        b, e = seconds(*m.group(2, 3, 4, 5)), seconds(*m.group(6, 7, 8, 9))
+        try:
+            b = seconds(*m.group(2, 3, 4, 5), reason="malformed_clip_line")
+            e = seconds(*m.group(6, 7, 8, 9), reason="malformed_clip_line")
+        except schema.Invalid as err:
+            common.record_skip(counts, err.reason, where, f"{err}; {m.string[:60]}")
+            continue
         if e <= b:
             common.record_skip(counts, "empty_clip", where, m.string[:60])
             continue
@@ -216,7 +232,7 @@ class Yms(common.SummaryBuilder, tfds.core.GeneratorBasedBuilder):
     def _split_generators(self, dl_manager: tfds.download.DownloadManager) -> dict:
         cfg: YmsConfig = self.builder_config
         root = check_manual_dir(dl_manager._manual_dir, cfg.text)  # noqa: SLF001
-        self.skips = collections.Counter()
+        self.skips = common.Counts()  # names the first inputs behind each count
         videos = scan(root, cfg, self.skips)
         if not videos:
             raise common.ManualDirError(f"{root}: no usable video in any split")

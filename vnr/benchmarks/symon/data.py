@@ -225,9 +225,12 @@ def title_key(title: str) -> str:
 
 def read_movie_list(path: str) -> list[tuple[str, str]]:
     """(title, movie key) per line of a movie list: YMS `movie_list.txt` (`<id>\\t<YouTube
-    title>`) or one title per line; titles that normalise to nothing are logged by name."""
+    title>`) or one title per line; titles that normalise to nothing are logged by name. A
+    file that is not UTF-8 text is one line naming it (`tfds_builders.schema.Unreadable`)."""
+    from tfds_builders.schema import read_text
+
     out = []
-    for line in open(path, encoding="utf-8").read().splitlines():
+    for line in read_text(path).splitlines():
         title = line.split("\t", 1)[-1].strip()
         if title:
             out.append((title, title_key(title)))
