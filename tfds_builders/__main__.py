@@ -31,7 +31,7 @@ from typing import Any
 
 import tensorflow_datasets as tfds
 
-from tfds_builders import common, fingerprint
+from tfds_builders import common, fingerprint, progress
 
 
 def find_builder(name: str) -> type:
@@ -108,7 +108,7 @@ def build(
         raise common.ManualDirError(f"manual_dir {manual_dir} does not exist")
     builder = (cls(config=config, data_dir=data_dir, **extra) if configs
                else cls(data_dir=data_dir, **extra))
-    reused = builder.is_prepared() and not overwrite
+    reused = progress.is_built(builder) and not overwrite
     if reused:  # only if built from this source (a SourceChanged line otherwise)
         fingerprint.check(builder, manual_dir)
     mode = (
