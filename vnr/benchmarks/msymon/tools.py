@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from vnr import evaluate, train
+from vnr import evaluate, progress, train
 from vnr.benchmarks.msymon import alignment, data, table3
 from vnr.reports import results
 
@@ -123,7 +123,9 @@ def punctuate(config: Any, src: pathlib.Path, lang: str, out: pathlib.Path | Non
     counts = {"files": 0, "sentences": 0, "bad_subtitles": 0}
     dest = (out or src) / "subtitles" / lang
     dest.mkdir(parents=True, exist_ok=True)
-    for path in sorted((src / "subtitles" / lang).glob("*.json")):
+    files, every = sorted((src / "subtitles" / lang).glob("*.json")), progress.Every()
+    for i, path in enumerate(files):
+        every.tick(f"punctuate {lang}: {i} of {len(files)} files")
         try:
             subs = json.loads(path.read_text(encoding="utf-8"))
             texts = [str(e["text"]) for e in subs]
@@ -136,6 +138,8 @@ def punctuate(config: Any, src: pathlib.Path, lang: str, out: pathlib.Path | Non
             subs, new, strict=True)], ensure_ascii=False, indent=0), encoding="utf-8")
         counts["files"] += 1
         counts["sentences"] += len(new)
+    progress.say(f"punctuate {lang}: {counts['files']} files, {counts['sentences']} sentences "
+                 f"in {every.took()}")
     return counts
 
 

@@ -33,6 +33,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tfds_builders.msymon.parse import LANGUAGES, SPLITS
+from vnr import progress
 
 Translator = Callable[[list[str]], list[str]]
 
@@ -99,7 +100,10 @@ def translate_release(src: pathlib.Path, out: pathlib.Path,
     """Every non-English file of `src` translated into `out` (module docstring); counts."""
     counts: collections.Counter = collections.Counter()
     for lang in LANGUAGES:
-        for kind, path in _files(src, lang):
+        files, every = _files(src, lang), progress.Every()
+        before = counts.copy()
+        for i, (kind, path) in enumerate(files):
+            every.tick(f"translate {lang}: {i} of {len(files)} files")
             dest = out / path.relative_to(src)
             dest.parent.mkdir(parents=True, exist_ok=True)
             try:
@@ -138,6 +142,12 @@ def translate_release(src: pathlib.Path, out: pathlib.Path,
                                        indent=0), encoding="utf-8")
             counts["translated_files"] += 1
             counts["translated_sentences"] += len(new)
+        if files:
+            done = counts - before
+            progress.say(f"translate {lang}: {len(files)} files ({done['translated_files']} "
+                         f"translated, {done['translated_sentences']} sentences; "
+                         f"{done['kept_existing']} kept, {done['copied_english']} copied) in "
+                         f"{every.took()}")
     if (src / "features").is_dir() and not (out / "features").exists():
         os.symlink((src / "features").resolve(), out / "features")
     if (src / "movies.json").is_file():
