@@ -1,0 +1,66 @@
+"""`vnr.reports.plots.report`, the one way figures are written: an unwritable folder, a
+font without the text's characters or a failing drawing is one warning line, never the end
+of the run."""
+
+from __future__ import annotations
+
+import pathlib
+import warnings
+
+import pytest
+
+from vnr.reports import plots
+from vnr.reports.plots import plt
+
+
+def _figure(title: str = "clips") -> plt.Figure:
+    fig, ax = plt.subplots(figsize=(2, 1.5))
+    ax.plot([0, 1], [1, 0])
+    ax.set_title(title)
+    return fig
+
+
+def _warnings(err: str) -> list[str]:
+    return [line for line in err.splitlines() if line.startswith("warning: ")]
+
+
+def test_unwritable_folder_is_one_warning(tmp_path: pathlib.Path,
+                                          capfd: pytest.CaptureFixture) -> None:
+    blocked = tmp_path / "reports"
+    blocked.write_text("a file where the folder should be")
+    assert plots.report(blocked / "test_orders.png", _figure) is None
+    (line,) = _warnings(capfd.readouterr().err)
+    assert line.startswith(f"warning: report {blocked / 'test_orders.png'} not written: ")
+    assert plt.get_fignums() == []  # the figure was closed
+
+
+def test_failing_drawing_is_one_warning(tmp_path: pathlib.Path,
+                                        capfd: pytest.CaptureFixture) -> None:
+    def broken() -> plt.Figure:
+        raise IndexError("index 3 is out of bounds\nfor axis 0")
+
+    assert plots.report(tmp_path / "x.png", broken) is None
+    assert _warnings(capfd.readouterr().err) == [
+        f"warning: report {tmp_path / 'x.png'} not written: IndexError: index 3 is out of "
+        "bounds for axis 0"]
+
+
+def test_missing_font_is_one_warning_and_the_figure_is_written(
+        tmp_path: pathlib.Path, capfd: pytest.CaptureFixture,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(plots, "CJK_FONTS", ())  # as on a machine without a CJK font
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the glyph warnings are not passed on
+        out = plots.report(tmp_path / "r" / "test_narrations.png", _figure, "他走进房间 room")
+    assert out is not None and out.stat().st_size > 500
+    (line,) = _warnings(capfd.readouterr().err)
+    assert "no installed font has 5 of its characters" in line and "Noto Sans CJK" in line
+
+
+def test_other_warnings_of_a_drawing_are_passed_on(tmp_path: pathlib.Path) -> None:
+    def noisy() -> plt.Figure:
+        warnings.warn("a drawing's own warning", UserWarning, stacklevel=1)
+        return _figure()
+
+    with pytest.warns(UserWarning, match="a drawing's own warning"):
+        assert plots.report(tmp_path / "x.png", noisy) == tmp_path / "x.png"
