@@ -28,7 +28,7 @@ from vnr.reports.writer import read_jsonl  # noqa: E402
 CJK_FONTS = ("Noto Sans CJK SC", "Noto Sans SC", "Source Han Sans SC", "WenQuanYi Zen Hei",
              "WenQuanYi Micro Hei", "SimHei", "Microsoft YaHei", "PingFang SC",
              "Arial Unicode MS")
-_GLYPH = re.compile(r"Glyph \d+ \((.+)\) missing from font")
+_GLYPH = re.compile(r"Glyph (\d+) .*missing from font")
 
 
 def fonts() -> list[str]:
@@ -38,9 +38,11 @@ def fonts() -> list[str]:
 
 
 def save(fig: plt.Figure, out: str | pathlib.Path, dpi: int) -> pathlib.Path:
-    """Lays out, writes (creating the folder) and closes ``fig``; returns the path."""
+    """Lays out (tight, unless `fig` has its own layout engine), writes (creating the
+    folder) and closes ``fig``; returns the path."""
     try:
-        fig.tight_layout()
+        if fig.get_layout_engine() is None:
+            fig.tight_layout()
         out = pathlib.Path(out)
         out.parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(out, dpi=dpi)
@@ -66,12 +68,12 @@ def report(out: str | pathlib.Path, draw: Callable[..., plt.Figure], *args: Any,
         return None
     for w in caught:
         if m := _GLYPH.match(str(w.message)):
-            missing.append(m.group(1))
+            missing.append(chr(int(m.group(1))))
         else:  # not ours to drop: passed on
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     if missing:
         progress.say(f"warning: report {out}: no installed font has {len(set(missing))} of "
-                     f"its characters (e.g. {missing[0]}); they show as boxes (install a CJK "
+                     f"its characters (e.g. {missing[0]!r}); they show as boxes (install a CJK "
                      f"font, e.g. Noto Sans CJK, for Chinese text)")
     return path
 
