@@ -11,14 +11,10 @@ from vnr.benchmarks.movie101 import figures, mcn
 from vnr.reports import plots
 
 
-def test_highlight_and_wrap() -> None:
+def test_highlight() -> None:
     got = figures.highlight("Ann Lee meets Ann at the door", ["Ann", "Ann Lee", ""])
     assert got == [("Ann Lee", True), (" meets ", False), ("Ann", True),
                    (" at the door", False)]
-    lines = figures.wrap(got, 12)
-    assert ["".join(t for t, _ in line) for line in lines] == [
-        "Ann Lee meet", "s Ann at the", "door"]  # a continued line loses its leading space
-    assert lines[1] == [("s ", False), ("Ann", True), (" at the", False)]
     assert figures.highlight("王明走进房间。", ["王明"]) == [("王明", True), ("走进房间。", False)]
 
 

@@ -15,9 +15,9 @@ import dataclasses
 import textwrap
 from collections.abc import Sequence
 
-from matplotlib.layout_engine import PlaceHolderLayoutEngine
 from matplotlib.patches import Patch
 
+from vnr.reports import figures
 from vnr.reports.plots import plt
 
 TRUTH, PRED, WINDOW, HIT = "#2ca02c", "#ff7f0e", "0.85", "#b7e4b0"
@@ -83,50 +83,17 @@ class Narrated:
 
 def narrations(rows: Sequence[Narrated], title: str, width: int = 95) -> plt.Figure:
     """One block per clip: its name, REF and HYP lines with the highlighted names."""
-    lines: list[tuple[str, Pieces]] = []
+    head = {"family": "monospace", "color": "0.4"}
+    lines: list[list[figures.Piece]] = []
     for row in rows:
-        lines.append((row.clip, ()))
-        lines += [("REF", part) for part in wrap(row.ref, width)]
-        lines += [("HYP", part) for part in wrap(row.hyp, width) or [[("(empty)", False)]]]
-        lines.append(("", ()))
-    fig = plt.figure(figsize=(8, 0.5 + 0.2 * len(lines)))
-    fig.set_layout_engine(PlaceHolderLayoutEngine(False, False))  # placed by hand: no layout
-    ax = fig.add_axes((0, 0, 1, 1))
-    ax.axis("off")
-    step = 1 / (len(lines) + 2)
-    for i, (head, pieces) in enumerate(lines):
-        y = 1 - (i + 1.5) * step
-        if not pieces:  # a clip's name
-            ax.text(0.01, y, head, fontsize=7, weight="bold", va="center")
-            continue
-        anchor = ax.text(0.02, y, f"{head} ", fontsize=7, family="monospace", va="center",
-                         color="0.4")
-        for text, named in pieces:  # each piece starts where the last one ends
-            anchor = ax.annotate(text, xycoords=anchor, xy=(1, 0), va="bottom", fontsize=7,
-                                 color=NAME if named else "black",
-                                 weight="bold" if named else "normal")
-    ax.text(0.01, 1 - 0.5 * step, f"{title}   (names in red: written by the role pointer in "
-            "HYP, the cast's names in REF)", fontsize=7, va="center")
-    return fig
-
-
-def wrap(pieces: Pieces, width: int) -> list[Pieces]:
-    """Pieces cut into lines of at most `width` characters (a piece may be split)."""
-    lines: list[list[tuple[str, bool]]] = [[]]
-    used = 0
-    for text, named in pieces:
-        while text:
-            room = width - used
-            if room <= 0:
-                lines.append([])
-                used, room = 0, width
-            lines[-1].append((text[:room], named))
-            used += len(text[:room])
-            text = text[room:]
-    lines = [line for line in lines if line]
-    for line in lines[1:]:  # a continued line starts with its first word
-        line[0] = (line[0][0].lstrip(), line[0][1])
-    return lines
+        lines.append([(row.clip, {"weight": "bold"})])
+        for what, pieces in (("REF", row.ref), ("HYP", row.hyp)):
+            styled = [(t, {"color": NAME, "weight": "bold"} if named else {})
+                      for t, named in pieces] or [("(empty)", {"color": "0.4"})]
+            lines += [[(f"  {what} ", head), *part] for part in figures.wrap(styled, width)]
+        lines.append([])
+    return figures.text_lines(lines, f"{title}   (names in red: written by the role pointer "
+                              "in HYP, the cast's names in REF)")
 
 
 def highlight(text: str, names: Sequence[str]) -> Pieces:
