@@ -29,7 +29,7 @@ from typing import Any
 
 import jax
 import numpy as np
-from absl import app, flags
+from absl import app, flags, logging
 from flax import nnx
 
 from vnr import distributed, feature_cache, pretrained, progress, sharding
@@ -196,6 +196,8 @@ def build(config: Any, towers: Sequence[str] | None = None, splits: Sequence[str
 
 def main(argv: list[str]) -> None:
     del argv
+    if not FLAGS["verbosity"].present:
+        logging.set_verbosity(logging.WARNING)  # as the trainer: INFO lines drown progress
     try:
         distributed.initialize_from_flags()
         build(FLAGS.config, [t for t in FLAGS.towers.split(",") if t] or None,
@@ -206,8 +208,13 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
+    from ml_collections import config_flags
+
     from vnr.train import check_overrides, define_flags
 
+    # The trainer's --config, defined here so that --help names it with this tool's flags.
+    config_flags.DEFINE_config_file("config", None, "Config file: path.py[:arg] (the run's; "
+                                    "--config.key=value overrides it).", lock_config=True)
     define_flags()
     flags.mark_flag_as_required("config")
     check_overrides(sys.argv)

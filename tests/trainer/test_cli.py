@@ -65,3 +65,66 @@ def test_help_names_the_commands_and_flags(capsys: pytest.CaptureFixture) -> Non
     for flag in ("--data_dir: where it goes", "--k: how many", "--workdirs: runs",
                  "--[no]rebuild: build again"):
         assert flag in out, flag
+
+
+# Every tool's entry point: (module, the words before the flags, a flag its --help names).
+TOOLS = [
+    ("vnr.benchmarks.symon.tools", ["movie_keys"], "--movie_list"),
+    ("vnr.benchmarks.symon.analysis", ["coverage"], "--wikiplots"),
+    ("vnr.benchmarks.symon.order_mean", [], ""),
+    ("vnr.benchmarks.movie101.tools", ["two_stage"], "--global_workdir"),
+    ("vnr.benchmarks.msymon.tools", ["baseline"], "--builder_config"),
+    ("vnr.benchmarks.msymon.tools", ["evaluate"], "--init_from"),
+    ("vnr.benchmarks.msymon.tools", ["crosslingual"], "--workdirs"),
+    ("vnr.benchmarks.msymon.tools", ["table3_generate"], "--sizes"),
+    ("vnr.benchmarks.msymon.tools", ["table3"], "--finetune_set"),
+    ("vnr.benchmarks.msymon.tools", ["punctuate"], "--encoder"),
+    ("vnr.benchmarks.msymon.translate", [], "--src_code"),
+    ("vnr.benchmarks.msymon.subtitles", [], "--vtt_dir"),
+    ("vnr.benchmarks.moviepuzzle.length_report", [], "--by"),
+    ("vnr.reports.table", [], "--layout"),
+    ("tfds_builders.__main__", ["build"], "--manual_dir"),
+    *((f"launch.bench_{name}", [name], flag) for name, flag in (
+        ("contrastive", "--repeats"), ("decode", "--loop_examples"), ("dtw", "--quick"),
+        ("encoders", "--patch"), ("ordering", "--gap_batch"), ("retrieval", "--dense_sizes"),
+        ("sc2st", "--fusion"), ("scan", "--depths"))),
+]
+
+
+@pytest.mark.parametrize(("module", "words", "flag"), TOOLS,
+                         ids=[f"{m}:{' '.join(w)}" for m, w, _ in TOOLS])
+def test_every_tool_names_its_flags_and_refuses_unknown_ones(
+        module: str, words: list[str], flag: str, capsys: pytest.CaptureFixture) -> None:
+    import importlib
+
+    main = importlib.import_module(module).main
+
+    def run(argv: list[str]) -> int:
+        try:
+            return main(argv)
+        except SystemExit as e:
+            return e.code
+
+    assert run([*words, "--help"]) in (0, None)
+    out = capsys.readouterr().out
+    named = not flag or f"{flag}:" in out or f"--[no]{flag[2:]}:" in out  # a bool: --[no]x
+    assert "usage: " in out and "flags:" in out and named, out
+    assert run([*words, "--bogus_flag=1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and err.startswith("error: ") and "bogus_flag" in err, err
+
+
+@pytest.mark.parametrize("argv", [
+    ["vnr.benchmarks.msymon.tools", "crosslingual", "--bogus"],
+    ["launch.benchmark", "train", "--bogus"],  # a benchmark on absl's global FLAGS
+])
+def test_a_bad_flag_in_a_shell_is_one_line_and_exit_2(argv: list[str]) -> None:
+    import subprocess
+    import sys
+
+    from tests import ROOT
+
+    r = subprocess.run([sys.executable, "-m", *argv], cwd=ROOT, capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert r.stderr.strip().count("\n") == 0 and "Unknown command line flag 'bogus'" in r.stderr
