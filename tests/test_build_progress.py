@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import pathlib
+import time
 
 import pytest
 
@@ -20,7 +21,8 @@ def test_first_build_prints_a_line_per_split_and_reuse_prints_nothing(
     out, err = capfd.readouterr()
     assert "\r" not in out + err and "Unknown size" not in out + err
     assert "Downloading and preparing" not in out and "Variant folder" not in err
-    lines = err.splitlines()
+    beats = ("preparing its inputs (", ": writing ")  # the background lines, at any time
+    lines = [line for line in err.splitlines() if not any(b in line for b in beats)]
     assert lines[0] == f"building moviepuzzle/synthetic_tiny into {builder.data_dir}"
     for split, info in builder.info.splits.items():
         n = info.num_examples
@@ -31,6 +33,31 @@ def test_first_build_prints_a_line_per_split_and_reuse_prints_nothing(
                                 f"{len(builder.info.splits)} splits in ")
     moviepuzzle.prepare("synthetic_tiny", tmp_path)
     assert capfd.readouterr() == ("", "")
+
+
+def test_reading_inputs_and_writing_a_split_say_how_long_they_take(
+        capfd: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A builder that reads its inputs for a while, then a split that TFDS takes a while
+    to write: lines from the background thread, none after the build."""
+    monkeypatch.setattr(progress, "PROGRESS_SECONDS", 0.02)
+    lines = progress.BuildLines("d/c", "/data")
+
+    def split_generators(dl_manager: object) -> dict:
+        time.sleep(0.3)  # reading the inputs
+        return {"train": iter(range(3))}
+
+    generators = lines.counted(split_generators)(None)
+    examples = list(generators["train"])
+    time.sleep(0.3)  # TFDS shuffles and writes the split
+    lines.done()
+    err = capfd.readouterr().err
+    time.sleep(0.1)
+    assert capfd.readouterr().err == ""  # the thread stopped
+    assert examples == [0, 1, 2]
+    assert "  d/c: preparing its inputs (0." in err and "  train: writing 3 examples (0." in err
+    *_, split_line, total_line = err.splitlines()
+    assert split_line.startswith("  train: 3 examples in ")
+    assert total_line.startswith("built d/c: 3 examples in 1 splits in ")
 
 
 def test_tfds_banner_is_dropped_and_other_output_kept() -> None:

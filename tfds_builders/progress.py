@@ -2,7 +2,8 @@
 
 A build (the trainer's first use or `python -m tfds_builders build`) prints plain lines on
 stderr: one when it starts, one per split with its examples and time, one every
-`PROGRESS_SECONDS` while a long split is being generated, and one at the end:
+`PROGRESS_SECONDS` on a long build (reading the inputs, examples so far, writing a split),
+and one at the end:
 
     building moviepuzzle/synthetic_tiny into data/tfds/moviepuzzle/...
       train: 40 examples in 0.4 s
@@ -22,6 +23,7 @@ import io
 import os
 import re
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
@@ -32,9 +34,14 @@ PROGRESS_SECONDS = 30.0  # a split still being generated says how far it got thi
 INFO_FILE = "dataset_info.json"  # what TFDS writes last: a built dataset has it
 
 
+_SAYING = threading.Lock()  # the background thread's lines never split another's
+
+
 def say(message: str) -> None:
     """One line of a build on stderr (builders do not import vnr's `progress.say`)."""
-    print(message, file=sys.stderr, flush=True)
+    with _SAYING:
+        sys.stderr.write(message + "\n")
+        sys.stderr.flush()
 
 
 def took(seconds: float) -> str:
@@ -48,15 +55,17 @@ def took(seconds: float) -> str:
 
 class BuildLines:
     """The lines of one build: its start, one per split (examples and time, printed once
-    the split is written: TFDS writes a split before it starts the next), progress while a
-    long split is generated, and the total."""
+    the split is written: TFDS writes a split before it starts the next), progress every
+    `PROGRESS_SECONDS` (examples so far while a split is generated; from a background
+    thread while the builder reads its inputs or TFDS writes a split), and the total."""
 
     def __init__(self, name: str, where: str):
         self.name, self.where = name, where
         self.t0: float | None = None
         self.total = 0
         self.splits = 0
-        self.current: list[Any] | None = None  # [split, examples, start time]
+        self.current: list[Any] | None = None  # [split, examples, start, generated]
+        self._stop = threading.Event()
 
     def counted(self, split_generators: Callable[..., dict[str, Iterable]]
                 ) -> Callable[..., dict[str, Iterator]]:
@@ -67,6 +76,7 @@ class BuildLines:
         def counting(*args: Any, **kwargs: Any) -> dict[str, Iterator]:
             self.t0 = time.perf_counter()
             say(f"building {self.name} into {self.where}")
+            threading.Thread(target=self._beat, daemon=True, name="build lines").start()
             return {split: self._examples(split, examples) for split, examples in
                     split_generators(*args, **kwargs).items()}
 
@@ -75,22 +85,37 @@ class BuildLines:
     def _examples(self, split: str, examples: Iterable) -> Iterator:
         self._close()  # TFDS starts this split once the last one is written
         start = shown = time.perf_counter()
-        self.current = [split, 0, start]
+        self.current = [split, 0, start, False]
         for example in examples:
             yield example
             self.current[1] += 1
             if (now := time.perf_counter()) - shown >= PROGRESS_SECONDS:
                 say(f"  {split}: {self.current[1]} examples so far ({took(now - start)})")
                 shown = now
+        self.current[3] = True  # generated: TFDS shuffles and writes them now
+
+    def _beat(self) -> None:
+        """Progress outside the examples' loop: reading the inputs, writing a split."""
+        while not self._stop.wait(max(PROGRESS_SECONDS, 0.01)):
+            current, now = self.current, time.perf_counter()
+            if current is None:
+                say(f"  {self.name}: preparing its inputs ({took(now - self.t0)})")
+            elif current[3]:
+                say(f"  {current[0]}: writing {current[1]} examples ({took(now - current[2])})")
 
     def _close(self) -> None:
         if self.current is not None:
-            split, n, start = self.current
+            split, n, start, _ = self.current
             say(f"  {split}: {n} examples in {took(time.perf_counter() - start)}")
             self.total, self.splits, self.current = self.total + n, self.splits + 1, None
 
+    def stop(self) -> None:
+        """Ends the background lines (the build finished or failed)."""
+        self._stop.set()
+
     def done(self) -> None:
         """The last split's line and the total (nothing when nothing was generated)."""
+        self.stop()
         self._close()
         if self.t0 is not None:
             say(f"built {self.name}: {self.total} examples in {self.splits} splits in "
@@ -152,6 +177,7 @@ def build_lines(builder: Any) -> Iterator[None]:
         with quiet_tfds():
             yield
     finally:
+        lines.stop()
         del builder._split_generators  # noqa: SLF001
     lines.done()
 
