@@ -30,9 +30,13 @@ def test_unwritable_folder_is_one_warning(tmp_path: pathlib.Path,
     blocked = tmp_path / "reports"
     blocked.write_text("a file where the folder should be")
     assert plots.report(blocked / "test_orders.png", _figure) is None
-    (line,) = _warnings(capfd.readouterr().err)
+    assert plots.written(blocked / "test_clips.jsonl", "{}\n") is None
+    assert plots.report(blocked / "curves.png", _figure) is None
+    (line,) = _warnings(capfd.readouterr().err)  # the folder is named once
     assert line.startswith(f"warning: report {blocked / 'test_orders.png'} not written: ")
-    assert plt.get_fignums() == []  # the figure was closed
+    assert line.endswith(f"(nothing more is written to {blocked})")
+    assert plt.get_fignums() == []  # the figures were closed
+    assert plots.written(tmp_path / "r" / "t.txt", "REF 王\n").read_text("utf-8") == "REF 王\n"
 
 
 def test_failing_drawing_is_one_warning(tmp_path: pathlib.Path,

@@ -1,10 +1,10 @@
 """PNG reports: learning curves; `report`, the one way every figure is written.
 
-A figure is a report, never the point of a run: `report` draws and writes it so that an
-unwritable `reports/` folder, a font without some characters of the text (Chinese
-narrations on a machine without a CJK font) or a drawing that fails is one warning line
-on stderr, and the run goes on. CJK fonts that are installed are used for the characters
-DejaVu Sans lacks.
+A figure is a report, never the point of a run: `report` draws and writes it (`written`
+writes a report's text file) so that an unwritable `reports/` folder, a font without some
+characters of the text (Chinese narrations on a machine without a CJK font) or a drawing
+that fails is one warning line on stderr, and the run goes on. CJK fonts that are
+installed are used for the characters DejaVu Sans lacks.
 """
 
 from __future__ import annotations
@@ -51,9 +51,38 @@ def save(fig: plt.Figure, out: str | pathlib.Path, dpi: int) -> pathlib.Path:
     return out
 
 
+_UNWRITABLE: set[pathlib.Path] = set()  # report folders already warned about
+
+
+def _not_written(out: str | pathlib.Path, e: Exception) -> None:
+    """One warning line naming `out`; an unwritable folder (OSError) is named once, its
+    later reports skipped without a line."""
+    folder = pathlib.Path(out).parent
+    if isinstance(e, OSError):
+        if folder in _UNWRITABLE:
+            return
+        _UNWRITABLE.add(folder)
+    more = f" (nothing more is written to {folder})" if isinstance(e, OSError) else ""
+    progress.say(f"warning: report {out} not written: {type(e).__name__}: "
+                 f"{' '.join(str(e).split())}{more}")
+
+
+def written(out: str | pathlib.Path, text: str) -> pathlib.Path | None:
+    """`text` written to `out` (its folder made); None, after a warning (`_not_written`),
+    when it cannot be: a report's text file never ends the run either."""
+    out = pathlib.Path(out)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text, encoding="utf-8")
+    except OSError as e:
+        _not_written(out, e)
+        return None
+    return out
+
+
 def report(out: str | pathlib.Path, draw: Callable[..., plt.Figure], *args: Any,
            dpi: int = 100, **kwargs: Any) -> pathlib.Path | None:
-    """`draw(*args, **kwargs)` written to `out`; None, after one warning line naming `out`,
+    """`draw(*args, **kwargs)` written to `out`; None, after a warning (`_not_written`),
     when it cannot be (an unwritable folder, a drawing that fails). Characters no installed
     font has are one warning too (they show as boxes); the figure is still written."""
     missing: list[str] = []
@@ -63,8 +92,7 @@ def report(out: str | pathlib.Path, draw: Callable[..., plt.Figure], *args: Any,
             warnings.simplefilter("always")
             path = save(draw(*args, **kwargs), out, dpi)
     except Exception as e:  # noqa: BLE001 (a report never ends the run)
-        progress.say(f"warning: report {out} not written: {type(e).__name__}: "
-                     f"{' '.join(str(e).split())}")
+        _not_written(out, e)
         return None
     for w in caught:
         if m := _GLYPH.match(str(w.message)):

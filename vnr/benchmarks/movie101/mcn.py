@@ -205,10 +205,10 @@ def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.M
     metrics["narrations"] = float(len(hyps))
     metrics["left_out"] = float(sum(records.usable(d, split)[1].values()))
     if report_dir is not None:
-        path = report_dir / f"{split}_narrations.txt"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("\n".join(f"REF {r}\nHYP {h}\n" for h, r in list(zip(hyps, refs))[:20]),
-                        encoding="utf-8")
+        from vnr.reports import plots
+
+        plots.written(report_dir / f"{split}_narrations.txt", "\n".join(
+            f"REF {r}\nHYP {h}\n" for h, r in list(zip(hyps, refs))[:20]))
         narration_report(split, out, words, casts, report_dir)
     return metrics
 

@@ -50,8 +50,10 @@ def clip_rows(pred: np.ndarray, gt: np.ndarray, mask: np.ndarray, shot_id: np.nd
 
 
 def write_clips(path: pathlib.Path, rows: list[dict[str, Any]]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    """One JSON line per clip; an unwritable folder is one warning (`plots.written`)."""
+    from vnr.reports import plots
+
+    plots.written(path, "".join(json.dumps(r) + "\n" for r in rows))
 
 
 def by_value(rows: list[dict[str, Any]], key: str) -> dict[int, tuple[int, float, float]]:
