@@ -29,16 +29,16 @@ os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
                            + " --xla_force_host_platform_device_count=8").strip()
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
-import argparse  # noqa: E402
 import re  # noqa: E402
 
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
+from absl import flags  # noqa: E402
 from jax.sharding import NamedSharding  # noqa: E402
 from jax.sharding import PartitionSpec as P  # noqa: E402
 
 from launch.timing import wall_times  # noqa: E402
-from vnr import sharding  # noqa: E402
+from vnr import cli, sharding  # noqa: E402
 from vnr.ops import contrastive  # noqa: E402
 
 SIZES = (1024, 4096)
@@ -126,9 +126,9 @@ def run(batch: int, repeats: int, mesh) -> list[dict]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m launch.benchmark contrastive")
-    parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args((argv or [])[1:])
+    args = cli.parse((argv or [])[1:], "python -m launch.benchmark contrastive", __doc__,
+                     lambda fv: flags.DEFINE_integer("repeats", 3, "timed runs per entry",
+                                                     lower_bound=1, flag_values=fv))
     if jax.device_count() < 8:
         raise SystemExit(f"needs 8 devices, found {jax.device_count()} (jax imported before "
                          "XLA_FLAGS was set?)")

@@ -54,16 +54,18 @@ has to reach, which needs the device to run the 320-row step in about 2-4 ms.
 
 from __future__ import annotations
 
-import argparse
 import functools
 import os
 import time
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from absl import flags
 from flax import nnx
 
+from vnr import cli
 from vnr.benchmarks.movie101.narrator import RMN, rmn_step
 from vnr.ops.beam_decode import beam_search, gather_beams, set_beam, tile_beams
 
@@ -145,7 +147,7 @@ def flops(fn, *args) -> float:
     return float(ca.get("flops", 0.0))
 
 
-def run_size(name: str, size: tuple[int, ...], a: argparse.Namespace) -> dict:
+def run_size(name: str, size: tuple[int, ...], a: Any) -> dict:
     B, K, L, R = a.batch, a.beam, a.length, a.repeats
     model, ex = make(size, B, L)
     graph, params = nnx.split(model)
@@ -220,12 +222,12 @@ def run_size(name: str, size: tuple[int, ...], a: argparse.Namespace) -> dict:
                 cache_mb=cache_mb, f_step=f_step, f_step1=f_step1)
 
 
-def rates(r: dict, a: argparse.Namespace) -> tuple[float, float]:
+def rates(r: dict, a: Any) -> tuple[float, float]:
     """(ours, per-example loop) tokens/s of a `run_size` result."""
     return a.batch * a.length / r["t_ours"], r["n"] * a.length / r["t_loop"]
 
 
-def report(r: dict, a: argparse.Namespace) -> None:
+def report(r: dict, a: Any) -> None:
     B, L = a.batch, a.length
     w, layers, heads, mlp, vocab, roles, frames = r["size"]
     tps, loop_tps = rates(r, a)
@@ -255,22 +257,24 @@ def report(r: dict, a: argparse.Namespace) -> None:
           f"time: {r['t_ours'] / r['t_floor']:.2f}; best sequences identical: {r['same']}")
 
 
+def _flags(fv: flags.FlagValues) -> None:
+    flags.DEFINE_string("sizes", "small,mcn,large", f"comma-separated presets from "
+                        f"{sorted(SIZES)}", flag_values=fv)
+    for name, default, what in (("batch", 64, "examples per batch"), ("beam", 5, "beam width"),
+                                ("length", 80, "tokens decoded per example"),
+                                ("loop_examples", 8, "examples of the per-example loop"),
+                                ("repeats", 3, "timed runs")):
+        flags.DEFINE_integer(name, default, what, lower_bound=1, flag_values=fv)
+
+
 def main(argv: list[str]) -> None:
-    p = argparse.ArgumentParser(prog="python -m launch.benchmark decode")
-    p.add_argument("--sizes", default="small,mcn,large",
-                   help=f"comma-separated presets from {sorted(SIZES)}")
-    p.add_argument("--batch", type=int, default=64)
-    p.add_argument("--beam", type=int, default=5)
-    p.add_argument("--length", type=int, default=80)
-    p.add_argument("--loop_examples", type=int, default=8)
-    p.add_argument("--repeats", type=int, default=3)
-    a = p.parse_args(argv[1:])
+    a = cli.parse(argv[1:], "python -m launch.benchmark decode", __doc__, _flags)
     names = [s.strip() for s in a.sizes.split(",") if s.strip()]
     bad = [s for s in names if s not in SIZES]
     if bad or not names:
-        p.error(f"--sizes: unknown preset(s) {bad}; choose from {sorted(SIZES)}")
+        cli.fail(f"--sizes: unknown preset(s) {bad}; choose from {sorted(SIZES)}")
     if a.loop_examples > a.batch:
-        p.error(f"--loop_examples={a.loop_examples} must be <= --batch={a.batch}")
+        cli.fail(f"--loop_examples={a.loop_examples} must be <= --batch={a.batch}")
     print(f"jax {jax.__version__}, platform {jax.devices()[0].platform} "
           f"({jax.devices()[0].device_kind}), {jax.device_count()} device(s); decode: "
           f"early stop off, every example {a.length} tokens; load average "

@@ -20,14 +20,14 @@ slow references run once at (8, 1024, 1024).
 
 from __future__ import annotations
 
-import argparse
-
 import jax
 import jax.numpy as jnp
 import numpy as np
+from absl import flags
 
 from launch.timing import wall_times
 from tests.reference.drop_dtw import drop_dtw_batch
+from vnr import cli
 from vnr.ops.dtw import drop_dtw, pairwise_cost, soft_dtw
 
 SOFT_SIZES = [(64, 64, 64), (64, 256, 256), (8, 1024, 1024)]
@@ -203,10 +203,12 @@ def bench_drop(repeats: int) -> list[str]:
 
 def main(argv: list[str]) -> None:
     """Runs the benchmark; ``argv[0]`` is the benchmark name ("dtw")."""
-    parser = argparse.ArgumentParser(prog="python -m launch.benchmark dtw")
-    parser.add_argument("--repeats", type=int, default=5, help="timed runs per entry")
-    parser.add_argument("--quick", action="store_true", help="skip the (8, 1024, 1024) size")
-    args = parser.parse_args(argv[1:])
+    def define(fv: flags.FlagValues) -> None:
+        flags.DEFINE_integer("repeats", 5, "timed runs per entry", lower_bound=1,
+                             flag_values=fv)
+        flags.DEFINE_bool("quick", False, "skip the (8, 1024, 1024) size", flag_values=fv)
+
+    args = cli.parse(argv[1:], "python -m launch.benchmark dtw", __doc__, define)
     sizes = SOFT_SIZES[:2] if args.quick else SOFT_SIZES
     print(f"jax {jax.__version__} on {jax.devices()[0].platform}, repeats={args.repeats}")
     lines = bench_soft(sizes, args.repeats) + [""] + bench_core(sizes, args.repeats)

@@ -11,13 +11,15 @@ Prints images/s (median over iterations) and our speed relative to theirs.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import time
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from absl import flags
+
+from vnr import cli
 
 _FIELDS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")
 SIZES = {  # CLIPVisionConfig fields above, then image side
@@ -71,15 +73,19 @@ def _time(fn, arg, images) -> float:
 
 def main(argv: list[str]) -> None:
     """Runs the benchmark; ``argv[0]`` is the benchmark name."""
-    ap = argparse.ArgumentParser(prog="python -m launch.benchmark encoders")
-    ap.add_argument("--size", choices=sorted(SIZES), default="base")
-    ap.add_argument("--patch", type=int, choices=(16, 32), default=32)
-    ap.add_argument("--batch", type=int, default=8)
-    ap.add_argument("--iters", type=int, default=10)
-    ap.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
-    args = ap.parse_args(argv[1:])
+    def define(fv: flags.FlagValues) -> None:
+        flags.DEFINE_enum("size", "base", sorted(SIZES), "CLIP vision tower size",
+                          flag_values=fv)
+        flags.DEFINE_enum("patch", "32", ("16", "32"), "patch size", flag_values=fv)
+        flags.DEFINE_integer("batch", 8, "images per batch", lower_bound=1, flag_values=fv)
+        flags.DEFINE_integer("iters", 10, "timed iterations", lower_bound=1, flag_values=fv)
+        flags.DEFINE_enum("dtype", "float32", ("float32", "bfloat16"), "compute dtype",
+                          flag_values=fv)
+
+    args = cli.parse(argv[1:], "python -m launch.benchmark encoders", __doc__, define)
+    patch = int(args.patch)
     dtype = jnp.dtype(args.dtype)
-    cfg, (ours, state), (theirs, params) = _models(args.size, args.patch, dtype)
+    cfg, (ours, state), (theirs, params) = _models(args.size, patch, dtype)
     s = cfg.image_size
     nhwc = jnp.asarray(np.random.default_rng(1).normal(size=(args.batch, s, s, 3)), jnp.float32)
     nchw = jnp.transpose(nhwc, (0, 3, 1, 2))
@@ -95,7 +101,7 @@ def main(argv: list[str]) -> None:
     med = {k: statistics.median(v) for k, v in times.items()}
     print(
         f"CLIP vision tower {args.size} (width {cfg.hidden_size}, {cfg.num_hidden_layers} "
-        f"layers, {s}x{s}, patch {args.patch}), batch {args.batch}, {args.dtype}, "
+        f"layers, {s}x{s}, patch {patch}), batch {args.batch}, {args.dtype}, "
         f"{args.iters} iters, backend {jax.default_backend()} x{jax.device_count()}"
     )
     print(f"outputs agree to {diff:.1e} (max abs); compile+first run {compile_s:.1f}s")

@@ -10,12 +10,12 @@ of Table 1 under our metric definitions.
 
 from __future__ import annotations
 
-import argparse
-
 import numpy as np
+from absl import flags
 
 from launch.timing import wall_times
 from tests.reference import algorithm3 as alg3
+from vnr import cli
 from vnr.benchmarks.moviepuzzle import order_metrics as om
 from vnr.ops import permutation_search as ps
 
@@ -47,15 +47,17 @@ def _model_scores(rng, B: int, n: int, kind: str, noise: float) -> np.ndarray:
 
 
 def main(argv: list[str]) -> None:
-    p = argparse.ArgumentParser(prog="python -m launch.benchmark ordering")
-    p.add_argument("--batch", type=int, default=256)
-    p.add_argument("--n", type=int, default=15)
-    p.add_argument("--beam", type=int, default=10)
-    p.add_argument("--repeats", type=int, default=20)
-    p.add_argument("--gap-batch", type=int, default=128)
-    p.add_argument("--ref-clips", type=int, default=32)
-    p.add_argument("--seed", type=int, default=0)
-    a = p.parse_args(argv[1:])
+    def define(fv: flags.FlagValues) -> None:
+        for name, default, what in (("batch", 256, "clips"), ("n", 15, "frames per clip"),
+                                    ("beam", 10, "beam width"), ("repeats", 20, "timed runs"),
+                                    ("gap_batch", 128, "clips of the optimality gap"),
+                                    ("ref_clips", 32, "clips of the literal Algorithm 3")):
+            flags.DEFINE_integer(name, default, what, lower_bound=1, flag_values=fv)
+        flags.DEFINE_alias("gap-batch", "gap_batch", flag_values=fv)  # the old spellings
+        flags.DEFINE_alias("ref-clips", "ref_clips", flag_values=fv)
+        flags.DEFINE_integer("seed", 0, "random seed", flag_values=fv)
+
+    a = cli.parse(argv[1:], "python -m launch.benchmark ordering", __doc__, define)
     rng = np.random.default_rng(a.seed)
     B, n, K = a.batch, a.n, a.beam
 

@@ -24,7 +24,6 @@ rows of one run only, and read `uptime`'s load printed with the table.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import resource
@@ -33,6 +32,9 @@ import sys
 import time
 
 import numpy as np
+from absl import flags
+
+from vnr import cli
 
 KS = (1, 5, 10)
 
@@ -166,16 +168,19 @@ def _row(r: dict) -> str:
 
 
 def main(argv: list[str]) -> None:
-    p = argparse.ArgumentParser(prog="python -m launch.benchmark retrieval")
-    p.add_argument("--n", type=int, default=60_000, help="clips of the blockwise run")
-    p.add_argument("--dim", type=int, default=512)
-    p.add_argument("--dense_sizes", default="2500,5000,10000,15000,20000",
-                   help="sizes for the dense implementation, in order")
-    p.add_argument("--dense_budget_gb", type=float, default=8.0,
-                   help="memory the dense implementation may use beyond its start-up")
-    p.add_argument("--block", default="1024,8192", help="block_queries,block_candidates")
-    p.add_argument("--child", default="", help=argparse.SUPPRESS)
-    args = p.parse_args(argv[1:])
+    def define(fv: flags.FlagValues) -> None:
+        flags.DEFINE_integer("n", 60_000, "clips of the blockwise run", flag_values=fv)
+        flags.DEFINE_integer("dim", 512, "embedding width", flag_values=fv)
+        flags.DEFINE_string("dense_sizes", "2500,5000,10000,15000,20000", "sizes for the "
+                            "dense implementation, in order", flag_values=fv)
+        flags.DEFINE_float("dense_budget_gb", 8.0, "memory the dense implementation may use "
+                           "beyond its start-up", flag_values=fv)
+        flags.DEFINE_string("block", "1024,8192", "block_queries,block_candidates",
+                            flag_values=fv)
+        flags.DEFINE_string("child", "", "internal: run one case in this process",
+                            flag_values=fv)
+
+    args = cli.parse(argv[1:], "python -m launch.benchmark retrieval", __doc__, define)
     block = tuple(int(x) for x in args.block.split(","))
     if args.child:
         print(json.dumps(child(args.child, args.n, args.dim, args.dense_budget_gb, block)))

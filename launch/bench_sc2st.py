@@ -16,7 +16,6 @@ Dropout is off in both so they compute the same numbers.
 
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import pathlib
 
@@ -24,9 +23,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from absl import flags
 from flax import nnx
 
 from launch.timing import wall_times
+from vnr import cli
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -52,14 +53,17 @@ def _ce(scores: jax.Array, answer: jax.Array) -> jax.Array:
 
 
 def main(argv: list[str]) -> None:
-    p = argparse.ArgumentParser(prog="python -m launch.benchmark sc2st")
-    p.add_argument("--batch", type=int, default=32)
-    p.add_argument("--candidates", type=int, default=100)
     from vnr.benchmarks.sc2st import model as storyboard
 
-    p.add_argument("--fusion", default="sa", choices=storyboard.TRAINED)
-    p.add_argument("--repeats", type=int, default=10)
-    a = p.parse_args(argv[1:])
+    def define(fv: flags.FlagValues) -> None:
+        flags.DEFINE_integer("batch", 32, "storyboards per batch", lower_bound=1,
+                             flag_values=fv)
+        flags.DEFINE_integer("candidates", 100, "candidates per round", lower_bound=1,
+                             flag_values=fv)
+        flags.DEFINE_enum("fusion", "sa", storyboard.TRAINED, "the model", flag_values=fv)
+        flags.DEFINE_integer("repeats", 10, "timed runs", lower_bound=1, flag_values=fv)
+
+    a = cli.parse(argv[1:], "python -m launch.benchmark sc2st", __doc__, define)
 
     from vnr.benchmarks.sc2st import storyboard as task
 

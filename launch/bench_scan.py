@@ -11,14 +11,16 @@ run, so both see the same machine.
 
 from __future__ import annotations
 
-import argparse
 import time
 
 import jax
 import jax.numpy as jnp
 import ml_collections
 import numpy as np
+from absl import flags
 from flax import nnx
+
+from vnr import cli
 
 
 def _compile(arch: str, size: str, depth: int, scan: bool, ids: jax.Array):
@@ -42,11 +44,13 @@ def _compile(arch: str, size: str, depth: int, scan: bool, ids: jax.Array):
 
 
 def main(argv: list[str]) -> None:
-    p = argparse.ArgumentParser(prog="python -m launch.benchmark scan")
-    p.add_argument("--depths", default="2,6,12,24")
-    p.add_argument("--size", default="small")
-    p.add_argument("--arch", default="bert")
-    args = p.parse_args(argv[1:])
+    def define(fv: flags.FlagValues) -> None:
+        flags.DEFINE_string("depths", "2,6,12,24", "comma-separated layer counts",
+                            flag_values=fv)
+        flags.DEFINE_string("size", "small", "scratch tower size", flag_values=fv)
+        flags.DEFINE_string("arch", "bert", "scratch tower architecture", flag_values=fv)
+
+    args = cli.parse(argv[1:], "python -m launch.benchmark scan", __doc__, define)
     ids = jnp.asarray(np.random.default_rng(0).integers(1, 100, (8, 32)), jnp.int32)
     print(f"\n{args.arch}-{args.size} forward + backward, 8 x 32 tokens, "
           f"{jax.devices()[0].platform}\n")

@@ -28,7 +28,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("vnr.models",),  # layers, encoders, their tokenizers
     ("vnr.checkpoint", "vnr.checksums", "vnr.pretrained", "vnr.reports", "vnr.evaluation",
      "vnr.task", "vnr.config_file", "vnr.config_checks", "vnr.feature_cache", "vnr.workdir",
-     "vnr.evaluators"),
+     "vnr.evaluators", "vnr.cli"),
     ("vnr.benchmarks",),  # one package per benchmark
     ("vnr.train", "vnr.cache_features", "vnr.evaluate"),  # tasks by importlib only
 )

@@ -22,7 +22,6 @@ config naming a `feature_encoder` (Sc2St `lsmdc_paper`: Inception-v3, Appendix A
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import logging
 import os
@@ -30,8 +29,9 @@ import sys
 from typing import Any
 
 import tensorflow_datasets as tfds
+from absl import flags
 
-from tfds_builders import common, fingerprint
+from tfds_builders import common, fingerprint, progress
 
 
 def find_builder(name: str) -> type:
@@ -108,7 +108,7 @@ def build(
         raise common.ManualDirError(f"manual_dir {manual_dir} does not exist")
     builder = (cls(config=config, data_dir=data_dir, **extra) if configs
                else cls(data_dir=data_dir, **extra))
-    reused = builder.is_prepared() and not overwrite
+    reused = progress.is_built(builder) and not overwrite
     if reused:  # only if built from this source (a SourceChanged line otherwise)
         fingerprint.check(builder, manual_dir)
     mode = (
@@ -125,49 +125,70 @@ def build(
     return summary
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m tfds_builders", description=__doc__.split("\n")[0]
-    )
-    sub = parser.add_subparsers(dest="command", required=True)
-    b = sub.add_parser("build", help="build one dataset config and print its summary")
-    b.add_argument("name", help="builder module under tfds_builders/, e.g. moviepuzzle")
-    b.add_argument("--config", default=None, help="builder config (default: the builder's default)")
-    b.add_argument("--data_dir", required=True, help="where the built dataset is written")
-    b.add_argument("--manual_dir", default=None, help="input files for configs that need them")
-    b.add_argument("--download_dir", default=None, help="default: <data_dir>/downloads")
-    b.add_argument("--rebuild", "--overwrite", dest="overwrite", action="store_true",
-                   help="build again even if already built (e.g. from another manual_dir)")
-    b.add_argument("--embedder", default=None, help="module:function making the builder's "
-                   "embedder (Sc2St keyframes: vnr.benchmarks.sc2st.keyframes:clip_embedder)")
-    b.add_argument("--candidate_embedder", default=None, help="module:function making the "
-                   "image model that ranks similar candidates (Sc2St §4.1.3; optional)")
-    b.add_argument("--feature_embedder", default=None, help="module:function making the image "
-                   "model of the stored features, for a config naming a feature_encoder (Sc2St "
-                   "lsmdc_paper: vnr.benchmarks.sc2st.keyframes:image_embedder)")
-    b.add_argument("--expert", action="append", default=None, help="name=module:function, "
-                   "one per MoEE expert the config stores (Sc2St: scene=vnr.benchmarks.sc2st."
-                   "keyframes:scene_expert, object=..., character=...)")
-    b.add_argument("-v", "--verbose", action="store_true", help="show TFDS's own log lines")
-    args = parser.parse_args(argv)
+PROG = "python -m tfds_builders"
+HELP = ("--help", "-h", "--helpshort", "--helpfull", "-?")
 
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
-    if not args.verbose:
-        logging.getLogger("absl").setLevel(logging.ERROR)
-        tfds.disable_progress_bar()
+
+def build_flags() -> flags.FlagValues:
+    """The flags of `build`, on their own FlagValues (absl, as vnr's tools; builders do not
+    import vnr, so this is not `vnr/cli.py`)."""
+    fv = flags.FlagValues()
+    flags.DEFINE_string("config", None, "builder config (default: the builder's default)",
+                        flag_values=fv)
+    flags.DEFINE_string("data_dir", None, "where the built dataset is written", required=True,
+                        flag_values=fv)
+    flags.DEFINE_string("manual_dir", None, "input files for configs that need them",
+                        flag_values=fv)
+    flags.DEFINE_string("download_dir", None, "default: <data_dir>/downloads", flag_values=fv)
+    flags.DEFINE_bool("rebuild", False, "build again even if already built (e.g. from another "
+                      "manual_dir)", flag_values=fv)
+    flags.DEFINE_alias("overwrite", "rebuild", flag_values=fv)
+    flags.DEFINE_string("embedder", None, "module:function making the builder's embedder "
+                        "(Sc2St keyframes: vnr.benchmarks.sc2st.keyframes:clip_embedder)",
+                        flag_values=fv)
+    flags.DEFINE_string("candidate_embedder", None, "module:function making the image model "
+                        "that ranks similar candidates (Sc2St §4.1.3; optional)", flag_values=fv)
+    flags.DEFINE_string("feature_embedder", None, "module:function making the image model of "
+                        "the stored features, for a config naming a feature_encoder (Sc2St "
+                        "lsmdc_paper: vnr.benchmarks.sc2st.keyframes:image_embedder)",
+                        flag_values=fv)
+    flags.DEFINE_multi_string("expert", None, "name=module:function, one per MoEE expert the "
+                              "config stores (Sc2St: scene=vnr.benchmarks.sc2st.keyframes:"
+                              "scene_expert, object=..., character=...)", flag_values=fv)
+    flags.DEFINE_bool("verbose", False, "show TFDS's own log lines", short_name="v",
+                      flag_values=fv)
+    return fv
+
+
+def _usage_error(message: str) -> int:
+    print(f"error: {message} ({PROG} --help describes the command line)", file=sys.stderr)
+    return 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    fv = build_flags()
+    if not argv or argv[0] in HELP or (argv[0] == "build" and any(a in HELP for a in argv)):
+        lines = fv.get_help(prefix="", include_special_flags=False).splitlines()
+        print(f"{__doc__.strip()}\n\nusage: {PROG} build <name> [flags]\n\nflags:")
+        print("\n".join(line for line in lines if line.startswith(" ")))
+        return 0 if argv else 2
+    if argv[0] != "build":
+        return _usage_error(f"unknown command {argv[0]!r}; the command is build")
     try:
-        summary = build(
-            args.name,
-            args.config,
-            args.data_dir,
-            args.manual_dir,
-            args.download_dir,
-            args.overwrite,
-            args.embedder,
-            args.candidate_embedder,
-            args.expert,
-            args.feature_embedder,
-        )
+        names = fv([PROG, *argv[1:]])[1:]
+    except flags.Error as e:
+        return _usage_error(str(e))
+    if len(names) != 1:
+        return _usage_error(f"build takes one builder name (a module under tfds_builders/), "
+                            f"got {names or 'none'}")
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
+    if not fv.verbose:
+        logging.getLogger("absl").setLevel(logging.ERROR)
+    try:
+        summary = build(names[0], fv.config, fv.data_dir, fv.manual_dir, fv.download_dir,
+                        fv.rebuild, fv.embedder, fv.candidate_embedder, fv.expert,
+                        fv.feature_embedder)
     except (common.ManualDirError, FileNotFoundError,  # inputs or model weights missing
             fingerprint.SourceChanged) as e:
         print(f"error: {e}", file=sys.stderr)

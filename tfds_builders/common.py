@@ -14,8 +14,11 @@ three apart. A builder whose Counter is a `Counts` also keeps the first `NAMED_M
 behind each count (`count(..., what=...)`, and every `record_skip`), stored as `named`.
 
 `SummaryBuilder` is the one piece of TFDS class boilerplate every builder shares (its code
-path, ArrayRecord output, `self.skips` and the summary write); `prepare` / `split_length` /
-`Source` are the trainer-side reader every builder package exposes.
+path, ArrayRecord output, `self.skips`, the summary write and the build's lines); `prepare` /
+`split_length` / `Source` are the trainer-side reader every builder package exposes.
+
+A build (the trainer's first use or `python -m tfds_builders build`) prints its lines
+through `tfds_builders/progress.py`: per split, examples and time, without TFDS's bars.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ import numpy as np
 import tensorflow_datasets as tfds
 from etils import epath
 
-from tfds_builders import fingerprint
+from tfds_builders import fingerprint, progress
 
 SUMMARY_FILE = "build_summary.json"
 KEPT_PREFIX = "kept_"  # a count of inputs kept (repaired or tolerated), not of skips
@@ -242,9 +245,11 @@ class SummaryBuilder:
         self.skips = None
 
     def download_and_prepare(self, *args: Any, **kwargs: Any) -> None:
-        """Builds the dataset if needed and stores `build_summary.json` beside it."""
+        """Builds the dataset if needed, with the build's lines (module docstring), and
+        stores `build_summary.json` beside it."""
         self.skips = None  # set by _split_generators when this call generates the data
-        super().download_and_prepare(*args, **kwargs)
+        with progress.build_lines(self):
+            super().download_and_prepare(*args, **kwargs)
         if self.skips is not None:
             write_summary(self, self.skips)
             fingerprint.record(self, getattr(kwargs.get("download_config"), "manual_dir", None))
@@ -279,7 +284,7 @@ def prepare(builder: Any, data_dir: os.PathLike | str, manual_dir: os.PathLike |
             build: bool, check: Callable[[Any], None]) -> Any:
     """`builder` with its dataset built: built now if missing and `build` (after `check`, the
     builder's one-line check of `manual_dir`), else a FileNotFoundError giving the command."""
-    if builder.is_prepared():
+    if progress.is_built(builder):
         fingerprint.check(builder, manual_dir)  # built from another source: one line
         return builder
     name, config = builder.name, builder.builder_config.name

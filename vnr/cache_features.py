@@ -29,10 +29,10 @@ from typing import Any
 
 import jax
 import numpy as np
-from absl import app, flags
+from absl import app, flags, logging
 from flax import nnx
 
-from vnr import distributed, feature_cache, pretrained, sharding
+from vnr import distributed, feature_cache, pretrained, progress, sharding
 from vnr import task as task_lib
 from vnr.train import ConfigError, setup
 
@@ -77,7 +77,9 @@ def _split(tower: feature_cache.Tower, split: str, directory: pathlib.Path,
     todo = [lo for lo in range(0, n, chunk) if not (parts / f"{lo:09d}.npz").is_file()]
     done = -(-n // chunk) - len(todo)
     distributed.barrier(f"vnr:cache:{split}:listed")
-    for lo in todo:
+    every = progress.Every(say)
+    for i, lo in enumerate(todo):
+        every.tick(f"  {split}: {i} of {len(todo)} chunks embedded")
         part = parts / f"{lo:09d}.npz"
         recs = [src[i] for i in range(lo, min(lo + chunk, n))]
         ins = [tower.prepare(r) for r in recs]
@@ -114,12 +116,12 @@ def _split(tower: feature_cache.Tower, split: str, directory: pathlib.Path,
         _write_json(directory / f"{split}.ids.json", ids)
         shutil.rmtree(parts)
     distributed.barrier(f"vnr:cache:{split}:assembled")
-    return {"records": n, "frames": int(lengths.sum()), "dim": int(dim)}
+    return {"records": n, "frames": int(lengths.sum()), "dim": int(dim), "took": every.took()}
 
 
 def build(config: Any, towers: Sequence[str] | None = None, splits: Sequence[str] | None = None,
           batch: int = 256, chunk: int = 64,
-          say: Callable[[str], None] = print) -> dict[str, pathlib.Path]:
+          say: Callable[[str], None] = progress.say) -> dict[str, pathlib.Path]:
     """Builds (or completes) the caches of `towers` (default `data.feature_cache`) for
     `splits` (default: every split the run reads); returns {tower: directory}."""
     task = task_lib.load(config.task)
@@ -181,28 +183,38 @@ def build(config: Any, towers: Sequence[str] | None = None, splits: Sequence[str
             if split in meta["splits"]:
                 say(f"  {split}: done ({meta['splits'][split]['records']} records)")
                 continue
-            meta["splits"][split] = _split(tower, split, directory, embed, chunk, say)
+            done = _split(tower, split, directory, embed, chunk, say)
+            took = done.pop("took")
+            meta["splits"][split] = done
             if pi == 0:
                 _write_json(meta_path, meta)
-            say(f"  {split}: {meta['splits'][split]['records']} records, "
-                f"{meta['splits'][split]['frames']} frames, width {meta['splits'][split]['dim']}")
+            say(f"  {split}: {done['records']} records, {done['frames']} frames, width "
+                f"{done['dim']}, in {took}")
         out[name] = directory
     return out
 
 
 def main(argv: list[str]) -> None:
     del argv
+    if not FLAGS["verbosity"].present:
+        logging.set_verbosity(logging.WARNING)  # as the trainer: INFO lines drown progress
     try:
         distributed.initialize_from_flags()
         build(FLAGS.config, [t for t in FLAGS.towers.split(",") if t] or None,
-              [t for t in FLAGS.splits.split(",") if t] or None, FLAGS.batch, FLAGS.chunk)
+              [t for t in FLAGS.splits.split(",") if t] or None, FLAGS.batch, FLAGS.chunk,
+              progress.say if jax.process_index() == 0 else lambda _: None)
     except (ConfigError, feature_cache.CacheError, ValueError, FileNotFoundError) as e:
         sys.exit(f"error: {e}")
 
 
 if __name__ == "__main__":
+    from ml_collections import config_flags
+
     from vnr.train import check_overrides, define_flags
 
+    # The trainer's --config, defined here so that --help names it with this tool's flags.
+    config_flags.DEFINE_config_file("config", None, "Config file: path.py[:arg] (the run's; "
+                                    "--config.key=value overrides it).", lock_config=True)
     define_flags()
     flags.mark_flag_as_required("config")
     check_overrides(sys.argv)

@@ -7,13 +7,19 @@ On a terminal a tqdm bar; when stderr is a file or a pipe (SLURM, TPU launchers,
     step 1200/20000 (6.0 %) loss 0.412 examples/s 143 ETA 1h52m
 
 Carriage returns never reach a log file. Only the primary process prints.
+
+Long tools (`vnr.cache_features`, M-SYMON's translate and punctuate) say how far they got
+every `PROGRESS_SECONDS` with `Every`, and how long each part took with `duration`.
 """
 
 from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from typing import Any, TextIO
+
+PROGRESS_SECONDS = 30.0  # a long tool says how far it got this often
 
 
 def duration(seconds: float) -> str:
@@ -35,6 +41,24 @@ def say(message: str, stream: TextIO | None = None) -> None:
 
 
 _BAR: list[Any] = [None]  # the bar being drawn, so `say` can print around it
+
+
+class Every:
+    """A long loop's lines: `tick(message)` says `message (time so far)` at most once every
+    `PROGRESS_SECONDS`; `took()` is the time since the start, for the loop's last line."""
+
+    def __init__(self, out: Callable[[str], None] = say):
+        self.out = out
+        self.start = self.shown = time.perf_counter()
+
+    def tick(self, message: str) -> None:
+        now = time.perf_counter()
+        if now - self.shown >= PROGRESS_SECONDS:
+            self.out(f"{message} ({duration(now - self.start)})")
+            self.shown = now
+
+    def took(self) -> str:
+        return duration(time.perf_counter() - self.start)
 
 
 class Progress:

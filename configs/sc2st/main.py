@@ -67,7 +67,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
         vocab_size=30522 if real else 1024,
         num_workers=0,  # records are small arrays: the main process keeps up
     )
-    common.evals(c, report=False)
+    common.evals(c)  # the test evaluator draws <split>_storyboard.png
     c.model = dict(
         fusion=fusion,
         text_encoder="scratch:bert-tiny",  # or a local pretrained BERT, e.g. bert-base-uncased

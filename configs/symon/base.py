@@ -20,7 +20,7 @@ def base(task: str, smoke: bool) -> ml_collections.ConfigDict:
         vocab_size=8192,
         num_workers=0,
     )
-    common.evals(c, report=False)
+    common.evals(c)  # the test evaluator draws <split>_order.png / _retrieval.png
     c.model = dict(width=128, layers=1, heads=4, mlp=256, dropout=0.1)
     if smoke:
         c.data.config = "synthetic_tiny"

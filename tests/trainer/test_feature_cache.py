@@ -4,13 +4,14 @@ cache is one error line before anything compiles."""
 
 import dataclasses
 import json
+import re
 
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from configs.moviepuzzle import hcmc
-from vnr import cache_features, feature_cache, sharding, train
+from vnr import cache_features, feature_cache, progress, sharding, train
 from vnr.benchmarks.moviepuzzle import data
 from vnr.benchmarks.moviepuzzle import hcmc as task
 from vnr.data import pipeline
@@ -51,7 +52,7 @@ def _steps(config, steps: int = 2):
 
 
 @pytest.mark.e2e
-def test_cached_image_features_give_the_uncached_run(data_dir):
+def test_cached_image_features_give_the_uncached_run(data_dir, monkeypatch):
     plain_losses, plain_out = _steps(_config(data_dir))
     cached_cfg = _config(data_dir, feature_cache="image")
     with pytest.raises(train.ConfigError, match="no image feature cache.*cache_features"):
@@ -76,8 +77,12 @@ def test_cached_image_features_give_the_uncached_run(data_dir):
     finally:
         task.feature_towers = orig
     said = []
+    monkeypatch.setattr(progress, "PROGRESS_SECONDS", 0.0)  # a progress line per chunk
     dirs = cache_features.build(cached_cfg, chunk=4, say=said.append)
     assert any("resumed, 2 of 10 chunks" in s for s in said), said
+    assert any(re.fullmatch(r"  train: 1 of 8 chunks embedded \(.* s\)", s) for s in said), said
+    assert any(re.fullmatch(r"  val: \d+ records, \d+ frames, width \d+, in .*", s)
+               for s in said), said
     meta = json.loads((dirs["image"] / "meta.json").read_text())
     assert set(meta["splits"]) == {"train", "val", "test_out_domain"}
     src = tower.source("train")

@@ -15,12 +15,15 @@ lacks is "-".
 
 from __future__ import annotations
 
-import argparse
 import csv
 import json
 import pathlib
 import sys
 from typing import Any
+
+from absl import flags
+
+from vnr import cli
 
 METRICS = ("lsd", "lmd", "sd", "ssd", "os2", "os3")
 LAYOUTS = {"table1": METRICS, "table3": ("shot_iou", "shot_os2", "shot_os3", "os2", "os3")}
@@ -119,15 +122,18 @@ def markdown(head: list[str], body: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
+def _flags(fv: flags.FlagValues) -> None:
+    flags.DEFINE_multi_string("workdirs", None, "run directories, one per row (several after "
+                              "one --workdirs)", required=True, flag_values=fv)
+    flags.DEFINE_string("csv", "table1.csv", "CSV output path", flag_values=fv)
+    flags.DEFINE_string("splits", "test_in_domain,test_out_domain", "comma-separated result "
+                        "splits (column groups)", flag_values=fv)
+    flags.DEFINE_enum("layout", "table1", sorted(LAYOUTS), "table1: LSD..OS3; table3: shot "
+                      "IoU, shot-stage OS, final OS", flag_values=fv)
+
+
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--workdirs", nargs="+", required=True, help="run directories, one per row")
-    p.add_argument("--csv", default="table1.csv", help="CSV output path")
-    p.add_argument("--splits", default="test_in_domain,test_out_domain",
-                   help="comma-separated result splits (column groups)")
-    p.add_argument("--layout", default="table1", choices=sorted(LAYOUTS),
-                   help="table1: LSD..OS3; table3: shot IoU, shot-stage OS, final OS")
-    a = p.parse_args(argv)
+    a = cli.parse(argv, "python -m vnr.reports.table", __doc__, _flags)
     splits = [s for s in a.splits.split(",") if s]
     rows = [load_run(pathlib.Path(w)) for w in a.workdirs]
     names = [r["name"] for r in rows]

@@ -93,3 +93,4 @@ def test_tng_trainer_end_to_end(tmp_path) -> None:
     c.progress = False
     m = train.run(c, str(tmp_path / "work"))["test"]
     assert m["narrations"] == 10 and 0 <= m["R@1,IoU@0.5"] <= m["R@5,IoU@0.5"] <= 100
+    assert (tmp_path / "work" / "reports" / "test_grounding.png").stat().st_size > 5000

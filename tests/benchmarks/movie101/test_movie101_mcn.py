@@ -109,6 +109,9 @@ def test_trainer_end_to_end(data_dir, tmp_path) -> None:
     from vnr.reports import results as results_lib
 
     assert "mnscore" in results_lib.markdown(results, task.result_columns(c, results))
+    reports = tmp_path / "work" / "reports"
+    assert (reports / "test_narrations.png").stat().st_size > 5000
+    assert (reports / "test_narrations.txt").read_text(encoding="utf-8").startswith("REF ")
 
 
 def _train_and_score(c, steps: int) -> dict[str, float]:

@@ -38,6 +38,7 @@ def test_global_retrieval_end_to_end_beats_random(tmp_path) -> None:
     assert m["R@1"] <= m["R@5"] <= m["R@10"] <= 100
     assert m["R@1"] > m["random_R@1"] + 15
     assert m["R@5"] > m["random_R@5"]
+    assert (tmp_path / "work" / "reports" / "test_grounding.png").stat().st_size > 5000
 
     # Table 6: the two trained runs combined (a few-step local run: checks the plumbing)
     from vnr.benchmarks.movie101 import tools

@@ -228,6 +228,8 @@ def test_cli_builds_and_prints_summary(tmp_path: pathlib.Path) -> None:
     assert "examples: 10" in out.stdout and "  train: 4" in out.stdout
     assert "skipped: 6" in out.stdout and "  bad_json: 1" in out.stdout
     assert "missing_frame" in out.stderr  # the warnings name the file
+    assert "  train: 4 examples in " in out.stderr and "\r" not in out.stdout + out.stderr
+    assert "Unknown size" not in out.stdout  # TFDS's banner (tfds_builders/progress.py)
     again = _cli(
         "--config", "clips", "--manual_dir", str(manual), "--data_dir", str(tmp_path / "d")
     )

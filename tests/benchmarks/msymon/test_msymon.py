@@ -168,6 +168,7 @@ def test_alignment_beats_the_transcript_baseline(en_run):
     results = en_run[1]["en_test"]
     assert results["f1"] > results["transcript_f1"] + 0.05, results
     assert results["clip_accuracy"] > results["transcript_clip_accuracy"], results
+    assert (pathlib.Path(en_run[0]) / "reports/en_test_alignment.png").stat().st_size > 5000
 
 
 @pytest.mark.e2e

@@ -46,7 +46,7 @@ def tiny_xlmr(tmp_path_factory):
 
 
 @pytest.mark.e2e
-def test_train_evaluate_and_restore(tiny_xlmr, tmp_path):
+def test_train_evaluate_and_restore(tiny_xlmr, tmp_path, capfd):
     rng = np.random.default_rng(0)
     lines = []
     for _ in range(120):  # "... sigma," ends a clause; "... omega?" a question
@@ -68,6 +68,7 @@ def test_train_evaluate_and_restore(tiny_xlmr, tmp_path):
     c.init_from = str(tmp_path / "run")
     counts = tools.punctuate(c, tmp_path / "release", "en", tmp_path / "out")
     assert counts == {"files": 1, "sentences": 1, "bad_subtitles": 1}
+    assert "punctuate en: 1 files, 1 sentences in " in capfd.readouterr().err
     out = json.loads((tmp_path / "out/subtitles/en/v.json").read_text())
     assert [w.rstrip(".,?") for w in out[0]["text"].split()] == ["Alpha", "sigma", "beta",
                                                                   "omega"]

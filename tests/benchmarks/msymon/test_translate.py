@@ -30,7 +30,7 @@ def tiny_seq2seq(tmp_path_factory):
 
 
 @pytest.mark.e2e  # runs a (tiny) seq2seq model: ~50 s on the shared CPU
-def test_translate_release_keeps_layout_times_and_counts(tiny_seq2seq, tmp_path):
+def test_translate_release_keeps_layout_times_and_counts(tiny_seq2seq, tmp_path, capfd):
     src = synthetic.write_corpus(tmp_path / "src", seed=0, dim=4, languages=("en", "fr"),
                                  sizes={"train": 1, "val": 0, "test": 1, "weak": 1})
     fn = translate.hf_translator(str(tiny_seq2seq), batch_size=8, max_length=6)
@@ -38,6 +38,9 @@ def test_translate_release_keeps_layout_times_and_counts(tiny_seq2seq, tmp_path)
     counts = translate.translate_release(src, out, {"fr": fn})
     assert counts["copied_english"] == 3 + 3  # en: 3 annotation files, 3 subtitle files
     assert counts["translated_files"] == 6 and counts["translated_sentences"] > 0
+    said = capfd.readouterr().err  # a line per language with its time (vnr/progress.py)
+    assert "translate en: 6 files (0 translated, 0 sentences; 0 kept, 6 copied) in " in said
+    assert f"translate fr: 6 files (6 translated, {counts['translated_sentences']} " in said
     a = json.loads((src / "annotations/fr/test.json").read_text())
     b = json.loads((out / "annotations/fr/test.json").read_text())
     assert a.keys() == b.keys()

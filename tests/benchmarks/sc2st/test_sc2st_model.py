@@ -178,6 +178,7 @@ def test_smoke_run_end_to_end(tmp_path):
     saved = json.loads((tmp_path / "smoke_sa" / "results.json").read_text())
     assert saved["test"]["r1"] == pytest.approx(results["smoke,sa"]["test"]["r1"])
     assert (tmp_path / "smoke_sa" / "checkpoints").is_dir()
+    assert (tmp_path / "smoke_sa" / "reports" / "test_storyboard.png").stat().st_size > 5000
 
 
 def test_moee_experts_mask_and_renormalise():

@@ -182,6 +182,7 @@ def test_ordering_beats_half_on_generated_data(data_dir, tmp_path):
     for split, m in res.items():
         assert m["pairs"] >= 40, split
         assert m["accuracy"] > 62, (split, m)
+        assert (tmp_path / "reports" / f"{split}_order.png").stat().st_size > 5000, split
 
 
 def test_config_errors_are_one_line(data_dir):

@@ -82,6 +82,8 @@ def test_zero_shot_from_a_symon_retrieval_run_without_the_yms_movies(tmp_path):
     assert res["videos"] == 2 and np.isfinite(res["threshold"])
     assert 0 <= res["clip_accuracy"] <= 100 and 0 <= res["sentence_iou"] <= 100
     assert json.loads((tmp_path / "yms_run" / "results.json").read_text())["test"] == res
+    for png in ("symon/reports/val_retrieval.png", "yms_run/reports/test_alignment.png"):
+        assert (tmp_path / png).stat().st_size > 5000, png
     new = _config("yms_transfer", "smoke,new")  # 70/30 by video id, two-scene clips
     new.data.update(manual_dir=str(root), data_dir=str(tmp_path / "tfds"))
     new.transfer.source_run = str(tmp_path / "symon")

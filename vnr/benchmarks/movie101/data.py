@@ -175,6 +175,8 @@ class Encode(grain.transforms.Map):
             out["clip_mask"] = np.arange(T) < len(em)
             out["ref"] = np.array(rec["text"], dtype=object)
             out["cast"] = np.array("\t".join(rec["cast_names"]), dtype=object)
+            out["clip"] = np.array(f"{rec['movie_id']} {float(rec['start']):.0f}-"
+                                   f"{float(rec['end']):.0f} s", dtype=object)
         return out
 
     def token_ids(self, pointer_text: str, cast: list[str], role_mask: np.ndarray) -> list[int]:

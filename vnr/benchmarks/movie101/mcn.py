@@ -48,7 +48,7 @@ from vnr.models.encoders import loading
 from vnr.ops.beam_decode import beam_search, tile_beams
 from vnr.reports import results as results_lib
 
-TEXT_KEYS = ("ref", "cast")
+TEXT_KEYS = ("ref", "cast", "clip")
 
 
 def validate(config: Any) -> None:
@@ -155,18 +155,25 @@ def predict(config: Any, model: RMN, batch: dict) -> dict[str, jax.Array]:
     return out
 
 
-def decode_text(ids: np.ndarray, words: list[str], cast: list[str]) -> str:
-    """Token ids -> text; pointer ids V + k become the full name of cast member k."""
+def decode_tokens(ids: np.ndarray, words: list[str], cast: list[str]
+                  ) -> list[tuple[str, bool]]:
+    """Token ids -> (token, written by the role pointer) up to EOS; a pointer id V + k is
+    the full name of cast member k."""
     V, toks = len(words), []
     for i in ids.tolist():
         if i == data.EOS:
             break
         if i >= V:
             if i - V < len(cast):
-                toks.append(cast[i - V])
+                toks.append((cast[i - V], True))
         elif i > data.UNK:
-            toks.append(words[i])
-    return data.detokenize(toks)
+            toks.append((words[i], False))
+    return toks
+
+
+def decode_text(ids: np.ndarray, words: list[str], cast: list[str]) -> str:
+    """Token ids -> text; pointer ids V + k become the full name of cast member k."""
+    return data.detokenize([t for t, _ in decode_tokens(ids, words, cast)])
 
 
 def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.Mesh, *,
@@ -198,11 +205,36 @@ def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.M
     metrics["narrations"] = float(len(hyps))
     metrics["left_out"] = float(sum(records.usable(d, split)[1].values()))
     if report_dir is not None:
-        path = report_dir / f"{split}_narrations.txt"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("\n".join(f"REF {r}\nHYP {h}\n" for h, r in list(zip(hyps, refs))[:20]),
-                        encoding="utf-8")
+        from vnr.reports import plots
+
+        plots.written(report_dir / f"{split}_narrations.txt", "\n".join(
+            f"REF {r}\nHYP {h}\n" for h, r in list(zip(hyps, refs))[:20]))
+        narration_report(split, out, words, casts, report_dir)
     return metrics
+
+
+REPORT_CLIPS = 4  # clips in <split>_narrations.png
+
+
+def narration_report(split: str, out: Any, words: list[str], casts: list[list[str]],
+                     report_dir: pathlib.Path) -> None:
+    """`<split>_narrations.png`: the first clips' reference and generated narrations, the
+    role pointer's names highlighted (`figures.narrations`)."""
+    from vnr.benchmarks.movie101 import figures
+    from vnr.reports import plots
+
+    rows = []
+    for i in range(min(REPORT_CLIPS, len(casts))):
+        toks = decode_tokens(np.asarray(out["tokens"][i]), words, casts[i])
+        hyp, text = [], ""
+        for j, (_, named) in enumerate(toks):  # each token's piece of the joined text
+            longer = data.detokenize([t for t, _ in toks[:j + 1]])
+            hyp.append((longer[len(text):], named))
+            text = longer
+        rows.append(figures.Narrated(str(out["clip"][i]),
+                                     figures.highlight(str(out["ref"][i]), casts[i]), hyp))
+    plots.report(report_dir / f"{split}_narrations.png", figures.narrations, rows,
+                 title=f"{split}: reference (REF) and generated (HYP) narrations")
 
 
 def caption_scores(hyps: list[str], refs: list[str], casts: list[list[str]],

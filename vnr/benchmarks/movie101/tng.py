@@ -155,7 +155,8 @@ def predict(config: Any, model: RNL, batch: dict) -> dict[str, jax.Array]:
 def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.Mesh, *,
              max_examples: int = 0, report_dir: pathlib.Path | None = None) -> dict[str, float]:
     if _global(config):
-        return evaluate_global(config, split, predict_fn, mesh, max_examples=max_examples)
+        return evaluate_global(config, split, predict_fn, mesh, max_examples=max_examples,
+                               report_dir=report_dir)
     pc = jax.process_count()
     it, n_batches = data.eval_batches(config.data, split, config.eval_batch_size, max_examples,
                                       jax.process_index(), pc)
@@ -163,7 +164,43 @@ def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.M
                                    config.eval_batch_size // pc, name=f"movie101 tng {split}")
     metrics = score_windows(out["scores"], out["gt"], config.data.n_clips)
     metrics["left_out"] = float(sum(records.usable(config.data, split)[1].values()))
+    if report_dir is not None and out.first is not None:
+        local_report(config, split, out, report_dir)
     return metrics
+
+
+REPORT_NARRATIONS, REPORT_TOP = 4, 3  # rows and top spans of <split>_grounding.png
+
+
+def local_report(config: Any, split: str, out: evaluation.SplitOutputs,
+                 report_dir: pathlib.Path) -> None:
+    """`<split>_grounding.png` (`local_figure`)."""
+    from vnr.reports import plots
+
+    plots.report(report_dir / f"{split}_grounding.png", local_figure, config, split, out)
+
+
+def local_figure(config: Any, split: str, out: evaluation.SplitOutputs) -> Any:
+    """The first narrations' windows, true spans and top spans. The first rows of the
+    outputs are this (the primary) process's first batch, whose records are the split's
+    0, P, 2P, ... (P processes: `tng_data.eval_batches`)."""
+    from vnr.benchmarks.movie101 import figures
+
+    d = config.data
+    src, pc = records.usable_source(d, split), jax.process_count()
+    spans, valid = gm.proposal_spans(d.n_clips)
+    sec, margin = d.window / d.n_clips, 0.15 * d.window  # seconds per clip, around
+    rows = []
+    for r in range(min(REPORT_NARRATIONS, int(out.first["valid"].sum()))):
+        rec, ws = src[r * pc], float(out.first["window_start"][r])
+        top = gm.nms_topk(spans[valid], np.asarray(out["scores"][r])[valid], REPORT_TOP)
+        rows.append(figures.Grounded(
+            f"{rec['text']}  ({rec['movie_id']}, {float(rec['start']):.0f}-"
+            f"{float(rec['end']):.0f} s)", tuple(ws + sec * np.asarray(out["gt"][r])),
+            [tuple(ws + sec * np.asarray(t)) for t in dict.fromkeys(map(tuple, top))],
+            (ws - margin, ws + d.window + margin), window=(ws, ws + d.window)))
+    return figures.grounding(rows, f"{split}: local grounding, top {REPORT_TOP} spans after "
+                             "NMS")
 
 
 def score_windows(scores: np.ndarray, gt: np.ndarray, n: int) -> dict[str, float]:
@@ -242,7 +279,8 @@ def embed_movies(config: Any, movies: dict[str, list[dict]], predict_fn: Callabl
 
 
 def evaluate_global(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.Mesh,
-                    *, max_examples: int = 0) -> dict[str, float]:
+                    *, max_examples: int = 0, report_dir: pathlib.Path | None = None
+                    ) -> dict[str, float]:
     """Global shot retrieval within each movie: R@1/5/10 (percent, over narrations),
     movie_avg_R@k (mean over movies: the paper's "average Recall@n on all movies" read as a
     per-movie mean) and the exact random level.
@@ -255,17 +293,17 @@ def evaluate_global(config: Any, split: str, predict_fn: Callable, mesh: jax.sha
     movies = data.split_movies(d, split, max_examples)
     if not movies:
         raise ValueError(f"evaluation split {split} of movie101/{d.config} is empty")
-    vs, ts, spans, _ = embed_movies(config, movies, predict_fn, mesh)
+    vs, ts, spans, durations = embed_movies(config, movies, predict_fn, mesh)
+    if report_dir is not None:
+        from vnr.reports import plots
+
+        plots.report(report_dir / f"{split}_grounding.png", global_figure, config, split,
+                     next(iter(movies.items())), vs[0], ts[0], spans[0], durations[0])
     hits = {k: [] for k in KS}
     per_movie = {k: [] for k in KS}
     n_shots, n_pos = [], []
     for recs, v, t, sp in zip(movies.values(), vs, ts, spans):
-        if data.given_shots(d):
-            pos = np.eye(len(recs), dtype=bool)
-        else:
-            pos = np.stack([gm.shot_alignment(sp, np.array([float(r["start"]),
-                                                            float(r["end"])]))
-                            for r in recs])
+        pos = _positives(d, recs, sp)
         r = gm.retrieval_recall(t @ v.T, pos, KS)
         for k in KS:
             hits[k].append(r[f"R@{k}"] * len(recs))
@@ -282,6 +320,34 @@ def evaluate_global(config: Any, split: str, predict_fn: Callable, mesh: jax.sha
     out["no_positive"] = float(sum(p == 0 for p in n_pos))
     out["left_out"] = float(sum(records.usable(d, split)[1].values()))
     return out
+
+
+def _positives(d: Any, recs: list[dict], spans: np.ndarray) -> np.ndarray:
+    """[Q, S]: the shots each narration's retrieval counts as hits (its own listed shot,
+    else the cut shots `shot_alignment` aligns with it)."""
+    if data.given_shots(d):
+        return np.eye(len(recs), dtype=bool)
+    return np.stack([gm.shot_alignment(spans, np.array([float(r["start"]), float(r["end"])]))
+                     for r in recs])
+
+
+def global_figure(config: Any, split: str, movie: tuple[str, list[dict]], v: np.ndarray,
+                  t: np.ndarray, spans: np.ndarray, seconds: int) -> Any:
+    """The first movie's first narrations on its timeline: true span, top shots, hits."""
+    from vnr.benchmarks.movie101 import figures
+
+    mid, recs = movie
+    recs = recs[:REPORT_NARRATIONS]
+    pos = _positives(config.data, recs, spans)
+    rows = []
+    for i, rec in enumerate(recs):
+        top = np.argsort(-(t[i] @ v.T), kind="stable")[:REPORT_TOP]
+        rows.append(figures.Grounded(
+            f"{rec['text']}  ({mid}, {float(rec['start']):.0f}-{float(rec['end']):.0f} s)",
+            (float(rec["start"]), float(rec["end"])), [tuple(spans[j]) for j in top],
+            (0.0, float(seconds)), hits=[tuple(spans[j]) for j in np.flatnonzero(pos[i])]))
+    return figures.grounding(rows, f"{split}: global shot retrieval in movie {mid}, top "
+                             f"{REPORT_TOP} shots")
 
 
 def result_columns(config: Any, results: dict) -> list[results_lib.Column]:

@@ -70,7 +70,7 @@ class Window(grain.transforms.RandomMap):
         return {"clips": clips, "faces": faces,
                 "tokens": text.tokenize(rec["text"], self.vocab_size, self.max_tokens),
                 "portraits": portraits, "portrait_mask": pmask, "gt": gt,
-                "valid": np.array(True)}
+                "window_start": np.float32(ws), "valid": np.array(True)}
 
 
 def portrait_features(movie: dict, roles: Any, max_roles: int, face_dim: int

@@ -9,14 +9,14 @@ RNL run (`two_stage` below).
 
 from __future__ import annotations
 
-import argparse
 import json
 
 import jax
 import ml_collections
 import numpy as np
+from absl import flags
 
-from vnr import evaluate, evaluation
+from vnr import cli, evaluate, evaluation
 from vnr.benchmarks.movie101 import grounding_metrics as gm
 from vnr.benchmarks.movie101 import tng, tng_data
 from vnr.benchmarks.movie101.data import MovieTable
@@ -104,22 +104,28 @@ def two_stage(global_workdir: str, local_workdir: str, split: str = "test", k: i
     return out
 
 
+def _two_stage_flags(fv: flags.FlagValues) -> None:
+    flags.DEFINE_string("global_workdir", None, "a configs/movie101/tng.py:global run",
+                        required=True, flag_values=fv)
+    flags.DEFINE_string("local_workdir", None, "a configs/movie101/tng.py run", required=True,
+                        flag_values=fv)
+    flags.DEFINE_string("split", "test", "the split both runs evaluate", flag_values=fv)
+    flags.DEFINE_integer("k", 1, "shots kept by the global stage (Table 6: 1, 2, 3)",
+                         lower_bound=1, flag_values=fv)
+    flags.DEFINE_float("weight", 0.0, "OUR option: weight of the shot-cosine prior (0 = the "
+                       "paper's rule)", flag_values=fv)
+    flags.DEFINE_integer("max_clips", 0, "first N narrations (0 = all)", lower_bound=0,
+                         flag_values=fv)
+    flags.DEFINE_string("step", "selected", "each run's checkpoint: selected (what its "
+                        "results.json reports), best, last or a step number", flag_values=fv)
+
+
+COMMANDS = {"two_stage": ("Table 6: global top-k shots re-ranked by the local run",
+                          _two_stage_flags)}
+
+
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description="Movie101 TNG two-stage evaluation (Table 6)")
-    p.add_argument("command", choices=["two_stage"])
-    p.add_argument("--global_workdir", required=True, help="a configs/movie101/tng.py:global run")
-    p.add_argument("--local_workdir", required=True, help="a configs/movie101/tng.py run")
-    p.add_argument("--split", default="test")
-    p.add_argument("--k", type=int, default=1, help="shots kept by the global stage "
-                   "(Table 6: 1, 2, 3)")
-    p.add_argument("--weight", type=float, default=0.0,
-                   help="OUR option: weight of the shot-cosine prior (0 = the paper's rule)")
-    p.add_argument("--max_clips", type=int, default=0, help="first N narrations (0 = all)")
-    p.add_argument("--step", default="selected", help="each run's checkpoint: selected (what "
-                   "its results.json reports), best, last or a step number")
-    a = p.parse_args(argv)
-    if a.k < 1:
-        p.error(f"--k={a.k} must be >= 1")
+    a = cli.parse(argv, "python -m vnr.benchmarks.movie101.tools", __doc__, COMMANDS)
     try:
         out = two_stage(a.global_workdir, a.local_workdir, a.split, a.k, a.weight, a.max_clips,
                         a.step)

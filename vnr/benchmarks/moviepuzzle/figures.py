@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-import pathlib
 import textwrap
 
 import numpy as np
 
-from vnr.reports import plots
 from vnr.reports.plots import plt
 
 
 def order_examples(batch: dict[str, np.ndarray], pred: np.ndarray, gt: np.ndarray,
-                   out: str | pathlib.Path, title: str = "",
-                   subtitles: list[list[str]] | None = None) -> pathlib.Path:
-    """For each clip: a row of frames in true order, then a row in predicted order.
+                   title: str = "", subtitles: list[list[str]] | None = None) -> plt.Figure:
+    """For each clip: a row of frames in true order, then a row in predicted order (written
+    by `plots.report`).
 
     Args:
       batch: a host batch (frames [B, N, S, S, 3], mask, position, tokens).
@@ -45,4 +43,4 @@ def order_examples(batch: dict[str, np.ndarray], pred: np.ndarray, gt: np.ndarra
                 2 * c + r, 0].transAxes, ha="right", va="center", fontsize=7)
     fig.suptitle(f"{title}: frames in true order (top) vs predicted order (bottom); "
                  "#k = true position, red = misplaced", fontsize=8)
-    return plots.save(fig, out, dpi=100)
+    return fig

@@ -14,15 +14,15 @@ of the same quantities; the paper gives no numbers to compare with.
 
 from __future__ import annotations
 
-import argparse
 import collections
 import json
 import pathlib
-import sys
 from typing import Any
 
 import numpy as np
+from absl import flags
 
+from vnr import cli
 from vnr.benchmarks.moviepuzzle.order_metrics import ordering_score
 
 KEYS = ("frames", "shot_len", "scene_len")
@@ -50,8 +50,10 @@ def clip_rows(pred: np.ndarray, gt: np.ndarray, mask: np.ndarray, shot_id: np.nd
 
 
 def write_clips(path: pathlib.Path, rows: list[dict[str, Any]]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    """One JSON line per clip; an unwritable folder is one warning (`plots.written`)."""
+    from vnr.reports import plots
+
+    plots.written(path, "".join(json.dumps(r) + "\n" for r in rows))
 
 
 def by_value(rows: list[dict[str, Any]], key: str) -> dict[int, tuple[int, float, float]]:
@@ -70,12 +72,13 @@ def by_value(rows: list[dict[str, Any]], key: str) -> dict[int, tuple[int, float
     return out
 
 
-def main(argv: list[str]) -> None:
-    p = argparse.ArgumentParser(prog="python -m vnr.benchmarks.moviepuzzle.length_report")
-    p.add_argument("workdirs", nargs="+")
-    p.add_argument("--by", default="frames", choices=KEYS)
-    a = p.parse_args(argv)
-    for wd in a.workdirs:
+def main(argv: list[str] | None = None) -> None:
+    a = cli.parse(argv, "python -m vnr.benchmarks.moviepuzzle.length_report", __doc__,
+                  lambda fv: flags.DEFINE_enum("by", "frames", KEYS, "what the rows group by",
+                                               flag_values=fv), operands="WORKDIR ...")
+    if not a.operands:
+        cli.fail("name one or more finished runs: WORKDIR ...")
+    for wd in a.operands:
         files = sorted(pathlib.Path(wd, "reports").glob("*_clips.jsonl"))
         if not files:
             print(f"{wd}: no reports/*_clips.jsonl (a finished evaluation writes them)")
@@ -89,4 +92,4 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    main()

@@ -253,10 +253,11 @@ def order_report(config: Any, split: str, first: dict, pred: np.ndarray, gt: np.
     """`<split>_orders.png`: this process's first clips, true vs predicted order, with
     subtitles."""
     from vnr.benchmarks.moviepuzzle import figures
+    from vnr.reports import plots
 
     k = min(config.eval.report_clips, int(first["mask"].any(-1).sum()))
-    figures.order_examples(first, pred[:k], gt[:k], report_dir / f"{split}_orders.png",
-                           title=split, subtitles=[list(t) for t in first["text"][:k]])
+    plots.report(report_dir / f"{split}_orders.png", figures.order_examples, first, pred[:k],
+                 gt[:k], title=split, subtitles=[list(t) for t in first["text"][:k]])
 
 
 def metric_names(config: Any) -> tuple[str, ...]:

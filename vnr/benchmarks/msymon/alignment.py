@@ -447,6 +447,9 @@ def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.M
                        "constraint uses estimated narration times (no subtitle times for "
                        f"{100 * est:.0f}% of the sentences): its metrics are reported as "
                        "estimated_*, not the paper's §6.5 setting")
+    if report_dir is not None:
+        alignment_report(split, out, pred, "argmax" if ev.method == "argmax" else "Drop-DTW",
+                         report_dir)
     metrics = score(out, pred, prefix)
     metrics.update(score(out, transcript_alignment(out), transcript_prefix(out)))
     metrics["videos"] = float(len(pred))
@@ -458,6 +461,16 @@ def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.M
                                             out["sent_mask"])
     metrics.update({f"video_pool_{k}": v for k, v in per_video.items() if k != "queries"})
     return metrics
+
+
+def alignment_report(split: str, out: dict, pred: np.ndarray, how: str,
+                     report_dir: pathlib.Path) -> None:
+    """`<split>_alignment.png`: the first videos' similarity, alignments and drops."""
+    from vnr.benchmarks.msymon import figures
+    from vnr.reports import plots
+
+    plots.report(report_dir / f"{split}_alignment.png", figures.alignment, out, pred,
+                 title=split, how=how, scores=per_video(pred, out))
 
 
 def result_columns(config: Any, results: dict) -> list[results_lib.Column]:

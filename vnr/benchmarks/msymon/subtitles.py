@@ -19,14 +19,16 @@ a crash; the counts are printed as JSON.
 
 from __future__ import annotations
 
-import argparse
 import collections
 import json
 import pathlib
 import sys
 
+from absl import flags
+
 from tfds_builders.msymon.parse import LANGUAGES
 from tfds_builders.symon import vtt
+from vnr import cli
 
 ENDS = (".", "?", "!", "。", "？", "！", "।")
 NO_SPACE = ("ch",)
@@ -86,18 +88,21 @@ def convert(vtt_dir: pathlib.Path, lang: str, out: pathlib.Path, pause: float = 
     return counts
 
 
+def _flags(fv: flags.FlagValues) -> None:
+    flags.DEFINE_string("vtt_dir", None, "the WebVTT captions", required=True, flag_values=fv)
+    flags.DEFINE_enum("lang", None, LANGUAGES, "their language", required=True, flag_values=fv)
+    flags.DEFINE_string("out", None, "the release folder (gets subtitles/<lang>/)",
+                        required=True, flag_values=fv)
+    flags.DEFINE_float("pause", 0.5, "seconds of silence that end a sentence in unpunctuated "
+                       "captions", flag_values=fv)
+    flags.DEFINE_integer("max_words", 30, "longest sentence of unpunctuated captions",
+                         lower_bound=1, flag_values=fv)
+
+
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m vnr.benchmarks.msymon.subtitles")
-    p.add_argument("--vtt_dir", required=True)
-    p.add_argument("--lang", required=True, choices=LANGUAGES)
-    p.add_argument("--out", required=True, help="the release folder (gets subtitles/<lang>/)")
-    p.add_argument("--pause", type=float, default=0.5,
-                   help="seconds of silence that end a sentence in unpunctuated captions")
-    p.add_argument("--max_words", type=int, default=30,
-                   help="longest sentence of unpunctuated captions")
-    a = p.parse_args(argv)
+    a = cli.parse(argv, "python -m vnr.benchmarks.msymon.subtitles", __doc__, _flags)
     print(json.dumps(convert(pathlib.Path(a.vtt_dir), a.lang, pathlib.Path(a.out), a.pause,
-                                     a.max_words)))
+                             a.max_words)))
     return 0
 
 

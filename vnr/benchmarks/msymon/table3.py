@@ -17,12 +17,13 @@ of Table 3 (F1) and Table 14 (clip accuracy / sentence IoU) with the chosen (d_v
 
 from __future__ import annotations
 
-import argparse
 import ast
 import json
 import pathlib
 from collections.abc import Callable
 from typing import Any
+
+from absl import flags
 
 LANGS = ("en", "ch", "es", "fr", "pt", "hi", "ru")
 ROWS = ("multilingual", "individual", "translate", "two_stage", "translate_supervision",
@@ -52,7 +53,7 @@ def _set(c: Any, items: list[str]) -> None:
         node[last] = value
 
 
-def _config(get_config: Callable, regime: str, args: argparse.Namespace, translated: bool,
+def _config(get_config: Callable, regime: str, args: Any, translated: bool,
             init_from: str = ""):
     c = get_config(",".join(x for x in (regime, args.config_args) if x))
     root = args.translated_dir if translated else args.manual_dir
@@ -66,7 +67,7 @@ def _config(get_config: Callable, regime: str, args: argparse.Namespace, transla
     return c
 
 
-def run_all(args: argparse.Namespace, get_config: Callable, run: Callable
+def run_all(args: Any, get_config: Callable, run: Callable
             ) -> dict[str, dict[str, dict[str, float]]]:
     """{row: {lang: test metrics}}; each run's workdir is `<workdir>/<regime>[_<lang>]`.
     `get_config`: configs/msymon/main.py's; `run`: the trainer's `vnr.train.run`."""
@@ -108,24 +109,34 @@ def markdown(table: dict, metric: str = "f1") -> str:
     return "\n".join(lines)
 
 
-def add_parsers(sub: Any) -> None:
-    g = sub.add_parser("table3_generate", help="the generated corpus, original and translated")
-    g.add_argument("--out", required=True)
-    g.add_argument("--dim", type=int, default=32)
-    g.add_argument("--sizes", default="train=6,val=3,test=4,weak=12")
-    r = sub.add_parser("table3", help="train every §5.2 regime and print Table 3")
-    r.add_argument("--manual_dir", required=True)
-    r.add_argument("--translated_dir", required=True)
-    r.add_argument("--workdir", required=True)
-    r.add_argument("--dim", type=int, default=512)
-    r.add_argument("--config_args", default="", help="e.g. synthetic (generated-corpus sizes)")
-    r.add_argument("--languages", default=",".join(LANGS))
-    r.add_argument("--set", nargs="*", default=[], help="config overrides key=value")
-    r.add_argument("--finetune_set", nargs="*", default=[],
-                   help="overrides for runs that start from another run")
+def _generate_flags(fv: flags.FlagValues) -> None:
+    flags.DEFINE_string("out", None, "where the two corpora go", required=True, flag_values=fv)
+    flags.DEFINE_integer("dim", 32, "feature width", flag_values=fv)
+    flags.DEFINE_string("sizes", "train=6,val=3,test=4,weak=12", "videos per split",
+                        flag_values=fv)
 
 
-def command(args: argparse.Namespace, get_config: Callable, run: Callable) -> int:
+def _run_flags(fv: flags.FlagValues) -> None:
+    for name, what in (("manual_dir", "the release"), ("translated_dir", "the translated "
+                       "release"), ("workdir", "where every run goes")):
+        flags.DEFINE_string(name, None, what, required=True, flag_values=fv)
+    flags.DEFINE_integer("dim", 512, "feature width", flag_values=fv)
+    flags.DEFINE_string("config_args", "", "e.g. synthetic (generated-corpus sizes)",
+                        flag_values=fv)
+    flags.DEFINE_string("languages", ",".join(LANGS), "comma-separated", flag_values=fv)
+    flags.DEFINE_multi_string("set", [], "config overrides key=value (several after one "
+                              "--set, or --set repeated)", flag_values=fv)
+    flags.DEFINE_multi_string("finetune_set", [], "overrides for runs that start from "
+                              "another run", flag_values=fv)
+
+
+COMMANDS = {"table3_generate": ("the generated corpus, original and translated",
+                                _generate_flags),
+            "table3": ("train every §5.2 regime and print Table 3", _run_flags)}
+
+
+def command(args: Any, get_config: Callable, run: Callable) -> int:
+    """Runs `table3_generate` or `table3` (`args`: `vnr.cli.parse`'s)."""
     if args.command == "table3_generate":
         sizes = {k: int(v) for k, v in (x.split("=") for x in args.sizes.split(","))}
         generate(pathlib.Path(args.out), args.dim, sizes)

@@ -22,25 +22,13 @@ import pathlib
 from typing import Any
 
 import numpy as np
+from absl import flags
 
-from vnr import evaluate, train
+from vnr import cli, config_file, evaluate, progress, train
 from vnr.benchmarks.msymon import alignment, data, table3
 from vnr.reports import results
 
 MAIN_CONFIG = str(pathlib.Path(__file__).resolve().parents[3] / "configs/msymon/main.py")
-
-
-def _load_config(spec: str) -> Any:
-    """`path.py[:arg]` -> the config its `get_config(arg)` returns (unlocked)."""
-    import importlib.util
-
-    path, _, arg = spec.partition(":")
-    if not pathlib.Path(path).is_file():
-        raise SystemExit(f"error: --config {path}: no such file")
-    mod_spec = importlib.util.spec_from_file_location("_vnr_cfg", path)
-    mod = importlib.util.module_from_spec(mod_spec)
-    mod_spec.loader.exec_module(mod)
-    return mod.get_config(arg or None)
 
 
 def baseline(data_cfg: Any, splits: list[str], languages: tuple[str, ...] = data.LANGUAGES
@@ -123,7 +111,9 @@ def punctuate(config: Any, src: pathlib.Path, lang: str, out: pathlib.Path | Non
     counts = {"files": 0, "sentences": 0, "bad_subtitles": 0}
     dest = (out or src) / "subtitles" / lang
     dest.mkdir(parents=True, exist_ok=True)
-    for path in sorted((src / "subtitles" / lang).glob("*.json")):
+    files, every = sorted((src / "subtitles" / lang).glob("*.json")), progress.Every()
+    for i, path in enumerate(files):
+        every.tick(f"punctuate {lang}: {i} of {len(files)} files")
         try:
             subs = json.loads(path.read_text(encoding="utf-8"))
             texts = [str(e["text"]) for e in subs]
@@ -136,43 +126,77 @@ def punctuate(config: Any, src: pathlib.Path, lang: str, out: pathlib.Path | Non
             subs, new, strict=True)], ensure_ascii=False, indent=0), encoding="utf-8")
         counts["files"] += 1
         counts["sentences"] += len(new)
+    progress.say(f"punctuate {lang}: {counts['files']} files, {counts['sentences']} sentences "
+                 f"in {every.took()}")
     return counts
 
 
+def _baseline_flags(fv: flags.FlagValues) -> None:
+    flags.DEFINE_string("data_dir", None, "where the TFDS dataset is (or goes)", required=True,
+                        flag_values=fv)
+    flags.DEFINE_string("manual_dir", "", "the M-SyMoN release (to build it)", flag_values=fv)
+    flags.DEFINE_string("builder_config", "text_only", "msymon builder config",
+                        flag_values=fv)
+    flags.DEFINE_string("splits", "val,train", "comma-separated: val,train,test",
+                        flag_values=fv)
+    flags.DEFINE_float("clip_seconds", 3.0, "clip length", flag_values=fv)
+
+
+def _config_flags(fv: flags.FlagValues, example: str) -> None:
+    cli.config_flag(fv, f"Config file: path.py[:args], e.g. {example}; --config.key=value "
+                        "overrides it.")
+    flags.mark_flag_as_required("config", flag_values=fv)
+    flags.DEFINE_string("data_dir", None, "the config's data.data_dir instead", flag_values=fv)
+    flags.DEFINE_string("manual_dir", None, "the config's data.manual_dir instead",
+                        flag_values=fv)
+
+
+def _evaluate_flags(fv: flags.FlagValues) -> None:
+    _config_flags(fv, "configs/msymon/yms.py:zeroshot")
+    flags.DEFINE_string("init_from", None, "workdir of the trained run", required=True,
+                        flag_values=fv)
+
+
+def _crosslingual_flags(fv: flags.FlagValues) -> None:
+    _config_flags(fv, "configs/msymon/main.py")
+    flags.DEFINE_multi_string("workdirs", None, "lang=WORKDIR ... (one per row)",
+                              required=True, flag_values=fv)
+    flags.DEFINE_string("split", "test", "evaluated split of every language", flag_values=fv)
+    flags.DEFINE_enum("metric", "f1", alignment.METRICS, "the metric of each cell",
+                      flag_values=fv)
+
+
+def _punctuate_flags(fv: flags.FlagValues) -> None:
+    flags.DEFINE_string("run", None, "workdir of a main.py:punctuation run", required=True,
+                        flag_values=fv)
+    flags.DEFINE_string("encoder", None, "the run's model.encoder checkpoint", required=True,
+                        flag_values=fv)
+    flags.DEFINE_string("src", None, "the release folder", required=True, flag_values=fv)
+    flags.DEFINE_enum("lang", None, data.LANGUAGES, "the subtitles' language", required=True,
+                      flag_values=fv)
+    flags.DEFINE_string("out", None, "another release folder (default: in place)",
+                        flag_values=fv)
+
+
+COMMANDS = {
+    "baseline": ("transcript-only baseline per language (no video)", _baseline_flags),
+    "evaluate": ("evaluate a trained run (e.g. zero-shot on YMS)", _evaluate_flags),
+    "crosslingual": ("fill the 7x7 matrix from per-language runs", _crosslingual_flags),
+    **table3.COMMANDS,
+    "punctuate": ("restore punctuation in subtitles (Appendix C)", _punctuate_flags),
+}
+
+
+def _main_config(arg: str) -> Any:
+    return config_file.load(f"{MAIN_CONFIG}:{arg}")
+
+
 def main(argv: list[str] | None = None) -> int:
-    import argparse
     import json
 
-    p = argparse.ArgumentParser(prog="python -m vnr.benchmarks.msymon.tools")
-    sub = p.add_subparsers(dest="command", required=True)
-    b = sub.add_parser("baseline", help="transcript-only baseline per language (no video)")
-    b.add_argument("--data_dir", required=True, help="where the TFDS dataset is (or goes)")
-    b.add_argument("--manual_dir", default="", help="the M-SyMoN release (to build it)")
-    b.add_argument("--builder_config", default="text_only")
-    b.add_argument("--splits", default="val,train", help="comma-separated: val,train,test")
-    b.add_argument("--clip_seconds", type=float, default=3.0)
-    e = sub.add_parser("evaluate", help="evaluate a trained run (e.g. zero-shot on YMS)")
-    e.add_argument("--config", required=True, help="e.g. configs/msymon/yms.py:zeroshot")
-    e.add_argument("--init_from", required=True, help="workdir of the trained run")
-    e.add_argument("--data_dir", default=None)
-    e.add_argument("--manual_dir", default=None)
-    c = sub.add_parser("crosslingual", help="fill the 7x7 matrix from per-language runs")
-    c.add_argument("--config", required=True, help="configs/msymon/main.py[:args]")
-    c.add_argument("--workdirs", nargs="+", required=True, help="lang=WORKDIR ...")
-    c.add_argument("--split", default="test")
-    c.add_argument("--metric", default="f1", choices=alignment.METRICS)
-    c.add_argument("--data_dir", default=None)
-    c.add_argument("--manual_dir", default=None)
-    table3.add_parsers(sub)
-    u = sub.add_parser("punctuate", help="restore punctuation in subtitles (Appendix C)")
-    u.add_argument("--run", required=True, help="workdir of a main.py:punctuation run")
-    u.add_argument("--encoder", required=True, help="the run's model.encoder checkpoint")
-    u.add_argument("--src", required=True, help="the release folder")
-    u.add_argument("--lang", required=True, choices=data.LANGUAGES)
-    u.add_argument("--out", default=None, help="another release folder (default: in place)")
-    args = p.parse_args(argv)
+    args = cli.parse(argv, "python -m vnr.benchmarks.msymon.tools", __doc__, COMMANDS)
     if args.command == "punctuate":
-        cfg = _load_config(f"{MAIN_CONFIG}:punctuation")
+        cfg = _main_config("punctuation")
         cfg.update({"init_from": args.run, "total_steps": 0})
         cfg.model.encoder = args.encoder
         res = punctuate(cfg, pathlib.Path(args.src), args.lang,
@@ -180,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(res))
         return 0
     if args.command.startswith("table3"):
-        return table3.command(args, lambda a: _load_config(f"{MAIN_CONFIG}:{a}"), train.run)
+        return table3.command(args, _main_config, train.run)
     if args.command == "baseline":
         import ml_collections
 
@@ -198,21 +222,25 @@ def main(argv: list[str] | None = None) -> int:
             print(f"| {k} | {v['videos']:.0f} | {cells} | "
                   f"{100 * v['narration_from_subtitles']:.0f}% |")
         return 0
-    cfg = _load_config(args.config)
+    cfg = args.config
     for k in ("data_dir", "manual_dir"):
         if getattr(args, k) is not None:
             cfg.data[k] = getattr(args, k)
-    if args.command == "evaluate":
-        cfg.init_from = args.init_from
-        res = evaluate_run(cfg)
-        print(json.dumps(res, indent=2))
-        print(results.markdown(res, alignment.result_columns(cfg, res)))
-        return 0
-    bad = [w for w in args.workdirs if "=" not in w or w.split("=")[0] not in data.LANGUAGES]
+    bad = [w for w in (args.workdirs if args.command == "crosslingual" else [])
+           if "=" not in w or w.split("=")[0] not in data.LANGUAGES]
     if bad:
-        raise SystemExit(f"error: --workdirs takes lang=DIR with lang in {data.LANGUAGES}: {bad}")
-    _, table = crosslingual(cfg, dict(w.split("=", 1) for w in args.workdirs), args.split,
-                            args.metric)
+        cli.fail(f"--workdirs takes lang=DIR with lang in {data.LANGUAGES}: {bad}")
+    try:
+        if args.command == "evaluate":
+            cfg.init_from = args.init_from
+            res = evaluate_run(cfg)
+            print(json.dumps(res, indent=2))
+            print(results.markdown(res, alignment.result_columns(cfg, res)))
+            return 0
+        _, table = crosslingual(cfg, dict(w.split("=", 1) for w in args.workdirs),
+                                args.split, args.metric)
+    except (evaluate.EvaluateError, train.ConfigError, ValueError, FileNotFoundError) as e:
+        raise SystemExit(f"error: {' '.join(str(e).split())}") from None
     print(table)
     return 0
 

@@ -22,7 +22,6 @@ language token (mBART-50: `en_XX`).
 
 from __future__ import annotations
 
-import argparse
 import collections
 import json
 import os
@@ -32,7 +31,10 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from absl import flags
+
 from tfds_builders.msymon.parse import LANGUAGES, SPLITS
+from vnr import cli, progress
 
 Translator = Callable[[list[str]], list[str]]
 
@@ -99,7 +101,10 @@ def translate_release(src: pathlib.Path, out: pathlib.Path,
     """Every non-English file of `src` translated into `out` (module docstring); counts."""
     counts: collections.Counter = collections.Counter()
     for lang in LANGUAGES:
-        for kind, path in _files(src, lang):
+        files, every = _files(src, lang), progress.Every()
+        before = counts.copy()
+        for i, (kind, path) in enumerate(files):
+            every.tick(f"translate {lang}: {i} of {len(files)} files")
             dest = out / path.relative_to(src)
             dest.parent.mkdir(parents=True, exist_ok=True)
             try:
@@ -138,6 +143,12 @@ def translate_release(src: pathlib.Path, out: pathlib.Path,
                                        indent=0), encoding="utf-8")
             counts["translated_files"] += 1
             counts["translated_sentences"] += len(new)
+        if files:
+            done = counts - before
+            progress.say(f"translate {lang}: {len(files)} files ({done['translated_files']} "
+                         f"translated, {done['translated_sentences']} sentences; "
+                         f"{done['kept_existing']} kept, {done['copied_english']} copied) in "
+                         f"{every.took()}")
     if (src / "features").is_dir() and not (out / "features").exists():
         os.symlink((src / "features").resolve(), out / "features")
     if (src / "movies.json").is_file():
@@ -152,18 +163,23 @@ def _pairs(items: list[str], name: str) -> dict[str, str]:
     return dict(x.split("=", 1) for x in items)
 
 
+def _flags(fv: flags.FlagValues) -> None:
+    flags.DEFINE_string("src", None, "the release to translate", required=True, flag_values=fv)
+    flags.DEFINE_string("out", None, "the translated release", required=True, flag_values=fv)
+    flags.DEFINE_multi_string("model", None, "DIR (one model for every language) or "
+                              "<lang>=DIR, repeated", required=True, flag_values=fv)
+    flags.DEFINE_multi_string("src_code", [], "<lang>=<tokenizer code>", flag_values=fv)
+    flags.DEFINE_string("forced_bos", None, "target language token, e.g. en_XX",
+                        flag_values=fv)
+    flags.DEFINE_integer("batch_size", 16, "sentences per generate call", lower_bound=1,
+                         flag_values=fv)
+    flags.DEFINE_integer("max_length", 128, "longest translation (tokens)", lower_bound=1,
+                         flag_values=fv)
+    flags.DEFINE_integer("num_beams", 1, "beam width", lower_bound=1, flag_values=fv)
+
+
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m vnr.benchmarks.msymon.translate")
-    p.add_argument("--src", required=True)
-    p.add_argument("--out", required=True)
-    p.add_argument("--model", action="append", required=True,
-                   help="DIR (one model for every language) or <lang>=DIR, repeated")
-    p.add_argument("--src_code", action="append", default=[], help="<lang>=<tokenizer code>")
-    p.add_argument("--forced_bos", default=None, help="target language token, e.g. en_XX")
-    p.add_argument("--batch_size", type=int, default=16)
-    p.add_argument("--max_length", type=int, default=128)
-    p.add_argument("--num_beams", type=int, default=1)
-    a = p.parse_args(argv)
+    a = cli.parse(argv, "python -m vnr.benchmarks.msymon.translate", __doc__, _flags)
     per_lang = [m for m in a.model if "=" in m]
     shared = [m for m in a.model if "=" not in m]
     models = {lang: shared[0] for lang in LANGUAGES if shared}

@@ -13,12 +13,14 @@ their configs set total_steps=0 (the loop only evaluates).
 
 from __future__ import annotations
 
+import os
 import pathlib
 from collections.abc import Callable
 from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 from flax import nnx
 
@@ -148,8 +150,8 @@ def predict(config: Any, model: storyboard.StoryboardModel, batch: dict) -> dict
 
 def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.Mesh, *,
              max_examples: int = 0, report_dir: pathlib.Path | None = None) -> dict[str, float]:
-    """Scores every round of every storyboard of `split` (max_examples = max storyboards)."""
-    del report_dir  # no figure for this task
+    """Scores every round of every storyboard of `split` (max_examples = max storyboards);
+    with `report_dir`, `<split>_storyboard.png` (`storyboard_figure`)."""
     pc, d, enc = jax.process_count(), config.data, config.model.text_encoder
     n = data.num_eval_batches(d, split, config.eval_batch_size, max_examples, pc)
     ds = data.eval_dataset(d, split, enc, config.eval_batch_size, max_examples,
@@ -158,7 +160,75 @@ def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.M
                                    name=f"sc2st {split}")
     metrics = rank_metrics.summarise(out["scores"], out["answer"])
     metrics["storyboards"] = float(len(out))
+    if report_dir is not None and out.first is not None:
+        from vnr.reports import plots
+
+        plots.report(report_dir / f"{split}_storyboard.png", storyboard_figure, config, split,
+                     out)
     return metrics
+
+
+REPORT_TOP = 5  # candidates drawn
+
+
+def storyboard_figure(config: Any, split: str, out: evaluation.SplitOutputs) -> Any:
+    """The first storyboard at its last round: history, query, top candidates
+    (`figures.storyboard`). A candidate is pool index `b * length + p` (keyframe p of
+    storyboard b) or, past the storyboards, an isolated keyframe."""
+    from tfds_builders import sc2st as builder
+    from tfds_builders.sc2st import extras
+    from vnr.benchmarks.sc2st import figures
+
+    d = config.data
+    src = builder.data_source(d.config, split, d.data_dir, build=False)
+    iso = extras.read_isolated(builder.Sc2St(config=d.config, data_dir=os.path.abspath(
+        d.data_dir)).data_dir, split) or {}
+    rec = src[int(out.first["index"][0])]
+    length = len(rec["frame_ids"])
+    rnd = len(rec["answer"]) - 1  # the last round: keyframe `length` after length - 1
+    scores, answer = np.asarray(out["scores"][0][rnd]), int(out["answer"][0][rnd])
+    order = [int(i) for i in np.argsort(-scores, kind="stable")]
+
+    def keyframe(slot: int, caption: str) -> figures.Keyframe:
+        b, p = divmod(int(rec["candidates"][rnd][slot]), length)
+        if b < len(src):
+            other = src[b]
+            name, sentence, movie = other["frame_ids"][p], other["sentences"][p], other["movie"]
+        else:  # an isolated keyframe: no sentence
+            k = (b - len(src)) * length + p
+            name, sentence, movie = str(iso["frame_ids"][k]), "", str(iso["movies"][k])
+        return _keyframe(d.manual_dir, name, movie, sentence, caption, slot == answer)
+
+    history = [_keyframe(d.manual_dir, n, rec["movie"], t, f"#{i + 1}") for i, (n, t) in
+               enumerate(zip(rec["frame_ids"][:rnd + 1], rec["sentences"][:rnd + 1]))]
+    shown = order[:REPORT_TOP] + ([answer] if answer not in order[:REPORT_TOP] else [])
+    candidates = [keyframe(c, f"rank {order.index(c) + 1}: {scores[c]:.2f}") for c in shown]
+    pixels = "" if all(k.pixels is not None for k in history) else \
+        " (no pixels: keyframes named by their ids)"
+    return figures.storyboard(history, rec["sentences"][rnd + 1], candidates,
+                              f"{split} storyboard {int(rec['index'])} ({rec['movie']}){pixels}")
+
+
+def _keyframe(manual_dir: str, frame_id: str, movie: str, sentence: str, caption: str,
+              right: bool | None = None) -> Any:
+    from vnr.benchmarks.sc2st import figures
+
+    name = f"{pathlib.PurePosixPath(frame_id).name}\n{movie}"
+    return figures.Keyframe(name, sentence, _pixels(manual_dir, frame_id), caption, right)
+
+
+def _pixels(manual_dir: str, frame_id: str) -> np.ndarray | None:
+    """The keyframe's image when its id is an image file under `manual_dir` (LSMDC frames/
+    input; 160 px at most), else None (features/ input, generated data)."""
+    path = pathlib.Path(manual_dir or "") / frame_id
+    if not manual_dir or path.suffix.lower() not in (".jpg", ".jpeg", ".png") or \
+            not path.is_file():
+        return None
+    from PIL import Image
+
+    with Image.open(path) as image:
+        image.thumbnail((160, 160))
+        return np.asarray(image.convert("RGB"))
 
 
 def result_columns(config: Any, results: dict) -> list[results_lib.Column]:

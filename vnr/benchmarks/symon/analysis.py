@@ -23,15 +23,17 @@ Command line (the resources are the user's: nothing is downloaded):
 
 from __future__ import annotations
 
-import argparse
 import collections
 import json
 import pathlib
 import re
 from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 import numpy as np
+from absl import flags
 
+from vnr import cli
 from vnr.benchmarks.symon.data import title_key
 
 _WORD = re.compile(r"[a-z]+(?:'[a-z]+)?")
@@ -259,7 +261,7 @@ def words_per_thousand(texts: Iterable[str], lexicons: dict[str, set[str]]) -> d
 
 
 # ---------------------------------------------------------------------------- CLI
-def _videos(args: argparse.Namespace) -> list[dict]:
+def _videos(args: Any) -> list[dict]:
     from tfds_builders import symon
 
     names = symon.split_names(args.config, args.data_dir, manual_dir=args.manual_dir)
@@ -270,28 +272,47 @@ def _videos(args: argparse.Namespace) -> list[dict]:
     return out
 
 
+def _data_flags(fv: flags.FlagValues) -> None:
+    flags.DEFINE_string("config", "text_only", "symon builder config", flag_values=fv)
+    flags.DEFINE_string("data_dir", "data/tfds", "where the TFDS dataset is (or goes)",
+                        flag_values=fv)
+    flags.DEFINE_string("manual_dir", None, "the SYMON release (to build it)", flag_values=fv)
+
+
+def _coverage_flags(fv: flags.FlagValues) -> None:
+    _data_flags(fv)
+    flags.DEFINE_string("wikiplots", None, "WikiPlots directory", required=True, flag_values=fv)
+    flags.DEFINE_string("encoder", None, "sentence-transformers BERT directory", required=True,
+                        flag_values=fv)
+    flags.DEFINE_float("delta_a", 0.6, "skip cost of a WikiPlots sentence", flag_values=fv)
+    flags.DEFINE_float("delta_b", 0.6, "skip cost of a narration sentence", flag_values=fv)
+
+
+def _mental_flags(fv: flags.FlagValues) -> None:
+    _data_flags(fv)
+    flags.DEFINE_multi_string("lexicon", None, "NAME=FILE (repeatable)", required=True,
+                              flag_values=fv)
+
+
+COMMANDS = {"gap": ("the semantic gap of four counts: v✓t✓ v✓t✗ v✗t✓ v✗t✗", lambda fv: None),
+            "coverage": ("story coverage of WikiPlots by the narrations", _coverage_flags),
+            "mental": ("mental-state words per 1,000 words", _mental_flags)}
+
+
 def main(argv: Sequence[str] | None = None) -> dict:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    sub = p.add_subparsers(dest="cmd", required=True)
-    g = sub.add_parser("gap")
-    g.add_argument("counts", type=float, nargs=4, help="v✓t✓ v✓t✗ v✗t✓ v✗t✗")
-    for name in ("coverage", "mental"):
-        s = sub.add_parser(name)
-        s.add_argument("--config", default="text_only")
-        s.add_argument("--data_dir", default="data/tfds")
-        s.add_argument("--manual_dir", default=None)
-    c = sub.choices["coverage"]
-    c.add_argument("--wikiplots", required=True)
-    c.add_argument("--encoder", required=True, help="sentence-transformers BERT directory")
-    c.add_argument("--delta_a", type=float, default=0.6)
-    c.add_argument("--delta_b", type=float, default=0.6)
-    sub.choices["mental"].add_argument("--lexicon", action="append", required=True,
-                                       help="NAME=FILE (repeatable)")
-    args = p.parse_args(argv)
-    if args.cmd == "gap":
-        c4 = args.counts
+    args = cli.parse(argv, "python -m vnr.benchmarks.symon.analysis", __doc__, COMMANDS,
+                     operands="[COUNTS x 4 for gap]")
+    if args.command == "gap":
+        try:
+            c4 = [float(x) for x in args.operands]
+        except ValueError:
+            cli.fail(f"gap takes 4 numbers, got {args.operands}")
+        if len(c4) != 4:
+            cli.fail(f"gap takes 4 numbers (v✓t✓ v✓t✗ v✗t✓ v✗t✗), got {len(c4)}")
         out = {"gap": 100.0 * semantic_gap([c4[:2], c4[2:]])}
-    elif args.cmd == "coverage":
+    elif args.operands:
+        cli.fail(f"{args.command}: unexpected argument {args.operands[0]!r}")
+    elif args.command == "coverage":
         out = story_coverage(_videos(args), read_wikiplots(args.wikiplots),
                              minilm_embedder(args.encoder), args.delta_a, args.delta_b)
     else:
@@ -299,7 +320,7 @@ def main(argv: Sequence[str] | None = None) -> dict:
         for item in args.lexicon:
             name, _, path = item.partition("=")
             if not path:
-                raise SystemExit(f"--lexicon {item!r}: expected NAME=FILE")
+                cli.fail(f"--lexicon {item!r}: expected NAME=FILE")
             lex[name], multi[name] = read_lexicon(path)
         out = words_per_thousand((s for v in _videos(args) for s in v["sentences"]), lex)
         out["multiword_entries_skipped"] = multi

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 import jax
+import numpy as np
 import optax
 from flax import nnx
 
@@ -66,13 +67,38 @@ def predict(config: Any, model: OrderModel, batch: dict) -> dict[str, jax.Array]
 
 def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.Mesh, *,
              max_examples: int = 0, report_dir: pathlib.Path | None = None) -> dict[str, float]:
-    """Accuracy of the order prediction over the cut pairs of `split`."""
-    del report_dir
+    """Accuracy of the order prediction over the cut pairs of `split`; with `report_dir`,
+    `<split>_order.png` (`order_figure`)."""
     out = symon_retrieval.collect(config, TASK, split, predict_fn, mesh, max_examples)
     if not len(out):
         raise ValueError(f"symon {split}: no usable cut pairs")
     right = int(((out["logits"] > 0) == (out["label"] == 1)).sum())
+    if report_dir is not None and out.first is not None:
+        from vnr.reports import plots
+
+        plots.report(report_dir / f"{split}_order.png", order_figure, config, split, out)
     return {"accuracy": 100.0 * right / len(out), "pairs": float(len(out))}
+
+
+REPORT_PAIRS = 6  # pairs drawn
+
+
+def order_figure(config: Any, split: str, out: Any) -> Any:
+    """All pairs' P(first earlier) by the truth, then the first pairs (`figures.order_pairs`).
+    The first rows of the outputs are the primary process's first batch: items 0, P, 2P, ...
+    of the split (P processes, `data.eval_dataset`)."""
+    from vnr.benchmarks.symon import figures
+
+    src, pc = data.ItemSource(config.data, split, TASK), jax.process_count()
+    p_first = 1.0 / (1.0 + np.exp(-np.asarray(out["logits"], np.float64)))
+    pairs = []
+    for r in range(min(REPORT_PAIRS, int(out.first["valid"].sum()))):
+        item = src[r * pc]
+        pairs.append(figures.OrderPair(
+            out.first["seg_a"][r], out.first["seg_b"][r], item["narration"],
+            f"video {src.video(item['video'])['video_id']}, cut at {item['cut']:.1f} s",
+            float(p_first[r]), bool(out["label"][r] == 1)))
+    return figures.order_pairs(pairs, p_first, np.asarray(out["label"]) == 1, split)
 
 
 RESULT_COLUMNS = [results_lib.Column("accuracy", "accuracy (%)", "{:.1f}"),

@@ -12,6 +12,8 @@ import json
 import pathlib
 import sys
 
+from vnr import cli
+
 
 def mean_accuracy(a_to_b: str | pathlib.Path, b_to_a: str | pathlib.Path) -> dict[str, float]:
     """{"setB": acc, "setA": acc, "mean": their mean} from the two runs' results.json."""
@@ -29,7 +31,17 @@ def mean_accuracy(a_to_b: str | pathlib.Path, b_to_a: str | pathlib.Path) -> dic
     return out
 
 
+def main(argv: list[str] | None = None) -> int:
+    args = cli.parse(argv, "python -m vnr.benchmarks.symon.order_mean", __doc__,
+                     lambda fv: None, operands="DIR_A_TO_B DIR_B_TO_A")
+    if len(args.operands) != 2:
+        cli.fail(f"give the two run directories DIR_A_TO_B DIR_B_TO_A, got {args.operands}")
+    try:
+        print(json.dumps(mean_accuracy(*args.operands), indent=1))
+    except (FileNotFoundError, ValueError) as e:
+        cli.fail(str(e))
+    return 0
+
+
 if __name__ == "__main__":
-    if len(sys.argv) != 3:
-        raise SystemExit(__doc__)
-    print(json.dumps(mean_accuracy(*sys.argv[1:]), indent=1))
+    sys.exit(main())

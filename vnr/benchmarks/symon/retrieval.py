@@ -22,6 +22,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import nnx
 
 from vnr import evaluation
@@ -138,8 +139,8 @@ def ranking_mesh(mesh: jax.sharding.Mesh) -> jax.sharding.Mesh | None:
 
 def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.Mesh, *,
              max_examples: int = 0, report_dir: pathlib.Path | None = None) -> dict[str, float]:
-    """R@1/5/10 and median rank in both directions over the items of `split`."""
-    del report_dir
+    """R@1/5/10 and median rank in both directions over the items of `split`; with
+    `report_dir`, `<split>_retrieval.png` (`retrieval_figure`)."""
     cat = collect(config, TASK, split, predict_fn, mesh, max_examples)
     if not len(cat):
         raise ValueError(f"symon {split}: no retrieval items")
@@ -150,7 +151,46 @@ def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.M
         metrics[f"chance_v2t_r@{k}"] = retrieval_metrics.chance_recall(cat["video"],
                                                                        cat["movie"], k=k)
     metrics["items"] = float(len(cat))
+    if report_dir is not None:
+        from vnr.reports import plots
+
+        plots.report(report_dir / f"{split}_retrieval.png", retrieval_figure, config, split,
+                     cat)
     return metrics
+
+
+REPORT_QUERIES, REPORT_TOP = 4, 5  # text queries drawn, clips per query
+
+
+def retrieval_figure(config: Any, split: str, cat: evaluation.SplitOutputs) -> Any:
+    """The first text queries' top clips in their pool (another video of the query's movie
+    is out of it), correct = one of the query's `nearest_positives` (the metrics' rule)."""
+    from vnr.benchmarks.symon import figures
+
+    src = data.ItemSource(config.data, split, TASK)
+    clip_of = {(v, float(np.float32((c.start + c.end) / 2))): c  # as EncodeRetrieval's center
+               for v, clips in enumerate(src.clips) for c in clips}
+    video, movie, center = (np.asarray(cat[k]) for k in ("video", "movie", "center"))
+    positives = retrieval_metrics.nearest_positives(video, cat["text_center"], 3, center)
+
+    def where(i: int) -> tuple[str, str]:
+        c = clip_of.get((int(video[i]), float(center[i])))
+        name = src.video(int(video[i]))["video_id"]
+        return (f"video {name} {c.start:.0f}-{c.end:.0f} s", c.text) if c else \
+            (f"video {name} at {center[i]:.0f} s", "")
+
+    queries = []
+    for q in range(min(REPORT_QUERIES, len(cat))):
+        scores = np.asarray(cat["v"], np.float32) @ np.asarray(cat["t"][q], np.float32)
+        scores[(movie == movie[q]) & (video != video[q])] = -np.inf  # out of the pool
+        order = np.argsort(-scores, kind="stable")
+        good = set(positives[q][positives[q] >= 0].tolist())
+        first = next((r + 1 for r, i in enumerate(order) if i in good), 0)
+        top = [figures.Candidate(*where(int(i)), float(scores[i]), int(i) in good)
+               for i in order[:REPORT_TOP]]
+        name, text = where(q)
+        queries.append(figures.Query(text, name, top, first))
+    return figures.retrieval_queries(queries, split)
 
 
 def result_columns(config: Any, results: dict) -> list[results_lib.Column]:

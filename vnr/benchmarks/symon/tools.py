@@ -12,9 +12,11 @@ stderr.
 
 from __future__ import annotations
 
-import argparse
 import sys
 
+from absl import flags
+
+from vnr import cli
 from vnr.benchmarks.symon import data
 
 
@@ -30,12 +32,17 @@ def movie_keys(path: str) -> tuple[list[tuple[str, str]], dict[str, int]]:
     return out, counts
 
 
+def _movie_keys_flags(fv: flags.FlagValues) -> None:
+    flags.DEFINE_string("movie_list", None, "YMS movie_list.txt or a titles file", required=True,
+                        flag_values=fv)
+
+
+COMMANDS = {"movie_keys": ("title -> movie key of every line of a movie list",
+                           _movie_keys_flags)}
+
+
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m vnr.benchmarks.symon.tools")
-    sub = p.add_subparsers(dest="command", required=True)
-    m = sub.add_parser("movie_keys", help="title -> movie key of every line of a movie list")
-    m.add_argument("--movie_list", required=True, help="YMS movie_list.txt or a titles file")
-    args = p.parse_args(argv)
+    args = cli.parse(argv, "python -m vnr.benchmarks.symon.tools", __doc__, COMMANDS)
     try:
         rows, counts = movie_keys(args.movie_list)
     except OSError as e:

@@ -249,15 +249,38 @@ def tune_threshold(videos: list[dict]) -> float:
 
 def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.Mesh, *,
              max_examples: int = 0, report_dir: pathlib.Path | None = None) -> dict[str, float]:
-    """Clip accuracy and sentence IoU on `split`, threshold tuned on `data.val_split`."""
-    del report_dir
+    """Clip accuracy and sentence IoU on `split`, threshold tuned on `data.val_split`; with
+    `report_dir`, `<split>_alignment.png` (`alignment_figure`)."""
     out = _scores(config, split, predict_fn, mesh, max_examples)
     val = out if split == config.data.val_split else _scores(
         config, config.data.val_split, predict_fn, mesh, 0)
     thr = tune_threshold(val)
     metrics = align(out, thr)
     metrics.update(threshold=thr, videos=float(len(out)))
+    if report_dir is not None:
+        from vnr.reports import plots
+
+        plots.report(report_dir / f"{split}_alignment.png", alignment_figure, split, out, thr)
     return metrics
+
+
+REPORT_VIDEOS = 2
+
+
+def alignment_figure(split: str, videos: list[dict], threshold: float) -> Any:
+    """The first videos' clip x sentence scores with the thresholded argmax alignment and
+    the annotation (`vnr.reports.figures.alignment`)."""
+    from vnr.reports import figures
+
+    drawn = []
+    for i, vid in enumerate(videos[:REPORT_VIDEOS]):
+        sim = vid["sim"]
+        pred = (np.where(sim.max(1) > threshold, sim.argmax(1), -1) if sim.size
+                else np.full(len(sim), -1))
+        drawn.append(figures.AlignedVideo(sim, vid["gt"], pred, (
+            f"video {i}: clip accuracy {100 * clip_accuracy(pred, vid['gt'], vid['dur']):.0f} %,"
+            f" sentence IoU {100 * sentence_iou(pred, vid['gt'], vid['dur']):.0f} %")))
+    return figures.alignment(drawn, f"{split} (threshold {threshold:.2f})", "argmax")
 
 
 def check_splits(config: Any) -> None:

@@ -1,0 +1,133 @@
+"""One command-line convention for every tool: absl flags, as `vnr.train` parses them.
+
+    def main(argv: list[str] | None = None) -> int:
+        args = cli.parse(argv, "python -m vnr.benchmarks.symon.tools", __doc__,
+                         {"movie_keys": ("title -> movie key of a movie list", define)})
+        args.command, args.movie_list, args.operands ...
+
+* Flags are defined by a function on a fresh `flags.FlagValues` per call: tools imported
+  together (the tests) never clash on a name, and `main(argv)` can run twice.
+* A tool with commands takes the command as its first word, as before; `--help` (or `-h`)
+  prints the tool's docstring and its commands, `<command> --help` that command's flags,
+  then exits 0.
+* An unknown flag, a bad value, a missing required flag or a word the tool takes none of:
+  one `error:` line naming it (absl's message, no traceback), exit status 2.
+* A repeatable flag (`DEFINE_multi_string`) also takes several values after it, as the
+  argparse tools' `nargs` did: `--workdirs a b --csv x` is `--workdirs=a --workdirs=b`.
+* `--config path.py[:args]` (with `--config.key=value` overrides) is the trainer's flag:
+  `config_flag(fv)` defines it, checked first by `vnr.config_file.check_overrides`.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NoReturn
+
+from absl import flags
+
+Define = Callable[[flags.FlagValues], None]  # defines a (sub)command's flags
+HELP = ("--help", "-h", "--helpshort", "--helpfull", "-?")
+
+
+class Args:
+    """What `parse` found: `command` (None for a tool without commands), the positional
+    `operands` after it, and every flag's value as an attribute."""
+
+    def __init__(self, command: str | None, values: flags.FlagValues, operands: list[str]):
+        self.command, self.flags, self.operands = command, values, operands
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.flags, name)
+
+
+def fail(message: str) -> NoReturn:
+    """One `error:` line on stderr and exit status 2 (a usage error)."""
+    print(f"error: {' '.join(str(message).split())}", file=sys.stderr, flush=True)
+    raise SystemExit(2)
+
+
+def parse(argv: Sequence[str] | None, prog: str, doc: str | None,
+          define: Define | Mapping[str, tuple[str, Define]], operands: str = "") -> Args:
+    """`argv` (without the program name; None: `sys.argv[1:]`) parsed for the tool `prog`:
+    `define` defines its flags, or maps each command to (its one-line help, its flags).
+    `operands` names the positional words the tool (or every command) takes (e.g.
+    "WORKDIR ..."); "" = none."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    commands = define if isinstance(define, Mapping) else None
+    command = None
+    if commands is not None:
+        if not argv or argv[0] in HELP:
+            _usage(prog, doc, commands, exit_code=0 if argv else 2)
+        command = argv.pop(0)
+        if command not in commands:
+            fail(f"{prog}: unknown command {command!r}; choose one of {', '.join(commands)} "
+                 f"(--help describes them)")
+        define = commands[command][1]
+    values = flags.FlagValues()
+    define(values)
+    where = f"{prog} {command}" if command else prog
+    if any(a in HELP for a in argv):
+        _flag_help(where, doc if commands is None else commands[command][0], values, operands)
+    if "config" in values and any(a.split("=", 1)[0] == "--config" for a in argv):
+        from vnr import config_file
+
+        try:  # one line for a bad file or key, before absl (its errors are tracebacks)
+            config_file.check_overrides(argv)
+        except SystemExit as e:
+            fail(str(e.code).removeprefix("error: "))
+    try:
+        rest = values([prog, *_spread(argv, values)])[1:]
+    except flags.Error as e:
+        fail(f"{where}: {e}")
+    if rest and not operands:
+        fail(f"{where}: unexpected argument {rest[0]!r} (--help lists the flags)")
+    return Args(command, values, rest)
+
+
+def config_flag(values: flags.FlagValues, help_text: str = "Config file: path.py[:arg]."
+                ) -> None:
+    """The trainer's `--config path.py[:args]` with `--config.key=value` overrides."""
+    from ml_collections import config_flags
+
+    config_flags.DEFINE_config_file("config", None, help_text, flag_values=values,
+                                    lock_config=False)
+
+
+def _spread(argv: list[str], values: flags.FlagValues) -> list[str]:
+    """`--name a b` -> `--name=a --name=b` for the repeatable flags (argparse's nargs)."""
+    multi = {name for name in values if isinstance(values[name], flags.MultiFlag)}
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        word = argv[i]
+        i += 1
+        if word.startswith("--") and word[2:] in multi:
+            taken = 0
+            while i < len(argv) and not argv[i].startswith("-"):
+                out.append(f"{word}={argv[i]}")
+                i, taken = i + 1, taken + 1
+            if taken:
+                continue
+        out.append(word)
+    return out
+
+
+def _usage(prog: str, doc: str | None, commands: Mapping[str, tuple[str, Define]],
+           exit_code: int) -> NoReturn:
+    if exit_code:
+        fail(f"{prog}: name a command: {', '.join(commands)} (--help describes them)")
+    lines = [(doc or "").strip(), "", f"usage: {prog} <command> [flags]",
+             "(`<command> --help` lists a command's flags)", "", "commands:"]
+    lines += [f"  {name:<18} {what}" for name, (what, _) in commands.items()]
+    print("\n".join(lines))
+    raise SystemExit(0)
+
+
+def _flag_help(where: str, doc: str | None, values: flags.FlagValues,
+               operands: str) -> NoReturn:
+    text = values.get_help(prefix="", include_special_flags=False)
+    shown = [line for line in text.splitlines() if line.startswith(" ")]  # no module names
+    print("\n".join([(doc or "").strip(), "", f"usage: {where} [flags]"
+                     + (f" {operands}" if operands else ""), "", "flags:", *shown]))
+    raise SystemExit(0)
