@@ -61,6 +61,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     if row == "random":
         c.model.kind = "random"
         c.total_steps = c.warmup_steps = 0
+        c.select.metric = ""  # nothing trained, nothing to select
     elif row in ("nsp_bert", "sop_albert"):
         c.model.update(kind="text_pair", head=row[:3],
                        encoder="scratch:bert-small" if row == "nsp_bert" else
