@@ -88,7 +88,9 @@ def execute(plan: Plan, runs: list[Run], env: dict[str, str], data_dir: str | No
             _ACTIONS[run.action](plan, run, env, data_dir, say)
             say(f"{head}: {run.action} finished in {progress.duration(time.perf_counter() - t0)}")
         except Exception as e:  # noqa: BLE001 (one line per failed run, the others go on)
-            message = " ".join(str(e).split()) or type(e).__name__
+            message = " ".join(str(e).split())
+            if not isinstance(e, ValueError | RuntimeError) or not message:
+                message = f"{type(e).__name__}: {message}"  # an unexpected error: its kind
             failed[run.id] = f"{run.id}: {message}"
             say(f"{head}: failed: {message}")
     return list(failed.values())

@@ -10,8 +10,9 @@ made from it. The file's layout:
     [smoke]      how a row's command becomes its `--scale smoke` command: `drop` (config
                  args; `k=` drops any `k=<value>`), `add` (args), `drop_set` (override keys),
                  `set` (overrides for every run), `vars` (generated inputs, see `SmokeVar`)
-    [[table]]    id, title, columns = [{name, key, scale, better, where, agg, mean_of}]
-    [[row]]      id, table, name (as the paper prints it), group (a section of the table),
+    [[table]]    id, title, columns = [{name, key, scale, better, where, agg, mean_of}],
+                 note; then its rows:
+    [[table.row]] id, name (as the paper prints it), group (a section of the table),
                  paper (the printed cells, one per column: a string split on spaces, or a
                  list; "-" = an empty cell), status ("as paper" | "deviates: how" |
                  "not provided: why"), and for a runnable row: config (`path.py:args`), set
@@ -37,10 +38,11 @@ from typing import Any
 BENCHMARKS_DIR = pathlib.Path(__file__).resolve().parent.parent / "benchmarks"
 FILE = "rows.toml"
 STATUSES = ("as paper", "deviates", "not provided")
-ROW_KEYS = {"id", "table", "name", "group", "paper", "paper_note", "status", "config", "set",
+ROW_KEYS = {"id", "name", "group", "paper", "paper_note", "status", "config", "set",
             "eval_set", "each", "smoke", "tool", "keys", "test", "note"}
 PREREQ_KEYS = {"id", "config", "set", "each", "smoke", "note"}
 COLUMN_KEYS = {"name", "key", "scale", "better", "where", "agg", "mean_of"}
+TABLE_KEYS = {"id", "title", "columns", "note", "row"}
 ID = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
 RUN_REF = re.compile(r"\{run:([a-z0-9_.-]+)\}")
 
@@ -54,8 +56,10 @@ class Column:
     """A column as the paper prints it, and where our number comes from.
 
     `key` is `<split>/<metric>` of a run's results.json (split `*`: the one split that has
-    the metric); `scale` turns ours into the paper's unit; `where` picks the row's runs
-    ({each variable: value}); `agg` combines them ("mean", or "mean_std" shown as m ± s);
+    the metric; `a|b`: the first of a and b found, e.g. where the generated corpus names
+    its test split otherwise); `scale` turns ours into the paper's unit; `where` picks the
+    row's runs ({each variable: value}); `agg` combines them ("mean", or "mean_std" shown as
+    m ± s);
     `mean_of` makes a derived column, the mean of those columns (e.g. an Average)."""
 
     name: str
@@ -218,7 +222,8 @@ def _parse(raw: dict, path: pathlib.Path) -> Registry:
     ids = [t.id for t in tables]
     if len(set(ids)) != len(ids):
         raise fail(f"a table id appears twice: {ids}")
-    rows = [_row(r, {t.id: t for t in tables}, fail) for r in raw.get("row") or ()]
+    rows = [_row(r, table, fail) for t, table in zip(raw.get("table") or (), tables,
+                                                     strict=True) for r in t.get("row") or ()]
     rows += [_prereq(r, fail) for r in raw.get("prereq") or ()]
     seen: set[str] = set()
     for r in rows:
@@ -258,8 +263,9 @@ def _smoke_var(name: str, spec: Any, fail: Any) -> SmokeVar:
 
 def _table(t: dict, fail: Any) -> Table:
     tid = str(t.get("id", ""))
-    if not tid or not isinstance(t.get("title"), str):
-        raise fail(f"a [[table]] needs id and title (got {t.get('id')!r})")
+    if not tid or not isinstance(t.get("title"), str) or set(t) - TABLE_KEYS:
+        raise fail(f"table {tid or '?'}: a [[table]] has an id, a title, columns, an optional "
+                   f"note and its [[table.row]]s (got {', '.join(sorted(t))})")
     cols = []
     for c in t.get("columns") or ():
         unknown = sorted(set(c) - COLUMN_KEYS)
@@ -321,7 +327,7 @@ def _smoke(d: dict, fail: Any, what: str) -> tuple[Command | None, str]:
         each=cmd.each if "each" in s else None), ""
 
 
-def _row(r: dict, tables: dict[str, Table], fail: Any) -> Row:
+def _row(r: dict, table: Table, fail: Any) -> Row:
     rid = r.get("id", "")
     what = f"row {rid or '?'}"
     unknown = sorted(set(r) - ROW_KEYS)
@@ -329,9 +335,6 @@ def _row(r: dict, tables: dict[str, Table], fail: Any) -> Row:
         raise fail(f"{what}: unknown key {unknown[0]} (a row has {', '.join(sorted(ROW_KEYS))})")
     if not isinstance(rid, str) or not ID.match(rid):
         raise fail(f"{what}: id must be lower-case letters, digits, '-', '_', '.'")
-    if r.get("table") not in tables:
-        raise fail(f"{what}: table {r.get('table')!r} is not a [[table]]")
-    table = tables[r["table"]]
     status = r.get("status", "")
     kind = next((s for s in STATUSES if status == s or status.startswith(s + ": ")), None)
     if kind is None or (kind != "as paper" and not status.startswith(kind + ": ")):

@@ -26,6 +26,9 @@ class Cell:
     paper: str | None  # as printed
     ours: float | None = None
     std: float | None = None  # over the runs of a mean_std column
+    why: str = "missing"  # when `ours` is None: missing (no run), n/a (no such metric),
+    #                       - (this row has no number of ours in the column), n/p, n/r
+    places: int = 2  # decimals of ours: the paper's cell's, else its row's first printed
 
 
 @dataclasses.dataclass
@@ -41,6 +44,10 @@ def _status(row: Row) -> str:
 
 
 def _metric(results: dict[str, Any], key: str) -> float | None:
+    """The value of `split/metric` (`*`: the one split having it; `a|b`: the first found)."""
+    if "|" in key:
+        return next((v for k in key.split("|") if (v := _metric(results, k)) is not None),
+                    None)
     split, _, metric = key.partition("/")
     if split == "*":
         hits = [m[metric] for s, m in results.items() if s != "selection"
@@ -67,7 +74,10 @@ def collect(plan: Plan, table: Table, check: Callable[[Run], str]) -> list[Line]
     """The table's lines from the run directories under the plan's root."""
     lines = []
     for row in plan.registry.rows_of(table.id):
+        printed = next((c for c in row.paper if c), None)
         cells = [Cell(row.paper[i] if row.paper else None) for i in range(len(table.columns))]
+        for c in cells:
+            c.places = _decimals(c.paper or printed)
         if row.command is None:
             lines.append(Line(row, "not provided", row.status.split(": ", 1)[-1], cells))
             continue
@@ -85,12 +95,16 @@ def collect(plan: Plan, table: Table, check: Callable[[Run], str]) -> list[Line]
         for cell, column in zip(cells, table.columns, strict=True):
             if not column.mean_of:
                 _fill(cell, row, column, runs, got)
+            elif not all(row.key(c) for c in table.columns if c.name in column.mean_of):
+                cell.why = "-"
+        names = [c.name for c in table.columns]
         for cell, column in zip(cells, table.columns, strict=True):
-            if column.mean_of:
-                parts = [cells[[c.name for c in table.columns].index(n)].ours
-                         for n in column.mean_of]
-                if parts and all(p is not None for p in parts):
-                    cell.ours = sum(parts) / len(parts)
+            if column.mean_of and cell.why != "-":
+                parts = [cells[names.index(n)] for n in column.mean_of]
+                if all(p.ours is not None for p in parts):
+                    cell.ours = sum(p.ours for p in parts) / len(parts)
+                else:
+                    cell.why = next(p.why for p in parts if p.ours is None)
         if problems:
             state, detail = "other config", "; ".join(problems)
         elif not got:
@@ -106,12 +120,17 @@ def collect(plan: Plan, table: Table, check: Callable[[Run], str]) -> list[Line]
 def _fill(cell: Cell, row: Row, column: Column, runs: list[Run], got: dict) -> None:
     key = row.key(column)
     if not key:
+        cell.why = "-"
         return
     chosen = [r for r in runs if all(dict(r.values).get(k, v) == v for k, v in column.where)]
-    if not chosen or any(r.id not in got for r in chosen):
+    if not chosen:
+        cell.why = "n/r"  # e.g. a language the smoke scale does not run
+        return
+    if any(r.id not in got for r in chosen):
         return
     values = [_metric(got[r.id], key) for r in chosen]
     if any(v is None for v in values):
+        cell.why = "n/a"
         return
     values = [v * column.scale for v in values]
     cell.ours = sum(values) / len(values)
@@ -129,7 +148,7 @@ def _decimals(printed: str | None) -> int:
 def ours_text(cell: Cell) -> str:
     if cell.ours is None:
         return ""
-    d = _decimals(cell.paper)
+    d = cell.places
     text = f"{cell.ours:.{d}f}"
     return text + (f" ± {cell.std:.{d}f}" if cell.std is not None else "")
 
@@ -142,10 +161,10 @@ def diff(cell: Cell) -> float | None:
 def cell_text(cell: Cell, state: str) -> str:
     paper = cell.paper or "-"
     if cell.ours is None:
-        shown = {"not provided": "n/p", "not run at this scale": "n/r"}.get(state, "missing")
+        shown = {"not provided": "n/p", "not run at this scale": "n/r"}.get(state, cell.why)
         return f"{shown} / {paper}"
-    d = diff(cell)
-    delta = f" ({d:+.{_decimals(cell.paper)}f})" if d is not None else ""
+    d, places = diff(cell), cell.places
+    delta = f" ({round(d, places) + 0.0:+.{places}f})" if d is not None else ""  # no -0.0
     return f"{ours_text(cell)} / {paper}{delta}"
 
 
@@ -156,7 +175,9 @@ def label(row: Row) -> str:
 def markdown(plan: Plan, table: Table, lines: list[Line]) -> str:
     reg = plan.registry
     out = [f"{reg.title}: Table {table.id}, {table.title}",
-           f"(cells: ours / paper (ours - paper); root {plan.root}, scale {plan.scale})", "",
+           f"(cells: ours / paper (ours - paper); root {plan.root}, scale {plan.scale}; "
+           f"missing: not run; n/a: the run reports no such metric; -: no number of ours in "
+           f"this column; n/p: not provided; n/r: not run at this scale)", "",
            "| row | " + " | ".join(c.name for c in table.columns) + " | status | ours |",
            "|" + "---|" * (len(table.columns) + 3)]
     for ln in lines:
@@ -209,8 +230,9 @@ def write_png(path: pathlib.Path, plan: Plan, table: Table, lines: list[Line]) -
             ax.scatter(*zip(*have), marker="|", color="tab:blue", s=40)
         for i, (p, o, ln) in enumerate(zip(paper, ours, shown)):
             if o is None:
-                ax.text(0, i + 0.2, " " + ("n/p" if ln.state == "not provided" else "missing"),
-                        va="center", fontsize=6, color="tab:red")
+                why = {"not provided": "n/p", "not run at this scale": "n/r"}.get(
+                    ln.state, ln.cells[k].why)
+                ax.text(0, i + 0.2, " " + why, va="center", fontsize=6, color="tab:red")
             if p is None:
                 ax.text(0, i - 0.2, " -", va="center", fontsize=6, color="0.4")
         ax.set_yticks(y)

@@ -370,9 +370,10 @@ def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.M
     window = float(ev.window)
     extra: dict[str, float] = {}
 
-    def val_outputs() -> dict:
+    def val_outputs() -> dict:  # capped as the validation evaluator caps it
+        cap = ((config.get("evals") or {}).get("val") or {}).get("max_examples", 0)
         return out if split == config.data.val_split else collect(
-            config, config.data.val_split, predict_fn, mesh, ev.max_val_clips).outputs
+            config, config.data.val_split, predict_fn, mesh, cap).outputs
 
     if ev.method == "argmax":
         thr = ev.threshold
