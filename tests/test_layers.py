@@ -30,6 +30,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
      "vnr.config_file", "vnr.feature_cache"),
     ("vnr.benchmarks",),  # one package per benchmark
     ("vnr.train", "vnr.cache_features"),  # load a task with importlib, never statically
+    ("vnr.reproduce",),  # runs rows through vnr.train / vnr.evaluate
 )
 
 # Importer prefix -> module prefixes it must not import, whatever the layers allow.
@@ -38,6 +39,7 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "vnr.models": ("vnr.data",),  # data and models are independent; a task joins them
     "vnr.train": ("vnr.benchmarks",),  # tasks are found by config.task at run time
     "vnr.cache_features": ("vnr.benchmarks",),
+    "vnr.reproduce": ("vnr.benchmarks",),  # rows name configs and tools, never import them
     "vnr": ("launch", "tests"),
     "tfds_builders": ("vnr", "configs", "launch", "tests"),  # builders take functions in
     "configs": ("vnr", "launch", "tests"),

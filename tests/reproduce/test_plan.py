@@ -123,3 +123,11 @@ def test_dry_run_prints_one_command_per_run(tmp_path):
     assert "# t3-cosine-shot: evaluate-only, trained by t1-hcmc-frame-shot" in lines
     assert sum(not ln.startswith("#") for ln in lines) == 7  # the training + 6 rows
     assert not list(tmp_path.iterdir())  # nothing ran
+
+
+def test_set_adds_overrides_to_every_training():
+    p = plan.make(registry.load("movie101"), "paper", R, ("total_steps=500",))
+    assert p.runs["t5-rnl"].set[-1] == "total_steps=500"
+    assert "total_steps" not in p.runs["t6-k1"].tool  # a tool takes no config override
+    with pytest.raises(plan.PlanError, match=r"--set '--config.lr=1': give key=value"):
+        plan.make(registry.load("movie101"), "paper", R, ("--config.lr=1",))

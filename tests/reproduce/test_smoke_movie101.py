@@ -19,4 +19,4 @@ def test_every_movie101_row_runs_at_smoke_scale(tmp_path):
     k1 = next(ln for ln in tables["6"] if ln.row.id == "t6-k1")
     assert all(0 <= c.ours <= 100 for c in k1.cells)
     rnl = json.loads((tmp_path / "t5-rnl" / "results.json").read_text())
-    assert rnl["selection"]["metric"] == "val/R@1,IoU@0.5"
+    assert rnl["selection"]["mode"] == "last"  # smoke: no validation pass (cheaper)

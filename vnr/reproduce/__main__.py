@@ -2,8 +2,10 @@
 
     python -m vnr.reproduce list [--benchmark B] [--table T]
     python -m vnr.reproduce run --benchmark B --table T --root DIR [--rows a,b] \
-        [--scale smoke|paper] [--dry_run [--launcher local|slurm|tpu]] [--data_dir D]
-    python -m vnr.reproduce report --benchmark B --table T --root DIR [--csv F] [--png F]
+        [--scale smoke|paper] [--dry_run [--launcher local|slurm|tpu]] [--data_dir D] \
+        [--set key=value ...]
+    python -m vnr.reproduce report --benchmark B --table T --root DIR [--csv F] [--png F] \
+        [--set key=value ...]
     python -m vnr.reproduce docs [--benchmark B] [--check]
 
 `list` prints each table's rows: status, the paper's numbers and the command. `run` trains
@@ -43,6 +45,9 @@ flags.DEFINE_string("data_dir", None, "Where datasets are built: replaces the co
 flags.DEFINE_string("csv", None, "report: also write the table as CSV here.")
 flags.DEFINE_string("png", None, "report: also draw ours vs the paper's per column here.")
 flags.DEFINE_bool("check", False, "docs: only check that REPRODUCING.md agrees.")
+flags.DEFINE_multi_string("set", [], "run/report: key=value added to every training's "
+                          "overrides (e.g. total_steps=N for your corpus); give report the "
+                          "same, or it names the runs as another config's.")
 
 SCALE_FILE = "reproduce.json"
 
@@ -123,7 +128,7 @@ def _data_dir(p: plan.Plan) -> str | None:
 def cmd_run() -> int:
     reg = _registry(True)[0]
     table, root = _table(reg), _root()
-    p = plan.make(reg, FLAGS.scale, root)
+    p = plan.make(reg, FLAGS.scale, root, tuple(FLAGS.set))
     rows = _selected(reg, table)
     runs = p.order([r.id for r in rows])
     if FLAGS.dry_run:
@@ -166,7 +171,7 @@ def cmd_report() -> int:
     scale = FLAGS.scale if FLAGS["scale"].present or not recorded else recorded
     if recorded and scale != recorded:
         raise UsageError(f"--scale {scale}: {root} holds --scale {recorded} runs")
-    p = plan.make(reg, scale, root)
+    p = plan.make(reg, scale, root, tuple(FLAGS.set))
     env = _env(p, make_inputs=False)
     for name, _ in reg.vars:  # unset paths stay `$VAR` (such values are not compared)
         env.setdefault(name, f"${name}")

@@ -127,6 +127,11 @@ def _train(plan: Plan, run: Run, env: dict[str, str], data_dir: str | None,
     from vnr import train
 
     config = runconfig.build(plan, run, env, data_dir)
+    got = runconfig.held(plan.root / run.id)
+    problem = runconfig.differs(config, got, plan.root) if got is not None else ""
+    if problem:  # a run of another config, unfinished: named, never resumed or overwritten
+        raise PlanError(f"{plan.root / run.id} holds a run of another config ({problem}); "
+                        f"left alone: use another --root or remove it")
     say(f"  python -m vnr.train --config {expand(run.config, env, run.id, {})} --workdir "
         f"{plan.root / run.id} {' '.join('--config.' + x for x in run.set)}")
     _record(plan, run)

@@ -101,10 +101,15 @@ def _derive(config: str, rules) -> str:
     return f"{path}:{','.join(kept)}" if kept else path
 
 
-def make(reg: Registry, scale: str, root: pathlib.Path) -> Plan:
-    """Every run of every row (and prerequisite) of `reg` at `scale`."""
+def make(reg: Registry, scale: str, root: pathlib.Path, extra: tuple[str, ...] = ()
+         ) -> Plan:
+    """Every run of every row (and prerequisite) of `reg` at `scale`; `extra` overrides
+    (`--set key=value`) go after every training's own, e.g. a step count for a corpus."""
     if scale not in SCALES:
         raise PlanError(f"--scale={scale!r}: use smoke or paper")
+    for item in extra:
+        if "=" not in item or item.startswith("-"):
+            raise PlanError(f"--set {item!r}: give key=value (a config key, no --config.)")
     raw: dict[str, tuple[Row, Command, tuple[tuple[str, str], ...]]] = {}
     by_row: dict[str, list[str]] = {}
     skipped: dict[str, str] = {}
@@ -118,7 +123,10 @@ def make(reg: Registry, scale: str, root: pathlib.Path) -> Plan:
         for combo in itertools.product(*(v for _, v in cmd.each)):
             values = tuple(zip(names, combo, strict=True))
             rid = "-".join([row.id, *combo])
-            raw[rid] = (row, _fill(cmd, dict(values)), values)
+            filled = _fill(cmd, dict(values))
+            if extra and not filled.tool:
+                filled = dataclasses.replace(filled, set=(*filled.set, *extra))
+            raw[rid] = (row, filled, values)
             by_row.setdefault(row.id, []).append(rid)
 
     def dep(rid: str, ref: str) -> str:
