@@ -61,7 +61,6 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     if row == "random":
         c.model.kind = "random"
         c.total_steps = c.warmup_steps = 0
-        c.select.metric = ""  # nothing trained, nothing to select
     elif row in ("nsp_bert", "sop_albert"):
         c.model.update(kind="text_pair", head=row[:3],
                        encoder="scratch:bert-small" if row == "nsp_bert" else
@@ -69,6 +68,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
         c.model.dropout = 0.1
         c.eval.objective = "path"  # both heads score consecutive pairs
         c.lr = 3e-4
+        hcmc.select_by_validation(c)  # Table 1's Bert / AlBert rows
     else:
         c.model.update(pair_layers=1, modalities={"vision": ("vision",), "text": ("text",)}.get(
             row, ("vision", "text")), fusion="early" if row == "early_fusion" else "late")

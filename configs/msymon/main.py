@@ -101,8 +101,6 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     # paper's XLM-R; set data.tokenizer to the same name; weights via the pretrained hook)
     c.loss = dict(temperature=0.07, num_negatives=16)  # K: the paper gives no value (ours)
     common.evals(c)  # max_examples counts videos
-    # The paper does not say how a model is selected; ours: the step of best validation F1
-    c.select = dict(metric="val/f1", mode="max")
     c.eval.update(
         method="drop_dtw",  # or "argmax" (threshold tuned on val unless eval.threshold)
         # "tune": (d_v, d_t) by grid search for F1 on val (Appendix E.1); "fixed": eval.d_v
@@ -123,6 +121,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
         c.optimizer, c.schedule, c.warmup_steps, c.end_lr_factor = "adamw", "cosine", 0, 0.0
         c.lr = 4e-6 if regime in FROM_RUN else 4e-5
         c.weight_decay = 0.2
+        # the paper does not say how a model is selected; ours: best validation F1
+        c.select = dict(metric="val/f1", mode="max")
     if synthetic:
         c.model.update(width=64, embed=64, text_layers=0, clip_layers=1, sentence_layers=0,
                        heads=2)

@@ -34,7 +34,6 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
                   val_split="val", test_splits=("test",))
     if "zeroshot" in args:
         c.total_steps, c.warmup_steps = 0, 0
-        c.select.metric = ""  # nothing trained, nothing to select
         c.eval.method = "drop_dtw" if "dtw" in args else "argmax"
         c.eval.threshold = None  # tuned on val_split
     return c
