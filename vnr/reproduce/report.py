@@ -229,6 +229,8 @@ def write_png(path: pathlib.Path, plan: Plan, table: Table, lines: list[Line]) -
         if have:  # a tick at each of our values, so a 0 shows too
             ax.scatter(*zip(*have), marker="|", color="tab:blue", s=40)
         for i, (p, o, ln) in enumerate(zip(paper, ours, shown)):
+            if o == 0:
+                ax.text(0, i + 0.2, " 0", va="center", fontsize=6, color="tab:blue")
             if o is None:
                 why = {"not provided": "n/p", "not run at this scale": "n/r"}.get(
                     ln.state, ln.cells[k].why)
