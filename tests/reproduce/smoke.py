@@ -48,3 +48,12 @@ def check_tables(p: plan.Plan, env: dict[str, str]) -> dict[str, list[report.Lin
         assert f"Table {table.id}" in text and "missing" not in text.split("\n", 3)[3]
         out[table.id] = lines
     return out
+
+
+def everything(benchmark: str, root: pathlib.Path
+               ) -> tuple[plan.Plan, dict[str, str], dict[str, list[report.Line]]]:
+    """`run_all` then `check_tables`, printing the time (pytest -s shows it)."""
+    p, env, seconds = run_all(benchmark, root)
+    tables = check_tables(p, env)
+    print(f"{benchmark}: every row at smoke scale in {seconds:.0f} s")
+    return p, env, tables

@@ -10,9 +10,7 @@ from tests.reproduce import smoke
 
 @pytest.mark.e2e
 def test_every_movie101_row_runs_at_smoke_scale(tmp_path):
-    p, env, seconds = smoke.run_all("movie101", tmp_path)
-    tables = smoke.check_tables(p, env)
-    print(f"movie101: every row at smoke scale in {seconds:.0f} s")
+    p, env, tables = smoke.everything("movie101", tmp_path)
     tool = json.loads((tmp_path / "t6-k2" / "row.json").read_text())
     assert tool["tool"].endswith(f"--global_workdir {tmp_path}/t4-cnclip --local_workdir "
                                  f"{tmp_path}/t5-rnl --k 2")

@@ -10,9 +10,7 @@ from tests.reproduce import smoke
 
 @pytest.mark.e2e
 def test_every_moviepuzzle_row_runs_at_smoke_scale(tmp_path):
-    p, env, seconds = smoke.run_all("moviepuzzle", tmp_path)
-    tables = smoke.check_tables(p, env)
-    print(f"moviepuzzle: every row at smoke scale in {seconds:.0f} s")
+    p, env, tables = smoke.everything("moviepuzzle", tmp_path)
     cosine = json.loads((tmp_path / "t3-cosine-shot" / "row.json").read_text())
     assert cosine["action"] == "evaluate" and cosine["config"]["eval"]["distance"] == "cosine"
     assert cosine["trained_in"] == str(tmp_path / "t1-hcmc-frame-shot")  # not retrained

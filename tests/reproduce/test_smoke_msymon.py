@@ -10,9 +10,7 @@ from tests.reproduce import smoke
 
 @pytest.mark.e2e
 def test_every_msymon_row_runs_at_smoke_scale(tmp_path):
-    p, env, seconds = smoke.run_all("msymon", tmp_path)
-    tables = smoke.check_tables(p, env)
-    print(f"msymon: every row at smoke scale in {seconds:.0f} s")
+    p, env, tables = smoke.everything("msymon", tmp_path)
     two = json.loads((tmp_path / "t3-two-stage-supervision-en" / "config.json").read_text())
     assert two["init_from"] == str(tmp_path / "t3-two-stage-en")
     timed = json.loads((tmp_path / "t4-two-stage-supervised-time-en" / "row.json").read_text())

@@ -11,9 +11,7 @@ from vnr.reproduce import execute, report
 
 @pytest.mark.e2e
 def test_every_sc2st_row_runs_at_smoke_scale(tmp_path):
-    p, env, seconds = smoke.run_all("sc2st", tmp_path)
-    smoke.check_tables(p, env)
-    print(f"sc2st: every row at smoke scale in {seconds:.0f} s")
+    p, env, _ = smoke.everything("sc2st", tmp_path)
     row = json.loads((tmp_path / "t3-ours-sa" / "row.json").read_text())
     assert row["config_spec"] == "configs/sc2st/main.py:paper,sa,smoke,text_encoder=" \
                                  "scratch:bert-tiny"  # the A.1 preset at test sizes

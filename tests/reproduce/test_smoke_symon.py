@@ -11,9 +11,7 @@ from vnr.reproduce import registry
 
 @pytest.mark.e2e
 def test_every_symon_row_runs_at_smoke_scale(tmp_path):
-    p, env, seconds = smoke.run_all("symon", tmp_path)
-    tables = smoke.check_tables(p, env)
-    print(f"symon: every row at smoke scale in {seconds:.0f} s")
+    p, env, tables = smoke.everything("symon", tmp_path)
     for ln in tables["4"]:  # the semantic gap from the printed human counts (Eq. 3)
         assert round(ln.cells[-1].ours, 1) == registry.number(ln.cells[-1].paper)
     acc = [json.loads((tmp_path / f"t6-univl-symon-{i}-a_to_b" / "results.json").read_text())
