@@ -1,10 +1,10 @@
 """Reproduce a paper's table with one command.
 
     python -m vnr.reproduce list [--benchmark B] [--table T]
-    python -m vnr.reproduce run --benchmark B --table T --root DIR [--rows a,b] \
-        [--scale smoke|paper] [--dry_run [--launcher local|slurm|tpu]] [--data_dir D] \
+    python -m vnr.reproduce run --benchmark B --table T --root DIR [--rows a,b] \\
+        [--scale smoke|paper] [--dry_run [--launcher local|slurm|tpu]] [--data_dir D] \\
         [--set key=value ...]
-    python -m vnr.reproduce report --benchmark B --table T --root DIR [--csv F] [--png F] \
+    python -m vnr.reproduce report --benchmark B --table T --root DIR [--csv F] [--png F] \\
         [--set key=value ...]
     python -m vnr.reproduce docs [--benchmark B] [--check]
 
