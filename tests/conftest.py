@@ -47,7 +47,9 @@ _LONG_FIRST = ("tests/trainer/test_pretrained.py", "tests/trainer/test_precision
                "tests/benchmarks/movie101/test_movie101_mcn.py",
                "tests/benchmarks/symon/test_symon_tasks.py", "tests/trainer/test_feature_cache.py",
                "tests/benchmarks/movie101/test_grounding.py",
-               "tests/benchmarks/sc2st/test_sc2st_model.py")
+               "tests/benchmarks/sc2st/test_sc2st_model.py",
+               "tests/reproduce/test_smoke_moviepuzzle.py",
+               "tests/reproduce/test_smoke_movie101.py")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -31,6 +31,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
      "vnr.evaluators", "vnr.cli"),
     ("vnr.benchmarks",),  # one package per benchmark
     ("vnr.train", "vnr.cache_features", "vnr.evaluate"),  # tasks by importlib only
+    ("vnr.reproduce",),  # runs rows through vnr.train / vnr.evaluate
 )
 
 # Importer prefix -> module prefixes it must not import, whatever the layers allow.
@@ -41,6 +42,7 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "vnr.cache_features": ("vnr.benchmarks",),
     "vnr.evaluate": ("vnr.benchmarks",),
     "vnr.evaluators": ("vnr.benchmarks",),  # evaluator modules come by name from the config
+    "vnr.reproduce": ("vnr.benchmarks",),  # rows name configs and tools, never import them
     "vnr": ("launch", "tests"),
     "tfds_builders": ("vnr", "configs", "launch", "tests"),  # builders take functions in
     "configs": ("vnr", "launch", "tests"),

@@ -108,6 +108,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
                    genre_token=model == "rmn" and "no_genre" not in args,
                    memory_bank=model == "ovp" or (model == "rmn" and "no_bank" not in args))
     common.evals(c, val_max=256)
+    if real:  # the paper does not say how a model is selected (Appendix C: "<= 100"
+        # epochs); ours: the step of best validation CIDEr-D (every run has it, not MNScore)
+        c.select = dict(metric="val/cider_d", mode="max")
     c.eval.update(beam_size=5, alpha=0.0, bert_model="", bert_layer=0,
                   bert_baseline=-1.0, clip_model="", em_frames=10, em_idf=False,
                   mnscore_em="fine")

@@ -80,6 +80,10 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
                    # self-attention layers; gcn_final.py: 3 co-/self-attention blocks)
                    heads=4, blocks=3, local_layers=2)
     common.evals(c, val_max=512)
+    if real:  # the paper does not say how a model is selected; ours: the step of best
+        # validation R@1 (global retrieval) or R@1 at IoU 0.5 (local grounding)
+        c.select = dict(metric="val/R@1" if "global" in args else "val/R@1,IoU@0.5",
+                        mode="max")
     if "smoke" in args:
         if not real:
             c.data.update(config="synthetic_tiny_narration", movies_config="synthetic_tiny_movies")

@@ -68,6 +68,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
         c.model.dropout = 0.1
         c.eval.objective = "path"  # both heads score consecutive pairs
         c.lr = 3e-4
+        hcmc.select_by_validation(c)  # Table 1's Bert / AlBert rows
     else:
         c.model.update(pair_layers=1, modalities={"vision": ("vision",), "text": ("text",)}.get(
             row, ("vision", "text")), fusion="early" if row == "early_fusion" else "late")

@@ -132,6 +132,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
         c.optimizer, c.schedule, c.warmup_steps, c.end_lr_factor = "adamw", "cosine", 0, 0.0
         c.lr = 4e-6 if regime in FROM_RUN else 4e-5
         c.weight_decay = 0.2
+        # the paper does not say how a model is selected; ours: best validation F1
+        c.select = dict(metric="val/f1", mode="max")
     if synthetic:
         c.model.update(width=64, embed=64, text_layers=0, clip_layers=int(context),
                        sentence_layers=0, heads=2)

@@ -102,7 +102,9 @@ def test_paper_preset_is_table7_and_overrides_warn_once():
     assert (c.cl_lambda, c.eval.kmeans_iters, c.eval.distance) == (1.0, 1000, "euclidean")
     assert (c.model.pair_layers, c.model.width, c.model.heads) == (2, 512, 8)
     assert (c.optimizer, c.schedule, c.warmup_steps, c.grad_clip) == ("adamw", "constant", 0, 0)
-    assert c.total_steps == -(-5 * 2400 // 8)  # 5 epochs of the synthetic train split
+    # 5 epochs: resolved from the built train split by validate (data.resolve_epochs);
+    # until then the paper's 7,048 clips (§2.3)
+    assert c.epochs == 5 and c.total_steps == -(-5 * 7048 // 8)
     assert c.frozen == () and (c.eval.objective, c.eval.starts) == ("path", "per_start")
     assert _config("frame_shot,paper,lambda=0.75").cl_lambda == 0.75  # Table 10 best
     exact = _config("frame_shot,exact")  # 20-frame clips fit the exact DP now

@@ -65,6 +65,7 @@ def validate(config: Any) -> None:
     if config.eval.search == "exact" and d.max_frames > MAX_EXACT_N:
         raise ValueError(f"eval.search='exact' handles clips of <= {MAX_EXACT_N} frames but "
                          f"data.max_frames={d.max_frames}; use eval.search='beam'")
+    data.resolve_epochs(config)  # last: it may build the dataset
 
 
 _WARNED: set[str] = set()

@@ -408,12 +408,12 @@ def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.M
     extra: dict[str, float] = {}
     val: dict | None = None
 
-    def val_outputs() -> dict:
+    def val_outputs() -> dict:  # capped as the validation evaluator caps it
         nonlocal val
         if val is None:
+            cap = ((config.get("evals") or {}).get("val") or {}).get("max_examples", 0)
             val = out if split == config.data.val_split else collect(
-                config, config.data.val_split, predict_fn, mesh,
-                config.evals.val.max_examples).outputs
+                config, config.data.val_split, predict_fn, mesh, cap).outputs
         return val
 
     if ev.method == "argmax":

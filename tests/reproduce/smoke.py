@@ -1,0 +1,59 @@
+"""Every runnable row of a benchmark's tables at `--scale smoke`, through `vnr.reproduce`'s
+own planner, executor and report (shared by the per-benchmark e2e tests, one file each so
+the two test workers share them out)."""
+
+from __future__ import annotations
+
+import pathlib
+import time
+
+from vnr.reproduce import execute, plan, registry, report
+
+
+def run_all(benchmark: str, root: pathlib.Path) -> tuple[plan.Plan, dict[str, str], float]:
+    """Runs every table's rows into `root`; returns the plan, the environment and the
+    seconds it took. Every run must succeed; running again must redo nothing."""
+    t0 = time.perf_counter()
+    reg = registry.load(benchmark)
+    p = plan.make(reg, "smoke", root)
+    runs = p.order([r.id for r in reg.rows if r.table])
+    lines: list[str] = []
+    env = plan.environment(execute.smoke_inputs(p, lines.append))
+    data_dir = str(root / "_data")
+    failed = execute.execute(p, runs, env, data_dir, lines.append)
+    assert not failed, "\n".join(failed)
+    seconds = time.perf_counter() - t0
+    lines.clear()
+    assert not execute.execute(p, runs, env, data_dir, lines.append)  # resumable: all done
+    assert all("done before" in ln for ln in lines), lines
+    return p, env, seconds
+
+
+def check_tables(p: plan.Plan, env: dict[str, str]) -> dict[str, list[report.Line]]:
+    """Every runnable row of every table reports numbers; the rows that do not run at smoke
+    are the ones the registry says."""
+    out = {}
+    check = report.checker(p, env, str(p.root / "_data"))
+    for table in p.registry.tables:
+        lines = report.collect(p, table, check)
+        for ln in lines:
+            if ln.row.command is None:
+                assert ln.state == "not provided"
+            elif ln.row.id in p.skipped:
+                assert ln.state == "not run at this scale"
+            else:
+                assert ln.state == "ok", (table.id, ln.row.id, ln.state, ln.detail)
+                assert any(c.ours is not None for c in ln.cells), (table.id, ln.row.id)
+        text = report.markdown(p, table, lines)
+        assert f"Table {table.id}" in text and "missing" not in text.split("\n", 3)[3]
+        out[table.id] = lines
+    return out
+
+
+def everything(benchmark: str, root: pathlib.Path
+               ) -> tuple[plan.Plan, dict[str, str], dict[str, list[report.Line]]]:
+    """`run_all` then `check_tables`, printing the time (pytest -s shows it)."""
+    p, env, seconds = run_all(benchmark, root)
+    tables = check_tables(p, env)
+    print(f"{benchmark}: every row at smoke scale in {seconds:.0f} s")
+    return p, env, tables

@@ -1,0 +1,139 @@
+"""A run's config: built from its command, and compared with what a directory holds.
+
+`build` loads `path.py[:args]` the way `--config` does (`vnr.config_file`), applies the
+run's `key=value` overrides typed like the values they replace (as absl's `--config.key`
+does) and maps the configs' `data/` dataset directories under `--data_dir`. `differs`
+says whether a directory's config is another run's, naming the first key that differs.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import pathlib
+from typing import Any
+
+import ml_collections
+
+from vnr import config_file
+from vnr import workdir as workdir_lib
+from vnr.reproduce.plan import Plan, PlanError, Run, expand
+
+# Keys that may differ between the registry's command and a run on another machine.
+FREE = ("data.data_dir", "data.manual_dir", "data.num_workers", "mesh", "sharding_rules",
+        "progress", "progress_lines", "profile", "log_every", "ckpt_every", "keep_ckpts",
+        "eval_batch_size")
+
+
+def parse_value(text: str, old: Any, key: str) -> Any:
+    """`text` as the type of the value it replaces (bool, int, float, str, tuple)."""
+    if isinstance(old, bool):
+        if text.lower() in ("true", "1"):
+            return True
+        if text.lower() in ("false", "0"):
+            return False
+        raise ValueError(f"{key}={text!r}: expected True or False")
+    if isinstance(old, str):
+        return text
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        if old is None:
+            return text
+        raise ValueError(f"{key}={text!r}: expected a {type(old).__name__}") from None
+    if isinstance(old, float) and isinstance(value, int):
+        return float(value)
+    if isinstance(old, tuple | list) and isinstance(value, list | tuple):
+        return tuple(value)
+    return value
+
+
+def apply(config: ml_collections.ConfigDict, items: tuple[str, ...], what: str) -> None:
+    """Sets every `key=value` of `items`; an unknown key or a bad value is one line."""
+    for item in items:
+        key, _, text = item.partition("=")
+        node = config
+        *parents, leaf = key.split(".")
+        for part in parents:
+            if not isinstance(node, ml_collections.ConfigDict) or part not in node:
+                raise PlanError(f"{what}: unknown config key {key}")
+            node = node[part]
+        if not isinstance(node, ml_collections.ConfigDict) or leaf not in node:
+            raise PlanError(f"{what}: unknown config key {key}")
+        try:
+            node[leaf] = parse_value(text, node[leaf], key)
+        except (ValueError, TypeError) as e:
+            raise PlanError(f"{what}: {e}") from None
+
+
+def data_dirs(config: ml_collections.ConfigDict, data_dir: str | None) -> None:
+    """`data/<x>` (the configs' dataset directories, relative to the working directory)
+    becomes `<data_dir>/<x>`, keeping datasets that configs keep apart apart."""
+    if not data_dir or "data" not in config or "data_dir" not in config.data:
+        return
+    old = str(config.data.data_dir)
+    if old == "data" or old.startswith("data/"):
+        config.data.data_dir = str(pathlib.Path(data_dir) / old[len("data/"):])
+
+
+def build(plan: Plan, run: Run, env: dict[str, str], data_dir: str | None = None,
+          with_eval: bool = False) -> ml_collections.ConfigDict:
+    """The config `run` trains with (and with `with_eval`, the one it is evaluated with)."""
+    what = f"{plan.registry.benchmark} run {run.id}"
+    described = dict(plan.registry.vars)
+    spec = expand(run.config, env, what, described)
+    try:
+        config = config_file.load(spec)
+    except ValueError as e:
+        raise PlanError(f"{what}: {e}") from None
+    items = tuple(expand(x, env, what, described) for x in run.set)
+    apply(config, items, what)
+    if with_eval:
+        apply(config, tuple(expand(x, env, what, described) for x in run.eval_set), what)
+    data_dirs(config, data_dir)
+    return config
+
+
+def flat(config: Any) -> dict[str, Any]:
+    raw = json.loads(config.to_json_best_effort()) if hasattr(config, "to_json_best_effort") \
+        else config
+    return workdir_lib.flatten(raw)
+
+
+def held(directory: pathlib.Path) -> dict[str, Any] | None:
+    """The config a run directory holds: its config.json (a training) or the one row.json
+    records (a run evaluated or copied from another); None when it holds neither."""
+    for name, pick in (("config.json", lambda d: d), ("row.json", lambda d: d.get("config"))):
+        path = directory / name
+        if path.is_file():
+            try:
+                got = pick(json.loads(path.read_text()))
+            except (OSError, ValueError):
+                return {"<unreadable>": str(path)}
+            if got is not None:
+                return got
+    return None
+
+
+def differs(expected: ml_collections.ConfigDict, got: dict[str, Any],
+            root: pathlib.Path) -> str:
+    """'' when `got` is the same run as `expected`, else the first differing key. Keys of
+    FREE, values holding an unexpanded `$VAR` and paths under other roots are not compared."""
+    if "<unreadable>" in got:
+        return f"unreadable {got['<unreadable>']}"
+    want, have = flat(expected), workdir_lib.flatten(got)
+
+    def norm(v: Any) -> Any:
+        if isinstance(v, str) and str(root) in v:
+            return v.replace(str(root), "<root>")
+        return v
+
+    for k in sorted(set(want) | set(have)):
+        if any(k == f or k.startswith(f + ".") for f in FREE):
+            continue
+        w, h = want.get(k), have.get(k)
+        if isinstance(w, str) and "$" in w:
+            continue
+        if norm(w) != norm(h):
+            return f"{k} is {h!r} there, the row runs {w!r}"
+    return ""
