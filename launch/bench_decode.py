@@ -1,7 +1,7 @@
 """Decoding benchmark: ``python -m launch.benchmark decode [--sizes small,mcn,large]``.
 
 Side by side in one run, same decoder (the RMN decoder step
-`vnr.benchmarks.movie101.narrator.rmn_step`: transformer decoder with KV cache, vocabulary +
+`vnr.benchmarks.movie101.mcn_model.rmn_step`: transformer decoder with KV cache, vocabulary +
 role-pointer scores, one log-softmax), same weights, same memory, beam 5, batch 64, 80
 tokens, early stop off (every example decodes 80 tokens; tokens/s = examples x 80 / seconds):
 - ours: `vnr.ops.beam_decode.beam_search`, one jit-compiled `lax.while_loop` over all
@@ -64,7 +64,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from vnr.benchmarks.movie101.narrator import RMN, rmn_step
+from vnr.benchmarks.movie101.mcn_model import RMN, rmn_step
 from vnr.ops.beam_decode import beam_search, gather_beams, set_beam, tile_beams
 
 BOS, EOS = 1, 2

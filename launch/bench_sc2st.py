@@ -55,13 +55,13 @@ def main(argv: list[str]) -> None:
     p = argparse.ArgumentParser(prog="python -m launch.benchmark sc2st")
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--candidates", type=int, default=100)
-    from vnr.benchmarks.sc2st import model as storyboard
+    from vnr.benchmarks.sc2st.model import TRAINED
 
-    p.add_argument("--fusion", default="sa", choices=storyboard.TRAINED)
+    p.add_argument("--fusion", default="sa", choices=TRAINED)
     p.add_argument("--repeats", type=int, default=10)
     a = p.parse_args(argv[1:])
 
-    from vnr.benchmarks.sc2st import storyboard as task
+    from vnr.benchmarks.sc2st import task
 
     cfg = _config(a.fusion)
     model = task.make_model(cfg, nnx.Rngs(0))

@@ -263,7 +263,7 @@ def test_rules_catch_what_they_should():
     assert violations("vnr.data.text", "vnr.models.encoders.factory")  # upward
     assert violations("vnr.models.layers", "vnr.data.pipeline")  # forbidden pair
     assert violations("vnr.benchmarks.msymon.model", "vnr.benchmarks.moviepuzzle.data")
-    assert violations("vnr.train", "vnr.benchmarks.sc2st.storyboard")
+    assert violations("vnr.train", "vnr.benchmarks.sc2st.task")
     assert violations("tfds_builders.sc2st.keyframes", "vnr.models.encoders")
     assert not violations("vnr.benchmarks.sc2st.data", "vnr.benchmarks.sc2st.model")
     assert not violations("vnr.benchmarks.sc2st.data", "vnr.models.encoders.tokenizers")

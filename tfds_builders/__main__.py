@@ -12,7 +12,7 @@ built under `--data_dir` is reused only when it was built from the same source (
 `--manual_dir` and the builder options, `tfds_builders/fingerprint.py`); another source stops
 with one line, and `--rebuild` builds it again from the source given. Builders that
 embed their inputs with a model (Sc2St keyframes) take the embedding function as an argument;
-`--embedder` names it (Sc2St: `vnr.benchmarks.sc2st.keyframes:clip_embedder`; a builder that
+`--embedder` names it (Sc2St: `vnr.benchmarks.sc2st.embedders:clip_embedder`; a builder that
 needs one and gets none stops with one line), so no builder imports the model code itself.
 `--candidate_embedder` names the optional image model that ranks similar candidates (Sc2St
 §4.1.3); `--feature_embedder` the image model whose embeddings are the stored features of a
@@ -139,12 +139,12 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--rebuild", "--overwrite", dest="overwrite", action="store_true",
                    help="build again even if already built (e.g. from another manual_dir)")
     b.add_argument("--embedder", default=None, help="module:function making the builder's "
-                   "embedder (Sc2St keyframes: vnr.benchmarks.sc2st.keyframes:clip_embedder)")
+                   "embedder (Sc2St keyframes: vnr.benchmarks.sc2st.embedders:clip_embedder)")
     b.add_argument("--candidate_embedder", default=None, help="module:function making the "
                    "image model that ranks similar candidates (Sc2St §4.1.3; optional)")
     b.add_argument("--feature_embedder", default=None, help="module:function making the image "
                    "model of the stored features, for a config naming a feature_encoder (Sc2St "
-                   "lsmdc_paper: vnr.benchmarks.sc2st.keyframes:image_embedder)")
+                   "lsmdc_paper: vnr.benchmarks.sc2st.embedders:image_embedder)")
     b.add_argument("--expert", action="append", default=None, help="name=module:function, "
                    "one per MoEE expert the config stores (Sc2St: scene=vnr.benchmarks.sc2st."
                    "keyframes:scene_expert, object=..., character=...)")

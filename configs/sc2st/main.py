@@ -10,7 +10,7 @@ ARGS is a comma-separated list of at most one model and any options:
   lf_t | lf_v      Table 5 ablations: text context only / visual context only (late fusion)
   moee | cmoee     Table 3 V-MoEE / C-CMoEE (mixture of embedding experts; baselines.py)
   experts          the builder config with MoEE expert columns (<source>_experts: scene,
-                   object, character; stand-ins in vnr/benchmarks/sc2st/keyframes.py);
+                   object, character; stand-ins in vnr/benchmarks/sc2st/embedders.py);
                    without it MoEE has one expert, the stored keyframe embedding
   similarity       baseline: cosine of each candidate to keyframe t-1 (nothing trained)
   prior            baseline: random scores (nothing trained)
@@ -53,7 +53,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     baseline = fusion in ("similarity", "prior")  # evaluation only
     source = args.pick(("lsmdc", "released"), "real data source")
     real = source is not None
-    c = common.base("sc2st.storyboard", total_steps=0 if baseline else 300,
+    c = common.base("sc2st.task", total_steps=0 if baseline else 300,
                     warmup_steps=0 if baseline else 100, lr=2e-3, eval_every=150,
                     ckpt_every=150, keep_ckpts=1)
     c.data = dict(

@@ -41,8 +41,9 @@ from flax import nnx
 from vnr import evaluation
 from vnr import task as task_lib
 from vnr.benchmarks.movie101 import caption_metrics as cm
-from vnr.benchmarks.movie101 import data, records
-from vnr.benchmarks.movie101.narrator import RMN, rmn_bank_step, rmn_step
+from vnr.benchmarks.movie101 import mcn_data as data
+from vnr.benchmarks.movie101 import records
+from vnr.benchmarks.movie101.mcn_model import RMN, rmn_bank_step, rmn_step
 from vnr.models.compute import float32
 from vnr.models.encoders import loading
 from vnr.ops.beam_decode import beam_search, tile_beams

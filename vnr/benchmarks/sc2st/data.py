@@ -94,7 +94,7 @@ def _pool(path: str) -> np.ndarray:
 
 def _source(cfg: Any, split: str):
     from tfds_builders import sc2st as builder
-    from vnr.benchmarks.sc2st.keyframes import builder_models
+    from vnr.benchmarks.sc2st.embedders import builder_models
 
     models = builder_models(builder.Sc2St.builder_configs[cfg.config])
     return builder.data_source(cfg.config, split, data_dir=cfg.data_dir,
