@@ -63,7 +63,7 @@ The CLI equivalent of clip=DIR is --config.model.image_encoder=DIR
 config.frozen set to the towers' paths (`pretrained_clip` below: encoders.<level>.image /
 .text). Input speed for towers trained end to end (`paper`, `finetune`):
 --config.data.frame_store=True preprocesses the frames once (`vnr/data/frame_store.py`;
-the same batches) and `python -m launch.benchmark input` measures the headroom.
+the same batches) and `python -m bench input` measures the headroom.
 """
 
 import math

@@ -12,7 +12,7 @@ import pytest
 from flax import nnx
 from safetensors.numpy import save_file
 
-from tests.reference.conv_np import np_conv
+from bench.reference.conv_np import np_conv
 from vnr.models.encoders import inception, loading
 
 # --------------------------------------------------- the architecture, as a per-layer table

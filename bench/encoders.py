@@ -1,6 +1,6 @@
 """Forward throughput: our NNX CLIP vision tower vs transformers' FlaxCLIPVisionModel.
 
-    python -m launch.benchmark encoders [--size base|small|tiny] [--patch 32|16]
+    python -m bench encoders [--size base|small|tiny] [--patch 32|16]
                                         [--batch 8] [--iters 10] [--dtype float32|bfloat16]
 
 Both get the same random weights (ours loaded through the checkpoint mapping from the Flax
@@ -71,7 +71,7 @@ def _time(fn, arg, images) -> float:
 
 def main(argv: list[str]) -> None:
     """Runs the benchmark; ``argv[0]`` is the benchmark name."""
-    ap = argparse.ArgumentParser(prog="python -m launch.benchmark encoders")
+    ap = argparse.ArgumentParser(prog="python -m bench encoders")
     ap.add_argument("--size", choices=sorted(SIZES), default="base")
     ap.add_argument("--patch", type=int, choices=(16, 32), default=32)
     ap.add_argument("--batch", type=int, default=8)

@@ -1,4 +1,4 @@
-"""SYMON §7.2 retrieval metrics at the paper's test size: ``python -m launch.benchmark retrieval``.
+"""SYMON §7.2 retrieval metrics at the paper's test size: ``python -m bench retrieval``.
 
 Side by side, each case in a fresh subprocess (so peak memory is its own):
 
@@ -142,7 +142,7 @@ def child(impl: str, n: int, dim: int, budget_gb: float, block: tuple[int, int])
 
 
 def _run(impl: str, n: int, args) -> dict:
-    cmd = [sys.executable, "-m", "launch.bench_retrieval", "--child", impl, "--n", str(n),
+    cmd = [sys.executable, "-m", "bench.retrieval", "--child", impl, "--n", str(n),
            "--dim", str(args.dim), "--dense_budget_gb", str(args.dense_budget_gb),
            "--block", args.block]
     env = dict(os.environ, JAX_PLATFORMS=os.environ.get("JAX_PLATFORMS", "cpu"))
@@ -166,7 +166,7 @@ def _row(r: dict) -> str:
 
 
 def main(argv: list[str]) -> None:
-    p = argparse.ArgumentParser(prog="python -m launch.benchmark retrieval")
+    p = argparse.ArgumentParser(prog="python -m bench retrieval")
     p.add_argument("--n", type=int, default=60_000, help="clips of the blockwise run")
     p.add_argument("--dim", type=int, default=512)
     p.add_argument("--dense_sizes", default="2500,5000,10000,15000,20000",

@@ -1,8 +1,8 @@
-"""Ordering benchmark: `python -m launch.benchmark ordering [--batch 256 --n 15 --beam 10]`.
+"""Ordering benchmark: `python -m bench ordering [--batch 256 --n 15 --beam 10]`.
 
 Side by side on the same inputs: the jitted batched per-start `beam_search_order` (the
 paper's Algorithm 3) versus the literal Python transcription of Algorithm 3
-(`tests/reference/algorithm3.py`, timed on `--ref-clips` clips and given per clip); the
+(`bench/reference/algorithm3.py`, timed on `--ref-clips` clips and given per clip); the
 shared-beam option (ours) alongside; `exact_order` throughput at n = 10, 13, 16; the gap
 of the per-start and shared beams to `exact_order` at b = 1, 5, 10, 20; and the Random row
 of Table 1 under our metric definitions.
@@ -14,8 +14,8 @@ import argparse
 
 import numpy as np
 
-from launch.timing import wall_times
-from tests.reference import algorithm3 as alg3
+from bench.reference import algorithm3 as alg3
+from bench.timing import wall_times
 from vnr.benchmarks.moviepuzzle import order_metrics as om
 from vnr.ops import permutation_search as ps
 
@@ -47,7 +47,7 @@ def _model_scores(rng, B: int, n: int, kind: str, noise: float) -> np.ndarray:
 
 
 def main(argv: list[str]) -> None:
-    p = argparse.ArgumentParser(prog="python -m launch.benchmark ordering")
+    p = argparse.ArgumentParser(prog="python -m bench ordering")
     p.add_argument("--batch", type=int, default=256)
     p.add_argument("--n", type=int, default=15)
     p.add_argument("--beam", type=int, default=10)

@@ -1,4 +1,4 @@
-"""Benchmark of the sharded NCE step: ``python -m launch.benchmark contrastive [--repeats 3]``.
+"""Benchmark of the sharded NCE step: ``python -m bench contrastive [--repeats 3]``.
 
 Side by side in one run on 8 simulated CPU devices (mesh ("data",) = 8): the
 bidirectional NCE of SYMON Eq. 5, forward + backward through a small linear
@@ -37,7 +37,7 @@ import numpy as np  # noqa: E402
 from jax.sharding import NamedSharding  # noqa: E402
 from jax.sharding import PartitionSpec as P  # noqa: E402
 
-from launch.timing import wall_times  # noqa: E402
+from bench.timing import wall_times  # noqa: E402
 from vnr import sharding  # noqa: E402
 from vnr.ops import contrastive  # noqa: E402
 
@@ -126,7 +126,7 @@ def run(batch: int, repeats: int, mesh) -> list[dict]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m launch.benchmark contrastive")
+    parser = argparse.ArgumentParser(prog="python -m bench contrastive")
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args((argv or [])[1:])
     if jax.device_count() < 8:

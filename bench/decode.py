@@ -1,4 +1,4 @@
-"""Decoding benchmark: ``python -m launch.benchmark decode [--sizes small,mcn,large]``.
+"""Decoding benchmark: ``python -m bench decode [--sizes small,mcn,large]``.
 
 Side by side in one run, same decoder (the RMN decoder step
 `vnr.benchmarks.movie101.mcn_model.rmn_step`: transformer decoder with KV cache, vocabulary +
@@ -31,7 +31,7 @@ beam slots and is updated in place (per step only a 104 KB slot table is gathere
 compiled loop body has no copy of any cache buffer), cross K/V are stored in the layout the
 step contracts. Remaining bookkeeping: 0.57-0.77 s of ours' 4.4-7.7 s (mostly top-k).
 
-Measured (2-core CPU shared with other jobs; noisy), `python -m launch.benchmark decode`,
+Measured (2-core CPU shared with other jobs; noisy), `python -m bench decode`,
 two runs (load average 7.3 / 6.1 at start), ours / loop tok/s = ratio, ours / floor time,
 and the previous copy-the-cache layout:
   small 1,944 / 466 = 4.2x, 1.02, copy 1,019  |  2,302 / 590 = 3.9x, 1.02, copy 1,154
@@ -256,7 +256,7 @@ def report(r: dict, a: argparse.Namespace) -> None:
 
 
 def main(argv: list[str]) -> None:
-    p = argparse.ArgumentParser(prog="python -m launch.benchmark decode")
+    p = argparse.ArgumentParser(prog="python -m bench decode")
     p.add_argument("--sizes", default="small,mcn,large",
                    help=f"comma-separated presets from {sorted(SIZES)}")
     p.add_argument("--batch", type=int, default=64)

@@ -1,4 +1,4 @@
-"""Sc2St rounds benchmark: `python -m launch.benchmark sc2st [--batch 32 --fusion sa]`.
+"""Sc2St rounds benchmark: `python -m bench sc2st [--batch 32 --fusion sa]`.
 
 Side by side on the same model and batch (the default `configs/sc2st/main.py`
 sizes, 100 candidates, random inputs): storyboard-rounds per second of
@@ -26,7 +26,7 @@ import numpy as np
 import optax
 from flax import nnx
 
-from launch.timing import wall_times
+from bench.timing import wall_times
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -52,7 +52,7 @@ def _ce(scores: jax.Array, answer: jax.Array) -> jax.Array:
 
 
 def main(argv: list[str]) -> None:
-    p = argparse.ArgumentParser(prog="python -m launch.benchmark sc2st")
+    p = argparse.ArgumentParser(prog="python -m bench sc2st")
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--candidates", type=int, default=100)
     from vnr.benchmarks.sc2st.model import TRAINED

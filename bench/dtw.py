@@ -1,4 +1,4 @@
-"""Benchmark of the DTW toolkit: ``python -m launch.benchmark dtw [--repeats 3] [--quick]``.
+"""Benchmark of the DTW toolkit: ``python -m bench dtw [--repeats 3] [--quick]``.
 
 Side by side in one run, on the same inputs:
 
@@ -12,7 +12,7 @@ Side by side in one run, on the same inputs:
   numba ``SoftDTW.compute/grad``: tslearn's feature-space path above is dominated by its
   per-pair Python overhead, this row shows the recursion against the recursion.
 - Drop-DTW (one-sided, contiguous) at (24, 200, 20): ours vs the NumPy transcription of the
-  authors' cell loop (``tests/reference/drop_dtw.py``).
+  authors' cell loop (``bench/reference/drop_dtw.py``).
 
 Times are the best of ``--repeats`` runs after one warm-up run (compilation excluded); the
 slow references run once at (8, 1024, 1024).
@@ -26,8 +26,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from launch.timing import wall_times
-from tests.reference.drop_dtw import drop_dtw_batch
+from bench.reference.drop_dtw import drop_dtw_batch
+from bench.timing import wall_times
 from vnr.ops.dtw import drop_dtw, pairwise_cost, soft_dtw
 
 SOFT_SIZES = [(64, 64, 64), (64, 256, 256), (8, 1024, 1024)]
@@ -203,7 +203,7 @@ def bench_drop(repeats: int) -> list[str]:
 
 def main(argv: list[str]) -> None:
     """Runs the benchmark; ``argv[0]`` is the benchmark name ("dtw")."""
-    parser = argparse.ArgumentParser(prog="python -m launch.benchmark dtw")
+    parser = argparse.ArgumentParser(prog="python -m bench dtw")
     parser.add_argument("--repeats", type=int, default=5, help="timed runs per entry")
     parser.add_argument("--quick", action="store_true", help="skip the (8, 1024, 1024) size")
     args = parser.parse_args(argv[1:])

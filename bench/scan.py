@@ -1,6 +1,6 @@
 """Compile time of a tower's forward + backward by depth: layers looped vs one lax.scan.
 
-    python -m launch.benchmark scan [--depths 2,6,12,24] [--size small] [--arch bert]
+    python -m bench scan [--depths 2,6,12,24] [--size small] [--arch bert]
 
 For each depth, a scratch tower (`vnr.models.encoders.scratch_config`, `num_hidden_layers`
 set) is built twice, with `config.scan_layers` off and on (`vnr.models.compute`), and the
@@ -42,7 +42,7 @@ def _compile(arch: str, size: str, depth: int, scan: bool, ids: jax.Array):
 
 
 def main(argv: list[str]) -> None:
-    p = argparse.ArgumentParser(prog="python -m launch.benchmark scan")
+    p = argparse.ArgumentParser(prog="python -m bench scan")
     p.add_argument("--depths", default="2,6,12,24")
     p.add_argument("--size", default="small")
     p.add_argument("--arch", default="bert")
