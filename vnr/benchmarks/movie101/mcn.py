@@ -63,10 +63,11 @@ def validate(config: Any) -> None:
         raise ValueError(f"data.frame_sampling={d.frame_sampling!r}: choose one of "
                          f"{data.FRAME_SAMPLING}")
     if d.pointer and d.config == "v1_narration" and "train" in d.train_split.split("+"):
-        from tfds_builders.movie101 import roles
+        from tfds_builders import movie101
 
-        if roles.role_file(pathlib.Path(d.manual_dir), "train") is None:
-            raise ValueError(f"data.pointer=True but {roles.looked_for(d.manual_dir, 'train')} "
+        if movie101.role_file(pathlib.Path(d.manual_dir), "train") is None:
+            raise ValueError(f"data.pointer=True but "
+                             f"{movie101.role_files_looked_for(d.manual_dir, 'train')} "
                              "does not exist: the train split would have no role-pointer "
                              "targets (the release ships narration_role/train_merge.json; "
                              "data.pointer=False for a model without the pointer)")

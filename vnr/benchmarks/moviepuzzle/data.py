@@ -207,11 +207,11 @@ def store_directory(cfg: Any):
     Its key: the dataset's name, config and version, the digests of the built dataset's
     `dataset_info.json` and `build_summary.json` (a rebuild with other content gets a new
     store), and the preprocessing."""
-    from tfds_builders.moviepuzzle.moviepuzzle import VERSION
+    from tfds_builders import moviepuzzle as builder
 
     splits = (cfg.train_split, cfg.val_split, *cfg.test_splits)
     sources = {s: source(cfg, s) for s in dict.fromkeys(splits)}  # builds the dataset first
-    dataset = f"moviepuzzle/{cfg.config}/{VERSION}"
+    dataset = builder.dataset_name(cfg.config)
     built = pathlib.Path(cfg.data_dir).absolute() / dataset
     ident = {"dataset": dataset, "preprocessing": preprocessing(cfg),
              "built": {f: feature_cache.digest(built / f) for f in

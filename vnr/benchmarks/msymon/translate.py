@@ -32,7 +32,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from tfds_builders.msymon.parse import LANGUAGES, SPLITS
+from tfds_builders.msymon import LANGUAGES, SPLITS
 
 Translator = Callable[[list[str]], list[str]]
 

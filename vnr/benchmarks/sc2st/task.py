@@ -93,7 +93,7 @@ def builder_config(config: Any) -> Any:
     (`feature_dim`) and the storyboard `length`, so the model takes them from there."""
     from tfds_builders import sc2st as builder
 
-    configs = builder.Sc2St.builder_configs
+    configs = builder.CONFIGS
     if config.data.config not in configs:
         raise ValueError(f"data.config={config.data.config!r} is not an Sc2St builder config "
                          f"(choose from {', '.join(configs)})")
