@@ -1,6 +1,5 @@
 """Sc2St model and task: scan == Python loop, causality, baselines, and a smoke run."""
 
-import importlib.util
 import json
 
 import jax
@@ -10,16 +9,14 @@ import pytest
 from flax import nnx
 
 from tests import ROOT  # noqa: E402
+from vnr import config_file
 from vnr.benchmarks.sc2st import baselines, task
 from vnr.benchmarks.sc2st import fusion as fusions
 from vnr.benchmarks.sc2st.model import TRAINED, prior_scores, similarity_scores
 
 
 def get_config(arg):
-    spec = importlib.util.spec_from_file_location("sc2st_cfg", ROOT / "configs/sc2st/main.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod.get_config(arg)
+    return config_file.load(f"{ROOT / 'configs/sc2st/main.py'}:{arg or ''}")
 
 
 def fake_batch(b=2, c=12, d=32, tokens=16, seed=0):
