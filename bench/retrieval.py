@@ -5,10 +5,10 @@ Side by side, each case in a fresh subprocess (so peak memory is its own):
 - ``blockwise``: `vnr.ops.retrieval_metrics.embedding_retrieval_metrics` (both directions,
   scores computed block by block by `vnr.ops.ranking.rank_stats_blockwise`), at
   ``--n`` (default 60,000 clips, the SYMON test split by the paper's statistics: 502 videos
-  of ~10 min in 4.4 s two-scene clips) and at the old implementation's largest size;
-- ``dense``: the implementation evaluation used before the ranking op: the [N, N] score
-  matrix in NumPy, the relevance and exclusion as [N, N] matrices, ranks in float64
-  (reproduced below as it was), at ``--dense_sizes`` until one does not fit
+  of ~10 min in 4.4 s two-scene clips) and at the dense baseline's largest size;
+- ``dense``: the direct protocol, the baseline: the [N, N] score matrix in NumPy, the
+  relevance and exclusion as [N, N] matrices, ranks in float64 (below), at
+  ``--dense_sizes`` until one does not fit
   ``--dense_budget_gb`` (the child's address space is capped at its start-up size plus
   the budget, so a size that does not fit ends in MemoryError, not in the OOM killer).
 
@@ -57,8 +57,8 @@ def items(n: int, dim: int, seed: int = 0):
     return v, t, video, movie, center, text_center
 
 
-# ----------------------------------------------------------------------------- the old code
-# The dense protocol as `vnr/ops/retrieval_metrics.py` computed it before the ranking op.
+# ----------------------------------------------------------------------------- the dense baseline
+# The §7.2 protocol with every [N, N] matrix materialised.
 
 
 def _dense_relevance(video, center, nearest, cand_center):
