@@ -29,7 +29,7 @@ from typing import Any
 
 import jax
 import numpy as np
-from absl import app, flags
+from absl import flags
 from flax import nnx
 
 from vnr import distributed, feature_cache, pretrained, sharding
@@ -201,9 +201,6 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    from vnr.train import check_overrides, define_flags
+    from vnr.train import command
 
-    define_flags()
-    flags.mark_flag_as_required("config")
-    check_overrides(sys.argv)
-    app.run(main)
+    command(main)

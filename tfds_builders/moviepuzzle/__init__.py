@@ -106,13 +106,9 @@ def split_names(
     return list(prepare(config, data_dir, manual_dir, build).info.splits)
 
 
-def synopsis_source(
-    config: str,
-    split: str,
-    data_dir: os.PathLike | str,
-    manual_dir: os.PathLike | str | None = None,
-    build: bool = True,
-) -> common.Source:
+def synopsis_source(config: str, split: str, data_dir: os.PathLike | str,
+                    manual_dir: os.PathLike | str | None = None, build: bool = True
+                    ) -> common.Source:
     """`data_source` of a `*synopsis` config (Movie Synopsis Association): its records also
     hold `synopsis: str`."""
     if "synopsis" not in config:

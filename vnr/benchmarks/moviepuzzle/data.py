@@ -42,6 +42,7 @@ import grain
 import numpy as np
 
 from vnr import feature_cache
+from vnr import task as task_lib
 from vnr.data import frame_store, images, pipeline, text
 from vnr.models.encoders import tokenizers
 
@@ -194,6 +195,16 @@ def source(cfg: Any, split: str):
     return builder.data_source(
         cfg.config, split, data_dir=cfg.data_dir, manual_dir=cfg.manual_dir, build=True
     )
+
+
+def check_splits(config: Any) -> None:
+    """Every configured split exists in the built moviepuzzle dataset (the `check_splits`
+    hook of the home's tasks, called once it is built)."""
+    from tfds_builders import moviepuzzle as builder
+
+    d = config.data
+    have = builder.split_names(d.config, d.data_dir, manual_dir=d.manual_dir or None)
+    task_lib.require_splits(config, have, f"moviepuzzle/{d.config}")
 
 
 def preprocessing(cfg: Any) -> dict[str, Any]:
