@@ -360,6 +360,8 @@ def test_rules_catch_what_they_should():
     assert not violations("vnr.benchmarks.sc2st.data", "vnr.benchmarks.sc2st.model")
     assert not violations("vnr.benchmarks.sc2st.data", "vnr.models.encoders.tokenizers")
     assert not violations("bench.dtw", "vnr.train")
+    assert violations("vnr.ops.dtw", "bench.reference.drop_dtw")  # vnr never imports bench
+    assert violations("tfds_builders.sc2st.sc2st", "bench.timing")
     assert not violations("vnr.benchmarks.msymon.tools", "vnr.train")
     assert violations("vnr.benchmarks.msymon.alignment", "vnr.benchmarks.msymon.tools")
     graph = {"a": [("b", 1)], "b": [("c", 2)], "c": [("a", 3)], "d": [("a", 4)]}
