@@ -55,7 +55,7 @@ from vnr import sharding
 from vnr.data import pipeline
 
 FLAGS = flags.FLAGS
-# --device name -> the device kind of bench_train.PEAKS (dense bf16 peaks, sources there).
+# --device name -> the device kind of bench.train.PEAKS (dense bf16 peaks, sources there).
 DEVICES = {"h100": "NVIDIA H100", "h200": "NVIDIA H200", "a100": "NVIDIA A100-SXM4-80GB",
            "v5e": "TPU v5e", "v5p": "TPU v5p", "v4": "TPU v4"}
 MFU = 0.5  # the demand assumes the step runs at 50 % of the dense bf16 peak
@@ -193,7 +193,7 @@ def main(argv: list[str]) -> None:
          f"{flops / 1e12:.3f} TFLOP (compile {compile_s:.0f} s on {jax.devices()[0].platform})"),
         ("step FLOPs (analytic: jaxpr matmuls + convs, bench/flops.py)",
          f"{analytic / 1e12:.3f} TFLOP"),
-        (f"{name}: 50 % of the dense bf16 peak ({DEVICES[name]}, bench_train.PEAKS)",
+        (f"{name}: 50 % of the dense bf16 peak ({DEVICES[name]}, bench.train.PEAKS)",
          f"{MFU * peak / 1e12:.1f} TFLOP/s -> "
          f"{MFU * peak / max(flops, analytic):,.1f} steps/s (the larger FLOP count)"),
         (f"demand of one {name}", f"{demand:,.1f} clips/s"),

@@ -1,5 +1,5 @@
 """TNG protocol (Tables 4-6): NMS at m - 0.05 per IoU threshold, inclusive-index IoU and the
-7-pick limit, against the plain restatement of Movie101's rule in tests/reference, on
+7-pick limit, against the plain restatement of Movie101's rule in bench/reference, on
 hand-made proposals where the protocol choices change the answer, and on random ones."""
 
 from __future__ import annotations
