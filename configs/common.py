@@ -159,6 +159,8 @@ def parse_arg(arg: str | None, file: str, flags: Iterable[str] = (),
                                  f"{_choices(flags, declared, sep)}")
             if key in got_values:
                 raise ValueError(f"config arg {key}{sep} given twice for {path}")
+            if not value:
+                raise ValueError(f"config arg {key} needs a value ({key}{sep}...) for {path}")
             got_values[key] = _typed(key, value, declared[key].kind, sep, path)
         elif item in flags:
             got_flags.add(item)
@@ -178,9 +180,7 @@ def _typed(key: str, value: str, kind: Kind, sep: str, path: str) -> Any:
             return value
         expected = f"one of {', '.join(kind)}"
     elif kind is str:
-        if value:
-            return value
-        expected = "a non-empty string"
+        return value
     elif kind in (int, float):
         try:
             number = kind(value)
@@ -192,7 +192,7 @@ def _typed(key: str, value: str, kind: Kind, sep: str, path: str) -> Any:
     else:
         raise TypeError(f"config arg {key}: declared type {kind!r} is not int, float, str or "
                         f"a tuple of words ({path})")
-    raise ValueError(f"config arg {key}{sep}{value!r}: expected {expected} for {path}")
+    raise ValueError(f"config arg {key}{sep}{value!r} is not {expected} for {path}")
 
 
 def _choices(flags: set[str], values: Mapping[str, Value], sep: str) -> str:

@@ -59,8 +59,8 @@ def test_config_loads(spec):
 @pytest.mark.parametrize("spec, names", [
     ("configs/moviepuzzle/main.py:bogus", "'bogus'"),
     ("configs/moviepuzzle/hcmc.py:smoke,lambda=x", "lambda='x'"),
-    ("configs/moviepuzzle/hcmc.py:smoke,freeze=legs", "freeze='legs': expected one of image"),
-    ("configs/sc2st/main.py:smoke,steps=1.5", "steps='1.5': expected an integer"),
+    ("configs/moviepuzzle/hcmc.py:smoke,freeze=legs", "freeze='legs' is not one of image"),
+    ("configs/sc2st/main.py:smoke,steps=1.5", "steps='1.5' is not an integer"),
     ("configs/moviepuzzle/baselines.py:smoke", "exactly one row"),
     ("configs/msymon/main.py:individual:de", "'de'"),
     ("configs/msymon/main.py:individual", "individual needs a value"),
@@ -87,11 +87,11 @@ def test_config_args_are_parsed_as_their_declared_types():
     assert "smoke" in args and args.values == {"lr": 0.5, "steps": 12, "name": "x=y",
                                                "mode": "b"}
     assert args.get("depth") == 3 and args.get("lr") == 0.5 and args.get("nope") is None
-    for arg, want in [("lr=fast", "config arg lr='fast': expected a number for configs/x.py"),
-                      ("lr=nan", "lr='nan': expected a number"),
-                      ("steps=1e3", "steps='1e3': expected an integer"),
-                      ("mode=c", "mode='c': expected one of a, b"),
-                      ("name=", "name='': expected a non-empty string"),
+    for arg, want in [("lr=fast", "config arg lr='fast' is not a number for configs/x.py"),
+                      ("lr=nan", "lr='nan' is not a number"),
+                      ("steps=1e3", "steps='1e3' is not an integer"),
+                      ("mode=c", "mode='c' is not one of a, b"),
+                      ("name=", "config arg name needs a value (name=...) for configs/x.py"),
                       ("depth", "config arg depth needs a value (depth=...) for configs/x.py"),
                       ("steps=1,steps=2", "config arg steps= given twice"),
                       ("bogus=1", "unknown config arg 'bogus=1' for configs/x.py; choose from "
