@@ -4,15 +4,16 @@ A config builds on `base(task, ...)` (optimizer, schedule, mesh, sharding rules,
 eval / checkpoint cadence), sets its `data`, declares its evaluators (`evals(c, ...)`: what is
 evaluated, on which split, how often; `vnr/evaluators.py`) and sets only what differs;
 `smoke(c, ...)` applies the tiny loop sizes tests use. `parse_arg` turns the comma-separated
-ARGS of `--config path.py:ARGS` into flags and `key=value` pairs, rejecting anything the
-config does not list.
+ARGS of `--config path.py:ARGS` into flags and typed `key=value` pairs, rejecting anything the
+config does not declare.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import pathlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import ml_collections
@@ -91,16 +92,34 @@ def smoke(c: ml_collections.ConfigDict, batch: int = 8, steps: tuple[int, int] =
     c.log_every = c.eval_every = c.ckpt_every = every
 
 
+# The type of a `key<sep>value` config arg: int, float, str, or a tuple of the allowed words.
+Kind = type | tuple[str, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class Value:
+    """A `key<sep>value` config arg's type (`Kind`) and its value when it is not given."""
+
+    kind: Kind = str
+    default: Any = None
+
+
 @dataclasses.dataclass(frozen=True)
 class Args:
-    """Parsed `path.py:ARGS`: bare `flags` and `key<sep>value` pairs, with the file named."""
+    """Parsed `path.py:ARGS`: bare `flags` and the given `key<sep>value` pairs as their
+    declared types, with the declared defaults and the file named."""
 
     flags: frozenset[str]
-    values: dict[str, str]
+    values: dict[str, Any]
     path: str
+    defaults: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def __contains__(self, flag: str) -> bool:
         return flag in self.flags
+
+    def get(self, key: str) -> Any:
+        """The value given for `key`, else its declared default."""
+        return self.values.get(key, self.defaults.get(key))
 
     def error(self, message: str) -> ValueError:
         """A one-line config error naming this file."""
@@ -114,16 +133,20 @@ class Args:
         return got[0] if got else default
 
 
-def parse_arg(arg: str | None, file: str, flags: Iterable[str] = (), values: Iterable[str] = (),
-              sep: str = "=") -> Args:
+def parse_arg(arg: str | None, file: str, flags: Iterable[str] = (),
+              values: Mapping[str, Kind | Value] | Iterable[str] = (), sep: str = "=") -> Args:
     """Comma-separated `arg` of the config `file` (its `__file__`) -> `Args`.
 
-    `flags` are the bare words allowed, `values` the keys allowed as `key<sep>value` (a name
-    may be both); anything else, a key given twice or a key without its value is a
-    ValueError naming the file and the offending item.
+    `flags` are the bare words allowed; `values` declares the keys allowed as `key<sep>value`
+    (a name may be both), each with its type (`Kind`) or a `Value` (type and default), e.g.
+    `{"lambda": float, "steps": int, "clip": str}`; a plain list of names declares strings.
+    Anything else, a key given twice, a key without its value or a value not of its type is
+    a ValueError naming the file, the arg and what it expects.
     """
     path = display_path(file)
-    flags, values = set(flags), set(values)
+    flags = set(flags)
+    declared = {k: v if isinstance(v, Value) else Value(v) for k, v in
+                (values.items() if isinstance(values, Mapping) else ((n, str) for n in values))}
     got_flags, got_values = set(), {}
     for item in (arg or "").split(","):
         item = item.strip()
@@ -131,24 +154,54 @@ def parse_arg(arg: str | None, file: str, flags: Iterable[str] = (), values: Ite
             continue
         if sep in item:
             key, value = (s.strip() for s in item.split(sep, 1))
-            if key not in values:
+            if key not in declared:
                 raise ValueError(f"unknown config arg {item!r} for {path}; "
-                                 f"{_choices(flags, values, sep)}")
+                                 f"{_choices(flags, declared, sep)}")
             if key in got_values:
                 raise ValueError(f"config arg {key}{sep} given twice for {path}")
-            got_values[key] = value
+            if not value:
+                raise ValueError(f"config arg {key} needs a value ({key}{sep}...) for {path}")
+            got_values[key] = _typed(key, value, declared[key].kind, sep, path)
         elif item in flags:
             got_flags.add(item)
-        elif item in values:
+        elif item in declared:
             raise ValueError(f"config arg {item} needs a value ({item}{sep}...) for {path}")
         else:
             raise ValueError(f"unknown config arg {item!r} for {path}; "
-                             f"{_choices(flags, values, sep)}")
-    return Args(frozenset(got_flags), got_values, path)
+                             f"{_choices(flags, declared, sep)}")
+    return Args(frozenset(got_flags), got_values, path,
+                {k: v.default for k, v in declared.items() if v.default is not None})
 
 
-def _choices(flags: set[str], values: set[str], sep: str) -> str:
-    return "choose from " + ", ".join(sorted(flags) + [f"{v}{sep}<value>" for v in sorted(values)])
+def _typed(key: str, value: str, kind: Kind, sep: str, path: str) -> Any:
+    """`value` as `kind`, else a ValueError naming the arg and the type it expects."""
+    if isinstance(kind, tuple):
+        if value in kind:
+            return value
+        expected = f"one of {', '.join(kind)}"
+    elif kind is str:
+        return value
+    elif kind in (int, float):
+        try:
+            number = kind(value)
+        except ValueError:
+            number = None
+        if number is not None and math.isfinite(number):
+            return number
+        expected = "an integer" if kind is int else "a number"
+    else:
+        raise TypeError(f"config arg {key}: declared type {kind!r} is not int, float, str or "
+                        f"a tuple of words ({path})")
+    raise ValueError(f"config arg {key}{sep}{value!r} is not {expected} for {path}")
+
+
+def _choices(flags: set[str], values: Mapping[str, Value], sep: str) -> str:
+    return "choose from " + ", ".join(sorted(flags) + [f"{v}{sep}<{_kind(values[v].kind)}>"
+                                                       for v in sorted(values)])
+
+
+def _kind(kind: Kind) -> str:
+    return "|".join(kind) if isinstance(kind, tuple) else getattr(kind, "__name__", str(kind))
 
 
 def display_path(file: str) -> str:

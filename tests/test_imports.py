@@ -18,8 +18,8 @@ import tomllib
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-FIRST_PARTY = {"vnr", "configs", "tfds_builders", "launch", "tests"}
-LIBRARY_TREES = ("vnr", "tfds_builders", "configs", "launch")
+FIRST_PARTY = {"vnr", "configs", "tfds_builders", "launch", "bench", "tests"}
+LIBRARY_TREES = ("vnr", "tfds_builders", "configs", "launch", "bench")
 # Benchmark references that the README's .venv does not install (requirements-bench.txt),
 # so packages_distributions() cannot name their distribution here: import -> distribution.
 NOT_IN_VENV = {"ott": "ott-jax", "tslearn": "tslearn"}
@@ -88,7 +88,8 @@ def test_private_use_is_detected(tmp_path):
 
 
 def test_no_private_library_modules():
-    """vnr/, tfds_builders/, configs/, launch/ and tests/ use libraries' public APIs only."""
+    """vnr/, tfds_builders/, configs/, launch/, bench/ and tests/ use libraries' public APIs
+    only."""
     found = [f for p in _py_files(*LIBRARY_TREES, "tests") for f in private_uses(p)]
     assert not found, "private library modules used (use the public API):\n" + "\n".join(found)
 
@@ -138,13 +139,13 @@ def unpinned(trees: tuple[str, ...], pinned: dict[str, str]) -> list[str]:
 
 @pytest.mark.parametrize("trees, files", [
     (("vnr", "tfds_builders", "configs"), ("requirements.txt",)),
-    (("launch",), ("requirements.txt", "requirements-bench.txt")),
+    (("launch", "bench"), ("requirements.txt", "requirements-bench.txt")),
     (("tests",), ("requirements.txt", "requirements-test.txt", "requirements-test-nodeps.txt",
                   "requirements-bench.txt")),
 ])
 def test_every_third_party_import_is_pinned(trees, files):
     """Each direct import maps (importlib.metadata.packages_distributions) to a pinned
-    distribution: the library to the runtime lock, launch/ also to the benchmark pins,
+    distribution: the library to the runtime lock, launch/ and bench/ also to the benchmark pins,
     tests also to the test pins."""
     missing = unpinned(trees, pins(*files))
     assert not missing, f"imported but not pinned in {files}:\n" + "\n".join(missing)

@@ -1,8 +1,8 @@
 """Import layering: no import cycle, no upward import (read statically, nothing is imported).
 
-Every module of `vnr/`, `tfds_builders/`, `configs/` and `launch/` is parsed; every `import`
-counts, the ones inside functions included (a lazy import is still a dependency). The rules
-are the data below; a failure names the importing file and line and the imported module.
+Every module of `vnr/`, `tfds_builders/`, `configs/`, `launch/` and `bench/` is parsed; every
+`import` counts, the ones inside functions included (a lazy import is still a dependency). The
+rules are the data below; a failure names the importing file and line and the imported module.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from tests import ROOT
 
 # ----------------------------------------------------------------------------- the rules
 
-PACKAGES = ("vnr", "tfds_builders", "configs", "launch")
+PACKAGES = ("vnr", "tfds_builders", "configs", "launch", "bench")
 
 # The layers of `vnr`, bottom to top (module-name prefixes): a module may import its own
 # layer and the layers below it, never one above. Modules that do not exist yet are fine.
@@ -43,18 +43,19 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "vnr.evaluate": ("vnr.benchmarks",),
     "vnr.evaluators": ("vnr.benchmarks",),  # evaluator modules come by name from the config
     "vnr.reproduce": ("vnr.benchmarks",),  # rows name configs and tools, never import them
-    "vnr": ("launch", "tests"),
-    "tfds_builders": ("vnr", "configs", "launch", "tests"),  # builders take functions in
-    "configs": ("vnr", "launch", "tests"),
+    "vnr": ("launch", "bench"),
+    "tfds_builders": ("vnr", "configs", "launch", "bench"),  # builders take functions in
+    "configs": ("vnr", "launch", "bench"),
 }
 
 # Children of these packages never import each other (a benchmark does not reach into
 # another benchmark; shared code moves down to vnr.ops / vnr.models / vnr.data).
 ISOLATED: tuple[str, ...] = ("vnr.benchmarks",)
 
-# Command-line tools inside vnr (`python -m vnr.benchmarks.<name>.tools`): like launch/, they
+# Command-line tools inside vnr (`python -m vnr.benchmarks.<name>.tools`): like bench/, they
 # may import anything (the trainer too), and no vnr module imports them.
 ENTRY_POINTS: tuple[str, ...] = ("vnr.benchmarks.*.tools",)
+TOOL_USERS = ("bench", "launch")  # the packages that may import them
 
 # Third-party imports allowed in `configs` (besides the standard library and first party).
 CONFIG_THIRD_PARTY = ("ml_collections",)
@@ -119,7 +120,8 @@ GRAPH = _edges()
 
 
 def _where(module: str, line: int) -> str:
-    return f"{MODULES[module].relative_to(ROOT)}:{line}"
+    path = MODULES[module]
+    return f"{path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}:{line}"
 
 
 def _under(name: str, prefix: str) -> bool:
@@ -144,8 +146,9 @@ def _entry_point(module: str) -> bool:
 
 def violations(module: str, target: str) -> list[str]:
     """Why `module` must not import `target` (empty when it may)."""
-    if _entry_point(target) and not _under(module, "launch"):
-        return [f"{module} imports the command-line tool {target} (only launch/ may)"]
+    if _entry_point(target) and not any(_under(module, p) for p in TOOL_USERS):
+        return [f"{module} imports the command-line tool {target} (only bench/ and launch/ "
+                f"may)"]
     if _entry_point(module):
         return []
     out = []
@@ -227,6 +230,58 @@ def cycle_path(component: list[str], graph: dict[str, list[tuple[str, int]]]) ->
     return " <-> ".join(component)
 
 
+def builder_apis() -> dict[str, set[str]]:
+    """Each builder package (`tfds_builders.<b>`, sub-builders such as `msymon.yms`
+    included) -> the names of its `__init__`'s `__all__`: the API code outside the builders
+    reads it through."""
+    out = {}
+    for module, path in MODULES.items():
+        if path.name != "__init__.py" or module == "tfds_builders" or \
+                not _under(module, "tfds_builders"):
+            continue
+        names: set[str] = set()
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.Assign) and any(
+                    isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+                names = set(ast.literal_eval(node.value))
+        out[module] = names
+    return out
+
+
+BUILDER_APIS = builder_apis()
+
+
+def builder_reads(module: str) -> list[str]:
+    """Where `module` reaches into a builder past its package's public names: imports of a
+    builder's inner modules (or of `tfds_builders.common`), names not in `__all__`, and
+    attributes of an imported builder package that are not in its `__all__`."""
+    path = MODULES[module]
+    tree = ast.parse(path.read_text(), str(path))
+    bound: dict[str, str] = {}  # local name -> the builder package it names
+    bad = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            bad += [f"{_where(module, node.lineno)}: import {a.name} (use `from tfds_builders "
+                    f"import <builder>`)" for a in node.names if _under(a.name, "tfds_builders")]
+        elif isinstance(node, ast.ImportFrom) and _under(node.module or "", "tfds_builders"):
+            for a in node.names:
+                full = f"{node.module}.{a.name}"
+                if full in BUILDER_APIS:
+                    bound[a.asname or a.name] = full
+                elif a.name not in BUILDER_APIS.get(node.module, ()):
+                    bad.append(f"{_where(module, node.lineno)}: from {node.module} import "
+                               f"{a.name} (not a public name of a builder package)")
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and \
+                node.value.id in bound:
+            package = bound[node.value.id]
+            if node.attr not in BUILDER_APIS[package] and \
+                    f"{package}.{node.attr}" not in BUILDER_APIS:
+                bad.append(f"{_where(module, node.lineno)}: {package}.{node.attr} (not in "
+                           f"its __all__)")
+    return bad
+
+
 # ----------------------------------------------------------------------------- the tests
 
 
@@ -251,6 +306,43 @@ def test_no_upward_or_forbidden_import():
     assert not bad, "layering violations:\n  " + "\n  ".join(bad)
 
 
+def test_no_package_imports_the_tests():
+    """The tests import the packages, never the other way round: what both need (reference
+    implementations) lives in a package (`bench/reference/`)."""
+    bad = [f"{_where(m, line)}: {m} imports {name}" for m in MODULES
+           for name, line in imports(m) if _under(name, "tests")]
+    assert not bad, "imports of tests/ from the packages:\n  " + "\n  ".join(bad)
+
+
+def test_builders_are_read_through_their_package_api():
+    """vnr, configs and bench use a builder only through the public names of
+    `tfds_builders/<b>/__init__.py` (its `__all__`): the builder's inner modules stay its
+    own to change."""
+    assert {"tfds_builders.sc2st", "tfds_builders.msymon.yms"} <= set(BUILDER_APIS)
+    bad = [b for m in MODULES if not _under(m, "tfds_builders") for b in builder_reads(m)]
+    assert not bad, "reads past a builder's package API:\n  " + "\n  ".join(bad)
+
+
+def test_builder_api_check_catches_what_it_should(tmp_path, monkeypatch):
+    """The checker itself: an inner module, a private name and an attribute outside
+    `__all__` are each refused; the package's public names pass."""
+    src = tmp_path / "m.py"
+    src.write_text("from tfds_builders import sc2st\nfrom tfds_builders.sc2st import pool\n"
+                   "from tfds_builders.sc2st.keyframes import Keyframe\n"
+                   "from tfds_builders.symon import titles\nimport tfds_builders.symon\n"
+                   "from tfds_builders.msymon import yms as y\n"
+                   "sc2st.data_source, sc2st.extras, y.split_names, y.yms\n")
+    monkeypatch.setitem(MODULES, "vnr.fake", src)
+    bad = [b.split(": ", 1)[1] for b in builder_reads("vnr.fake")]
+    assert bad == ["from tfds_builders.sc2st.keyframes import Keyframe (not a public name of "
+                   "a builder package)",
+                   "from tfds_builders.symon import titles (not a public name of a builder "
+                   "package)",
+                   "import tfds_builders.symon (use `from tfds_builders import <builder>`)",
+                   "tfds_builders.sc2st.extras (not in its __all__)",
+                   "tfds_builders.msymon.yms.yms (not in its __all__)"], bad
+
+
 def test_configs_import_only_configs_ml_collections_and_builders():
     allowed = set(sys.stdlib_module_names) | set(CONFIG_THIRD_PARTY) | {"configs",
                                                                         "tfds_builders"}
@@ -265,11 +357,13 @@ def test_rules_catch_what_they_should():
     assert violations("vnr.data.text", "vnr.models.encoders.factory")  # upward
     assert violations("vnr.models.layers", "vnr.data.pipeline")  # forbidden pair
     assert violations("vnr.benchmarks.msymon.model", "vnr.benchmarks.moviepuzzle.data")
-    assert violations("vnr.train", "vnr.benchmarks.sc2st.storyboard")
+    assert violations("vnr.train", "vnr.benchmarks.sc2st.task")
     assert violations("tfds_builders.sc2st.keyframes", "vnr.models.encoders")
     assert not violations("vnr.benchmarks.sc2st.data", "vnr.benchmarks.sc2st.model")
     assert not violations("vnr.benchmarks.sc2st.data", "vnr.models.encoders.tokenizers")
-    assert not violations("launch.bench_dtw", "vnr.train")
+    assert not violations("bench.dtw", "vnr.train")
+    assert violations("vnr.ops.dtw", "bench.reference.drop_dtw")  # vnr never imports bench
+    assert violations("tfds_builders.sc2st.sc2st", "bench.timing")
     assert not violations("vnr.benchmarks.msymon.tools", "vnr.train")
     assert violations("vnr.benchmarks.msymon.alignment", "vnr.benchmarks.msymon.tools")
     graph = {"a": [("b", 1)], "b": [("c", 2)], "c": [("a", 3)], "d": [("a", 4)]}

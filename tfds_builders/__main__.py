@@ -12,7 +12,7 @@ built under `--data_dir` is reused only when it was built from the same source (
 `--manual_dir` and the builder options, `tfds_builders/fingerprint.py`); another source stops
 with one line, and `--rebuild` builds it again from the source given. Builders that
 embed their inputs with a model (Sc2St keyframes) take the embedding function as an argument;
-`--embedder` names it (Sc2St: `vnr.benchmarks.sc2st.keyframes:clip_embedder`; a builder that
+`--embedder` names it (Sc2St: `vnr.benchmarks.sc2st.embedders:clip_embedder`; a builder that
 needs one and gets none stops with one line), so no builder imports the model code itself.
 `--candidate_embedder` names the optional image model that ranks similar candidates (Sc2St
 §4.1.3); `--feature_embedder` the image model whose embeddings are the stored features of a
@@ -144,16 +144,16 @@ def build_flags() -> flags.FlagValues:
                       "manual_dir)", flag_values=fv)
     flags.DEFINE_alias("overwrite", "rebuild", flag_values=fv)
     flags.DEFINE_string("embedder", None, "module:function making the builder's embedder "
-                        "(Sc2St keyframes: vnr.benchmarks.sc2st.keyframes:clip_embedder)",
+                        "(Sc2St keyframes: vnr.benchmarks.sc2st.embedders:clip_embedder)",
                         flag_values=fv)
     flags.DEFINE_string("candidate_embedder", None, "module:function making the image model "
                         "that ranks similar candidates (Sc2St §4.1.3; optional)", flag_values=fv)
     flags.DEFINE_string("feature_embedder", None, "module:function making the image model of "
                         "the stored features, for a config naming a feature_encoder (Sc2St "
-                        "lsmdc_paper: vnr.benchmarks.sc2st.keyframes:image_embedder)",
+                        "lsmdc_paper: vnr.benchmarks.sc2st.embedders:image_embedder)",
                         flag_values=fv)
     flags.DEFINE_multi_string("expert", None, "name=module:function, one per MoEE expert the "
-                              "config stores (Sc2St: scene=vnr.benchmarks.sc2st.keyframes:"
+                              "config stores (Sc2St: scene=vnr.benchmarks.sc2st.embedders:"
                               "scene_expert, object=..., character=...)", flag_values=fv)
     flags.DEFINE_bool("verbose", False, "show TFDS's own log lines", short_name="v",
                       flag_values=fv)

@@ -29,7 +29,7 @@ from typing import Any
 
 import jax
 import numpy as np
-from absl import app, flags, logging
+from absl import flags, logging
 from flax import nnx
 
 from vnr import distributed, feature_cache, pretrained, progress, sharding
@@ -210,12 +210,9 @@ def main(argv: list[str]) -> None:
 if __name__ == "__main__":
     from ml_collections import config_flags
 
-    from vnr.train import check_overrides, define_flags
+    from vnr.train import command
 
     # The trainer's --config, defined here so that --help names it with this tool's flags.
     config_flags.DEFINE_config_file("config", None, "Config file: path.py[:arg] (the run's; "
                                     "--config.key=value overrides it).", lock_config=True)
-    define_flags()
-    flags.mark_flag_as_required("config")
-    check_overrides(sys.argv)
-    app.run(main)
+    command(main)

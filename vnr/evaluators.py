@@ -40,6 +40,7 @@ from typing import Any
 import jax
 
 from vnr import checkpoint, progress
+from vnr import task as task_lib
 from vnr.config_file import RENAMED
 
 EVALUATOR_KEYS = ("type", "split", "splits", "every", "final", "max_examples", "report")
@@ -166,11 +167,12 @@ def splits_of(evaluators: Iterable[Evaluator]) -> list[str]:
 
 
 def _module(type_: str, task_module: Any, where: str) -> Any:
-    """The evaluator module: `vnr.benchmarks.<type>`, else `<type>` as a full module path."""
+    """The evaluator module: `vnr.benchmarks.<type>` (an older task name: its module,
+    `vnr.task.RENAMED`), else `<type>` as a full module path."""
     if not type_:
         return task_module
     module = None
-    for name in (f"vnr.benchmarks.{type_}", type_):
+    for name in (f"vnr.benchmarks.{task_lib.RENAMED.get(type_, type_)}", type_):
         try:
             module = importlib.import_module(name)
             break

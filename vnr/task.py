@@ -1,11 +1,12 @@
 """The task contract: the plain functions a benchmark task module gives the trainer.
 
 A task is a module `vnr/benchmarks/<benchmark>/<task>.py`, named in a config as
-`config.task = "<benchmark>.<task>"`. The trainer (`vnr/train.py`) owns everything
-else: mesh, sharded state, optimizer, checkpoints, the loop, the evaluation loop
-(`vnr/evaluation.py`) and the results table (`vnr/reports/results.py`). Every hook
-takes `config` first. `load` imports a task and checks it against this contract
-before anything compiles.
+`config.task = "<benchmark>.<task>"`: `task.py` in a home with one task (`"sc2st.task"`),
+else one module per task named after it (`"moviepuzzle.hcmc"`). The trainer
+(`vnr/train.py`) owns everything else: mesh, sharded state, optimizer, checkpoints, the
+loop, the evaluation loop (`vnr/evaluation.py`) and the results table
+(`vnr/reports/results.py`). Every hook takes `config` first. `load` imports a task and
+checks it against this contract before anything compiles.
 """
 
 from __future__ import annotations
@@ -114,9 +115,14 @@ def check(module: Any) -> None:
         raise TaskError(f"task module {name}: " + "; ".join(wrong) + " (vnr/task.py)")
 
 
+# Other names of task modules, as the config.json of older runs carries them -> the module.
+RENAMED = {"moviepuzzle": "moviepuzzle.pairwise", "sc2st.storyboard": "sc2st.task"}
+
+
 def load(name: str) -> Any:
-    """Imports `vnr.benchmarks.<name>` and checks it against the contract."""
-    module_name = f"vnr.benchmarks.{name}"
+    """Imports `vnr.benchmarks.<name>` (an old name: its module, `RENAMED`) and checks it
+    against the contract."""
+    module_name = f"vnr.benchmarks.{RENAMED.get(name, name)}"
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as e:

@@ -23,6 +23,7 @@ import functools
 import pathlib
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -68,6 +69,16 @@ def define_flags() -> None:
     if "workdir" not in FLAGS:
         flags.DEFINE_string("workdir", None, "Directory for checkpoints, logs, reports and "
                                              "results.")
+
+
+def command(main_fn: Callable[[list[str]], None]) -> None:
+    """Runs `main_fn` as a command line taking the trainer's flags: `--config` is required
+    and a bad config or `--config.key` is one error line before absl parses them."""
+    define_flags()
+    flags.mark_flag_as_required("config")
+    check_overrides(sys.argv)
+    app.run(main_fn)
+
 
 class NonFiniteLoss(RuntimeError):
     """NaN/inf in the loss, gradients or parameters; the run stops, checkpoints stay good."""
@@ -443,7 +454,4 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    define_flags()
-    flags.mark_flag_as_required("config")
-    check_overrides(sys.argv)
-    app.run(main)
+    command(main)

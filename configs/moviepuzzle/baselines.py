@@ -51,7 +51,8 @@ ROWS = ("random", "nsp_bert", "sop_albert", "vision", "text", "early_fusion", "f
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
-    args = common.parse_arg(arg, __file__, (*ROWS, "smoke", "clips", "movienet"), ("encoder",))
+    args = common.parse_arg(arg, __file__, (*ROWS, "smoke", "clips", "movienet"),
+                            {"encoder": str})
     row = args.pick(ROWS, "row")
     if row is None:
         raise args.error(f"needs exactly one row of {ROWS}, got none")

@@ -56,18 +56,14 @@ def _regime(args) -> tuple[str, str | None]:
     if len(picked) > 1:
         raise args.error(f"one training regime, got {picked}")
     regime = picked[0] if picked else "multilingual"
-    lang = args.values.get(regime)
-    if regime in PER_LANGUAGE and lang not in LANGUAGES:
-        raise args.error(f"individual:/two_stage:/two_stage_supervision: need one language in "
-                         f"{LANGUAGES}, got {lang!r}")
-    return regime, lang
+    return regime, args.values.get(regime)  # a language of LANGUAGES (parse_arg checks it)
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     args = common.parse_arg(arg, __file__, (*REGIMES, "annotated", "paper", "window",
                                             "percentile", "context", "synthetic", "smoke",
                                             "punctuation"),
-                            PER_LANGUAGE, sep=":")
+                            dict.fromkeys(PER_LANGUAGE, LANGUAGES), sep=":")
     if "punctuation" in args:
         return punctuation_config("smoke" in args)
     regime, lang = _regime(args)

@@ -6,11 +6,11 @@ ARGS is a comma-separated list of at most one model and any options:
   sa | gf | lf     the paper's fusion (default sa): SA Eq. 2-3 (attention across the N
                    channels of u), GF Eq. 1 (element-wise cross gates, summed), late fusion
   gf_prose         ours: the GF prose (gated streams concatenated, then an MLP)
-  sa_time          ours: attention over the time steps of both streams (earlier vnr SA)
+  sa_time          ours: attention over the time steps of both streams
   lf_t | lf_v      Table 5 ablations: text context only / visual context only (late fusion)
   moee | cmoee     Table 3 V-MoEE / C-CMoEE (mixture of embedding experts; baselines.py)
   experts          the builder config with MoEE expert columns (<source>_experts: scene,
-                   object, character; stand-ins in vnr/benchmarks/sc2st/keyframes.py);
+                   object, character; stand-ins in vnr/benchmarks/sc2st/embedders.py);
                    without it MoEE has one expert, the stored keyframe embedding
   similarity       baseline: cosine of each candidate to keyframe t-1 (nothing trained)
   prior            baseline: random scores (nothing trained)
@@ -48,12 +48,12 @@ PAPER_TEXT_ENCODER = "bert-base-uncased"  # §4.4.1: "a pre-trained uncased BERT
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     args = common.parse_arg(arg, __file__, (*MODELS, "smoke", "lsmdc", "released", "paper",
                                                    "experts"),
-                            ("text_encoder", "steps"))
+                            {"text_encoder": str, "steps": int})
     fusion = args.pick(MODELS, "model", "sa")
     baseline = fusion in ("similarity", "prior")  # evaluation only
     source = args.pick(("lsmdc", "released"), "real data source")
     real = source is not None
-    c = common.base("sc2st.storyboard", total_steps=0 if baseline else 300,
+    c = common.base("sc2st.task", total_steps=0 if baseline else 300,
                     warmup_steps=0 if baseline else 100, lr=2e-3, eval_every=150,
                     ckpt_every=150, keep_ckpts=1)
     c.data = dict(
@@ -106,5 +106,5 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
                      every=2)
         c.evals.val.max_examples, c.evals.test.max_examples = 8, 6  # 6 = a short batch
     if "steps" in args.values:
-        c.total_steps = 0 if baseline else int(args.values["steps"])
+        c.total_steps = 0 if baseline else args.values["steps"]
     return c

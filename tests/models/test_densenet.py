@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from safetensors.numpy import save_file
 
-from tests.reference.conv_np import np_conv
+from bench.reference.conv_np import np_conv
 from vnr.models.encoders import densenet, loading
 
 TINY = densenet.DenseNetConfig(growth_rate=4, block_config=(2, 3), num_init_features=8,

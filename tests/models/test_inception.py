@@ -12,7 +12,7 @@ import pytest
 from flax import nnx
 from safetensors.numpy import save_file
 
-from tests.reference.conv_np import np_conv
+from bench.reference.conv_np import np_conv
 from vnr.models.encoders import inception, loading
 
 # --------------------------------------------------- the architecture, as a per-layer table
@@ -205,18 +205,18 @@ def test_inception_embedder_is_torchvision_transform_then_pooled_features(checkp
                                                                            tmp_path):
     from PIL import Image
 
-    from vnr.benchmarks.sc2st import keyframes
+    from vnr.benchmarks.sc2st import embedders
 
     directory, ref = checkpoint
     # image_size 75 keeps it fast; the embedder itself uses 299 (resize 342)
-    scorer = keyframes.InceptionScorer(str(directory), batch=2, image_size=75)
+    scorer = embedders.InceptionScorer(str(directory), batch=2, image_size=75)
     assert scorer.dim == 2048 and not hasattr(scorer._state, "fc")  # fc tensors ignored
     jpegs = [_jpeg(120, 90, 0), _jpeg(80, 100, 1), _jpeg(75, 75, 2)]
     # torchvision: Resize(round(75 * 342 / 299) = 86): 120x90 -> 114x86 (long side
     # truncated), CenterCrop(75): left int(round(19.5)) = 20, top int(round(5.5)) = 6
     img = Image.open(io.BytesIO(jpegs[0])).convert("RGB").resize((114, 86), Image.BILINEAR)
     want = (np.asarray(img.crop((20, 6, 95, 81)), np.float32) / 255.0
-            - keyframes.IMAGENET_MEAN) / keyframes.IMAGENET_STD
+            - embedders.IMAGENET_MEAN) / embedders.IMAGENET_STD
     np.testing.assert_allclose(scorer.pixels(jpegs[0]), want, atol=1e-6)
     got = scorer.encode_images(jpegs)  # two batches, the second padded
     px = np.stack([scorer.pixels(j) for j in jpegs]).transpose(0, 3, 1, 2)
@@ -229,7 +229,7 @@ def test_inception_embedder_is_torchvision_transform_then_pooled_features(checkp
     monkey.setenv("VNR_ENCODERS_DIR", str(tmp_path))
     try:
         with pytest.raises(FileNotFoundError, match="inception_v3.*model.safetensors"):
-            keyframes.inception_embedder("", 0)
+            embedders.inception_embedder("", 0)
     finally:
         monkey.undo()
 

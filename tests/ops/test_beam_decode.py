@@ -133,7 +133,7 @@ def test_kv_cache_decoder_matches_full_recompute() -> None:
     """The RMN decoder with its KV cache gives the same beams as recomputing the prefix."""
     from flax import nnx
 
-    from vnr.benchmarks.movie101.narrator import TransformerDecoder, cached_step, full_step
+    from vnr.benchmarks.movie101.mcn_model import TransformerDecoder, cached_step, full_step
 
     dec = TransformerDecoder(vocab=11, width=16, layers=2, heads=2, mlp=32, max_len=7,
                              rngs=nnx.Rngs(0))
@@ -158,7 +158,7 @@ def test_slot_cache_matches_full_recompute_under_reordering() -> None:
     log-probs of a full prefix recompute while beams are reordered arbitrarily."""
     from flax import nnx
 
-    from vnr.benchmarks.movie101.narrator import TransformerDecoder, cached_step, full_step
+    from vnr.benchmarks.movie101.mcn_model import TransformerDecoder, cached_step, full_step
     from vnr.ops.beam_decode import InPlace, gather_beams, set_beam
 
     B, K, T = 2, 4, 6
@@ -192,7 +192,7 @@ def test_rmn_role_scores_use_the_decoders_attention() -> None:
     to the explicit projected form; the cached decode step gives the teacher-forced α."""
     from flax import nnx
 
-    from vnr.benchmarks.movie101.narrator import RMN
+    from vnr.benchmarks.movie101.mcn_model import RMN
 
     m = RMN(frame_dim=8, face_dim=6, faces=2, genres=3, vocab=9, max_roles=4, width=16,
             enc_layers=1, dec_layers=2, heads=2, mlp=32, max_frames=5, max_len=6, dropout=0.0,

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from tests.reference.drop_dtw import alignment_cost, allowed, drop_dtw_batch, exhaustive
+from bench.reference.drop_dtw import alignment_cost, allowed, drop_dtw_batch, exhaustive
 from vnr.ops.dtw import drop_dtw, percentile_drop_cost, soft_drop_dtw
 
 B, N, M = 8, 5, 4

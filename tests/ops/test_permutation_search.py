@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from tests.reference import algorithm3 as alg3
+from bench.reference import algorithm3 as alg3
 from vnr.ops import permutation_search as ps
 
 
@@ -89,7 +89,7 @@ def test_per_start_is_literal_algorithm3_and_exact_at_full_width():
     random matrices; == the exact optimum once b >= n!/n; shared never beats it at b = 1
     (both greedy, per-start from every start) nor at b >= n!/n. At b = 3 and 10 the shared
     beam does win on a few clips (3 and 4 of 200 12x12 N(0, 1) matrices, against 158 and
-    146 the other way; `python -m launch.benchmark ordering`): not a theorem, not asserted.
+    146 the other way; `python -m bench ordering`): not a theorem, not asserted.
     """
     N = 7
     s, mask = _batch([7, 7, 6, 5, 7, 4] * 4, N, 11)

@@ -84,7 +84,7 @@ TOOLS = [
     ("vnr.benchmarks.moviepuzzle.length_report", [], "--by"),
     ("vnr.reports.table", [], "--layout"),
     ("tfds_builders.__main__", ["build"], "--manual_dir"),
-    *((f"launch.bench_{name}", [name], flag) for name, flag in (
+    *((f"bench.{name}", [name], flag) for name, flag in (
         ("contrastive", "--repeats"), ("decode", "--loop_examples"), ("dtw", "--quick"),
         ("encoders", "--patch"), ("ordering", "--gap_batch"), ("retrieval", "--dense_sizes"),
         ("sc2st", "--fusion"), ("scan", "--depths"))),
@@ -116,7 +116,7 @@ def test_every_tool_names_its_flags_and_refuses_unknown_ones(
 
 @pytest.mark.parametrize("argv", [
     ["vnr.benchmarks.msymon.tools", "crosslingual", "--bogus"],
-    ["launch.benchmark", "train", "--bogus"],  # a benchmark on absl's global FLAGS
+    ["bench", "train", "--bogus"],  # a benchmark on absl's global FLAGS
 ])
 def test_a_bad_flag_in_a_shell_is_one_line_and_exit_2(argv: list[str]) -> None:
     import subprocess

@@ -59,6 +59,8 @@ def test_config_loads(spec):
 @pytest.mark.parametrize("spec, names", [
     ("configs/moviepuzzle/main.py:bogus", "'bogus'"),
     ("configs/moviepuzzle/hcmc.py:smoke,lambda=x", "lambda='x'"),
+    ("configs/moviepuzzle/hcmc.py:smoke,freeze=legs", "freeze='legs' is not one of image"),
+    ("configs/sc2st/main.py:smoke,steps=1.5", "steps='1.5' is not an integer"),
     ("configs/moviepuzzle/baselines.py:smoke", "exactly one row"),
     ("configs/msymon/main.py:individual:de", "'de'"),
     ("configs/msymon/main.py:individual", "individual needs a value"),
@@ -71,6 +73,43 @@ def test_bad_arg_is_one_line_naming_file_and_arg(spec, names):
     message = str(e.value)
     assert "\n" not in message and names in message
     assert spec.partition(":")[0] in message, message
+
+
+def test_config_args_are_parsed_as_their_declared_types():
+    """`parse_arg` gives each `key=value` its declared type (or its default when absent);
+    a value of another type is one line naming the file, the arg and the type expected."""
+    from configs import common
+
+    declared = {"lr": float, "steps": int, "name": str, "mode": ("a", "b"),
+                "depth": common.Value(int, 3)}
+    args = common.parse_arg("smoke, lr=0.5,steps=12,name=x=y,mode=b", "configs/x.py",
+                            ("smoke",), declared)
+    assert "smoke" in args and args.values == {"lr": 0.5, "steps": 12, "name": "x=y",
+                                               "mode": "b"}
+    assert args.get("depth") == 3 and args.get("lr") == 0.5 and args.get("nope") is None
+    for arg, want in [("lr=fast", "config arg lr='fast' is not a number for configs/x.py"),
+                      ("lr=nan", "lr='nan' is not a number"),
+                      ("steps=1e3", "steps='1e3' is not an integer"),
+                      ("mode=c", "mode='c' is not one of a, b"),
+                      ("name=", "config arg name needs a value (name=...) for configs/x.py"),
+                      ("depth", "config arg depth needs a value (depth=...) for configs/x.py"),
+                      ("steps=1,steps=2", "config arg steps= given twice"),
+                      ("bogus=1", "unknown config arg 'bogus=1' for configs/x.py; choose from "
+                                  "smoke, depth=<int>, lr=<float>, mode=<a|b>, name=<str>, "
+                                  "steps=<int>")]:
+        with pytest.raises(ValueError) as e:
+            common.parse_arg(arg, "configs/x.py", ("smoke",), declared)
+        assert want in str(e.value) and "\n" not in str(e.value), (arg, str(e.value))
+    assert common.parse_arg("k=v", "configs/x.py", values=("k",)).values == {"k": "v"}
+
+
+def test_tests_load_configs_through_config_file():
+    """Tests load a config the way `--config` names it (`vnr.config_file.load`), never by
+    executing its file themselves."""
+    own = [f"{p.relative_to(ROOT)}:{n}" for p in sorted((ROOT / "tests").rglob("*.py"))
+           for n, line in enumerate(p.read_text().splitlines(), 1)
+           if re.search(r"spec_from_file_location\(.*configs", line)]
+    assert not own, own
 
 
 def test_missing_file_or_get_config_is_one_line(tmp_path):

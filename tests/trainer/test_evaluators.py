@@ -15,6 +15,7 @@ from configs.moviepuzzle.main import get_config
 from tests.helpers import override
 from tests.trainer import counting_evaluator
 from vnr import config_file, evaluate, evaluators, train, workdir
+from vnr import task as task_lib
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
@@ -157,6 +158,21 @@ def test_bad_evaluator_is_one_line(data_dir, tmp_path, key, value, message):
         else:
             train.setup(c, workdir=tmp_path)
     assert not (tmp_path / "checkpoints").exists()
+
+
+def test_evaluator_type_names_a_module_of_a_home():
+    """`type` names a module relative to vnr.benchmarks (a task's other name, as older runs'
+    config.json carry it, names the same module); one that does not exist is one line."""
+    c = get_config("smoke")
+    c.select.metric = ""
+    c.evals.val.type = "sc2st.storyboard"
+    parsed = {e.name: e.module for e in evaluators.parse(c, None)}
+    assert parsed["val"] is task_lib.load("sc2st.task")
+    c.evals.val.type = "moviepuzzle.nope"
+    with pytest.raises(evaluators.EvaluatorError, match=r"^evals.val.type='moviepuzzle.nope': "
+                                                        r"no module vnr/benchmarks/moviepuzzle/"
+                                                        r"nope.py$"):
+        evaluators.parse(c, None)
 
 
 def test_renamed_keys_name_the_new_key(capsys):

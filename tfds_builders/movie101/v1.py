@@ -5,7 +5,7 @@ lacks: a movie without a meta_anno.json entry gives an empty cast (as upstream's
 which then uses no role features), counted per split as `kept_movie_without_cast_<split>`
 (narrations; the movies named); a movie absent from public_split.json is counted
 `kept_movie_not_in_split_<split>`. Whether the trainer can use a narration (its movie's
-features) is decided when it reads them (vnr/benchmarks/movie101/data.py, `usable`).
+features) is decided when it reads them (vnr/benchmarks/movie101/records.py, `usable`).
 
 Role pointers (narration configs) come from `roles.RoleFile`, matched by (movie, start,
 end); the augmentation entries of `train_merge.json` become the `train_clips` split.

@@ -3,7 +3,9 @@
 `data_source(config, split, data_dir)` returns a picklable random-access source of plain
 dicts in true order, frames as undecoded JPEG bytes:
 `{clip_id: str, movie_id: str, frames: list[bytes], subtitles: list[str],
-img_id/shot_id/scene_id/position: np.int32 [n]}`.
+img_id/shot_id/scene_id/position: np.int32 [n]}`; `synopsis_source` the same plus
+`synopsis: str` for a `*synopsis` config. What a trainer reads of the builder is this
+module's `__all__` (tests/test_layers.py).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import tensorflow_datasets as tfds
 from tfds_builders import common
 from tfds_builders.common import ManualDirError
 from tfds_builders.moviepuzzle.moviepuzzle import (
+    VERSION,
     Builder,
     MoviePuzzle,
     MoviePuzzleConfig,
@@ -29,9 +32,12 @@ __all__ = [
     "MoviePuzzle",
     "MoviePuzzleConfig",
     "data_source",
+    "dataset_name",
     "keep_frame_bytes",
     "prepare",
     "split_names",
+    "synopsis_record",
+    "synopsis_source",
     "to_record",
 ]
 
@@ -84,7 +90,7 @@ def data_source(
     to_record: Callable[[dict], dict] = to_record,
 ) -> common.Source:
     """A random-access source over `split` of moviepuzzle/`config` (built first if needed);
-    `to_record` makes a record of a stored example (`synopsis.to_record` adds the text)."""
+    `to_record` makes a record of a stored example (`synopsis_record` adds the text)."""
     builder = prepare(config, data_dir, manual_dir, build)
     return common.Source(MoviePuzzle, config, split, os.path.abspath(data_dir),
                          common.split_length(builder, split), to_record, keep_frame_bytes)
@@ -98,3 +104,24 @@ def split_names(
 ) -> list[str]:
     """The split names of moviepuzzle/`config` (built first if needed)."""
     return list(prepare(config, data_dir, manual_dir, build).info.splits)
+
+
+def synopsis_source(config: str, split: str, data_dir: os.PathLike | str,
+                    manual_dir: os.PathLike | str | None = None, build: bool = True
+                    ) -> common.Source:
+    """`data_source` of a `*synopsis` config (Movie Synopsis Association): its records also
+    hold `synopsis: str`."""
+    if "synopsis" not in config:
+        raise ValueError(f"moviepuzzle/{config} has no synopses; use a *synopsis config")
+    return data_source(config, split, data_dir, manual_dir, build, to_record=synopsis_record)
+
+
+def synopsis_record(raw: dict) -> dict:
+    """A stored synopsis example: the clip record of `to_record` plus `synopsis`."""
+    return dict(to_record(raw), synopsis=common.text(raw["synopsis"]))
+
+
+def dataset_name(config: str) -> str:
+    """`moviepuzzle/<config>/<version>`: where a build of `config` lies under its data_dir
+    (and what names it in caches derived from it)."""
+    return f"moviepuzzle/{config}/{VERSION}"

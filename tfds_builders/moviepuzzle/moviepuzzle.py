@@ -6,7 +6,8 @@ Examples are stored in true order; frames are the original JPEG bytes.
 
 Added configs (same features): `movienet` curates raw MovieNet (`movienet_build.py`, rules in
 `movienet.py`); `movienet_synopsis` and `synthetic_synopsis*` add a `synopsis` text feature
-for the Movie Synopsis Association task (`synopsis_corpus.py`; reader `synopsis.py`).
+for the Movie Synopsis Association task (`synopsis_corpus.py`; reader `synopsis_source` in
+`__init__.py`).
 """
 
 from __future__ import annotations

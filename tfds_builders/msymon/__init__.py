@@ -4,6 +4,11 @@
 dicts: `{video_id, language: str, sentences: list[str], begin/end/narr_begin/narr_end:
 float32 [S], matched: bool [S], duration: float, features: float32 [T, D] (feature configs)}`.
 `config` is a config name or an `MSymonConfig` (see `builder_config` for any dim / fps).
+
+What a trainer reads of the builder is this module's `__all__` (tests/test_layers.py): the
+readers, the release's `LANGUAGES` and `SPLITS`, the clip rules the builder and the
+pipelines share (`fixed_clips`, `gt_clip_labels`), `write_synthetic` (the generated corpus in
+the release layout) and the YMS builder, `tfds_builders.msymon.yms`.
 """
 
 from __future__ import annotations
@@ -15,11 +20,12 @@ import numpy as np
 from tfds_builders import common
 from tfds_builders.common import ManualDirError
 from tfds_builders.msymon.msymon import Builder, MSymon, MSymonConfig, builder_config
-from tfds_builders.msymon.parse import LANGUAGES
+from tfds_builders.msymon.parse import LANGUAGES, SPLITS, fixed_clips, gt_clip_labels
+from tfds_builders.msymon.synthetic import write_corpus as write_synthetic
 
-__all__ = ["LANGUAGES", "Builder", "MSymon", "MSymonConfig", "ManualDirError",
-           "builder_config", "data_source", "prepare", "resolve_config", "split_names",
-           "to_record"]
+__all__ = ["LANGUAGES", "SPLITS", "Builder", "MSymon", "MSymonConfig", "ManualDirError",
+           "builder_config", "data_source", "fixed_clips", "gt_clip_labels", "prepare",
+           "resolve_config", "split_names", "to_record", "write_synthetic"]
 
 _FLOATS = ("begin", "end", "narr_begin", "narr_end")
 

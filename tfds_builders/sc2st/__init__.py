@@ -5,6 +5,10 @@ Building needs a keyframe embedder (`embedder=`, see `keyframes`); reading does 
 dicts, one storyboard each (see `to_record`), and `pool(config, split, data_dir, column)` the
 split's keyframe `features` (or an expert column) in pool order: the N storyboards' keyframes
 (candidate index `b * 10 + p`), then the split's M isolated keyframes (`N * 10 + k`).
+
+What a trainer reads of the builder is this module's `__all__` (tests/test_layers.py): the
+readers, `CONFIGS`, and the types of the model functions a build is handed (`Embedder`,
+`MakeEmbedder`, `Expert`, `MakeExpert`, `Keyframe`, with `normalise`).
 """
 
 from __future__ import annotations
@@ -18,10 +22,21 @@ import numpy as np
 from tfds_builders import common
 from tfds_builders.common import ManualDirError
 from tfds_builders.sc2st import extras
+from tfds_builders.sc2st.keyframes import (
+    Embedder,
+    Expert,
+    Keyframe,
+    MakeEmbedder,
+    MakeExpert,
+    normalise,
+)
 from tfds_builders.sc2st.sc2st import Builder, Sc2St, Sc2StConfig
 
-__all__ = ["Builder", "ManualDirError", "Sc2St", "Sc2StConfig", "data_source",
+__all__ = ["CONFIGS", "Builder", "Embedder", "Expert", "Keyframe", "MakeEmbedder",
+           "MakeExpert", "ManualDirError", "Sc2St", "Sc2StConfig", "data_source", "normalise",
            "pool", "prepare", "split_names", "to_record"]
+
+CONFIGS = {c.name: c for c in Sc2St.BUILDER_CONFIGS}
 
 # The model functions a build may be handed (keyword arguments of `Sc2St` and `prepare`).
 MODELS = ("embedder", "experts", "candidate_embedder", "feature_embedder")

@@ -267,7 +267,7 @@ def build_storyboards(root: pathlib.Path, cfg: Sc2StConfig, skips: collections.C
     return out
 
 
-# The default experts' widths with CLIP ViT-B/32 (`vnr.benchmarks.sc2st.keyframes`).
+# The default experts' widths with CLIP ViT-B/32 (`vnr.benchmarks.sc2st.embedders`).
 EXPERTS_CLIP = (("scene", 512), ("object", 512), ("character", 100))
 
 
@@ -296,7 +296,7 @@ class Sc2St(common.SummaryBuilder, tfds.core.GeneratorBasedBuilder):
                     "$VNR_ENCODERS_DIR/{densenet121,inception_v3}."),
         Sc2StConfig(name="lsmdc_experts", experts=EXPERTS_CLIP,
                     description="As lsmdc, plus the MoEE expert columns scene / object / "
-                    "character (vnr.benchmarks.sc2st.keyframes.DEFAULT_EXPERTS)."),
+                    "character (vnr.benchmarks.sc2st.embedders.DEFAULT_EXPERTS)."),
         Sc2StConfig(name="synthetic", source="synthetic", encoder="scratch:tiny",
                     feature_dim=32, description="Generated corpus (no manual_dir)."),
         Sc2StConfig(name="synthetic_experts", source="synthetic", encoder="scratch:tiny",

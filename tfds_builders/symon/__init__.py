@@ -5,6 +5,11 @@ dicts, one per summary video: `{video_id, movie_id, movie_key, movie_source, fra
 is_asr: int, sentences, names: list[str], starts, ends, cuts: float32 [n], duration: float,
 trim: float32 [2], features: float32 [T, D] (feature configs)}` (movie identity:
 `movies.py`; `movie_key` "" when the movie is unknown).
+
+What a trainer reads of the builder is this module's `__all__` (tests/test_layers.py): the
+readers, `CONFIGS` and `metadata`, and the helpers other code shares with the builder: movie
+keys of titles (`movie_key`, `same_movie`, `split_key`, `merge_movie_keys`), person names of
+sentences, feature-distance `scene_cuts`, and the WebVTT reader (`parse_vtt`, `Word`).
 """
 
 from __future__ import annotations
@@ -15,10 +20,23 @@ import numpy as np
 
 from tfds_builders import common
 from tfds_builders.common import ManualDirError
-from tfds_builders.symon.symon import Builder, Symon, SymonConfig, check_manual_dir
+from tfds_builders.symon.narration import person_names
+from tfds_builders.symon.symon import (
+    Builder,
+    Symon,
+    SymonConfig,
+    check_manual_dir,
+    detect_cuts,
+)
+from tfds_builders.symon.titles import merge as merge_movie_keys
+from tfds_builders.symon.titles import movie_key, same_movie, split_key
+from tfds_builders.symon.vtt import Word
+from tfds_builders.symon.vtt import parse as parse_vtt
 
-__all__ = ["Builder", "ManualDirError", "Symon", "SymonConfig", "data_source",
-           "prepare", "split_names", "to_record", "metadata"]
+__all__ = ["CONFIGS", "Builder", "ManualDirError", "Symon", "SymonConfig", "Word",
+           "data_source", "merge_movie_keys", "metadata", "movie_key", "parse_vtt",
+           "person_names", "prepare", "same_movie", "scene_cuts", "split_key", "split_names",
+           "to_record"]
 
 CONFIGS = {c.name: c for c in Symon.BUILDER_CONFIGS}
 
@@ -78,3 +96,9 @@ def data_source(config: str | SymonConfig, split: str, data_dir: os.PathLike | s
 def split_names(config: str | SymonConfig, data_dir: os.PathLike | str,
                 manual_dir: os.PathLike | str | None = None, build: bool = True) -> list[str]:
     return list(prepare(config, data_dir, manual_dir, build).info.splits)
+
+
+def scene_cuts(features: np.ndarray, fps: float) -> np.ndarray:
+    """Cut times (seconds) where consecutive feature rows change abruptly, by the rule and
+    default thresholds the builder cuts a video without cut files with (`SymonConfig`)."""
+    return detect_cuts(features, fps, SymonConfig.cut_min, SymonConfig.cut_mads)

@@ -3,7 +3,7 @@ an epoch reads pixels instead of decoding and resizing JPEGs (`data.frame_store`
 
 Why: at 224 px a MovieNet 240p keyframe costs ~3 ms of one core to decode and resize the way
 CLIP's processor does (bicubic); an accelerator training CLIP towers end to end takes tens of
-thousands of frames a second (`python -m launch.benchmark input`). The stored frames are the
+thousands of frames a second (`python -m bench input`). The stored frames are the
 exact output of the pipeline's own `prepare` (e.g. `vnr.data.images.decode_frames`), so a run
 reading them gets the same batches, bit for bit, as one decoding JPEGs.
 

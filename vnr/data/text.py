@@ -8,9 +8,8 @@ combining marks, numbers and apostrophes (Unicode properties through the `regex`
 `\p{L}\p{M}\p{N}'`, so Devanagari vowel signs and viramas, Cyrillic and accented Latin stay
 inside their word); every kana / CJK ideograph is a token of its own (with any combining
 marks after it); `? ! . ,` are tokens; everything else (white space, other punctuation and
-symbols) separates tokens and is dropped. On ASCII text this is exactly the earlier
-`re`-based rule. Tokens are hashed with CRC32 into `vocab_size - 2` buckets. Id 0 is
-padding, id 1 marks "no dialogue" so an empty subtitle still has one token.
+symbols) separates tokens and is dropped. Tokens are hashed with CRC32 into `vocab_size - 2`
+buckets. Id 0 is padding, id 1 marks "no dialogue" so an empty subtitle still has one token.
 Deterministic across processes and runs (no Python `hash`), needs no vocab
 file, and works for any corpus; collisions are rare at 8k buckets for the
 synthetic grammar.
@@ -27,7 +26,7 @@ import regex
 HASH = "hash"
 
 PAD, EMPTY = 0, 1
-# Kana and CJK ideographs (the earlier ranges, plus ideographs outside the BMP): one token each.
+# Kana and CJK ideographs (the BMP's blocks, plus ideographs outside the BMP): one token each.
 _CJK = r"\u3040-\u30ff\u3400-\u9fff\uf900-\ufaff\p{Han}"
 _WORD = regex.compile(rf"[{_CJK}]\p{{M}}*|(?:[\p{{L}}\p{{M}}\p{{N}}'--[{_CJK}]])+|[?!.,]",
                       regex.V1)

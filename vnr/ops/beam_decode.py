@@ -15,7 +15,7 @@ of the surviving beams with one `take` per leaf (no Python loop over beams or ex
 
 State wrapped in `InPlace(x)` is never gathered: its rows stay in their physical beam slot
 and `beam_search` sets `InPlace.beam = K` so the step knows the slot groups. A KV cache
-uses it to avoid copying the whole cache every step (`vnr.benchmarks.movie101.narrator`: each beam
+uses it to avoid copying the whole cache every step (`vnr.benchmarks.movie101.mcn_model`: each beam
 writes its new key/value into its own slot in place, and a small gathered table
 `slot [B*K, L]` says which of its example's K slots holds each earlier position of the
 beam's history). For a [B*K, L, W] cache this replaces a read+write of every cache byte per

@@ -317,7 +317,7 @@ def beam_search_order(
     independent rows of one batched scan, so the cost is n times that of one beam.
     starts="shared" (ours, not in the paper): every real node starts a partial order, and
     from step 1 on all rows x N extensions compete for a single beam of `beam_size` (n
-    times cheaper; on random path scores it loses to per-start, see launch/bench_ordering).
+    times cheaper; on random path scores it loses to per-start, see bench/ordering).
 
     Each step extends every kept partial order by every unplaced real node and keeps the
     best `beam_size` (ties go to the earlier row, then the smaller node, as a stable sort

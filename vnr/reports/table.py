@@ -39,7 +39,7 @@ def describe(cfg: dict[str, Any]) -> str:
     task, kind = cfg.get("task", "?"), m.get("kind", "pair")
     mods = m.get("modalities", ["vision", "text"])
     mod = "+".join("V" if x == "vision" else "T" for x in mods)
-    if task in ("moviepuzzle.pairwise", "moviepuzzle"):  # the old name: older workdirs
+    if task in ("moviepuzzle.pairwise", "moviepuzzle"):  # as older runs name it (vnr.task)
         return f"pair model ({mod}, late fusion; main job)"
     if kind == "random":
         return "random"

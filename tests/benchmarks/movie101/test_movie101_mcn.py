@@ -20,8 +20,8 @@ from flax import nnx
 from configs.movie101 import mcn as mcn_config
 from vnr import sharding
 from vnr.benchmarks.movie101 import caption_metrics as cm
-from vnr.benchmarks.movie101 import data
 from vnr.benchmarks.movie101 import mcn as task
+from vnr.benchmarks.movie101 import mcn_data as data
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 

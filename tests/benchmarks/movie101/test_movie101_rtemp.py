@@ -120,7 +120,7 @@ def test_offsets_reach_examples_and_evaluation(release) -> None:
     assert stored["noted"]["shots_test"] == sum(len(v) for v in written["test"].values())
 
     # training pairs: the shot is the frames of the record's own span (its offset kept)
-    from vnr.benchmarks.movie101.data import MovieTable
+    from vnr.benchmarks.movie101.records import MovieTable
 
     table = MovieTable(c.data)
     src = m101.data_source("v1_shots", "train", c.data.data_dir, c.data.manual_dir)

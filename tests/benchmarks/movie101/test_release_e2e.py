@@ -140,7 +140,7 @@ def test_pointer_run_without_a_role_file_stops_in_one_line(release, tmp_path) ->
     compile, naming both; a role file whose entries match no train narration stops it once
     the data is built."""
     from vnr import train
-    from vnr.benchmarks.movie101 import data
+    from vnr.benchmarks.movie101 import mcn_data as data
 
     manual = tmp_path / "Movie101v1"
     for rel in ("public_split.json", "metadata/meta_anno.json", "Movie101-N/train.json",

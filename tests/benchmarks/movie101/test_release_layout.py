@@ -20,8 +20,8 @@ from flax import nnx
 from configs.movie101 import mcn as mcn_config
 from tfds_builders import movie101 as m101
 from tfds_builders.movie101 import features, parsing, synthetic
-from vnr.benchmarks.movie101 import data
 from vnr.benchmarks.movie101 import mcn as task
+from vnr.benchmarks.movie101 import mcn_data as data
 
 SIZES = dict(train=2, val=1, test=1, seconds=40, roles=(3, 3), dims=(512, 1024, 512))
 

@@ -14,8 +14,8 @@ from flax import nnx
 
 from configs.movie101 import mcn as mcn_config
 from vnr.benchmarks.movie101 import mcn as task
+from vnr.benchmarks.movie101.mcn_model import RMN, rmn_bank_step
 from vnr.benchmarks.movie101.memory_bank import HISTORY, MemoryBank
-from vnr.benchmarks.movie101.narrator import RMN, rmn_bank_step
 from vnr.ops.beam_decode import set_beam
 
 

@@ -1,5 +1,5 @@
 """TNG protocol (Tables 4-6): NMS at m - 0.05 per IoU threshold, inclusive-index IoU and the
-7-pick limit, against the plain restatement of Movie101's rule in tests/reference, on
+7-pick limit, against the plain restatement of Movie101's rule in bench/reference, on
 hand-made proposals where the protocol choices change the answer, and on random ones."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.reference import movie101_tng as ref
+from bench.reference import movie101_tng as ref
 from vnr.benchmarks.movie101 import grounding_metrics as gm
 from vnr.benchmarks.movie101 import tng
 

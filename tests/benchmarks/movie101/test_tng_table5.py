@@ -12,7 +12,7 @@ from flax import nnx
 
 from configs.movie101 import tng as tng_config
 from vnr.benchmarks.movie101 import tng as task
-from vnr.benchmarks.movie101.grounding import RNL, TAN2D, proposal_map
+from vnr.benchmarks.movie101.tng_model import RNL, TAN2D, proposal_map
 
 
 def test_proposal_map_is_the_max_over_each_span() -> None:

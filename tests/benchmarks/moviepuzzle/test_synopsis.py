@@ -14,7 +14,7 @@ from flax import nnx
 
 from tfds_builders import common
 from tfds_builders import moviepuzzle as mp
-from tfds_builders.moviepuzzle import synopsis
+from tfds_builders.moviepuzzle import synopsis_corpus
 from vnr.benchmarks.moviepuzzle.synopsis_metrics import retrieval_metrics
 from vnr.workdir import split_results
 
@@ -49,7 +49,7 @@ def test_metrics_ignore_padding() -> None:
 
 
 def test_synthetic_synopsis_reuses_the_clip_corpus(tmp_path: pathlib.Path) -> None:
-    syn = synopsis.data_source("synthetic_synopsis_tiny", "test_out_domain", tmp_path)
+    syn = mp.synopsis_source("synthetic_synopsis_tiny", "test_out_domain", tmp_path)
     clips = mp.data_source("synthetic_tiny", "test_out_domain", tmp_path)
     assert len(syn) == len(clips) == 10
     for i in (0, 9):
@@ -70,7 +70,7 @@ def test_describe_clip_mentions_places_and_finds() -> None:
     movie = synthetic.make_movie(0, 1)
     for i in range(6):
         clip, _ = synthetic.make_clip(0, "train", i, movie)
-        text = synopsis.describe_clip(movie, clip)
+        text = synopsis_corpus.describe_clip(movie, clip)
         for loc in clip["locs"]:
             assert f"the {movie['locations'][loc]['name']}." in text
         for _, obj in clip["pickups"]:
@@ -94,7 +94,7 @@ def test_movienet_synopsis_from_story_alignment(tmp_path: pathlib.Path) -> None:
     skipped = json.loads((pathlib.Path(builder.data_dir) / common.SUMMARY_FILE).read_text())[
         "skipped"]
     assert skipped == {"story_bad_entry": 5, "movie_no_story": 1, "srt_unused_movie_no_subtitle": 1}
-    splits = {s: synopsis.data_source("movienet_synopsis", s, tmp_path / "data")
+    splits = {s: mp.synopsis_source("movienet_synopsis", s, tmp_path / "data")
               for s in builder.info.splits}
     assert sum(len(s) for s in splits.values()) == 15
     movies = {s: {src[i]["movie_id"] for i in range(len(src))} for s, src in splits.items()}

@@ -5,8 +5,8 @@ import ml_collections
 import numpy as np
 import pytest
 
+from bench.reference.drop_dtw import alignment_cost, exhaustive
 from configs.msymon.main import get_config
-from tests.reference.drop_dtw import alignment_cost, exhaustive
 from vnr.benchmarks.msymon import alignment as task
 
 B, N, M = 6, 5, 4

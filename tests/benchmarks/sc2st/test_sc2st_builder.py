@@ -15,7 +15,7 @@ from tfds_builders import common
 from tfds_builders import sc2st as sc2st_lib
 from tfds_builders.sc2st import extras
 from tfds_builders.sc2st.sc2st import Sc2St, Sc2StConfig, build_storyboards, check_manual_dir
-from vnr.benchmarks.sc2st import keyframes
+from vnr.benchmarks.sc2st import embedders
 
 CONFIG = Sc2StConfig(name="test", encoder="scratch:tiny", feature_dim=32, num_candidates=10,
                      fractions=(0.5, 0.25, 0.25))
@@ -95,7 +95,7 @@ def built(tmp_path_factory):
     root = tmp_path_factory.mktemp("lsmdc")
     write_corpus(root)
     data_dir = tmp_path_factory.mktemp("tfds")
-    builder = Sc2St(config=CONFIG, data_dir=str(data_dir), embedder=keyframes.clip_embedder)
+    builder = Sc2St(config=CONFIG, data_dir=str(data_dir), embedder=embedders.clip_embedder)
     builder.download_and_prepare(download_config=tfds.download.DownloadConfig(manual_dir=str(root)))
     return root, builder
 
@@ -201,7 +201,7 @@ def test_isolated_keyframes_are_candidates(built):
 
 def test_deterministic_and_scorer_checked(built):
     root, _ = built
-    scorer = keyframes.ClipScorer("scratch:tiny")
+    scorer = embedders.ClipScorer("scratch:tiny")
     one = build_storyboards(root, CONFIG, collections.Counter(), collections.Counter(), scorer)
     two = build_storyboards(root, CONFIG, collections.Counter(), collections.Counter(), scorer)
     for split in one:
@@ -236,7 +236,7 @@ def test_keyframe_embedder_is_passed_in(tmp_path):
         cli.build("sc2st", "synthetic_tiny", str(tmp_path / "default"))
     with pytest.raises(SystemExit, match="--embedder 'no_such_module:f'"):
         cli.build("sc2st", "synthetic_tiny", str(tmp_path / "bad"), embedder="no_such_module:f")
-    spec = "vnr.benchmarks.sc2st.keyframes:clip_embedder"
+    spec = "vnr.benchmarks.sc2st.embedders:clip_embedder"
     assert cli.main(["build", "sc2st", "--config", "synthetic_tiny", "--data_dir",
                      str(tmp_path / "cli"), "--embedder", spec]) == 0
     assert sc2st_lib.split_names("synthetic_tiny", tmp_path / "cli", build=False) == \
@@ -250,7 +250,7 @@ class _TextOnlyEmbedder:
     dim = 32
 
     def encode_texts(self, texts):
-        return np.stack([keyframes.normalise(np.random.default_rng(
+        return np.stack([embedders.normalise(np.random.default_rng(
             [ord(ch) for ch in t]).normal(size=32)) for t in texts]).astype(np.float32)
 
     def encode_images(self, jpegs):
@@ -331,7 +331,7 @@ def test_candidate_similarity_embedder_is_pluggable(built):
     got = keyframe_image_features(root, boards + [[]], Sizes())  # an empty isolated set too
     assert got.shape == (20, 2)
     assert got[13, 0] == len(jpgs[13].read_bytes())
-    dense = keyframes.densenet_embedder("scratch:tiny")  # the DenseNet plugs in the same way
+    dense = embedders.densenet_embedder("scratch:tiny")  # the DenseNet plugs in the same way
     got = keyframe_image_features(root, boards, dense)
     assert got.shape == (20, dense.dim) == (20, 32)
     np.testing.assert_allclose(np.linalg.norm(got, axis=-1), 1.0, rtol=1e-5)
@@ -339,7 +339,7 @@ def test_candidate_similarity_embedder_is_pluggable(built):
                                rtol=1e-5, atol=1e-6)
     with pytest.raises(ValueError, match="candidate_embedder needs keyframe images"):
         build_storyboards(root, CONFIG, collections.Counter(), collections.Counter(),
-                          keyframes.ClipScorer("scratch:tiny"), Sizes())
+                          embedders.ClipScorer("scratch:tiny"), Sizes())
 
 
 def test_expert_columns_are_stored_with_the_pluggable_experts(built):
@@ -352,8 +352,8 @@ def test_expert_columns_are_stored_with_the_pluggable_experts(built):
     cfg = Sc2StConfig(name="experts", encoder="scratch:tiny", feature_dim=32,
                       num_candidates=10, fractions=(0.5, 0.25, 0.25),
                       experts=(("scene", 32), ("character", 100)))
-    scorer = keyframes.ClipScorer("scratch:tiny")
-    made = {n: f("scratch:tiny", 0) for n, f in keyframes.DEFAULT_EXPERTS.items()
+    scorer = embedders.ClipScorer("scratch:tiny")
+    made = {n: f("scratch:tiny", 0) for n, f in embedders.DEFAULT_EXPERTS.items()
             if n in ("scene", "character")}
     stats, isolated = collections.Counter(), {}
     out = build_storyboards(root, cfg, collections.Counter(), stats, scorer, None, made,
@@ -398,7 +398,7 @@ def test_feature_embedder_fills_the_stored_features(built, tmp_path):
 
     cfg = Sc2StConfig(name="f", encoder="scratch:tiny", feature_dim=2, num_candidates=3,
                       fractions=(0.5, 0.25, 0.25), feature_encoder="sizes")
-    scorer = keyframes.ClipScorer("scratch:tiny")
+    scorer = embedders.ClipScorer("scratch:tiny")
     isolated = {}
     out = build_storyboards(jpg_root, cfg, collections.Counter(), collections.Counter(),
                             scorer, None, None, isolated, Sizes())
@@ -425,11 +425,11 @@ def test_feature_embedder_fills_the_stored_features(built, tmp_path):
     with pytest.raises(ValueError, match="needs a feature embedder exactly when"):
         build_storyboards(jpg_root, cfg, collections.Counter(), collections.Counter(), scorer)
     # Through TFDS with vnr's dispatcher: a tiny random DenseNet stands in for Inception-v3.
-    dense = keyframes.image_embedder("scratch:tiny")
+    dense = embedders.image_embedder("scratch:tiny")
     b = Sc2St(config=dataclasses.replace(cfg, name="fe", feature_encoder="scratch:tiny",
                                          feature_dim=dense.dim),
-              data_dir=str(tmp_path / "fe"), embedder=keyframes.clip_embedder,
-              feature_embedder=keyframes.image_embedder)
+              data_dir=str(tmp_path / "fe"), embedder=embedders.clip_embedder,
+              feature_embedder=embedders.image_embedder)
     b.download_and_prepare(download_config=tfds.download.DownloadConfig(
         manual_dir=str(jpg_root)))
     rec = b.as_data_source("train")[0]
@@ -442,9 +442,9 @@ def test_feature_embedder_fills_the_stored_features(built, tmp_path):
     with pytest.raises(common.ManualDirError, match="stores 'inception_v3' features: pass "
                        "feature_embedder="):
         sc2st_lib.prepare("lsmdc_paper", tmp_path / "a", jpg_root,
-                          embedder=keyframes.clip_embedder,
-                          candidate_embedder=keyframes.image_embedder)
+                          embedder=embedders.clip_embedder,
+                          candidate_embedder=embedders.image_embedder)
     with pytest.raises(common.ManualDirError, match="no feature_encoder"):
         cli.build("sc2st", "synthetic_tiny", str(tmp_path / "b"),
-                  embedder="vnr.benchmarks.sc2st.keyframes:clip_embedder",
-                  feature_embedder="vnr.benchmarks.sc2st.keyframes:image_embedder")
+                  embedder="vnr.benchmarks.sc2st.embedders:clip_embedder",
+                  feature_embedder="vnr.benchmarks.sc2st.embedders:image_embedder")

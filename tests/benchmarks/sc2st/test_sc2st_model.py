@@ -1,6 +1,5 @@
 """Sc2St model and task: scan == Python loop, causality, baselines, and a smoke run."""
 
-import importlib.util
 import json
 
 import jax
@@ -10,17 +9,14 @@ import pytest
 from flax import nnx
 
 from tests import ROOT  # noqa: E402
-from vnr.benchmarks.sc2st import baselines
+from vnr import config_file
+from vnr.benchmarks.sc2st import baselines, task
 from vnr.benchmarks.sc2st import fusion as fusions
-from vnr.benchmarks.sc2st import model as storyboard
-from vnr.benchmarks.sc2st import storyboard as task
+from vnr.benchmarks.sc2st.model import TRAINED, prior_scores, similarity_scores
 
 
 def get_config(arg):
-    spec = importlib.util.spec_from_file_location("sc2st_cfg", ROOT / "configs/sc2st/main.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod.get_config(arg)
+    return config_file.load(f"{ROOT / 'configs/sc2st/main.py'}:{arg or ''}")
 
 
 def fake_batch(b=2, c=12, d=32, tokens=16, seed=0):
@@ -35,7 +31,7 @@ def fake_batch(b=2, c=12, d=32, tokens=16, seed=0):
 @pytest.fixture(scope="module")
 def models():
     out = {}
-    for fusion in storyboard.TRAINED:
+    for fusion in TRAINED:
         cfg = get_config(f"smoke,{fusion}")
         out[fusion] = task.make_model(cfg, nnx.Rngs(0))
     return out
@@ -143,12 +139,12 @@ def test_moee_rows():
 
 def test_baselines():
     b = fake_batch()
-    sim = np.asarray(storyboard.similarity_scores(b["features"], b["cands"]))
+    sim = np.asarray(similarity_scores(b["features"], b["cands"]))
     prev, cand = b["features"][0, 3], b["cands"][0, 3, 7]
     want = prev @ cand / np.linalg.norm(prev) / np.linalg.norm(cand)
     assert sim[0, 3, 7] == pytest.approx(want, rel=1e-5)
-    p1 = storyboard.prior_scores(jax.random.key(0), jnp.array([0, 1]), (9, 12))
-    p2 = storyboard.prior_scores(jax.random.key(0), jnp.array([1]), (9, 12))
+    p1 = prior_scores(jax.random.key(0), jnp.array([0, 1]), (9, 12))
+    p2 = prior_scores(jax.random.key(0), jnp.array([1]), (9, 12))
     np.testing.assert_array_equal(p1[1], p2[0])  # a storyboard's scores depend on its index only
     cfg = get_config("similarity")
     assert cfg.total_steps == 0

@@ -6,7 +6,7 @@ from flax import nnx
 
 from configs.sc2st.main import get_config
 from vnr import optim, pretrained, train
-from vnr.benchmarks.sc2st import storyboard as task
+from vnr.benchmarks.sc2st import task
 from vnr.models import encoders
 from vnr.models.encoders.testing import write_tiny_checkpoint
 
@@ -76,7 +76,7 @@ def test_paper_on_lsmdc_reads_inception_features_and_densenet_candidates():
     builder gets those image models from `builder_models`, dispatched by name."""
     import pytest
 
-    from vnr.benchmarks.sc2st import keyframes
+    from vnr.benchmarks.sc2st import embedders
 
     cfg = get_config("paper,gf,lsmdc")
     assert cfg.data.config == "lsmdc_paper"
@@ -89,14 +89,14 @@ def test_paper_on_lsmdc_reads_inception_features_and_densenet_candidates():
     kernels = [v.shape for p, v in nnx.to_flat_state(nnx.state(model, nnx.Param))
                if "text" not in p and len(v.shape) == 2 and v.shape[0] == 2048]
     assert kernels, "no layer of the model reads the 2048-d image features"
-    models = keyframes.builder_models(b)
-    assert models["feature_embedder"] is models["candidate_embedder"] is keyframes.image_embedder
-    assert set(keyframes.builder_models(task.builder_config(get_config("lsmdc")))) == {
+    models = embedders.builder_models(b)
+    assert models["feature_embedder"] is models["candidate_embedder"] is embedders.image_embedder
+    assert set(embedders.builder_models(task.builder_config(get_config("lsmdc")))) == {
         "embedder", "experts"}  # the CLIP corpus needs no image-only model
-    assert isinstance(keyframes.image_embedder("scratch:tiny"), keyframes.DenseNetScorer)
+    assert isinstance(embedders.image_embedder("scratch:tiny"), embedders.DenseNetScorer)
     with pytest.raises(FileNotFoundError, match="inception_v3"):
-        keyframes.image_embedder("/nowhere/inception_v3")
+        embedders.image_embedder("/nowhere/inception_v3")
     with pytest.raises(ValueError, match="name an inception_v3"):
-        keyframes.image_embedder("resnet50")
+        embedders.image_embedder("resnet50")
     with pytest.raises(ValueError, match="experts with paper,lsmdc"):
         get_config("paper,lsmdc,experts")

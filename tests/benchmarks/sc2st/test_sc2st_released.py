@@ -95,7 +95,7 @@ def test_build_released_storyboards(tmp_path):
 
     from tfds_builders.sc2st.released import build_released
     from tfds_builders.sc2st.sc2st import Sc2StConfig
-    from vnr.benchmarks.sc2st import keyframes
+    from vnr.benchmarks.sc2st import embedders
 
     rng = np.random.default_rng(0)
     movies = {"1": ["0001_Movie_A", {}], "2": ["0002_Movie_B", {}]}
@@ -131,7 +131,7 @@ def test_build_released_storyboards(tmp_path):
     cfg = Sc2StConfig(name="t", source="released", encoder="scratch:tiny", feature_dim=32,
                       num_candidates=10)
     skips, stats = collections.Counter(), collections.Counter()
-    out = build_released(tmp_path, cfg, skips, stats, keyframes.ClipScorer("scratch:tiny"))
+    out = build_released(tmp_path, cfg, skips, stats, embedders.ClipScorer("scratch:tiny"))
     assert {k: len(v) for k, v in out.items()} == {"train": 4, "val": 2, "test": 2}
     assert skips == {"no_frames": 1, "unknown_id": 1}
     b = out["train"][2]

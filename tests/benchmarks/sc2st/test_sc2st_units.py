@@ -258,7 +258,7 @@ def test_candidates_same_movie_shortfall_and_too_small_pool():
 def test_character_expert_is_top_names_multi_hot():
     """The paper's character expert: the most named characters (top `dim`), multi-hot;
     a keyframe naming none of them has the expert missing (all zero)."""
-    from vnr.benchmarks.sc2st.keyframes import CharacterExpert
+    from vnr.benchmarks.sc2st.embedders import CharacterExpert
 
     def kf(*names):
         return keyframes.Keyframe("f", "m", "s", names, np.zeros(2, np.float32))

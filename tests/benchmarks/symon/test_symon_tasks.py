@@ -2,7 +2,6 @@
 learning on generated data."""
 
 import collections
-import importlib.util
 import json
 import pathlib
 
@@ -12,16 +11,14 @@ import numpy as np
 import pytest
 
 from tests import ROOT  # noqa: E402
-from vnr import sharding, train
+from vnr import config_file, sharding, train
+from vnr import task as task_lib
 from vnr.benchmarks.symon import data
 from vnr.workdir import split_results
 
 
 def _config(name: str, arg: str, data_dir: pathlib.Path):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "configs" / "symon" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    c = module.get_config(arg)
+    c = config_file.load(f"{ROOT / 'configs' / 'symon' / name}.py:{arg or ''}")
     c.data.data_dir = str(data_dir)
     c.progress = False
     return c
@@ -140,7 +137,7 @@ def _first_losses(config, devices, batches):
 @pytest.mark.parametrize("name,arg", [("retrieval", "smoke"), ("order", "smoke,text_video")])
 def test_same_loss_on_one_and_eight_devices(name, arg, data_dir):
     c = _config(name, arg, data_dir)
-    task = importlib.import_module(f"vnr.benchmarks.{c.task}")
+    task = task_lib.load(c.task)
     it = iter(task.train_data(c, c.batch_size, 0, 1))
     batches = [next(it) for _ in range(3)]
     one = _first_losses(c, jax.devices()[:1], batches)

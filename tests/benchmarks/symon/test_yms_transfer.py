@@ -2,22 +2,18 @@
 the retrieval run's model loaded through the `pretrained` hook, argmax with a val-tuned
 threshold."""
 
-import importlib.util
 import json
 
 import numpy as np
 import pytest
 
 from tests import ROOT
-from vnr import train
+from vnr import config_file, train
 from vnr.benchmarks.symon import data
 
 
 def _config(name, arg):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "configs" / "symon" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    c = module.get_config(arg)
+    c = config_file.load(f"{ROOT / 'configs' / 'symon' / name}.py:{arg or ''}")
     c.progress = False
     return c
 

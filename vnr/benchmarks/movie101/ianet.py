@@ -7,7 +7,7 @@ Query: word embeddings -> BiGRU, then, for RNL's f_t, FC(portrait face) tokens a
 Interaction: `blocks` x (gated co-attention, gated self-attention) (`GatedAttention`), each
 updating both sequences; then every clip attends over the query with additive tanh attention
 and [clip, attended query] goes through a second BiGRU. The head is 2D-TAN's moment map over
-those clip features (`grounding.proposal_map`, two 3x3 convolutions), not upstream's 1D
+those clip features (`tng_model.proposal_map`, two 3x3 convolutions), not upstream's 1D
 anchor + boundary regression head (REPRODUCING.md lists this and the other differences).
 """
 

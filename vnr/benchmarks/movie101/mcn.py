@@ -41,8 +41,9 @@ from flax import nnx
 from vnr import evaluation
 from vnr import task as task_lib
 from vnr.benchmarks.movie101 import caption_metrics as cm
-from vnr.benchmarks.movie101 import data, records
-from vnr.benchmarks.movie101.narrator import RMN, rmn_bank_step, rmn_step
+from vnr.benchmarks.movie101 import mcn_data as data
+from vnr.benchmarks.movie101 import records
+from vnr.benchmarks.movie101.mcn_model import RMN, rmn_bank_step, rmn_step
 from vnr.models.compute import float32
 from vnr.models.encoders import loading
 from vnr.ops.beam_decode import beam_search, tile_beams
@@ -62,10 +63,11 @@ def validate(config: Any) -> None:
         raise ValueError(f"data.frame_sampling={d.frame_sampling!r}: choose one of "
                          f"{data.FRAME_SAMPLING}")
     if d.pointer and d.config == "v1_narration" and "train" in d.train_split.split("+"):
-        from tfds_builders.movie101 import roles
+        from tfds_builders import movie101
 
-        if roles.role_file(pathlib.Path(d.manual_dir), "train") is None:
-            raise ValueError(f"data.pointer=True but {roles.looked_for(d.manual_dir, 'train')} "
+        if movie101.role_file(pathlib.Path(d.manual_dir), "train") is None:
+            raise ValueError(f"data.pointer=True but "
+                             f"{movie101.role_files_looked_for(d.manual_dir, 'train')} "
                              "does not exist: the train split would have no role-pointer "
                              "targets (the release ships narration_role/train_merge.json; "
                              "data.pointer=False for a model without the pointer)")

@@ -37,7 +37,7 @@ from vnr import task as task_lib
 from vnr.benchmarks.movie101 import grounding_metrics as gm
 from vnr.benchmarks.movie101 import records
 from vnr.benchmarks.movie101 import tng_data as data
-from vnr.benchmarks.movie101.grounding import RNL, TAN2D, ShotDualEncoder
+from vnr.benchmarks.movie101.tng_model import RNL, TAN2D, ShotDualEncoder
 from vnr.models.compute import float32
 from vnr.reports import results as results_lib
 
@@ -243,7 +243,7 @@ def embed_movies(config: Any, movies: dict[str, list[dict]], predict_fn: Callabl
 
     Shots and narrations are packed row-wise into global batches of eval_batch_size; process
     p feeds the p-th block of each (the loop's layout), every process gets all outputs."""
-    from vnr.benchmarks.movie101.data import MovieTable
+    from vnr.benchmarks.movie101.records import MovieTable
     from vnr.data import text
 
     d = config.data

@@ -19,7 +19,7 @@ from absl import flags
 from vnr import cli, evaluate, evaluation
 from vnr.benchmarks.movie101 import grounding_metrics as gm
 from vnr.benchmarks.movie101 import tng, tng_data
-from vnr.benchmarks.movie101.data import MovieTable
+from vnr.benchmarks.movie101.records import MovieTable
 from vnr.data import text
 
 

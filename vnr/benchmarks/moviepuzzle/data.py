@@ -43,6 +43,7 @@ import grain
 import numpy as np
 
 from vnr import feature_cache
+from vnr import task as task_lib
 from vnr.data import frame_store, images, pipeline, text
 from vnr.models.encoders import tokenizers
 
@@ -197,6 +198,16 @@ def source(cfg: Any, split: str):
     )
 
 
+def check_splits(config: Any) -> None:
+    """Every configured split exists in the built moviepuzzle dataset (the `check_splits`
+    hook of the home's tasks, called once it is built)."""
+    from tfds_builders import moviepuzzle as builder
+
+    d = config.data
+    have = builder.split_names(d.config, d.data_dir, manual_dir=d.manual_dir or None)
+    task_lib.require_splits(config, have, f"moviepuzzle/{d.config}")
+
+
 def preprocessing(cfg: Any) -> dict[str, Any]:
     """How frames become pixels under `cfg` (config.data), as JSON values (cache keys)."""
     return images.describe(cfg.get("image_resize", "squash"), cfg.image_size,
@@ -208,11 +219,11 @@ def store_directory(cfg: Any):
     Its key: the dataset's name, config and version, the digests of the built dataset's
     `dataset_info.json` and `build_summary.json` (a rebuild with other content gets a new
     store), and the preprocessing."""
-    from tfds_builders.moviepuzzle.moviepuzzle import VERSION
+    from tfds_builders import moviepuzzle as builder
 
     splits = (cfg.train_split, cfg.val_split, *cfg.test_splits)
     sources = {s: source(cfg, s) for s in dict.fromkeys(splits)}  # builds the dataset first
-    dataset = f"moviepuzzle/{cfg.config}/{VERSION}"
+    dataset = builder.dataset_name(cfg.config)
     built = pathlib.Path(cfg.data_dir).absolute() / dataset
     ident = {"dataset": dataset, "preprocessing": preprocessing(cfg),
              "built": {f: feature_cache.digest(built / f) for f in

@@ -23,11 +23,11 @@ def feature_towers(config: Any) -> dict[str, feature_cache.Tower]:
     m, d = config.model, config.data
     if m.kind != "hcmc" or m.separate:
         return {}
-    from tfds_builders.moviepuzzle.moviepuzzle import VERSION
+    from tfds_builders import moviepuzzle as builder
 
     vocab, _ = base.text_vocab(config)
     tok = tokenizers.resolve(d.get("tokenizer", text.HASH))
-    common = dict(dataset=f"moviepuzzle/{d.config}/{VERSION}",
+    common = dict(dataset=builder.dataset_name(d.config),
                   data_dir=d.data_dir, source=functools.partial(data.source, d),
                   splits=(d.train_split, d.val_split, *d.test_splits))
     out = {}

@@ -81,7 +81,7 @@ from vnr.reports import results as results_lib
 
 METRICS = base.METRICS
 KINDS = ("hcmc", "pair", "text_pair", "random")
-check_splits = base.check_splits
+check_splits = data.check_splits
 
 
 def validate(config: Any) -> None:

@@ -26,7 +26,6 @@ import optax
 from flax import nnx
 
 from vnr import evaluation
-from vnr import task as task_lib
 from vnr.benchmarks.moviepuzzle import data
 from vnr.benchmarks.moviepuzzle.pairwise_model import PairOrderModel
 from vnr.data import images, text
@@ -121,13 +120,7 @@ def text_vocab(config: Any) -> tuple[int, dict | None]:
     return got["vocab"], got
 
 
-def check_splits(config: Any) -> None:
-    """Every configured split exists in the built dataset (called once it is built)."""
-    from tfds_builders import moviepuzzle as builder
-
-    d = config.data
-    have = builder.split_names(d.config, d.data_dir, manual_dir=d.manual_dir or None)
-    task_lib.require_splits(config, have, f"moviepuzzle/{d.config}")
+check_splits = data.check_splits
 
 
 def make_model(config: Any, rngs: nnx.Rngs) -> PairOrderModel:

@@ -39,8 +39,8 @@ from flax import nnx
 
 from vnr import evaluation
 from vnr import pretrained as pretrained_lib
-from vnr import task as task_lib
 from vnr.benchmarks.moviepuzzle import synopsis_data as data
+from vnr.benchmarks.moviepuzzle.data import check_splits  # noqa: F401 (task hook)
 from vnr.benchmarks.moviepuzzle.pairwise_model import ImageEncoder, TextEncoder
 from vnr.benchmarks.moviepuzzle.synopsis_metrics import retrieval_metrics
 from vnr.models.compute import float32
@@ -189,14 +189,6 @@ def validate(config: Any) -> None:
             pretrained_lib.check(nnx.state(model), pretrained(config), root=())
         except ValueError as e:
             raise ValueError(f"init_from={config.init_from}: {e}") from None
-
-
-def check_splits(config: Any) -> None:
-    from tfds_builders import moviepuzzle as builder
-
-    d = config.data
-    have = builder.split_names(d.config, d.data_dir, manual_dir=d.manual_dir or None)
-    task_lib.require_splits(config, have, f"moviepuzzle/{d.config}")
 
 
 def make_model(config: Any, rngs: nnx.Rngs) -> SynopsisModel:

@@ -1,6 +1,6 @@
 """Grain pipelines for Movie Synopsis Association: (segment, synopsis paragraph) pairs.
 
-Records come from `tfds_builders.moviepuzzle.synopsis.data_source` (a `*synopsis` config of
+Records come from `tfds_builders.moviepuzzle.synopsis_source` (a `*synopsis` config of
 the moviepuzzle builder): the clip fields in TRUE order plus `synopsis: str`. Frames stay in
 their true order (the segment is a story, not a puzzle); a segment longer than `max_frames`
 keeps `max_frames` equally spaced frames. Batches, padded:
@@ -59,10 +59,10 @@ class EncodePair(grain.transforms.Map):
 
 
 def _source(cfg: Any, split: str):
-    from tfds_builders.moviepuzzle import synopsis
+    from tfds_builders import moviepuzzle as builder
 
-    return synopsis.data_source(cfg.config, split, data_dir=cfg.data_dir,
-                                manual_dir=cfg.manual_dir or None, build=True)
+    return builder.synopsis_source(cfg.config, split, data_dir=cfg.data_dir,
+                                   manual_dir=cfg.manual_dir or None, build=True)
 
 
 def _encode(cfg: Any) -> EncodePair:

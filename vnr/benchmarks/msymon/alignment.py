@@ -45,7 +45,7 @@ the whole model; `validate` checks names and shapes first (one-line error).
 
 Metrics (`metrics`): duration-weighted clip accuracy, sentence IoU over annotated
 sentences, and F1 of the two dataset means; text-to-video retrieval R@1/5/10 and mean rank
-(`retrieval`, Tables 10-13) from the same embeddings, every sentence of the split against
+(`retrieval_metrics`, Tables 10-13) from the same embeddings, every sentence of the split against
 every clip of the split (Appendix D; `pool_clips` is the pool size), and the same within
 each sentence's own video as `video_pool_*` (ours). Command-line tools (transcript baseline,
 cross-lingual matrix, zero-shot evaluation): `python -m vnr.benchmarks.msymon.tools`.
@@ -65,7 +65,7 @@ from flax import nnx
 
 from vnr import config_checks, evaluation
 from vnr import task as task_lib
-from vnr.benchmarks.msymon import data, retrieval
+from vnr.benchmarks.msymon import data, retrieval_metrics
 from vnr.benchmarks.msymon import metrics as am
 from vnr.benchmarks.msymon.model import Aligner
 from vnr.models.compute import float32
@@ -454,10 +454,10 @@ def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.M
     metrics.update(score(out, transcript_alignment(out), transcript_prefix(out)))
     metrics["videos"] = float(len(pred))
     metrics.update(extra)
-    metrics.update(retrieval.pooled_retrieval_metrics(  # one process: queries over the mesh
+    metrics.update(retrieval_metrics.pooled_retrieval_metrics(  # one process: queries over the mesh
         out["v"], out["t"], out["labels"], out["clip_mask"], out["sent_mask"],
         mesh if jax.process_count() == 1 else None))
-    per_video = retrieval.retrieval_metrics(out["sim"], out["labels"], out["clip_mask"],
+    per_video = retrieval_metrics.retrieval_metrics(out["sim"], out["labels"], out["clip_mask"],
                                             out["sent_mask"])
     metrics.update({f"video_pool_{k}": v for k, v in per_video.items() if k != "queries"})
     return metrics

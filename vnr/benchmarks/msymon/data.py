@@ -4,7 +4,7 @@ A video is cut into clips: YMS records carry their own clip boundaries
 (`clip_segmentation.txt`); M-SyMoN records are cut into consecutive clips of
 `clip_seconds` (the last one shorter). A clip's feature is the mean of the feature rows
 (`fps` per second) it covers. Its ground-truth sentence is the matched sentence whose
-annotated span holds the clip's midpoint (`tfds_builders.msymon.parse.gt_clip_labels`), else
+annotated span holds the clip's midpoint (`tfds_builders.msymon.gt_clip_labels`), else
 -1. Batches (padded to `max_clips` / `max_sentences`; eval pads to the split's largest video):
 
   features     float32 [B, C, D]   mean feature per clip (zeros in text_only)
@@ -62,7 +62,7 @@ def cut_clips(rec: dict, clip_seconds: float) -> tuple[np.ndarray, np.ndarray]:
     """The record's clip boundaries, or fixed-length clips over its duration."""
     if len(rec.get("clip_begin", ())):
         return rec["clip_begin"].astype(np.float32), rec["clip_end"].astype(np.float32)
-    from tfds_builders.msymon.parse import fixed_clips
+    from tfds_builders.msymon import fixed_clips
 
     return fixed_clips(float(rec["duration"]), clip_seconds)
 
@@ -83,7 +83,7 @@ def pool_features(feats: np.ndarray | None, cb: np.ndarray, ce: np.ndarray, fps:
 
 def video_arrays(rec: dict, clip_seconds: float, fps: float, dim: int) -> dict[str, Any]:
     """Unpadded per-video arrays (clips, labels, narration) of one record."""
-    from tfds_builders.msymon.parse import gt_clip_labels
+    from tfds_builders.msymon import gt_clip_labels
 
     cb, ce = cut_clips(rec, clip_seconds)
     labels = gt_clip_labels(rec["begin"], rec["end"], rec["matched"], cb, ce)

@@ -5,7 +5,7 @@
 
 Reads every `<id>.<code>.vtt` under `--vtt_dir` (as `yt-dlp --write-auto-subs --sub-langs
 <code>.*` names them; `<code>` is ignored, `--lang` says which M-SyMoN language the files
-are) with the SYMON builder's WebVTT reader (`tfds_builders.symon.vtt`: rolling duplicates
+are) with the SYMON builder's WebVTT reader (`tfds_builders.symon.parse_vtt`: rolling duplicates
 of auto captions removed, per-word times), groups the words into sentences and writes
 `[{begin_time, end_time, text}]`: a sentence ends after a word ending in `. ? ! 。 ？ ！ ।`.
 Bracketed non-speech cues (`[Music]`) are dropped (counted). Auto captions carry no
@@ -26,8 +26,8 @@ import sys
 
 from absl import flags
 
-from tfds_builders.msymon.parse import LANGUAGES
-from tfds_builders.symon import vtt
+from tfds_builders.msymon import LANGUAGES
+from tfds_builders.symon import Word, parse_vtt
 from vnr import cli
 
 ENDS = (".", "?", "!", "。", "？", "！", "।")
@@ -35,7 +35,7 @@ NO_SPACE = ("ch",)
 PUNCTUATED_WORDS = 50  # languages written without spaces between words
 
 
-def sentences(words: list[vtt.Word], lang: str, pause: float,
+def sentences(words: list[Word], lang: str, pause: float,
               counts: collections.Counter, max_words: int = 30) -> list[dict]:
     """Timed words -> [{begin_time, end_time, text}] (see the module docstring)."""
     speech = [w for w in words if not (w.text.startswith("[") and w.text.endswith("]"))]
@@ -72,7 +72,7 @@ def convert(vtt_dir: pathlib.Path, lang: str, out: pathlib.Path, pause: float = 
     for path in sorted(vtt_dir.glob("*.vtt")):
         vid = path.name.split(".")[0]
         try:
-            words = vtt.parse(path.read_text(encoding="utf-8"), counts)
+            words = parse_vtt(path.read_text(encoding="utf-8"), counts)
         except (OSError, UnicodeDecodeError, ValueError) as e:
             counts["bad_vtt"] += 1
             print(f"skipped {path}: bad_vtt ({e})", file=sys.stderr)

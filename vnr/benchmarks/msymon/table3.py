@@ -31,12 +31,11 @@ ROWS = ("multilingual", "individual", "translate", "two_stage", "translate_super
 
 
 def generate(out: pathlib.Path, dim: int, sizes: dict[str, int], seed: int = 0) -> None:
-    from tfds_builders.msymon import synthetic
+    from tfds_builders.msymon import write_synthetic
 
-    synthetic.write_corpus(out / "original", seed=seed, dim=dim, sizes=sizes,
-                           release_layout=True)
-    synthetic.write_corpus(out / "translated", seed=seed, dim=dim, sizes=sizes,
-                           release_layout=True, translate_to="en")
+    write_synthetic(out / "original", seed=seed, dim=dim, sizes=sizes, release_layout=True)
+    write_synthetic(out / "translated", seed=seed, dim=dim, sizes=sizes, release_layout=True,
+                    translate_to="en")
 
 
 def _set(c: Any, items: list[str]) -> None:

@@ -33,7 +33,7 @@ from typing import Any
 
 from absl import flags
 
-from tfds_builders.msymon.parse import LANGUAGES, SPLITS
+from tfds_builders.msymon import LANGUAGES, SPLITS
 from vnr import cli, progress
 
 Translator = Callable[[list[str]], list[str]]

@@ -13,7 +13,7 @@ Experts (`experts`, name -> width): the paper's are scene (DenseNet-161 / Places
 object (SENet-154 / ImageNet) and a character embedding of the top-100 characters named in
 the text. The model takes whatever expert columns the builder stored (`*_experts` builder
 configs: `expert_<name>`, batch keys `x_<name>` for keyframes 1..L and `c_<name>` for the
-candidates); what stands in for each paper feature is in `keyframes.py`. Without expert
+candidates); what stands in for each paper feature is in `embedders.py`. Without expert
 columns there is one expert, `features`, the stored keyframe embedding (the pre-expert
 behaviour).
 

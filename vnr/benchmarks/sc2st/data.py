@@ -94,9 +94,9 @@ def _pool(path: str) -> np.ndarray:
 
 def _source(cfg: Any, split: str):
     from tfds_builders import sc2st as builder
-    from vnr.benchmarks.sc2st.keyframes import builder_models
+    from vnr.benchmarks.sc2st.embedders import builder_models
 
-    models = builder_models(builder.Sc2St.builder_configs[cfg.config])
+    models = builder_models(builder.CONFIGS[cfg.config])
     return builder.data_source(cfg.config, split, data_dir=cfg.data_dir,
                                manual_dir=cfg.manual_dir or None, build=True, **models)
 
@@ -105,7 +105,7 @@ def _encode(cfg: Any, split: str, text_encoder: str) -> Encode:
     from tfds_builders import sc2st as builder
 
     path = builder.pool(cfg.config, split, cfg.data_dir)
-    names = [n for n, _ in builder.Sc2St.builder_configs[cfg.config].experts]
+    names = [n for n, _ in builder.CONFIGS[cfg.config].experts]
     pools = tuple((n, str(builder.pool(cfg.config, split, cfg.data_dir, f"expert_{n}")))
                   for n in names)
     return Encode(str(path), text_encoder, cfg.vocab_size, cfg.max_tokens, pools)

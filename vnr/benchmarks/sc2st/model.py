@@ -17,7 +17,7 @@ sentences 1..t and ground-truth keyframes 1..t-1:
   SA       Eq. 2-3: u = MLP([h^s; h^v]) as N channels of width U, self-attention across
            the channels with W_q, W_k, W_v, g = the attended channels flattened;
   gf_prose (ours, an option) the GF prose: gated streams concatenated, then the MLP;
-  sa_time  (ours, an option; the SA of earlier vnr versions) attention over every recurrent
+  sa_time  (ours, an option: SA across time steps, not channels) attention over every recurrent
            output so far [h^s_1..h^s_t; h^v_1..h^v_{t-1}] (+ a text/image type embedding,
            masked to what exists), Q, K, V = X W_q, X W_k, X W_v, residual; the MLP reads
            the attended outputs at h^s_t and h^v_{t-1};

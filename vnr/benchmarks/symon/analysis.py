@@ -153,9 +153,9 @@ def grid_search(costs: Sequence[np.ndarray], golds: Sequence[dict[int, int | Non
 def movie_name(title: str) -> str:
     """The name of a title's movie key (`data.title_key`) without its year: WikiPlots titles
     carry none."""
-    from tfds_builders.symon import titles
+    from tfds_builders import symon
 
-    return titles.split_key(title_key(title))[0]
+    return symon.split_key(title_key(title))[0]
 
 
 def read_wikiplots(directory: pathlib.Path | str) -> list[tuple[str, list[str]]]:

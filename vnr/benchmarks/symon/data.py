@@ -218,9 +218,9 @@ def center_tokens(narration: str, vocab_size: int, max_len: int) -> np.ndarray:
 
 def title_key(title: str) -> str:
     """Movie key of a title or movie name (`tfds_builders.symon.titles.movie_key`)."""
-    from tfds_builders.symon import titles
+    from tfds_builders import symon
 
-    return titles.movie_key(title)
+    return symon.movie_key(title)
 
 
 def read_movie_list(path: str) -> list[tuple[str, str]]:
@@ -250,14 +250,14 @@ def exclude_movies(videos: Any, path: str, split: str) -> tuple[list[int], dict]
     """Indices of the videos whose movie is not in the list at `path`, and what was removed
     (logged): the removed video ids, the listed movies that matched no video, the videos
     without a movie identity (kept: nothing to match them by)."""
-    from tfds_builders.symon import titles
+    from tfds_builders import symon
 
     listed = read_movie_list(path)
     keys = sorted({k for _, k in listed if k})
     keep, removed, unknown, matched = [], [], 0, set()
     for v in range(len(videos)):
         rec = videos[v]
-        hits = [k for k in keys if rec["movie_key"] and titles.same_movie(k, rec["movie_key"])]
+        hits = [k for k in keys if rec["movie_key"] and symon.same_movie(k, rec["movie_key"])]
         unknown += not rec["movie_key"]
         matched.update(hits)
         if hits:

@@ -22,10 +22,10 @@ from vnr.benchmarks.symon import data
 
 def movie_keys(path: str) -> tuple[list[tuple[str, str]], dict[str, int]]:
     """([(title, merged movie key)], counts) of a movie list."""
-    from tfds_builders.symon import titles
+    from tfds_builders import symon
 
     rows = data.read_movie_list(path)
-    merged = titles.merge([k for _, k in rows if k])
+    merged = symon.merge_movie_keys([k for _, k in rows if k])
     out = [(t, merged.get(k, "")) for t, k in rows]
     counts = {"titles": len(out), "movies": len({k for _, k in out if k}),
               "without_key": sum(not k for _, k in out)}

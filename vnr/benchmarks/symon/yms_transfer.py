@@ -24,7 +24,7 @@ Test settings: `original` = YMS `test` with the release's clip segmentation, thr
 tuned on `val`; `new` = all annotated videos split 70 % test / 30 % val by CRC32 of the
 video id (`new_test` / `new_val`) with our segmentation (`data.segmentation="scenes"`,
 `scene_clips`): two-scene clips as in SYMON, the cuts found by the builder's
-feature-distance fallback (`tfds_builders.symon.symon.detect_cuts`) because YMS has no
+feature-distance fallback (`tfds_builders.symon.scene_cuts`) because YMS has no
 TransNetV2 cuts file (REPRODUCING.md). SYMON training without the 94 YMS movies: the source
 run's config sets `data.exclude_movies` to YMS `movie_list.txt` (`configs/symon/
 retrieval.py:exclude_yms`), which `data.ItemSource` counts and names.
@@ -124,11 +124,10 @@ def _records(config: Any, split: str) -> list[dict]:
 def scene_clips(feats: np.ndarray, fps: float) -> tuple[np.ndarray, np.ndarray]:
     """Two-scene clips over the whole video from feature-distance cuts (`new` setting);
     a video with no cut is one clip, a last unpaired scene is its own clip."""
-    from tfds_builders.symon.symon import SymonConfig, detect_cuts
+    from tfds_builders import symon
 
-    cfg = SymonConfig(name="yms_scenes")  # only its cut-detection defaults are read
     t = len(feats) / fps
-    bounds = [0.0, *[float(c) for c in detect_cuts(feats, fps, cfg.cut_min, cfg.cut_mads)], t]
+    bounds = [0.0, *[float(c) for c in symon.scene_cuts(feats, fps)], t]
     edges = bounds[::2] if len(bounds) % 2 else [*bounds[::2], t]
     edges = sorted(set(edges))
     return (np.asarray(edges[:-1], np.float32), np.asarray(edges[1:], np.float32))
@@ -139,7 +138,7 @@ def _rows(config: Any, recs: list[dict]) -> tuple[list[dict], list[dict]]:
     d = config.data
     videos, rows = [], []
     for vi, rec in enumerate(recs):
-        from tfds_builders.msymon.parse import fixed_clips, gt_clip_labels
+        from tfds_builders.msymon import fixed_clips, gt_clip_labels
 
         feats = np.asarray(rec["features"], np.float32)
         cb, ce = rec["clip_begin"], rec["clip_end"]
@@ -151,9 +150,9 @@ def _rows(config: Any, recs: list[dict]) -> tuple[list[dict], list[dict]]:
         clips = [symon_data.Clip(float(b), float(e), "", 0.0, 0.0, "") for b, e in zip(cb, ce)]
         frames = [symon_data.clip_rows(feats, c, d.fps, d.max_frames) for c in clips]
         sents = [str(s) for s in rec["sentences"]]
-        from tfds_builders.symon import narration
+        from tfds_builders.symon import person_names
 
-        names = [set(n) for n in narration.person_names(sents)]
+        names = [set(n) for n in person_names(sents)]
         n = max(len(clips), len(sents))
         for k in range(n):
             row = {"video": vi, "clip": k if k < len(clips) else -1,

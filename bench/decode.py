@@ -1,7 +1,7 @@
-"""Decoding benchmark: ``python -m launch.benchmark decode [--sizes small,mcn,large]``.
+"""Decoding benchmark: ``python -m bench decode [--sizes small,mcn,large]``.
 
 Side by side in one run, same decoder (the RMN decoder step
-`vnr.benchmarks.movie101.narrator.rmn_step`: transformer decoder with KV cache, vocabulary +
+`vnr.benchmarks.movie101.mcn_model.rmn_step`: transformer decoder with KV cache, vocabulary +
 role-pointer scores, one log-softmax), same weights, same memory, beam 5, batch 64, 80
 tokens, early stop off (every example decodes 80 tokens; tokens/s = examples x 80 / seconds):
 - ours: `vnr.ops.beam_decode.beam_search`, one jit-compiled `lax.while_loop` over all
@@ -13,31 +13,27 @@ tokens, early stop off (every example decodes 80 tokens; tokens/s = examples x 8
   and host time (everything else);
 - floor: the bare step at 64 x 5 rows called 80 times inside one jitted loop (no beam work):
   the compute floor of ours;
-- copy: ours with the previous cache layout (the whole KV cache gathered every step);
+- copy: ours with the whole KV cache gathered every step (the layout beam slots avoid);
 - bookkeeping: ours with a trivial step (fixed log-probs): top-k, finished set, slot table.
 Sizes: `mcn` = the RMN decoder of configs/movie101/mcn.py on real data (width 256, 2 layers,
 mlp 1024, 4 heads, vocab 8000 + 16 roles, 65 memory tokens); `small` (width 128, vocab 1000)
 and `large` (width 512, mlp 2048, 8 heads, vocab 16000). The first examples' best sequences
 are checked to be identical in ours and the loop.
 
-Profile (MCN size, CPU, before the changes of issue 8's benchmark pass): ours 8.2 s vs the
-compute floor (80 bare steps in one jit) 6.2 s; the step was 8.2 GFLOP at 320 rows, 5.5 of
-them the role pointer re-projecting the 65 memory tokens for every beam at every step; the
-whole 106 MB self-attention KV cache was gathered each step (212 MB read+written) and, with
-the cross-attention K/V, transposed again inside attention (HLO); the beam bookkeeping
-(two-stage top-k over 320 x 8016, finished set) was 6 ms/step (top_k alone 4.8 ms). Now:
-the pointer is reassociated (2.99 GFLOP/step incl. slot attention), the cache stays in
-beam slots and is updated in place (per step only a 104 KB slot table is gathered; the
-compiled loop body has no copy of any cache buffer), cross K/V are stored in the layout the
-step contracts. Remaining bookkeeping: 0.57-0.77 s of ours' 4.4-7.7 s (mostly top-k).
+Where the time goes (MCN size, CPU, 320 rows): the role pointer is reassociated, so a step
+is 2.99 GFLOP including slot attention (re-projecting the 65 memory tokens for every beam
+would make it 8.2 GFLOP); the self-attention cache stays in beam slots and is updated in
+place (per step only a 104 KB slot table is gathered; the compiled loop body copies no
+cache buffer, where `copy` gathers the whole 106 MB cache, 212 MB read+written); cross K/V
+are stored in the layout the step contracts. Bookkeeping (two-stage top-k over 320 x 8016,
+finished set): 0.57-0.77 s of ours' 4.4-7.7 s, mostly top-k.
 
-Measured (2-core CPU shared with other jobs; noisy), `python -m launch.benchmark decode`,
+Measured (2-core CPU shared with other jobs; noisy), `python -m bench decode`,
 two runs (load average 7.3 / 6.1 at start), ours / loop tok/s = ratio, ours / floor time,
-and the previous copy-the-cache layout:
+and the copy-the-cache layout:
   small 1,944 / 466 = 4.2x, 1.02, copy 1,019  |  2,302 / 590 = 3.9x, 1.02, copy 1,154
   mcn     665 / 127 = 5.3x, 1.13, copy   389  |  1,155 / 263 = 4.4x, 1.04, copy   756
   large   270 /  33 = 8.1x, 0.86, copy   218  |    533 /  55 = 9.7x, 0.99, copy   394
-(before these changes, at load ~1: mcn ours 623 tok/s, 8.2 s.)
 So ours runs at its compute floor (the bare step; 18-93 GFLOP/s); the 20x target is not
 reached on CPU because there both versions do the same FLOPs per token and the loop's step
 at 5 rows is itself mostly compute (5-15 GFLOP/s, 1.4-28 ms per step here): the ratio is
@@ -66,7 +62,7 @@ from absl import flags
 from flax import nnx
 
 from vnr import cli
-from vnr.benchmarks.movie101.narrator import RMN, rmn_step
+from vnr.benchmarks.movie101.mcn_model import RMN, rmn_step
 from vnr.ops.beam_decode import beam_search, gather_beams, set_beam, tile_beams
 
 BOS, EOS = 1, 2
@@ -268,7 +264,7 @@ def _flags(fv: flags.FlagValues) -> None:
 
 
 def main(argv: list[str]) -> None:
-    a = cli.parse(argv[1:], "python -m launch.benchmark decode", __doc__, _flags)
+    a = cli.parse(argv[1:], "python -m bench decode", __doc__, _flags)
     names = [s.strip() for s in a.sizes.split(",") if s.strip()]
     bad = [s for s in names if s not in SIZES]
     if bad or not names:

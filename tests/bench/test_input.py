@@ -1,4 +1,4 @@
-"""`python -m launch.benchmark input`: the device check, the input paths it compares, and one
+"""`python -m bench input`: the device check, the input paths it compares, and one
 run on the main job's smoke config (a subprocess: the benchmark parses absl flags)."""
 
 import subprocess
@@ -6,8 +6,9 @@ import sys
 
 import pytest
 
+from bench import input as bench_input
+from bench import train as bench_train
 from configs.moviepuzzle import hcmc, main
-from launch import bench_input, bench_train
 from tests import ROOT
 
 
@@ -37,7 +38,7 @@ def test_input_paths_compare_todays_jpeg_path_with_the_new_ones():
 
 def test_benchmark_prints_demand_rates_and_headroom(tmp_path):
     out = subprocess.run(
-        [sys.executable, "-m", "launch.benchmark", "input", "--device", "a100", "--batches",
+        [sys.executable, "-m", "bench", "input", "--device", "a100", "--batches",
          "2", "--config", "configs/moviepuzzle/main.py:smoke",
          f"--config.data.data_dir={tmp_path}"],
         capture_output=True, text=True, timeout=600, cwd=ROOT)

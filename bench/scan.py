@@ -1,6 +1,6 @@
 """Compile time of a tower's forward + backward by depth: layers looped vs one lax.scan.
 
-    python -m launch.benchmark scan [--depths 2,6,12,24] [--size small] [--arch bert]
+    python -m bench scan [--depths 2,6,12,24] [--size small] [--arch bert]
 
 For each depth, a scratch tower (`vnr.models.encoders.scratch_config`, `num_hidden_layers`
 set) is built twice, with `config.scan_layers` off and on (`vnr.models.compute`), and the
@@ -50,7 +50,7 @@ def main(argv: list[str]) -> None:
         flags.DEFINE_string("size", "small", "scratch tower size", flag_values=fv)
         flags.DEFINE_string("arch", "bert", "scratch tower architecture", flag_values=fv)
 
-    args = cli.parse(argv[1:], "python -m launch.benchmark scan", __doc__, define)
+    args = cli.parse(argv[1:], "python -m bench scan", __doc__, define)
     ids = jnp.asarray(np.random.default_rng(0).integers(1, 100, (8, 32)), jnp.int32)
     print(f"\n{args.arch}-{args.size} forward + backward, 8 x 32 tokens, "
           f"{jax.devices()[0].platform}\n")

@@ -1,4 +1,4 @@
-"""One accelerator report: ``python -m launch.benchmark accelerator --out FILE.md [--smoke]``.
+"""One accelerator report: ``python -m bench accelerator --out FILE.md [--smoke]``.
 
 Runs every accelerator measurement in one process and writes one markdown report (commit it
 as a dated file under ``launch/results/``):
@@ -7,15 +7,15 @@ as a dated file under ``launch/results/``):
 2. the HCMC paper row's train step (``configs/moviepuzzle/hcmc.py:frame_shot,paper``: Table 7
    with CLIP ViT-B/32-shaped towers trained end to end, ``scratch:clip-b32``, 224 px, 8 clips
    of 20 frames) in float32 and bfloat16, remat none and towers: step time, clips/s, MFU
-   (compiled FLOPs / step time / device peak, ``launch/bench_train.py``), per-device peak
+   (compiled FLOPs / step time / device peak, ``bench/train.py``), per-device peak
    bytes of the compiled step;
 3. attention ``xla`` vs ``cudnn`` on the bfloat16 step (cuDNN only on a GPU backend);
 4. Movie101 decode: the batched beam search vs a per-example loop over the same step
-   (``launch/bench_decode.py``, the RMN decoder at configs/movie101/mcn.py's size);
-5. soft-DTW vs ott-jax and Drop-DTW vs the NumPy cell loop (``launch/bench_dtw.py``; ott-jax
+   (``bench/decode.py``, the RMN decoder at configs/movie101/mcn.py's size);
+5. soft-DTW vs ott-jax and Drop-DTW vs the NumPy cell loop (``bench/dtw.py``; ott-jax
    is a benchmark requirement, ``requirements-bench.txt``);
-6. the sharded contrastive loss at B = 4096 over every device (``launch/bench_contrastive.py``);
-7. input headroom (``launch/bench_input.py`` when present: its ``report_rows(smoke)`` gives
+6. the sharded contrastive loss at B = 4096 over every device (``bench/contrastive.py``);
+7. input headroom (``bench/input.py`` when present: its ``report_rows(smoke)`` gives
    (measure, value) pairs);
 8. targets: >= 50 % MFU for the bfloat16 paper step, decode >= 20x the loop, soft-DTW >= 3x
    ott-jax, each met / not met on an NVIDIA H100, else not measured on this device.
@@ -44,7 +44,7 @@ from collections.abc import Callable
 import jax
 from absl import flags
 
-from launch import bench_train as bt
+from bench import train as bt
 
 flags.DEFINE_string("out", None, "Markdown report to write (e.g. launch/results/DATE-h100.md).")
 flags.DEFINE_bool("smoke", False, "Every section at tiny sizes (CPU test of the report).")
@@ -192,7 +192,7 @@ def section_attention(sz: Sizes, data_dir: str, found: dict) -> list[str]:
 
 
 def section_decode(sz: Sizes, data_dir: str, found: dict) -> list[str]:
-    from launch import bench_decode as bd
+    from bench import decode as bd
 
     a = argparse.Namespace(**sz.decode_run)
     size = sz.decode or bd.mcn_size()
@@ -210,7 +210,7 @@ def section_decode(sz: Sizes, data_dir: str, found: dict) -> list[str]:
 
 
 def section_dtw(sz: Sizes, data_dir: str, found: dict) -> list[str]:
-    from launch import bench_dtw as bdtw
+    from bench import dtw as bdtw
 
     soft, errors = bdtw.soft_rows(sz.soft_sizes, sz.repeats, references=("ott",))
     drop = bdtw.drop_row(sz.repeats, sz.drop_size)
@@ -230,7 +230,7 @@ def section_dtw(sz: Sizes, data_dir: str, found: dict) -> list[str]:
 
 
 def section_contrastive(sz: Sizes, data_dir: str, found: dict) -> list[str]:
-    from launch import bench_contrastive as bc
+    from bench import contrastive as bc
     from vnr import sharding
 
     n = jax.device_count()
@@ -242,13 +242,13 @@ def section_contrastive(sz: Sizes, data_dir: str, found: dict) -> list[str]:
 
 
 def section_input(sz: Sizes, data_dir: str, found: dict) -> list[str]:
-    if importlib.util.find_spec("launch.bench_input") is None:
-        return ["not measured: launch/bench_input.py missing"]
-    from launch import bench_input
+    if importlib.util.find_spec("bench.input") is None:
+        return ["not measured: bench/input.py missing"]
+    from bench import input as bench_input
 
     rows = getattr(bench_input, "report_rows", None)
     if rows is None:
-        return ["not measured: launch/bench_input.py has no report_rows(smoke)"]
+        return ["not measured: bench/input.py has no report_rows(smoke)"]
     return table(("measure", "value"), rows(sz is SMOKE))
 
 
@@ -287,7 +287,7 @@ def report(sz: Sizes, data_dir: str, only: list[str] | None = None,
     """The markdown report of every section (or `only` these, plus versions); each section
     is timed and a failing one is one line."""
     found: dict = {}
-    command = "python -m launch.benchmark accelerator" + (" --smoke" if sz is SMOKE else "")
+    command = "python -m bench accelerator" + (" --smoke" if sz is SMOKE else "")
     command += f" --only {','.join(only)}" if only else ""
     out = [f"# Accelerator report{' (smoke sizes)' if sz is SMOKE else ''}", "",
            f"`{command}`", ""]

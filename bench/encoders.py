@@ -1,6 +1,6 @@
 """Forward throughput: our NNX CLIP vision tower vs transformers' FlaxCLIPVisionModel.
 
-    python -m launch.benchmark encoders [--size base|small|tiny] [--patch 32|16]
+    python -m bench encoders [--size base|small|tiny] [--patch 32|16]
                                         [--batch 8] [--iters 10] [--dtype float32|bfloat16]
 
 Both get the same random weights (ours loaded through the checkpoint mapping from the Flax
@@ -82,7 +82,7 @@ def main(argv: list[str]) -> None:
         flags.DEFINE_enum("dtype", "float32", ("float32", "bfloat16"), "compute dtype",
                           flag_values=fv)
 
-    args = cli.parse(argv[1:], "python -m launch.benchmark encoders", __doc__, define)
+    args = cli.parse(argv[1:], "python -m bench encoders", __doc__, define)
     patch = int(args.patch)
     dtype = jnp.dtype(args.dtype)
     cfg, (ours, state), (theirs, params) = _models(args.size, patch, dtype)

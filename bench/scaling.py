@@ -1,6 +1,6 @@
 """Data-parallel scaling of the main job's train step on 1, 2, 4, 8 CPU devices.
 
-    python -m launch.benchmark scaling [--config configs/moviepuzzle/main.py] \
+    python -m bench scaling [--config configs/moviepuzzle/main.py] \
         [--devices 1,2,4,8] [--per_device_batch 4] [--steps 10]
 
 Each device count runs in its own subprocess with
@@ -147,7 +147,7 @@ def main(argv: list[str]) -> None:
             [f for f in os.environ.get("XLA_FLAGS", "").split()
              if not f.startswith("--xla_force_host_platform_device_count")]
             + [f"--xla_force_host_platform_device_count={n}"]))
-        cmd = [sys.executable, "-m", "launch.benchmark", "scaling", "--child",
+        cmd = [sys.executable, "-m", "bench", "scaling", "--child",
                f"--bench_config={FLAGS.bench_config}",
                f"--per_device_batch={FLAGS.per_device_batch}", f"--steps={FLAGS.steps}"]
         out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)

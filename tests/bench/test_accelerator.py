@@ -1,4 +1,4 @@
-"""`python -m launch.benchmark accelerator --smoke` on CPU: every section of the report is
+"""`python -m bench accelerator --smoke` on CPU: every section of the report is
 there with numbers (so the accelerator report cannot rot between accelerator runs), and the
 targets are marked per device."""
 
@@ -23,7 +23,7 @@ NUMBER = r"\d[\d,]*(\.\d+)?"
 def run_bench(*args: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, JAX_PLATFORMS="cpu",
                XLA_FLAGS="--xla_backend_optimization_level=0")  # one CPU device
-    return subprocess.run([sys.executable, "-m", "launch.benchmark", "accelerator", *args],
+    return subprocess.run([sys.executable, "-m", "bench", "accelerator", *args],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200)
 
 
@@ -70,7 +70,7 @@ def test_smoke_report_has_every_section_with_numbers(tmp_path):
     contrastive = rows(got["Sharded contrastive loss"])
     assert [row[0] for row in contrastive] == ["allgather", "naive-replicated", "naive-gspmd"]
     assert all(re.fullmatch(NUMBER, c) for row in contrastive for c in row[1:])
-    assert ("launch/bench_input.py missing" in got["Input headroom"]
+    assert ("bench/input.py missing" in got["Input headroom"]
             or rows(got["Input headroom"]))
     targets = rows(got["Targets"])
     assert [row[0] for row in targets] == ["bf16 HCMC paper step MFU",
@@ -82,7 +82,7 @@ def test_smoke_report_has_every_section_with_numbers(tmp_path):
 
 
 def test_targets_are_marked_against_an_h100():
-    from launch.bench_accelerator import targets
+    from bench.accelerator import targets
 
     h100 = rows("\n".join(targets({"kind": "NVIDIA H100 80GB HBM3", "mfu": 0.62,
                                    "decode": 12.0})))

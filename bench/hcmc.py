@@ -1,6 +1,6 @@
 """HCMC inference throughput: Algorithm 1 (clustering + hierarchical beam search) in clips/s.
 
-    python -m launch.benchmark hcmc --config configs/moviepuzzle/hcmc.py[:ARGS] \
+    python -m bench hcmc --config configs/moviepuzzle/hcmc.py[:ARGS] \
         [--clips 64] [--repeats 3] [--config.key=value ...]
 
 Side by side in one run, on the same clips of `data.val_split` with the config's model
@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 from absl import flags
 
-from launch.timing import flag_config, wall_times
+from bench.timing import flag_config, wall_times
 from vnr.train import setup
 
 FLAGS = flags.FLAGS  # --config (and its overrides) is defined by vnr.train

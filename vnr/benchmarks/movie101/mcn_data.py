@@ -281,11 +281,11 @@ def check(cfg: Any) -> dict[str, dict[str, int]]:
 def pointer_source(cfg: Any) -> str:
     """Where a config's `@k` pointer targets come from, for error messages."""
     if cfg.config.startswith("v1_"):
-        from tfds_builders.movie101 import roles
+        from tfds_builders import movie101
 
-        return (f"they come from {roles.looked_for(cfg.manual_dir, 'train')} (the release's "
-                "narration_role files), whose @k sentences must match Movie101-N/train.json "
-                "rows by (movie, start, end)")
+        return (f"they come from {movie101.role_files_looked_for(cfg.manual_dir, 'train')} "
+                "(the release's narration_role files), whose @k sentences must match "
+                "Movie101-N/train.json rows by (movie, start, end)")
     return ("they come from the [Name] marks of the narration files that name a cast member "
             "with a portrait feature")
 

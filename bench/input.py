@@ -1,14 +1,14 @@
 """Can a host feed an accelerator? The input pipeline's rate per worker, side by side for each
 input path, against the demand of one named device running the config's train step.
 
-    python -m launch.benchmark input --config CFG --device h100|h200|a100|v5e|v5p|v4 \
+    python -m bench input --config CFG --device h100|h200|a100|v5e|v5p|v4 \
         [--clip_shapes] [--batches 16] [--host_cores 16] [--workers 0] [--config.key=value ...]
 
 The HCMC paper row (Table 7 trains ViT-B/32 towers end to end on 224 px frames) on the
 public clips, with random-init towers of ViT-B/32's shapes standing in for the checkpoint
 (`--clip_shapes`: `scratch:clip-b32`, 224 px, CLIP's preprocessing, 32 tokens):
 
-    python -m launch.benchmark input --device h100 --clip_shapes \
+    python -m bench input --device h100 --clip_shapes \
         --config configs/moviepuzzle/hcmc.py:frame_shot,paper,clips \
         --config.data.manual_dir=../shared/data/moviepuzzle_public \
         --config.data.train_split=in_domain --config.data.val_split=in_domain \
@@ -16,9 +16,9 @@ public clips, with random-init towers of ViT-B/32's shapes standing in for the c
 
 What it prints, all from one run:
 - **demand**: the train step's FLOPs from the compiled cost analysis (compiled here, on the
-  host's CPU; nothing runs) / (50 % x the device's dense bf16 peak, `launch/bench_train.PEAKS`
+  host's CPU; nothing runs) / (50 % x the device's dense bf16 peak, `bench.train.PEAKS`
   with its sources) = steps/s, x the global batch = clips/s one device consumes. The
-  analytic jaxpr count (`launch/flops.py`) is printed beside it and the larger of the two is
+  analytic jaxpr count (`bench/flops.py`) is printed beside it and the larger of the two is
   used: XLA's cost analysis counts a while loop's body once (Movie101's scanned decoder:
   0.26 vs 6.2 TFLOP), the analytic count leaves out elementwise work (HCMC: 5.51 vs 5.49);
 - **rate per worker** (one core): `--batches` training batches made in this process
@@ -48,14 +48,14 @@ import jax.numpy as jnp
 import numpy as np
 from absl import flags
 
-from launch import bench_train
-from launch import flops as flop_count
-from launch.timing import flag_config
+from bench import flops as flop_count
+from bench import train as bench_train
+from bench.timing import flag_config
 from vnr import sharding
 from vnr.data import pipeline
 
 FLAGS = flags.FLAGS
-# --device name -> the device kind of bench_train.PEAKS (dense bf16 peaks, sources there).
+# --device name -> the device kind of bench.train.PEAKS (dense bf16 peaks, sources there).
 DEVICES = {"h100": "NVIDIA H100", "h200": "NVIDIA H200", "a100": "NVIDIA A100-SXM4-80GB",
            "v5e": "TPU v5e", "v5p": "TPU v5p", "v4": "TPU v4"}
 MFU = 0.5  # the demand assumes the step runs at 50 % of the dense bf16 peak
@@ -191,9 +191,9 @@ def main(argv: list[str]) -> None:
                    f" / {config.model.get('text_encoder', '-')}, data {d.config}"),
         ("step FLOPs (compiled cost analysis, global batch)",
          f"{flops / 1e12:.3f} TFLOP (compile {compile_s:.0f} s on {jax.devices()[0].platform})"),
-        ("step FLOPs (analytic: jaxpr matmuls + convs, launch/flops.py)",
+        ("step FLOPs (analytic: jaxpr matmuls + convs, bench/flops.py)",
          f"{analytic / 1e12:.3f} TFLOP"),
-        (f"{name}: 50 % of the dense bf16 peak ({DEVICES[name]}, bench_train.PEAKS)",
+        (f"{name}: 50 % of the dense bf16 peak ({DEVICES[name]}, bench.train.PEAKS)",
          f"{MFU * peak / 1e12:.1f} TFLOP/s -> "
          f"{MFU * peak / max(flops, analytic):,.1f} steps/s (the larger FLOP count)"),
         (f"demand of one {name}", f"{demand:,.1f} clips/s"),

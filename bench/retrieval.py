@@ -1,14 +1,14 @@
-"""SYMON §7.2 retrieval metrics at the paper's test size: ``python -m launch.benchmark retrieval``.
+"""SYMON §7.2 retrieval metrics at the paper's test size: ``python -m bench retrieval``.
 
 Side by side, each case in a fresh subprocess (so peak memory is its own):
 
 - ``blockwise``: `vnr.ops.retrieval_metrics.embedding_retrieval_metrics` (both directions,
   scores computed block by block by `vnr.ops.ranking.rank_stats_blockwise`), at
   ``--n`` (default 60,000 clips, the SYMON test split by the paper's statistics: 502 videos
-  of ~10 min in 4.4 s two-scene clips) and at the old implementation's largest size;
-- ``dense``: the implementation evaluation used before the ranking op: the [N, N] score
-  matrix in NumPy, the relevance and exclusion as [N, N] matrices, ranks in float64
-  (reproduced below as it was), at ``--dense_sizes`` until one does not fit
+  of ~10 min in 4.4 s two-scene clips) and at the dense baseline's largest size;
+- ``dense``: the direct protocol, the baseline: the [N, N] score matrix in NumPy, the
+  relevance and exclusion as [N, N] matrices, ranks in float64 (below), at
+  ``--dense_sizes`` until one does not fit
   ``--dense_budget_gb`` (the child's address space is capped at its start-up size plus
   the budget, so a size that does not fit ends in MemoryError, not in the OOM killer).
 
@@ -59,8 +59,8 @@ def items(n: int, dim: int, seed: int = 0):
     return v, t, video, movie, center, text_center
 
 
-# ----------------------------------------------------------------------------- the old code
-# The dense protocol as `vnr/ops/retrieval_metrics.py` computed it before the ranking op.
+# ----------------------------------------------------------------------------- the dense baseline
+# The §7.2 protocol with every [N, N] matrix materialised.
 
 
 def _dense_relevance(video, center, nearest, cand_center):
@@ -144,7 +144,7 @@ def child(impl: str, n: int, dim: int, budget_gb: float, block: tuple[int, int])
 
 
 def _run(impl: str, n: int, args) -> dict:
-    cmd = [sys.executable, "-m", "launch.bench_retrieval", "--child", impl, "--n", str(n),
+    cmd = [sys.executable, "-m", "bench.retrieval", "--child", impl, "--n", str(n),
            "--dim", str(args.dim), "--dense_budget_gb", str(args.dense_budget_gb),
            "--block", args.block]
     env = dict(os.environ, JAX_PLATFORMS=os.environ.get("JAX_PLATFORMS", "cpu"))
@@ -180,7 +180,7 @@ def main(argv: list[str]) -> None:
         flags.DEFINE_string("child", "", "internal: run one case in this process",
                             flag_values=fv)
 
-    args = cli.parse(argv[1:], "python -m launch.benchmark retrieval", __doc__, define)
+    args = cli.parse(argv[1:], "python -m bench retrieval", __doc__, define)
     block = tuple(int(x) for x in args.block.split(","))
     if args.child:
         print(json.dumps(child(args.child, args.n, args.dim, args.dense_budget_gb, block)))

@@ -27,7 +27,7 @@ Table 3 (the paper ablates f_v and g, always with the pointer).
 the whole prefix; tests check both give the same beams).
 
 Decoding layouts (chosen from profiles of the batched beam search, see
-launch/bench_decode.py): the self-attention KV cache is head-major [H, N, L, Dh] in beam slots
+bench/decode.py): the self-attention KV cache is head-major [H, N, L, Dh] in beam slots
 (`InPlace`, never reordered: a gathered [N, L] slot table says where each beam's history is;
 `_attend_slots`), cross-attention keys/values are computed once per decode (`cross_kv`)
 head-major [H, N, Dh, T], and the role pointer never projects the memory per step

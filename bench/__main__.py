@@ -1,9 +1,10 @@
-"""Benchmarks, side by side in one run: `python -m launch.benchmark <name> [flags]`.
+"""Benchmarks, side by side in one run: `python -m bench <name> [flags]`.
 
-Each benchmark lives in `launch/bench_<name>.py` and exposes `main(argv)` (`argv[0]` is its
-name); this file only dispatches by name (importlib), so benchmarks stay independent.
-`python -m launch.benchmark --help` lists them, `<name> --help` names a benchmark's flags;
-a bad flag is one `error:` line (`vnr/cli.py`).
+Each benchmark is a module `bench/<name>.py` exposing `main(argv)` (`argv[0]` is its name);
+this file only dispatches by name (importlib), so benchmarks stay independent. `SHARED` are
+the modules the benchmarks share, not benchmarks themselves. `python -m bench --help` lists
+them, `<name> --help` names a benchmark's flags; a bad flag is one `error:` line
+(`vnr/cli.py`).
 """
 
 import importlib
@@ -12,16 +13,16 @@ import sys
 
 from absl import flags
 
-import launch
+import bench
 from vnr import cli
+
+SHARED = ("flops", "timing")
 
 
 def available() -> list[str]:
-    return sorted(
-        m.name.removeprefix("bench_")
-        for m in pkgutil.iter_modules(launch.__path__)
-        if m.name.startswith("bench_")
-    )
+    """The benchmark names: every module of the package but the shared ones."""
+    return sorted(m.name for m in pkgutil.iter_modules(bench.__path__)
+                  if not m.ispkg and not m.name.startswith("_") and m.name not in SHARED)
 
 
 def main(argv: list[str]) -> None:
@@ -31,9 +32,8 @@ def main(argv: list[str]) -> None:
         return
     if len(argv) < 2 or argv[1] not in available():
         got = argv[1] if len(argv) > 1 else "nothing"
-        cli.fail(f"usage: python -m launch.benchmark <name> [flags]; got {got!r}; names: "
-                 f"{names}")
-    module = importlib.import_module(f"launch.bench_{argv[1]}")
+        cli.fail(f"usage: python -m bench <name> [flags]; got {got!r}; names: {names}")
+    module = importlib.import_module(f"bench.{argv[1]}")
     own = flags.FLAGS.get_flags_for_module(module.__name__)  # absl's global FLAGS
     if own and any(a in cli.HELP for a in argv[2:]):
         _help(module, argv[1])
@@ -51,7 +51,7 @@ def _help(module: object, name: str) -> None:
     if hasattr(module, "flag_config"):  # takes the trainer's --config
         shown.insert(0, "  --config: Config file: path.py[:arg] (the trainer's; "
                         "--config.key=value overrides it).")
-    print(f"{(module.__doc__ or '').strip()}\n\nusage: python -m launch.benchmark {name} "
+    print(f"{(module.__doc__ or '').strip()}\n\nusage: python -m bench {name} "
           "[flags]\n\nflags:\n" + "\n".join(shown))
 
 

@@ -1,4 +1,4 @@
-"""Benchmark of the DTW toolkit: ``python -m launch.benchmark dtw [--repeats 3] [--quick]``.
+"""Benchmark of the DTW toolkit: ``python -m bench dtw [--repeats 3] [--quick]``.
 
 Side by side in one run, on the same inputs:
 
@@ -12,7 +12,7 @@ Side by side in one run, on the same inputs:
   numba ``SoftDTW.compute/grad``: tslearn's feature-space path above is dominated by its
   per-pair Python overhead, this row shows the recursion against the recursion.
 - Drop-DTW (one-sided, contiguous) at (24, 200, 20): ours vs the NumPy transcription of the
-  authors' cell loop (``tests/reference/drop_dtw.py``).
+  authors' cell loop (``bench/reference/drop_dtw.py``).
 
 Times are the best of ``--repeats`` runs after one warm-up run (compilation excluded); the
 slow references run once at (8, 1024, 1024).
@@ -25,8 +25,8 @@ import jax.numpy as jnp
 import numpy as np
 from absl import flags
 
-from launch.timing import wall_times
-from tests.reference.drop_dtw import drop_dtw_batch
+from bench.reference.drop_dtw import drop_dtw_batch
+from bench.timing import wall_times
 from vnr import cli
 from vnr.ops.dtw import drop_dtw, pairwise_cost, soft_dtw
 
@@ -208,7 +208,7 @@ def main(argv: list[str]) -> None:
                              flag_values=fv)
         flags.DEFINE_bool("quick", False, "skip the (8, 1024, 1024) size", flag_values=fv)
 
-    args = cli.parse(argv[1:], "python -m launch.benchmark dtw", __doc__, define)
+    args = cli.parse(argv[1:], "python -m bench dtw", __doc__, define)
     sizes = SOFT_SIZES[:2] if args.quick else SOFT_SIZES
     print(f"jax {jax.__version__} on {jax.devices()[0].platform}, repeats={args.repeats}")
     lines = bench_soft(sizes, args.repeats) + [""] + bench_core(sizes, args.repeats)

@@ -1,4 +1,4 @@
-"""Sc2St rounds benchmark: `python -m launch.benchmark sc2st [--batch 32 --fusion sa]`.
+"""Sc2St rounds benchmark: `python -m bench sc2st [--batch 32 --fusion sa]`.
 
 Side by side on the same model and batch (the default `configs/sc2st/main.py`
 sizes, 100 candidates, random inputs): storyboard-rounds per second of
@@ -26,7 +26,7 @@ import optax
 from absl import flags
 from flax import nnx
 
-from launch.timing import wall_times
+from bench.timing import wall_times
 from vnr import cli
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -53,19 +53,19 @@ def _ce(scores: jax.Array, answer: jax.Array) -> jax.Array:
 
 
 def main(argv: list[str]) -> None:
-    from vnr.benchmarks.sc2st import model as storyboard
+    from vnr.benchmarks.sc2st.model import TRAINED
 
     def define(fv: flags.FlagValues) -> None:
         flags.DEFINE_integer("batch", 32, "storyboards per batch", lower_bound=1,
                              flag_values=fv)
         flags.DEFINE_integer("candidates", 100, "candidates per round", lower_bound=1,
                              flag_values=fv)
-        flags.DEFINE_enum("fusion", "sa", storyboard.TRAINED, "the model", flag_values=fv)
+        flags.DEFINE_enum("fusion", "sa", TRAINED, "the model", flag_values=fv)
         flags.DEFINE_integer("repeats", 10, "timed runs", lower_bound=1, flag_values=fv)
 
-    a = cli.parse(argv[1:], "python -m launch.benchmark sc2st", __doc__, define)
+    a = cli.parse(argv[1:], "python -m bench sc2st", __doc__, define)
 
-    from vnr.benchmarks.sc2st import storyboard as task
+    from vnr.benchmarks.sc2st import task
 
     cfg = _config(a.fusion)
     model = task.make_model(cfg, nnx.Rngs(0))

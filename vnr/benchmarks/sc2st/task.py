@@ -1,4 +1,4 @@
-"""Sc2St glue: contextual retrieval over 100 candidates per round, rounds t = 2..10.
+"""Sc2St's task: contextual retrieval over 100 candidates per round, rounds t = 2..10.
 
 Training: softmax cross-entropy of the context gist's dot-product scores against
 the correct candidate, averaged over the 9 rounds and the real storyboards.
@@ -28,7 +28,13 @@ from vnr import config_checks, evaluation
 from vnr import task as task_lib
 from vnr.benchmarks.sc2st import baselines, data
 from vnr.benchmarks.sc2st import metrics as rank_metrics
-from vnr.benchmarks.sc2st import model as storyboard
+from vnr.benchmarks.sc2st.model import (
+    FUSIONS,
+    MOEE,
+    TRAINED,
+    StoryboardModel,
+    prior_scores,
+)
 from vnr.models.compute import float32
 from vnr.reports import results as results_lib
 
@@ -36,9 +42,9 @@ from vnr.reports import results as results_lib
 def validate(config: Any) -> None:
     """Config checks that need no data or compile."""
     m, d = config.model, config.data
-    if m.fusion not in storyboard.FUSIONS:
-        raise ValueError(f"model.fusion={m.fusion!r}: choose one of {storyboard.FUSIONS}")
-    trained = (*storyboard.TRAINED, *storyboard.MOEE)
+    if m.fusion not in FUSIONS:
+        raise ValueError(f"model.fusion={m.fusion!r}: choose one of {FUSIONS}")
+    trained = (*TRAINED, *MOEE)
     if m.fusion not in trained and config.total_steps:
         raise ValueError(f"model.fusion={m.fusion!r} is a baseline with nothing to train; "
                          f"set total_steps=0 (got {config.total_steps})")
@@ -54,7 +60,7 @@ def validate(config: Any) -> None:
 
 def check_splits(config: Any) -> None:
     from tfds_builders import sc2st as builder
-    from vnr.benchmarks.sc2st.keyframes import builder_models
+    from vnr.benchmarks.sc2st.embedders import builder_models
 
     d = config.data
     have = builder.split_names(d.config, d.data_dir, manual_dir=d.manual_dir or None,
@@ -89,7 +95,7 @@ def builder_config(config: Any) -> Any:
     (`feature_dim`) and the storyboard `length`, so the model takes them from there."""
     from tfds_builders import sc2st as builder
 
-    configs = builder.Sc2St.builder_configs
+    configs = builder.CONFIGS
     if config.data.config not in configs:
         raise ValueError(f"data.config={config.data.config!r} is not an Sc2St builder config "
                          f"(choose from {', '.join(configs)})")
@@ -104,14 +110,14 @@ def pretrained(config: Any) -> dict[str, tuple[str, str | None]]:
     return {"text": (name, None)} if towers.is_checkpoint(name) else {}
 
 
-def make_model(config: Any, rngs: nnx.Rngs) -> storyboard.StoryboardModel | baselines.MoEE:
+def make_model(config: Any, rngs: nnx.Rngs) -> StoryboardModel | baselines.MoEE:
     m, b = config.model, builder_config(config)
     text, text_width = text_encoder(config, rngs)
-    if m.fusion in storyboard.MOEE:
+    if m.fusion in MOEE:
         return baselines.MoEE(context=m.fusion == "cmoee", text_encoder=text,
                               text_width=text_width, feature_dim=b.feature_dim, width=m.width,
                               rngs=rngs, experts=dict(b.experts) or None)
-    return storyboard.StoryboardModel(
+    return StoryboardModel(
         fusion=m.fusion, text_encoder=text, text_width=text_width, feature_dim=b.feature_dim,
         width=m.width, mlp=m.mlp, length=b.length, heads=m.heads, dropout=m.dropout, rngs=rngs,
         sa_channels=m.get("sa_channels", 8), sa_unit=m.get("sa_unit", 32),
@@ -123,7 +129,7 @@ def train_data(config: Any, local_batch: int, process_index: int, process_count:
                               process_index, process_count)
 
 
-def loss_fn(config: Any, model: storyboard.StoryboardModel, batch: dict, rngs: nnx.Rngs):
+def loss_fn(config: Any, model: StoryboardModel, batch: dict, rngs: nnx.Rngs):
     """Mean cross-entropy over rounds and real storyboards; R@1 of the training batch.
 
     Baselines give their own scores (no parameter is used: the gradient is zero)."""
@@ -139,10 +145,10 @@ def loss_fn(config: Any, model: storyboard.StoryboardModel, batch: dict, rngs: n
 
 def _prior(batch: dict, config: Any) -> jax.Array:
     r, c = batch["answer"].shape[1], batch["cands"].shape[2]
-    return storyboard.prior_scores(jax.random.key(config.seed), batch["index"], (r, c))
+    return prior_scores(jax.random.key(config.seed), batch["index"], (r, c))
 
 
-def predict(config: Any, model: storyboard.StoryboardModel, batch: dict) -> dict[str, jax.Array]:
+def predict(config: Any, model: StoryboardModel, batch: dict) -> dict[str, jax.Array]:
     scores = (_prior(batch, config) if config.model.fusion == "prior"
               else model(batch, train=False))
     return {"scores": scores, "answer": batch["answer"], "valid": batch["mask"]}

@@ -61,7 +61,7 @@ from typing import Any
 
 import numpy as np
 
-from tfds_builders.sc2st.keyframes import Keyframe, normalise
+from tfds_builders.sc2st import Keyframe, normalise
 from vnr.data import images
 
 

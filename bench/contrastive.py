@@ -1,4 +1,4 @@
-"""Benchmark of the sharded NCE step: ``python -m launch.benchmark contrastive [--repeats 3]``.
+"""Benchmark of the sharded NCE step: ``python -m bench contrastive [--repeats 3]``.
 
 Side by side in one run on 8 simulated CPU devices (mesh ("data",) = 8): the
 bidirectional NCE of SYMON Eq. 5, forward + backward through a small linear
@@ -37,7 +37,7 @@ from absl import flags  # noqa: E402
 from jax.sharding import NamedSharding  # noqa: E402
 from jax.sharding import PartitionSpec as P  # noqa: E402
 
-from launch.timing import wall_times  # noqa: E402
+from bench.timing import wall_times  # noqa: E402
 from vnr import cli, sharding  # noqa: E402
 from vnr.ops import contrastive  # noqa: E402
 
@@ -126,7 +126,7 @@ def run(batch: int, repeats: int, mesh) -> list[dict]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = cli.parse((argv or [])[1:], "python -m launch.benchmark contrastive", __doc__,
+    args = cli.parse((argv or [])[1:], "python -m bench contrastive", __doc__,
                      lambda fv: flags.DEFINE_integer("repeats", 3, "timed runs per entry",
                                                      lower_bound=1, flag_values=fv))
     if jax.device_count() < 8:

@@ -1,8 +1,8 @@
-"""Ordering benchmark: `python -m launch.benchmark ordering [--batch 256 --n 15 --beam 10]`.
+"""Ordering benchmark: `python -m bench ordering [--batch 256 --n 15 --beam 10]`.
 
 Side by side on the same inputs: the jitted batched per-start `beam_search_order` (the
 paper's Algorithm 3) versus the literal Python transcription of Algorithm 3
-(`tests/reference/algorithm3.py`, timed on `--ref-clips` clips and given per clip); the
+(`bench/reference/algorithm3.py`, timed on `--ref-clips` clips and given per clip); the
 shared-beam option (ours) alongside; `exact_order` throughput at n = 10, 13, 16; the gap
 of the per-start and shared beams to `exact_order` at b = 1, 5, 10, 20; and the Random row
 of Table 1 under our metric definitions.
@@ -13,8 +13,8 @@ from __future__ import annotations
 import numpy as np
 from absl import flags
 
-from launch.timing import wall_times
-from tests.reference import algorithm3 as alg3
+from bench.reference import algorithm3 as alg3
+from bench.timing import wall_times
 from vnr import cli
 from vnr.benchmarks.moviepuzzle import order_metrics as om
 from vnr.ops import permutation_search as ps
@@ -57,7 +57,7 @@ def main(argv: list[str]) -> None:
         flags.DEFINE_alias("ref-clips", "ref_clips", flag_values=fv)
         flags.DEFINE_integer("seed", 0, "random seed", flag_values=fv)
 
-    a = cli.parse(argv[1:], "python -m launch.benchmark ordering", __doc__, define)
+    a = cli.parse(argv[1:], "python -m bench ordering", __doc__, define)
     rng = np.random.default_rng(a.seed)
     B, n, K = a.batch, a.n, a.beam
 

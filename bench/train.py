@@ -1,13 +1,13 @@
 """Train-step throughput vs the device's peak, memory by batch size, and input headroom.
 
-    python -m launch.benchmark train --config configs/moviepuzzle/main.py[:arg] \
+    python -m bench train --config configs/moviepuzzle/main.py[:arg] \
         [--steps 20] [--memory_batches 8,16,32,64] [--config.dtype=bfloat16] \
         [--config.remat=towers] [--config.key=value ...]
 
 Side by side in one run: (1) the jitted train step's compile time and steady-state step
 time, examples/s and frames/s (input excluded: batches are staged on device first); (2) the
 step's FLOPs from the compiled cost analysis and from an analytic count of its jaxpr's
-matmuls and convolutions (`launch/flops.py`); (3) the peak: on CPU this machine's dense
+matmuls and convolutions (`bench/flops.py`); (3) the peak: on CPU this machine's dense
 float32 matmul FLOP/s measured now, on GPU/TPU the dense bf16 peak of the device kind
 (`PEAKS`, with sources); (4) MFU = achieved / peak; (5) per-device peak bytes of the compiled
 step (`memory_analysis`: arguments + outputs + temporaries - aliased) for each batch size of
@@ -26,8 +26,8 @@ import jax.numpy as jnp
 import numpy as np
 from absl import flags
 
-from launch import flops as flop_count
-from launch.timing import flag_config, wall_times
+from bench import flops as flop_count
+from bench.timing import flag_config, wall_times
 from vnr import sharding
 from vnr.train import setup
 
@@ -83,7 +83,7 @@ def device_peak(matmul_size: int) -> tuple[float, str]:
     for name, peak in PEAKS.items():
         if kind == name or kind.startswith(name):
             return peak, f"{kind} dense bf16 data-sheet peak"
-    return float("nan"), f"{kind}: not in launch/bench_train.PEAKS"
+    return float("nan"), f"{kind}: not in bench.train.PEAKS"
 
 
 def peak_bytes(compiled) -> int:

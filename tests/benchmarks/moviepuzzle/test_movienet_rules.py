@@ -1,0 +1,127 @@
+"""MovieNet curation rules (`tfds_builders/moviepuzzle/movienet.py`, `movienet_build.py`),
+each on hand-made input: subtitle decoding and parsing, utterance cleaning, the English rule,
+frame pairing, clip cutting, the split and the frame rate's sources."""
+
+from __future__ import annotations
+
+import collections
+
+import numpy as np
+import pytest
+
+from tfds_builders.moviepuzzle import movienet as mn
+from tfds_builders.moviepuzzle import movienet_build as mb
+
+
+def test_decode_subtitle_encodings() -> None:
+    text = "1\n00:00:01,000 --> 00:00:02,000\nCaf\u00e9 \u201chi\u201d\n"
+    assert mn.decode_subtitle(text.encode("utf-8")) == (text, "utf-8")
+    assert mn.decode_subtitle(text.encode("cp1252")) == (text, "cp1252")
+    assert mn.decode_subtitle(b"\xef\xbb\xbf" + text.encode()) == (text, "utf-8-sig")
+    got, enc = mn.decode_subtitle(text.encode("utf-16"))  # with BOM
+    assert (got, enc) == (text, "utf-16")
+    assert mn.decode_subtitle(text.encode("utf-16-le"))[1] == "utf-16-le"  # BOM-less
+    assert mn.decode_subtitle(b"caf\xe9 \x81")[1] == "latin-1"  # 0x81 is undefined in cp1252
+
+
+def test_parse_srt_blocks_times_and_malformed() -> None:
+    srt = (
+        "1\r\n00:00:01,500 --> 00:00:03,250\r\nHello.\r\nSecond line.\r\n\r\n"
+        "2\n00:01:02.5 --> 00:01:04.000\nDot decimals.\n\n"
+        "3\nno timing line here\n\n"
+        "4\n00:00:09,000 --> 00:00:08,000\nends before it starts\n\n"
+        "5\n00:00:10,000 --> 00:00:11,000\n\n"
+    )
+    cues, bad = mn.parse_srt(srt)
+    assert bad == 2
+    assert [(c.start, c.end) for c in cues] == [(1.5, 3.25), (62.5, 64.0), (10.0, 11.0)]
+    assert cues[0].text == "Hello.\nSecond line." and cues[2].text == ""
+
+
+def test_order_cues_counts_unordered_and_overlaps() -> None:
+    c = [mn.Cue(5, 6, "b"), mn.Cue(1, 2, "a"), mn.Cue(5.5, 7, "c"), mn.Cue(7, 8, "d")]
+    ordered, unordered, overlaps = mn.order_cues(c)
+    assert [x.text for x in ordered] == ["a", "b", "c", "d"]
+    assert unordered == 1  # b -> a
+    assert overlaps == 1  # c starts before b ends; d starts exactly when c ends: no overlap
+
+
+@pytest.mark.parametrize("raw,clean", [
+    ("[Radio Playing Salsa]", ""),
+    ("// [Radio Playing Salsa]", ""),
+    ("Hello. // whispering", "Hello."),
+    ("(laughs) Hello there.", "Hello there."),
+    ("\u266a Singing in the rain \u266a", ""),
+    ("# la la la #\nWho sings?", "Who sings?"),
+    ("JOHN: Hi, Mary.", "Hi, Mary."),
+    ("<i>Where are you?</i>", "Where are you?"),
+    ("{\\an8}Up here.", "Up here."),
+    ("- Yes.\n- No.", "Yes. No."),
+    ("Caf\u00e9 au lait \u2013 tr\u00e8s bien\u2026", "Cafe au lait - tres bien..."),
+    ("\u4f60\u597d", ""),
+    ("(unclosed cue", ""),
+    ("...", ""),
+])
+def test_clean_utterance(raw: str, clean: str) -> None:
+    assert mn.clean_utterance(raw) == clean
+
+
+def test_english_rule() -> None:
+    en = ["I don't think we should go there.", "Where is the key?", "It was in the car."]
+    fr = ["Je ne pense pas qu'on doive y aller.", "Ou est la cle?", "Elle etait dans la voiture."]
+    ru = ["\u0413\u0434\u0435 \u043a\u043b\u044e\u0447?"] * 5
+    assert mn.is_english(en) and not mn.is_english(fr) and not mn.is_english(ru)
+
+
+def test_pair_frames_span_is_half_open_and_overlaps_are_ambiguous() -> None:
+    cues = [mn.Cue(1.0, 2.0, "a"), mn.Cue(3.0, 5.0, "b"), mn.Cue(4.0, 6.0, "c")]
+    got = mn.pair_frames([0.5, 1.0, 1.999, 2.0, 3.5, 4.5, 5.5, 7.0], cues)
+    np.testing.assert_array_equal(got, [-1, 0, 0, -1, 1, mn.AMBIGUOUS, 2, -1])
+    np.testing.assert_array_equal(mn.pair_frames([1.0], []), [-1])
+
+
+def test_keep_middle() -> None:
+    #        one cue on 3 frames, 4 frames, none, single
+    cue_of = [0, 0, 0, -1, 1, 1, 1, 1, -1, -2, 2]
+    keep = mn.keep_middle(cue_of)
+    np.testing.assert_array_equal(
+        keep, [False, True, False, True, False, True, False, False, True, True, True])
+
+
+def test_cut_clips_greedy_longest_with_more_than_80_percent() -> None:
+    assert mn.cut_clips([True] * 45) == [(0, 20), (20, 40)]  # 5 left over
+    assert mn.cut_clips([True] * 50) == [(0, 20), (20, 40), (40, 50)]
+    # App. A.3 "more than 80%": 9 of 10 paired is enough, exactly 8 of 10 is not
+    assert mn.cut_clips([True] * 9 + [False]) == [(0, 10)]
+    assert mn.cut_clips([True] * 8 + [False] * 2) == []
+    # five unpaired frames first: the start moves on until a window qualifies
+    assert mn.cut_clips([False] * 5 + [True] * 12) == [(3, 17)]
+    # 12/15 = 0.8 exactly does not qualify; 12/14 from frame 1 does (longest from there)
+    assert mn.cut_clips([False] * 3 + [True] * 12 + [False] * 5) == [(1, 15)]
+    assert mn.cut_clips([False] * 2 + [True] * 12 + [False] * 5) == [(0, 14)]
+
+
+def test_split_proportions_and_spacing() -> None:
+    counts = {f"tt{m:07d}": 20 + (m * 7) % 31 for m in range(100)}
+    labels = mn.split_clips(counts, seed=0)
+    total = sum(counts.values())
+    got = collections.Counter(s for v in labels.values() for s in v)
+    for split, frac in mn.FRACTIONS.items():
+        assert abs(got[split] / total - frac) < 0.01, (split, got[split] / total)
+    held = set(mn.split_movies(counts, 0))
+    for m, v in labels.items():
+        assert (set(v) == {"test_out_domain"}) == (m in held)
+        idx = [i for i, s in enumerate(v) if s == "test_in_domain"]
+        if m not in held:  # equally spaced: test_in_domain clips are spread over the movie
+            assert len(idx) >= 2
+            assert np.ptp(np.diff(idx)) <= 1 and idx[0] <= len(v) / len(idx)
+    assert mn.split_clips(counts, seed=0) == labels  # deterministic
+    assert mn.split_movies({"tt1": 5}, 0) == []  # a single movie stays in domain
+
+
+def test_read_fps_sources() -> None:
+    assert mb.read_fps({"fps": 25}, None, 24.0) == (25.0, "meta.fps")
+    assert mb.read_fps({"video": {"fps": 23.976}}, None, 24.0)[0] == 23.976
+    story = {"story": [{"frame": [0, 2500], "duration": [0.0, 100.0]}]}
+    assert mb.read_fps({}, story, 24.0) == (25.0, "annotation.story")
+    assert mb.read_fps(None, {"story": [{"frame": "x"}]}, 24.0) == (24.0, "default")
