@@ -1,6 +1,6 @@
 """Sc2St's picture (`figures.storyboard`) on hand-made keyframes: the history, the query and
 the candidates, the right one framed green; pixels drawn when a keyframe id is a frame file
-under data.manual_dir (`storyboard._pixels`)."""
+under data.manual_dir (`task._pixels`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pathlib
 import numpy as np
 from PIL import Image
 
-from vnr.benchmarks.sc2st import figures, storyboard
+from vnr.benchmarks.sc2st import figures, task
 from vnr.reports import plots
 
 
@@ -36,8 +36,8 @@ def test_pixels_only_for_frame_files_under_manual_dir(tmp_path: pathlib.Path) ->
     frame = tmp_path / "frames" / "m" / "c" / "f.jpg"
     frame.parent.mkdir(parents=True)
     Image.new("RGB", (320, 240), (200, 10, 10)).save(frame)
-    got = storyboard._pixels(str(tmp_path), "frames/m/c/f.jpg")  # noqa: SLF001
+    got = task._pixels(str(tmp_path), "frames/m/c/f.jpg")  # noqa: SLF001
     assert got.shape == (120, 160, 3) and np.abs(got[60, 80] - [200, 10, 10]).max() < 8  # JPEG
-    assert storyboard._pixels(str(tmp_path), "features/m/c.npy#0") is None  # noqa: SLF001
-    assert storyboard._pixels("", "frames/m/c/f.jpg") is None  # noqa: SLF001
-    assert storyboard._pixels(str(tmp_path), "frames/m/c/missing.jpg") is None  # noqa: SLF001
+    assert task._pixels(str(tmp_path), "features/m/c.npy#0") is None  # noqa: SLF001
+    assert task._pixels("", "frames/m/c/f.jpg") is None  # noqa: SLF001
+    assert task._pixels(str(tmp_path), "frames/m/c/missing.jpg") is None  # noqa: SLF001
