@@ -249,7 +249,7 @@ def section_input(sz: Sizes, data_dir: str, found: dict) -> list[str]:
     rows = getattr(bench_input, "report_rows", None)
     if rows is None:
         return ["not measured: bench/input.py has no report_rows(smoke)"]
-    return table(("measure", "value"), rows(sz is SMOKE))
+    return table(("measure", "value"), rows(sz is SMOKE, data_dir))
 
 
 def targets(found: dict) -> list[str]:

@@ -171,18 +171,18 @@ def _store_size(config: Any) -> str:
     return f"{size / 2**20:,.0f} MiB under {root}"
 
 
-def main(argv: list[str]) -> None:
-    name, peak = device_peak(argv)
-    config = flag_config(argv)
-    if FLAGS.clip_shapes:
-        use_clip_shapes(config)
+def measure(config: Any, name: str, peak: float, batches: int, host_cores: int,
+            workers: int = 0) -> tuple[list[tuple[str, str]], list[tuple[str, float, float, str]],
+                                       float, int]:
+    """(rows of the demand, [(input path, clips/s, frames/s per worker, note)], the demand in
+    clips/s, worker count for `host_cores`) of `config`'s train step on device `name`."""
     from vnr.train import setup
 
     s = setup(config)
     t = time.perf_counter()
     flops, analytic, demand = step_demand(s, s.task, config, peak)
     compile_s = time.perf_counter() - t
-    workers = FLAGS.host_cores - pipeline.RESERVED_CORES
+    n_workers = host_cores - pipeline.RESERVED_CORES
     d = config.data
     rows = [
         ("config", f"{config.task}, global batch {config.batch_size}, "
@@ -193,7 +193,7 @@ def main(argv: list[str]) -> None:
          f"{flops / 1e12:.3f} TFLOP (compile {compile_s:.0f} s on {jax.devices()[0].platform})"),
         ("step FLOPs (analytic: jaxpr matmuls + convs, bench/flops.py)",
          f"{analytic / 1e12:.3f} TFLOP"),
-        (f"{name}: 50 % of the dense bf16 peak ({DEVICES[name]}, bench.train.PEAKS)",
+        (f"{name}: 50 % of the dense bf16 peak ({DEVICES.get(name, name)}, bench.train.PEAKS)",
          f"{MFU * peak / 1e12:.1f} TFLOP/s -> "
          f"{MFU * peak / max(flops, analytic):,.1f} steps/s (the larger FLOP count)"),
         (f"demand of one {name}", f"{demand:,.1f} clips/s"),
@@ -209,14 +209,61 @@ def main(argv: list[str]) -> None:
 
             store_directory(c.data)
             note = f"; store built once in {time.perf_counter() - t:.0f} s, {_store_size(c)}"
-        clips, frames = per_worker_rate(s.task, c, s.local_batch, FLAGS.batches)
+        clips, frames = per_worker_rate(s.task, c, s.local_batch, batches)
         table.append((label, clips, frames, note))
-    if FLAGS.workers:
+    if workers:
         c = config.copy_and_resolve_references()
         c.data.update(input_paths(config)[-1][1])
-        clips, frames = per_worker_rate(s.task, c, s.local_batch, FLAGS.batches, FLAGS.workers)
-        table.append((f"measured here with {FLAGS.workers} worker processes "
+        clips, frames = per_worker_rate(s.task, c, s.local_batch, batches, workers)
+        table.append((f"measured here with {workers} worker processes "
                       f"(last path; rate of all of them)", clips, frames, ""))
+    return rows, table, demand, n_workers
+
+
+def report_rows(smoke: bool, data_dir: str = "") -> list[tuple[str, str]]:
+    """The accelerator report's input section (`bench/accelerator.py`): the HCMC paper row's
+    input (ViT-B/32 shapes, 224 px, CLIP's preprocessing; the public clips when
+    ../shared/data/moviepuzzle_public exists, else the generated corpus) against this
+    machine's device (an H100 when the device is not in `bench.train.PEAKS`), for a host
+    of this machine's cores. `smoke`: the frame level at test sizes on the tiny corpus."""
+    import os
+
+    from vnr import config_file
+
+    kind = jax.devices()[0].device_kind
+    name = next((n for n, k in DEVICES.items() if k == kind), "h100")
+    peak = bench_train.PEAKS[DEVICES[name]]
+    cores = os.cpu_count() or 1
+    if smoke:
+        config = config_file.load("configs/moviepuzzle/hcmc.py:frame,paper,smoke")
+        config.data.image_resize = "clip"
+        batches = 2
+    else:
+        config = config_file.load("configs/moviepuzzle/hcmc.py:frame_shot,paper")
+        use_clip_shapes(config)
+        public = pathlib.Path(__file__).resolve().parents[2] / "shared/data/moviepuzzle_public"
+        if public.is_dir():
+            config.data.update(config="clips", manual_dir=str(public), train_split="in_domain",
+                               val_split="in_domain", test_splits=("in_domain",))
+        batches = 10
+    if data_dir:
+        config.data.data_dir = data_dir
+    rows, table, demand, n_workers = measure(config, name, peak, batches, max(cores, 3))
+    out = list(rows)
+    for label, clips, frames, note in table:
+        out.append((f"{label}: clips/s, frames/s per worker; headroom with {n_workers} "
+                    f"workers ({cores}-core host)",
+                    f"{clips:,.1f}, {frames:,.0f}; {clips * n_workers / demand:.2f}x{note}"))
+    return out
+
+
+def main(argv: list[str]) -> None:
+    name, peak = device_peak(argv)
+    config = flag_config(argv)
+    if FLAGS.clip_shapes:
+        use_clip_shapes(config)
+    rows, table, demand, workers = measure(config, name, peak, FLAGS.batches,
+                                           FLAGS.host_cores, FLAGS.workers)
     width = max(len(r[0]) for r in rows)
     print(f"\n| {'measure'.ljust(width)} | value |\n|{'-' * (width + 2)}|---|")
     for k, v in rows:

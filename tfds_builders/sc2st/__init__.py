@@ -33,8 +33,8 @@ from tfds_builders.sc2st.keyframes import (
 from tfds_builders.sc2st.sc2st import Builder, Sc2St, Sc2StConfig
 
 __all__ = ["CONFIGS", "Builder", "Embedder", "Expert", "Keyframe", "MakeEmbedder",
-           "MakeExpert", "ManualDirError", "Sc2St", "Sc2StConfig", "data_source", "normalise",
-           "pool", "prepare", "split_names", "to_record"]
+           "MakeExpert", "ManualDirError", "Sc2St", "Sc2StConfig", "data_source",
+           "isolated_keyframes", "normalise", "pool", "prepare", "split_names", "to_record"]
 
 CONFIGS = {c.name: c for c in Sc2St.BUILDER_CONFIGS}
 
@@ -81,6 +81,14 @@ def data_source(config: str, split: str, data_dir: os.PathLike | str,
     builder = prepare(config, data_dir, manual_dir, build, **models)
     return common.Source(Sc2St, config, split, os.path.abspath(data_dir),
                          common.split_length(builder, split), to_record, order_by="index")
+
+
+def isolated_keyframes(config: str, split: str, data_dir: os.PathLike | str
+                       ) -> dict[str, np.ndarray]:
+    """The split's isolated keyframes (the candidates past the storyboards' keyframes in
+    pool order), column -> array; empty when the build has none (released data)."""
+    builder = common.open_builder(Sc2St, config, data_dir)
+    return extras.read_isolated(pathlib.Path(os.fspath(builder.data_dir)), split) or {}
 
 
 def pool(config: str, split: str, data_dir: os.PathLike | str,

@@ -34,11 +34,20 @@ from tfds_builders.symon.vtt import Word
 from tfds_builders.symon.vtt import parse as parse_vtt
 
 __all__ = ["CONFIGS", "Builder", "ManualDirError", "Symon", "SymonConfig", "Word",
-           "data_source", "merge_movie_keys", "metadata", "movie_key", "parse_vtt",
+           "data_source", "merge_movie_keys", "metadata", "movie_key", "movie_titles", "parse_vtt",
            "person_names", "prepare", "same_movie", "scene_cuts", "split_key", "split_names",
            "to_record"]
 
 CONFIGS = {c.name: c for c in Symon.BUILDER_CONFIGS}
+
+
+def movie_titles(path: os.PathLike | str) -> list[str]:
+    """The titles of a movie list: YMS `movie_list.txt` (`<id>\t<YouTube title>` lines) or one
+    title per line; a file that is not UTF-8 text is one line naming it (`schema.Unreadable`)."""
+    from tfds_builders.schema import read_text
+
+    return [t for t in (line.split("\t", 1)[-1].strip() for line in read_text(path).splitlines())
+            if t]
 
 
 def to_record(raw: dict) -> dict:

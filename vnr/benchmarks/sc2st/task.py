@@ -13,7 +13,6 @@ their configs set total_steps=0 (the loop only evaluates).
 
 from __future__ import annotations
 
-import os
 import pathlib
 from collections.abc import Callable
 from typing import Any
@@ -182,13 +181,11 @@ def storyboard_figure(config: Any, split: str, out: evaluation.SplitOutputs) -> 
     (`figures.storyboard`). A candidate is pool index `b * length + p` (keyframe p of
     storyboard b) or, past the storyboards, an isolated keyframe."""
     from tfds_builders import sc2st as builder
-    from tfds_builders.sc2st import extras
     from vnr.benchmarks.sc2st import figures
 
     d = config.data
     src = builder.data_source(d.config, split, d.data_dir, build=False)
-    iso = extras.read_isolated(builder.Sc2St(config=d.config, data_dir=os.path.abspath(
-        d.data_dir)).data_dir, split) or {}
+    iso = builder.isolated_keyframes(d.config, split, d.data_dir)
     rec = src[int(out.first["index"][0])]
     length = len(rec["frame_ids"])
     rnd = len(rec["answer"]) - 1  # the last round: keyframe `length` after length - 1

@@ -226,14 +226,10 @@ def title_key(title: str) -> str:
 def read_movie_list(path: str) -> list[tuple[str, str]]:
     """(title, movie key) per line of a movie list: YMS `movie_list.txt` (`<id>\\t<YouTube
     title>`) or one title per line; titles that normalise to nothing are logged by name. A
-    file that is not UTF-8 text is one line naming it (`tfds_builders.schema.Unreadable`)."""
-    from tfds_builders.schema import read_text
+    file that is not UTF-8 text is one line naming it (`tfds_builders.symon.movie_titles`)."""
+    from tfds_builders.symon import movie_titles
 
-    out = []
-    for line in read_text(path).splitlines():
-        title = line.split("\t", 1)[-1].strip()
-        if title:
-            out.append((title, title_key(title)))
+    out = [(title, title_key(title)) for title in movie_titles(path)]
     empty = [t for t, k in out if not k]
     if empty:
         logging.warning("%s: %d title(s) normalise to no movie key (ignored): %s", path,
