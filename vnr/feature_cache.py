@@ -47,6 +47,8 @@ from typing import Any
 
 import numpy as np
 
+from vnr.data.mapped import MappedRows
+
 VERSION = 1  # of the layout; part of the key
 
 
@@ -217,35 +219,16 @@ def check(config: Any, task: Any, frozen: Callable[[str], bool]) -> dict[str, pa
     return out
 
 
-class Reader:
+class Reader(MappedRows):
     """Rows of one split of one cache; picklable (memory maps reopen in each process)."""
 
-    def __init__(self, directory: str | os.PathLike, split: str):
-        self.directory, self.split = str(directory), split
-        self._arrays: tuple[np.ndarray, np.ndarray, list[str]] | None = None
+    what, noun, fix, error = "feature cache", "cache", "rebuild the cache", CacheError
 
-    def _open(self) -> tuple[np.ndarray, np.ndarray, list[str]]:
-        if self._arrays is None:
-            d = pathlib.Path(self.directory)
-            self._arrays = (np.load(d / f"{self.split}.npy", mmap_mode="r"),
-                            np.load(d / f"{self.split}.offsets.npy"),
-                            json.loads((d / f"{self.split}.ids.json").read_text()))
-        return self._arrays
-
-    def __len__(self) -> int:
-        return len(self._open()[2])
+    def _rows_array(self, directory: pathlib.Path, offsets: np.ndarray) -> np.ndarray:
+        return np.load(directory / f"{self.split}.npy", mmap_mode="r")
 
     def rows(self, index: int, record_id: str) -> np.ndarray:
-        feats, offsets, ids = self._open()
-        if index >= len(ids) or ids[index] != record_id:
-            got = ids[index] if index < len(ids) else "nothing"
-            raise CacheError(f"feature cache {self.directory} ({self.split}): record {index} "
-                             f"is {record_id!r} in the dataset but {got!r} in the cache (the "
-                             "dataset was rebuilt): rebuild the cache")
-        return np.array(feats[offsets[index]:offsets[index + 1]], np.float32)
-
-    def __getstate__(self) -> dict:
-        return dict(self.__dict__, _arrays=None)
+        return np.array(self._record(index, record_id), np.float32)
 
 
 class CachedSource:

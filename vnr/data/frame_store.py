@@ -35,6 +35,8 @@ from typing import Any
 
 import numpy as np
 
+from vnr.data.mapped import MappedRows
+
 LAYOUT = 1  # of the files; part of the key
 
 
@@ -123,42 +125,26 @@ def _meta(directory: str) -> dict:
     return json.loads((pathlib.Path(directory) / "meta.json").read_text())
 
 
-class Reader:
+class Reader(MappedRows):
     """Frames of one split of a store; picklable (the memory map reopens in each process)."""
 
+    what, noun, fix, error = "frame store", "store", "delete the store to rebuild it", StoreError
+
     def __init__(self, directory: str | os.PathLike, split: str):
-        self.directory, self.split = str(directory), split
+        super().__init__(directory, split)
         meta = _meta(self.directory)
         if split not in meta["splits"]:
             raise StoreError(f"frame store {self.directory} has no split {split!r} (it has "
                              f"{sorted(meta['splits'])}): delete it to rebuild")
         self.shape = tuple(meta["shape"])
-        self._arrays: tuple[np.ndarray, np.ndarray, list[str]] | None = None
 
-    def _open(self) -> tuple[np.ndarray, np.ndarray, list[str]]:
-        if self._arrays is None:
-            d = pathlib.Path(self.directory)
-            offsets = np.load(d / f"{self.split}.offsets.npy")
-            frames = np.memmap(d / f"{self.split}.u8", np.uint8, "r",
-                               shape=(int(offsets[-1]), *self.shape))
-            self._arrays = (frames, offsets, json.loads((d / f"{self.split}.ids.json").read_text()))
-        return self._arrays
-
-    def __len__(self) -> int:
-        return len(self._open()[2])
+    def _rows_array(self, directory: pathlib.Path, offsets: np.ndarray) -> np.ndarray:
+        return np.memmap(directory / f"{self.split}.u8", np.uint8, "r",
+                         shape=(int(offsets[-1]), *self.shape))
 
     def rows(self, index: int, record_id: str) -> np.ndarray:
         """Record `index`'s frames (a read-only view of the map), after checking its id."""
-        frames, offsets, ids = self._open()
-        if index >= len(ids) or ids[index] != record_id:
-            got = ids[index] if index < len(ids) else "nothing"
-            raise StoreError(f"frame store {self.directory} ({self.split}): record {index} is "
-                             f"{record_id!r} in the dataset but {got!r} in the store (the "
-                             "dataset was rebuilt): delete the store to rebuild it")
-        return frames[offsets[index]:offsets[index + 1]]
-
-    def __getstate__(self) -> dict:
-        return dict(self.__dict__, _arrays=None)
+        return self._record(index, record_id)
 
 
 class StoredFrames:
