@@ -1,6 +1,6 @@
 """The vnr trainer: one loop for every task.
 
-    python -m vnr.train --config configs/<benchmark>/<name>.py[:arg] --workdir DIR \
+    python -m vnr.train --config configs/<benchmark>/<name>.py[:arg] --workdir DIR \\
         [--config.key=value ...]
 
 The task named by `config.task` ("<benchmark>.<module>") is imported as
@@ -23,7 +23,6 @@ import functools
 import pathlib
 import sys
 import time
-from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -31,12 +30,13 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 import optax
-from absl import app, flags, logging
+from absl import flags, logging
 from flax import nnx
 from ml_collections import config_flags
 
 from vnr import (
     checkpoint,
+    cli,
     distributed,
     evaluators,
     feature_cache,
@@ -69,15 +69,6 @@ def define_flags() -> None:
     if "workdir" not in FLAGS:
         flags.DEFINE_string("workdir", None, "Directory for checkpoints, logs, reports and "
                                              "results.")
-
-
-def command(main_fn: Callable[[list[str]], None]) -> None:
-    """Runs `main_fn` as a command line taking the trainer's flags: `--config` is required
-    and a bad config or `--config.key` is one error line before absl parses them."""
-    define_flags()
-    flags.mark_flag_as_required("config")
-    check_overrides(sys.argv)
-    app.run(main_fn)
 
 
 class NonFiniteLoss(RuntimeError):
@@ -434,24 +425,43 @@ def _fmt(metrics: dict[str, float]) -> str:
     return " ".join(f"{k}={v:.4g}" for k, v in metrics.items())
 
 
-def main(argv: list[str]) -> None:
-    del argv
-    if not FLAGS["verbosity"].present:
+PROG = "python -m vnr.train"
+# Flags libraries read from absl's global FLAGS: multi-host set-up, absl's logging.
+RUNTIME_FLAGS = ("vnr.distributed", "absl.logging")
+
+
+def _flags(fv: flags.FlagValues) -> None:
+    cli.config_flag(fv, "Config file: path.py[:arg] (--config.key=value overrides it).",
+                    lock=True)
+    flags.mark_flag_as_required("config", flag_values=fv)
+    flags.DEFINE_string("workdir", None, "Directory for checkpoints, logs, reports and "
+                        "results.", required=True, flag_values=fv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m vnr.train` (`argv` without the program name; None: `sys.argv[1:]`): a bad
+    command line or a run that cannot go on is one `error:` line, exit status 2."""
+    args = cli.parse(argv, PROG, __doc__, _flags, shared=RUNTIME_FLAGS)
+    cli.app(lambda: _main(args))
+
+
+def _main(args: cli.Args) -> int:
+    if not args.flags["verbosity"].present:
         logging.set_verbosity(logging.WARNING)  # orbax/grain INFO lines drown the progress bar
-    if FLAGS.workdir is None:
-        raise app.UsageError("--workdir is required")
     try:
         distributed.initialize_from_flags()
     except (ValueError, RuntimeError) as e:
-        sys.exit(f"error: {e}")
+        cli.fail(str(e))
     try:
-        run(FLAGS.config, FLAGS.workdir)
+        run(args.config, args.workdir)
     except Preempted as e:
         print(e, file=sys.stderr, flush=True)
-        sys.exit(0)
-    except (ConfigError, evaluators.EvaluatorError, NonFiniteLoss, CheckpointError) as e:
-        sys.exit(f"error: {e}")
+        return 0
+    except (ConfigError, evaluators.EvaluatorError, NonFiniteLoss, CheckpointError,
+            checkpoint.CorruptCheckpoint, checkpoint.IncompatibleCheckpoint) as e:
+        cli.fail(str(e))
+    return 0
 
 
 if __name__ == "__main__":
-    command(main)
+    sys.exit(main())

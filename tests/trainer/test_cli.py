@@ -84,6 +84,9 @@ TOOLS = [
     ("vnr.benchmarks.moviepuzzle.length_report", [], "--by"),
     ("vnr.reports.table", [], "--layout"),
     ("tfds_builders.__main__", ["build"], "--manual_dir"),
+    ("vnr.train", [], "--multihost"),
+    ("vnr.cache_features", [], "--towers"),
+    ("vnr.evaluate", [], "--report_dir"),
     *((f"bench.{name}", [name], flag) for name, flag in (
         ("contrastive", "--repeats"), ("decode", "--loop_examples"), ("dtw", "--quick"),
         ("encoders", "--patch"), ("ordering", "--gap_batch"), ("retrieval", "--dense_sizes"),
@@ -114,7 +117,28 @@ def test_every_tool_names_its_flags_and_refuses_unknown_ones(
     assert err.count("\n") == 0 and err.startswith("error: ") and "bogus_flag" in err, err
 
 
+def test_shared_global_flags_are_set_where_their_library_reads_them() -> None:
+    """`shared`: the trainer's multi-host flags live on absl's global FLAGS (read by
+    `vnr.distributed`); a tool's parse sets them there, and the next parse starts afresh."""
+    import vnr.distributed  # noqa: F401 (defines --multihost ... on the global FLAGS)
+
+    def define(fv: flags.FlagValues) -> None:
+        flags.DEFINE_integer("k", 0, "k", flag_values=fv)
+
+    try:
+        a = cli.parse(["--multihost=off", "--k=2", "--num_processes", "3"], "python -m tool",
+                      DOC, define, shared=("vnr.distributed",))
+        assert (a.k, a.multihost, a.num_processes) == (2, "off", 3)
+        assert flags.FLAGS.is_parsed() and flags.FLAGS.multihost == "off"
+        assert flags.FLAGS.num_processes == 3
+        cli.parse(["--k=1"], "python -m tool", DOC, define, shared=("vnr.distributed",))
+        assert (flags.FLAGS.multihost, flags.FLAGS.num_processes) == ("auto", None)
+    finally:
+        flags.FLAGS.unparse_flags()  # as before the test: nothing parsed
+
+
 @pytest.mark.parametrize("argv", [
+    ["vnr.train", "--config", "configs/moviepuzzle/main.py:smoke", "--workdir", "w", "--bogus"],
     ["vnr.benchmarks.msymon.tools", "crosslingual", "--bogus"],
     ["bench", "train", "--bogus"],  # a benchmark on absl's global FLAGS
 ])
