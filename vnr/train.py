@@ -237,7 +237,7 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
     ckpt_dir = workdir / "checkpoints"
     select = config.get("select") or {}
     mgr = checkpoint.manager(ckpt_dir, config.keep_ckpts, select.get("metric") or None,
-                             select.get("mode", "max"))
+                             select.get("mode", "max"), warn=functools.partial(_warn, primary))
     try:
         start, state = checkpoint.restore_latest(mgr, state, s.state_shardings, data_iter,
                                                  warn=functools.partial(_warn, primary))
