@@ -129,7 +129,7 @@ def final_results(model: Model, splits: list[str] | None = None,
                   report_dir: pathlib.Path | None = None) -> dict[str, Any]:
     """{split: metrics, "selection": the step's record}: the config's final evaluators on
     their splits, or on `splits` (a split no final evaluator names goes to the first
-    final evaluator's module and settings)."""
+    final evaluator's module and settings). Only process 0 draws into `report_dir`."""
     config, s = model.config, model.setup
     final = [e for e in s.evaluators if e.final]
     if not final:
@@ -145,7 +145,9 @@ def final_results(model: Model, splits: list[str] | None = None,
             check(_with_splits(config, splits))
         except ValueError as e:
             raise EvaluateError(str(e)) from None
-    say = progress.say if jax.process_index() == 0 else (lambda m: None)
+    primary = jax.process_index() == 0
+    say = progress.say if primary else (lambda m: None)
+    report_dir = report_dir if primary else None  # as the trainer: process 0 draws, alone
     say(f"evaluating at step {model.selection['step']} ({model.selection['mode']})")
     results = evaluators.final(final, config, model.predict, s.mesh, None,
                                model.selection["step"], report_dir, say, splits)

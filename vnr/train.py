@@ -34,6 +34,7 @@ from absl import flags, logging
 from flax import nnx
 from ml_collections import config_flags
 
+from tfds_builders import data_dir as data_dir_lib
 from vnr import (
     checkpoint,
     cli,
@@ -220,6 +221,13 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
     """
     workdir = pathlib.Path(workdir).absolute()
     primary = jax.process_index() == 0
+    plots.new_run()  # a report warning is one line per run
+    data_dir = (config.get("data") or {}).get("data_dir") or None
+    if data_dir is not None:  # before anything compiles: the build would fail after it
+        try:
+            data_dir_lib.check(data_dir, "data.data_dir")
+        except data_dir_lib.DataDirError as e:
+            raise ConfigError(str(e)) from None
     s = setup(config, workdir=workdir, load_pretrained=False)
     task, mesh, state, step_fn = s.task, s.mesh, s.state, s.step_fn
     n_params = sum(x.size for x in jax.tree.leaves(
@@ -233,6 +241,11 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
         data_iter = _train_iterator(task, config, s.local_batch)
     except (ValueError, FileNotFoundError) as e:
         raise ConfigError(" ".join(str(e).split())) from e
+    except OSError as e:  # a build that cannot write into data_dir (else not ours: raised)
+        if data_dir is None or (line := data_dir_lib.failed_write(e, data_dir,
+                                                                  "data.data_dir")) is None:
+            raise
+        raise ConfigError(line) from e
     check_workdir(workdir, config)  # config.json: only once every check above passed
     ckpt_dir = workdir / "checkpoints"
     select = config.get("select") or {}
@@ -255,11 +268,13 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
 
     writer = MetricWriter(workdir, active=primary)
     progress = progress_lib.Progress(config, start, primary)
-    profiler = profiling.Profiler(config, workdir)
+    profiler = profiling.Profiler(config, workdir, start + 1)
     preemption = distributed.Preemption()
     warn = _warner(primary)
     say = functools.partial(_say, primary)
     selector = evaluators.check_select(config, s.evaluators)
+    if profiler.skipped:
+        say(profiler.skipped)
     report_dir = workdir / "reports" if primary else None
     pending: list[dict] = []
     t0, n0 = time.perf_counter(), start
