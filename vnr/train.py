@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 import pathlib
 import sys
 import time
@@ -34,7 +35,6 @@ from absl import flags, logging
 from flax import nnx
 from ml_collections import config_flags
 
-from tfds_builders import data_dir as data_dir_lib
 from vnr import (
     checkpoint,
     cli,
@@ -224,10 +224,7 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
     plots.new_run()  # a report warning is one line per run
     data_dir = (config.get("data") or {}).get("data_dir") or None
     if data_dir is not None:  # before anything compiles: the build would fail after it
-        try:
-            data_dir_lib.check(data_dir, "data.data_dir")
-        except data_dir_lib.DataDirError as e:
-            raise ConfigError(str(e)) from None
+        _check_data_dir(data_dir)
     s = setup(config, workdir=workdir, load_pretrained=False)
     task, mesh, state, step_fn = s.task, s.mesh, s.state, s.step_fn
     n_params = sum(x.size for x in jax.tree.leaves(
@@ -242,10 +239,12 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
     except (ValueError, FileNotFoundError) as e:
         raise ConfigError(" ".join(str(e).split())) from e
     except OSError as e:  # a build that cannot write into data_dir (else not ours: raised)
-        if data_dir is None or (line := data_dir_lib.failed_write(e, data_dir,
-                                                                  "data.data_dir")) is None:
+        failed = pathlib.Path(os.fsdecode(e.filename or "")).absolute()
+        if data_dir is None or not e.filename or not failed.is_relative_to(
+                pathlib.Path(data_dir).absolute()):
             raise
-        raise ConfigError(line) from e
+        raise ConfigError(f"data.data_dir={data_dir}: the build cannot write there "
+                          f"({type(e).__name__}: {e.strerror}: {failed})") from e
     check_workdir(workdir, config)  # config.json: only once every check above passed
     ckpt_dir = workdir / "checkpoints"
     select = config.get("select") or {}
@@ -363,6 +362,27 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
             f"{ckpt_dir} (see the warning above); results.json was written; the newest good "
             f"checkpoint is step {max(good) if good else 'none'}")
     return results
+
+
+def _check_data_dir(data_dir: str) -> None:
+    """ConfigError when `data.data_dir` is a file or cannot be created (a file on its path,
+    its nearest existing folder not writable). An existing folder may be read-only: a
+    finished build is only read. The builder command's rule too (tfds_builders/data_dir.py;
+    the trainer reads builders only through their packages' APIs, so it is not imported)."""
+    path = pathlib.Path(data_dir).absolute()
+    try:
+        existing = next(p for p in (path, *path.parents) if p.exists())
+    except OSError as e:  # a folder on the path this user may not enter
+        raise ConfigError(f"data.data_dir={data_dir} cannot be created or read: "
+                          f"{e.strerror}: {e.filename}") from None
+    if existing == path and not path.is_dir():
+        raise ConfigError(f"data.data_dir={data_dir} is a file, not a directory")
+    if existing != path and not existing.is_dir():
+        raise ConfigError(f"data.data_dir={data_dir} cannot be created: {existing} is a file, "
+                          f"not a directory")
+    if existing != path and not os.access(existing, os.W_OK | os.X_OK):
+        raise ConfigError(f"data.data_dir={data_dir} cannot be created: {existing} is not "
+                          f"writable by this user")
 
 
 def _pretrained(task: Any, config: Any, state: nnx.State, shardings: Any,
