@@ -164,6 +164,25 @@ def test_bad_evaluator_is_one_line(data_dir, tmp_path, key, value, message):
     assert not (tmp_path / "checkpoints").exists()
 
 
+def test_select_alternatives_rank_by_the_first_reported():
+    """`select.metric="a|b"`: a checkpoint is ranked by the first alternative the evaluator
+    reported; results.json names the one used; none reported is one error naming them."""
+    select = {"metric": "val/f1|val/estimated_f1", "mode": "max"}
+    assert evaluators.ranked({"val/estimated_f1": 0.5, "val/r1": 0.1}, select) == {
+        "val/f1|val/estimated_f1": 0.5, "val/estimated_f1": 0.5}
+    assert evaluators.ranked({"val/f1": 0.7, "val/estimated_f1": 0.5}, select) == {
+        "val/f1|val/estimated_f1": 0.7, "val/f1": 0.7}
+    with pytest.raises(evaluators.EvaluatorError, match=r"select.metric='val/f1\|val/estim"):
+        evaluators.ranked({"val/r1": 0.1}, select)
+    saved = {2: {"val/f1|val/estimated_f1": 0.4, "val/estimated_f1": 0.4},
+             4: {"val/f1|val/estimated_f1": 0.6, "val/estimated_f1": 0.6}}
+    mgr = types.SimpleNamespace(all_steps=lambda: [2, 4, 6], metrics=saved.get,
+                                best_step=lambda: 4)
+    config = ml_collections.ConfigDict({"select": select, "total_steps": 6})
+    assert evaluators.selected_step(mgr, config) == {
+        "metric": "val/estimated_f1", "mode": "max", "step": 4, "value": 0.6}
+
+
 def test_evaluator_type_names_a_module_of_a_home():
     """`type` names a module relative to vnr.benchmarks (a task's other name, as older runs'
     config.json carry it, names the same module); one that does not exist is one line."""
@@ -191,21 +210,3 @@ def test_renamed_keys_name_the_new_key(capsys):
                                                         "evals.val.max_examples"):
         evaluators.parse(c, None)
 
-
-def test_select_alternatives_rank_by_the_first_reported():
-    """`select.metric="a|b"`: a checkpoint is ranked by the first alternative the evaluator
-    reported; results.json names the one used; none reported is one error naming them."""
-    select = {"metric": "val/f1|val/estimated_f1", "mode": "max"}
-    assert evaluators.ranked({"val/estimated_f1": 0.5, "val/r1": 0.1}, select) == {
-        "val/f1|val/estimated_f1": 0.5, "val/estimated_f1": 0.5}
-    assert evaluators.ranked({"val/f1": 0.7, "val/estimated_f1": 0.5}, select) == {
-        "val/f1|val/estimated_f1": 0.7, "val/f1": 0.7}
-    with pytest.raises(evaluators.EvaluatorError, match=r"select.metric='val/f1\|val/estim"):
-        evaluators.ranked({"val/r1": 0.1}, select)
-    saved = {2: {"val/f1|val/estimated_f1": 0.4, "val/estimated_f1": 0.4},
-             4: {"val/f1|val/estimated_f1": 0.6, "val/estimated_f1": 0.6}}
-    mgr = types.SimpleNamespace(all_steps=lambda: [2, 4, 6], metrics=saved.get,
-                                best_step=lambda: 4)
-    config = ml_collections.ConfigDict({"select": select, "total_steps": 6})
-    assert evaluators.selected_step(mgr, config) == {
-        "metric": "val/estimated_f1", "mode": "max", "step": 4, "value": 0.6}
