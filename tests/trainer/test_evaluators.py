@@ -209,4 +209,3 @@ def test_renamed_keys_name_the_new_key(capsys):
     with pytest.raises(evaluators.EvaluatorError, match="eval.max_val_clips is gone: use "
                                                         "evals.val.max_examples"):
         evaluators.parse(c, None)
-
