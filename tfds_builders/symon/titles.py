@@ -31,7 +31,9 @@ agree where both titles have one; then, first that applies:
   reordered  the same words in another order, >= 2 words ("Catching Fire - The Hunger
              Games" = "The Hunger Games: Catching Fire")
   contained  one title, of >= 2 content words (not numbers, "part", "of", ...), is the
-             last segment(s) of the other ("Man of Steel" = "Superman - Man of Steel")
+             last segment(s) of the other ("Man of Steel" = "Superman - Man of Steel"), or
+             its first segment(s) when both have the same year ("Catching Fire (2013)" =
+             "Catching Fire - The Hunger Games (2013)")
   one_edit   >= 2 words, all equal but one pair of words of >= 7 letters one letter apart,
              not a plural "s" ("Judgement" = "Judgment", YMS's typo "Dealthly" = "Deathly")
 
@@ -208,12 +210,17 @@ def _content(words: tuple[str, ...]) -> list[str]:
     return [w for w in words if not w.isdigit() and w not in _NOT_CONTENT]
 
 
-def _tail_of(short: Title, long: Title) -> bool:
-    """`short` is the last segment(s) of `long` and has >= 2 content words."""
+def _part_of(short: Title, long: Title) -> bool:
+    """`short` has >= 2 content words and is the last segment(s) of `long`, or its first
+    segment(s) when both have the same year ("Catching Fire (2013)" of "Catching Fire - The
+    Hunger Games (2013)"; without the year a franchise name would match its sequels)."""
     if len(_content(short.words)) < 2:
         return False
-    return any("".join(w for seg in long.segments[k:] for w in seg) == short.name
-               for k in range(1, len(long.segments)))
+    segs = long.segments
+    if any("".join(w for seg in segs[k:] for w in seg) == short.name for k in range(1, len(segs))):
+        return True
+    return bool(short.year and short.year == long.year) and any(
+        "".join(w for seg in segs[:k] for w in seg) == short.name for k in range(1, len(segs)))
 
 
 def _one_letter_apart(x: str, y: str) -> bool:
@@ -245,7 +252,7 @@ def match(a: Title, b: Title) -> str:
         return "exact"
     if len(a.words) > 1 and sorted(a.words) == sorted(b.words):
         return "reordered"
-    if _tail_of(a, b) or _tail_of(b, a):
+    if _part_of(a, b) or _part_of(b, a):
         return "contained"
     return "one_edit" if _one_edit(a, b) else ""
 

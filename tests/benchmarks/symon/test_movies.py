@@ -58,6 +58,9 @@ FUZZY = [
      "Movie Spoiler Alerts - Superman - Man of Steel (2013) Video Summary", "contained"),
     ("Man of Steel in 4 minutes - (DC Universe Recap)",
      "Movie Spoiler Alerts - Superman - Man of Steel (2013) Video Summary", "contained"),
+    ("Catching Fire (2013) Explained",  # a first segment: only with the same year
+     "Movie Spoiler Alerts - Catching Fire - The Hunger Games (2013) Video Summary",
+     "contained"),
 ]
 DIFFERENT = [("Ghostbusters (1984)", "Ghostbusters (2016)"), ("Iron Man", "Iron Man 2"),
              ("Iron Man 2", "Iron Man 3"), ("Alien", "Aliens"), ("Predator", "Predators"),
@@ -68,6 +71,8 @@ DIFFERENT = [("Ghostbusters (1984)", "Ghostbusters (2016)"), ("Iron Man", "Iron 
               "Harry Potter and the Deathly Hallows  Part 2"),
              ("The Hunger Games: Mockingjay – Part 1", "The Hunger Games: Mockingjay – Part 2"),
              ("The Hunger Games (2012)", "Catching Fire - The Hunger Games (2013)"),
+             ("The Hunger Games", "The Hunger Games - Mockingjay - Part 2 (2015)"),
+             ("Star Wars (1977)", "Star Wars Ep 5 - The Empire Strikes Back (1980)"),
              ("Captain America: The Winter Soldier", "Captain America: The First Avenger"),
              ("Captain America (2011)", "Captain America  Civil War (2016)"),
              ("Planet of the Apes", "Rise of the Planet of the Apes"),
