@@ -147,17 +147,17 @@ def check_select(config: Any, evaluators: list[Evaluator]) -> Evaluator | None:
         raise EvaluatorError(f"select.metric={metric!r}: name an evaluator's metric as "
                              f"<evaluator>/<metric> (evaluators: "
                              f"{', '.join(e.name for e in evaluators) or 'none'})")
+    leaf = rest.rsplit("/", 1)[-1]
+    names_fn = getattr(chosen.module, "metric_names", None)
+    if names_fn is not None and leaf not in (names := tuple(names_fn(config))):
+        raise EvaluatorError(f"select.metric={metric!r}: {chosen.module.__name__} reports no "
+                             f"{leaf!r} (it reports {', '.join(names)})")
     if not chosen.every:
         raise EvaluatorError(f"select.metric={metric!r}: evals.{name} never runs during "
                              f"training (every=0), so it cannot select a step")
     if chosen.every > config.total_steps:
         raise EvaluatorError(f"select.metric={metric!r}: evals.{name}.every={chosen.every} > "
                              f"total_steps={config.total_steps}: no step would be evaluated")
-    leaf = rest.rsplit("/", 1)[-1]
-    names_fn = getattr(chosen.module, "metric_names", None)
-    if names_fn is not None and leaf not in (names := tuple(names_fn(config))):
-        raise EvaluatorError(f"select.metric={metric!r}: {chosen.module.__name__} reports no "
-                             f"{leaf!r} (it reports {', '.join(names)})")
     return chosen
 
 

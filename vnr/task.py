@@ -67,8 +67,9 @@ OPTIONAL = {
                   "`vnr/pretrained.py` loads into a fresh run",
     "result_columns": "result_columns(config, results) -> columns of the results table "
                       "(`vnr/reports/results.py`); default: every metric",
-    "metric_names": "metric_names(config) -> names `evaluate` reports (`config.select` is "
-                    "checked against them before anything compiles)",
+    "metric_names": "metric_names(config) -> every name `evaluate` may report under this "
+                    "config (`config.select` is checked against them before anything "
+                    "compiles; every task of the project gives it)",
     "feature_towers": "feature_towers(config) -> {name: vnr.feature_cache.Tower}: towers "
                       "whose outputs `python -m vnr.cache_features` can compute once when "
                       "frozen (`config.data.feature_cache`)",

@@ -20,6 +20,7 @@ import jax
 import jax.numpy as jnp
 
 KS = (1, 5, 10)
+NAMES = (*(f"r{k}" for k in KS), "medr", "mean_rank")  # the metrics (besides `count`)
 
 
 def answer_counts(sim: jax.Array, valid: jax.Array | None = None) -> tuple[jax.Array, jax.Array]:

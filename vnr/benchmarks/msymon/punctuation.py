@@ -44,6 +44,7 @@ from flax import nnx
 from vnr import config_checks, evaluation
 
 CLASSES = ("none", "period", "comma", "question")
+PER_CLASS = ("precision", "recall", "f1")  # reported per class (not "none") as <class>_<m>
 MARKS = {".": 1, "!": 1, "।": 1, "。": 1, "！": 1, ",": 2, "，": 2, "、": 2, ";": 2, ":": 2,
          "；": 2, "：": 2, "?": 3, "？": 3}
 STRENGTH = {0: 0, 2: 1, 1: 2, 3: 3}  # several marks after a unit: question > period > comma
@@ -224,10 +225,15 @@ def class_metrics(pred: np.ndarray, labels: np.ndarray) -> dict[str, float]:
         tp = float(((pred == k) & (labels == k) & ok).sum())
         p = tp / max(float(((pred == k) & ok).sum()), 1.0)
         r = tp / max(float(((labels == k) & ok).sum()), 1.0)
-        out.update({f"{CLASSES[k]}_precision": p, f"{CLASSES[k]}_recall": r,
-                    f"{CLASSES[k]}_f1": 2 * p * r / (p + r) if p + r else 0.0})
+        f = 2 * p * r / (p + r) if p + r else 0.0
+        out.update({f"{CLASSES[k]}_{m}": v for m, v in zip(PER_CLASS, (p, r, f), strict=True)})
     out["macro_f1"] = float(np.mean([out[f"{c}_f1"] for c in CLASSES[1:]]))
     return out
+
+
+def metric_names(config: Any) -> tuple[str, ...]:
+    """What `evaluate` reports (checked against `config.select` before anything compiles)."""
+    return (*(f"{c}_{m}" for c in CLASSES[1:] for m in PER_CLASS), "macro_f1")
 
 
 def _pad_rows(x: np.ndarray, rows: int, value: int) -> np.ndarray:

@@ -50,6 +50,7 @@ from vnr.data import pipeline, text
 from vnr.reports import results as results_lib
 
 NEW_SPLITS = ("new_test", "new_val")
+ALIGNMENT = ("clip_accuracy", "sentence_iou", "f1")  # what `align` reports
 
 
 def validate(config: Any) -> None:
@@ -236,7 +237,7 @@ def align(videos: list[dict], threshold: float) -> dict[str, float]:
         accs.append(clip_accuracy(pred, vid["gt"], vid["dur"]))
         ious.append(sentence_iou(pred, vid["gt"], vid["dur"]))
     a, u = 100 * float(np.nanmean(accs)), 100 * float(np.nanmean(ious))
-    return {"clip_accuracy": a, "sentence_iou": u, "f1": 2 * a * u / (a + u) if a + u else 0.0}
+    return dict(zip(ALIGNMENT, (a, u, 2 * a * u / (a + u) if a + u else 0.0), strict=True))
 
 
 def tune_threshold(videos: list[dict]) -> float:
@@ -293,8 +294,13 @@ def check_splits(config: Any) -> None:
                              f"{list(NEW_SPLITS)})")
 
 
+def metric_names(config: Any) -> tuple[str, ...]:
+    """What `evaluate` reports (checked against `config.select` before anything compiles)."""
+    return (*ALIGNMENT, "threshold", "videos")
+
+
 def result_columns(config: Any, results: dict) -> list[results_lib.Column]:
-    return results_lib.cols(("clip_accuracy", "sentence_iou", "f1"), "{:.1f}")
+    return results_lib.cols(ALIGNMENT, "{:.1f}")
 
 
 __all__ = ["evaluate", "make_model", "pretrained", "predict", "retrieval", "validate"]
