@@ -42,6 +42,7 @@ import regex
 from flax import nnx
 
 from vnr import config_checks, evaluation
+from vnr import task as task_lib
 
 CLASSES = ("none", "period", "comma", "question")
 PER_CLASS = ("precision", "recall", "f1")  # reported per class (not "none") as <class>_<m>
@@ -81,7 +82,11 @@ def units(text: str) -> list[tuple[str, int, int, int]]:
     return out
 
 
+SPLITS = ("train", "val", "test")
+
+
 def split_of(line: str) -> str:
+    """The split of a corpus line (stripped): test 10%, val 10%, train 80%, by CRC32."""
     h = zlib.crc32(line.encode()) % 10
     return "test" if h == 0 else "val" if h == 1 else "train"
 
@@ -171,6 +176,28 @@ def validate(config: Any) -> None:
         raise ValueError(f"model.encoder={config.model.encoder!r}: a local checkpoint "
                          "directory (XLM-R in the paper) with its tokenizer")
     config_checks.fits_positions(config, "data.max_tokens", "model.encoder")
+
+
+def check_splits(config: Any) -> None:
+    """Every split evaluated (`data.val_split`, `data.test_splits`, every evaluator's) is one
+    of `SPLITS` and holds a line of `data.corpus` (read until each has one), so a bad split
+    stops before training, not at its first evaluation."""
+    task_lib.require_splits(config, SPLITS, f"data.corpus={config.data.corpus!r}")
+    if config.total_steps == 0 and config.get("init_from"):
+        return  # restoring with a trained run: no corpus (see `validate`)
+    wanted = {"train"} if config.total_steps else set()
+    wanted |= {config.data.val_split, *config.data.test_splits, *(
+        s for e in (config.get("evals") or {}).values()
+        for s in ((e.get("split"),) if e.get("split") else e.get("splits") or ()))}
+    with open(config.data.corpus, encoding="utf-8") as f:
+        for line in f:
+            if (line := line.strip()) and units(line):
+                wanted.discard(split_of(line))
+                if not wanted:
+                    return
+    raise ValueError(f"data.corpus={config.data.corpus!r} has no line in split(s) "
+                     f"{', '.join(sorted(wanted))} (lines go to test / val / train by CRC32: "
+                     "10% / 10% / 80%)")
 
 
 def pretrained(config: Any) -> dict[str, tuple[str, str | None]]:

@@ -43,6 +43,7 @@ import numpy as np
 from flax import nnx
 
 from vnr import evaluation
+from vnr import task as task_lib
 from vnr.benchmarks.symon import data as symon_data
 from vnr.benchmarks.symon import retrieval
 from vnr.benchmarks.symon.model import RetrievalModel
@@ -284,14 +285,13 @@ def alignment_figure(split: str, videos: list[dict], threshold: float) -> Any:
 
 
 def check_splits(config: Any) -> None:
+    """Every split evaluated (`data.val_split`, `data.test_splits`, every evaluator's) is one
+    of the built YMS dataset or of `NEW_SPLITS`; zero-shot, so `data.train_split` is unread."""
     from tfds_builders.msymon import yms
 
     d = config.data
     have = yms.split_names(d.config, d.data_dir, d.manual_dir or None, dim=d.dim, fps=d.fps)
-    for split in (d.val_split, *d.test_splits):
-        if split not in (*have, *NEW_SPLITS):
-            raise ValueError(f"split {split!r} is not a YMS split (has {have} and "
-                             f"{list(NEW_SPLITS)})")
+    task_lib.require_splits(config, [*have, *NEW_SPLITS], f"yms/{d.config}", train=False)
 
 
 def metric_names(config: Any) -> tuple[str, ...]:
