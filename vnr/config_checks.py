@@ -60,7 +60,8 @@ RULES: dict[str, Rule] = {
     "eval_batch_size": COUNT,
     # 0 on purpose: evaluate-only and zero-shot rows (init_from, a pretrained tower, a
     # random baseline); a negative count is refused, never read as 0.
-    "total_steps": Rule(int, 0, note="0 trains nothing: the final evaluators score the model as built, pretrained weights included"),
+    "total_steps": Rule(int, 0, note="0 trains nothing: the final evaluators score the model "
+                                     "as built, pretrained weights included"),
     "warmup_steps": OPTIONAL_COUNT,
     "lr": Rule(float, 0, open_low=True, note="use total_steps=0 or config.frozen to train "
                                              "nothing"),
