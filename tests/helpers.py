@@ -1,9 +1,10 @@
-"""Helpers shared by the tests that train: dotted config overrides, a checkpoint's arrays by
-name, and one run trained once for a test module."""
+"""Helpers shared by the tests: dotted config overrides, a checkpoint's arrays by name, one
+run trained once for a test module, and the task modules of the benchmark homes."""
 
 from __future__ import annotations
 
 import pathlib
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -57,3 +58,18 @@ def train_once(tmp_path_factory: Any, name: str, make_config: Callable[[str], An
     workdir = tmp_path_factory.mktemp(name)
     train.run(make_config(data_dir), str(workdir))
     return data_dir, workdir
+
+
+def task_names() -> list[str]:
+    """Every task module under vnr/benchmarks ("<benchmark>.<module>"): a file that defines
+    every required hook of the task contract (`vnr.task.REQUIRED`), found without importing."""
+    from tests import ROOT
+    from vnr import task as task_lib
+
+    home = ROOT / "vnr" / "benchmarks"
+    found = []
+    for path in sorted(home.glob("*/*.py")):
+        text = path.read_text()
+        if all(re.search(rf"^(def {h}\(|{h} = )", text, re.M) for h in task_lib.REQUIRED):
+            found.append(".".join(path.relative_to(home).with_suffix("").parts))
+    return found

@@ -7,7 +7,8 @@ negative step count, a zero batch, a negative learning rate) stops before `confi
 written, instead of training an untrained model's results or failing deep in a library.
 Task-specific ranges (a model's positional-embedding size, a tokenizer's vocabulary) are
 the task's `validate(config)` hook (`fits_positions` is the shared one for checkpoint text
-encoders); split names are its `check_splits(config)`, once the dataset is built.
+encoders); split names are its `check_splits(config)`, which the trainer runs (building the dataset)
+before anything compiles.
 """
 
 from __future__ import annotations
@@ -57,7 +58,10 @@ RULES: dict[str, Rule] = {
     "seed": OPTIONAL_COUNT,
     "batch_size": COUNT,
     "eval_batch_size": COUNT,
-    "total_steps": Rule(int, 0, note="0 evaluates without training"),
+    # 0 on purpose: evaluate-only and zero-shot rows (init_from, a pretrained tower, a
+    # random baseline); a negative count is refused, never read as 0.
+    "total_steps": Rule(int, 0, note="0 trains nothing: the final evaluators score the model "
+                                     "as built, pretrained weights included"),
     "warmup_steps": OPTIONAL_COUNT,
     "lr": Rule(float, 0, open_low=True, note="use total_steps=0 or config.frozen to train "
                                              "nothing"),

@@ -154,17 +154,18 @@ def check_select(config: Any, evaluators: list[Evaluator]) -> Evaluator | None:
     if len({n for n, _, _ in parts}) > 1:
         raise EvaluatorError(f"select.metric={metric!r}: alternatives must be metrics of one "
                              f"evaluator (measured at the same steps)")
+    names_fn = getattr(chosen.module, "metric_names", None)
+    names = tuple(names_fn(config)) if names_fn is not None else ()
+    unknown = [leaf for _, _, r in parts if names and (leaf := r.rsplit("/", 1)[-1]) not in names]
+    if unknown:
+        raise EvaluatorError(f"select.metric={metric!r}: {chosen.module.__name__} reports no "
+                             f"{' or '.join(map(repr, unknown))} (it reports {', '.join(names)})")
     if not chosen.every:
         raise EvaluatorError(f"select.metric={metric!r}: evals.{name} never runs during "
                              f"training (every=0), so it cannot select a step")
     if chosen.every > config.total_steps:
         raise EvaluatorError(f"select.metric={metric!r}: evals.{name}.every={chosen.every} > "
                              f"total_steps={config.total_steps}: no step would be evaluated")
-    names_fn = getattr(chosen.module, "metric_names", None)
-    leaves = [r.rsplit("/", 1)[-1] for _, _, r in parts]
-    if names_fn is not None and not set(leaves) & set(names := tuple(names_fn(config))):
-        raise EvaluatorError(f"select.metric={metric!r}: {chosen.module.__name__} reports no "
-                             f"{' or '.join(map(repr, leaves))} (it reports {', '.join(names)})")
     return chosen
 
 

@@ -67,8 +67,9 @@ OPTIONAL = {
                   "`vnr/pretrained.py` loads into a fresh run",
     "result_columns": "result_columns(config, results) -> columns of the results table "
                       "(`vnr/reports/results.py`); default: every metric",
-    "metric_names": "metric_names(config) -> names `evaluate` reports (`config.select` is "
-                    "checked against them before anything compiles)",
+    "metric_names": "metric_names(config) -> every name `evaluate` may report under this "
+                    "config (`config.select` is checked against them before anything "
+                    "compiles; every task of the project gives it)",
     "feature_towers": "feature_towers(config) -> {name: vnr.feature_cache.Tower}: towers "
                       "whose outputs `python -m vnr.cache_features` can compute once when "
                       "frozen (`config.data.feature_cache`)",
@@ -147,14 +148,16 @@ def columns(module: Any, config: Any, results: dict[str, Metrics]) -> Sequence[A
     return fn(config, results) if fn is not None else None
 
 
-def require_splits(config: Any, have: Sequence[str], dataset: str, joined: bool = False) -> None:
+def require_splits(config: Any, have: Sequence[str], dataset: str, joined: bool = False,
+                   train: bool = True) -> None:
     """Every configured split (`data.train_split`, `data.val_split`, `data.test_splits` and
     every evaluator's, `config.evals`) is one of `have`, the built `dataset`'s splits; else
-    ValueError naming the key (the `check_splits` hook of most tasks). `joined`: a split may
-    join several with "+"."""
+    ValueError naming the key (the `check_splits` hook of every task). `joined`: a split may
+    join several with "+". `train=False`, or a config without `data.train_split`: the task
+    never reads that key (it is not checked)."""
     d = config.data
-    named = [("data.train_split", d.train_split), ("data.val_split", d.val_split)] + [
-        ("data.test_splits", s) for s in d.test_splits]
+    named = [("data.train_split", d.train_split)] if train and "train_split" in d else []
+    named += [("data.val_split", d.val_split)] + [("data.test_splits", s) for s in d.test_splits]
     known = {s for _, s in named}
     evals = config.get("evals") or {}
     for name in evals:

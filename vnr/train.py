@@ -6,8 +6,9 @@
 The task named by `config.task` ("<benchmark>.<module>") is imported as
 `vnr.benchmarks.<benchmark>.<module>` and supplies the hooks of the task contract
 (`vnr/task.py`: `make_model`, `train_data`, `loss_fn`, `predict`, `evaluate` and the optional
-ones). Everything else lives here, in order: validate the config, build the mesh, create
-the sharded model and optimizer, restore the latest checkpoint if any (else load the
+ones). Everything else lives here, in order: validate the config, check its splits against
+the built dataset (all before anything compiles), build the mesh, create the sharded model
+and optimizer, restore the latest checkpoint if any (else load the
 pretrained encoders the task names through its optional `pretrained(config)`, see
 `vnr/pretrained.py`; `config.frozen` lists parameters kept fixed), loop (jit-compiled step
 with donated state, progress, logs, the evaluators `config.evals` declares at their
@@ -145,12 +146,15 @@ class Setup:
 
 
 def setup(config: ml_collections.ConfigDict, devices: list | None = None,
-          workdir: pathlib.Path | None = None, load_pretrained: bool = True) -> Setup:
+          workdir: pathlib.Path | None = None, load_pretrained: bool = True,
+          check_splits: bool = False) -> Setup:
     """Validates the config and workdir (one-line ConfigError, before any compile),
     builds the mesh, the sharded model and optimizer state and the jitted steps.
 
     `load_pretrained`: put the task's pretrained encoder weights into the state
-    (`run` passes False and loads them itself only when no checkpoint is restored)."""
+    (`run` passes False and loads them itself only when no checkpoint is restored).
+    `check_splits`: run the task's `check_splits` too (it may build the dataset), still
+    before anything compiles (`run` passes True)."""
     try:
         task = task_lib.load(config.task)
     except task_lib.TaskError as e:
@@ -170,6 +174,8 @@ def setup(config: ml_collections.ConfigDict, devices: list | None = None,
         raise ConfigError(str(e)) from e
     if workdir is not None:  # every process checks, so all of them stop; `run` writes it
         check_workdir(workdir, config, write=False)
+    if check_splits:
+        _check_splits(task, config)
 
     try:
         tx = make_optimizer(config)
@@ -225,7 +231,7 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
     data_dir = (config.get("data") or {}).get("data_dir") or None
     if data_dir is not None:  # before anything compiles: the build would fail after it
         _check_data_dir(data_dir)
-    s = setup(config, workdir=workdir, load_pretrained=False)
+    s = setup(config, workdir=workdir, load_pretrained=False, check_splits=True)
     task, mesh, state, step_fn = s.task, s.mesh, s.state, s.step_fn
     n_params = sum(x.size for x in jax.tree.leaves(
         nnx.state(nnx.merge(s.graphdef, state)[0], nnx.Param)))
@@ -234,7 +240,7 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
     _say(primary, f"model: {n_params:,} parameters{frozen}; mesh {dict(mesh.shape)}; "
                   f"{jax.process_count()} process(es); workdir {workdir}")
 
-    try:  # building or opening the dataset (and its splits): one line, not a traceback
+    try:  # opening the training data: one line, not a traceback
         data_iter = _train_iterator(task, config, s.local_batch)
     except (ValueError, FileNotFoundError) as e:
         raise ConfigError(" ".join(str(e).split())) from e
@@ -402,20 +408,33 @@ def _pretrained(task: Any, config: Any, state: nnx.State, shardings: Any,
         raise ConfigError(str(e)) from e
 
 
+def _check_splits(task: Any, config: Any) -> None:
+    """The task's optional `check_splits` (every configured split exists, evaluators' too),
+    a ConfigError line naming the key. It may build the dataset: process 0 checks first,
+    the others after a barrier (several processes building one dataset in a shared
+    directory race)."""
+    check = task_lib.hook(task, "check_splits")
+    if check is None:
+        return
+    primary = jax.process_index() == 0
+    try:
+        if primary:
+            check(config)
+        distributed.barrier("vnr:splits_checked")
+        if not primary:
+            check(config)
+    except (ValueError, FileNotFoundError) as e:
+        raise ConfigError(" ".join(str(e).split())) from e
+
+
 def _train_iterator(task: Any, config: Any, local_batch: int) -> Any:
     """This process's training iterator; process 0 builds the dataset first.
 
     Several processes building one dataset in a shared directory race, so the
     others wait at a barrier until process 0 built it (through the task's
-    optional `prepare_data(config)`, or else by opening its iterator). The task's
-    `check_splits` runs before the iterator opens a split (a ConfigError naming the key).
+    optional `prepare_data(config)`, or else by opening its iterator).
     """
     def make() -> Any:
-        if check_splits := task_lib.hook(task, "check_splits"):
-            try:
-                check_splits(config)
-            except ValueError as e:
-                raise ConfigError(str(e)) from e
         return iter(task.train_data(config, local_batch, jax.process_index(),
                                     jax.process_count()))
 

@@ -2,7 +2,7 @@
 
     python -m vnr.train --config configs/msymon/yms.py[:ARGS] --workdir DIR \
         --config.data.manual_dir=YMS_DIR                       # supervised
-    python -m vnr.benchmarks.msymon.alignment evaluate --config configs/msymon/yms.py:zeroshot \
+    python -m vnr.benchmarks.msymon.tools evaluate --config configs/msymon/yms.py:zeroshot \
         --init_from RUN --manual_dir YMS_DIR --data_dir data/tfds   # zero-shot
 
 Same task as M-SyMoN (`vnr/benchmarks/msymon/alignment.py`: Eq. 2 InfoNCE, cosine similarity,

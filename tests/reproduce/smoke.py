@@ -4,10 +4,15 @@ the two test workers share them out)."""
 
 from __future__ import annotations
 
+import json
 import pathlib
 import time
 
-from vnr.reproduce import execute, plan, registry, report
+import ml_collections
+
+from vnr import evaluators
+from vnr import task as task_lib
+from vnr.reproduce import execute, plan, registry, report, runconfig
 
 
 def run_all(benchmark: str, root: pathlib.Path) -> tuple[plan.Plan, dict[str, str], float]:
@@ -50,10 +55,44 @@ def check_tables(p: plan.Plan, env: dict[str, str]) -> dict[str, list[report.Lin
     return out
 
 
+def check_metric_names(root: pathlib.Path) -> int:
+    """Every metric a run's evaluators wrote (its results.json, and the evaluator keys of its
+    metrics.jsonl) is one that `metric_names(config)` of the evaluator's module lists, so the
+    names `config.select` is checked against cannot drift from what evaluation reports.
+    Returns the number of runs checked (a tool's results hold no config: not checked)."""
+    checked = 0
+    for path in sorted(root.glob("*/results.json")):
+        held = runconfig.held(path.parent)
+        if held is None:
+            continue
+        config = ml_collections.ConfigDict(held)
+        evals = evaluators.parse(config, task_lib.load(config.task))
+        names = {e.name: set(e.module.metric_names(config)) for e in evals}
+        final = [e for e in evals if e.final]
+        for split, metrics in json.loads(path.read_text()).items():
+            if split == "selection":
+                continue
+            e = next((e for e in final if split in e.splits), final[0])
+            extra = sorted(set(metrics) - names[e.name])
+            assert not extra, f"{path}: {split} has {extra}, not in {e.module.__name__}." \
+                              f"metric_names"
+        log = path.parent / "metrics.jsonl"
+        for line in log.read_text().splitlines() if log.is_file() else ():
+            for key in json.loads(line):
+                name, _, rest = key.partition("/")
+                leaf = rest.rsplit("/", 1)[-1]
+                assert name not in names or leaf in names[name] | {"eval_seconds"}, \
+                    f"{log}: {key} is not in the metric_names of evals.{name}"
+        checked += 1
+    return checked
+
+
 def everything(benchmark: str, root: pathlib.Path
                ) -> tuple[plan.Plan, dict[str, str], dict[str, list[report.Line]]]:
-    """`run_all` then `check_tables`, printing the time (pytest -s shows it)."""
+    """`run_all`, `check_tables` and `check_metric_names`, printing the time (pytest -s
+    shows it)."""
     p, env, seconds = run_all(benchmark, root)
     tables = check_tables(p, env)
+    assert check_metric_names(root) > 0
     print(f"{benchmark}: every row at smoke scale in {seconds:.0f} s")
     return p, env, tables

@@ -85,7 +85,7 @@ TOOLS = [
     ("vnr.benchmarks.msymon.translate", [], "--src_code"),
     ("vnr.benchmarks.msymon.subtitles", [], "--vtt_dir"),
     ("vnr.benchmarks.moviepuzzle.length_report", [], "--by"),
-    ("vnr.reports.table", [], "--layout"),
+    ("vnr.benchmarks.moviepuzzle.tables", [], "--layout"),
     ("tfds_builders.__main__", ["build"], "--manual_dir"),
     ("vnr.train", [], "--multihost"),
     ("vnr.cache_features", [], "--towers"),
@@ -95,6 +95,17 @@ TOOLS = [
         ("encoders", "--patch"), ("ordering", "--gap_batch"), ("retrieval", "--dense_sizes"),
         ("sc2st", "--fusion"), ("scan", "--depths"))),
 ]
+
+
+def test_every_command_of_a_benchmark_home_is_listed_here() -> None:
+    """A benchmark's commands are its `tools.py` or modules named for their one job (README,
+    "Command lines"); each one is in TOOLS, so its flags are tested."""
+    from tests import ROOT
+
+    home = ROOT / "vnr" / "benchmarks"
+    found = {".".join(("vnr", "benchmarks", *p.relative_to(home).with_suffix("").parts))
+             for p in home.glob("*/*.py") if '__name__ == "__main__"' in p.read_text()}
+    assert found and found <= {m for m, _, _ in TOOLS}, found - {m for m, _, _ in TOOLS}
 
 
 @pytest.mark.parametrize(("module", "words", "flag"), TOOLS,

@@ -19,7 +19,8 @@ BAD = {
     "seed": (-1, "must be >= 0"),
     "batch_size": (0, "must be >= 1"),
     "eval_batch_size": (-8, "must be >= 1"),
-    "total_steps": (-1, "must be >= 0 (0 evaluates without training)"),
+    "total_steps": (-1, "must be >= 0 (0 trains nothing: the final evaluators score the "
+                        "model as built, pretrained weights included)"),
     "warmup_steps": (-5, "must be >= 0"),
     "lr": (-1e-3, "must be > 0 (use total_steps=0 or config.frozen to train nothing)"),
     "weight_decay": (-0.1, "must be >= 0"),

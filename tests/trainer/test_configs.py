@@ -12,7 +12,9 @@ from absl import flags
 from ml_collections import config_flags
 
 from tests import ROOT
-from vnr import config_file
+from tests.reproduce.test_configs import SELECTION
+from vnr import config_file, evaluators
+from vnr import task as task_lib
 
 CONFIG_FILES = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "configs").rglob("*.py")
                       if "def get_config" in p.read_text())
@@ -54,6 +56,26 @@ def test_config_loads(spec):
     assert isinstance(config, ml_collections.ConfigDict)
     for key in ("task", "data", "model", "batch_size", "total_steps", "lr", "mesh", "eval"):
         assert key in config, (spec, key)
+
+
+@pytest.mark.parametrize("spec", sorted(set(CONFIG_FILES) | set(DOCUMENTED) | set(SELECTION)))
+def test_config_declares_its_evaluators(spec):
+    """Every config (every documented `path.py:ARGS`, every paper row's) declares evaluators:
+    each names a
+    module with `evaluate` (`evaluators.parse`, which also checks `select.metric` against
+    the module's `metric_names`), one of them gives the results (`final`), and each split it
+    reads is one of the config's own data splits (so it follows `data.val_split` /
+    `data.test_splits`, which the task's `check_splits` checks against the built dataset
+    before anything compiles)."""
+    config = config_file.load(spec if ":" in spec else f"{spec}:{NEEDS_ARG.get(spec, '')}")
+    assert config.get("evals"), f"{spec}: no config.evals"
+    parsed = evaluators.parse(config, task_lib.load(config.task))
+    assert any(e.final for e in parsed), f"{spec}: no final evaluator"
+    d = config.data
+    own = {d.val_split, *d.test_splits}
+    for e in parsed:
+        assert callable(e.module.evaluate) and callable(e.module.metric_names), (spec, e.name)
+        assert set(e.splits) <= own, (spec, e.name, e.splits, own)
 
 
 @pytest.mark.parametrize("spec, names", [

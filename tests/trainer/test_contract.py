@@ -9,16 +9,19 @@ import jax
 import numpy as np
 import pytest
 
+from tests.helpers import task_names
 from vnr import evaluation, sharding
 from vnr import task as task_lib
 from vnr.reports import results
 
-TASKS = ("moviepuzzle.pairwise", "moviepuzzle.hcmc", "moviepuzzle.synopsis", "symon.order",
-         "symon.retrieval", "msymon.alignment", "movie101.mcn", "movie101.tng",
-         "sc2st.task")
+
+def test_every_task_module_is_found():
+    assert {"moviepuzzle.pairwise", "moviepuzzle.hcmc", "moviepuzzle.synopsis", "symon.order",
+            "symon.retrieval", "symon.yms_transfer", "msymon.alignment", "msymon.punctuation",
+            "movie101.mcn", "movie101.tng", "sc2st.task"} <= set(task_names())
 
 
-@pytest.mark.parametrize("name", TASKS)
+@pytest.mark.parametrize("name", task_names())
 def test_every_task_meets_the_contract(name):
     task_lib.check(task_lib.load(name))
 

@@ -16,7 +16,7 @@ import pytest
 from configs.moviepuzzle.main import get_config
 from tests import ROOT  # noqa: E402
 from tests.helpers import checkpoint_arrays, named_arrays, override
-from vnr import train
+from vnr import sharding, train
 
 METRICS = {"lsd", "lmd", "sd", "ssd", "os2", "os3"}
 
@@ -220,11 +220,21 @@ def test_bad_config_fails_before_compile(data_dir, tmp_path, overrides, message)
     assert not (tmp_path / "config.json").exists()
 
 
-def test_unknown_split_is_one_config_error(data_dir, tmp_path):
-    with pytest.raises(train.ConfigError, match=r"data.test_splits='test' is not a split of "
-                       r"moviepuzzle/synthetic_tiny \(it has train, val, test_in_domain"):
-        train.run(smoke(data_dir, **{"data.test_splits": ("test",)}), str(tmp_path))
-    assert not (tmp_path / "config.json").exists()  # the corrected command may run here
+def test_unknown_split_is_one_config_error_before_anything_compiles(data_dir, tmp_path,
+                                                                    monkeypatch):
+    def compiled(*args, **kwargs):
+        raise AssertionError("the model was built before the split check")
+
+    monkeypatch.setattr(sharding, "create_sharded", compiled)
+    bad_data = smoke(data_dir, **{"data.test_splits": ("test",)})
+    bad_evaluator = smoke(data_dir)
+    bad_evaluator.evals.extra = dict(split="nope", every=3)
+    for config, name in [(bad_data, "data.test_splits='test'"),
+                         (bad_evaluator, "evals.extra.split='nope'")]:
+        with pytest.raises(train.ConfigError, match=rf"^{name} is not a split of moviepuzzle/"
+                           r"synthetic_tiny \(it has train, val, test_in_domain"):
+            train.run(config, str(tmp_path))
+        assert not (tmp_path / "config.json").exists()  # the corrected command may run here
 
 
 def test_unwritable_data_dir_is_one_line_before_anything_compiles(tmp_path, monkeypatch):

@@ -40,6 +40,9 @@ from vnr.ops import ranking
 
 KS = (1, 5, 10)
 TIE = "optimistic"
+DIRECTIONS = ("v2t_", "t2v_")  # clip queries, text queries
+# Every key `retrieval_metrics` / `embedding_retrieval_metrics` report.
+NAMES = tuple(f"{d}{m}" for d in DIRECTIONS for m in (*(f"r@{k}" for k in KS), "medr"))
 
 
 def relevance(video: np.ndarray, center: np.ndarray, nearest: int = 3,

@@ -11,8 +11,8 @@ from flax import nnx
 from configs.moviepuzzle import baselines, hcmc
 from vnr import train
 from vnr.benchmarks.moviepuzzle import hcmc as task
+from vnr.benchmarks.moviepuzzle import tables
 from vnr.benchmarks.moviepuzzle.order_metrics import random_expectation
-from vnr.reports import table
 from vnr.workdir import split_results
 
 METRICS = {"lsd", "lmd", "sd", "ssd", "os2", "os3"}
@@ -45,7 +45,7 @@ def test_hcmc_row_runs_end_to_end_and_reaches_the_table(data_dir, tmp_path, caps
     r.data.data_dir = data_dir
     rand = train.run(r, str(tmp_path / "random"))
     capsys.readouterr()
-    table.main(["--workdirs", str(tmp_path / "hcmc"), str(tmp_path / "random"),
+    tables.main(["--workdirs", str(tmp_path / "hcmc"), str(tmp_path / "random"),
                 str(tmp_path / "missing"), "--csv", str(tmp_path / "t.csv")])
     out = capsys.readouterr().out.splitlines()
     assert "HCMC frame+shot" in out[2] and "random" in out[3]

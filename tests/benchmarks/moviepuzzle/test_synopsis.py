@@ -15,7 +15,7 @@ from flax import nnx
 from tfds_builders import common
 from tfds_builders import moviepuzzle as mp
 from tfds_builders.moviepuzzle import synopsis_corpus
-from vnr.benchmarks.moviepuzzle.synopsis_metrics import retrieval_metrics
+from vnr.benchmarks.moviepuzzle.synopsis_metrics import answer_counts, retrieval_metrics
 from vnr.workdir import split_results
 
 # ----------------------------------------------------------------------------- metrics
@@ -35,6 +35,24 @@ def test_metrics_perfect_constant_and_known_ranks() -> None:
     assert float(m["r1"]) == pytest.approx(1 / n) and float(m["r5"]) == pytest.approx(5 / n)
     assert float(m["r10"]) == pytest.approx(10 / n) and float(m["medr"]) == 8.0
     assert float(m["mean_rank"]) == pytest.approx((n + 1) / 2)
+
+
+def test_metrics_with_ties_and_padding_are_pinned() -> None:
+    """Values of the hand-counted implementation (before the shared ranking op), pinned:
+    integer scores in 0..3 tie often; the last two rows and columns are padding."""
+    sim = jnp.asarray(np.random.default_rng(7).integers(0, 4, (9, 9)), jnp.float32)
+    valid = jnp.asarray([True] * 7 + [False] * 2)
+    g, e = answer_counts(sim, valid)
+    assert np.asarray(g)[:7].tolist() == [0, 3, 0, 1, 4, 3, 5]
+    assert np.asarray(e)[:7].tolist() == [3, 2, 0, 3, 1, 3, 1]
+    m = {k: float(v) for k, v in retrieval_metrics(sim, valid).items()}
+    assert m == pytest.approx({"r1": 0.1785714328289032, "r5": 0.6666666865348816, "r10": 1.0,
+                               "medr": 5.0, "mean_rank": 4.214285850524902, "count": 7.0},
+                              rel=1e-6)
+    m = {k: float(v) for k, v in jax.jit(retrieval_metrics)(sim).items()}
+    assert m == pytest.approx({"r1": 0.12037037312984467, "r5": 0.5370370745658875,
+                               "r10": 1.0, "medr": 5.5, "mean_rank": 4.722222328186035,
+                               "count": 9.0}, rel=1e-6)
 
 
 def test_metrics_ignore_padding() -> None:

@@ -45,6 +45,36 @@ def tiny_xlmr(tmp_path_factory):
     return d
 
 
+def test_bad_or_empty_split_stops_before_anything_compiles(tiny_xlmr, tmp_path, monkeypatch):
+    """A split name the corpus cannot have, or one none of its lines falls in, is one line
+    before the model is built (not a traceback at the first evaluation)."""
+    from vnr import sharding
+
+    def compiled(*args, **kwargs):
+        raise AssertionError("the model was built before the split check")
+
+    monkeypatch.setattr(sharding, "create_sharded", compiled)
+    lines = [f"{a} {b}, {c}." for a in WORDS for b in WORDS for c in WORDS[:2]]
+    train_only = [x for x in lines if task.split_of(x) == "train"]
+    corpus = tmp_path / "corpus.txt"
+    for text, override, message in [
+        (lines, {"test_splits": ("nope",)}, r"^data.test_splits='nope' is not a split of "
+                                            r"data.corpus='.*corpus.txt' \(it has train, val, "
+                                            r"test\)$"),
+        (train_only, {}, r"^data.corpus='.*corpus.txt' has no line in split\(s\) test, val "),
+    ]:
+        corpus.write_text("\n".join(text), encoding="utf-8")
+        c = get_config("punctuation,smoke")
+        c.data.corpus, c.model.encoder = str(corpus), str(tiny_xlmr)
+        c.data.update(override)
+        with pytest.raises(train.ConfigError, match=message):
+            train.run(c, str(tmp_path / "run"))
+        assert not (tmp_path / "run" / "config.json").exists()
+    c.evals.extra = dict(split="val", every=1)  # a val line is enough again
+    corpus.write_text("\n".join(lines), encoding="utf-8")
+    task.check_splits(c)
+
+
 @pytest.mark.e2e
 def test_train_evaluate_and_restore(tiny_xlmr, tmp_path, capfd):
     rng = np.random.default_rng(0)

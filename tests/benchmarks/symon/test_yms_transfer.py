@@ -55,6 +55,23 @@ def test_alignment_metrics_by_hand():
     assert yt.tune_threshold(vids) >= 0.5  # the tuned threshold drops clip 3 too
 
 
+def test_every_evaluated_split_is_checked(tmp_path):
+    """The evaluators' splits too (`new_val` / `new_test` are drawn from the built ones);
+    the zero-shot task never reads data.train_split."""
+    from tfds_builders.msymon.yms import synthetic as yms_synthetic
+    from vnr.benchmarks.symon import yms_transfer as yt
+
+    root = yms_synthetic.write_corpus(tmp_path / "yms", seed=1, dim=32)
+    c = _config("yms_transfer", "smoke")
+    c.data.update(manual_dir=str(root), data_dir=str(tmp_path / "tfds"), train_split="unread")
+    c.evals.extra = dict(split="new_val", every=1)
+    yt.check_splits(c)
+    c.evals.extra.split = "nope"
+    with pytest.raises(ValueError, match=r"^evals.extra.split='nope' is not a split of "
+                                         r"yms/sentences \(it has .*new_test, new_val\)$"):
+        yt.check_splits(c)
+
+
 @pytest.mark.e2e
 def test_zero_shot_from_a_symon_retrieval_run_without_the_yms_movies(tmp_path):
     from tfds_builders.msymon.yms import synthetic as yms_synthetic

@@ -39,6 +39,11 @@ import numpy as np
 
 from vnr.data.text import words
 
+# The keys each scorer reports (`vnr.benchmarks.movie101.mcn.metric_names` lists them).
+ROLE_RELEASE = ("role_p", "role_r", "role_f1")  # `role_f1_release`
+ROLE_MICRO = ("role_p_micro", "role_r_micro", "role_f1_micro")  # `role_f1`
+EMSCORE = ("em_coarse", "em_fine_p", "em_fine_r", "em_fine_f", "emscore")  # `emscore`
+
 
 def tokens(text: str) -> list[str]:
     return words(text)
@@ -132,8 +137,8 @@ def role_f1(hyps: Sequence[str], refs: Sequence[str], casts: Sequence[Sequence[s
         tp, nh, nr = tp + len(hs & rs), nh + len(hs), nr + len(rs)
     p = tp / nh if nh else 0.0
     rc = tp / nr if nr else 0.0
-    return {"role_p_micro": p, "role_r_micro": rc,
-            "role_f1_micro": 2 * p * rc / (p + rc) if p + rc else 0.0}
+    return dict(zip(ROLE_MICRO, (p, rc, 2 * p * rc / (p + rc) if p + rc else 0.0),
+                    strict=True))
 
 
 # upstream rolef1.py's list of easily misidentified role names (never counted as predicted)
@@ -160,7 +165,7 @@ def role_f1_release(hyps: Sequence[str], refs: Sequence[str], casts: Sequence[Se
         r.append(ri)
         f.append(2 * pi * ri / (pi + ri) if pi + ri else 0.0)
     n = max(len(f), 1)
-    return {"role_p": sum(p) / n, "role_r": sum(r) / n, "role_f1": sum(f) / n}
+    return dict(zip(ROLE_RELEASE, (sum(p) / n, sum(r) / n, sum(f) / n), strict=True))
 
 
 def _unit(x: jax.Array) -> jax.Array:
@@ -295,9 +300,8 @@ def emscore(frame_emb, frame_mask, text_global, token_emb, token_mask,
     video = _unit((_unit(frame_emb) * fm).sum(1) / jnp.maximum(fm.sum(1), 1))
     coarse = jnp.sum(video * _unit(text_global), -1)
     p, r, f = greedy_match(token_emb, token_mask, frame_emb, frame_mask, token_weight)
-    return {"em_coarse": np.asarray(coarse), "em_fine_p": np.asarray(p),
-            "em_fine_r": np.asarray(r), "em_fine_f": np.asarray(f),
-            "emscore": np.asarray((coarse + f) / 2)}
+    return dict(zip(EMSCORE, (np.asarray(x) for x in (coarse, p, r, f, (coarse + f) / 2)),
+                    strict=True))
 
 
 def sample_frames(frames: np.ndarray, mask: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:

@@ -50,6 +50,8 @@ from vnr.ops.beam_decode import beam_search, tile_beams
 from vnr.reports import results as results_lib
 
 TEXT_KEYS = ("ref", "cast", "clip")
+BLEU_N = 4  # BLEU@1..4
+BERT = ("bertscore", "bert_baseline")  # what `bert_scores` reports
 
 
 def validate(config: Any) -> None:
@@ -243,7 +245,7 @@ def caption_scores(hyps: list[str], refs: list[str], casts: list[list[str]],
                    names: list[str] | None = None) -> dict[str, float]:
     """BLEU@1-4, CIDEr-D, RoleF1 as rolef1.py (`role_f1/p/r`; `names`: every movie's cast,
     default the casts given) and our micro RoleF1 (`role_*_micro`), x100."""
-    b = cm.bleu(hyps, [[r] for r in refs])
+    b = cm.bleu(hyps, [[r] for r in refs], BLEU_N)
     out = {f"bleu{n + 1}": 100 * v for n, v in enumerate(b)}
     out["cider_d"] = 100 * cm.cider_d(hyps, [[r] for r in refs])
     names = [n for c in casts for n in c] if names is None else names
@@ -271,8 +273,19 @@ def bert_scores(path: str, hyps: list[str], refs: list[str], layer: int = 0,
     he, hm = cm.bert_token_embeddings(model, tok, hyps, layer=layer)
     re, rm = cm.bert_token_embeddings(model, tok, refs, layer=layer)
     b = baseline if baseline >= 0 else cm.bertscore_baseline(re, rm)
-    return {"bertscore": 100 * float(np.mean(cm.bertscore_f1(he, hm, re, rm, b))),
-            "bert_baseline": b}
+    return dict(zip(BERT, (100 * float(np.mean(cm.bertscore_f1(he, hm, re, rm, b))), b),
+                    strict=True))
+
+
+def metric_names(config: Any) -> tuple[str, ...]:
+    """What `evaluate` reports under `config.eval` (checked against `config.select` before
+    anything compiles): BERTScore, EMScore and MNScore only with their checkpoints."""
+    e = config.eval
+    bert = BERT if e.bert_model else ()
+    em = cm.EMSCORE if e.clip_model else ()
+    mn = ("mnscore",) if e.clip_model and e.bert_model else ()
+    return (*(f"bleu{n}" for n in range(1, BLEU_N + 1)), "cider_d", *cm.ROLE_RELEASE,
+            *cm.ROLE_MICRO, *bert, *em, *mn, "narrations", "left_out")
 
 
 def result_columns(config: Any, results: dict) -> list[results_lib.Column]:

@@ -44,7 +44,8 @@ from vnr.reports import results as results_lib
 NEG = -1.0e9
 
 IOUS = (0.1, 0.3, 0.5, 0.7)
-KS = (1, 5, 10)
+LOCAL_NS = (1, 5)  # local grounding: R@n, IoU@m for n in LOCAL_NS, m in IOUS
+KS = (1, 5, 10)  # global shot retrieval: R@k
 
 
 def _global(config: Any) -> bool:
@@ -213,7 +214,7 @@ def score_windows(scores: np.ndarray, gt: np.ndarray, n: int) -> dict[str, float
     boxes = gm.to_index_boxes(spans[valid])
     gt_boxes = gm.to_index_boxes(np.asarray(gt, np.float64))
     flat = np.asarray(scores, np.float64)[:, valid]
-    out = {k: 100 * v for k, v in gm.recall_upstream(flat, boxes, gt_boxes, (1, 5),
+    out = {k: 100 * v for k, v in gm.recall_upstream(flat, boxes, gt_boxes, LOCAL_NS,
                                                      IOUS).items()}
     for m in IOUS:
         out[f"random_R@1,IoU@{m}"] = 100 * gm.random_recall_upstream(boxes, gt_boxes, m)
@@ -320,6 +321,16 @@ def evaluate_global(config: Any, split: str, predict_fn: Callable, mesh: jax.sha
     out["no_positive"] = float(sum(p == 0 for p in n_pos))
     out["left_out"] = float(sum(records.usable(d, split)[1].values()))
     return out
+
+
+def metric_names(config: Any) -> tuple[str, ...]:
+    """What `evaluate` reports for `config.stage` (checked against `config.select` before
+    anything compiles)."""
+    if _global(config):
+        return (*(f"R@{k}" for k in KS), *(f"movie_avg_R@{k}" for k in KS), "movies",
+                *(f"random_R@{k}" for k in KS), "narrations", "no_positive", "left_out")
+    return (*(f"R@{n},IoU@{m}" for n in LOCAL_NS for m in IOUS),
+            *(f"random_R@1,IoU@{m}" for m in IOUS), "narrations", "left_out")
 
 
 def _positives(d: Any, recs: list[dict], spans: np.ndarray) -> np.ndarray:

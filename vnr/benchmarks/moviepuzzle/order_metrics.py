@@ -33,6 +33,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+# The keys of `summary` and `random_expectation`, in Table 1's column order.
+METRICS = ("lsd", "lmd", "sd", "ssd", "os2", "os3")
+
 Array = jax.Array
 
 
@@ -276,7 +279,7 @@ def ordering_score_partial(pred, gt_order, beta: int = 2, mask=None) -> Array:
 
 
 def summary(pred_order, gt_order, mask=None) -> dict[str, float]:
-    """Clip-averaged Table 1 metrics: keys lsd, lmd, sd, ssd, os2, os3.
+    """Clip-averaged Table 1 metrics, keyed by `METRICS` (lsd, lmd, sd, ssd, os2, os3).
 
     LSD/LMD/SD/SSD are in the paper's units (positions, swaps); OS2/OS3 are percentages.
     Needs concrete inputs (returns Python floats) and n >= 3 in every clip for OS3.
@@ -286,15 +289,13 @@ def summary(pred_order, gt_order, mask=None) -> dict[str, float]:
     Returns:
       dict of floats.
     """
-    out = {
-        "lsd": location_square_deviation(pred_order, gt_order, mask),
-        "lmd": location_mean_deviation(pred_order, gt_order, mask),
-        "sd": swap_deviation(pred_order, gt_order, mask),
-        "ssd": swap_distance_deviation(pred_order, gt_order, mask),
-        "os2": 100.0 * ordering_score(pred_order, gt_order, 2, mask),
-        "os3": 100.0 * ordering_score(pred_order, gt_order, 3, mask),
-    }
-    return {k: float(jnp.mean(v)) for k, v in out.items()}
+    values = (location_square_deviation(pred_order, gt_order, mask),
+              location_mean_deviation(pred_order, gt_order, mask),
+              swap_deviation(pred_order, gt_order, mask),
+              swap_distance_deviation(pred_order, gt_order, mask),
+              100.0 * ordering_score(pred_order, gt_order, 2, mask),
+              100.0 * ordering_score(pred_order, gt_order, 3, mask))
+    return {k: float(jnp.mean(v)) for k, v in zip(METRICS, values, strict=True)}
 
 
 def random_expectation(lengths: Sequence[int]) -> dict[str, float]:
@@ -312,11 +313,6 @@ def random_expectation(lengths: Sequence[int]) -> dict[str, float]:
     if ns.size == 0 or (ns < 3).any():
         raise ValueError("lengths must be a non-empty list of clip lengths >= 3")
     harmonic = np.array([sum(1.0 / k for k in range(1, int(n) + 1)) for n in ns])
-    return {
-        "lsd": float(np.mean((ns**2 - 1) / 6)),
-        "lmd": float(np.mean((ns**2 - 1) / (3 * ns))),
-        "sd": float(np.mean(ns - harmonic)),
-        "ssd": float(np.mean((ns**2 - 1) / 6)),
-        "os2": 50.0,
-        "os3": 100.0 / 6,
-    }
+    values = (np.mean((ns**2 - 1) / 6), np.mean((ns**2 - 1) / (3 * ns)), np.mean(ns - harmonic),
+              np.mean((ns**2 - 1) / 6), 50.0, 100.0 / 6)
+    return {k: float(v) for k, v in zip(METRICS, values, strict=True)}

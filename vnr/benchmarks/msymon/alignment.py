@@ -71,7 +71,9 @@ from vnr.benchmarks.msymon.model import Aligner
 from vnr.models.compute import float32
 from vnr.reports import results as results_lib
 
-METRICS = ("clip_accuracy", "sentence_iou", "f1")
+METRICS = am.SUMMARY  # clip_accuracy, sentence_iou, f1: the paper's
+SCORES = (*METRICS, "f1_video_mean")  # what `score` reports (under a prefix)
+TRANSCRIPTS = ("transcript_", "estimated_transcript_")  # `transcript_prefix`'s two answers
 WINDOW_COST = 1e4
 DROP_RULES = ("tune", "fixed", "percentile")
 
@@ -335,7 +337,7 @@ def transcript_prefix(out: dict) -> str:
     constant-rate estimate over the video's duration (`data.narration_times`), never the
     paper's baseline."""
     known = out["narr_known"][out["sent_mask"]]
-    return "transcript_" if known.size and known.all() else "estimated_transcript_"
+    return TRANSCRIPTS[0] if known.size and known.all() else TRANSCRIPTS[1]
 
 
 def per_video(pred: np.ndarray, out: dict) -> dict[str, np.ndarray]:
@@ -469,6 +471,22 @@ def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.M
                                             out["sent_mask"])
     metrics.update({f"video_pool_{k}": v for k, v in per_video.items() if k != "queries"})
     return metrics
+
+
+def metric_names(config: Any) -> tuple[str, ...]:
+    """Every name `evaluate` may report under `config.eval` (checked against `config.select`
+    before anything compiles); the model's `estimated_*` scores only with a §6.5 window."""
+    ev = config.eval
+    window = _is_number(ev.window) and float(ev.window) > 0
+    argmax = ev.method == "argmax"
+    costs = not argmax and ev.drop != "percentile"  # d_v, d_t: tuned or fixed
+    tuned = ev.threshold in (None, "tune") if argmax else ev.drop == "tune"
+    extra = {"threshold": argmax, "d_v": costs, "d_t": costs,
+             "tuned_on_videos": tuned, "estimated_narration_fraction": window}
+    prefixes = ("", *(("estimated_",) if window else ()), *TRANSCRIPTS)
+    return (*(p + k for p in prefixes for k in SCORES), "videos",
+            *(k for k, on in extra.items() if on), *retrieval_metrics.POOLED,
+            *(f"video_pool_{k}" for k in retrieval_metrics.SUMMARY if k != "queries"))
 
 
 def alignment_report(split: str, out: dict, pred: np.ndarray, how: str,

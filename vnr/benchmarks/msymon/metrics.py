@@ -204,6 +204,9 @@ def f1(clip_acc: Any, sent_iou: Any) -> Any:
     return xp.where(s == 0, 0.0, 2.0 * a * u / xp.where(s == 0, 1.0, s))
 
 
+SUMMARY = ("clip_accuracy", "sentence_iou", "f1")  # the keys of `summarize`
+
+
 def summarize(clip_acc: Any, sent_iou: Any) -> dict[str, float]:
     """Dataset-level numbers as the papers report them: NaN-ignoring means over videos of
     clip accuracy and sentence IoU, and F1 as the harmonic mean of those two means.
@@ -213,11 +216,11 @@ def summarize(clip_acc: Any, sent_iou: Any) -> dict[str, float]:
       sent_iou: per-video sentence IoUs (any shape).
 
     Returns:
-      ``{"clip_accuracy", "sentence_iou", "f1"}`` as Python floats.
+      ``SUMMARY`` (clip_accuracy, sentence_iou, f1) -> Python floats.
     """
     a = float(np.nanmean(np.asarray(clip_acc, np.float64)))
     u = float(np.nanmean(np.asarray(sent_iou, np.float64)))
-    return {"clip_accuracy": a, "sentence_iou": u, "f1": float(f1(np.float64(a), np.float64(u)))}
+    return dict(zip(SUMMARY, (a, u, float(f1(np.float64(a), np.float64(u)))), strict=True))
 
 
 def alignment_metrics(

@@ -43,8 +43,10 @@ import regex
 from flax import nnx
 
 from vnr import config_checks, evaluation
+from vnr import task as task_lib
 
 CLASSES = ("none", "period", "comma", "question")
+PER_CLASS = ("precision", "recall", "f1")  # reported per class (not "none") as <class>_<m>
 MARKS = {".": 1, "!": 1, "।": 1, "。": 1, "！": 1, ",": 2, "，": 2, "、": 2, ";": 2, ":": 2,
          "；": 2, "：": 2, "?": 3, "？": 3}
 STRENGTH = {0: 0, 2: 1, 1: 2, 3: 3}  # several marks after a unit: question > period > comma
@@ -87,7 +89,11 @@ def units(text: str) -> list[tuple[str, int, int, int]]:
     return out
 
 
+SPLITS = ("train", "val", "test")
+
+
 def split_of(line: str) -> str:
+    """The split of a corpus line (stripped): test 10%, val 10%, train 80%, by CRC32."""
     h = zlib.crc32(line.encode()) % 10
     return "test" if h == 0 else "val" if h == 1 else "train"
 
@@ -179,6 +185,28 @@ def validate(config: Any) -> None:
     config_checks.fits_positions(config, "data.max_tokens", "model.encoder")
 
 
+def check_splits(config: Any) -> None:
+    """Every split evaluated (`data.val_split`, `data.test_splits`, every evaluator's) is one
+    of `SPLITS` and holds a line of `data.corpus` (read until each has one), so a bad split
+    stops before training, not at its first evaluation."""
+    task_lib.require_splits(config, SPLITS, f"data.corpus={config.data.corpus!r}")
+    if config.total_steps == 0 and config.get("init_from"):
+        return  # restoring with a trained run: no corpus (see `validate`)
+    wanted = {"train"} if config.total_steps else set()
+    wanted |= {config.data.val_split, *config.data.test_splits, *(
+        s for e in (config.get("evals") or {}).values()
+        for s in ((e.get("split"),) if e.get("split") else e.get("splits") or ()))}
+    with open(config.data.corpus, encoding="utf-8") as f:
+        for line in f:
+            if (line := line.strip()) and units(line):
+                wanted.discard(split_of(line))
+                if not wanted:
+                    return
+    raise ValueError(f"data.corpus={config.data.corpus!r} has no line in split(s) "
+                     f"{', '.join(sorted(wanted))} (lines go to test / val / train by CRC32: "
+                     "10% / 10% / 80%)")
+
+
 def pretrained(config: Any) -> dict[str, tuple[str, str | None]]:
     """A run's whole model (`init_from`, e.g. to restore punctuation), else the encoder."""
     from vnr import pretrained as pretrained_lib
@@ -231,10 +259,15 @@ def class_metrics(pred: np.ndarray, labels: np.ndarray) -> dict[str, float]:
         tp = float(((pred == k) & (labels == k) & ok).sum())
         p = tp / max(float(((pred == k) & ok).sum()), 1.0)
         r = tp / max(float(((labels == k) & ok).sum()), 1.0)
-        out.update({f"{CLASSES[k]}_precision": p, f"{CLASSES[k]}_recall": r,
-                    f"{CLASSES[k]}_f1": 2 * p * r / (p + r) if p + r else 0.0})
+        f = 2 * p * r / (p + r) if p + r else 0.0
+        out.update({f"{CLASSES[k]}_{m}": v for m, v in zip(PER_CLASS, (p, r, f), strict=True)})
     out["macro_f1"] = float(np.mean([out[f"{c}_f1"] for c in CLASSES[1:]]))
     return out
+
+
+def metric_names(config: Any) -> tuple[str, ...]:
+    """What `evaluate` reports (checked against `config.select` before anything compiles)."""
+    return (*(f"{c}_{m}" for c in CLASSES[1:] for m in PER_CLASS), "macro_f1")
 
 
 def _pad_rows(x: np.ndarray, rows: int, value: int) -> np.ndarray:

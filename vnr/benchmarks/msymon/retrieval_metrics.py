@@ -25,6 +25,8 @@ from vnr.ops import ranking
 
 KS = (1, 5, 10)
 TIE = "index"
+SUMMARY = (*(f"r{k}" for k in KS), "mean_rank", "queries")  # `retrieval_metrics`' keys
+POOLED = (*SUMMARY, "pool_clips", "pool_videos")  # `pooled_retrieval_metrics`' keys
 
 
 def _summary(r: np.ndarray, prefix: str = "") -> dict[str, float]:

@@ -28,6 +28,8 @@ from vnr.reports.results import Column, markdown
 KS = (1, 5, 10)
 STAGES = {"early": (2, 3, 4), "middle": (5, 6, 7), "late": (8, 9, 10)}
 METRICS = ("r1", "r5", "r10", "mean_rank", "mrr")
+# Every key `summarise` can report: overall, then per stage.
+NAMES = (*METRICS, *(f"{stage}_{k}" for stage in STAGES for k in METRICS))
 TIE = "expected"  # ours (the paper does not say how ties rank): random ties, in expectation
 
 
@@ -66,12 +68,11 @@ def summarise(scores: np.ndarray, answer: np.ndarray, first_round: int = 2
     q = {k: np.asarray(v) for k, v in per_query(scores, answer).items()}
     rounds = np.arange(first_round, first_round + np.asarray(answer).shape[1])
 
+    per_query_key = {"mean_rank": "rank", "mrr": "rr"}  # R@k: percent of the queries
+
     def agg(sel: np.ndarray) -> dict[str, float]:
-        return {"r1": 100 * float(q["r1"][:, sel].mean()),
-                "r5": 100 * float(q["r5"][:, sel].mean()),
-                "r10": 100 * float(q["r10"][:, sel].mean()),
-                "mean_rank": float(q["rank"][:, sel].mean()),
-                "mrr": float(q["rr"][:, sel].mean())}
+        return {k: float(q[per_query_key.get(k, k)][:, sel].mean()) *
+                (1 if k in per_query_key else 100) for k in METRICS}
 
     out = agg(np.ones(len(rounds), bool))
     for stage, ts in STAGES.items():

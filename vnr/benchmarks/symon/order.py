@@ -25,6 +25,7 @@ from vnr.models.compute import float32
 from vnr.reports import results as results_lib
 
 TASK = "order"
+METRICS = ("accuracy", "pairs")  # what `evaluate` reports
 check_splits = symon_retrieval.check_splits
 
 
@@ -77,7 +78,7 @@ def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.M
         from vnr.reports import plots
 
         plots.report(report_dir / f"{split}_order.png", order_figure, config, split, out)
-    return {"accuracy": 100.0 * right / len(out), "pairs": float(len(out))}
+    return dict(zip(METRICS, (100.0 * right / len(out), float(len(out))), strict=True))
 
 
 REPORT_PAIRS = 6  # pairs drawn
@@ -103,6 +104,11 @@ def order_figure(config: Any, split: str, out: Any) -> Any:
 
 RESULT_COLUMNS = [results_lib.Column("accuracy", "accuracy (%)", "{:.1f}"),
                   results_lib.Column("pairs", fmt="{:.0f}")]
+
+
+def metric_names(config: Any) -> tuple[str, ...]:
+    """What `evaluate` reports (checked against `config.select` before anything compiles)."""
+    return METRICS
 
 
 def result_columns(config: Any, results: dict) -> list[results_lib.Column]:

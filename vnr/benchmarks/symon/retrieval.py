@@ -33,6 +33,7 @@ from vnr.ops import contrastive, retrieval_metrics
 from vnr.reports import results as results_lib
 
 TASK = "retrieval"
+CHANCE_KS = (1, 10)  # R@k whose chance level (random scores) is reported
 
 
 def validate_data(d: Any) -> None:
@@ -147,7 +148,7 @@ def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.M
     metrics = retrieval_metrics.embedding_retrieval_metrics(
         cat["v"], cat["t"], cat["video"], cat["movie"], cat["center"],
         text_center=cat["text_center"], mesh=ranking_mesh(mesh))
-    for k in (1, 10):  # chance levels of these very items (random scores)
+    for k in CHANCE_KS:  # chance levels of these very items (random scores)
         metrics[f"chance_v2t_r@{k}"] = retrieval_metrics.chance_recall(cat["video"],
                                                                        cat["movie"], k=k)
     metrics["items"] = float(len(cat))
@@ -191,6 +192,11 @@ def retrieval_figure(config: Any, split: str, cat: evaluation.SplitOutputs) -> A
         name, text = where(q)
         queries.append(figures.Query(text, name, top, first))
     return figures.retrieval_queries(queries, split)
+
+
+def metric_names(config: Any) -> tuple[str, ...]:
+    """What `evaluate` reports (checked against `config.select` before anything compiles)."""
+    return (*retrieval_metrics.NAMES, *(f"chance_v2t_r@{k}" for k in CHANCE_KS), "items")
 
 
 def result_columns(config: Any, results: dict) -> list[results_lib.Column]:

@@ -43,6 +43,7 @@ import numpy as np
 from flax import nnx
 
 from vnr import evaluation
+from vnr import task as task_lib
 from vnr.benchmarks.symon import data as symon_data
 from vnr.benchmarks.symon import retrieval
 from vnr.benchmarks.symon.model import RetrievalModel
@@ -50,6 +51,7 @@ from vnr.data import pipeline, text
 from vnr.reports import results as results_lib
 
 NEW_SPLITS = ("new_test", "new_val")
+ALIGNMENT = ("clip_accuracy", "sentence_iou", "f1")  # what `align` reports
 
 
 def validate(config: Any) -> None:
@@ -236,7 +238,7 @@ def align(videos: list[dict], threshold: float) -> dict[str, float]:
         accs.append(clip_accuracy(pred, vid["gt"], vid["dur"]))
         ious.append(sentence_iou(pred, vid["gt"], vid["dur"]))
     a, u = 100 * float(np.nanmean(accs)), 100 * float(np.nanmean(ious))
-    return {"clip_accuracy": a, "sentence_iou": u, "f1": 2 * a * u / (a + u) if a + u else 0.0}
+    return dict(zip(ALIGNMENT, (a, u, 2 * a * u / (a + u) if a + u else 0.0), strict=True))
 
 
 def tune_threshold(videos: list[dict]) -> float:
@@ -283,18 +285,22 @@ def alignment_figure(split: str, videos: list[dict], threshold: float) -> Any:
 
 
 def check_splits(config: Any) -> None:
+    """Every split evaluated (`data.val_split`, `data.test_splits`, every evaluator's) is one
+    of the built YMS dataset or of `NEW_SPLITS`; zero-shot, so `data.train_split` is unread."""
     from tfds_builders.msymon import yms
 
     d = config.data
     have = yms.split_names(d.config, d.data_dir, d.manual_dir or None, dim=d.dim, fps=d.fps)
-    for split in (d.val_split, *d.test_splits):
-        if split not in (*have, *NEW_SPLITS):
-            raise ValueError(f"split {split!r} is not a YMS split (has {have} and "
-                             f"{list(NEW_SPLITS)})")
+    task_lib.require_splits(config, [*have, *NEW_SPLITS], f"yms/{d.config}", train=False)
+
+
+def metric_names(config: Any) -> tuple[str, ...]:
+    """What `evaluate` reports (checked against `config.select` before anything compiles)."""
+    return (*ALIGNMENT, "threshold", "videos")
 
 
 def result_columns(config: Any, results: dict) -> list[results_lib.Column]:
-    return results_lib.cols(("clip_accuracy", "sentence_iou", "f1"), "{:.1f}")
+    return results_lib.cols(ALIGNMENT, "{:.1f}")
 
 
 __all__ = ["evaluate", "make_model", "pretrained", "predict", "retrieval", "validate"]

@@ -1,6 +1,6 @@
 """Collects finished MoviePuzzle runs into the paper's Table 1 or Table 3 layout (Markdown + CSV).
 
-    python -m vnr.reports.table --workdirs DIR [DIR ...] [--csv table1.csv] \
+    python -m vnr.benchmarks.moviepuzzle.tables --workdirs DIR [DIR ...] [--csv table1.csv] \
         [--splits test_in_domain,test_out_domain] [--layout table1|table3]
 
 Each workdir is a `vnr.train` run: `config.json` (what ran) and `results.json` (split ->
@@ -24,8 +24,8 @@ from typing import Any
 from absl import flags
 
 from vnr import cli
+from vnr.benchmarks.moviepuzzle.order_metrics import METRICS
 
-METRICS = ("lsd", "lmd", "sd", "ssd", "os2", "os3")
 LAYOUTS = {"table1": METRICS, "table3": ("shot_iou", "shot_os2", "shot_os3", "os2", "os3")}
 ARROWS = {"lsd": "↓", "lmd": "↓", "sd": "↓", "ssd": "↓", "os2": "↑", "os3": "↑",
           "shot_iou": "↑", "shot_os2": "↑", "shot_os3": "↑"}
@@ -133,7 +133,7 @@ def _flags(fv: flags.FlagValues) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    a = cli.parse(argv, "python -m vnr.reports.table", __doc__, _flags)
+    a = cli.parse(argv, "python -m vnr.benchmarks.moviepuzzle.tables", __doc__, _flags)
     splits = [s for s in a.splits.split(",") if s]
     rows = [load_run(pathlib.Path(w)) for w in a.workdirs]
     names = [r["name"] for r in rows]

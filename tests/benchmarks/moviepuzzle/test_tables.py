@@ -3,7 +3,7 @@
 import csv
 import json
 
-from vnr.reports import table
+from vnr.benchmarks.moviepuzzle import tables
 
 RESULTS = {s: {"lsd": 10.0 + k, "lmd": 2.0, "sd": 9.0, "ssd": 20.0, "os2": 70.0 + k,
                "os3": 45.0, "pair_acc": 0.7, "clips": 300.0}
@@ -27,7 +27,7 @@ def test_table_lists_finished_runs_and_marks_missing_ones(tmp_path, capsys):
     runs = [_run(tmp_path, "hcmc_no_cl", hcmc, RESULTS), _run(tmp_path, "fusion", main, RESULTS),
             _run(tmp_path, "crashed", main)]
     out_csv = tmp_path / "t" / "table1.csv"
-    assert table.main(["--workdirs", *map(str, runs), str(tmp_path / "never_started"),
+    assert tables.main(["--workdirs", *map(str, runs), str(tmp_path / "never_started"),
                        "--csv", str(out_csv)]) == 0
     text = capsys.readouterr()
     lines = text.out.strip().splitlines()
@@ -46,7 +46,7 @@ def test_a_run_without_a_split_shows_dashes(tmp_path, capsys):
     only_in = {"test_in_domain": RESULTS["test_in_domain"]}
     d = _run(tmp_path, "clips", {"task": "moviepuzzle.hcmc", "model": {"kind": "random"}},
              only_in)
-    table.main(["--workdirs", str(d), "--csv", str(tmp_path / "x.csv")])
+    tables.main(["--workdirs", str(d), "--csv", str(tmp_path / "x.csv")])
     row = capsys.readouterr().out.strip().splitlines()[2]
     assert "random" in row and row.count("| - ") == 6
 
@@ -56,7 +56,7 @@ def test_runs_with_the_same_name_are_told_apart_by_their_parent(tmp_path, capsys
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
     runs = [_run(tmp_path / p, "fusion", cfg, RESULTS) for p in ("a", "b")]
-    table.main(["--workdirs", *map(str, runs), "--csv", str(tmp_path / "x.csv")])
+    tables.main(["--workdirs", *map(str, runs), "--csv", str(tmp_path / "x.csv")])
     out = capsys.readouterr().out.splitlines()
     assert out[2].startswith("| a/fusion | ") and out[3].startswith("| b/fusion | ")
     assert "| 300 |" in out[2]
@@ -66,14 +66,14 @@ def test_pretrained_encoders_are_named_by_checkpoint_and_frozen_state() -> None:
     hcmc = {"task": "moviepuzzle.hcmc", "frozen": [r"encoders\.\w+\.image\."],
             "model": {"kind": "hcmc", "levels": ["frame", "shot"],
                       "image_encoder": "/ckpt/clip-vit-base-patch32/"}}
-    assert table.describe(hcmc) == "HCMC frame+shot, clip-vit-base-patch32, frozen"
+    assert tables.describe(hcmc) == "HCMC frame+shot, clip-vit-base-patch32, frozen"
     hcmc["frozen"] = []
-    assert table.describe(hcmc) == "HCMC frame+shot, clip-vit-base-patch32"
+    assert tables.describe(hcmc) == "HCMC frame+shot, clip-vit-base-patch32"
     nsp = {"task": "moviepuzzle.hcmc", "model": {"kind": "text_pair", "head": "nsp",
                                                  "encoder": "/ckpt/bert-base-uncased"}}
-    assert table.describe(nsp) == "text pair NSP-style (bert-base-uncased)"
+    assert tables.describe(nsp) == "text pair NSP-style (bert-base-uncased)"
     nsp["model"]["encoder"] = "scratch:bert-small"
-    assert table.describe(nsp) == "text pair NSP-style (bert-small)"
+    assert tables.describe(nsp) == "text pair NSP-style (bert-small)"
 
 
 def test_table3_layout_shows_shot_iou_in_percent_and_both_stages(tmp_path, capsys):
@@ -81,7 +81,7 @@ def test_table3_layout_shows_shot_iou_in_percent_and_both_stages(tmp_path, capsy
            for s, m in RESULTS.items()}
     cfg = {"task": "moviepuzzle.hcmc", "model": {"kind": "hcmc", "levels": ["frame", "shot"]}}
     d = _run(tmp_path, "fs", cfg, res)
-    table.main(["--workdirs", str(d), "--csv", str(tmp_path / "x.csv"), "--layout", "table3"])
+    tables.main(["--workdirs", str(d), "--csv", str(tmp_path / "x.csv"), "--layout", "table3"])
     head, _, row = capsys.readouterr().out.strip().splitlines()[:3]
     assert "in SHOT_IOU↑ | in SHOT_OS2↑ | in SHOT_OS3↑ | in OS2↑ | in OS3↑" in head
     assert "| 37.56 | 54.93 | 21.41 | 70.00 | 45.00 |" in row
