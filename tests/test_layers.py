@@ -28,7 +28,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("vnr.models",),  # layers, encoders, their tokenizers
     ("vnr.checkpoint", "vnr.checksums", "vnr.pretrained", "vnr.reports", "vnr.evaluation",
      "vnr.task", "vnr.config_file", "vnr.config_checks", "vnr.feature_cache", "vnr.workdir",
-     "vnr.evaluators", "vnr.cli"),
+     "vnr.evaluators", "vnr.cli", "vnr.startup"),
     ("vnr.benchmarks",),  # one package per benchmark
     ("vnr.train", "vnr.cache_features", "vnr.evaluate"),  # tasks by importlib only
     ("vnr.reproduce",),  # runs rows through vnr.train / vnr.evaluate
@@ -232,12 +232,11 @@ def cycle_path(component: list[str], graph: dict[str, list[tuple[str, int]]]) ->
 
 def builder_apis() -> dict[str, set[str]]:
     """Each builder package (`tfds_builders.<b>`, sub-builders such as `msymon.yms`
-    included) -> the names of its `__init__`'s `__all__`: the API code outside the builders
-    reads it through."""
+    included, and `tfds_builders` itself: the data_dir rule) -> the names of its
+    `__init__`'s `__all__`: the API code outside the builders reads it through."""
     out = {}
     for module, path in MODULES.items():
-        if path.name != "__init__.py" or module == "tfds_builders" or \
-                not _under(module, "tfds_builders"):
+        if path.name != "__init__.py" or not _under(module, "tfds_builders"):
             continue
         names: set[str] = set()
         for node in ast.parse(path.read_text()).body:

@@ -7,8 +7,8 @@ checked for writing, since a dataset already built there is only read (a read-on
 copy is fine); when a build does have to write into it and cannot, `failed_write` turns the
 OSError into one line naming the `data_dir`. Note that root may write anywhere, so for root
 only the file-on-the-path cases are found before the build. The trainer applies the same rule
-to `data.data_dir` (`vnr/train.py:_check_data_dir`): builders never import vnr, and vnr reads
-builders only through their packages' APIs.
+to `data.data_dir` through the package's API (`from tfds_builders import check_data_dir`,
+`vnr/startup.py`).
 """
 
 from __future__ import annotations

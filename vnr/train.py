@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import os
 import pathlib
 import sys
 import time
@@ -45,6 +44,7 @@ from vnr import (
     pretrained,
     profiling,
     sharding,
+    startup,
 )
 from vnr import progress as progress_lib
 from vnr import task as task_lib
@@ -175,7 +175,7 @@ def setup(config: ml_collections.ConfigDict, devices: list | None = None,
     if workdir is not None:  # every process checks, so all of them stop; `run` writes it
         check_workdir(workdir, config, write=False)
     if check_splits:
-        _check_splits(task, config)
+        startup.check_splits(task, config)
 
     try:
         tx = make_optimizer(config)
@@ -198,8 +198,9 @@ def setup(config: ml_collections.ConfigDict, devices: list | None = None,
     except (ValueError, FileNotFoundError) as e:
         raise ConfigError(str(e)) from e
     # Checked now (names and shapes), loaded here or, by `run`, only into a fresh run.
-    state = _pretrained(task, config, state, state_sh, jax.process_index() == 0,
-                        check_only=not load_pretrained)
+    state = startup.load_pretrained(task, config, state, state_sh,
+                                    functools.partial(_say, jax.process_index() == 0),
+                                    check_only=not load_pretrained)
     batch_sh, repl = sharding.batch_sharding(mesh), sharding.replicated(mesh)
     # Traced under the mesh, so a task can use `jax.shard_map` without naming it
     # (e.g. a contrastive loss that all-gathers the other modality).
@@ -230,7 +231,7 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
     plots.new_run()  # a report warning is one line per run
     data_dir = (config.get("data") or {}).get("data_dir") or None
     if data_dir is not None:  # before anything compiles: the build would fail after it
-        _check_data_dir(data_dir)
+        startup.check_data_dir(data_dir)
     s = setup(config, workdir=workdir, load_pretrained=False, check_splits=True)
     task, mesh, state, step_fn = s.task, s.mesh, s.state, s.step_fn
     n_params = sum(x.size for x in jax.tree.leaves(
@@ -240,17 +241,7 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
     _say(primary, f"model: {n_params:,} parameters{frozen}; mesh {dict(mesh.shape)}; "
                   f"{jax.process_count()} process(es); workdir {workdir}")
 
-    try:  # opening the training data: one line, not a traceback
-        data_iter = _train_iterator(task, config, s.local_batch)
-    except (ValueError, FileNotFoundError) as e:
-        raise ConfigError(" ".join(str(e).split())) from e
-    except OSError as e:  # a build that cannot write into data_dir (else not ours: raised)
-        failed = pathlib.Path(os.fsdecode(e.filename or "")).absolute()
-        if data_dir is None or not e.filename or not failed.is_relative_to(
-                pathlib.Path(data_dir).absolute()):
-            raise
-        raise ConfigError(f"data.data_dir={data_dir}: the build cannot write there "
-                          f"({type(e).__name__}: {e.strerror}: {failed})") from e
+    data_iter = startup.train_iterator(task, config, s.local_batch)
     check_workdir(workdir, config)  # config.json: only once every check above passed
     ckpt_dir = workdir / "checkpoints"
     select = config.get("select") or {}
@@ -266,7 +257,8 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
         _say(primary, f"resumed from step {start} ({ckpt_dir})")
     else:  # a fresh run: pretrained encoders (a resumed one has them in its checkpoint)
         try:
-            state = _pretrained(task, config, state, s.state_shardings, primary)
+            state = startup.load_pretrained(task, config, state, s.state_shardings,
+                                            functools.partial(_say, primary))
         except BaseException:
             data_iter.close()
             raise
@@ -368,87 +360,6 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
             f"{ckpt_dir} (see the warning above); results.json was written; the newest good "
             f"checkpoint is step {max(good) if good else 'none'}")
     return results
-
-
-def _check_data_dir(data_dir: str) -> None:
-    """ConfigError when `data.data_dir` is a file or cannot be created (a file on its path,
-    its nearest existing folder not writable). An existing folder may be read-only: a
-    finished build is only read. The builder command's rule too (tfds_builders/data_dir.py;
-    the trainer reads builders only through their packages' APIs, so it is not imported)."""
-    path = pathlib.Path(data_dir).absolute()
-    try:
-        existing = next(p for p in (path, *path.parents) if p.exists())
-    except OSError as e:  # a folder on the path this user may not enter
-        raise ConfigError(f"data.data_dir={data_dir} cannot be created or read: "
-                          f"{e.strerror}: {e.filename}") from None
-    if existing == path and not path.is_dir():
-        raise ConfigError(f"data.data_dir={data_dir} is a file, not a directory")
-    if existing != path and not existing.is_dir():
-        raise ConfigError(f"data.data_dir={data_dir} cannot be created: {existing} is a file, "
-                          f"not a directory")
-    if existing != path and not os.access(existing, os.W_OK | os.X_OK):
-        raise ConfigError(f"data.data_dir={data_dir} cannot be created: {existing} is not "
-                          f"writable by this user")
-
-
-def _pretrained(task: Any, config: Any, state: nnx.State, shardings: Any,
-                primary: bool, check_only: bool = False) -> nnx.State:
-    """The state with the task's pretrained encoders loaded (every process reads the
-    slices of its own shards); unchanged when the task names none or `check_only`."""
-    try:
-        hook = task_lib.hook(task, "pretrained")
-        sources = hook(config) if hook is not None else {}
-        if not sources:
-            return state
-        if check_only:
-            pretrained.check(state, sources)
-            return state
-        return pretrained.load(state, shardings, sources, say=functools.partial(_say, primary))
-    except (ValueError, FileNotFoundError) as e:
-        raise ConfigError(str(e)) from e
-
-
-def _check_splits(task: Any, config: Any) -> None:
-    """The task's optional `check_splits` (every configured split exists, evaluators' too),
-    a ConfigError line naming the key. It may build the dataset: process 0 checks first,
-    the others after a barrier (several processes building one dataset in a shared
-    directory race)."""
-    check = task_lib.hook(task, "check_splits")
-    if check is None:
-        return
-    primary = jax.process_index() == 0
-    try:
-        if primary:
-            check(config)
-        distributed.barrier("vnr:splits_checked")
-        if not primary:
-            check(config)
-    except (ValueError, FileNotFoundError) as e:
-        raise ConfigError(" ".join(str(e).split())) from e
-
-
-def _train_iterator(task: Any, config: Any, local_batch: int) -> Any:
-    """This process's training iterator; process 0 builds the dataset first.
-
-    Several processes building one dataset in a shared directory race, so the
-    others wait at a barrier until process 0 built it (through the task's
-    optional `prepare_data(config)`, or else by opening its iterator).
-    """
-    def make() -> Any:
-        return iter(task.train_data(config, local_batch, jax.process_index(),
-                                    jax.process_count()))
-
-    if jax.process_count() == 1:
-        return make()
-    primary = jax.process_index() == 0
-    if prepare := task_lib.hook(task, "prepare_data"):
-        if primary:
-            prepare(config)
-        distributed.barrier("vnr:data_prepared")
-        return make()
-    it = make() if primary else None
-    distributed.barrier("vnr:data_prepared")
-    return it if primary else make()
 
 
 def _warner(primary: bool) -> Any:
