@@ -29,6 +29,7 @@ from absl import flags
 from bench import flops as flop_count
 from bench.timing import flag_config, wall_times
 from vnr import sharding
+from vnr.data import pipeline
 from vnr.train import setup
 
 FLAGS = flags.FLAGS  # --config (and its overrides) is defined by vnr.train
@@ -285,7 +286,7 @@ def main(argv: list[str]) -> None:
         (f"peak ({peak_what})", f"{peak / 1e9:.1f} GFLOP/s per device"),
         ("MFU (achieved / devices x peak)",
          f"{100 * achieved / (peak * jax.device_count()):.1f} %"),
-        (f"input pipeline alone ({config.data.num_workers} workers)",
+        (f"input pipeline alone ({_workers(config.data.num_workers)} workers)",
          f"{input_eps:.1f} examples/s"),
         ("input / train consumption", f"{input_eps / train_eps:.2f}x  (target >= 3x)"),
         ("224 px JPEG decode, one worker", f"{jpeg:.0f} frames/s"),
@@ -313,3 +314,8 @@ def main(argv: list[str]) -> None:
     print(f"\n| {'measure'.ljust(width)} | value |\n|{'-' * (width + 2)}|---|")
     for name, value in rows:
         print(f"| {name.ljust(width)} | {value} |")
+
+
+def _workers(n: int) -> str:
+    """`data.num_workers` as the pipeline reads it (-1: this host's spare cores)."""
+    return f"{pipeline.suggested_workers()} (auto)" if n < 0 else str(n)

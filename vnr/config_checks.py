@@ -77,7 +77,8 @@ RULES: dict[str, Rule] = {
     "ckpt_every": COUNT,
     "keep_ckpts": COUNT,
     "eval.beam_size": COUNT,
-    "data.num_workers": Rule(int, 0, note="0 reads in this process"),
+    "data.num_workers": Rule(int, -1, note="0 reads in this process, -1 = the host's cores "
+                                             "minus 2"),
     "data.image_size": COUNT,
     "data.max_frames": COUNT,
     "data.max_tokens": COUNT,

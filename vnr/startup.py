@@ -1,21 +1,25 @@
 """The trainer's start-up steps besides building the sharded state (`vnr.train.setup`/`run`),
 each ending in one `ConfigError` line instead of a traceback: whether `data.data_dir` can hold
-a build, the task's split check, opening the training data (process 0 first: it may build the
-dataset) and loading the pretrained towers the task names."""
+a build, the input worker count, the task's split check, opening the training data (process 0
+first: it may build the dataset) and loading the pretrained towers the task names."""
 
 from __future__ import annotations
 
 import contextlib
+import json
+import pathlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import jax
+import numpy as np
 from flax import nnx
 
 from tfds_builders import DataDirError, failed_write
 from tfds_builders import check_data_dir as check_builder_data_dir
 from vnr import distributed, pretrained
 from vnr import task as task_lib
+from vnr.data import pipeline
 from vnr.workdir import ConfigError
 
 
@@ -26,6 +30,33 @@ def check_data_dir(data_dir: str) -> None:
         check_builder_data_dir(data_dir, "data.data_dir")
     except DataDirError as e:
         raise ConfigError(str(e)) from None
+
+
+def resolve_workers(config: Any, workdir: pathlib.Path, say: Callable[[str], None]) -> None:
+    """`data.num_workers=-1` (auto) becomes a count before config.json is written: the count
+    a resumed run started with (grain's iterator state holds one stream per worker, so a
+    checkpoint restores only with its own count: config.json keeps it, and a resumption
+    with another explicit count is refused as another config), else this host's cores minus
+    `pipeline.RESERVED_CORES` (process 0's, so every process of a run uses one count)."""
+    data = config.get("data")
+    if not data or data.get("num_workers", 0) != -1:
+        return
+    started = None
+    try:
+        started = json.loads((workdir / "config.json").read_text())["data"]["num_workers"]
+    except (OSError, ValueError, KeyError, TypeError):
+        pass  # a fresh run (an unreadable config.json is check_workdir's error)
+    if isinstance(started, int) and not isinstance(started, bool) and started >= 0:
+        n, why = started, "the count this run started with"
+    else:
+        n = pipeline.suggested_workers()
+        if jax.process_count() > 1:
+            from jax.experimental import multihost_utils
+            n = int(multihost_utils.broadcast_one_to_all(np.int32(n)))
+        why = (f"{pipeline.host_cores()} cores minus {pipeline.RESERVED_CORES} for the "
+               "training process")
+    data.num_workers = n
+    say(f"data.num_workers=-1: {n} input worker process(es) ({why})")
 
 
 def check_splits(task: Any, config: Any) -> None:

@@ -232,6 +232,7 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
     data_dir = (config.get("data") or {}).get("data_dir") or None
     if data_dir is not None:  # before anything compiles: the build would fail after it
         startup.check_data_dir(data_dir)
+    startup.resolve_workers(config, workdir, functools.partial(_say, primary))
     s = setup(config, workdir=workdir, load_pretrained=False, check_splits=True)
     task, mesh, state, step_fn = s.task, s.mesh, s.state, s.step_fn
     n_params = sum(x.size for x in jax.tree.leaves(

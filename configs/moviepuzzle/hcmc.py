@@ -62,9 +62,11 @@ The CLI equivalent of clip=DIR is --config.model.image_encoder=DIR
 --config.model.text_encoder=DIR --config.data.tokenizer=DIR --config.data.vocab_size=0
 --config.data.max_tokens=32 --config.data.image_size=224 --config.data.image_resize=clip and
 config.frozen set to the towers' paths (`pretrained_clip` below: encoders.<level>.image /
-.text). Input speed for towers trained end to end (`paper`, `finetune`):
---config.data.frame_store=True preprocesses the frames once (`vnr/data/frame_store.py`;
-the same batches) and `python -m bench input` measures the headroom.
+.text). Input speed for towers trained end to end: `paper` sets data.frame_store=True (the
+frames preprocessed once into <data_dir>/frame_store/, `vnr/data/frame_store.py`: the same
+batches, bit for bit; 224 x 224 x 3 bytes a frame, ~150 KB, so ~30 GB for 200k frames; turn
+it off with --config.data.frame_store=False) and data.num_workers=-1 (this host's cores minus
+2); `finetune` rows can add both. `python -m bench input` measures the headroom.
 """
 
 import math
@@ -189,6 +191,11 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
         c.eval.distance = distance
         c.paper_preset = tuple((k, v) for k, v in preset.items()
                                if "smoke" not in args or k not in SMOKE_SIZES)
+        # Input speed (ours; the same batches, bit for bit): the towers train end to end, so
+        # every step reads pixels. Frames preprocessed once into <data_dir>/frame_store/
+        # and one worker per spare core feed an H100 (`python -m bench input`).
+        c.data.frame_store = "cached" not in args  # cached features need no pixels
+        c.data.num_workers = -1
     if "smoke" in args:
         main.smoke(c)
         c.model.cluster_dim = 16

@@ -35,7 +35,8 @@ BAD = {
     "ckpt_every": (0, "must be >= 1"),
     "keep_ckpts": (0, "must be >= 1"),
     "eval.beam_size": (0, "must be >= 1"),
-    "data.num_workers": (-1, "must be >= 0 (0 reads in this process)"),
+    "data.num_workers": (-2, "must be >= -1 (0 reads in this process, -1 = the host's cores "
+                             "minus 2)"),
     "data.image_size": (0, "must be >= 1"),
     "data.max_frames": (0, "must be >= 1"),
     "data.max_tokens": (0, "must be >= 1"),

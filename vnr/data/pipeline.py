@@ -58,21 +58,25 @@ def host_cores() -> int:
 
 
 def suggested_workers() -> int:
-    """`data.num_workers` for this host: its cores minus `RESERVED_CORES` (at least 1). Not
-    applied automatically: grain's iterator state depends on the worker count, so a run
-    resumed on a host with other cores must keep the count it started with."""
+    """The worker count `data.num_workers=-1` (auto) stands for: this host's cores minus
+    `RESERVED_CORES` (at least 1). The trainer turns -1 into this count before it writes
+    config.json and keeps it on resume (`vnr.startup.resolve_workers`): grain's iterator
+    state depends on the worker count."""
     return max(host_cores() - RESERVED_CORES, 1)
 
 
 def to_iter(ds: grain.MapDataset, num_workers: int,
             prefetch: int = PREFETCH_BATCHES) -> grain.IterDataset:
     """`ds` (elements are batches) read with a bounded prefetch, in `num_workers`
-    spawned processes when > 0 (0: in this process, e.g. tests and debugging).
+    spawned processes when > 0 (0: in this process, e.g. tests and debugging; -1:
+    `suggested_workers()`, e.g. an evaluation stream, whose state is never saved).
 
     With workers, close the iterator when done (`it.close()`): that stops the
     worker processes; an unclosed one keeps them until it is garbage-collected.
     """
     it = ds.to_iter_dataset(grain.ReadOptions(num_threads=prefetch, prefetch_buffer_size=prefetch))
+    if num_workers < 0:
+        num_workers = suggested_workers()
     if num_workers > 0:
         _readable_grain_flags()
         it = it.mp_prefetch(grain.MultiprocessingOptions(num_workers=num_workers))

@@ -123,6 +123,16 @@ def test_paper_preset_is_table7_and_overrides_warn_once():
         task.check_paper_preset(c)  # named once per process
 
 
+def test_paper_rows_read_stored_frames_with_a_worker_per_spare_core():
+    """Ours, for input speed (the same batches): `paper` trains the towers on pixels, so it
+    reads the frame store with data.num_workers=-1; `cached` features need no pixels."""
+    c = _config("frame_shot,paper")
+    assert c.data.frame_store is True and c.data.num_workers == -1
+    assert not _config("frame_shot,paper,freeze=image,cached").data.frame_store
+    assert not _config("frame_shot").data.frame_store  # not a paper row: as the main job
+    assert _config("frame_shot,paper,smoke").data.num_workers == 0  # tests read in-process
+
+
 def test_group_mean_is_the_mean_over_the_group():
     x = np.random.default_rng(0).normal(size=(1, 5, 3)).astype(np.float32)
     group = np.array([[4, 9, 4, 9, 0]])
