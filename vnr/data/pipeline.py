@@ -102,8 +102,10 @@ def _own_shared_memory(batch: Any) -> Any:
         return {k: _own_shared_memory(v) for k, v in batch.items()}
     if isinstance(batch, list | tuple):
         return type(batch)(_own_shared_memory(v) for v in batch)
+    # grain 0.2.18 marks a received block `_unlink_on_del` (no public reader of the flag); a
+    # grain without that attribute keeps its own clean-up (at worst the tracker's warning).
     if (isinstance(batch, SharedMemoryArray) and isinstance(batch.base, mmap.mmap)
-            and batch._unlink_on_del):  # grain 0.2.18: set by open_from_shm
+            and getattr(batch, "_unlink_on_del", False) is True):
         batch.shm.unlink()  # also unregisters it from the resource tracker
         batch._unlink_on_del = False  # its deletion now only unmaps
     return batch
