@@ -7,8 +7,11 @@ optional `story[]` synopsis alignment), `shot/<imdb>.txt` (start end kf1 kf2 kf3
 
 The rules are the pure functions of `movienet.py`; this module reads files and records every
 removal in a `collections.Counter` by reason: `movie_*` counts movies (one warning naming the
-file each), `frame_*` frames, `cue_*` subtitle cues, `story_*` synopsis paragraphs, `srt_*`
-handled subtitle defects (not removals). `clip_*` (clips) are counted by the builder.
+file each), `frame_*` frames, `cue_*` subtitle cues, `story_*` synopsis paragraphs.
+Defects handled without removing anything are `kept_*` counts (`kept_srt_unordered_cues_sorted`,
+`kept_cue_overlapping`, `kept_meta_bad_json`, `kept_story_bad_timing`) and what is only
+information a `noted` counter (`srt_decoded_as_<enc>`), so the summary prints neither as a
+skip. `clip_*` (clips) are counted by the builder.
 """
 
 from __future__ import annotations
@@ -98,11 +101,13 @@ def _json(path: pathlib.Path, model: Any) -> tuple[Any, str | None]:
 
 
 def read_fps(meta: Any, annotation: Any, default: float,
-             skips: collections.Counter | None = None) -> tuple[float, str]:
+             skips: collections.Counter | None = None,
+             annotation_path: os.PathLike | str = "annotation") -> tuple[float, str]:
     """(fps, where it came from): a meta field (`fps`, `frame_rate`, `video.fps`,
     `video_info.fps`), else the median frames/second of the annotation's `story[]` entries
     (their `frame` and `duration` ranges, `schema.StoryTiming`: numbers; an entry that has
-    them but not as numbers is counted `story_bad_timing`), else `default`."""
+    them but not as numbers gives no rate and is counted `kept_story_bad_timing`, naming
+    `annotation_path` and its key path), else `default`."""
     for keys in FPS_KEYS:
         node = meta
         for k in keys:
@@ -110,12 +115,13 @@ def read_fps(meta: Any, annotation: Any, default: float,
         if isinstance(node, int | float) and not isinstance(node, bool) and 1 <= node <= 240:
             return float(node), "meta." + ".".join(keys)
     rates = []
-    for s in (annotation or {}).get("story") or []:
+    for k, s in enumerate((annotation or {}).get("story") or []):
         try:
-            timing = S.check(schema.StoryTiming, s, "story_bad_entry")
-        except S.Invalid:  # an entry without (numeric) frame and time ranges gives no rate
+            timing = S.check(schema.StoryTiming, s, "story_bad_entry", f"story[{k}]")
+        except S.Invalid as e:  # an entry without (numeric) frame and time ranges: no rate
             if skips is not None and isinstance(s, dict) and ("frame" in s or "duration" in s):
-                skips["story_bad_timing"] += 1
+                common.count(skips, f"{common.KEPT_PREFIX}story_bad_timing",
+                             f"{os.fspath(annotation_path)} ({e})")
             continue
         (f0, f1), (t0, t1) = timing.frame, timing.duration
         if t1 - t0 > 1:
@@ -184,10 +190,12 @@ def load_cues(path: pathlib.Path, rules: Rules, skips: collections.Counter
         return None, "movie_no_subtitle", "no such file"
     text, enc = rules_mod.decode_subtitle(path.read_bytes())
     if enc not in ("utf-8", "utf-8-sig"):
-        skips[f"srt_decoded_as_{enc}"] += 1
+        common.note(skips, f"srt_decoded_as_{enc}", what=path)
         common.log.info("%s: decoded as %s", path, enc)
-    cues, bad = rules_mod.parse_srt(text)
-    _count(skips, "cue_malformed", bad)
+    problems: list[str] = []
+    cues, bad = rules_mod.parse_srt(text, problems)
+    for problem in problems:
+        common.record_skip(skips, "cue_malformed", path, problem)
     if not cues:
         return None, "movie_no_cues", f"no parsable cue ({bad} malformed blocks)"
     if not rules_mod.is_english([c.text for c in cues]):
@@ -198,12 +206,15 @@ def load_cues(path: pathlib.Path, rules: Rules, skips: collections.Counter
     verbal = [c for c in verbal if c.text]
     ordered, unordered, overlaps = rules_mod.order_cues(verbal)
     if unordered:
-        skips["srt_unordered_cues_sorted"] += 1
+        common.count(skips, f"{common.KEPT_PREFIX}srt_unordered_cues_sorted",
+                     f"{path} ({unordered} cue(s) out of time order)")
         common.log.warning("%s: %d cues out of time order; sorted", path, unordered)
     if overlaps > rules.max_overlap_share * max(len(ordered), 1):
         return None, "movie_srt_overlapping", (
             f"{overlaps} of {len(ordered)} cues overlap the previous one")
-    _count(skips, "cue_overlapping", overlaps)
+    if overlaps:  # kept: only a frame inside two cues stays unpaired
+        common.count(skips, f"{common.KEPT_PREFIX}cue_overlapping",
+                     f"{path} ({overlaps} cue(s) overlap the previous one)", overlaps)
     return ordered, "", ""
 
 
@@ -257,10 +268,10 @@ def load_movie(root: pathlib.Path, imdb: str, rules: Rules, skips: collections.C
     meta_path = root / "meta" / f"{imdb}.json"
     meta, problem = _json(meta_path, schema.Meta)
     if problem and problem != "missing":
-        common.count(skips, "meta_bad_json", meta_path)
+        common.count(skips, f"{common.KEPT_PREFIX}meta_bad_json", f"{meta_path} ({problem})")
         common.log.warning("%s: unusable (%s); read as absent (fps from the annotation or "
                            "the default, no synopsis or cast from it)", meta_path, problem)
-    fps, fps_from = read_fps(meta, annotation, rules.default_fps, skips)
+    fps, fps_from = read_fps(meta, annotation, rules.default_fps, skips, ann_path)
     on_disk = set(os.listdir(frame_dir))
     runs, run, ordinal = [], [], 0
     for i, (start, end, kfs) in enumerate(shots):
