@@ -9,6 +9,7 @@ import pathlib
 import numpy as np
 import pytest
 
+from tfds_builders import common
 from tfds_builders import movie101 as m101
 from tfds_builders.movie101 import parsing, synthetic
 
@@ -175,6 +176,31 @@ def test_train_merge_is_read_and_its_augmentation_entries_counted(tmp_path) -> N
                                                      tmp_path / "data")}
     assert clips[12.0]["text"] == "马冬梅推门。" and clips[12.0]["pointer_text"] == "@1推门。"
     assert clips[5.0]["cast_names"] == [] and clips[5.0]["text"] == "有人敲门。"
+    # train.json beside train_merge.json: train_merge.json (the release's) is read, so its
+    # augmentation entries stay; train.json is a counted skip naming both files
+    other = {"0": entry(train, 10, 20, "@1醒来。"), "1": entry(train, 30, 41, "@0看着@1。")}
+    (manual / "narration_role" / "train.json").write_text(json.dumps(other, ensure_ascii=False))
+    b = m101.prepare("v1_narration", tmp_path / "data_both", manual)
+    both = json.loads((pathlib.Path(b.data_dir) / "build_summary.json").read_text())
+    assert both["examples"] == summary["examples"] and both["noted"] == summary["noted"]
+    assert both["skipped"] == {**summary["skipped"], "role_file_not_read": 1}
+    (named,) = both["named"]["role_file_not_read"]
+    assert named.startswith(str(manual / "narration_role" / "train.json") + " (train_merge.json")
+    recs = {r["start"]: r for r in m101.data_source("v1_narration", "train",
+                                                    tmp_path / "data_both")}
+    assert recs[10.0]["pointer_text"] == "@0醒来。"  # train_merge's, not train.json's
+    assert "role_file_not_read: 1" in common.format_summary(common.read_summary(b))
+    # train.json alone: read (no skip)
+    (manual / "narration_role" / "train_merge.json").rename(tmp_path / "train_merge.json")
+    b = m101.prepare("v1_narration", tmp_path / "data_train", manual)
+    alone = json.loads((pathlib.Path(b.data_dir) / "build_summary.json").read_text())
+    assert alone["examples"] == {"train": 2, "val": 4} and "role_file_not_read" not in alone[
+        "skipped"]
+    recs = {r["start"]: r for r in m101.data_source("v1_narration", "train",
+                                                    tmp_path / "data_train")}
+    assert recs[10.0]["pointer_text"] == "@1醒来。"
+    (manual / "narration_role" / "train.json").unlink()
+    (tmp_path / "train_merge.json").rename(manual / "narration_role" / "train_merge.json")
     # a role file in neither name: counted and named, the narrations kept with plain names
     (manual / "narration_role" / "train_merge.json").unlink()
     b = m101.prepare("v1_narration", tmp_path / "data2", manual)
