@@ -192,6 +192,26 @@ def v2_examples(root: pathlib.Path, config: Movie101Config, skips: collections.C
     return out
 
 
+def _portrait(path: pathlib.Path, skips: collections.Counter) -> bytes:
+    """A cast member's portrait JPEG, or b"" (the rule for a missing portrait: the member is
+    kept without one) when there is no file (`kept_missing_portrait`) or the file is empty,
+    unreadable or not a JPEG (a skipped file: `bad_portrait`, naming it and what is wrong)."""
+    if not path.is_file():
+        common.count(skips, "kept_missing_portrait", path)
+        return b""
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        common.record_skip(skips, "bad_portrait", path, e.strerror or type(e).__name__)
+        return b""
+    problem = common.jpeg_problem(data)
+    if problem:
+        common.record_skip(skips, "bad_portrait", path, f"{problem}; the cast member is kept "
+                           "without a portrait")
+        return b""
+    return data
+
+
 def movie_examples(root: pathlib.Path, config: Movie101Config, skips: collections.Counter
                    ) -> dict[str, list[dict]]:
     """split -> one example per movie: cast, portraits (JPEG bytes), features. A v1 split
@@ -223,14 +243,8 @@ def movie_examples(root: pathlib.Path, config: Movie101Config, skips: collection
             continue
         meta = metas[mid]
         cast = meta["cast"]
-        portraits = []
-        for c in cast:
-            p = root / "metadata" / "portrait" / mid / f"{c['id']}.jpeg"
-            if p.is_file():
-                portraits.append(p.read_bytes())
-            else:
-                portraits.append(b"")
-                common.count(skips, "kept_missing_portrait", p)
+        portraits = [_portrait(root / "metadata" / "portrait" / mid / f"{c['id']}.jpeg", skips)
+                     for c in cast]
         feats = read_movie_features(root, mid, [c["id"] for c in cast], portrait_vecs, skips,
                                     portrait_path)
         out[assign[mid]].append({

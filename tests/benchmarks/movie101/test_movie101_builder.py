@@ -238,6 +238,41 @@ def test_v2_fixture_builds_counts_and_matches_files(tmp_path: pathlib.Path) -> N
     assert rec["portrait_face"].shape == (len(rec["cast_ids"]), 16)
 
 
+def test_unusable_portraits_are_named_skips_and_the_cast_member_kept(tmp_path) -> None:
+    """A v2 portrait JPEG that is empty, not an image or another format: a `bad_portrait` skip
+    naming the file; the cast member keeps an empty portrait, as for a missing one."""
+    import io
+
+    from PIL import Image
+
+    root = tmp_path / "v2"
+    synthetic.write_corpus(root, seed=1, sizes="tiny")
+    movie = sorted((root / "metadata" / "meta").glob("*.json"))[0].stem
+    portraits = sorted((root / "metadata" / "portrait" / movie).glob("*.jpeg"))
+    assert len(portraits) >= 3
+    png = io.BytesIO()
+    Image.new("RGB", (4, 6)).save(png, "PNG")
+    bad = {portraits[0]: b"", portraits[1]: b"\xff\xd8\xff not a jpeg",
+           portraits[2]: png.getvalue()}
+    for path, data in bad.items():
+        path.write_bytes(data)
+    b = m101.prepare("v2_movies", tmp_path / "data", root)
+    summary = common.read_summary(b)
+    assert summary["skipped"]["bad_portrait"] == 3 and "kept_missing_portrait" not in summary[
+        "skipped"]
+    named = {n.split(" (")[0]: n for n in summary["named"]["bad_portrait"]}
+    assert set(named) == {str(p) for p in bad}
+    assert "(empty file;" in named[str(portraits[0])]
+    assert "(not a decodable image;" in named[str(portraits[1])]
+    assert "(not a JPEG (PNG);" in named[str(portraits[2])]
+    (rec,) = [r for s in b.info.splits for r in m101.data_source("v2_movies", s, tmp_path / "data")
+              if r["movie_id"] == movie]
+    got = dict(zip(rec["cast_ids"], rec["portraits"]))
+    assert {p.stem for p in portraits} <= set(got)  # every cast member kept
+    for p in portraits:
+        assert got[p.stem] == (b"" if p in bad else p.read_bytes())
+
+
 def test_missing_manual_dir_is_one_line(tmp_path: pathlib.Path) -> None:
     with pytest.raises(m101.ManualDirError, match="public_split.json"):
         m101.prepare("v1_narration", tmp_path / "d", tmp_path)
