@@ -128,8 +128,8 @@ def test_read_fps_sources() -> None:
 
 
 def test_handled_defects_name_the_file_and_key_path(tmp_path) -> None:
-    """A story entry without numeric timing (it gives no frame rate: kept) and a malformed
-    subtitle block (skipped) are counted naming the file and where in it."""
+    """A story entry without numeric timing (its timing gives no frame rate) and a malformed
+    subtitle block are skips naming the file and where in it."""
     from tfds_builders import common
 
     skips = common.Counts()
@@ -137,8 +137,8 @@ def test_handled_defects_name_the_file_and_key_path(tmp_path) -> None:
     story = {"story": [{"frame": [0, 2500], "duration": [0.0, 100.0]},
                        {"frame": [0, "x"], "duration": [0.0, 100.0]}]}
     assert mb.read_fps({}, story, 24.0, skips, ann) == (25.0, "annotation.story")
-    assert skips == {"kept_story_bad_timing": 1}
-    (named,) = skips.named["kept_story_bad_timing"]
+    assert skips == {"story_bad_timing": 1}
+    (named,) = skips.named["story_bad_timing"]
     assert named.startswith(f"{ann} (story[1].frame[1]: ") and "got 'x'" in named
     srt = tmp_path / "tt1.srt"
     srt.write_text("1\n00:00:01,000 --> 00:00:02,000\nHello there.\n\n"
