@@ -137,22 +137,15 @@ def _damaged(ctx: Context, name: str, damage: Callable[[pathlib.Path], None],
     return Outcome(text.replace(str(run), "W"), ok)
 
 
-def _replace_bytes(path: pathlib.Path) -> None:
-    data = bytearray(path.read_bytes())
-    m = len(data) // 2
-    data[m:m + 16] = bytes(x ^ 0x5A for x in data[m:m + 16])
-    path.write_bytes(bytes(data))
-
-
-def _truncate(path: pathlib.Path) -> None:
-    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
-
-
 def bytes_replaced(ctx: Context) -> Outcome:
+    from tests.trainer.test_faults import _replace_bytes  # the checkpoint tests' damage
+
     return _damaged(ctx, "bytes_replaced", _replace_bytes)
 
 
 def storage_error(ctx: Context) -> Outcome:
+    from tests.trainer.test_faults import _truncate
+
     return _damaged(ctx, "storage_error", _truncate, keep_manifest=False)
 
 
