@@ -178,21 +178,16 @@ def unwritable_train(ctx: Context) -> Outcome:
 
 @dataclasses.dataclass(frozen=True)
 class RunCase:
-    """One class: `run(ctx)` gives its outcome; `fixed_by` names the change (another
-    branch's) this checkout still lacks for it, so its test is expected to fail here;
-    `trains`: it starts the trainer (an e2e test)."""
+    """One class: `run(ctx)` gives its outcome; `trains`: it starts the trainer (an e2e
+    test)."""
 
     cls: str
     what: str
     command: str
     run: Callable[[Context], Outcome]
-    fixed_by: str = ""
     trains: bool = True
 
 
-UNWRITABLE_FIX = ("a PermissionError / NotADirectoryError creating the data_dir as one error "
-                  "line (tfds_builders/__main__.py main, vnr/train.py run), another branch's "
-                  "fix")
 RUN_CASES = [
     RunCase("stale dataset reused", "generated MoviePuzzle releases a, b; build a, then b into "
             "the same data_dir", "python -m tfds_builders build moviepuzzle --config clips "
@@ -212,8 +207,7 @@ RUN_CASES = [
             config_value("--config.data.train_split=trian", "data.train_split")),
     RunCase("unwritable data_dir (build)", "--data_dir F/data, F a regular file (as root a "
             "chmod does not stop writes)", "python -m tfds_builders build moviepuzzle --config "
-            "clips --manual_dir M --data_dir F/data", unwritable_build, UNWRITABLE_FIX,
-            trains=False),
+            "clips --manual_dir M --data_dir F/data", unwritable_build, trains=False),
     RunCase("unwritable data_dir (trainer)", "--config.data.data_dir=F/data, F a regular file",
-            SHOWN_TRAIN, unwritable_train, UNWRITABLE_FIX),
+            SHOWN_TRAIN, unwritable_train),
 ]

@@ -38,15 +38,9 @@ def context(tmp_path_factory) -> runs.Context:
     return runs.Context(tmp_path_factory.mktemp("runs"), pathlib.Path(__file__).parents[2])
 
 
-def _marks(case: runs.RunCase) -> list:
-    marks = [pytest.mark.e2e] if case.trains else []
-    if case.fixed_by:  # a traceback in this checkout until that fix is merged
-        marks.append(pytest.mark.xfail(strict=True, reason=f"needs {case.fixed_by}"))
-    return marks
-
-
-@pytest.mark.parametrize("case", [pytest.param(c, marks=_marks(c), id=c.cls)
-                                  for c in runs.RUN_CASES])
+@pytest.mark.parametrize("case", [
+    pytest.param(c, marks=[pytest.mark.e2e] if c.trains else [], id=c.cls)
+    for c in runs.RUN_CASES])
 def test_run_case_is_refused_in_one_line(case: runs.RunCase, context) -> None:
     got = case.run(context)
     assert got.refused, got.text
