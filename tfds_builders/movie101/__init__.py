@@ -20,9 +20,15 @@ import numpy as np
 
 from tfds_builders import common
 from tfds_builders.common import ManualDirError
-from tfds_builders.movie101.movie101 import Builder, Movie101, Movie101Config, feature_dims
+from tfds_builders.movie101.movie101 import (
+    Builder,
+    Movie101,
+    Movie101Config,
+    feature_dims,
+    pointer_targets,
+)
 from tfds_builders.movie101.roles import looked_for as role_files_looked_for
-from tfds_builders.movie101.roles import pointer_targets, role_file
+from tfds_builders.movie101.roles import role_file
 
 __all__ = ["Builder", "ManualDirError", "Movie101", "Movie101Config", "data_source",
            "feature_dims", "pointer_targets", "prepare", "role_file", "role_files_looked_for",

@@ -20,7 +20,7 @@ import tensorflow_datasets as tfds
 
 from tfds_builders import common
 from tfds_builders import schema as S
-from tfds_builders.movie101 import parsing, rtemp, v1
+from tfds_builders.movie101 import parsing, roles, rtemp, v1
 from tfds_builders.movie101.features import read_movie_features, read_portraits
 from tfds_builders.movie101.metadata import v1_genres
 
@@ -95,6 +95,22 @@ def feature_dims(config: str) -> tuple[int, int]:
     if cfg is None:
         raise ValueError(f"movie101 has no config {config!r}")
     return cfg.frame_dim, cfg.face_dim
+
+
+def pointer_targets(config: str, manual_dir: pathlib.Path | str | None = None) -> str | None:
+    """Where the `@k` role-pointer targets of the narration config `config` come from, in
+    words for messages; None when the config has none (`v1_narration_raw`: Movie101-raw's
+    paragraphs carry no `@k` sentence, and no other v1 config is a narration config)."""
+    cfg = next((c for c in Movie101.BUILDER_CONFIGS if c.name == config), None)
+    if cfg is None or cfg.kind != "narration":
+        return None
+    if cfg.release == "v1":
+        where = pathlib.Path(manual_dir or "<manual_dir>") / roles.ROLE_DIR
+        return (f"{where / roles.AUGMENTED} (the release's train role file; "
+                f"{where / 'train.json'} when there is none), whose @k sentences must match "
+                "Movie101-N/train.json rows by (movie, start, end)")
+    return ("the [Name] marks of the narration files that name a cast member with a portrait "
+            "feature")
 
 
 def check_manual_dir(config: Movie101Config, manual_dir: Any) -> pathlib.Path:

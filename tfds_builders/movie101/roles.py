@@ -68,24 +68,6 @@ def looked_for(root: pathlib.Path | str, split: str) -> str:
     return " or ".join(str(pathlib.Path(root) / ROLE_DIR / n) for n in role_file_names(split))
 
 
-def pointer_targets(config: str, manual_dir: pathlib.Path | str | None = None) -> str | None:
-    """Where the `@k` role-pointer targets of the narration config `config` come from, in
-    words for messages; None when the config has none (`v1_narration_raw`: Movie101-raw's
-    paragraphs carry no `@k` sentence, and no other v1 config is a narration config)."""
-    from tfds_builders.movie101.movie101 import Movie101
-
-    cfg = next((c for c in Movie101.BUILDER_CONFIGS if c.name == config), None)
-    if cfg is None or cfg.kind != "narration":
-        return None
-    if cfg.release == "v1":
-        root = manual_dir or "<manual_dir>"
-        return (f"{pathlib.Path(root) / ROLE_DIR / AUGMENTED} (the release's train role file; "
-                f"{pathlib.Path(root) / ROLE_DIR / 'train.json'} when there is none), whose "
-                "@k sentences must match Movie101-N/train.json rows by (movie, start, end)")
-    return ("the [Name] marks of the narration files that name a cast member with a portrait "
-            "feature")
-
-
 def key(movie_id: Any, start: float, end: float) -> tuple[str, int, int]:
     """(movie, start, end) in whole seconds, the key entries and narrations are matched by."""
     return str(movie_id), int(start), int(end)
