@@ -329,6 +329,7 @@ def outcome(case: Case, repo: pathlib.Path, shared: pathlib.Path) -> tuple[str, 
                     f"s = u.spec_from_file_location('bad_input', {__file__!r}); "
                     "m = u.module_from_spec(s); sys.modules['bad_input'] = m; "
                     "s.loader.exec_module(m); "
+                    f"m.SHARED = pathlib.Path({str(shared)!r}); "  # the samples of --shared
                     f"print(m.CASES[{CASES.index(case)}].probe("
                     f"pathlib.Path({str(tmp / 'out')!r})))")
             run = subprocess.run([sys.executable, "-c", code], cwd=repo, capture_output=True,
