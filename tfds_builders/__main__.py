@@ -9,7 +9,8 @@
 A thin wrapper over `download_and_prepare`: imports `tfds_builders.<name>`, builds the config
 and prints the build summary (examples per split, skipped inputs by reason). A dataset already
 built under `--data_dir` is reused only when it was built from the same source (the files of
-`--manual_dir` and the builder options, `tfds_builders/fingerprint.py`); another source stops
+`--manual_dir`, the builder options and the functions named by `--embedder` and the other
+model flags, `tfds_builders/fingerprint.py`); another source stops
 with one line, and `--rebuild` builds it again from the source given. Builders that
 embed their inputs with a model (Sc2St keyframes) take the embedding function as an argument;
 `--embedder` names it (Sc2St: `vnr.benchmarks.sc2st.embedders:clip_embedder`; a builder that

@@ -79,6 +79,27 @@ def record_skip(
     log.warning(msg)
 
 
+def jpeg_problem(data: bytes) -> str | None:
+    """None if `data` decodes as a JPEG image, else what is wrong with it (empty, another
+    format, undecodable): the check of every JPEG a builder stores as bytes."""
+    import io
+
+    from PIL import Image, UnidentifiedImageError
+
+    if not data:
+        return "empty file"
+    try:
+        with Image.open(io.BytesIO(data)) as im:
+            if im.format != "JPEG":
+                return f"not a JPEG ({im.format})"
+            im.load()
+    except UnidentifiedImageError:
+        return "not a decodable image"
+    except Exception as e:  # noqa: BLE001 - any decoder failure means the image is unusable
+        return f"{type(e).__name__}: {e}"
+    return None
+
+
 def note(counts: collections.Counter, name: str, n: int = 1, what: Any = None) -> None:
     """Adds `n` to the information counter `name` (stored as `noted_<name>`)."""
     count(counts, NOTE_PREFIX + name, what, n)

@@ -2,10 +2,12 @@
 
 TFDS reuses `<data_dir>/<name>/<config>/<version>` whenever it exists, whatever it was built
 from. Each build therefore writes `build_source.json` beside the dataset: the `manual_dir`
-(absolute), a fingerprint of its files and the builder options (the BuilderConfig's own
-fields). Every later open of the dataset with a `manual_dir` (the trainer's `prepare`, a
-`python -m tfds_builders build` that would reuse it) compares: another source stops with one
-`SourceChanged` line saying what differs and how to rebuild.
+(absolute), a fingerprint of its files, the builder options (the BuilderConfig's own
+fields) and the model functions the build was handed and used (`functions`: role ->
+`module:qualname`, e.g. Sc2St's `embedder` and `feature_embedder`). Every later open of
+the dataset with a `manual_dir` (the trainer's `prepare`, a `python -m tfds_builders build`
+that would reuse it) compares: another source stops with one `SourceChanged` line saying what
+differs and how to rebuild.
 
 The fingerprint of a `manual_dir` is the relative name, size and modification time (ns) of
 every file under it (symbolic links followed; a `data_dir` inside it excluded), hashed per
@@ -16,13 +18,17 @@ same source; a copy that resets the times reads as another one (rebuild, or copy
 `-a`). Generated configs read no `manual_dir`: their fingerprint is the builder options.
 
 A caller that names no `manual_dir` (a reader of an existing build) checks the options only.
-A build made before sources were recorded is adopted with one warning: the source given now
-is recorded as its source.
+A caller that hands model functions (one that would build: the trainer, the build CLI) is
+checked against all the recorded ones, so the same data_dir and config built with another
+embedder stops with the same kind of line; a reader that hands none is not (it embeds
+nothing). A build made before sources were recorded is adopted with one warning: the source
+given now is recorded as its source; one recorded before functions were has them unchecked.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import logging
@@ -54,6 +60,23 @@ def options(builder: Any) -> dict[str, Any]:
     fields = {f.name: getattr(config, f.name) for f in dataclasses.fields(config)
               if f.name not in _DOC_FIELDS}
     return json.loads(json.dumps(fields, sort_keys=True, default=repr))
+
+
+def function_name(fn: Any) -> str:
+    """`module:qualname` of a function (of its class for a callable object; a partial with its
+    arguments): the same in every process, never an address."""
+    if isinstance(fn, functools.partial):
+        args = [repr(a) for a in fn.args] + [f"{k}={v!r}" for k, v in sorted(fn.keywords.items())]
+        return f"functools.partial({function_name(fn.func)}{''.join(', ' + a for a in args)})"
+    target = fn if hasattr(fn, "__qualname__") else type(fn)
+    return f"{getattr(target, '__module__', '?')}:{target.__qualname__}"
+
+
+def functions(builder: Any) -> dict[str, str]:
+    """The model functions the builder was handed and its config uses, role -> name
+    (`model_functions()` of builders that take any; empty for a reader that hands none)."""
+    get = getattr(builder, "model_functions", None)
+    return {k: function_name(f) for k, f in get().items()} if get is not None else {}
 
 
 def scan(root: os.PathLike | str, exclude: Iterable[os.PathLike | str] = ()
@@ -139,7 +162,8 @@ def describe(builder: Any, manual_dir: os.PathLike | str | None) -> dict[str, An
         files = scan(source, exclude=[builder.data_dir_root])
     return {"dataset": builder.name, "config": _config_name(builder),
             "version": str(builder.version), "manual_dir": source, "files": files,
-            "files_digest": _digest(files), "options": options(builder)}
+            "files_digest": _digest(files), "options": options(builder),
+            "functions": functions(builder)}
 
 
 def record(builder: Any, manual_dir: os.PathLike | str | None) -> dict[str, Any]:
@@ -167,6 +191,11 @@ def check(builder: Any, manual_dir: os.PathLike | str | None) -> None:
     except (OSError, ValueError) as e:
         raise SourceChanged(f"{_name(builder)}: {path} is unreadable ({e}); "
                             f"{rebuild_hint(builder, manual_dir)}") from None
+    now = functions(builder)
+    if now and "functions" in old and old["functions"] != now:
+        raise SourceChanged(f"{_name(builder)} in {where} was built with other model functions "
+                            f"({_first_diff(old['functions'], now)}); "
+                            f"{rebuild_hint(builder, manual_dir or old.get('manual_dir'))}")
     key = (where, os.path.realpath(manual_dir) if manual_dir else None, old.get("files_digest"))
     if key in _checked:
         return
@@ -242,13 +271,23 @@ def _name(builder: Any) -> str:
     return f"{builder.name}{'/' + config if config else ''}:{builder.version}"
 
 
+_FLAGS = {"embedder": "--embedder {}", "candidate_embedder": "--candidate_embedder {}",
+          "feature_embedder": "--feature_embedder {}"}
+
+
 def rebuild_hint(builder: Any, manual_dir: str | None) -> str:
-    """How to rebuild the dataset of `builder` in place (or where else to build it)."""
+    """How to rebuild the dataset of `builder` in place (or where else to build it), with
+    the flags naming the model functions handed now (those the command line can name)."""
     parts = type(builder).__module__.split(".")
     module = ".".join(parts[1:-1]) if parts[0] == "tfds_builders" and len(parts) > 2 \
         else builder.name
     config = _config_name(builder)
+    flags = "".join(
+        " " + (_FLAGS[role].format(name) if role in _FLAGS else
+               f"--expert {role.removeprefix('expert:')}={name}")
+        for role, name in functions(builder).items()
+        if "<" not in name and "(" not in name and (role in _FLAGS or role.startswith("expert:")))
     return (f"rebuild it: python -m tfds_builders build {module}"
             f"{f' --config {config}' if config else ''}"
             f"{f' --manual_dir {manual_dir}' if manual_dir else ''} "
-            f"--data_dir {builder.data_dir_root} --rebuild (or use another data_dir)")
+            f"--data_dir {builder.data_dir_root}{flags} --rebuild (or use another data_dir)")

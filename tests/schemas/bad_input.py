@@ -9,7 +9,9 @@ checkout's outcomes in a table (the issue's before / after), run
 
 which builds every case with `python -m tfds_builders build` inside CHECKOUT and prints one
 Markdown row per case: the class, the input, the command and the outcome (a traceback's
-last line, a one-line error, or the build summary's counts and what the value became).
+last line, a one-line error, or the build summary's counts and what the value became), then
+the cases that need a run (`bad_input_runs.py`: stale dataset, corrupted checkpoint, config
+values, split name, unwritable data_dir; `--runs` only those, `--no-runs` without them).
 """
 
 from __future__ import annotations
@@ -327,6 +329,7 @@ def outcome(case: Case, repo: pathlib.Path, shared: pathlib.Path) -> tuple[str, 
                     f"s = u.spec_from_file_location('bad_input', {__file__!r}); "
                     "m = u.module_from_spec(s); sys.modules['bad_input'] = m; "
                     "s.loader.exec_module(m); "
+                    f"m.SHARED = pathlib.Path({str(shared)!r}); "  # the samples of --shared
                     f"print(m.CASES[{CASES.index(case)}].probe("
                     f"pathlib.Path({str(tmp / 'out')!r})))")
             run = subprocess.run([sys.executable, "-c", code], cwd=repo, capture_output=True,
@@ -342,11 +345,26 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repo", default=str(pathlib.Path(__file__).parents[2]),
                    help="the checkout whose tfds_builders builds the cases")
     p.add_argument("--shared", default=str(SHARED), help="the real release samples")
+    p.add_argument("--runs", action=argparse.BooleanOptionalAction, default=None,
+                   help="only the cases that need a run (--no-runs: only the release files)")
     args = p.parse_args(argv)
+    repo = pathlib.Path(args.repo).resolve()
     print("| class | input | command | outcome |\n|---|---|---|---|")
-    for case in CASES:
-        cmd, got = outcome(case, pathlib.Path(args.repo).resolve(), pathlib.Path(args.shared))
-        print(f"| {case.cls} | {case.what} | `{cmd}` | {got} |", flush=True)
+    if args.runs is not True:
+        for case in CASES:
+            cmd, got = outcome(case, repo, pathlib.Path(args.shared))
+            print(f"| {case.cls} | {case.what} | `{cmd}` | {got} |", flush=True)
+    if args.runs is not False:
+        from tests.schemas import bad_input_runs as runs
+
+        with tempfile.TemporaryDirectory() as d:
+            ctx = runs.Context(pathlib.Path(d), repo)
+            for rc in runs.RUN_CASES:
+                try:
+                    got = rc.run(ctx).text.replace(str(ctx.tmp), "T")  # T: its temporary dir
+                except RuntimeError as e:  # e.g. the smoke run the checkpoint cases need
+                    got = f"not run: {str(e).splitlines()[-1][:140]}"
+                print(f"| {rc.cls} | {rc.what} | `{rc.command}` | {got} |", flush=True)
     return 0
 
 

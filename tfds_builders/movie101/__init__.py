@@ -7,7 +7,8 @@ clip, s3d, face, face_score, portrait_face, portrait_face_mask as NumPy arrays).
 
 What a trainer reads of the builder is this module's `__all__` (tests/test_layers.py): the
 readers, `feature_dims` of a config, and where the release's role files are
-(`role_file`, `role_files_looked_for`).
+(`role_file`, `role_files_looked_for`) and a config's pointer targets come from
+(`pointer_targets`).
 """
 
 from __future__ import annotations
@@ -19,13 +20,19 @@ import numpy as np
 
 from tfds_builders import common
 from tfds_builders.common import ManualDirError
-from tfds_builders.movie101.movie101 import Builder, Movie101, Movie101Config, feature_dims
+from tfds_builders.movie101.movie101 import (
+    Builder,
+    Movie101,
+    Movie101Config,
+    feature_dims,
+    pointer_targets,
+)
 from tfds_builders.movie101.roles import looked_for as role_files_looked_for
 from tfds_builders.movie101.roles import role_file
 
 __all__ = ["Builder", "ManualDirError", "Movie101", "Movie101Config", "data_source",
-           "feature_dims", "prepare", "role_file", "role_files_looked_for", "split_names",
-           "to_record"]
+           "feature_dims", "pointer_targets", "prepare", "role_file", "role_files_looked_for",
+           "split_names", "to_record"]
 
 
 def _plain(x: Any) -> Any:

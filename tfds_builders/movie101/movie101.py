@@ -20,7 +20,7 @@ import tensorflow_datasets as tfds
 
 from tfds_builders import common
 from tfds_builders import schema as S
-from tfds_builders.movie101 import parsing, rtemp, v1
+from tfds_builders.movie101 import parsing, roles, rtemp, v1
 from tfds_builders.movie101.features import read_movie_features, read_portraits
 from tfds_builders.movie101.metadata import v1_genres
 
@@ -95,6 +95,22 @@ def feature_dims(config: str) -> tuple[int, int]:
     if cfg is None:
         raise ValueError(f"movie101 has no config {config!r}")
     return cfg.frame_dim, cfg.face_dim
+
+
+def pointer_targets(config: str, manual_dir: pathlib.Path | str | None = None) -> str | None:
+    """Where the `@k` role-pointer targets of the narration config `config` come from, in
+    words for messages; None when the config has none (`v1_narration_raw`: Movie101-raw's
+    paragraphs carry no `@k` sentence, and no other v1 config is a narration config)."""
+    cfg = next((c for c in Movie101.BUILDER_CONFIGS if c.name == config), None)
+    if cfg is None or cfg.kind != "narration":
+        return None
+    if cfg.release == "v1":
+        where = pathlib.Path(manual_dir or "<manual_dir>") / roles.ROLE_DIR
+        return (f"{where / roles.AUGMENTED} (the release's train role file; "
+                f"{where / 'train.json'} when there is none), whose @k sentences must match "
+                "Movie101-N/train.json rows by (movie, start, end)")
+    return ("the [Name] marks of the narration files that name a cast member with a portrait "
+            "feature")
 
 
 def check_manual_dir(config: Movie101Config, manual_dir: Any) -> pathlib.Path:
@@ -192,6 +208,26 @@ def v2_examples(root: pathlib.Path, config: Movie101Config, skips: collections.C
     return out
 
 
+def _portrait(path: pathlib.Path, skips: collections.Counter) -> bytes:
+    """A cast member's portrait JPEG, or b"" (the rule for a missing portrait: the member is
+    kept without one) when there is no file (`kept_missing_portrait`) or the file is empty,
+    unreadable or not a JPEG (a skipped file: `bad_portrait`, naming it and what is wrong)."""
+    if not path.is_file():
+        common.count(skips, "kept_missing_portrait", path)
+        return b""
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        common.record_skip(skips, "bad_portrait", path, e.strerror or type(e).__name__)
+        return b""
+    problem = common.jpeg_problem(data)
+    if problem:
+        common.record_skip(skips, "bad_portrait", path, f"{problem}; the cast member is kept "
+                           "without a portrait")
+        return b""
+    return data
+
+
 def movie_examples(root: pathlib.Path, config: Movie101Config, skips: collections.Counter
                    ) -> dict[str, list[dict]]:
     """split -> one example per movie: cast, portraits (JPEG bytes), features. A v1 split
@@ -223,14 +259,8 @@ def movie_examples(root: pathlib.Path, config: Movie101Config, skips: collection
             continue
         meta = metas[mid]
         cast = meta["cast"]
-        portraits = []
-        for c in cast:
-            p = root / "metadata" / "portrait" / mid / f"{c['id']}.jpeg"
-            if p.is_file():
-                portraits.append(p.read_bytes())
-            else:
-                portraits.append(b"")
-                common.count(skips, "kept_missing_portrait", p)
+        portraits = [_portrait(root / "metadata" / "portrait" / mid / f"{c['id']}.jpeg", skips)
+                     for c in cast]
         feats = read_movie_features(root, mid, [c["id"] for c in cast], portrait_vecs, skips,
                                     portrait_path)
         out[assign[mid]].append({

@@ -3,8 +3,12 @@
 The release ships `narration_role/train_merge.json`, `val.json` and `test.json` (under
 `Movie101v1/baseline/RMN/data/`), each an object {entry id: {sentences: [one sentence with
 `@k` = the k-th role of the movie in meta_anno.json order], timestamps: [[start, end]]
-(strings of whole seconds), movie_id}}. For a split the builder reads `{split}.json`, and
-for train also `train_merge.json` (first found wins; `role_file`).
+(strings of whole seconds), movie_id}}. For a split the builder reads `{split}.json`; for
+train it reads `train_merge.json`, the release's file, when there is one, and `train.json`
+only when there is no `train_merge.json` (`role_file`). With both, `train.json` is not read:
+train_merge.json holds the train paragraphs' `@k` sentences too, and reading train.json's
+for them would silently drop train_merge's augmentation entries (or mix two sources); the
+unread file is a counted skip (`role_file_not_read`) naming both files.
 
 `train_merge.json` is Movie101-N train plus augmentation clips: the RMN README says
 fine-grained clips from Movie101-raw are added to the training set of Movie101-N, and
@@ -42,10 +46,21 @@ def role_file_names(split: str) -> tuple[str, ...]:
     return (f"{split}.json", AUGMENTED) if split == "train" else (f"{split}.json",)
 
 
-def role_file(root: pathlib.Path, split: str) -> pathlib.Path | None:
-    """The split's role file under `root` (the first of `role_file_names` that exists)."""
-    return next((root / ROLE_DIR / n for n in role_file_names(split)
-                 if (root / ROLE_DIR / n).is_file()), None)
+def role_file(root: pathlib.Path, split: str, skips: collections.Counter | None = None
+              ) -> pathlib.Path | None:
+    """The split's role file under `root`: for train `train_merge.json` (the release's) when
+    it exists, else `train.json`; for the others `{split}.json`; None when there is none.
+    Given `skips`, a `train.json` beside `train_merge.json` is counted `role_file_not_read`."""
+    found = [root / ROLE_DIR / n for n in role_file_names(split) if (root / ROLE_DIR / n).is_file()]
+    if not found:
+        return None
+    chosen = next((p for p in found if p.name == AUGMENTED), found[0])
+    for p in found:
+        if p != chosen and skips is not None:
+            common.record_skip(skips, "role_file_not_read", p,
+                               f"{chosen.name} is read instead: it is the release's train file "
+                               "(Movie101-N train paragraphs plus augmentation clips)")
+    return chosen
 
 
 def looked_for(root: pathlib.Path | str, split: str) -> str:

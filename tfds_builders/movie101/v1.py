@@ -195,7 +195,7 @@ def _items(root: pathlib.Path, kind: str, split: str, skips: collections.Counter
         raise common.ManualDirError(f"{path} must be a list of narrations")
     role_file = None
     if kind == "narration":
-        rpath = roles.role_file(root, split)
+        rpath = roles.role_file(root, split, skips)
         if rpath is not None:
             role_file = roles.RoleFile(rpath, skips)
         else:

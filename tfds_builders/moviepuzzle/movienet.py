@@ -79,36 +79,57 @@ def _seconds(h: str, m: str, s: str, ms: str | None) -> float:
     return clock("cue_malformed", hours=int(h), minutes=int(m), seconds=int(s), fraction=frac)
 
 
-def parse_srt(text: str) -> tuple[list[Cue], int]:
+def parse_srt(text: str, problems: list[str] | None = None) -> tuple[list[Cue], int]:
     """(cues in file order, number of malformed blocks).
 
     A block is a run of non-blank lines: an optional counter line, a timing line
     `HH:MM:SS,mmm --> HH:MM:SS,mmm` ("." also accepted as the decimal mark) and text lines.
     A block without a timing line, with a time whose minutes or seconds pass 59 (or beyond a
-    day), or whose end is not after its start, is malformed.
+    day), or whose end is not after its start, is malformed; `problems`, if given, gets one
+    entry per malformed block naming it (`block 3 (line 9): why`).
     A block with a timing line but no text is a valid, empty cue.
     """
     text = text.replace("\r\n", "\n").replace("\r", "\n").lstrip("\ufeff")
     cues, bad = [], 0
-    for block in re.split(r"\n[ \t]*\n", text):
-        lines = [ln for ln in block.split("\n") if ln.strip()]
-        if not lines:
-            continue
+    for n, (first, block) in enumerate(_blocks(text), 1):
+        lines = [ln for ln in block if ln.strip()]
         at = next((i for i, ln in enumerate(lines) if _TIMING.match(ln)), None)
+        why = ""
         if at is None or at > 1:
+            why = "no timing line HH:MM:SS,mmm --> HH:MM:SS,mmm"
+        else:
+            g = _TIMING.match(lines[at]).groups()
+            try:
+                start, end = _seconds(*g[:4]), _seconds(*g[4:])
+            except Invalid as e:
+                why = f"timing {lines[at].strip()[:40]!r}: {e.message}"
+            else:
+                if not end > start:
+                    why = f"timing {lines[at].strip()[:40]!r}: end not after start"
+        if why:
             bad += 1
-            continue
-        g = _TIMING.match(lines[at]).groups()
-        try:
-            start, end = _seconds(*g[:4]), _seconds(*g[4:])
-        except Invalid:
-            bad += 1
-            continue
-        if not end > start:
-            bad += 1
+            if problems is not None:
+                problems.append(f"block {n} (line {first}): {why}")
             continue
         cues.append(Cue(start, end, "\n".join(ln.strip() for ln in lines[at + 1 :])))
     return cues, bad
+
+
+def _blocks(text: str) -> list[tuple[int, list[str]]]:
+    """(first line number, lines) of each block: runs of lines between lines holding only
+    spaces or tabs; blocks of whitespace alone are left out."""
+    out: list[tuple[int, list[str]]] = []
+    run: list[str] = []
+    for i, ln in enumerate([*text.split("\n"), ""], 1):
+        if ln.strip(" \t"):
+            if not run:
+                start = i
+            run.append(ln)
+        elif run:
+            if any(x.strip() for x in run):
+                out.append((start, run))
+            run = []
+    return out
 
 
 def order_cues(cues: Sequence[Cue]) -> tuple[list[Cue], int, int]:

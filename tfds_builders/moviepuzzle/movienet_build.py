@@ -7,8 +7,12 @@ optional `story[]` synopsis alignment), `shot/<imdb>.txt` (start end kf1 kf2 kf3
 
 The rules are the pure functions of `movienet.py`; this module reads files and records every
 removal in a `collections.Counter` by reason: `movie_*` counts movies (one warning naming the
-file each), `frame_*` frames, `cue_*` subtitle cues, `story_*` synopsis paragraphs, `srt_*`
-handled subtitle defects (not removals). `clip_*` (clips) are counted by the builder.
+file each), `frame_*` frames, `cue_*` subtitle cues, `story_*` synopsis paragraphs (and
+`story_bad_timing` a story entry's timing left out of the frame rate), `meta_bad_json` a
+meta file read as absent. Defects handled without removing anything are `kept_*` counts
+(`kept_srt_unordered_cues_sorted`, `kept_cue_overlapping`) and what is only information a
+`noted` counter (`srt_decoded_as_<enc>`), so the summary prints neither as a skip. `clip_*`
+(clips) are counted by the builder. Every count names its file (and key path or block).
 """
 
 from __future__ import annotations
@@ -98,24 +102,32 @@ def _json(path: pathlib.Path, model: Any) -> tuple[Any, str | None]:
 
 
 def read_fps(meta: Any, annotation: Any, default: float,
-             skips: collections.Counter | None = None) -> tuple[float, str]:
+             skips: collections.Counter | None = None,
+             annotation_path: os.PathLike | str = "annotation",
+             meta_path: os.PathLike | str = "meta") -> tuple[float, str]:
     """(fps, where it came from): a meta field (`fps`, `frame_rate`, `video.fps`,
-    `video_info.fps`), else the median frames/second of the annotation's `story[]` entries
+    `video_info.fps`; one given but not a number in 1-240 is a skip, `meta_bad_fps`, naming
+    `meta_path` and the field), else the median frames/second of the annotation's `story[]` entries
     (their `frame` and `duration` ranges, `schema.StoryTiming`: numbers; an entry that has
-    them but not as numbers is counted `story_bad_timing`), else `default`."""
+    them but not as numbers gives no rate: a skip of its timing, `story_bad_timing`, naming
+    `annotation_path` and its key path), else `default`."""
     for keys in FPS_KEYS:
         node = meta
         for k in keys:
             node = node.get(k) if isinstance(node, dict) else None
         if isinstance(node, int | float) and not isinstance(node, bool) and 1 <= node <= 240:
             return float(node), "meta." + ".".join(keys)
+        if node is not None and skips is not None:  # given, but no frame rate: never silent
+            common.record_skip(skips, "meta_bad_fps", meta_path, f"{'.'.join(keys)}: "
+                               f"{str(node)[:40]!r} is not a frame rate (a number in 1-240)")
     rates = []
-    for s in (annotation or {}).get("story") or []:
+    for k, s in enumerate((annotation or {}).get("story") or []):
         try:
-            timing = S.check(schema.StoryTiming, s, "story_bad_entry")
-        except S.Invalid:  # an entry without (numeric) frame and time ranges gives no rate
+            timing = S.check(schema.StoryTiming, s, "story_bad_entry", f"story[{k}]")
+        except S.Invalid as e:  # an entry without (numeric) frame and time ranges: no rate
             if skips is not None and isinstance(s, dict) and ("frame" in s or "duration" in s):
-                skips["story_bad_timing"] += 1
+                common.record_skip(skips, "story_bad_timing", annotation_path,
+                                   f"{e}; no frame rate from it")
             continue
         (f0, f1), (t0, t1) = timing.frame, timing.duration
         if t1 - t0 > 1:
@@ -184,10 +196,12 @@ def load_cues(path: pathlib.Path, rules: Rules, skips: collections.Counter
         return None, "movie_no_subtitle", "no such file"
     text, enc = rules_mod.decode_subtitle(path.read_bytes())
     if enc not in ("utf-8", "utf-8-sig"):
-        skips[f"srt_decoded_as_{enc}"] += 1
+        common.note(skips, f"srt_decoded_as_{enc}", what=path)
         common.log.info("%s: decoded as %s", path, enc)
-    cues, bad = rules_mod.parse_srt(text)
-    _count(skips, "cue_malformed", bad)
+    problems: list[str] = []
+    cues, bad = rules_mod.parse_srt(text, problems)
+    for problem in problems:
+        common.record_skip(skips, "cue_malformed", path, problem)
     if not cues:
         return None, "movie_no_cues", f"no parsable cue ({bad} malformed blocks)"
     if not rules_mod.is_english([c.text for c in cues]):
@@ -198,12 +212,15 @@ def load_cues(path: pathlib.Path, rules: Rules, skips: collections.Counter
     verbal = [c for c in verbal if c.text]
     ordered, unordered, overlaps = rules_mod.order_cues(verbal)
     if unordered:
-        skips["srt_unordered_cues_sorted"] += 1
+        common.count(skips, f"{common.KEPT_PREFIX}srt_unordered_cues_sorted",
+                     f"{path} ({unordered} cue(s) out of time order)")
         common.log.warning("%s: %d cues out of time order; sorted", path, unordered)
     if overlaps > rules.max_overlap_share * max(len(ordered), 1):
         return None, "movie_srt_overlapping", (
             f"{overlaps} of {len(ordered)} cues overlap the previous one")
-    _count(skips, "cue_overlapping", overlaps)
+    if overlaps:  # kept: only a frame inside two cues stays unpaired
+        common.count(skips, f"{common.KEPT_PREFIX}cue_overlapping",
+                     f"{path} ({overlaps} cue(s) overlap the previous one)", overlaps)
     return ordered, "", ""
 
 
@@ -257,10 +274,10 @@ def load_movie(root: pathlib.Path, imdb: str, rules: Rules, skips: collections.C
     meta_path = root / "meta" / f"{imdb}.json"
     meta, problem = _json(meta_path, schema.Meta)
     if problem and problem != "missing":
-        common.count(skips, "meta_bad_json", meta_path)
+        common.count(skips, "meta_bad_json", f"{meta_path} ({problem})")
         common.log.warning("%s: unusable (%s); read as absent (fps from the annotation or "
                            "the default, no synopsis or cast from it)", meta_path, problem)
-    fps, fps_from = read_fps(meta, annotation, rules.default_fps, skips)
+    fps, fps_from = read_fps(meta, annotation, rules.default_fps, skips, ann_path, meta_path)
     on_disk = set(os.listdir(frame_dir))
     runs, run, ordinal = [], [], 0
     for i, (start, end, kfs) in enumerate(shots):
@@ -281,7 +298,7 @@ def load_movie(root: pathlib.Path, imdb: str, rules: Rules, skips: collections.C
     if run:
         runs.append(run)
     return {"imdb": imdb, "fps": fps, "fps_from": fps_from, "cues": cues, "runs": runs,
-            "annotation": annotation, "annotation_path": ann_path,
+            "annotation": annotation, "annotation_path": ann_path, "meta_path": meta_path,
             "meta": meta if isinstance(meta, dict) else {}}
 
 
@@ -315,11 +332,12 @@ def movie_rule_failure(movie: dict, rules: Rules) -> tuple[str, str] | None:
         return ("movie_few_dialogues",
                 f"{n} dialogues (verbal cues), fewer than {rules.min_dialogues}")
     ann, meta = movie["annotation"] or {}, movie["meta"]
+    where = movie.get("meta_path", "meta")
     synopsis = bool(ann.get("story")) or bool(str(meta.get("synopsis") or "").strip())
     if rules.require_synopsis and not synopsis:
-        return "movie_no_synopsis", "no synopsis (annotation story[] or meta synopsis)"
+        return "movie_no_synopsis", f"no synopsis (annotation story[] or {where} synopsis)"
     if rules.require_cast and not (meta.get("cast") or ann.get("cast")):
-        return "movie_no_cast", "no actor list (meta cast[] or annotation cast[])"
+        return "movie_no_cast", f"no actor list ({where} cast[] or annotation cast[])"
     return None
 
 

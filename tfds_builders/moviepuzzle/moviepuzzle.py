@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import io
 import os
 import pathlib
 from collections.abc import Iterator
@@ -22,7 +21,6 @@ from typing import Any
 
 import numpy as np
 import tensorflow_datasets as tfds
-from PIL import Image
 
 from tfds_builders import common
 from tfds_builders import schema as S
@@ -110,18 +108,6 @@ def _renumber(ids: list[int]) -> list[int]:
     return [seen.setdefault(i, len(seen)) for i in ids]
 
 
-def _jpeg_problem(data: bytes) -> str | None:
-    """None if `data` decodes as a JPEG image, else what is wrong with it."""
-    try:
-        with Image.open(io.BytesIO(data)) as im:
-            if im.format != "JPEG":
-                return f"not a JPEG ({im.format})"
-            im.load()
-    except Exception as e:  # noqa: BLE001 - any decoder failure means the frame is unusable
-        return f"{type(e).__name__}: {e}"
-    return None
-
-
 def _load_json(path: pathlib.Path) -> tuple[Any, str | None, str]:
     """(value, reason, detail): reason is None on success."""
     if not path.is_file():
@@ -176,7 +162,7 @@ def load_clip(
         if not p.is_file():
             return None, ("missing_frame", p, "no such file")
         if check_frames:
-            problem = _jpeg_problem(p.read_bytes())
+            problem = common.jpeg_problem(p.read_bytes())
             if problem:
                 return None, ("bad_frame", p, problem)
     meta = {
@@ -388,7 +374,7 @@ class MoviePuzzle(common.SummaryBuilder, tfds.core.GeneratorBasedBuilder):
             frames = []
             for p in meta["frame_paths"]:
                 data = p.read_bytes() if p.is_file() else b""
-                problem = _jpeg_problem(data) if data else "no such file"
+                problem = common.jpeg_problem(data) if data else "no such file"
                 if problem:
                     common.record_skip(self.skips, "clip_bad_frame", p, problem)
                     break

@@ -12,7 +12,8 @@ ISO-8859-1 text never has: a sign of cp1252 or another encoding) is skipped as
 ``unknown_encoding`` rather than guessed.
 
 Clip ids are not unique: repeated rows of one clip are merged (their sentences
-joined in file order) and counted as ``duplicate_clip_merged``.
+joined in file order) and counted as ``kept_duplicate_clip_merged`` (kept with a fix: no
+sentence is lost), naming the clip and both rows.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import dataclasses
 import pathlib
 import re
 
+from tfds_builders import common
 from tfds_builders.sc2st import schema
 from tfds_builders.sc2st.skips import record
 from tfds_builders.schema import Invalid, check
@@ -118,7 +120,8 @@ def merge_duplicates(clips: list[Clip], skips: collections.Counter) -> list[Clip
         if c.clip_id in by_id:
             first = by_id[c.clip_id]
             first.sentence = f"{first.sentence} {c.sentence}"
-            skips["duplicate_clip_merged"] += 1
+            common.count(skips, f"{common.KEPT_PREFIX}duplicate_clip_merged",
+                         f"{c.clip_id} ({c.source} merged into {first.source})")
         else:
             by_id[c.clip_id] = dataclasses.replace(c)
     return list(by_id.values())

@@ -180,7 +180,7 @@ def read_stories(path: pathlib.Path, length: int = 10,
         except (WrongLength, DuplicateKey) as e:
             if skips is None:
                 raise
-            record(skips, e.reason, path, w, str(e))
+            record(skips, e.reason, path, w, _after(str(e), w))
     return out
 
 
@@ -230,6 +230,11 @@ def frame_path(frame_id: str, index: dict[tuple[int, int], tuple[str, str]],
     return pathlib.Path("frames") / movie / clip / f"{f}.jpg"
 
 
+def _after(message: str, where: str) -> str:
+    """`message` without its leading `where` (a skip names the story once)."""
+    return message[len(where):].lstrip(": ") if message.startswith(where) else message
+
+
 RELEASED_SPLITS = {"train": "story10_all_train_no.json", "val": "story10_all_val_no.json",
                    "test": "story10_all_test_no.json"}
 
@@ -262,8 +267,13 @@ def build_released(root: pathlib.Path, cfg: Any, skips: collections.Counter,
     index = read_lsmdc_index(index_path)
     text_path = _find(root, "parsed_text.json")
     texts = read_id_map(text_path, "str") if text_path else {}
-    meta = lsmdc.read_meta(root / "meta.csv", skips) if (root / "meta.csv").is_file() else {}
+    meta_path = _find(root, "meta.csv")  # upstream keeps it in data/, beside lsmdc.json
+    if meta_path is None:
+        common.log.warning("%s has no meta.csv (nor story10_all/ or data/meta.csv): genres are "
+                           "left empty", root)
+    meta = lsmdc.read_meta(meta_path, skips) if meta_path is not None else {}
     check_dim(scorer, cfg)
+    no_meta: set[str] = set()
     out = {}
     for code, (split, name) in enumerate(RELEASED_SPLITS.items()):
         path = _find(root, name)
@@ -272,7 +282,7 @@ def build_released(root: pathlib.Path, cfg: Any, skips: collections.Counter,
             continue
         boards, feats, movies = [], [], []
         for story_ in read_stories(path, cfg.length, skips):
-            where = f"{path}[{story_['key']}]"
+            where = f"{path}[{story_['key']!r}]"  # as read_stories names a story
             paths, sents = [], []
             try:
                 for n, item in enumerate(story_["items"]):
@@ -280,18 +290,22 @@ def build_released(root: pathlib.Path, cfg: Any, skips: collections.Counter,
                     m, c, _ = parse_id(item["id"], where)
                     sents.append(item["text"] or " ".join(texts.get(f"l_{m}_{c}", [])))
             except SchemaError as e:  # an id lsmdc.json does not know
-                record(skips, "unknown_id", path, where, str(e))
+                record(skips, "unknown_id", path, where, _after(str(e), where))
                 continue
             missing = next((p for p in paths if not p.is_file()), None)
             if missing is not None:
                 record(skips, "no_frames", path, where, f"{missing} is missing")
                 continue
-            if not all(s.strip() for s in sents):
-                record(skips, "no_text", path, where, "an item has no text")
+            empty = next((n for n, s in enumerate(sents) if not s.strip()), None)
+            if empty is not None:
+                record(skips, "no_text", path, where, f"[{empty}] {story_['items'][empty]['id']}"
+                       " has no text (none in the story, none in parsed_text.json)")
                 continue
             feats.append(scorer.encode_images([p.read_bytes() for p in paths]))
             movie = paths[0].parent.parent.name
             movies.append(movie)
+            if lsmdc.normalise_movie(movie) not in meta:
+                no_meta.add(movie)
             boards.append([Pair(lsmdc.Clip(p.parent.name, movie, 0.0, 0.0, s, where),
                                 text.clean_sentence(s, cfg.names), str(p.relative_to(root)), f)
                            for p, s, f in zip(paths, sents, feats[-1], strict=True)])
@@ -306,6 +320,10 @@ def build_released(root: pathlib.Path, cfg: Any, skips: collections.Counter,
         out[split] = [make_example(i, b, np.stack([p.feature for p in b]), c, a, meta)
                       for i, (b, c, a) in enumerate(zip(boards, cands, answer, strict=True))]
         stats[f"storyboards_{split}"] = len(boards)
+    stats["movies_not_in_meta"] = len(no_meta)  # their storyboards have no genres
+    if no_meta and meta:
+        common.log.warning("%d movie(s) have no meta.csv line (no genres): %s", len(no_meta),
+                           ", ".join(sorted(no_meta)[:5]))
     if not out:
         raise common.ManualDirError(f"{root}: none of {', '.join(RELEASED_SPLITS.values())} "
                                     "gave a usable storyboard")

@@ -189,8 +189,10 @@ def build_storyboards(root: pathlib.Path, cfg: Sc2StConfig, skips: collections.C
         if (root / name).is_file():
             rows += lsmdc.read_annotations(root / name, skips)
     kept = [c for c in rows if not c.movie.startswith(tuple(cfg.exclude_movies))]
+    for c in rows:
+        if c.movie.startswith(tuple(cfg.exclude_movies)):  # named: file:line (movie)
+            common.count(skips, "excluded_movie", f"{c.source} ({c.movie})")
     if len(kept) < len(rows):
-        skips["excluded_movie"] += len(rows) - len(kept)
         common.log.warning("skipped %d rows of excluded movies %s", len(rows) - len(kept),
                            cfg.exclude_movies)
     clips = lsmdc.merge_duplicates(kept, skips)
@@ -327,6 +329,22 @@ class Sc2St(common.SummaryBuilder, tfds.core.GeneratorBasedBuilder):
         self.experts = experts or {}
         self.isolated: dict[str, tuple] = {}
         self.stats: collections.Counter = collections.Counter()
+
+    def model_functions(self) -> dict[str, Any]:
+        """The model functions this build uses, by role (recorded in and checked against the
+        dataset's source, `tfds_builders/fingerprint.py`): none without a keyframe `embedder`
+        (a reader), else the embedder, the candidate and feature embedders when given, and the
+        experts the config stores."""
+        if self.embedder is None:
+            return {}
+        out: dict[str, Any] = {"embedder": self.embedder}
+        if self.candidate_embedder is not None:
+            out["candidate_embedder"] = self.candidate_embedder
+        if self.feature_embedder is not None:
+            out["feature_embedder"] = self.feature_embedder
+        out.update({f"expert:{n}": self.experts[n] for n, _ in self.builder_config.experts
+                    if n in self.experts})
+        return out
 
     @classmethod
     def check_inputs(cls, config: str, manual_dir: os.PathLike | str | None) -> None:

@@ -29,6 +29,7 @@ import logging
 import pathlib
 import re
 
+from tfds_builders import common
 from tfds_builders.schema import Invalid, Unreadable, check, first_line, load_json, read_text
 from tfds_builders.symon import titles
 from tfds_builders.symon.schema import InfoJson
@@ -148,7 +149,7 @@ def assign(videos: list[dict], root: pathlib.Path, skips: collections.Counter,
                 problems["movie:title_normalises_to_nothing"].append(
                     f"{vid} narration {v['title'][:60]!r}")
         v["movie_id"], v["movie_key"], v["movie_source"] = found if found[2] else (vid, "", "")
-        skips[f"movie_source:{v['movie_source'] or 'unknown'}"] += 1
+        common.note(skips, f"movie_source:{v['movie_source'] or 'unknown'}")  # information
     for reason, named in sorted(problems.items()):
         _warn(skips, reason, named)
     merged = titles.merge([v["movie_key"] for v in videos if v["movie_key"]])

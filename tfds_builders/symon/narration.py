@@ -8,13 +8,13 @@ both word streams are normalised (lower case, letters and digits only) and
 matched with difflib's longest-matching-blocks (autojunk off). A sentence spans
 its first to its last matched word (literal `\\xHH` byte escapes, a defect of some
 upstream files, and backslash-escaped quotes `\\'` are decoded first and counted as
-`text:escaped_utf8_bytes`); a sentence with no matched word is dropped (counted as
+`kept_text:escaped_utf8_bytes`); a sentence with no matched word is dropped (counted as
 `sentence:unaligned`). A "sentence" of more than 60 words (a preprocessed file
 without punctuation) is re-split at pauses of >= 1 s or every 30 words of its
-timed words (`sentence:resplit_unpunctuated`). Sentences made only of bracketed
-cues such as `[Music]` are dropped (`sentence:non_speech`). Without a preprocessed file the
-timed words are split at sentence punctuation when the captions have it, else
-at pauses of >= 1 s or every 30 words (counted as `video:no_preprocessed_text`).
+timed words (kept with that fix: `kept_sentence:resplit_unpunctuated`). Sentences made
+only of bracketed cues such as `[Music]` are dropped (`sentence:non_speech`). Without a
+preprocessed file the timed words are split at sentence punctuation when the captions have
+it, else at pauses of >= 1 s or every 30 words (kept: `kept_video:no_preprocessed_text`).
 
 Person names (the named-entity pass of Eq. 6, offline and deterministic):
 a word is a name if it is capitalised (`Xxxx`, possessive `'s` stripped), is
@@ -136,7 +136,7 @@ def timed_sentences(words: Sequence[Word], preprocessed: str | None,
                 skips["sentence:non_speech" if is_non_speech(s) else "sentence:unaligned"] += 1
                 continue
             if len(s.split()) > MAX_WORDS:  # unpunctuated stretch: split at pauses instead
-                skips["sentence:resplit_unpunctuated"] += 1
+                skips["kept_sentence:resplit_unpunctuated"] += 1  # re-split at pauses
                 found += _fallback_sentences(words[min(idx):max(idx) + 1], use_punct=False)
                 continue
             found.append((s, words[min(idx)].start, words[max(idx)].end))

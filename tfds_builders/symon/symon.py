@@ -168,7 +168,7 @@ def load_video(root: pathlib.Path, vid: str, cfg: SymonConfig, asr: dict[str, in
     if path is None:
         return unusable("video:missing_vtt", root / "timestamped_text" / f"{vid}.en.vtt")
     try:
-        words = vtt.parse(read_text(path), skips)
+        words = vtt.parse(read_text(path), skips, path)
     except (Unreadable, ValueError) as e:
         return unusable("video:bad_vtt", path, detail(e))
     pre_path = root / "preprocessed_text" / f"{vid}.txt"
@@ -179,11 +179,12 @@ def load_video(root: pathlib.Path, vid: str, cfg: SymonConfig, asr: dict[str, in
         except Unreadable as e:
             return unusable("video:bad_preprocessed_text", pre_path, detail(e))
         pre, n_escaped = narration.unescape_bytes(text)
-        if n_escaped:
-            skips["text:escaped_utf8_bytes"] += 1  # decoded, counted once per file
-    else:
-        common.record_skip(skips, "video:no_preprocessed_text", pre_path,
-                           "sentences split from the captions instead")
+        if n_escaped:  # decoded: kept with a fix, counted once per file
+            common.count(skips, f"{common.KEPT_PREFIX}text:escaped_utf8_bytes", pre_path)
+    else:  # kept: the sentences come from the captions instead
+        common.count(skips, f"{common.KEPT_PREFIX}video:no_preprocessed_text", pre_path)
+        common.log.warning("%s is missing: sentences split from the captions instead",
+                           pre_path)
     sents = narration.timed_sentences(words, pre, skips)
     if not sents:
         return unusable("video:no_sentences", path)
@@ -221,8 +222,8 @@ def load_video(root: pathlib.Path, vid: str, cfg: SymonConfig, asr: dict[str, in
             cuts = cuts[cuts <= duration]
     elif feats is not None:
         if (root / "cuts").is_dir():  # cuts given for other videos but not this one
-            common.record_skip(skips, "cuts:no_file_feature_fallback", cut_path,
-                               "cuts detected from feature distances instead")
+            common.count(skips, f"{common.KEPT_PREFIX}cuts:no_file_feature_fallback",
+                         cut_path)  # kept: cuts detected from feature distances instead
         cuts = detect_cuts(feats, cfg.fps, cfg.cut_min, cfg.cut_mads)
     else:
         cuts = np.zeros((0,), np.float32)
@@ -230,8 +231,8 @@ def load_video(root: pathlib.Path, vid: str, cfg: SymonConfig, asr: dict[str, in
     kept = [(s, a, b) for s, a, b in sents if a >= lo and b <= hi]
     if not kept:
         return unusable("video:no_sentences_after_trim", path)
-    if vid not in asr:
-        skips["asr_label:missing"] += 1
+    if vid not in asr:  # kept with is_asr = -1 (unknown)
+        common.count(skips, f"{common.KEPT_PREFIX}asr_label:missing", vid)
     names = narration.person_names([s for s, _, _ in sents])
     names = [n for n, (_, a, b) in zip(names, sents) if a >= lo and b <= hi]
     return {

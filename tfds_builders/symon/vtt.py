@@ -20,8 +20,9 @@ pause after a sentence's last word is not part of the sentence).
 
 Malformed cues are skipped with a reason (`bad_timing`: no timing line, or a time whose
 minutes or seconds pass 59 or that lies beyond a day (`schema.py`); `end_before_start`,
-`bad_word_timing`: tag times out of range, decreasing or outside the cue by > 1 s);
-NOTE/STYLE/REGION blocks are ignored.
+`bad_word_timing`: tag times out of range, decreasing or outside the cue by > 1 s), each
+named by file and line (`<id>.en.vtt:12 (cue 4: ...)`); rolling duplicates are information
+(`noted`), not skips. NOTE/STYLE/REGION blocks are ignored.
 """
 
 from __future__ import annotations
@@ -29,8 +30,10 @@ from __future__ import annotations
 import collections
 import dataclasses
 import html
+import os
 import re
 
+from tfds_builders import common
 from tfds_builders.schema import Invalid
 from tfds_builders.symon import schema
 
@@ -101,30 +104,51 @@ def _spread_words(lines: list[str], start: float, end: float) -> list[Word]:
     return words
 
 
-def parse(text: str, skips: collections.Counter | None = None) -> list[Word]:
+def _blocks(text: str) -> list[tuple[int, str]]:
+    """(first line number, text) of each block of a document (blocks are separated by blank
+    lines; line numbers count from 1 in the file)."""
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    body = text.lstrip("\n")
+    line = 1 + len(text) - len(body)
+    out = []
+    parts = re.split(r"(\n\n+)", body.rstrip("\n"))
+    for block, sep in zip(parts[0::2], [*parts[1::2], ""]):
+        out.append((line, block))
+        line += block.count("\n") + len(sep)
+    return out
+
+
+def parse(text: str, skips: collections.Counter | None = None,
+          path: os.PathLike | str = "<vtt>") -> list[Word]:
     """Timed words of a WebVTT document in reading order (duplicates removed).
 
-    `skips` counts per reason: `cue:<reason>` for malformed cues and
-    `cue:rolling_duplicate` for the removed repeats.
+    `skips` counts per reason: `cue:<reason>` for malformed cues, each named by `path` and
+    its line, and the noted `cue:rolling_duplicate` for the removed repeats.
     """
     skips = skips if skips is not None else collections.Counter()
-    blocks = re.split(r"\n\n+", text.replace("\r\n", "\n").replace("\r", "\n").strip())
-    if not blocks or not blocks[0].lstrip("\ufeff").startswith("WEBVTT"):
+    blocks = _blocks(text)
+    if not blocks or not blocks[0][1].lstrip("\ufeff").startswith("WEBVTT"):
         raise ValueError("not a WebVTT file (no WEBVTT header)")
     words: list[Word] = []
     prev: list[str] = []
-    for block in blocks[1:]:
+
+    def bad(reason: str, line: int, n: int, detail: str) -> None:
+        common.record_skip(skips, f"cue:{reason}", f"{path}:{line}", f"cue {n}: {detail}")
+
+    for n, (line, block) in enumerate(blocks[1:], 1):
         lines = block.split("\n")
         if lines[0].startswith(("NOTE", "STYLE", "REGION")):
             continue
         k = next((i for i, ln in enumerate(lines[:2]) if "-->" in ln), None)
         timing = _timing(lines[k]) if k is not None else None
         if timing is None:
-            skips["cue:bad_timing"] += 1
+            bad("bad_timing", line, n, "no timing line" if k is None else
+                f"timing {lines[k].strip()[:40]!r} malformed or out of range")
             continue
         start, end = timing
         if end < start:
-            skips["cue:end_before_start"] += 1
+            bad("end_before_start", line + k, n, f"ends at {end:.3f} s before its start "
+                f"{start:.3f} s")
             continue
         payload = [ln for ln in lines[k + 1:] if _clean(ln)]
         plain = [_clean(ln) for ln in payload]
@@ -135,22 +159,24 @@ def parse(text: str, skips: collections.Counter | None = None) -> list[Word]:
             prev = plain
         if not new:
             if plain:
-                skips["cue:rolling_duplicate"] += 1
+                common.note(skips, "cue:rolling_duplicate", what=path)
             continue
         cue_words: list[Word] = []
         untagged: list[str] = []
-        bad = False
+        broken = None
         for ln in new:
             if _TAG_TIME.search(ln):
                 tagged = _tagged_words(ln, start, end)
                 if tagged is None:
-                    bad = True
+                    broken = ln
                     break
                 cue_words += tagged
             else:
                 untagged.append(ln)
-        if bad:
-            skips["cue:bad_word_timing"] += 1
+        if broken is not None:
+            bad("bad_word_timing", line + lines.index(broken), n,
+                f"word times out of range, decreasing or outside the cue {start:.3f}-"
+                f"{end:.3f} s")
             continue
         cue_words = _spread_words(untagged, start, end) + cue_words if untagged and \
             cue_words and untagged[0] == new[0] else cue_words + _spread_words(untagged, start, end)

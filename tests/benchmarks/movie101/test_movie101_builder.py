@@ -9,6 +9,7 @@ import pathlib
 import numpy as np
 import pytest
 
+from tfds_builders import common
 from tfds_builders import movie101 as m101
 from tfds_builders.movie101 import parsing, synthetic
 
@@ -175,6 +176,31 @@ def test_train_merge_is_read_and_its_augmentation_entries_counted(tmp_path) -> N
                                                      tmp_path / "data")}
     assert clips[12.0]["text"] == "马冬梅推门。" and clips[12.0]["pointer_text"] == "@1推门。"
     assert clips[5.0]["cast_names"] == [] and clips[5.0]["text"] == "有人敲门。"
+    # train.json beside train_merge.json: train_merge.json (the release's) is read, so its
+    # augmentation entries stay; train.json is a counted skip naming both files
+    other = {"0": entry(train, 10, 20, "@1醒来。"), "1": entry(train, 30, 41, "@0看着@1。")}
+    (manual / "narration_role" / "train.json").write_text(json.dumps(other, ensure_ascii=False))
+    b = m101.prepare("v1_narration", tmp_path / "data_both", manual)
+    both = json.loads((pathlib.Path(b.data_dir) / "build_summary.json").read_text())
+    assert both["examples"] == summary["examples"] and both["noted"] == summary["noted"]
+    assert both["skipped"] == {**summary["skipped"], "role_file_not_read": 1}
+    (named,) = both["named"]["role_file_not_read"]
+    assert named.startswith(str(manual / "narration_role" / "train.json") + " (train_merge.json")
+    recs = {r["start"]: r for r in m101.data_source("v1_narration", "train",
+                                                    tmp_path / "data_both")}
+    assert recs[10.0]["pointer_text"] == "@0醒来。"  # train_merge's, not train.json's
+    assert "role_file_not_read: 1" in common.format_summary(common.read_summary(b))
+    # train.json alone: read (no skip)
+    (manual / "narration_role" / "train_merge.json").rename(tmp_path / "train_merge.json")
+    b = m101.prepare("v1_narration", tmp_path / "data_train", manual)
+    alone = json.loads((pathlib.Path(b.data_dir) / "build_summary.json").read_text())
+    assert alone["examples"] == {"train": 2, "val": 4} and "role_file_not_read" not in alone[
+        "skipped"]
+    recs = {r["start"]: r for r in m101.data_source("v1_narration", "train",
+                                                    tmp_path / "data_train")}
+    assert recs[10.0]["pointer_text"] == "@1醒来。"
+    (manual / "narration_role" / "train.json").unlink()
+    (tmp_path / "train_merge.json").rename(manual / "narration_role" / "train_merge.json")
     # a role file in neither name: counted and named, the narrations kept with plain names
     (manual / "narration_role" / "train_merge.json").unlink()
     b = m101.prepare("v1_narration", tmp_path / "data2", manual)
@@ -210,6 +236,41 @@ def test_v2_fixture_builds_counts_and_matches_files(tmp_path: pathlib.Path) -> N
     assert rec["clip"].shape == (200, 16) and rec["face"].shape == (200, 3, 16)
     assert np.all(np.diff(rec["face_score"], axis=1) <= 0)  # faces sorted by confidence
     assert rec["portrait_face"].shape == (len(rec["cast_ids"]), 16)
+
+
+def test_unusable_portraits_are_named_skips_and_the_cast_member_kept(tmp_path) -> None:
+    """A v2 portrait JPEG that is empty, not an image or another format: a `bad_portrait` skip
+    naming the file; the cast member keeps an empty portrait, as for a missing one."""
+    import io
+
+    from PIL import Image
+
+    root = tmp_path / "v2"
+    synthetic.write_corpus(root, seed=1, sizes="tiny")
+    movie = sorted((root / "metadata" / "meta").glob("*.json"))[0].stem
+    portraits = sorted((root / "metadata" / "portrait" / movie).glob("*.jpeg"))
+    assert len(portraits) >= 3
+    png = io.BytesIO()
+    Image.new("RGB", (4, 6)).save(png, "PNG")
+    bad = {portraits[0]: b"", portraits[1]: b"\xff\xd8\xff not a jpeg",
+           portraits[2]: png.getvalue()}
+    for path, data in bad.items():
+        path.write_bytes(data)
+    b = m101.prepare("v2_movies", tmp_path / "data", root)
+    summary = common.read_summary(b)
+    assert summary["skipped"]["bad_portrait"] == 3 and "kept_missing_portrait" not in summary[
+        "skipped"]
+    named = {n.split(" (")[0]: n for n in summary["named"]["bad_portrait"]}
+    assert set(named) == {str(p) for p in bad}
+    assert "(empty file;" in named[str(portraits[0])]
+    assert "(not a decodable image;" in named[str(portraits[1])]
+    assert "(not a JPEG (PNG);" in named[str(portraits[2])]
+    (rec,) = [r for s in b.info.splits for r in m101.data_source("v2_movies", s, tmp_path / "data")
+              if r["movie_id"] == movie]
+    got = dict(zip(rec["cast_ids"], rec["portraits"]))
+    assert {p.stem for p in portraits} <= set(got)  # every cast member kept
+    for p in portraits:
+        assert got[p.stem] == (b"" if p in bad else p.read_bytes())
 
 
 def test_missing_manual_dir_is_one_line(tmp_path: pathlib.Path) -> None:

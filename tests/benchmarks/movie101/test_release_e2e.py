@@ -153,6 +153,17 @@ def test_pointer_run_without_a_role_file_stops_in_one_line(release, tmp_path) ->
     with pytest.raises(train.ConfigError, match=r"narration_role/train\.json or .*"
                                                 r"narration_role/train_merge\.json"):
         train.run(c, str(tmp_path / "work"))
+    # v1_narration_raw never has role-pointer targets: said so, not "they come from ..."
+    raw = _mcn(release)
+    raw.data.update(config="v1_narration_raw", manual_dir=str(manual),
+                    data_dir=str(tmp_path / "tfds"))
+    with pytest.raises(train.ConfigError, match=r"movie101/v1_narration_raw has no "
+                                                r"role-pointer targets .* data.pointer=False"):
+        train.run(raw, str(tmp_path / "work"))
+    assert not (tmp_path / "work").exists()
+    said = data.pointer_source(raw.data)
+    assert "v1_narration_raw has none" in said and "narration_role/train" not in said
+    assert "train_merge.json (the release's" in data.pointer_source(c.data)
     (manual / "narration_role").mkdir()
     (manual / "narration_role" / "train_merge.json").write_text("{}")
     data.prepare(c.data)

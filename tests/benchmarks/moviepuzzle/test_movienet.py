@@ -139,11 +139,9 @@ EXPECTED_SKIPS = {
     "movie_scenes_beyond_shots": 1,
     "movie_no_clips": 1,
     "clip_bad_frame": 1,
-    "srt_decoded_as_cp1252": 1,
-    "srt_decoded_as_utf-16": 1,
-    "srt_unordered_cues_sorted": 1,
+    "kept_srt_unordered_cues_sorted": 1,
     "cue_non_verbal": 1,
-    "cue_overlapping": 1,
+    "kept_cue_overlapping": 1,
     "frame_unpaired_overlapping_cues": 1,
     "frame_same_utterance": 2,
     "frame_missing_jpeg": 1,
@@ -201,9 +199,18 @@ def test_fixture_counts_every_rule(built) -> None:
     summary = json.loads((pathlib.Path(builder.data_dir) / common.SUMMARY_FILE).read_text())
     skipped = {k: v for k, v in summary["skipped"].items() if v}
     assert skipped == EXPECTED_SKIPS
+    # information, not skips: which subtitle files needed another encoding
+    assert summary["noted"] == {"srt_decoded_as_cp1252": 1, "srt_decoded_as_utf-16": 1}
+    assert summary["named"]["noted_srt_decoded_as_utf-16"] == [
+        str(base / "raw" / "subtitle" / "tt0000003.srt")]
     assert sum(summary["examples"].values()) == sum(expected.values())
     text = common.format_summary(common.read_summary(builder))
     assert "movie_not_english: 1" in text and "frame_same_utterance: 2" in text
+    skipped_part, rest = text.split("kept with a fix or warning:")
+    assert "srt_decoded" not in skipped_part and "unordered" not in skipped_part
+    assert "  cue_overlapping" not in skipped_part
+    kept, noted = rest.split("noted (information, not skips):")
+    assert "srt_unordered_cues_sorted: 1" in kept and "srt_decoded_as_cp1252: 1" in noted
 
 
 def test_clips_pairing_and_features(built) -> None:

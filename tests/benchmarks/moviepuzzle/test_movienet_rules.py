@@ -125,3 +125,32 @@ def test_read_fps_sources() -> None:
     story = {"story": [{"frame": [0, 2500], "duration": [0.0, 100.0]}]}
     assert mb.read_fps({}, story, 24.0) == (25.0, "annotation.story")
     assert mb.read_fps(None, {"story": [{"frame": "x"}]}, 24.0) == (24.0, "default")
+
+
+def test_handled_defects_name_the_file_and_key_path(tmp_path) -> None:
+    """A story entry without numeric timing (its timing gives no frame rate) and a malformed
+    subtitle block are skips naming the file and where in it."""
+    from tfds_builders import common
+
+    skips = common.Counts()
+    ann = tmp_path / "annotation" / "tt1.json"
+    story = {"story": [{"frame": [0, 2500], "duration": [0.0, 100.0]},
+                       {"frame": [0, "x"], "duration": [0.0, 100.0]}]}
+    assert mb.read_fps({}, story, 24.0, skips, ann) == (25.0, "annotation.story")
+    assert skips == {"story_bad_timing": 1}
+    (named,) = skips.named["story_bad_timing"]
+    assert named.startswith(f"{ann} (story[1].frame[1]: ") and "got 'x'" in named
+    srt = tmp_path / "tt1.srt"
+    srt.write_text("1\n00:00:01,000 --> 00:00:02,000\nHello there.\n\n"
+                   "2\n00:00:03,000 --> 00:00:02,000\nBackwards.\n\n"
+                   "3\n00:00:04,000 --> 00:00:05,000\nAgain here.\n\n"
+                   "4\n00:00:02,500 --> 00:00:02,800\nEarlier one.\n")
+    cues, reason, _ = mb.load_cues(srt, mb.Rules(), skips)
+    assert reason == "" and [c.text for c in cues] == ["Hello there.", "Earlier one.",
+                                                       "Again here."]
+    assert skips["cue_malformed"] == 1 and skips["kept_srt_unordered_cues_sorted"] == 1
+    assert skips.named["cue_malformed"] == [
+        f"{srt} (block 2 (line 5): timing '00:00:03,000 --> 00:00:02,000': end not after "
+        "start)"]
+    assert skips.named["kept_srt_unordered_cues_sorted"] == [
+        f"{srt} (1 cue(s) out of time order)"]

@@ -106,7 +106,7 @@ def test_build_summary_counts_bad_input(built):
     assert summary["examples"] == {"train": 4, "val": 2, "test": 2}
     assert summary["skipped"] == {
         "unknown_encoding": 1, "missing_fields": 1, "malformed_meta_line": 1,
-        "duplicate_clip_merged": 1, "no_frames": 1, "feature_dim_mismatch": 1}
+        "kept_duplicate_clip_merged": 1, "no_frames": 1, "feature_dim_mismatch": 1}
     by_file = {pathlib.Path(f).name: c for f, c in summary["skipped_by_file"].items()}
     assert by_file["LSMDC16_annos_training.csv"] == {"unknown_encoding": 1, "missing_fields": 1}
     assert by_file["meta.csv"] == {"malformed_meta_line": 1}

@@ -94,7 +94,9 @@ def test_read_annotations_counts_bad_lines(tmp_path):
         str(p): {"unknown_encoding": 1, "missing_fields": 1, "malformed_csv_line": 1}}
     merged = lsmdc.merge_duplicates(clips, skips)
     assert len(merged) == 1 and merged[0].sentence.endswith("na\u00efve.")
-    assert skips["duplicate_clip_merged"] == 1
+    assert skips["kept_duplicate_clip_merged"] == 1 and "duplicate_clip_merged" not in skips
+    assert skips.named["kept_duplicate_clip_merged"] == [
+        f"0001_A_00.00.01.000-00.00.03.000 ({p.name}:2 merged into {p.name}:1)"]
 
 
 def test_real_meta_csv(shared_data):

@@ -199,7 +199,9 @@ def _records(root, tmp_path, config="text_only"):
     b = builder.prepare(config, tmp_path, manual_dir=root)
     recs = {r["video_id"]: r for s in b.info.splits
             for r in builder.data_source(config, s, tmp_path, build=False)}
-    return recs, common.read_summary(b)["skipped"]
+    summary = common.read_summary(b)
+    assert not any(k.startswith("movie_source:") for k in summary["skipped"])  # information
+    return recs, {**summary["skipped"], **summary["noted"]}
 
 
 @pytest.fixture(scope="module")

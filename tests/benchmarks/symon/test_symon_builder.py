@@ -52,15 +52,24 @@ late<00:00:19.000><c> tag</c>
 
 
 def test_vtt_rolling_duplicates_and_word_times():
-    skips = collections.Counter()
-    words = vtt.parse(ASR, skips)
+    skips = common.Counts()
+    words = vtt.parse(ASR, skips, "v.en.vtt")
     assert [w.text for w in words] == ["[Music]", "black", "mirror", "Bandersnatch", "now",
                                        "gives", "you", "choices"]
     assert words[1].start == pytest.approx(5.48) and words[2].start == pytest.approx(6.48)
     assert words[1].end == pytest.approx(6.48) and words[4].end == pytest.approx(8.419)
     assert words[5].start == pytest.approx(8.429)
-    assert skips == {"cue:rolling_duplicate": 3, "cue:end_before_start": 1, "cue:bad_timing": 1,
-                     "cue:bad_word_timing": 1}
+    assert skips == {"noted_cue:rolling_duplicate": 3, "cue:end_before_start": 1,
+                     "cue:bad_timing": 1, "cue:bad_word_timing": 1}
+    # each malformed cue named by file and line (the repeats are information, not skips)
+    assert skips.named["cue:end_before_start"] == [
+        "v.en.vtt:29 (cue 7: ends at 10.000 s before its start 11.000 s)"]
+    assert skips.named["cue:bad_timing"] == [
+        "v.en.vtt:32 (cue 8: timing '00:00:1x.000 --> 00:00:12.000' malformed or out of "
+        "range)"]
+    assert skips.named["cue:bad_word_timing"][0].startswith("v.en.vtt:36 (cue 9: word times")
+    assert ASR.splitlines()[28].startswith("00:00:11.000 -->")  # line 29
+    assert ASR.splitlines()[35].startswith("late<")  # line 36
     with pytest.raises(ValueError, match="WEBVTT"):
         vtt.parse("00:00:01.000 --> 00:00:02.000\nhi\n")
 
@@ -74,7 +83,7 @@ def test_vtt_uploaded_captions_spread_and_repeat():
     assert [w.text for w in words] == ["Today,", "a", "film", "called", "Drive.", "He",
                                        "drives."]
     assert words[0].start == 0 and 0 < words[3].start < 4 and words[5].start == 6
-    assert skips["cue:rolling_duplicate"] == 1
+    assert skips == {"noted_cue:rolling_duplicate": 1}
 
 
 def test_sentences_names_titles():
@@ -120,17 +129,18 @@ def fixture_build(tmp_path_factory):
 def test_fixture_builds_and_counts_each_defect(fixture_build):
     root, truth, data_dir, b = fixture_build
     summary = json.loads((pathlib.Path(b.data_dir) / common.SUMMARY_FILE).read_text())
-    skipped = summary["skipped"]
+    skipped, noted = summary["skipped"], summary["noted"]
     for reason in ("cue:bad_timing", "cue:end_before_start", "video:feature_dim_mismatch",
                    "video:features_too_short", "video:missing_features",
-                   "text:escaped_utf8_bytes", "asr_label:missing", "cuts:beyond_video"):
+                   "kept_text:escaped_utf8_bytes", "kept_asr_label:missing",
+                   "cuts:beyond_video"):
         assert skipped.get(reason) == 1, (reason, skipped)
-    # Videos without a cuts file fall back to feature-distance cuts, counted.
+    # Videos without a cuts file fall back to feature-distance cuts: kept, counted.
     with_file = len(list((root / "cuts").glob("*.txt")))
-    assert 0 < skipped["cuts:no_file_feature_fallback"] <= len(truth) - with_file
+    assert 0 < skipped["kept_cuts:no_file_feature_fallback"] <= len(truth) - with_file
     # The width comes from the files (32 here; the 33-wide file is the mismatch).
     assert builder.metadata(FIXTURE, data_dir)[0] == synthetic.FEATURE_DIM
-    assert skipped["cue:rolling_duplicate"] > 50
+    assert noted["cue:rolling_duplicate"] > 50 and "cue:rolling_duplicate" not in skipped
     assert sum(summary["examples"].values()) == len(truth) - 3  # three videos unusable
 
 
@@ -197,8 +207,8 @@ def test_real_symon_files_build(shared_data, tmp_path):
     skipped = summary["skipped"]
     # 40 videos: all build but one whose narration lies in the trimmed 5% ends.
     assert total + skipped.get("video:no_sentences_after_trim", 0) == 40
-    assert skipped["cue:rolling_duplicate"] > 5000  # auto-caption repeats removed
-    assert skipped["text:escaped_utf8_bytes"] >= 4  # literal \xe2\x80\x9c in preprocessed text
+    assert summary["noted"]["cue:rolling_duplicate"] > 5000  # auto-caption repeats removed
+    assert skipped["kept_text:escaped_utf8_bytes"] >= 4  # literal \xe2\x80\x9c escapes decoded
     franchises = collections.defaultdict(set)
     n_sent = 0
     for split in b.info.splits:

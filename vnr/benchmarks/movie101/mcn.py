@@ -64,10 +64,17 @@ def validate(config: Any) -> None:
     if d.get("frame_sampling", "first") not in data.FRAME_SAMPLING:
         raise ValueError(f"data.frame_sampling={d.frame_sampling!r}: choose one of "
                          f"{data.FRAME_SAMPLING}")
-    if d.pointer and d.config == "v1_narration" and "train" in d.train_split.split("+"):
+    if d.pointer and d.config.startswith("v1_"):
         from tfds_builders import movie101
 
-        if movie101.role_file(pathlib.Path(d.manual_dir), "train") is None:
+        if movie101.pointer_targets(d.config) is None:
+            raise ValueError(f"data.pointer=True but movie101/{d.config} has no role-pointer "
+                             "targets (only v1_narration reads the release's narration_role/ "
+                             "files; Movie101-raw's paragraphs carry no @k sentences): set "
+                             "data.pointer=False for a model without the pointer, or "
+                             "data.config='v1_narration'")
+        if "train" in d.train_split.split("+") and movie101.role_file(
+                pathlib.Path(d.manual_dir), "train") is None:
             raise ValueError(f"data.pointer=True but "
                              f"{movie101.role_files_looked_for(d.manual_dir, 'train')} "
                              "does not exist: the train split would have no role-pointer "

@@ -280,14 +280,13 @@ def check(cfg: Any) -> dict[str, dict[str, int]]:
 
 def pointer_source(cfg: Any) -> str:
     """Where a config's `@k` pointer targets come from, for error messages."""
-    if cfg.config.startswith("v1_"):
-        from tfds_builders import movie101
+    from tfds_builders import movie101
 
-        return (f"they come from {movie101.role_files_looked_for(cfg.manual_dir, 'train')} "
-                "(the release's narration_role files), whose @k sentences must match "
-                "Movie101-N/train.json rows by (movie, start, end)")
-    return ("they come from the [Name] marks of the narration files that name a cast member "
-            "with a portrait feature")
+    where = movie101.pointer_targets(cfg.config, cfg.manual_dir or None)
+    if where is None:
+        return (f"movie101/{cfg.config} has none (only v1_narration reads the release's "
+                "narration_role/ files): set data.pointer=False")
+    return f"they come from {where}"
 
 
 def prepare(cfg: Any) -> None:

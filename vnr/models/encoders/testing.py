@@ -74,7 +74,8 @@ def to_pt_layout(flat: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 
 def write_tiny_checkpoint(
-    arch: str, directory: str | Path, layout: str = "msgpack", seed: int = 0
+    arch: str, directory: str | Path, layout: str = "msgpack", seed: int = 0,
+    config_overrides: dict[str, Any] | None = None,
 ) -> tuple[Any, dict]:
     """Writes a random tiny checkpoint of ``arch`` to ``directory``.
 
@@ -83,6 +84,8 @@ def write_tiny_checkpoint(
       directory: created if needed.
       layout: one of ``LAYOUTS``.
       seed: numpy seed of the weights.
+      config_overrides: config attributes set on ``tiny_config(arch)`` (e.g. a CLIP's
+        ``projection_dim`` of 512, the width of the checkpoint it stands in for).
 
     Returns:
       ``(transformers Flax model without params, nested params)``; call the model with
@@ -92,6 +95,10 @@ def write_tiny_checkpoint(
     from safetensors.numpy import save_file
 
     cfg = tiny_config(arch)
+    for key, value in (config_overrides or {}).items():
+        if not hasattr(cfg, key):
+            raise ValueError(f"{arch} config has no {key!r}")
+        setattr(cfg, key, value)
     model = flax_class(arch)(cfg, _do_init=False)
     shapes = jax.eval_shape(
         lambda k: model.init_weights(k, model.input_shape), jax.random.PRNGKey(0)
