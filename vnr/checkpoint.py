@@ -262,10 +262,13 @@ def _check_compatible(saved: Any, target: Any) -> None:
             raise IncompatibleCheckpoint(
                 f"checkpoint has no parameter {name} (model expects {want.shape})")
         have = getattr(flat_saved[name], "shape", None)
-        if have is not None and tuple(have) != tuple(want.shape):
+        expect = tuple(want.shape)
+        if jax.dtypes.issubdtype(want.dtype, jax.dtypes.prng_key):  # saved as its key data
+            expect = jax.eval_shape(jax.random.key_data, want).shape
+        if have is not None and tuple(have) != expect:
             raise IncompatibleCheckpoint(
                 f"checkpoint parameter {name} has shape {tuple(have)}, model expects "
-                f"{tuple(want.shape)}"
+                f"{expect}"
             )
     extra = sorted(set(flat_saved) - set(flat_target))
     if extra:

@@ -291,3 +291,38 @@ def test_restore_names_the_checkpoint_in_orbax_errors(run):
                 rf"^checkpoint step 2 in {run / 'checkpoints'}: checkpoint parameter "
                 r"0\.bias has shape \(3,\), model expects \(5,\)$")):
         checkpoint.restore(mgr, 2, other, _shardings(other), None)
+
+
+class _Tower(nnx.Module):
+    """A layer that keeps its own dropout stream, as the encoder towers do (a typed PRNG key
+    in the state, saved as its key data)."""
+
+    def __init__(self, rngs: nnx.Rngs):
+        self.linear = nnx.Linear(4, 3, rngs=rngs)
+        self.dropout = nnx.Dropout(0.5, rngs=rngs)
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        return self.dropout(self.linear(x))
+
+
+def test_a_state_holding_dropout_keys_restores_them(tmp_path):
+    """A typed key is stored as its key data ([2] uint32 here), so the compatibility check
+    compares that shape: such a run (Sc2St's text tower) resumed to an IncompatibleCheckpoint
+    before. The key and its counter come back as saved, so dropout continues its stream."""
+    model = _Tower(nnx.Rngs(params=0, dropout=7))
+    model(np.ones((2, 4), np.float32))  # draws once: the counter moves
+    state = nnx.state(model)
+    with checkpoint.manager(tmp_path / "checkpoints", keep=3) as mgr:
+        checkpoint.save(mgr, 1, state, _Iterator(3))
+        mgr.wait_until_finished()
+        fresh = nnx.state(_Tower(nnx.Rngs(params=1, dropout=99)))
+        back = checkpoint.restore(mgr, 1, fresh, _shardings(fresh), _Iterator())
+    want, got = state.to_pure_dict(), back.to_pure_dict()
+    keys = [leaf for leaf in jax.tree.leaves(want)
+            if jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key)]
+    assert keys, "the state holds no typed key: the test no longer tests anything"
+    for a, b in zip(jax.tree.leaves(want), jax.tree.leaves(got), strict=True):
+        if jax.dtypes.issubdtype(a.dtype, jax.dtypes.prng_key):
+            assert jax.dtypes.issubdtype(b.dtype, jax.dtypes.prng_key)
+            a, b = jax.random.key_data(a), jax.random.key_data(b)
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
