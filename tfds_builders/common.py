@@ -59,6 +59,16 @@ class Counts(collections.Counter):
         self.named: dict[str, list[str]] = {}
 
 
+def manual_dir(dl_manager: Any) -> pathlib.Path | None:
+    """This build's `--manual_dir` through TFDS's public `dl_manager.manual_dir`; None when
+    none was given or TFDS finds it missing or empty (TFDS's own error is several lines: the
+    builder's `check_manual_dir` then says in one line what the folder must hold)."""
+    try:
+        return pathlib.Path(dl_manager.manual_dir)
+    except AssertionError:
+        return None
+
+
 def count(counts: collections.Counter, key: str, what: Any = None, n: int = 1) -> None:
     """Adds `n` to `key`; with a `Counts`, `what` (a file, movie, entry) is named under it
     (once: counting a movie's narrations one by one names the movie once)."""

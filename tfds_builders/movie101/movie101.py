@@ -334,7 +334,7 @@ class Movie101(common.SummaryBuilder, tfds.core.GeneratorBasedBuilder):
                                            seed=config.seed, sizes=config.sizes)
             config = dataclasses.replace(config, release="v2")
         else:
-            root = check_manual_dir(config, dl_manager._manual_dir)  # noqa: SLF001
+            root = check_manual_dir(config, common.manual_dir(dl_manager))
         self.skips = common.Counts()
         try:
             if config.kind == "movies":

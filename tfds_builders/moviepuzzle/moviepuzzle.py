@@ -318,7 +318,7 @@ class MoviePuzzle(common.SummaryBuilder, tfds.core.GeneratorBasedBuilder):
 
             return common.synthetic_corpus(dl_manager, "moviepuzzle", synthetic, config.sizes,
                                            seed=config.seed, sizes=config.sizes)
-        return check_manual_dir(dl_manager._manual_dir)  # noqa: SLF001 - avoid TFDS's multi-line error
+        return check_manual_dir(common.manual_dir(dl_manager))
 
     def _split_generators(self, dl_manager: tfds.download.DownloadManager) -> dict:
         config = self.builder_config
@@ -350,7 +350,8 @@ class MoviePuzzle(common.SummaryBuilder, tfds.core.GeneratorBasedBuilder):
         if config.source == "synthetic_synopsis":
             pairs = synopsis_corpus.synthetic_pairs(config.seed, config.sizes)
             return {s: self._generate_ready(v) for s, v in pairs.items() if v}
-        root = movienet_build.check_manual_dir(dl_manager._manual_dir, config.name)  # noqa: SLF001
+        root = movienet_build.check_manual_dir(common.manual_dir(dl_manager),
+                                                    config.name)
         splits = movienet_build.scan(root, config.rules(), self.skips,
                                      synopsis=config.source == "movienet_synopsis")
         for split, metas in splits.items():

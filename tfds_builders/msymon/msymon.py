@@ -314,7 +314,7 @@ class MSymon(common.SummaryBuilder, tfds.core.GeneratorBasedBuilder):
             root = common.synthetic_corpus(dl_manager, "msymon", synthetic, f"d{cfg.dim}",
                                            seed=cfg.seed, dim=cfg.dim)
         else:
-            root = check_manual_dir(dl_manager._manual_dir)  # noqa: SLF001
+            root = check_manual_dir(common.manual_dir(dl_manager))
         self.skips = common.Counts()  # names the first inputs behind each count
         videos = scan(root, cfg, self.skips)
         if not videos:

@@ -26,6 +26,10 @@ from tfds_builders.sc2st.examples import Pair, check_dim, make_example
 from tfds_builders.sc2st.skips import Skips, record
 
 VERSION = tfds.core.Version("1.1.0")
+MANUAL_DOWNLOAD_INSTRUCTIONS = """\
+Point --manual_dir at LSMDC 2016 (LSMDC16_annos_{training,val,test}.csv plus frames/ or
+features/) for the `lsmdc*` configs, or at the released Sc2St files (story10_all_*_no.json,
+lsmdc.json, frames/) for `released`: tfds_builders/sc2st/README.md."""
 STATS_FILE = "sc2st_stats.json"
 FORMATION_KEYS = ("stories", "breaks", "storyboards", "dropped_pairs", "overflow_pairs",
                   "short_group_pairs", "short_group_tails")
@@ -278,6 +282,7 @@ class Sc2St(common.SummaryBuilder, tfds.core.GeneratorBasedBuilder):
 
     name = "sc2st"
     VERSION = VERSION
+    MANUAL_DOWNLOAD_INSTRUCTIONS = MANUAL_DOWNLOAD_INSTRUCTIONS
     RELEASE_NOTES = {"1.0.0": "Storyboards from LSMDC 2016 and a generated corpus.",
                      "1.1.0": "Isolated keyframes in the candidate pools; MoEE expert columns."}
     MANUAL_DOWNLOAD_INSTRUCTIONS = MANUAL_DOWNLOAD_INSTRUCTIONS
@@ -388,9 +393,12 @@ class Sc2St(common.SummaryBuilder, tfds.core.GeneratorBasedBuilder):
             root = common.synthetic_corpus(dl_manager, "sc2st", synthetic, c.sizes,
                                            seed=c.seed, sizes=c.sizes)
         elif c.source == "released":
-            root = pathlib.Path(dl_manager._manual_dir)  # noqa: SLF001
+            root = common.manual_dir(dl_manager)
+            if root is None:
+                raise common.ManualDirError(f"sc2st/{c.name} needs --manual_dir holding "
+                                            "story10_all_*_no.json, lsmdc.json and frames/")
         else:
-            root = check_manual_dir(dl_manager._manual_dir)  # noqa: SLF001
+            root = check_manual_dir(common.manual_dir(dl_manager))
         self.skips, self.stats = Skips(), collections.Counter()
         try:
             if self.embedder is None:

@@ -406,7 +406,7 @@ class Symon(common.SummaryBuilder, tfds.core.GeneratorBasedBuilder):
             root = common.synthetic_corpus(dl_manager, "symon", synthetic, cfg.sizes,
                                            sizes=cfg.sizes, seed=cfg.seed)
         else:
-            root = check_manual_dir(dl_manager._manual_dir, cfg.name)  # noqa: SLF001
+            root = check_manual_dir(common.manual_dir(dl_manager), cfg.name)
         self.skips = common.Counts()  # names the first inputs behind each count
         videos = scan(root, cfg, self.skips)
         return {name: self._generate_examples([v for v in videos if v["split"] == name])

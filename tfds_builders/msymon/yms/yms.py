@@ -231,7 +231,7 @@ class Yms(common.SummaryBuilder, tfds.core.GeneratorBasedBuilder):
 
     def _split_generators(self, dl_manager: tfds.download.DownloadManager) -> dict:
         cfg: YmsConfig = self.builder_config
-        root = check_manual_dir(dl_manager._manual_dir, cfg.text)  # noqa: SLF001
+        root = check_manual_dir(common.manual_dir(dl_manager), cfg.text)
         self.skips = common.Counts()  # names the first inputs behind each count
         videos = scan(root, cfg, self.skips)
         if not videos:
