@@ -39,7 +39,7 @@ from typing import Any
 
 import jax
 
-from vnr import checkpoint, progress
+from vnr import progress, selection
 from vnr import task as task_lib
 from vnr.config_file import RENAMED
 
@@ -279,7 +279,7 @@ def selected_step(mgr: Any, config: Any) -> dict[str, Any]:
     select = config.get("select") or {}
     if not select.get("metric"):
         return {"metric": None, "mode": "last", "step": int(config.total_steps), "value": None}
-    best = checkpoint.best(mgr)
+    best = selection.best(mgr)
     if best is None:
         raise EvaluatorError(f"select.metric={select['metric']!r}: no checkpoint carries it "
                              f"(no evaluation of a saved step)")

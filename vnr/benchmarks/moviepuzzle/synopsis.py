@@ -158,7 +158,8 @@ def pretrained(config: Any) -> dict[str, tuple[str, str | None]]:
     if not config.init_from:
         return {}
     workdir = str(pathlib.Path(config.init_from).absolute())
-    return {name: (workdir, pretrained_lib.RUN) for name in config.init_params}
+    source = pretrained_lib.run_source(workdir, config.get("init_step", "selected"))
+    return {name: source for name in config.init_params}
 
 
 # ----------------------------------------------------------------------------- task API
