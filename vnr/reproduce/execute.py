@@ -19,6 +19,7 @@ import shlex
 import shutil
 import sys
 import time
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -173,7 +174,9 @@ def _tool(plan: Plan, run: Run, env: dict[str, str], data_dir: str | None,
     out, old = io.StringIO(), sys.argv
     sys.argv = [argv[2], *argv[3:]]
     try:
-        with contextlib.redirect_stdout(out):
+        with contextlib.redirect_stdout(out), warnings.catch_warnings():
+            # a tool module imported before (e.g. by a smoke input's generator) runs anew
+            warnings.filterwarnings("ignore", ".* found in sys.modules", RuntimeWarning)
             runpy.run_module(argv[2], run_name="__main__", alter_sys=False)
     except SystemExit as e:
         if e.code not in (None, 0):

@@ -74,7 +74,8 @@ def to_pt_layout(flat: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 
 def write_tiny_checkpoint(
-    arch: str, directory: str | Path, layout: str = "msgpack", seed: int = 0
+    arch: str, directory: str | Path, layout: str = "msgpack", seed: int = 0,
+    **config: Any,
 ) -> tuple[Any, dict]:
     """Writes a random tiny checkpoint of ``arch`` to ``directory``.
 
@@ -83,6 +84,7 @@ def write_tiny_checkpoint(
       directory: created if needed.
       layout: one of ``LAYOUTS``.
       seed: numpy seed of the weights.
+      **config: ``tiny_config`` values to change (e.g. ``vocab_size``).
 
     Returns:
       ``(transformers Flax model without params, nested params)``; call the model with
@@ -92,6 +94,8 @@ def write_tiny_checkpoint(
     from safetensors.numpy import save_file
 
     cfg = tiny_config(arch)
+    for key, value in config.items():
+        setattr(cfg, key, value)
     model = flax_class(arch)(cfg, _do_init=False)
     shapes = jax.eval_shape(
         lambda k: model.init_weights(k, model.input_shape), jax.random.PRNGKey(0)
