@@ -36,7 +36,6 @@ import importlib.util
 import os
 import platform
 import subprocess
-import sys
 import time
 import traceback
 from collections.abc import Callable
@@ -45,6 +44,7 @@ import jax
 from absl import flags
 
 from bench import train as bt
+from vnr import cli
 
 flags.DEFINE_string("out", None, "Markdown report to write (e.g. launch/results/DATE-h100.md).")
 flags.DEFINE_bool("smoke", False, "Every section at tiny sizes (CPU test of the report).")
@@ -310,12 +310,12 @@ def main(argv: list[str]) -> None:
     try:
         flags.FLAGS(argv)
     except flags.Error as e:
-        sys.exit(f"error: {e}")
+        cli.fail(str(e))
     if not flags.FLAGS.out:
-        sys.exit("error: --out FILE.md is required")
+        cli.fail("--out FILE.md is required")
     unknown = sorted(set(flags.FLAGS.only) - set(SECTIONS))
     if unknown:
-        sys.exit(f"error: --only {','.join(unknown)}: choose from {', '.join(SECTIONS)}")
+        cli.fail(f"--only {','.join(unknown)}: choose from {', '.join(SECTIONS)}")
     out = os.path.abspath(flags.FLAGS.out)
     os.makedirs(os.path.dirname(out), exist_ok=True)
     text = report(SMOKE if flags.FLAGS.smoke else FULL, flags.FLAGS.data_dir,

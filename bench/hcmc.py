@@ -19,6 +19,7 @@ import numpy as np
 from absl import flags
 
 from bench.timing import flag_config, wall_times
+from vnr import cli
 from vnr.train import setup
 
 FLAGS = flags.FLAGS  # --config (and its overrides) is defined by vnr.train
@@ -29,7 +30,7 @@ flags.DEFINE_integer("repeats", 3, "Timed repetitions (best is reported).")
 def main(argv: list[str]) -> None:
     config = flag_config(argv)
     if config.task != "moviepuzzle.hcmc" or config.model.kind != "hcmc":
-        raise SystemExit("error: the hcmc benchmark needs a row of configs/moviepuzzle/hcmc.py")
+        cli.fail("the hcmc benchmark needs a row of configs/moviepuzzle/hcmc.py")
     from vnr.benchmarks.moviepuzzle import hcmc as task
     from vnr.benchmarks.moviepuzzle import pairwise as base
     from vnr.benchmarks.moviepuzzle.hierarchical import hierarchical_order

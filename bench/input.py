@@ -51,7 +51,7 @@ from absl import flags
 from bench import flops as flop_count
 from bench import train as bench_train
 from bench.timing import flag_config
-from vnr import sharding
+from vnr import cli, sharding
 from vnr.data import pipeline
 
 FLAGS = flags.FLAGS
@@ -71,12 +71,12 @@ flags.DEFINE_bool("clip_shapes", False, "Random-init CLIP ViT-B/32 towers (scrat
 
 def device_peak(argv: list[str]) -> tuple[str, float]:
     """(name, dense bf16 peak FLOP/s) of `--device`, read from argv before anything else;
-    SystemExit with one line for a missing or unknown name."""
+    one error line (exit 2) for a missing or unknown name."""
     name = next((a.split("=", 1)[1] for a in argv if a.startswith("--device=")), None)
     if name is None and "--device" in argv[:-1]:
         name = argv[argv.index("--device") + 1]
     if name not in DEVICES:
-        raise SystemExit(f"error: --device={name!r}: use one of {', '.join(DEVICES)}")
+        cli.fail(f"--device={name!r}: use one of {', '.join(DEVICES)}")
     return name, bench_train.PEAKS[DEVICES[name]]
 
 

@@ -9,6 +9,8 @@ from typing import Any
 import jax
 import numpy as np
 
+from vnr import cli
+
 
 def wall_times(fn: Callable[[], object], repeats: int, warmup: int = 1) -> np.ndarray:
     """Seconds per call of `fn()` (outputs awaited) over `repeats` calls after `warmup`."""
@@ -33,5 +35,5 @@ def flag_config(argv: list[str]) -> Any:
     check_overrides(argv)
     flags.FLAGS(argv)
     if flags.FLAGS.config is None:
-        raise SystemExit("error: --config is required")
+        cli.fail("--config is required")
     return flags.FLAGS.config

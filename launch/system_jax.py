@@ -4,9 +4,10 @@ Accelerator hosts (GPU/TPU images, cluster modules) come with a JAX built for th
 hardware, often newer than the CPU lock's. ``launch/venv.sh`` then makes ``.venv`` with
 ``--system-site-packages`` (it sees the host's jax, jaxlib and their CUDA/TPU plugins) and
 runs ``install`` here, which asks pip for ``pyproject.toml``'s ranges (dependencies plus the
-``test`` extra) with the host's JAX packages as constraints: pip keeps them or stops with a
-conflict, and never installs or replaces one. Everything else the host already has at a
-version inside the ranges stays too.
+``test`` and ``bench`` extras: an accelerator host is where ``python -m bench accelerator``
+runs, and its soft-DTW row times ott-jax) with the host's JAX packages as constraints: pip
+keeps them or stops with a conflict, and never installs or replaces one. Everything else the
+host already has at a version inside the ranges stays too.
 
     python launch/system_jax.py check            # host interpreter: one error line if no JAX
     python launch/system_jax.py install [--report FILE]   # .venv's interpreter
@@ -39,7 +40,11 @@ def _release(version: str) -> tuple[int, ...]:
     return tuple(int(x) for x in nums.group(0).split(".")) if nums else ()
 
 
-def requirements(extras: tuple[str, ...] = ("test",)) -> list[str]:
+# The extras the host install adds to the dependencies.
+EXTRAS = ("test", "bench")
+
+
+def requirements(extras: tuple[str, ...] = EXTRAS) -> list[str]:
     """pyproject.toml's dependencies plus the named extras."""
     import tomllib  # Python >= 3.11, checked first by `main`
 

@@ -3,8 +3,8 @@
 #                      (+ requirements-test-nodeps.txt, installed with --no-deps)
 #   VNR_SYSTEM_JAX=1   for a host that has its own JAX (GPU/TPU image, cluster module):
 #                      .venv sees the host's packages (--system-site-packages) and gets
-#                      pyproject.toml's ranges + the test extra with the host's jax, jaxlib and
-#                      plugins held fixed (launch/system_jax.py). Interpreter: $PYTHON, else
+#                      pyproject.toml's ranges + the test and bench extras with the host's
+#                      jax, jaxlib and plugins held fixed (launch/system_jax.py). Interpreter: $PYTHON, else
 #                      python3. Later commands keep using that .venv; VNR_SYSTEM_JAX=0 goes
 #                      back to the CPU lock. No JAX on the host: one error line, nothing made.
 #   VNR_PIP_DRY_RUN=F  resolve only: write pip's JSON installation report to F, install nothing.

@@ -84,7 +84,7 @@ def test_system_jax_install_keeps_the_hosts_jax(tmp_path, index_reachable):
                 for i in json.loads(report.read_text())["install"]}
     assert not JAX_STACK & set(installs), {n: installs[n] for n in JAX_STACK & set(installs)}
     for name in ("flax", "optax", "orbax-checkpoint", "grain", "tensorflow-datasets",
-                 "transformers", "pytest"):  # the rest of vnr does resolve next to it
+                 "transformers", "pytest", "ott-jax"):  # the rest resolves next to it
         assert name in installs, name
     assert installs["transformers"].startswith("4.")
 

@@ -31,7 +31,7 @@ from typing import Any
 import tensorflow_datasets as tfds
 from absl import flags
 
-from tfds_builders import common, fingerprint, progress
+from tfds_builders import common, data_dir, fingerprint, progress
 
 
 def find_builder(name: str) -> type:
@@ -186,12 +186,18 @@ def main(argv: list[str] | None = None) -> int:
     if not fv.verbose:
         logging.getLogger("absl").setLevel(logging.ERROR)
     try:
+        data_dir.check(fv.data_dir)  # before any input is read
         summary = build(names[0], fv.config, fv.data_dir, fv.manual_dir, fv.download_dir,
                         fv.rebuild, fv.embedder, fv.candidate_embedder, fv.expert,
                         fv.feature_embedder)
     except (common.ManualDirError, FileNotFoundError,  # inputs or model weights missing
-            fingerprint.SourceChanged) as e:
+            fingerprint.SourceChanged, data_dir.DataDirError) as e:
         print(f"error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:  # a data_dir the build cannot write into (else not ours: raised)
+        if (line := data_dir.failed_write(e, fv.data_dir)) is None:
+            raise
+        print(f"error: {line}", file=sys.stderr)
         return 2
     if summary.pop("reused"):
         print("already built from this source; reusing it (pass --rebuild to build again)")

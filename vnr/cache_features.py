@@ -32,15 +32,25 @@ import numpy as np
 from absl import flags, logging
 from flax import nnx
 
-from vnr import distributed, feature_cache, pretrained, progress, sharding
+from vnr import cli, distributed, feature_cache, pretrained, progress, sharding
 from vnr import task as task_lib
-from vnr.train import ConfigError, setup
+from vnr.train import RUNTIME_FLAGS, ConfigError, setup
 
-FLAGS = flags.FLAGS  # --config and its overrides come from vnr.train
-flags.DEFINE_string("towers", "", "Comma-separated towers (default: data.feature_cache).")
-flags.DEFINE_string("splits", "", "Comma-separated splits (default: every split the run reads).")
-flags.DEFINE_integer("batch", 256, "Frames per global batch (rounded up to the data axis).")
-flags.DEFINE_integer("chunk", 64, "Records per resumable chunk.")
+PROG = "python -m vnr.cache_features"
+
+
+def _flags(fv: flags.FlagValues) -> None:
+    cli.config_flag(fv, "Config file: path.py[:arg] (the run's; --config.key=value "
+                    "overrides it).", lock=True)
+    flags.mark_flag_as_required("config", flag_values=fv)
+    flags.DEFINE_string("towers", "", "Comma-separated towers (default: data.feature_cache).",
+                        flag_values=fv)
+    flags.DEFINE_string("splits", "", "Comma-separated splits (default: every split the run "
+                        "reads).", flag_values=fv)
+    flags.DEFINE_integer("batch", 256, "Frames per global batch (rounded up to the data axis).",
+                         lower_bound=1, flag_values=fv)
+    flags.DEFINE_integer("chunk", 64, "Records per resumable chunk.", lower_bound=1,
+                         flag_values=fv)
 
 
 def _write_json(path: pathlib.Path, value: Any) -> None:
@@ -194,25 +204,28 @@ def build(config: Any, towers: Sequence[str] | None = None, splits: Sequence[str
     return out
 
 
-def main(argv: list[str]) -> None:
-    del argv
-    if not FLAGS["verbosity"].present:
+def main(argv: list[str] | None = None) -> int:
+    """`python -m vnr.cache_features` (`argv` without the program name; None: `sys.argv[1:]`):
+    a bad command line or config is one `error:` line, exit status 2."""
+    args = cli.parse(argv, PROG, __doc__, _flags, shared=RUNTIME_FLAGS)
+    cli.app(lambda: _main(args))
+
+
+def _main(args: cli.Args) -> int:
+    if not args.flags["verbosity"].present:
         logging.set_verbosity(logging.WARNING)  # as the trainer: INFO lines drown progress
     try:
         distributed.initialize_from_flags()
-        build(FLAGS.config, [t for t in FLAGS.towers.split(",") if t] or None,
-              [t for t in FLAGS.splits.split(",") if t] or None, FLAGS.batch, FLAGS.chunk,
+    except (ValueError, RuntimeError) as e:
+        cli.fail(str(e))
+    try:
+        build(args.config, [t for t in args.towers.split(",") if t] or None,
+              [t for t in args.splits.split(",") if t] or None, args.batch, args.chunk,
               progress.say if jax.process_index() == 0 else lambda _: None)
     except (ConfigError, feature_cache.CacheError, ValueError, FileNotFoundError) as e:
-        sys.exit(f"error: {e}")
+        cli.fail(str(e))
+    return 0
 
 
 if __name__ == "__main__":
-    from ml_collections import config_flags
-
-    from vnr.train import command
-
-    # The trainer's --config, defined here so that --help names it with this tool's flags.
-    config_flags.DEFINE_config_file("config", None, "Config file: path.py[:arg] (the run's; "
-                                    "--config.key=value overrides it).", lock_config=True)
-    command(main)
+    sys.exit(main())

@@ -26,8 +26,16 @@ full error in `restore_error.process<i>.txt` inside it) so it is never picked ag
 checkpoint of another model is an `IncompatibleCheckpoint` error naming the checkpoint and
 the parameter, never skipped. A step written before manifests existed restores with a
 warning that it is unverified. `restore_run` verifies the other run's checkpoint too; which
-step a reader of a finished run takes (`selected`, `best`, `last`, a number) is `choose_step`,
-for `vnr.evaluate --step` and `restore_run` alike.
+step a reader of a finished run takes (`selected`, `best`, `last`, a number) is
+`vnr.selection.choose_step`, for `vnr.evaluate --step` and `restore_run` alike.
+
+The metrics that select the best step are Orbax's own item `<step>/metrics/metrics`; `save`
+also writes them into the data item (`vnr_metrics.json`, in its manifest) and `manager` /
+`reader` compare the two before Orbax reads them (`metrics_problem`): the trainer moves a step
+whose metrics differ or cannot be read aside (one warning line; the others are selected
+from), evaluation stops with one line naming it. Orbax rewrites `<step>/_CHECKPOINT_METADATA`
+after the items are final (commit times), so no manifest covers it; its `metrics` are empty
+(Orbax reads the item) and an unreadable one is logged by Orbax and ignored.
 """
 
 from __future__ import annotations
@@ -51,6 +59,7 @@ from vnr import checksums, distributed, selection
 from vnr.selection import Chosen
 
 ITEMS = ("state", "data")
+METRICS_COPY = "vnr_metrics.json"  # in the data item: the metrics the step was saved with
 
 
 class IncompatibleCheckpoint(ValueError):
@@ -76,7 +85,13 @@ class _StateHandler(_Checksummed, ocp.StandardCheckpointHandler):
 
 
 class _DataHandler(_Checksummed, grain.checkpoint.CheckpointHandler):
-    pass
+    """grain's iterator state, plus (process 0) the metrics the step is saved with."""
+
+    def save(self, directory: epath.Path, item: Any = None, args: Any = None) -> None:
+        super().save(directory, item, args)
+        metrics = getattr(item or args.item, "metrics", None)
+        if metrics is not None and jax.process_index() == 0:
+            (pathlib.Path(directory) / METRICS_COPY).write_text(json.dumps(metrics))
 
 
 def _args(handler: type, base: type, **direction: bool) -> type:
@@ -93,19 +108,29 @@ _DataRestore = _args(_DataHandler, grain.checkpoint.CheckpointRestore, for_resto
 
 
 class _IteratorState:
-    """The iterator state captured now, so an async save cannot see a later one."""
+    """The iterator state captured now, so an async save cannot see a later one (and the
+    metrics the step is saved with, as JSON values)."""
 
-    def __init__(self, iterator: Any):
+    def __init__(self, iterator: Any, metrics: dict | None = None):
         self._state = json.dumps(iterator.get_state(), indent=2).encode()
+        self.metrics = None if metrics is None else json.loads(json.dumps(metrics,
+                                                                          default=float))
 
     def get_state(self) -> bytes:
         return self._state
 
 
 def manager(directory: str | epath.Path, keep: int = 3, best_metric: str | None = None,
-            best_mode: str = "max") -> ocp.CheckpointManager:
+            best_mode: str = "max", warn: Callable[[str], None] = print
+            ) -> ocp.CheckpointManager:
     """CheckpointManager for the `state` and `data` items: keeps the newest `keep` steps
-    and, with `best_metric`, also the best step by that metric (the selected model)."""
+    and, with `best_metric`, also the best step by that metric (the selected model). A
+    step whose saved metrics differ or cannot be read is moved aside first (`warn`: one
+    line naming it)."""
+    for step, problem in _metrics_problems(pathlib.Path(directory)):
+        _move_aside(pathlib.Path(directory).absolute(), step, "has unusable metrics",
+                    f"metrics/metrics, which selects the best step, {problem}", None, warn,
+                    "selecting among the other steps")
     policies = [ocp.checkpoint_managers.LatestN(n=keep)]
     best_fn = None
     if best_metric:
@@ -129,13 +154,26 @@ def manager(directory: str | epath.Path, keep: int = 3, best_metric: str | None 
 
 def reader(directory: str | epath.Path, best_metric: str | None = None,
            best_mode: str = "max") -> ocp.CheckpointManager:
-    """A read-only manager of a run's checkpoints (evaluation): deletes and writes nothing."""
+    """A read-only manager of a run's checkpoints (evaluation): deletes and writes nothing.
+
+    Raises:
+      CorruptCheckpoint: a step's saved metrics differ or cannot be read (names it).
+    """
+    if bad := _metrics_problems(pathlib.Path(directory)):
+        step, problem = bad[0]
+        raise CorruptCheckpoint(
+            f"checkpoint step {step} in {pathlib.Path(directory).absolute()} has unusable "
+            f"metrics (metrics/metrics, which selects the best step, {problem}); move that "
+            f"step directory aside to evaluate the others")
     options = ocp.CheckpointManagerOptions(
         read_only=True, best_fn=(lambda m: m[best_metric]) if best_metric else None,
         best_mode=best_mode)
     return ocp.CheckpointManager(
         epath.Path(directory).absolute(), options=options,
         item_handlers={"state": _StateHandler(), "data": _DataHandler()})
+
+
+best = selection.best  # (step, its metrics) of a manager's best checkpoint, or None
 
 
 def save(mgr: ocp.CheckpointManager, step: int, state: nnx.State, data_iter: Any,
@@ -145,7 +183,7 @@ def save(mgr: ocp.CheckpointManager, step: int, state: nnx.State, data_iter: Any
         step,
         args=ocp.args.Composite(
             state=_StateSave(state.to_pure_dict()),
-            data=_DataSave(_IteratorState(data_iter)),
+            data=_DataSave(_IteratorState(data_iter, metrics)),
         ),
         metrics=metrics,
         force=force,
@@ -164,28 +202,34 @@ def restore(mgr: ocp.CheckpointManager, step: int, state: nnx.State, shardings: 
       shardings: NamedSharding tree matching `state` (the current mesh).
       data_iter: the freshly built training iterator, moved to the saved position.
 
-    Raises:
+    Raises (each one line naming the step and the directory):
       IncompatibleCheckpoint: naming the first parameter whose shape or presence differs.
-      CorruptCheckpoint: naming the step and the first file that differs.
+      CorruptCheckpoint: naming the first file that differs, or Orbax's / TensorStore's
+        error (its gist, `short`) when the step cannot be read.
     """
     directory = pathlib.Path(mgr.directory)
+    where = f"checkpoint step {step} in {directory}"
     try:
         if verify and not verify_step(directory / str(step)):
             logging.warning("checkpoint step %d in %s has no checksums (written before they "
                             "were recorded); restored unverified", step, directory)
     except checksums.Mismatch as e:
-        raise CorruptCheckpoint(f"checkpoint step {step} in {directory}: {e}") from None
+        raise CorruptCheckpoint(f"{where}: {e}") from None
     target = jax.tree.map(
         lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
         state.to_pure_dict(),
         _pure(shardings),
     )
-    saved = mgr.item_metadata(step)["state"]
-    _check_compatible(saved, target)
     items = {"state": _StateRestore(target)}
     if data_iter is not None:
         items["data"] = _DataRestore(data_iter)
-    restored = mgr.restore(step, args=ocp.args.Composite(**items))
+    try:
+        _check_compatible(mgr.item_metadata(step)["state"], target)
+        restored = mgr.restore(step, args=ocp.args.Composite(**items))
+    except IncompatibleCheckpoint as e:
+        raise IncompatibleCheckpoint(f"{where}: {e}") from None
+    except Exception as e:  # orbax/tensorstore/json errors of a damaged step
+        raise CorruptCheckpoint(f"{where} is unreadable: {short(e)}") from e
     out = jax.tree.map(lambda x: x, state)
     nnx.replace_by_pure_dict(out, restored["state"])
     return out
@@ -250,28 +294,76 @@ def restore_latest(mgr: ocp.CheckpointManager, state: nnx.State, shardings: Any,
         try:
             verified = verify_step(directory / str(step))
             restored = restore(mgr, step, state, shardings, data_iter, verify=False)
-        except IncompatibleCheckpoint as e:
-            raise IncompatibleCheckpoint(f"checkpoint step {step} in {directory}: {e}") from None
-        except Exception as e:  # a checksum mismatch, tensorstore/orbax/json errors
+        except IncompatibleCheckpoint:
+            raise  # names the step: another model is an error, never skipped
+        except CorruptCheckpoint as e:  # orbax/tensorstore errors, wrapped by `restore`
+            error = e.__cause__ or e
+        except Exception as e:  # a checksum mismatch
             error = e
         if distributed.all_true(error is None):
             if not verified:
                 warn(f"checkpoint step {step} in {directory} has no checksums (written before "
                      "they were recorded); restored unverified")
             return step, restored
-        aside = directory / f"corrupt-{step}-{int(time.time())}"
-        log = aside / f"restore_error.process{jax.process_index()}.txt"
-        why = (f"{short(error)}; details in {log.relative_to(directory)}" if error is not None
-               else "failed on another process")
-        warn(f"checkpoint step {step} in {directory} is unreadable ({why}); moved to "
-             f"{aside.name}, trying the previous one")
-        if jax.process_index() == 0:
-            (directory / str(step)).rename(aside)
-        distributed.barrier(f"vnr:ckpt_aside_{step}")
-        if error is not None:
-            log.write_text("".join(traceback.format_exception(error)))
+        _move_aside(directory, step, "is unreadable", short(error) if error is not None
+                    else "failed on another process", error, warn)
         mgr.reload()
     return 0, state
+
+
+def _move_aside(directory: pathlib.Path, step: int, what: str, reason: str,
+                error: Exception | None, warn: Callable[[str], None],
+                then: str = "trying the previous one") -> None:
+    """One `warn` line (`checkpoint step N in D <what> (<reason>); moved to ..., <then>`),
+    then step `step` renamed to `corrupt-<step>-<unix time>` by process 0 (every process
+    waits), `error`'s traceback written into it."""
+    aside = directory / f"corrupt-{step}-{int(time.time())}"
+    log = aside / f"restore_error.process{jax.process_index()}.txt"
+    details = f"; details in {log.relative_to(directory)}" if error is not None else ""
+    warn(f"checkpoint step {step} in {directory} {what} ({reason}{details}); moved to "
+         f"{aside.name}, {then}")
+    if jax.process_index() == 0:
+        (directory / str(step)).rename(aside)
+    distributed.barrier(f"vnr:ckpt_aside_{step}")
+    if error is not None:
+        log.write_text("".join(traceback.format_exception(error)))
+
+
+def _metrics_problems(directory: pathlib.Path) -> list[tuple[int, str]]:
+    """(step, what is wrong) for each step of `directory` whose Orbax metrics item differs
+    from the metrics it was saved with or cannot be read (all processes agree)."""
+    out = []
+    for step in good_steps(directory):
+        problem = metrics_problem(directory / str(step))
+        if not distributed.all_true(problem is None):
+            out.append((step, problem or "differs on another process"))
+    return out
+
+
+def metrics_problem(step_dir: pathlib.Path) -> str | None:
+    """Why a step's `metrics/metrics` (what Orbax selects by) cannot be trusted, or None:
+    unreadable, missing, or other values than its verified copy `data/vnr_metrics.json`
+    (a step saved before copies existed is only read)."""
+    ours_file, theirs_file = step_dir / "data" / METRICS_COPY, step_dir / "metrics" / "metrics"
+    ours = None
+    if ours_file.is_file():
+        try:
+            if checksums.has_manifest(step_dir / "data"):
+                checksums.verify(step_dir / "data")
+            ours = json.loads(ours_file.read_text())
+        except checksums.Mismatch as e:
+            return f"cannot be checked: data/{e}"
+        except (OSError, ValueError) as e:
+            return f"cannot be checked: data/{METRICS_COPY} is unreadable ({short(e)})"
+    try:
+        theirs = json.loads(theirs_file.read_text())
+    except FileNotFoundError:
+        return "is missing" if ours is not None else None
+    except (OSError, ValueError) as e:  # undecodable bytes and bad JSON are ValueErrors
+        return f"is unreadable ({type(e).__name__}: {short(e)})"
+    if ours is not None and theirs != ours:
+        return f"differs from the metrics the step was saved with (data/{METRICS_COPY})"
+    return None
 
 
 def verify_step(step_dir: pathlib.Path, whole: bool = False) -> bool:

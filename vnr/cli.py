@@ -16,6 +16,12 @@
   argparse tools' `nargs` did: `--workdirs a b --csv x` is `--workdirs=a --workdirs=b`.
 * `--config path.py[:args]` (with `--config.key=value` overrides) is the trainer's flag:
   `config_flag(fv)` defines it, checked first by `vnr.config_file.check_overrides`.
+* Flags a library reads from absl's global FLAGS (the multi-host flags of
+  `vnr.distributed`, absl's logging flags such as `--verbosity`) are taken with
+  `shared=(module, ...)`: the same flag objects join the tool's FlagValues, so parsing sets
+  them where the library reads them, and FLAGS counts as parsed afterwards. `app(body)`
+  then runs the tool's body as absl's `app.run` runs a main (its log handler, its exit
+  status).
 """
 
 from __future__ import annotations
@@ -50,11 +56,13 @@ def fail(message: str) -> NoReturn:
 
 
 def parse(argv: Sequence[str] | None, prog: str, doc: str | None,
-          define: Define | Mapping[str, tuple[str, Define]], operands: str = "") -> Args:
+          define: Define | Mapping[str, tuple[str, Define]], operands: str = "",
+          shared: Sequence[str] = ()) -> Args:
     """`argv` (without the program name; None: `sys.argv[1:]`) parsed for the tool `prog`:
     `define` defines its flags, or maps each command to (its one-line help, its flags).
     `operands` names the positional words the tool (or every command) takes (e.g.
-    "WORKDIR ..."); "" = none."""
+    "WORKDIR ..."); "" = none. `shared`: modules whose flags on absl's global FLAGS the
+    tool takes too (e.g. "vnr.distributed", "absl.logging")."""
     argv = list(sys.argv[1:] if argv is None else argv)
     commands = define if isinstance(define, Mapping) else None
     command = None
@@ -68,6 +76,7 @@ def parse(argv: Sequence[str] | None, prog: str, doc: str | None,
         define = commands[command][1]
     values = flags.FlagValues()
     define(values)
+    _share(values, shared)
     where = f"{prog} {command}" if command else prog
     if any(a in HELP for a in argv):
         _flag_help(where, doc if commands is None else commands[command][0], values, operands)
@@ -85,16 +94,40 @@ def parse(argv: Sequence[str] | None, prog: str, doc: str | None,
         fail(f"{where}: {e}")
     if rest and not operands:
         fail(f"{where}: unexpected argument {rest[0]!r} (--help lists the flags)")
+    if shared:  # their readers (e.g. distributed.initialize_from_flags) read FLAGS
+        flags.FLAGS.mark_as_parsed()
     return Args(command, values, rest)
 
 
-def config_flag(values: flags.FlagValues, help_text: str = "Config file: path.py[:arg]."
-                ) -> None:
-    """The trainer's `--config path.py[:args]` with `--config.key=value` overrides."""
+def app(body: Callable[[], int | None]) -> NoReturn:
+    """Runs `body` (after `parse` with `shared`) as absl's `app.run` runs a main: absl's
+    log handler and faulthandler, `--verbosity` defaulting to INFO, the return value as the
+    exit status."""
+    from absl import app as absl_app
+
+    absl_app.run(lambda _: body(), argv=[sys.argv[0]], flags_parser=lambda argv: argv)
+    raise AssertionError("absl's app.run returned")  # it always exits
+
+
+def _share(values: flags.FlagValues, modules: Sequence[str]) -> None:
+    """The global flags `modules` define, added to `values` (reset to their defaults when
+    an earlier parse in this process set them)."""
+    for module in modules:
+        for flag in flags.FLAGS.get_flags_for_module(module):
+            if flag.present:
+                flag.unparse()
+            values[flag.name] = flag
+            values.register_flag_by_module(module, flag)
+
+
+def config_flag(values: flags.FlagValues, help_text: str = "Config file: path.py[:arg].",
+                lock: bool = False) -> None:
+    """The trainer's `--config path.py[:args]` with `--config.key=value` overrides; `lock`:
+    the config refuses keys it does not have (as the trainer's)."""
     from ml_collections import config_flags
 
     config_flags.DEFINE_config_file("config", None, help_text, flag_values=values,
-                                    lock_config=False)
+                                    lock_config=lock)
     _CONFIG_FILE_FLAGS.add(values["config"])
 
 
@@ -131,7 +164,22 @@ def _usage(prog: str, doc: str | None, commands: Mapping[str, tuple[str, Define]
 def _flag_help(where: str, doc: str | None, values: flags.FlagValues,
                operands: str) -> NoReturn:
     text = values.get_help(prefix="", include_special_flags=False)
-    shown = [line for line in text.splitlines() if line.startswith(" ")]  # no module names
+    absl_own = {f.name for m, fs in values.flags_by_module_dict().items()
+                if m.startswith("absl.") for f in fs}
+    shown, keep = [], True
+    for line in text.splitlines():  # module names and absl's logging flags left out
+        if line.startswith("  -"):
+            keep = not any(name in absl_own for name in _names(line))
+        if line.startswith(" ") and keep:
+            shown.append(line)
+    tail = ["", "absl's logging flags (e.g. --verbosity=1) are taken too."] if absl_own \
+        else []
     print("\n".join([(doc or "").strip(), "", f"usage: {where} [flags]"
-                     + (f" {operands}" if operands else ""), "", "flags:", *shown]))
+                     + (f" {operands}" if operands else ""), "", "flags:", *shown, *tail]))
     raise SystemExit(0)
+
+
+def _names(line: str) -> list[str]:
+    """The flag names a help line starts with (`  -v,--verbosity: ...`, `  --[no]x: ...`)."""
+    head = line.strip().split(":", 1)[0]
+    return [n.lstrip("-").removeprefix("[no]") for n in head.split(",")]

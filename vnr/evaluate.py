@@ -1,6 +1,6 @@
 """Evaluate a finished run again, without training.
 
-    python -m vnr.evaluate --workdir W [--step selected|best|last|N] [--splits a,b] \
+    python -m vnr.evaluate --workdir W [--step selected|best|last|N] [--splits a,b] \\
         [--out FILE] [--report_dir DIR] [--config.key=value ...]
 
 Reads `W/config.json`, builds the model on this machine's devices (any mesh:
@@ -16,20 +16,19 @@ evaluated, never the checkpoint. `--out` writes the results in `results.json`'s 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import pathlib
 import sys
 from typing import Any
 
 import jax
 import ml_collections
-from absl import app, flags, logging
+from absl import flags, logging
 
-from vnr import checkpoint, config_file, evaluators, progress, selection
+from vnr import checkpoint, cli, config_file, evaluators, progress, selection
 from vnr import task as task_lib
 from vnr import workdir as workdir_lib
 from vnr.reports import results as results_table
-
-FLAGS = flags.FLAGS
 
 
 class EvaluateError(ValueError):
@@ -106,7 +105,7 @@ def final_results(model: Model, splits: list[str] | None = None,
                   report_dir: pathlib.Path | None = None) -> dict[str, Any]:
     """{split: metrics, "selection": the step's record}: the config's final evaluators on
     their splits, or on `splits` (a split no final evaluator names goes to the first
-    final evaluator's module and settings)."""
+    final evaluator's module and settings). Only process 0 draws into `report_dir`."""
     config, s = model.config, model.setup
     final = [e for e in s.evaluators if e.final]
     if not final:
@@ -122,7 +121,9 @@ def final_results(model: Model, splits: list[str] | None = None,
             check(_with_splits(config, splits))
         except ValueError as e:
             raise EvaluateError(str(e)) from None
-    say = progress.say if jax.process_index() == 0 else (lambda m: None)
+    primary = jax.process_index() == 0
+    say = progress.say if primary else (lambda m: None)
+    report_dir = report_dir if primary else None  # as the trainer: process 0 draws, alone
     say(f"evaluating at step {model.selection['step']} ({model.selection['mode']})")
     results = evaluators.final(final, config, model.predict, s.mesh, None,
                                model.selection["step"], report_dir, say, splits)
@@ -146,53 +147,76 @@ def _with_splits(config: ml_collections.ConfigDict, splits: list[str] | None
     return c
 
 
-def main(argv: list[str]) -> None:
-    del argv
-    if not FLAGS["verbosity"].present:
-        logging.set_verbosity(logging.WARNING)
-    config = FLAGS.config
-    try:
-        results = evaluate(config, FLAGS.workdir, FLAGS.step, FLAGS.splits or None,
-                           pathlib.Path(FLAGS.report_dir) if FLAGS.report_dir else None)
-    except (EvaluateError, evaluators.EvaluatorError, FileNotFoundError) as e:
-        sys.exit(f"error: {e}")
-    if jax.process_index() != 0:
-        return
-    if FLAGS.out:
-        workdir_lib.write_results(pathlib.Path(FLAGS.out), workdir_lib.split_results(results),
-                                  results[workdir_lib.SELECTION])
-    task = task_lib.load(config.task)
-    table = workdir_lib.split_results(results)
-    print(results_table.markdown(table, task_lib.columns(task, config, table)))
+PROG = "python -m vnr.evaluate"
 
 
-def _define_config(argv: list[str]) -> None:
-    """`--config` is the run's own config.json, with `--config.key=value` overrides."""
+def _flags(argv: list[str], fv: flags.FlagValues) -> None:
+    """The flags; `--config` is the run's own config.json (read from `--workdir` in
+    `argv`), `--config.key=value` overriding it."""
     from ml_collections import config_flags
 
     workdir = next((a.split("=", 1)[1] if "=" in a else argv[i + 1]
                     for i, a in enumerate(argv) if a.split("=", 1)[0] == "--workdir"
                     and ("=" in a or i + 1 < len(argv))), None)
-    if workdir is None:
-        sys.exit("error: --workdir is required (a finished vnr.train run)")
-    try:
-        config = workdir_lib.load_config(pathlib.Path(workdir))
-    except ValueError as e:
-        sys.exit(f"error: {e}")
-    config_file.check_keys(config, [a[len("--config."):].split("=", 1)[0] for a in argv
-                                    if a.startswith("--config.")], f"{workdir}/config.json")
-    config_flags.DEFINE_config_dict("config", config, lock_config=True)
-    # Defined here, not on import: vnr.train defines some of the same names.
+    overrides = [a[len("--config."):].split("=", 1)[0] for a in argv
+                 if a.startswith("--config.")]
+    if workdir is not None:
+        try:
+            config = workdir_lib.load_config(pathlib.Path(workdir))
+        except ValueError as e:
+            cli.fail(str(e))
+        try:
+            config_file.check_keys(config, overrides, f"{workdir}/config.json")
+        except SystemExit as e:
+            cli.fail(str(e.code).removeprefix("error: "))
+        config_flags.DEFINE_config_dict("config", config, "The run's config.json; "
+                                        "--config.key=value overrides a key.",
+                                        flag_values=fv, lock_config=True)
+    elif overrides and not any(a in cli.HELP for a in argv):
+        cli.fail(f"--config.{overrides[0]}: --workdir is required (its config.json is what "
+                 f"--config.key=value overrides)")
     flags.DEFINE_string("workdir", None, "A finished vnr.train run (its config.json and "
-                        "checkpoints).")
+                        "checkpoints).", required=True, flag_values=fv)
     flags.DEFINE_string("step", "selected", "selected (what results.json reports), best (by "
                         "config.select; an error if the run selects nothing), last, or a "
-                        "step number.")
-    flags.DEFINE_list("splits", [], "Splits to evaluate (default: the final evaluators').")
-    flags.DEFINE_string("out", None, "Write the results here (results.json's layout).")
-    flags.DEFINE_string("report_dir", None, "Let the evaluators write their pictures here.")
+                        "step number.", flag_values=fv)
+    flags.DEFINE_list("splits", [], "Splits to evaluate (default: the final evaluators').",
+                      flag_values=fv)
+    flags.DEFINE_string("out", None, "Write the results here (results.json's layout).",
+                        flag_values=fv)
+    flags.DEFINE_string("report_dir", None, "Let the evaluators write their pictures here "
+                        "(process 0 draws them).", flag_values=fv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m vnr.evaluate` (`argv` without the program name; None: `sys.argv[1:]`): a
+    bad command line, run or checkpoint is one `error:` line, exit status 2."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = cli.parse(argv, PROG, __doc__, functools.partial(_flags, argv),
+                     shared=("absl.logging",))
+    cli.app(lambda: _main(args))
+
+
+def _main(args: cli.Args) -> int:
+    if not args.flags["verbosity"].present:
+        logging.set_verbosity(logging.WARNING)
+    config = args.config
+    try:
+        results = evaluate(config, args.workdir, args.step, args.splits or None,
+                           pathlib.Path(args.report_dir) if args.report_dir else None)
+    except (EvaluateError, evaluators.EvaluatorError, FileNotFoundError,
+            checkpoint.CorruptCheckpoint, checkpoint.IncompatibleCheckpoint) as e:
+        cli.fail(str(e))
+    if jax.process_index() != 0:
+        return 0
+    if args.out:
+        workdir_lib.write_results(pathlib.Path(args.out), workdir_lib.split_results(results),
+                                  results[workdir_lib.SELECTION])
+    task = task_lib.load(config.task)
+    table = workdir_lib.split_results(results)
+    print(results_table.markdown(table, task_lib.columns(task, config, table)))
+    return 0
 
 
 if __name__ == "__main__":
-    _define_config(sys.argv)
-    app.run(main)
+    sys.exit(main())

@@ -4,7 +4,9 @@ Steps `start_step .. start_step + num_steps - 1` are traced with `jax.profiler` 
 `<workdir>/profile/plugins/profile/<run>/`: `*.xplane.pb` (TensorBoard's profile plugin)
 and `perfetto_trace.json.gz` (ui.perfetto.dev), each step annotated as `train` with its
 number. Off by default (`num_steps = 0`). Start after the
-first step so compilation stays out of the trace.
+first step so compilation stays out of the trace. A run resumed at or past `start_step`
+traces nothing (the window is not moved onto later steps: their trace would not be the one
+asked for) and `skipped` says so in one line.
 """
 
 from __future__ import annotations
@@ -38,12 +40,19 @@ def check(config: Any) -> None:
 class Profiler:
     """Starts and stops the trace around the window; `step(n)` annotates step n."""
 
-    def __init__(self, config: Any, workdir: pathlib.Path):
+    def __init__(self, config: Any, workdir: pathlib.Path, first_step: int = 1):
+        """`first_step`: the first step this run trains (a resumed run's is past 1)."""
         self.start, self.num = window(config)
         self.directory = workdir / "profile"
         if jax.process_count() > 1:
             self.directory = self.directory / f"process_{jax.process_index()}"
         self.active = False
+        self.skipped: str | None = None  # one line when a resumed run passed the window
+        if self.num and first_step > self.start:
+            self.skipped = (f"profile window steps {self.start}..{self.start + self.num - 1} "
+                            f"skipped: this run resumed at step {first_step}, after its start "
+                            f"(to trace this run, set profile.start_step >= {first_step + 1})")
+            self.num = 0
 
     def step(self, step: int) -> contextlib.AbstractContextManager:
         """The context the step runs in: starts the trace at the window's first step."""

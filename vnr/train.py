@@ -1,6 +1,6 @@
 """The vnr trainer: one loop for every task.
 
-    python -m vnr.train --config configs/<benchmark>/<name>.py[:arg] --workdir DIR \
+    python -m vnr.train --config configs/<benchmark>/<name>.py[:arg] --workdir DIR \\
         [--config.key=value ...]
 
 The task named by `config.task` ("<benchmark>.<module>") is imported as
@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 import pathlib
 import sys
 import time
-from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -31,12 +31,13 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 import optax
-from absl import app, flags, logging
+from absl import flags, logging
 from flax import nnx
 from ml_collections import config_flags
 
 from vnr import (
     checkpoint,
+    cli,
     distributed,
     evaluators,
     feature_cache,
@@ -69,15 +70,6 @@ def define_flags() -> None:
     if "workdir" not in FLAGS:
         flags.DEFINE_string("workdir", None, "Directory for checkpoints, logs, reports and "
                                              "results.")
-
-
-def command(main_fn: Callable[[list[str]], None]) -> None:
-    """Runs `main_fn` as a command line taking the trainer's flags: `--config` is required
-    and a bad config or `--config.key` is one error line before absl parses them."""
-    define_flags()
-    flags.mark_flag_as_required("config")
-    check_overrides(sys.argv)
-    app.run(main_fn)
 
 
 class NonFiniteLoss(RuntimeError):
@@ -229,6 +221,10 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
     """
     workdir = pathlib.Path(workdir).absolute()
     primary = jax.process_index() == 0
+    plots.new_run()  # a report warning is one line per run
+    data_dir = (config.get("data") or {}).get("data_dir") or None
+    if data_dir is not None:  # before anything compiles: the build would fail after it
+        _check_data_dir(data_dir)
     s = setup(config, workdir=workdir, load_pretrained=False)
     task, mesh, state, step_fn = s.task, s.mesh, s.state, s.step_fn
     n_params = sum(x.size for x in jax.tree.leaves(
@@ -242,11 +238,18 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
         data_iter = _train_iterator(task, config, s.local_batch)
     except (ValueError, FileNotFoundError) as e:
         raise ConfigError(" ".join(str(e).split())) from e
+    except OSError as e:  # a build that cannot write into data_dir (else not ours: raised)
+        failed = pathlib.Path(os.fsdecode(e.filename or "")).absolute()
+        if data_dir is None or not e.filename or not failed.is_relative_to(
+                pathlib.Path(data_dir).absolute()):
+            raise
+        raise ConfigError(f"data.data_dir={data_dir}: the build cannot write there "
+                          f"({type(e).__name__}: {e.strerror}: {failed})") from e
     check_workdir(workdir, config)  # config.json: only once every check above passed
     ckpt_dir = workdir / "checkpoints"
     select = config.get("select") or {}
     mgr = checkpoint.manager(ckpt_dir, config.keep_ckpts, select.get("metric") or None,
-                             select.get("mode", "max"))
+                             select.get("mode", "max"), warn=functools.partial(_warn, primary))
     try:
         start, state = checkpoint.restore_latest(mgr, state, s.state_shardings, data_iter,
                                                  warn=functools.partial(_warn, primary))
@@ -264,11 +267,13 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
 
     writer = MetricWriter(workdir, active=primary)
     progress = progress_lib.Progress(config, start, primary)
-    profiler = profiling.Profiler(config, workdir)
+    profiler = profiling.Profiler(config, workdir, start + 1)
     preemption = distributed.Preemption()
     warn = _warner(primary)
     say = functools.partial(_say, primary)
     selector = evaluators.check_select(config, s.evaluators)
+    if profiler.skipped:
+        say(profiler.skipped)
     report_dir = workdir / "reports" if primary else None
     pending: list[dict] = []
     t0, n0 = time.perf_counter(), start
@@ -359,6 +364,27 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
     return results
 
 
+def _check_data_dir(data_dir: str) -> None:
+    """ConfigError when `data.data_dir` is a file or cannot be created (a file on its path,
+    its nearest existing folder not writable). An existing folder may be read-only: a
+    finished build is only read. The builder command's rule too (tfds_builders/data_dir.py;
+    the trainer reads builders only through their packages' APIs, so it is not imported)."""
+    path = pathlib.Path(data_dir).absolute()
+    try:
+        existing = next(p for p in (path, *path.parents) if p.exists())
+    except OSError as e:  # a folder on the path this user may not enter
+        raise ConfigError(f"data.data_dir={data_dir} cannot be created or read: "
+                          f"{e.strerror}: {e.filename}") from None
+    if existing == path and not path.is_dir():
+        raise ConfigError(f"data.data_dir={data_dir} is a file, not a directory")
+    if existing != path and not existing.is_dir():
+        raise ConfigError(f"data.data_dir={data_dir} cannot be created: {existing} is a file, "
+                          f"not a directory")
+    if existing != path and not os.access(existing, os.W_OK | os.X_OK):
+        raise ConfigError(f"data.data_dir={data_dir} cannot be created: {existing} is not "
+                          f"writable by this user")
+
+
 def _pretrained(task: Any, config: Any, state: nnx.State, shardings: Any,
                 primary: bool, check_only: bool = False) -> nnx.State:
     """The state with the task's pretrained encoders loaded (every process reads the
@@ -434,24 +460,43 @@ def _fmt(metrics: dict[str, float]) -> str:
     return " ".join(f"{k}={v:.4g}" for k, v in metrics.items())
 
 
-def main(argv: list[str]) -> None:
-    del argv
-    if not FLAGS["verbosity"].present:
+PROG = "python -m vnr.train"
+# Flags libraries read from absl's global FLAGS: multi-host set-up, absl's logging.
+RUNTIME_FLAGS = ("vnr.distributed", "absl.logging")
+
+
+def _flags(fv: flags.FlagValues) -> None:
+    cli.config_flag(fv, "Config file: path.py[:arg] (--config.key=value overrides it).",
+                    lock=True)
+    flags.mark_flag_as_required("config", flag_values=fv)
+    flags.DEFINE_string("workdir", None, "Directory for checkpoints, logs, reports and "
+                        "results.", required=True, flag_values=fv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m vnr.train` (`argv` without the program name; None: `sys.argv[1:]`): a bad
+    command line or a run that cannot go on is one `error:` line, exit status 2."""
+    args = cli.parse(argv, PROG, __doc__, _flags, shared=RUNTIME_FLAGS)
+    cli.app(lambda: _main(args))
+
+
+def _main(args: cli.Args) -> int:
+    if not args.flags["verbosity"].present:
         logging.set_verbosity(logging.WARNING)  # orbax/grain INFO lines drown the progress bar
-    if FLAGS.workdir is None:
-        raise app.UsageError("--workdir is required")
     try:
         distributed.initialize_from_flags()
     except (ValueError, RuntimeError) as e:
-        sys.exit(f"error: {e}")
+        cli.fail(str(e))
     try:
-        run(FLAGS.config, FLAGS.workdir)
+        run(args.config, args.workdir)
     except Preempted as e:
         print(e, file=sys.stderr, flush=True)
-        sys.exit(0)
-    except (ConfigError, evaluators.EvaluatorError, NonFiniteLoss, CheckpointError) as e:
-        sys.exit(f"error: {e}")
+        return 0
+    except (ConfigError, evaluators.EvaluatorError, NonFiniteLoss, CheckpointError,
+            checkpoint.CorruptCheckpoint, checkpoint.IncompatibleCheckpoint) as e:
+        cli.fail(str(e))
+    return 0
 
 
 if __name__ == "__main__":
-    command(main)
+    sys.exit(main())

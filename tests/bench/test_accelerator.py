@@ -94,10 +94,10 @@ def test_targets_are_marked_against_an_h100():
 
 def test_bad_flags_are_one_error_line(tmp_path):
     r = run_bench("--smoke", "--bogus=1")
-    assert r.returncode != 0 and r.stderr.strip().splitlines()[-1].startswith("error: ")
+    assert r.returncode == 2 and r.stderr.strip().splitlines()[-1].startswith("error: ")
     assert "bogus" in r.stderr.strip().splitlines()[-1]
     r = run_bench("--smoke")
-    assert r.returncode != 0
+    assert r.returncode == 2
     assert r.stderr.strip().splitlines()[-1] == "error: --out FILE.md is required"
 
 
@@ -112,5 +112,5 @@ def test_only_runs_the_named_sections(tmp_path):
                          "Sharded contrastive loss", "Targets"]
     assert [row[2] for row in rows(got["Targets"])][:2] == ["not measured", "not measured"]
     r = run_bench("--smoke", "--only", "dtw,bogus", "--out", str(out))
-    assert r.returncode != 0 and r.stderr.strip().splitlines()[-1].startswith(
+    assert r.returncode == 2 and r.stderr.strip().splitlines()[-1].startswith(
         "error: --only bogus: choose from versions, train, attention")

@@ -200,3 +200,94 @@ def test_short_error_keeps_the_gist_without_the_storage_spec():
         "Encountered error while reading array index: (slice(0, 4096, 1),).")
     assert len(checkpoint.short(ValueError("x" * 1000))) == 240
     assert checkpoint.short(KeyError()) == "KeyError"
+
+
+@pytest.fixture
+def selecting(tmp_path) -> pathlib.Path:
+    """Checkpoints of a run selecting by `acc` (max): steps 1, 2, 3 at 0.9, 0.1, 0.5."""
+    with checkpoint.manager(tmp_path / "checkpoints", 3, "acc") as mgr:
+        for step, acc in ((1, 0.9), (2, 0.1), (3, 0.5)):
+            checkpoint.save(mgr, step, _state(step), _Iterator(step), metrics={"acc": acc})
+        mgr.wait_until_finished()
+    return tmp_path / "checkpoints"
+
+
+@pytest.mark.parametrize("damage", ["value", "bytes"])
+def test_changed_metrics_are_a_named_warning_and_selection_falls_back(selecting, damage):
+    """`<step>/metrics/metrics` (Orbax's item, what picks the best step) outside our item
+    manifests: bytes replaced there would select step 2 ({"acc": 1.0}) or stop Orbax with a
+    JSON traceback; instead the step is moved aside and step 1 (0.9) is selected."""
+    path = selecting / "2" / "metrics" / "metrics"
+    assert path.read_bytes() == b'{"acc": 0.1}'
+    path.write_bytes(b'{"acc": 1.0}' if damage == "value" else b'{"acc"\xff 0.1}')
+    with pytest.raises(checkpoint.CorruptCheckpoint, match=(
+            rf"^checkpoint step 2 in {selecting} has unusable metrics \(metrics/metrics, "
+            r"which selects the best step, (differs from|is unreadable).* move that step "
+            r"directory aside to evaluate the others$")):
+        checkpoint.reader(selecting, "acc")  # evaluation: one line naming it
+    warnings: list[str] = []
+    with checkpoint.manager(selecting, 3, "acc", warn=warnings.append) as mgr:
+        assert checkpoint.best(mgr) == (1, {"acc": 0.9})
+        assert mgr.all_steps() == [1, 3]
+    assert len(warnings) == 1 and "\n" not in warnings[0], warnings
+    assert warnings[0].startswith(f"checkpoint step 2 in {selecting} has unusable metrics "
+                                  "(metrics/metrics, which selects the best step, ")
+    assert ("differs from the metrics the step was saved with (data/vnr_metrics.json)"
+            if damage == "value" else "is unreadable (UnicodeDecodeError") in warnings[0]
+    assert warnings[0].endswith("selecting among the other steps")
+    assert [p.name.split("-")[:2] for p in selecting.glob("corrupt-*")] == [["corrupt", "2"]]
+    with checkpoint.reader(selecting, "acc") as mgr:  # the run's evaluation reads it now
+        assert checkpoint.best(mgr) == (1, {"acc": 0.9})
+
+
+def test_the_copy_of_the_metrics_is_in_the_data_manifest(selecting):
+    """The copy the metrics are checked against is itself verified: changed there, the
+    step's metrics are unusable too (never trusted by either file alone)."""
+    copy = selecting / "2" / "data" / checkpoint.METRICS_COPY
+    assert json.loads(copy.read_text()) == {"acc": 0.1}
+    copy.write_text('{"acc": 1.0}')
+    assert checkpoint.metrics_problem(selecting / "2") == (
+        f"cannot be checked: data/{checkpoint.METRICS_COPY} has other bytes than were "
+        "written (sha256 differs)")
+    assert checkpoint.metrics_problem(selecting / "1") is None
+
+
+def test_orbax_step_metadata_selects_nothing(selecting):
+    """`_CHECKPOINT_METADATA` (rewritten by Orbax after our manifests, with the commit
+    time) holds no metrics that select a step: replaced bytes or another `metrics` value
+    there change neither the selection nor the restored state."""
+    for step, edit in ((2, "metrics"), (1, "bytes")):
+        path = selecting / str(step) / "_CHECKPOINT_METADATA"
+        if edit == "metrics":
+            meta = json.loads(path.read_text())
+            assert meta["metrics"] == {}
+            path.write_text(json.dumps({**meta, "metrics": {"acc": 5.0}}))
+        else:
+            _flip(path)
+    warnings: list[str] = []
+    with checkpoint.manager(selecting, 3, "acc", warn=warnings.append) as mgr:
+        assert checkpoint.best(mgr) == (1, {"acc": 0.9})
+        state = checkpoint.restore(mgr, 1, _state(0), _shardings(_state(0)), None)
+    assert warnings == []
+    for a, b in zip(jax.tree.leaves(state), jax.tree.leaves(_state(1)), strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_restore_names_the_checkpoint_in_orbax_errors(run):
+    """Without a manifest to catch it first, a damaged step is Orbax's / TensorStore's
+    error: `restore` gives its gist in one line naming the step and the directory."""
+    step1 = run / "checkpoints" / "1"
+    for item in checkpoint.ITEMS:
+        (step1 / item / checksums.MANIFEST).unlink()
+    (step1 / "state" / "_METADATA").write_text("{not json")
+    with checkpoint.manager(run / "checkpoints") as mgr, pytest.raises(
+            checkpoint.CorruptCheckpoint) as e:
+        checkpoint.restore(mgr, 1, _state(0), _shardings(_state(0)), None)
+    assert str(e.value).startswith(f"checkpoint step 1 in {run / 'checkpoints'} is "
+                                   "unreadable: ") and "\n" not in str(e.value), e.value
+    other = _state(0, features=5)
+    with checkpoint.manager(run / "checkpoints") as mgr, pytest.raises(
+            checkpoint.IncompatibleCheckpoint, match=(
+                rf"^checkpoint step 2 in {run / 'checkpoints'}: checkpoint parameter "
+                r"0\.bias has shape \(3,\), model expects \(5,\)$")):
+        checkpoint.restore(mgr, 2, other, _shardings(other), None)

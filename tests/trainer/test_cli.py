@@ -94,6 +94,9 @@ TOOLS = [
     ("vnr.benchmarks.moviepuzzle.length_report", [], "--by"),
     ("vnr.reports.table", [], "--layout"),
     ("tfds_builders.__main__", ["build"], "--manual_dir"),
+    ("vnr.train", [], "--multihost"),
+    ("vnr.cache_features", [], "--towers"),
+    ("vnr.evaluate", [], "--report_dir"),
     *((f"bench.{name}", [name], flag) for name, flag in (
         ("contrastive", "--repeats"), ("decode", "--loop_examples"), ("dtw", "--quick"),
         ("encoders", "--patch"), ("ordering", "--gap_batch"), ("retrieval", "--dense_sizes"),
@@ -124,7 +127,28 @@ def test_every_tool_names_its_flags_and_refuses_unknown_ones(
     assert err.count("\n") == 0 and err.startswith("error: ") and "bogus_flag" in err, err
 
 
+def test_shared_global_flags_are_set_where_their_library_reads_them() -> None:
+    """`shared`: the trainer's multi-host flags live on absl's global FLAGS (read by
+    `vnr.distributed`); a tool's parse sets them there, and the next parse starts afresh."""
+    import vnr.distributed  # noqa: F401 (defines --multihost ... on the global FLAGS)
+
+    def define(fv: flags.FlagValues) -> None:
+        flags.DEFINE_integer("k", 0, "k", flag_values=fv)
+
+    try:
+        a = cli.parse(["--multihost=off", "--k=2", "--num_processes", "3"], "python -m tool",
+                      DOC, define, shared=("vnr.distributed",))
+        assert (a.k, a.multihost, a.num_processes) == (2, "off", 3)
+        assert flags.FLAGS.is_parsed() and flags.FLAGS.multihost == "off"
+        assert flags.FLAGS.num_processes == 3
+        cli.parse(["--k=1"], "python -m tool", DOC, define, shared=("vnr.distributed",))
+        assert (flags.FLAGS.multihost, flags.FLAGS.num_processes) == ("auto", None)
+    finally:
+        flags.FLAGS.unparse_flags()  # as before the test: nothing parsed
+
+
 @pytest.mark.parametrize("argv", [
+    ["vnr.train", "--config", "configs/moviepuzzle/main.py:smoke", "--workdir", "w", "--bogus"],
     ["vnr.benchmarks.msymon.tools", "crosslingual", "--bogus"],
     ["bench", "train", "--bogus"],  # a benchmark on absl's global FLAGS
 ])
@@ -138,3 +162,47 @@ def test_a_bad_flag_in_a_shell_is_one_line_and_exit_2(argv: list[str]) -> None:
                        text=True, timeout=300)
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
     assert r.stderr.strip().count("\n") == 0 and "Unknown command line flag 'bogus'" in r.stderr
+
+
+@pytest.mark.parametrize("error", ["corrupt", "incompatible", "restore_run"])
+def test_checkpoint_errors_end_a_run_or_an_evaluation_in_one_line(
+        error: str, tmp_path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture) -> None:
+    """A checkpoint that cannot be restored (`vnr.checkpoint` names the step and the
+    directory), reaching `python -m vnr.train` or `python -m vnr.evaluate`: one `error:`
+    line and exit status 2, never a traceback. Another run's checkpoint (`restore_run`,
+    read by a task's pretrained hook) reaches the trainer as a ConfigError."""
+    import functools
+
+    from vnr import checkpoint, config_file, evaluate, train, workdir
+
+    where = f"checkpoint step 6 in {tmp_path}/checkpoints"
+    raised = {"corrupt": checkpoint.CorruptCheckpoint(f"{where} is unreadable: bad chunk"),
+              "incompatible": checkpoint.IncompatibleCheckpoint(
+                  f"{where}: checkpoint parameter 0.w has shape (3,), model expects (5,)"),
+              "restore_run": train.ConfigError(f"init_from={tmp_path}: {where} is corrupt: "
+                                               f"state/d/x is missing")}[error]
+
+    def fail(*args, **kwargs):
+        raise raised
+
+    monkeypatch.setattr(train, "run", fail)
+    monkeypatch.setattr(evaluate, "evaluate", fail)
+    monkeypatch.setattr(train.distributed, "initialize_from_flags", lambda: False)
+    workdir.check_workdir(tmp_path, config_file.load("configs/moviepuzzle/main.py:smoke"))
+    try:
+        argv = ["--config", "configs/moviepuzzle/main.py:smoke", "--workdir", str(tmp_path)]
+        bodies = [functools.partial(train._main, cli.parse(
+            argv, train.PROG, None, train._flags, shared=train.RUNTIME_FLAGS))]
+        if error != "restore_run":  # evaluation restores its own run (`restore`)
+            argv = ["--workdir", str(tmp_path)]
+            bodies.append(functools.partial(evaluate._main, cli.parse(
+                argv, evaluate.PROG, None, functools.partial(evaluate._flags, argv),
+                shared=("absl.logging",))))
+        for body in bodies:
+            with pytest.raises(SystemExit) as e:
+                body()
+            assert e.value.code == 2
+            assert capsys.readouterr().err == f"error: {raised}\n"
+    finally:
+        flags.FLAGS.unparse_flags()

@@ -251,3 +251,33 @@ def test_renamed_keys_name_the_new_key(capsys):
     with pytest.raises(evaluators.EvaluatorError, match="eval.max_val_clips is gone: use "
                                                         "evals.val.max_examples"):
         evaluators.parse(c, None)
+
+
+@pytest.mark.parametrize("process", [0, 1])
+def test_evaluate_only_draws_its_pictures_on_process_0(process, tmp_path, monkeypatch):
+    """`vnr.evaluate` passes `--report_dir` to the evaluators of process 0 only (as the
+    trainer does): with several processes, every process evaluates, one draws."""
+    import types
+
+    import jax
+    import ml_collections
+
+    seen = []
+
+    def drawing(config, split, predict_fn, mesh, *, max_examples=0, report_dir=None):
+        seen.append(report_dir)
+        if report_dir is not None:
+            (report_dir / f"{split}.png").write_bytes(b"png")
+        return {"acc": 1.0}
+
+    final = evaluators.Evaluator("test", types.SimpleNamespace(evaluate=drawing), ("a", "b"),
+                                 final=True, report=True)
+    setup = types.SimpleNamespace(evaluators=[final], task=types.SimpleNamespace(), mesh=None)
+    model = evaluate.Model(ml_collections.ConfigDict(), setup, None,
+                           {"metric": None, "mode": "last", "step": 6, "value": None})
+    monkeypatch.setattr(jax, "process_index", lambda: process)
+    results = evaluate.final_results(model, None, tmp_path)
+    assert results["a"] == results["b"] == {"acc": 1.0}  # every process evaluates
+    assert seen == ([tmp_path] * 2 if process == 0 else [None, None])
+    assert sorted(p.name for p in tmp_path.iterdir()) == (["a.png", "b.png"] if process == 0
+                                                          else [])

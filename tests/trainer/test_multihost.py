@@ -224,10 +224,6 @@ def test_bad_or_unreachable_distributed_setup_fails_fast(tmp_path, flags, messag
 
 if __name__ == "__main__":  # one process of a test run: the trainer's command line
     sys.path.insert(0, str(ROOT))
-    from absl import app
-
     from vnr import train
 
-    train.define_flags()
-    train.check_overrides(sys.argv)
-    app.run(train.main)
+    sys.exit(train.main(sys.argv[1:]))

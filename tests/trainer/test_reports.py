@@ -50,16 +50,21 @@ def test_failing_drawing_is_one_warning(tmp_path: pathlib.Path,
         "bounds for axis 0"]
 
 
-def test_missing_font_is_one_warning_and_the_figure_is_written(
+def test_missing_font_is_one_warning_per_run_and_the_figures_are_written(
         tmp_path: pathlib.Path, capfd: pytest.CaptureFixture,
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(plots, "CJK_FONTS", ())  # as on a machine without a CJK font
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # the glyph warnings are not passed on
-        out = plots.report(tmp_path / "r" / "test_narrations.png", _figure, "他走进房间 room")
-    assert out is not None and out.stat().st_size > 500
-    (line,) = _warnings(capfd.readouterr().err)
-    assert "no installed font has 5 of its characters" in line and "Noto Sans CJK" in line
+    plots.new_run()
+    for run in range(2):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # the glyph warnings are not passed on
+            outs = [plots.report(tmp_path / f"r{run}" / f"{split}_narrations.png", _figure,
+                                 f"他走进房间 {split}") for split in ("val", "test", "extra")]
+        assert all(out is not None and out.stat().st_size > 500 for out in outs)
+        (line,) = _warnings(capfd.readouterr().err)  # three figures, one line
+        assert line.startswith(f"warning: report {outs[0]}: no installed font has 5 of its "
+                               "characters") and "Noto Sans CJK" in line, line
+        plots.new_run()  # the next run names it again
 
 
 def test_other_warnings_of_a_drawing_are_passed_on(tmp_path: pathlib.Path) -> None:

@@ -59,15 +59,31 @@ def test_smoke_run_writes_results_reports_and_logs(finished):
 
 
 @pytest.mark.e2e
-def test_restart_resumes_where_it_stopped(data_dir, finished, tmp_path, monkeypatch):
+def test_restart_resumes_where_it_stopped(data_dir, finished, tmp_path, monkeypatch, capsys):
     """Killed after the step-3 checkpoint and restarted (relative workdir): the same
-    parameters, bit for bit, as the run that never stopped."""
+    parameters, bit for bit, as the run that never stopped. Its profiler window (step 2)
+    is past: one line says so. Without a font for the figures' text (a font lacking the
+    Latin letters stands in for a machine without a CJK font), the run's figures are
+    written with one warning line, not one per figure."""
+    from vnr.reports import plots
+
     full, _ = finished
     shutil.copytree(full, tmp_path / "cut")
     shutil.rmtree(tmp_path / "cut" / "checkpoints" / "6")
     (tmp_path / "cut" / "results.json").unlink()
+    shutil.rmtree(tmp_path / "cut" / "reports")
     monkeypatch.chdir(tmp_path)
-    train.run(smoke(data_dir, **{"mesh.shape": (4, 2)}), "cut")
+    monkeypatch.setattr(plots, "fonts", lambda: ["STIXSizeFiveSym"])
+    capsys.readouterr()
+    train.run(smoke(data_dir, **{"mesh.shape": (4, 2), "profile.start_step": 2,
+                                 "profile.num_steps": 1}), "cut")
+    err = capsys.readouterr().err
+    assert "profile window steps 2..2 skipped: this run resumed at step 4" in err, err
+    assert not (tmp_path / "cut" / "profile").exists()
+    figures = sorted(p.name for p in (tmp_path / "cut" / "reports").glob("*.png"))
+    assert len(figures) >= 3 and "curves.png" in figures, figures
+    (line,) = [x for x in err.splitlines() if x.startswith("warning:")]
+    assert "no installed font has" in line and "the run's other reports" in line, line
     a, b = checkpoint_arrays(full, 6), checkpoint_arrays(tmp_path / "cut", 6)
     assert a.keys() == b.keys()
     for name in a:
@@ -75,12 +91,21 @@ def test_restart_resumes_where_it_stopped(data_dir, finished, tmp_path, monkeypa
 
 
 @pytest.mark.e2e
-def test_profiler_window_writes_a_trace_and_changes_nothing(data_dir, finished, tmp_path):
+def test_profiler_window_writes_a_trace_and_changes_nothing(data_dir, finished, tmp_path,
+                                                            capsys):
     """Steps 4-5 traced (config.profile): a TensorBoard/Perfetto trace appears under
-    <workdir>/profile/, and parameters and results equal the untraced run's."""
+    <workdir>/profile/, and parameters and results equal the untraced run's. Its
+    `<workdir>/reports` cannot be created (a file is there): the run finishes, with one
+    warning line about it."""
     full, results = finished
+    (tmp_path / "reports").write_text("a file where the reports folder should be")
+    capsys.readouterr()
     got = train.run(smoke(data_dir, **{"mesh.shape": (4, 2), "profile.start_step": 4,
                                        "profile.num_steps": 2}), str(tmp_path))
+    (line,) = [x for x in capsys.readouterr().err.splitlines() if x.startswith("warning:")]
+    assert line.startswith(f"warning: report {tmp_path}/reports/") and line.endswith(
+        f"(nothing more is written to {tmp_path / 'reports'})"), line
+    assert (tmp_path / "results.json").exists()
     traces = list((tmp_path / "profile").rglob("*.xplane.pb"))
     assert traces and traces[0].stat().st_size > 1000, traces
     perfetto = list((tmp_path / "profile").rglob("perfetto_trace.json.gz"))
@@ -200,6 +225,52 @@ def test_unknown_split_is_one_config_error(data_dir, tmp_path):
                        r"moviepuzzle/synthetic_tiny \(it has train, val, test_in_domain"):
         train.run(smoke(data_dir, **{"data.test_splits": ("test",)}), str(tmp_path))
     assert not (tmp_path / "config.json").exists()  # the corrected command may run here
+
+
+def test_unwritable_data_dir_is_one_line_before_anything_compiles(tmp_path, monkeypatch):
+    """A data_dir the first-use build cannot create stops the run before the model is
+    built (`setup` compiles); nothing is written to the workdir."""
+    afile = tmp_path / "afile"
+    afile.write_text("a file where a folder should be")
+
+    def compiles(*args, **kwargs):
+        raise AssertionError("setup ran before the data_dir was checked")
+
+    monkeypatch.setattr(train, "setup", compiles)
+    with pytest.raises(train.ConfigError, match=(
+            rf"^data.data_dir={afile}/tfds cannot be created: {afile} is a file, not a "
+            rf"directory$")):
+        train.run(smoke(str(afile / "tfds")), str(tmp_path / "run"))
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_build_that_cannot_write_into_data_dir_is_one_config_error(tmp_path):
+    """An existing data_dir (a read-only one may hold a finished build) is found only when
+    the build writes: one line naming it, not an OSError traceback; no config.json."""
+    (tmp_path / "tfds").mkdir()
+    (tmp_path / "tfds" / "moviepuzzle").write_text("in the way")
+    with pytest.raises(train.ConfigError, match=(
+            rf"^data.data_dir={tmp_path}/tfds: the build cannot write there "
+            rf"\(NotADirectoryError: Not a directory: {tmp_path}/tfds/moviepuzzle")):
+        train.run(smoke(str(tmp_path / "tfds")), str(tmp_path / "run"))
+    assert not (tmp_path / "run" / "config.json").exists()
+
+
+def test_a_resumed_run_past_the_profiler_window_says_it_traces_nothing(tmp_path):
+    from vnr import profiling
+
+    config = ml_collections.ConfigDict({"total_steps": 9, "profile": {"start_step": 4,
+                                                                      "num_steps": 2}})
+    assert profiling.Profiler(config, tmp_path, first_step=1).skipped is None
+    assert profiling.Profiler(config, tmp_path, first_step=4).skipped is None  # resumed at 3
+    late = profiling.Profiler(config, tmp_path, first_step=5)  # resumed from step 4's
+    assert late.skipped == ("profile window steps 4..5 skipped: this run resumed at step 5, "
+                            "after its start (to trace this run, set profile.start_step >= 6)")
+    for step in range(5, 10):  # and it traces nothing
+        with late.step(step):
+            pass
+        late.after(step, None)
+    assert not late.active and not (tmp_path / "profile").exists()
 
 
 def test_workdir_of_another_config_is_refused(data_dir, tmp_path):

@@ -3,8 +3,10 @@
 A figure is a report, never the point of a run: `report` draws and writes it (`written`
 writes a report's text file) so that an unwritable `reports/` folder, a font without some
 characters of the text (Chinese narrations on a machine without a CJK font) or a drawing
-that fails is one warning line on stderr, and the run goes on. CJK fonts that are
-installed are used for the characters DejaVu Sans lacks.
+that fails is one warning line on stderr, and the run goes on. A folder and the missing
+font are each named once per run (`new_run`, called by the trainer, forgets them), not
+once per figure. CJK fonts that are installed are used for the characters DejaVu Sans
+lacks.
 """
 
 from __future__ import annotations
@@ -52,6 +54,13 @@ def save(fig: plt.Figure, out: str | pathlib.Path, dpi: int) -> pathlib.Path:
 
 
 _UNWRITABLE: set[pathlib.Path] = set()  # report folders already warned about
+_FONT_WARNED: list[str] = []  # the report whose missing characters were warned about
+
+
+def new_run() -> None:
+    """Forgets the folders and the missing font warned about: a new run names each once."""
+    _UNWRITABLE.clear()
+    _FONT_WARNED.clear()
 
 
 def _not_written(out: str | pathlib.Path, e: Exception) -> None:
@@ -84,7 +93,8 @@ def report(out: str | pathlib.Path, draw: Callable[..., plt.Figure], *args: Any,
            dpi: int = 100, **kwargs: Any) -> pathlib.Path | None:
     """`draw(*args, **kwargs)` written to `out`; None, after a warning (`_not_written`),
     when it cannot be (an unwritable folder, a drawing that fails). Characters no installed
-    font has are one warning too (they show as boxes); the figure is still written."""
+    font has are one warning per run too (they show as boxes); the figure is still
+    written."""
     missing: list[str] = []
     try:
         with warnings.catch_warnings(record=True) as caught, \
@@ -99,10 +109,12 @@ def report(out: str | pathlib.Path, draw: Callable[..., plt.Figure], *args: Any,
             missing.append(chr(int(m.group(1))))
         else:  # not ours to drop: passed on
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-    if missing:
+    if missing and not _FONT_WARNED:  # once per run: every later figure lacks them too
+        _FONT_WARNED.append(str(out))
         progress.say(f"warning: report {out}: no installed font has {len(set(missing))} of "
-                     f"its characters (e.g. {missing[0]!r}); they show as boxes (install a CJK "
-                     f"font, e.g. Noto Sans CJK, for Chinese text)")
+                     f"its characters (e.g. {missing[0]!r}); they show as boxes, here and in "
+                     f"the run's other reports (install a CJK font, e.g. Noto Sans CJK, for "
+                     f"Chinese text)")
     return path
 
 
