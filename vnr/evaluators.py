@@ -20,7 +20,10 @@ Keys of an evaluator:
 The one cadence rule: evaluator E runs after step s when `E.every > 0 and s % E.every == 0`,
 and once after the last step when `E.final`. Metrics are logged as `<name>/<metric>` (an
 evaluator of one split) or `<name>/<split>/<metric>`. `config.select` names the logged
-metric that selects the model (`select.metric = "val/os2"`, `select.mode = "max"`).
+metric that selects the model (`select.metric = "val/os2"`, `select.mode = "max"`); "a|b"
+names alternatives of one evaluator, the first one it reports ranking the checkpoints (for
+a metric whose name says how it was measured, e.g. M-SYMON's `estimated_f1` when the
+window runs on estimated times); `selection.metric` in results.json is the one used.
 
 An evaluator module gives `evaluate(config, split, predict_fn, mesh, *, max_examples=0,
 report_dir=None) -> {metric: value}` (the task contract's signature) and may give
@@ -42,6 +45,7 @@ import jax
 from vnr import progress, selection
 from vnr import task as task_lib
 from vnr.config_file import RENAMED
+from vnr.selection import alternatives
 
 EVALUATOR_KEYS = ("type", "split", "splits", "every", "final", "max_examples", "report")
 
@@ -141,23 +145,27 @@ def check_select(config: Any, evaluators: list[Evaluator]) -> Evaluator | None:
         raise EvaluatorError(f"select.mode={mode!r}: use 'max' or 'min'")
     if not metric:
         return None
-    name, _, rest = metric.partition("/")
+    parts = [alt.partition("/") for alt in alternatives(metric)]
+    name, _, rest = parts[0]
     chosen = next((e for e in evaluators if e.name == name), None)
-    if chosen is None or not rest:
+    if chosen is None or not all(r for _, _, r in parts):
         raise EvaluatorError(f"select.metric={metric!r}: name an evaluator's metric as "
                              f"<evaluator>/<metric> (evaluators: "
                              f"{', '.join(e.name for e in evaluators) or 'none'})")
+    if len({n for n, _, _ in parts}) > 1:
+        raise EvaluatorError(f"select.metric={metric!r}: alternatives must be metrics of one "
+                             f"evaluator (measured at the same steps)")
     if not chosen.every:
         raise EvaluatorError(f"select.metric={metric!r}: evals.{name} never runs during "
                              f"training (every=0), so it cannot select a step")
     if chosen.every > config.total_steps:
         raise EvaluatorError(f"select.metric={metric!r}: evals.{name}.every={chosen.every} > "
                              f"total_steps={config.total_steps}: no step would be evaluated")
-    leaf = rest.rsplit("/", 1)[-1]
     names_fn = getattr(chosen.module, "metric_names", None)
-    if names_fn is not None and leaf not in (names := tuple(names_fn(config))):
+    leaves = [r.rsplit("/", 1)[-1] for _, _, r in parts]
+    if names_fn is not None and not set(leaves) & set(names := tuple(names_fn(config))):
         raise EvaluatorError(f"select.metric={metric!r}: {chosen.module.__name__} reports no "
-                             f"{leaf!r} (it reports {', '.join(names)})")
+                             f"{' or '.join(map(repr, leaves))} (it reports {', '.join(names)})")
     return chosen
 
 
@@ -264,13 +272,15 @@ def final(evaluators: list[Evaluator], config: Any, predict_fn: Callable,
 
 
 def ranked(logged: dict[str, float], select: Any) -> dict[str, float]:
-    """The metric a checkpoint is ranked by; one the evaluator did not report is an error
-    naming it (raised at the first evaluation)."""
+    """The metric a checkpoint is ranked by, under `select.metric` and under the name of the
+    alternative that gave it (the first one reported); none reported is an error naming
+    them (raised at the first evaluation)."""
     metric = select["metric"]
-    if metric not in logged:
+    used = next((alt for alt in alternatives(metric) if alt in logged), None)
+    if used is None:
         raise EvaluatorError(f"select.metric={metric!r}: the evaluators reported "
                              f"{', '.join(sorted(logged))}")
-    return {metric: float(logged[metric])}
+    return {metric: float(logged[used]), used: float(logged[used])}
 
 
 def selected_step(mgr: Any, config: Any) -> dict[str, Any]:
@@ -279,10 +289,8 @@ def selected_step(mgr: Any, config: Any) -> dict[str, Any]:
     select = config.get("select") or {}
     if not select.get("metric"):
         return {"metric": None, "mode": "last", "step": int(config.total_steps), "value": None}
-    best = selection.best(mgr)
-    if best is None:
+    record = selection.best_record(mgr, select)
+    if record is None:
         raise EvaluatorError(f"select.metric={select['metric']!r}: no checkpoint carries it "
                              f"(no evaluation of a saved step)")
-    step, metrics = best
-    return {"metric": select["metric"], "mode": select.get("mode", "max"), "step": int(step),
-            "value": float(metrics[select["metric"]])}
+    return record

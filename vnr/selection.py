@@ -25,6 +25,24 @@ def best(mgr: Any) -> tuple[int, dict] | None:
     return step, dict(mgr.metrics(step))
 
 
+def alternatives(metric: str) -> list[str]:
+    """The metric names of `select.metric` ("a|b": a, else b)."""
+    return [m.strip() for m in metric.split("|") if m.strip()]
+
+
+def best_record(mgr: Any, select: Mapping[str, Any]) -> dict[str, Any] | None:
+    """results.json's `selection` of the best checkpoint by `select` (`metric`: the
+    alternative that ranked it), or None when no checkpoint carries metrics."""
+    got = best(mgr)
+    if got is None:
+        return None
+    step, metrics = got
+    metric = select["metric"]
+    used = next((alt for alt in alternatives(metric) if alt in metrics), metric)
+    return {"metric": used, "mode": select.get("mode", "max"), "step": int(step),
+            "value": float(metrics[metric])}
+
+
 STEP_CHOICES = "selected, best, last or a step number"
 
 
@@ -70,14 +88,12 @@ def choose_step(mgr: Any, select: Mapping[str, Any] | None,
         if not metric:
             raise StepError(f"{flag} best: this run selects no step (config.select.metric is "
                             f"empty: it reports its last step); use {flag}=last")
-        got = best(mgr)
-        if got is None:
+        record = best_record(mgr, select)
+        if record is None:
             raise StepError(f"{flag} best: the run never validated a saved step (no "
                             f"checkpoint in {mgr.directory} carries {metric!r})")
-        n, metrics = got
-        value = float(metrics[metric])
-        return Chosen(int(n), {"metric": metric, "mode": mode, "step": int(n), "value": value},
-                      _best_why(metric, value, mode))
+        return Chosen(record["step"], record,
+                      _best_why(record["metric"], record["value"], mode))
     if which == "last":
         n, why = steps[-1], "the newest checkpoint (asked for last)"
     else:
@@ -109,12 +125,10 @@ def _reported(mgr: Any, steps: list[int], metric: str | None, mode: str,
                if record.get("mode") in ("max", "min") and record.get("value") is not None
                else f"its {record.get('mode', 'last')} step")
         return Chosen(n, record, f"the step its results.json reports: {how}")
-    got = best(mgr) if metric else None
-    if got is not None:
-        value = float(got[1][metric])
-        return Chosen(int(got[0]), {"metric": metric, "mode": mode, "step": int(got[0]),
-                                    "value": value},
-                      f"{_best_why(metric, value, mode)}; no results.json yet")
+    record = best_record(mgr, {"metric": metric, "mode": mode}) if metric else None
+    if record is not None:
+        why = _best_why(record["metric"], record["value"], mode)
+        return Chosen(record["step"], record, f"{why}; no results.json yet")
     why = ("the newest: no results.json yet and no validated checkpoint" if metric
            else "the newest: no results.json yet and the run selects no step")
     return Chosen(steps[-1], {"metric": metric, "mode": "last", "step": steps[-1],

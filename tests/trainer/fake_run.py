@@ -32,11 +32,12 @@ def params(state: nnx.State, root: tuple = ()) -> dict[tuple, np.ndarray]:
 
 def write_run(workdir: pathlib.Path, model_of: Callable[[int], nnx.Module],
               metric_of_step: dict[int, float], select: dict[str, str],
-              reported: int | None = None) -> dict[int, dict[tuple, np.ndarray]]:
+              reported: int | None = None, used: str = "") -> dict[int, dict[tuple, np.ndarray]]:
     """Checkpoints `model_of(step)` at each step of `metric_of_step`, ranked by
     `select` ({"metric", "mode"}; metric "" = a run that selects nothing, no metrics
-    saved); `reported`: the step results.json reports (None: no results.json, an
-    unfinished run). Returns {step: its parameters}."""
+    saved; `used`: the alternative of an "a|b" metric that gave the values, saved beside it
+    as the trainer does); `reported`: the step results.json reports (None: no results.json,
+    an unfinished run). Returns {step: its parameters}."""
     metric, mode = select.get("metric", ""), select.get("mode", "max")
     out = {}
     with checkpoint.manager(workdir / "checkpoints", keep=1, best_metric=metric or None,
@@ -44,8 +45,8 @@ def write_run(workdir: pathlib.Path, model_of: Callable[[int], nnx.Module],
         for step, value in sorted(metric_of_step.items()):
             model = model_of(step)
             state = nnx.state((model, nnx.Optimizer(model, optax.sgd(0.1), wrt=nnx.Param)))
-            checkpoint.save(mgr, step, state, _Iterator(),
-                            metrics={metric: value} if metric else None)
+            saved = {metric: value, **({used: value} if used else {})}
+            checkpoint.save(mgr, step, state, _Iterator(), metrics=saved if metric else None)
             mgr.wait_until_finished()
             out[step] = params(nnx.state(model))
     (workdir / "config.json").write_text(json.dumps({"select": select}))

@@ -9,7 +9,9 @@ import pathlib
 import shutil
 import subprocess
 import sys
+import types
 
+import ml_collections
 import pytest
 
 from configs.moviepuzzle.main import get_config
@@ -206,6 +208,8 @@ def test_best_on_a_run_that_never_validated(data_dir, tmp_path):
     ("evals.extra.every", -1, r"evals.extra.every=-1: a whole number >= 0"),
     ("select.mode", "maximum", r"select.mode='maximum'"),
     ("select.metric", "test/os2", r"evals.test never runs during training"),
+    ("select.metric", "val/os2|test/os2", r"alternatives must be metrics of one evaluator"),
+    ("select.metric", "val/nope|val/nix", r"reports no 'nope' or 'nix'"),
 ])
 def test_bad_evaluator_is_one_line(data_dir, tmp_path, key, value, message):
     c = smoke(data_dir)
@@ -223,6 +227,25 @@ def test_bad_evaluator_is_one_line(data_dir, tmp_path, key, value, message):
         else:
             train.setup(c, workdir=tmp_path)
     assert not (tmp_path / "checkpoints").exists()
+
+
+def test_select_alternatives_rank_by_the_first_reported():
+    """`select.metric="a|b"`: a checkpoint is ranked by the first alternative the evaluator
+    reported; results.json names the one used; none reported is one error naming them."""
+    select = {"metric": "val/f1|val/estimated_f1", "mode": "max"}
+    assert evaluators.ranked({"val/estimated_f1": 0.5, "val/r1": 0.1}, select) == {
+        "val/f1|val/estimated_f1": 0.5, "val/estimated_f1": 0.5}
+    assert evaluators.ranked({"val/f1": 0.7, "val/estimated_f1": 0.5}, select) == {
+        "val/f1|val/estimated_f1": 0.7, "val/f1": 0.7}
+    with pytest.raises(evaluators.EvaluatorError, match=r"select.metric='val/f1\|val/estim"):
+        evaluators.ranked({"val/r1": 0.1}, select)
+    saved = {2: {"val/f1|val/estimated_f1": 0.4, "val/estimated_f1": 0.4},
+             4: {"val/f1|val/estimated_f1": 0.6, "val/estimated_f1": 0.6}}
+    mgr = types.SimpleNamespace(all_steps=lambda: [2, 4, 6], metrics=saved.get,
+                                best_step=lambda: 4)
+    config = ml_collections.ConfigDict({"select": select, "total_steps": 6})
+    assert evaluators.selected_step(mgr, config) == {
+        "metric": "val/estimated_f1", "mode": "max", "step": 4, "value": 0.6}
 
 
 def test_evaluator_type_names_a_module_of_a_home():

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pathlib
 
+import ml_collections
 import numpy as np
 import pytest
 from flax import nnx
@@ -70,6 +71,22 @@ def test_a_reported_step_that_is_gone_is_one_line(tmp_path):
     (tmp_path / "results.json").write_text("{not json")
     with pytest.raises(ValueError, match=r"results.json is unreadable"):
         checkpoint.run_step(tmp_path)
+
+
+def test_best_names_the_alternative_that_ranked_as_results_json_does(tmp_path):
+    """select.metric "a|b": `best` (and `selected` before results.json exists) record the
+    alternative the checkpoints were ranked by, as the trainer's results.json does."""
+    from vnr import evaluators
+
+    select = {"metric": "val/f1|val/estimated_f1", "mode": "max"}
+    write_run(tmp_path, lambda step: nnx.Linear(4, 3, rngs=nnx.Rngs(step)), BEST_FIRST,
+              select, reported=None, used="val/estimated_f1")
+    want = {"metric": "val/estimated_f1", "mode": "max", "step": 2, "value": 0.9}
+    assert checkpoint.run_step(tmp_path, "best").record == want
+    assert checkpoint.run_step(tmp_path).record == want
+    with checkpoint.reader(tmp_path / "checkpoints", select["metric"], "max") as mgr:
+        assert evaluators.selected_step(mgr, ml_collections.ConfigDict(
+            {"select": select, "total_steps": 4})) == want
 
 
 # ----------------------------------------------------------------------------- consumers

@@ -8,7 +8,8 @@ trim: float32 [2], features: float32 [T, D] (feature configs)}` (movie identity:
 
 What a trainer reads of the builder is this module's `__all__` (tests/test_layers.py): the
 readers, `CONFIGS` and `metadata`, and the helpers other code shares with the builder: movie
-keys of titles (`movie_key`, `same_movie`, `split_key`, `merge_movie_keys`), person names of
+keys of titles and the movies of a title list (`movie_key`, `same_movie`, `split_key`,
+`merge_movie_keys`, `group_titles`, `movies_of`, `title_of`, `TitleMovie`), person names of
 sentences, feature-distance `scene_cuts`, and the WebVTT reader (`parse_vtt`, `Word`).
 """
 
@@ -28,15 +29,17 @@ from tfds_builders.symon.symon import (
     check_manual_dir,
     detect_cuts,
 )
+from tfds_builders.symon.titles import Movie as TitleMovie
+from tfds_builders.symon.titles import group as group_titles
 from tfds_builders.symon.titles import merge as merge_movie_keys
-from tfds_builders.symon.titles import movie_key, same_movie, split_key
+from tfds_builders.symon.titles import movie_key, movies_of, same_movie, split_key, title_of
 from tfds_builders.symon.vtt import Word
 from tfds_builders.symon.vtt import parse as parse_vtt
 
-__all__ = ["CONFIGS", "Builder", "ManualDirError", "Symon", "SymonConfig", "Word",
-           "data_source", "merge_movie_keys", "metadata", "movie_key", "movie_titles", "parse_vtt",
-           "person_names", "prepare", "same_movie", "scene_cuts", "split_key", "split_names",
-           "to_record"]
+__all__ = ["CONFIGS", "Builder", "ManualDirError", "Symon", "SymonConfig", "TitleMovie", "Word",
+           "data_source", "group_titles", "merge_movie_keys", "metadata", "movie_key",
+           "movie_titles", "movies_of", "parse_vtt", "person_names", "prepare", "same_movie",
+           "scene_cuts", "split_key", "split_names", "title_of", "to_record"]
 
 CONFIGS = {c.name: c for c in Symon.BUILDER_CONFIGS}
 

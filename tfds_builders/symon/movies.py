@@ -17,8 +17,9 @@ a warning (the first few and the total when many): `movies_tsv:bad_line`,
 `movies_tsv:unknown_video` (a line naming a video that is not in the release),
 `info_json:bad_json`, `info_json:bad_field` (a title or description that is not a string),
 `info_json:duplicate_key`, `info_json:no_title`, `description:unreadable` (not UTF-8),
-`movie:title_normalises_to_nothing` (a title or movie line that is only channel names and
-recap tags, e.g. "Movie Recap").
+`movie:title_normalises_to_nothing` (a title, movie line or movies.tsv name that is only
+channel names, recap tags and punctuation, e.g. "Movie Recap": the video takes the next
+source).
 """
 
 from __future__ import annotations
@@ -129,10 +130,15 @@ def assign(videos: list[dict], root: pathlib.Path, skips: collections.Counter,
     problems: dict[str, list[str]] = collections.defaultdict(list)
     for v in videos:
         vid = v["video_id"]
+        found = ("", "", "")
         if vid in movies:
-            name = movies[vid]
-            found = (name, titles.movie_key(name) or name.lower(), "movies.tsv")
-        else:
+            key = titles.movie_key(movies[vid])
+            if key:
+                found = (movies[vid], key, "movies.tsv")
+            else:
+                problems["movie:title_normalises_to_nothing"].append(
+                    f"{tsv} {vid} {movies[vid][:60]!r}")
+        if not found[2]:
             found = from_download(root, vid, problems)
         if not found[2] and v.get("title"):
             key = titles.movie_key(v["title"])

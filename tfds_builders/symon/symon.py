@@ -25,7 +25,7 @@ from tfds_builders import arrays, common
 from tfds_builders.schema import Invalid, Unreadable, detail, read_text
 from tfds_builders.symon import movies, narration, schema, vtt
 
-VERSION = tfds.core.Version("1.2.0")
+VERSION = tfds.core.Version("1.3.0")
 SPLITS = (("train", 0.8), ("val", 0.1), ("test", 0.1))
 _URL_ID = re.compile(r"(?:[?&]v=|youtu\.be/)([A-Za-z0-9_-]{11,})")
 _SHOWN = 5  # unusable videos named in the summary line
@@ -347,7 +347,10 @@ class Symon(common.SummaryBuilder, tfds.core.GeneratorBasedBuilder):
                      "1.1.0": "features stored flat with their width (read from the files); "
                               "cuts beyond a video or missing for a video are counted.",
                      "1.2.0": "movie_key and movie_source per video (movies.tsv, yt-dlp "
-                              "info/<id>.info.json or .description, the narration)."}
+                              "info/<id>.info.json or .description, the narration).",
+                     "1.3.0": "movie keys: 'Part 1' dropped anywhere, letters of any script "
+                              "kept; a movies.tsv name that normalises to nothing is counted "
+                              "and the video takes the next source."}
     MANUAL_DOWNLOAD_INSTRUCTIONS = MANUAL_DOWNLOAD_INSTRUCTIONS
     BUILDER_CONFIGS = [
         SymonConfig(name="text_only", with_features=False,

@@ -117,3 +117,33 @@ def test_window_on_estimated_times_is_labelled(monkeypatch, caplog):
     real = _evaluate(monkeypatch, ",window", _outputs(3, True), _outputs(12, True))
     assert "f1" in real and real["estimated_narration_fraction"] == 0.0
     assert real["pool_clips"] == 18 and real["queries"] == 9
+
+
+def test_paper_window_selects_on_the_metric_the_evaluator_reports(monkeypatch, caplog):
+    """`paper,window` on a release without subtitle times: validation reports only
+    `estimated_f1`, and model selection ranks by it (named in results.json and in the window
+    warning); with subtitle times it ranks by `f1`. Before, `select.metric="val/f1"` stopped
+    the run at its first validation."""
+    from vnr import evaluators
+
+    c = main.get_config("smoke,annotated,individual:en,paper,window")
+    alignment._WARNED.clear()  # noqa: SLF001
+    monkeypatch.setattr(alignment, "collect", lambda cfg, split, *a, **k: types.SimpleNamespace(
+        outputs=_outputs(12, False)))
+    with caplog.at_level(logging.WARNING):
+        est = alignment.evaluate(c, c.data.val_split, None, None)
+    assert "f1" not in est and "model selection ranks by val/estimated_f1" in caplog.text
+    assert evaluators.ranked({f"val/{k}": v for k, v in est.items()}, c.select) == {
+        c.select.metric: est["estimated_f1"], "val/estimated_f1": est["estimated_f1"]}
+    real = _evaluate(monkeypatch, ",paper,window", _outputs(3, True), _outputs(12, True))
+    assert evaluators.ranked({f"val/{k}": v for k, v in real.items()}, c.select) == {
+        c.select.metric: real["f1"], "val/f1": real["f1"]}
+    with pytest.raises(evaluators.EvaluatorError, match="select.metric='val/f1': the evaluat"):
+        evaluators.ranked({f"val/{k}": v for k, v in est.items()}, {"metric": "val/f1"})
+    assert main.get_config("individual:en,paper").select.metric == "val/f1"
+
+
+def test_punctuation_paper_row_defaults_to_xlmr_large():
+    """Appendix C's model: the punctuation task's default encoder is XLM-R large."""
+    assert main.get_config("punctuation").model.encoder == "FacebookAI/xlm-roberta-large"
+    assert main.get_config("punctuation,smoke").model.encoder == "FacebookAI/xlm-roberta-large"

@@ -200,3 +200,71 @@ def test_chinese_restoration_through_a_trained_run(tiny_xlmr_han, tmp_path):
     out = json.loads((tmp_path / "out/subtitles/ch/v.json").read_text("utf-8"))[0]["text"]
     assert "".join(ch for ch in out if ch not in task.MARKS) == "他来了我们走吧"
     assert not any(ch in ".,?" for ch in out)  # full-width marks only
+    # --show: held-out corpus lines with their stripped input, per-character labels and the
+    # restored text, through the same run.
+    shown = tools.show_punctuation(c, corpus, 2)
+    assert [ln for ln in shown if ln.startswith("[")] == ["[1/2]", "[2/2]"]
+    labels = [ln for ln in shown if ln.startswith("labels   : ")]
+    assert len(labels) == 2 and all(len(ln.split(": ", 1)[1].split()) == 9 for ln in labels)
+    held = [ln for ln in lines if task.split_of(ln) == "test"][:2]
+    assert [ln[len("original : "):] for ln in shown if ln.startswith("original")] == held
+
+
+def test_show_prints_per_character_labels_of_real_chinese(shared_data, tmp_path):
+    """`punctuation.show` on a real ch/train.json sentence (the release's test.json is not
+    public): the stripped input, one label per character, the model's disagreements with the
+    original marked, the restored text."""
+    ann = json.loads((shared_data / "msymon/annotations/ch/train.json").read_text("utf-8"))
+    s = next(e["text"] for v in ann.values() for e in v if "《" in e["text"])
+    found = task.units(s)
+    tok = _oracle_tokenizer({u.lower() for u, *_ in found}, tmp_path)
+    right = [y for _, y, _, _ in found]
+    lines = task.show(tok, _oracle(right), s, max_tokens=32)
+    assert lines[0] == f"original : {s}" and lines[1] == f"stripped : {_strip(s)}"
+    cells = lines[2].removeprefix("labels   : ").split()
+    assert cells == [f"{u}/{task.CODE[y]}" for u, y, _, _ in found]
+    assert f"{len(found)} of {len(found)} units labelled as in the original" in lines[3]
+    plain = [(u, y, a, b) for (u, _, a, b), y in zip(task.units(_strip(s)), right, strict=True)]
+    assert lines[4] == "restored : " + task.with_marks(_strip(s), plain)
+    assert lines[4].removeprefix("restored : ") == s.replace("《", "").replace("》", "").strip()
+    wrong = [0] * len(right)  # a model that predicts nothing: every mark shown as missed
+    cells = task.show(tok, _oracle(wrong), s, max_tokens=32)[2].split()[2:]
+    assert sum(c.endswith(("(p)", "(c)", "(q)")) for c in cells) == sum(y > 0 for y in right)
+
+
+def test_scratch_encoder_and_corpus(shared_data, tmp_path):
+    """The corpus of a language's annotated sentences (the real release) and a random
+    encoder whose tokenizer gives every unit of it one id: what a scratch punctuation run
+    needs where no XLM-R checkpoint is at hand."""
+    from vnr.benchmarks.msymon import punctuation_scratch as scratch
+    from vnr.models.encoders import tokenizers, towers
+
+    corpus = tmp_path / "ch.txt"
+    counts = scratch.corpus(str(tmp_path / "tfds"), str(shared_data / "msymon"), "ch", corpus)
+    lines = corpus.read_text("utf-8").splitlines()
+    assert counts["lines"] == len(lines) == counts["ch_train"] + counts["ch_val"] > 500
+    small = tmp_path / "small.txt"
+    small.write_text("\n".join(lines[:20]), encoding="utf-8")
+    info = scratch.scratch_encoder(small, tmp_path / "enc", width=16, layers=1, max_tokens=32)
+    assert towers.is_checkpoint(str(tmp_path / "enc"))
+    tok = tokenizers.load_tokenizer(str(tmp_path / "enc"))
+    units = {u.lower() for ln in lines[:20] for u, *_ in task.units(ln)}
+    assert info["vocab"] == len(units) + 4
+    ids = [tok(u, add_special_tokens=False)["input_ids"] for u in sorted(units)]
+    assert all(len(i) == 1 and i[0] >= 4 for i in ids) and len({i[0] for i in ids}) == len(units)
+    with pytest.raises(ValueError, match="no annotated split of language 'xx'"):
+        scratch.corpus(str(tmp_path / "tfds"), str(shared_data / "msymon"), "xx", corpus)
+
+
+def test_punctuate_command_says_what_it_needs(tmp_path, capsys):
+    """One error line, before anything is built: --show without --corpus, neither subtitles
+    nor --show; scratch_encoder on a corpus that does not exist."""
+    base = ["punctuate", "--run", str(tmp_path), "--encoder", str(tmp_path)]
+    for extra, want in ((["--show", "2"], "--show prints held-out lines of --corpus"),
+                        ([], "punctuate restores --src's subtitles of --lang")):
+        with pytest.raises(SystemExit) as e:
+            tools.main(base + extra)
+        assert e.value.code == 2 and want in capsys.readouterr().err
+    with pytest.raises(SystemExit, match=r"^error: scratch_encoder: .*No such file.*none\.txt"):
+        tools.main(["scratch_encoder", "--corpus", str(tmp_path / "none.txt"), "--out",
+                    str(tmp_path / "enc")])

@@ -24,6 +24,7 @@ MOVIE_LIST = """0000\tAnt-Man in 4 minutes - (Marvel Phase Two Recap)
 0028\tMovie Spoiler Alerts - Ghostbusters (2016) Video Summary
 0047\tMovie Spoiler Alerts - Star Wars Ep 1 - The Phantom Menace (1999) Video Summary
 0084\tJurassic Park in 4 Minutes_BK
+0025\tMovie Spoiler Alerts - Catching Fire - The Hunger Games (2013) Video Summary
 """
 
 SAME = [  # each row: titles of one movie in the formats of different channels
@@ -40,10 +41,44 @@ SAME = [  # each row: titles of one movie in the formats of different channels
      "Back to the Future (1985) Movie Recap"),
     ("Ant-Man in 4 minutes - (Marvel Phase Two Recap)", "Ant Man", "ANTMAN (2015)"),
 ]
+# Spellings of one movie that only a non-exact rule joins (`titles.match`): official titles
+# a SYMON video would carry against the YMS list's spelling of the same movie.
+FUZZY = [
+    ("The Hunger Games: Mockingjay – Part 1",
+     "Movie Spoiler Alerts - Mockingjay Part 1 (2014) - The Hunger Games Video Summary",
+     "reordered"),
+    ("The Hunger Games: Catching Fire (2013) | Movie Recap",
+     "Movie Spoiler Alerts - Catching Fire - The Hunger Games (2013) Video Summary", "reordered"),
+    ("Terminator 2: Judgment Day Explained",
+     "Movie Spoiler Alerts - Terminator 2  Judgement Day (1991) Video Summary", "one_edit"),
+    ("Harry Potter and the Deathly Hallows – Part 1 (2010)",
+     "Movie Spoiler Alerts - Harry Potter and the Dealthly Hallows Part 1 (2010) Video Summary",
+     "one_edit"),
+    ("Man of Steel (2013) - Full Movie Recap",
+     "Movie Spoiler Alerts - Superman - Man of Steel (2013) Video Summary", "contained"),
+    ("Man of Steel in 4 minutes - (DC Universe Recap)",
+     "Movie Spoiler Alerts - Superman - Man of Steel (2013) Video Summary", "contained"),
+    ("Catching Fire (2013) Explained",  # a first segment: only with the same year
+     "Movie Spoiler Alerts - Catching Fire - The Hunger Games (2013) Video Summary",
+     "contained"),
+]
 DIFFERENT = [("Ghostbusters (1984)", "Ghostbusters (2016)"), ("Iron Man", "Iron Man 2"),
+             ("Iron Man 2", "Iron Man 3"), ("Alien", "Aliens"), ("Predator", "Predators"),
              ("The Terminator (1984)", "Terminator 2  Judgement Day (1991)"),
              ("Harry Potter and the Deathly Hallows Part 1",
               "Harry Potter and the Deathly Hallows  Part 2"),
+             ("Harry Potter and the Dealthly Hallows Part 1",
+              "Harry Potter and the Deathly Hallows  Part 2"),
+             ("The Hunger Games: Mockingjay – Part 1", "The Hunger Games: Mockingjay – Part 2"),
+             ("The Hunger Games (2012)", "Catching Fire - The Hunger Games (2013)"),
+             ("The Hunger Games", "The Hunger Games - Mockingjay - Part 2 (2015)"),
+             ("Star Wars (1977)", "Star Wars Ep 5 - The Empire Strikes Back (1980)"),
+             ("Captain America: The Winter Soldier", "Captain America: The First Avenger"),
+             ("Captain America (2011)", "Captain America  Civil War (2016)"),
+             ("Planet of the Apes", "Rise of the Planet of the Apes"),
+             ("Kung Fu Panda 2", "Kung Fu Panda 3"), ("Jurassic Park", "Jurassic Park 3"),
+             ("Star Wars Ep 5 - The Empire Strikes Back", "Star Wars Ep 6 - Return of the Jedi"),
+             ("X-Men Origins - Wolverine (2009)", "X-Men - The Wolverine (2013)"),
              ("Blade Runner (1982)", "Blade Runner 2049 (2017)")]
 CHANNEL_WORDS = ("spoiler", "recap", "minute", "summary", "marvel", "youtube", "video", "phase")
 
@@ -53,10 +88,16 @@ def test_title_variants_of_one_movie_share_a_key():
         keys = [titles.movie_key(t) for t in row]
         assert all(titles.same_movie(keys[0], k) for k in keys), (row, keys)
         assert all(titles.movie_key(k) == k for k in keys)  # idempotent
-    for a, b in DIFFERENT:
+    for a, b in DIFFERENT:  # no rule joins sequels, franchise entries or other years
         assert not titles.same_movie(titles.movie_key(a), titles.movie_key(b)), (a, b)
+        assert titles.match(titles.parse(a), titles.parse(b)) == "", (a, b)
+        assert len(titles.group([a, b])) == 2, (a, b)  # nor an alias
+    for a, b, rule in FUZZY:
+        assert titles.match(titles.parse(a), titles.parse(b)) == rule, (a, b)
+        assert titles.match(titles.parse(b), titles.parse(a)) == rule, (b, a)
     assert titles.movie_key("Movie Spoiler Alerts - Video Summary") == ""
     assert titles.movie_key("Movie Recap") == ""
+    assert titles.movie_key("八佰 (2020) 电影解说") == "八佰电影解说 (2020)"  # any script's letters
     assert titles.merge(["ghostbusters (1984)", "ghostbusters (2016)", "ghostbusters",
                          "thor", "thor (2011)"]) == {
         "ghostbusters (1984)": "ghostbusters (1984)", "ghostbusters (2016)": "ghostbusters (2016)",
@@ -72,15 +113,16 @@ def test_movie_keys_command(tmp_path, capsys):
     assert [k for _, k in rows] == ["antman", "guardiansofgalaxy (2014)",
                                     "guardiansofgalaxy (2014)", "ghostbusters (1984)",
                                     "ghostbusters (2016)", "starwarsphantommenace (1999)",
-                                    "jurassicpark"]
+                                    "jurassicpark", "catchingfirehungergames (2013)"]
     assert rows[1][0] == "Guardians of the Galaxy in 4 Minutes"
-    assert "7 titles, 6 distinct movies, 0 without a key" in err
+    assert "8 titles, 7 distinct movies, 0 without a key" in err
     assert tools.main(["movie_keys", "--movie_list", str(tmp_path / "none.txt")]) == 2
 
 
 def test_real_yms_movie_list(shared_data):
-    rows, counts = tools.movie_keys(str(shared_data / "yms" / "movie_list.txt"))
-    assert counts == {"titles": 94, "movies": 84, "without_key": 0}
+    path = str(shared_data / "yms" / "movie_list.txt")
+    rows, counts, joins = tools.movie_keys(path)
+    assert counts == {"titles": 94, "movies": 82, "without_key": 0}
     for title, key in rows:
         assert key and not any(w in key for w in CHANNEL_WORDS), (title, key)
     by_key = collections.defaultdict(list)
@@ -90,9 +132,39 @@ def test_real_yms_movie_list(shared_data):
     assert merged == {"guardiansofgalaxy (2014)": 3, "avengersageofultron (2015)": 2,
                       "bladerunner (1982)": 2, "captainamericawintersoldier (2014)": 2,
                       "harrypotteranddealthlyhallows (2010)": 2, "jurassicpark (1993)": 2,
-                      "avengers (2012)": 2, "thordarkworld (2013)": 2, "it (1990)": 2}
-    assert {k for k in by_key if k.startswith("ghostbusters")} == {
-        "ghostbusters (1984)", "ghostbusters (2016)", "ghostbusters2 (1989)"}
+                      "avengers (2012)": 2, "thordarkworld (2013)": 2, "it (1990)": 2,
+                      "captainamericafirstavenger (2011)": 2, "manofsteel (2013)": 2}
+    assert sorted(by_key["manofsteel (2013)"]) == [
+        "Man of Steel in 4 minutes - (DC Universe Recap)",
+        "Movie Spoiler Alerts - Superman - Man of Steel (2013) Video Summary"]
+    assert sorted(by_key["captainamericafirstavenger (2011)"]) == [
+        "Captain America  The First Avenger in 4 minutes (Marvel Phase One Recap)",
+        "Movie Spoiler Alerts - Captain America (2011) - Video Summary"]
+    assert [j.rsplit(" (", 1)[1] for j in joins] == ["alias)", "contained)"]
+    # Sequels and franchise entries stay apart: distinct movies among the titles naming each.
+    entries = {"Iron Man": 3, "Captain America": 3, "Kung Fu Panda": 3, "Back to the Future": 3,
+               "Terminator": 5, "X-Men": 8, "X2": 1, "Star Wars": 7, "Hunger Games": 4,
+               "Harry Potter": 2, "Ghostbusters": 3, "Jurassic Park": 2, "Mission Impossible": 3,
+               "Thor": 2, "Avengers": 2, "Alien": 2, "Dark Knight": 2, "Guardians": 1}
+    assert {e: len({k for t, k in rows if e in t}) for e in entries} == entries
+    # Official titles a SYMON video would carry find their YMS movie, each by its rule.
+    movies = data.listed_movies(data.read_movie_list(path))
+    official = {"The Hunger Games: Mockingjay – Part 1": ("mockingjayhungergames (2014)",
+                                                          "reordered"),
+                "The Hunger Games: Catching Fire": ("catchingfirehungergames (2013)",
+                                                    "reordered"),
+                "Terminator 2: Judgment Day": ("terminatorjudgementday (1991)", "one_edit"),
+                "Harry Potter and the Deathly Hallows: Part 1 (2010)": (
+                    "harrypotteranddealthlyhallows (2010)", "one_edit"),
+                "X2: X-Men United": ("x2xmen2 (2003)", "alias"),
+                "Captain America: The First Avenger (2011)": (
+                    "captainamericafirstavenger (2011)", "exact"),
+                "Superman: Man of Steel": ("manofsteel (2013)", "exact"),
+                "Rogue One: A Star Wars Story": ("rogueone (2016)", "alias"),
+                "Iron Man 2 (2010)": ("ironman2", "exact")}
+    for title, want in official.items():
+        got = [(m.key, rule) for m, rule, _ in builder.movies_of(titles.parse(title), movies)]
+        assert got == [want], (title, got)
 
 
 @pytest.fixture(scope="module")
@@ -105,7 +177,7 @@ def release(tmp_path_factory):
     info.mkdir()
     (root / "movies.tsv").write_text(
         f"{ids[0]}\tGhostbusters (1984)\n{ids[1]}\tSome Movie\nnot-a-video\tAlien\n"
-        f"a line without a tab\n", encoding="utf-8")
+        f"a line without a tab\n{ids[10]}\tMovie Recap!\n", encoding="utf-8")
     meta = {  # yt-dlp info.json of other videos (SYMON channels' title formats)
         ids[2]: {"title": "Movie Spoiler Alerts - Ghostbusters (1984) Video Summary"},
         ids[3]: {"title": "Ghostbusters Explained", "description": "Enjoy!\nMovie name: "
@@ -113,6 +185,7 @@ def release(tmp_path_factory):
         ids[4]: {"title": "Mystery Recapped: Jurassic Park (1993) Explained"},
         ids[5]: {"description": "no title here"},
         ids[6]: {"title": "Movie Recap"},
+        ids[9]: {"title": "The Hunger Games: Catching Fire | Movie Recap"},
     }
     for vid, m in meta.items():
         (info / f"{vid}.info.json").write_text(json.dumps(m), encoding="utf-8")
@@ -147,24 +220,28 @@ def built(release, tmp_path_factory):
 def test_builder_movie_identity_counted_and_bad_input_named(release, built):
     _, ids = release
     recs, skipped, text = built
-    got = {v: (recs[v]["movie_key"], recs[v]["movie_source"]) for v in ids[:9]}
+    got = {v: (recs[v]["movie_key"], recs[v]["movie_source"]) for v in ids[:11]}
     assert got == {ids[0]: ("ghostbusters (1984)", "movies.tsv"),
                    ids[1]: ("somemovie", "movies.tsv"),
                    ids[2]: ("ghostbusters (1984)", "info.json"),
                    ids[3]: ("ghostbusters (2016)", "info.json"),
                    ids[4]: ("jurassicpark (1993)", "info.json"),
                    ids[5]: ("", ""), ids[6]: ("", ""), ids[7]: ("", ""),
-                   ids[8]: ("bladerunner", "description")}
+                   ids[8]: ("bladerunner", "description"),
+                   ids[9]: ("hungergamescatchingfire", "info.json"),
+                   ids[10]: ("", "")}  # its movies.tsv name is only a recap tag
     assert recs[ids[5]]["movie_id"] == ids[5]  # unknown: a movie of its own
     assert recs[ids[0]]["movie_id"] == "Ghostbusters (1984)"  # the user's name, verbatim
     assert recs[ids[0]]["franchise"] == recs[ids[2]]["franchise"]  # one movie, one split
-    assert skipped["movie_source:movies.tsv"] == 2 and skipped["movie_source:info.json"] == 3
+    assert skipped["movie_source:movies.tsv"] == 2 and skipped["movie_source:info.json"] == 4
     assert skipped["movie_source:description"] == 1
-    assert skipped["movie_source:unknown"] == len(recs) - 6
+    assert skipped["movie_source:unknown"] == len(recs) - 7
     for reason in ("movies_tsv:unknown_video", "movies_tsv:bad_line", "info_json:bad_json",
-                   "info_json:no_title", "movie:title_normalises_to_nothing"):
+                   "info_json:no_title"):
         assert skipped[reason] == 1, (reason, skipped)
+    assert skipped["movie:title_normalises_to_nothing"] == 2  # an info.json title, a tsv name
     assert "not-a-video" in text and "a line without a tab" in text and "'Movie Recap'" in text
+    assert f"movies.tsv {ids[10]} 'Movie Recap!'" in text
     assert f"{ids[7]}.info.json" in text and f"{ids[5]}.info.json" in text
 
 
@@ -177,16 +254,17 @@ def test_yms_exclusion_logs_what_it_removed_and_what_matched_nothing(release, bu
     listed.write_text(MOVIE_LIST, encoding="utf-8")
     with caplog.at_level(logging.WARNING):
         keep, info = data.exclude_movies(videos, str(listed), "train")
-    assert sorted(info["removed"]) == sorted([ids[0], ids[2], ids[3], ids[4]])
-    assert len(keep) == len(videos) - 4
-    assert info["movies"] == 7 and info["unknown_movie_videos"] == len(recs) - 6
-    assert info["unmatched"] == sorted(["Ant-Man in 4 minutes - (Marvel Phase Two Recap)",
-                                        "Guardians of the Galaxy in 4 Minutes",
-                                        "Movie Spoiler Alerts - Guardians of the Galaxy (2014) "
-                                        "Video Summary",
-                                        "Movie Spoiler Alerts - Star Wars Ep 1 - The Phantom "
-                                        "Menace (1999) Video Summary"])
-    assert "removed 4 of" in caplog.text and "4 listed movies matched no video" in caplog.text
+    assert sorted(info["removed"]) == sorted([ids[0], ids[2], ids[3], ids[4], ids[9]])
+    assert len(keep) == len(videos) - 5
+    assert info["movies"] == 7 and info["unknown_movie_videos"] == len(recs) - 7  # 8 titles
+    assert info["unmatched"] == ["antman", "guardiansofgalaxy (2014)",
+                                 "starwarsphantommenace (1999)"]  # movies, by key
+    assert info["non_exact"] == [  # the one removal no exact key made, with its YMS title
+        f"{ids[9]} 'The Hunger Games: Catching Fire | Movie Recap' ~ 'Movie Spoiler Alerts - "
+        "Catching Fire - The Hunger Games (2013) Video Summary' (reordered)"]
+    assert "removed 5 of" in caplog.text and "one of the 7 movies" in caplog.text
+    assert "3 listed movies matched no video" in caplog.text
+    assert "1 removal(s) by a non-exact title match only" in caplog.text
 
 
 def test_features_build_names_the_missing_files(tmp_path):

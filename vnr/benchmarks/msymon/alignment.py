@@ -40,7 +40,8 @@ time; otherwise the missing times come from the constant-rate estimate of
 paper's baseline).
 
 Weights from another run (`init_from`: two-stage and supervision fine-tuning, zero-shot
-transfer, evaluation) enter through the `pretrained` hook as a `(workdir, "run")` source for
+transfer, evaluation) enter through the `pretrained` hook as a run source
+(`run_source(init_from, init_step)`: by default the step the run's results.json reports) for
 the whole model; `validate` checks names and shapes first (one-line error).
 
 Metrics (`metrics`): duration-weighted clip accuracy, sentence IoU over annotated
@@ -387,6 +388,13 @@ def _warn_once(key: str, msg: str) -> None:
         logging.warning(msg)
 
 
+def _selection_note(config: Any) -> str:
+    """What the window warning adds when model selection ranks by an estimated_ metric."""
+    metric = (config.get("select") or {}).get("metric") or ""
+    used = [m for m in metric.split("|") if "/estimated_" in m]
+    return f"; model selection ranks by {used[0]} (select.metric={metric!r})" if used else ""
+
+
 def estimated_fraction(out: dict) -> float:
     """Share of the real sentences whose narration time is an estimate (no subtitle time)."""
     known = np.asarray(out["narr_known"])[np.asarray(out["sent_mask"], bool)]
@@ -447,7 +455,8 @@ def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.M
             _warn_once(f"window:{split}", f"msymon {split}: the eval.window={window:g} s "
                        "constraint uses estimated narration times (no subtitle times for "
                        f"{100 * est:.0f}% of the sentences): its metrics are reported as "
-                       "estimated_*, not the paper's §6.5 setting")
+                       "estimated_*, not the paper's §6.5 setting"
+                       + (_selection_note(config) if split == config.data.val_split else ""))
     if report_dir is not None:
         alignment_report(split, out, pred, "argmax" if ev.method == "argmax" else "Drop-DTW",
                          report_dir)

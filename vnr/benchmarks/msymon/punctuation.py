@@ -31,6 +31,7 @@ entropy. Metrics (Table 8): precision, recall and F1 per class and their macro m
 from __future__ import annotations
 
 import pathlib
+import unicodedata
 import zlib
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -48,6 +49,7 @@ MARKS = {".": 1, "!": 1, "।": 1, "。": 1, "！": 1, ",": 2, "，": 2, "、": 
          "；": 2, "：": 2, "?": 3, "？": 3}
 STRENGTH = {0: 0, 2: 1, 1: 2, 3: 3}  # several marks after a unit: question > period > comma
 SYMBOL = {1: ".", 2: ",", 3: "?"}
+CODE = {0: "-", 1: "p", 2: "c", 3: "q"}  # a label in printouts: none, period, comma, question
 SYMBOL_WIDE = {1: "。", 2: "，", 3: "？"}  # after a Han / kana character
 SYMBOL_DEVANAGARI = {1: "।", 2: ",", 3: "?"}
 IGNORE = -100
@@ -58,6 +60,11 @@ _UNIT = regex.compile(
     rf"(?:(?:['’\-]|\.(?=[\p{{L}}\p{{N}}]))[\p{{L}}\p{{M}}\p{{N}}--[{_UNSPACED}]]+)*", regex.V1)
 _WIDE = regex.compile(rf"[{_UNSPACED}]")
 _DEVANAGARI = regex.compile(r"\p{Devanagari}")
+
+
+def strip_punctuation(text: str) -> str:
+    """`text` as an auto caption gives it: every punctuation character (Unicode P*) gone."""
+    return "".join(ch for ch in text if not unicodedata.category(ch).startswith("P"))
 
 
 def strip_word(word: str) -> tuple[str, int]:
@@ -282,7 +289,11 @@ def restore(tok: Any, predict_words: Callable[[np.ndarray], np.ndarray], text: s
     """`text` with the predicted marks after its units (its own marks removed; other
     characters, spacing included, kept): "，。？" after Chinese characters, "।" as the
     period after Devanagari, ". , ?" elsewhere."""
-    found = predict_labels(tok, predict_words, text, max_tokens)
+    return with_marks(text, predict_labels(tok, predict_words, text, max_tokens))
+
+
+def with_marks(text: str, found: list[tuple[str, int, int, int]]) -> str:
+    """`text` with the labels of its units `found` written as marks (its own removed)."""
     if not found:
         return text
     out = [text[:found[0][2]]]
@@ -291,3 +302,25 @@ def restore(tok: Any, predict_words: Callable[[np.ndarray], np.ndarray], text: s
         gap = "".join(ch for ch in text[end:nxt] if ch not in MARKS)
         out.append(unit + _symbol(unit, label) + gap)
     return "".join(out).strip()
+
+
+def show(tok: Any, predict_words: Callable[[np.ndarray], np.ndarray], text: str,
+         max_tokens: int) -> list[str]:
+    """Printable lines of one punctuated `text`: the text, its stripped input, every unit with
+    its predicted label (`CODE`) and, where it differs, its label in `text` ("爱/-(c)"), and
+    the restored text."""
+    plain = strip_punctuation(text)
+    got = predict_labels(tok, predict_words, plain, max_tokens)
+    want = [y for _, y, _, _ in units(text)]
+    if len(want) == len(got):
+        cells = [f"{u}/{CODE[y]}" + (f"({CODE[w]})" if w != y else "")
+                 for (u, y, _, _), w in zip(got, want, strict=True)]
+        hits = sum(y == w for (_, y, _, _), w in zip(got, want, strict=True))
+        note = f"{hits} of {len(got)} units labelled as in the original"
+    else:  # a mark inside a unit (e.g. "U.S"): the units differ, no per-unit target
+        cells = [f"{u}/{CODE[y]}" for u, y, _, _ in got]
+        note = "the original's units differ (a mark inside a word): no per-unit target"
+    return [f"original : {text}", f"stripped : {plain}", f"labels   : {' '.join(cells)}",
+            f"           ({note}; -/p/c/q = none/period/comma/question, (x) = the "
+            "original's label where the model's differs)",
+            f"restored : {with_marks(plain, got)}"]

@@ -5,6 +5,11 @@
         --init_from RUN [--step selected|best|last|N] [--data_dir D] [--manual_dir YMS]
     python -m vnr.benchmarks.msymon.tools punctuate --run RUN --encoder XLMR --src RELEASE \
         --lang hi [--step ...]
+    python -m vnr.benchmarks.msymon.tools punctuate --run RUN --encoder XLMR \
+        --corpus CORPUS.txt --show 4
+    python -m vnr.benchmarks.msymon.tools punctuation_corpus --manual_dir RELEASE \
+        --data_dir D --lang ch --out CORPUS.txt
+    python -m vnr.benchmarks.msymon.tools scratch_encoder --corpus CORPUS.txt --out ENC
     python -m vnr.benchmarks.msymon.tools crosslingual --config configs/msymon/main.py \
         --workdirs en=DIR ch=DIR ... [--split test] [--step ...]
 
@@ -12,7 +17,11 @@
 run's model on every `data.test_splits` split (zero-shot transfer, re-scoring);
 `crosslingual`: Figure 4's 7x7 matrix from per-language runs; `table3_generate` / `table3`:
 every §5.2 regime chained and Table 3 printed (`table3.py`); `punctuate`: Appendix C's
-punctuation restoration on `subtitles/<lang>/` with a `main.py:punctuation` run. Each run
+punctuation restoration on `subtitles/<lang>/` with a `main.py:punctuation` run, or with
+`--show N` printed for the first N held-out lines of its corpus (the line, its stripped
+input, every word's or character's predicted label, the restored text);
+`punctuation_corpus` / `scratch_encoder`: a corpus and a random small encoder for a scratch
+punctuation run where no XLM-R checkpoint is at hand (`punctuation_scratch.py`). Each run
 is read at `--step` (config `init_step`; `selected`, the default, is the step its
 results.json reports, i.e. its model selected by validation), through the trainer's
 `pretrained` hook and `vnr.evaluate`, with one line naming the step and why.
@@ -91,19 +100,13 @@ def evaluate_run(config: Any) -> dict[str, dict[str, float]]:
     return {k: v for k, v in results.items() if k != "selection"}
 
 
-def punctuate(config: Any, src: pathlib.Path, lang: str, out: pathlib.Path | None = None
-              ) -> dict[str, int]:
-    """Appendix C: restores punctuation in `src/subtitles/<lang>/*.json` with the
-    punctuation run `config.init_from` (written to `out`, default in place); counts."""
-    import json
-    import sys
-
+def _restorer(config: Any) -> tuple[Any, Any]:
+    """(tokenizer, predict_words) of the punctuation run `config.init_from`."""
     from vnr import evaluation
     from vnr.benchmarks.msymon import punctuation
 
     s = train.setup(config)
     fn = functools.partial(s.predict_fn, s.state)
-    tok = punctuation._tokenizer(config)  # noqa: SLF001
     b = config.eval_batch_size
 
     def predict_words(ids: np.ndarray) -> np.ndarray:
@@ -112,6 +115,37 @@ def punctuate(config: Any, src: pathlib.Path, lang: str, out: pathlib.Path | Non
         got = evaluation.predict_split([batch], 1, fn, s.mesh, b, name="punctuate").outputs
         return np.asarray(got["pred"])
 
+    return punctuation._tokenizer(config), predict_words  # noqa: SLF001
+
+
+def show_punctuation(config: Any, corpus: pathlib.Path, n: int) -> list[str]:
+    """Printable restoration of the first `n` lines of `corpus` in the punctuation task's
+    test split (`punctuation.split_of`: lines the run did not train on), `punctuation.show`
+    per line."""
+    from vnr.benchmarks.msymon import punctuation
+
+    lines = [ln.strip() for ln in corpus.read_text(encoding="utf-8").splitlines()]
+    held = [ln for ln in lines if ln and punctuation.split_of(ln) == "test"][:n]
+    if not held:
+        raise ValueError(f"--corpus {corpus}: no line in the punctuation test split")
+    tok, predict_words = _restorer(config)
+    out = []
+    for i, line in enumerate(held, 1):
+        out += [f"[{i}/{len(held)}]", *punctuation.show(tok, predict_words, line,
+                                                        config.data.max_tokens), ""]
+    return out
+
+
+def punctuate(config: Any, src: pathlib.Path, lang: str, out: pathlib.Path | None = None
+              ) -> dict[str, int]:
+    """Appendix C: restores punctuation in `src/subtitles/<lang>/*.json` with the
+    punctuation run `config.init_from` (written to `out`, default in place); counts."""
+    import json
+    import sys
+
+    from vnr.benchmarks.msymon import punctuation
+
+    tok, predict_words = _restorer(config)
     counts = {"files": 0, "sentences": 0, "bad_subtitles": 0}
     dest = (out or src) / "subtitles" / lang
     dest.mkdir(parents=True, exist_ok=True)
@@ -182,12 +216,38 @@ def _punctuate_flags(fv: flags.FlagValues) -> None:
                         flag_values=fv)
     flags.DEFINE_string("encoder", None, "the run's model.encoder checkpoint", required=True,
                         flag_values=fv)
-    flags.DEFINE_string("src", None, "the release folder", required=True, flag_values=fv)
-    flags.DEFINE_enum("lang", None, data.LANGUAGES, "the subtitles' language", required=True,
-                      flag_values=fv)
+    flags.DEFINE_string("src", None, "the release folder (restore its subtitles)",
+                        flag_values=fv)
+    flags.DEFINE_enum("lang", None, data.LANGUAGES, "the subtitles' language", flag_values=fv)
     flags.DEFINE_string("out", None, "another release folder (default: in place)",
                         flag_values=fv)
     _step_flag(fv)
+    flags.DEFINE_integer("show", 0, "print the restoration of this many held-out lines of "
+                         "--corpus instead of restoring subtitles", lower_bound=0,
+                         flag_values=fv)
+    flags.DEFINE_string("corpus", None, "the run's data.corpus (with --show)", flag_values=fv)
+
+
+def _corpus_flags(fv: flags.FlagValues) -> None:
+    flags.DEFINE_string("manual_dir", None, "the M-SyMoN release", required=True,
+                        flag_values=fv)
+    flags.DEFINE_string("data_dir", None, "where its text_only TFDS build is (or goes)",
+                        required=True, flag_values=fv)
+    flags.DEFINE_enum("lang", None, data.LANGUAGES, "the language", required=True,
+                      flag_values=fv)
+    flags.DEFINE_string("out", None, "the corpus file to write", required=True, flag_values=fv)
+
+
+def _scratch_flags(fv: flags.FlagValues) -> None:
+    flags.DEFINE_string("corpus", None, "the corpus (its units are the vocabulary)",
+                        required=True, flag_values=fv)
+    flags.DEFINE_string("out", None, "the encoder directory to write", required=True,
+                        flag_values=fv)
+    flags.DEFINE_integer("width", 128, "hidden size", lower_bound=8, flag_values=fv)
+    flags.DEFINE_integer("layers", 2, "transformer layers", lower_bound=1, flag_values=fv)
+    flags.DEFINE_integer("max_tokens", 128, "the longest data.max_tokens it serves",
+                         lower_bound=4, flag_values=fv)
+    flags.DEFINE_integer("seed", 0, "weight seed", flag_values=fv)
 
 
 COMMANDS = {
@@ -196,6 +256,10 @@ COMMANDS = {
     "crosslingual": ("fill the 7x7 matrix from per-language runs", _crosslingual_flags),
     **table3.COMMANDS,
     "punctuate": ("restore punctuation in subtitles (Appendix C)", _punctuate_flags),
+    "punctuation_corpus": ("a language's annotated sentences as a punctuation corpus",
+                           _corpus_flags),
+    "scratch_encoder": ("a random small XLM-R-shaped encoder for a scratch punctuation run",
+                        _scratch_flags),
 }
 
 
@@ -207,10 +271,35 @@ def main(argv: list[str] | None = None) -> int:
     import json
 
     args = cli.parse(argv, "python -m vnr.benchmarks.msymon.tools", __doc__, COMMANDS)
+    if args.command in ("punctuation_corpus", "scratch_encoder"):
+        from vnr.benchmarks.msymon import punctuation_scratch as scratch
+
+        try:
+            res = (scratch.corpus(args.data_dir, args.manual_dir, args.lang,
+                                  pathlib.Path(args.out))
+                   if args.command == "punctuation_corpus" else
+                   scratch.scratch_encoder(pathlib.Path(args.corpus), pathlib.Path(args.out),
+                                           args.width, args.layers, max_tokens=args.max_tokens,
+                                           seed=args.seed))
+        except (OSError, ValueError) as e:
+            raise SystemExit(f"error: {args.command}: {' '.join(str(e).split())}") from None
+        print(json.dumps(res))
+        return 0
     if args.command == "punctuate":
+        if args.show and not args.corpus:
+            cli.fail("--show prints held-out lines of --corpus: give --corpus")
+        if not args.show and not (args.src and args.lang):
+            cli.fail("punctuate restores --src's subtitles of --lang (or give --show N "
+                     "--corpus FILE)")
         cfg = _main_config("punctuation")
         cfg.update({"init_from": args.run, "init_step": args.step, "total_steps": 0})
         cfg.model.encoder = args.encoder
+        if args.show:
+            try:
+                print("\n".join(show_punctuation(cfg, pathlib.Path(args.corpus), args.show)))
+            except (OSError, ValueError) as e:
+                raise SystemExit(f"error: {' '.join(str(e).split())}") from None
+            return 0
         try:
             res = punctuate(cfg, pathlib.Path(args.src), args.lang,
                             pathlib.Path(args.out) if args.out else None)

@@ -238,36 +238,60 @@ def read_movie_list(path: str) -> list[tuple[str, str]]:
 
 
 def excluded_movie_keys(path: str) -> set[str]:
-    """Movie keys of a movie list (`read_movie_list`)."""
-    return {k for _, k in read_movie_list(path) if k}
+    """Keys of the movies of a movie list (`listed_movies`)."""
+    return {m.key for m in listed_movies(read_movie_list(path))}
+
+
+def listed_movies(listed: list[tuple[str, str]]) -> list[Any]:
+    """The movies (`tfds_builders.symon.TitleMovie`) of a movie list's (title, key) rows
+    (`read_movie_list`): the titles of one movie merged by `group_titles` (exact key, the
+    YMS alias table, or a non-exact rule that the movie's `joined_by` names)."""
+    from tfds_builders import symon
+
+    return symon.group_titles([t for t, k in listed if k])
+
+
+def _first(items: list[str], n: int = 10) -> str:
+    more = f" (first {n} of {len(items)})" if len(items) > n else ""
+    return "; ".join(items[:n]) + more
 
 
 def exclude_movies(videos: Any, path: str, split: str) -> tuple[list[int], dict]:
-    """Indices of the videos whose movie is not in the list at `path`, and what was removed
-    (logged): the removed video ids, the listed movies that matched no video, the videos
-    without a movie identity (kept: nothing to match them by)."""
+    """Indices of the videos whose movie is not one of the list at `path`, and what was
+    removed (logged): the removed video ids, those removed by a non-exact match only
+    ("<id> 'movie' ~ 'listed title' (rule)"), the listed movies (keys) that matched no video,
+    the videos without a movie identity (kept: nothing to match them by). A video matches a
+    movie when its title does by any rule of `tfds_builders.symon.titles.match` (a
+    conservative over-match: a test movie must not leak into training)."""
     from tfds_builders import symon
 
-    listed = read_movie_list(path)
-    keys = sorted({k for _, k in listed if k})
-    keep, removed, unknown, matched = [], [], 0, set()
+    movies = listed_movies(read_movie_list(path))
+    keep, removed, non_exact, unknown, matched = [], [], [], 0, set()
     for v in range(len(videos)):
         rec = videos[v]
-        hits = [k for k in keys if rec["movie_key"] and symon.same_movie(k, rec["movie_key"])]
-        unknown += not rec["movie_key"]
-        matched.update(hits)
-        if hits:
-            removed.append(rec["video_id"])
-        else:
+        if not rec["movie_key"]:
+            unknown += 1
             keep.append(v)
-    unmatched = sorted({t for t, k in listed if k and k not in matched})
+            continue
+        hits = symon.movies_of(symon.title_of(rec["movie_id"], rec["movie_key"]), movies)
+        if not hits:
+            keep.append(v)
+            continue
+        removed.append(rec["video_id"])
+        matched.update(m.key for m, _, _ in hits)
+        if not any(rule in ("exact", "alias") for _, rule, _ in hits):
+            non_exact += [f"{rec['video_id']} {rec['movie_id']!r} ~ {listed!r} ({rule})"
+                          for _, rule, listed in hits]
+    unmatched = [m.key for m in movies if m.key not in matched]
     logging.warning("symon %s: removed %d of %d videos whose movie is one of the %d movies of "
                     "%s (first: %s); %d listed movies matched no video (%s); %d videos have "
-                    "no movie identity and stay", split, len(removed), len(videos), len(keys),
-                    path, ", ".join(removed[:10]), len(unmatched), "; ".join(unmatched[:10]),
-                    unknown)
-    return keep, {"removed": removed, "movies": len(keys), "unmatched": unmatched,
-                  "unknown_movie_videos": unknown}
+                    "no movie identity and stay", split, len(removed), len(videos), len(movies),
+                    path, ", ".join(removed[:10]), len(unmatched), _first(unmatched), unknown)
+    if non_exact:
+        logging.warning("symon %s: %d removal(s) by a non-exact title match only: %s", split,
+                        len(non_exact), _first(non_exact, 20))
+    return keep, {"removed": removed, "movies": len(movies), "unmatched": unmatched,
+                  "non_exact": non_exact, "unknown_movie_videos": unknown}
 
 
 class _Subset:

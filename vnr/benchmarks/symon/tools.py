@@ -3,11 +3,11 @@
     python -m vnr.benchmarks.symon.tools movie_keys --movie_list YMS/movie_list.txt
 
 `movie_keys`: `title<TAB>movie key` for every line of a movie list (YMS `movie_list.txt`,
-`<id>\\t<YouTube title>`, or one title per line), the key being the one the YMS exclusion
-of `configs/symon/retrieval.py:exclude_yms` matches SYMON videos by
-(`tfds_builders/symon/titles.py`; a key without a year is shown merged into the one yeared
-key of its name). A summary (titles, distinct movies, titles left without a key) goes to
-stderr.
+`<id>\\t<YouTube title>`, or one title per line): the key of the movie the title is one of,
+as the YMS exclusion of `configs/symon/retrieval.py:exclude_yms` groups them
+(`data.listed_movies`, rules in `tfds_builders/symon/titles.py`). To stderr: the titles
+merged by a non-exact rule or an alias (one line each) and a summary (titles, distinct
+movies, titles left without a key).
 """
 
 from __future__ import annotations
@@ -20,16 +20,15 @@ from vnr import cli
 from vnr.benchmarks.symon import data
 
 
-def movie_keys(path: str) -> tuple[list[tuple[str, str]], dict[str, int]]:
-    """([(title, merged movie key)], counts) of a movie list."""
-    from tfds_builders import symon
-
+def movie_keys(path: str) -> tuple[list[tuple[str, str]], dict[str, int], list[str]]:
+    """([(title, its movie's key)], counts, the non-exact joins) of a movie list."""
     rows = data.read_movie_list(path)
-    merged = symon.merge_movie_keys([k for _, k in rows if k])
-    out = [(t, merged.get(k, "")) for t, k in rows]
-    counts = {"titles": len(out), "movies": len({k for _, k in out if k}),
+    movies = data.listed_movies(rows)
+    key_of = {t: m.key for m in movies for t in m.titles}
+    out = [(t, key_of[t] if k else "") for t, k in rows]
+    counts = {"titles": len(out), "movies": len(movies),
               "without_key": sum(not k for _, k in out)}
-    return out, counts
+    return out, counts, [j for m in movies for j in m.joined_by]
 
 
 def _movie_keys_flags(fv: flags.FlagValues) -> None:
@@ -44,12 +43,14 @@ COMMANDS = {"movie_keys": ("title -> movie key of every line of a movie list",
 def main(argv: list[str] | None = None) -> int:
     args = cli.parse(argv, "python -m vnr.benchmarks.symon.tools", __doc__, COMMANDS)
     try:
-        rows, counts = movie_keys(args.movie_list)
+        rows, counts, joins = movie_keys(args.movie_list)
     except OSError as e:
         print(f"error: --movie_list {args.movie_list}: {e.strerror or e}", file=sys.stderr)
         return 2
     for title, key in rows:
         print(f"{title}\t{key}")
+    for j in joins:
+        print(f"merged: {j}", file=sys.stderr)
     print(f"{counts['titles']} titles, {counts['movies']} distinct movies, "
           f"{counts['without_key']} without a key", file=sys.stderr)
     return 0
