@@ -56,6 +56,7 @@ from etils import epath
 from flax import nnx
 
 from vnr import checksums, distributed, selection
+from vnr import workdir as workdir_lib
 from vnr.selection import Chosen
 
 ITEMS = ("state", "data")
@@ -461,28 +462,14 @@ def run_step(workdir: str | pathlib.Path, step: str | int = "selected",
     if not good_steps(root / "checkpoints"):
         raise FileNotFoundError(f"{key}={workdir}: no finished checkpoint under "
                                 f"{root / 'checkpoints'} (give the workdir of a finished run)")
-    if select is None:
-        select = _json_of(root / "config.json", key).get("select")
-    select = dict(select or {})
-    reported = _json_of(root / "results.json", key).get("selection")
+    held, reported = workdir_lib.select_and_selection(root, key)
+    select = dict((held if select is None else select) or {})
     mgr = reader(root / "checkpoints", select.get("metric") or None, select.get("mode", "max"))
     try:
-        return selection.choose_step(mgr, select, step,
-                                     reported if isinstance(reported, dict) else None,
+        return selection.choose_step(mgr, select, step, reported,
                                      flag or f"{key}={workdir}: step")
     finally:
         mgr.close()
-
-
-def _json_of(path: pathlib.Path, key: str) -> dict:
-    """A run's JSON file as a dict ({} when absent); unreadable is one line naming it."""
-    if not path.is_file():
-        return {}
-    try:
-        got = json.loads(path.read_text())
-    except (OSError, ValueError) as e:
-        raise ValueError(f"{key}: {path} is unreadable ({e})") from None
-    return got if isinstance(got, dict) else {}
 
 
 def restore_run(workdir: str | pathlib.Path, names: tuple[str, ...] | None = None,
