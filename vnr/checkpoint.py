@@ -25,7 +25,9 @@ the step and the file, and moves the bad one aside to `corrupt-<step>-<unix time
 full error in `restore_error.process<i>.txt` inside it) so it is never picked again; a
 checkpoint of another model is an `IncompatibleCheckpoint` error naming the checkpoint and
 the parameter, never skipped. A step written before manifests existed restores with a
-warning that it is unverified. `restore_run` verifies the other run's checkpoint too.
+warning that it is unverified. `restore_run` verifies the other run's checkpoint too; which
+step a reader of a finished run takes (`selected`, `best`, `last`, a number) is
+`vnr.selection.choose_step`, for `vnr.evaluate --step` and `restore_run` alike.
 
 The metrics that select the best step are Orbax's own item `<step>/metrics/metrics`; `save`
 also writes them into the data item (`vnr_metrics.json`, in its manifest) and `manager` /
@@ -53,7 +55,9 @@ from absl import logging
 from etils import epath
 from flax import nnx
 
-from vnr import checksums, distributed
+from vnr import checksums, distributed, selection
+from vnr import workdir as workdir_lib
+from vnr.selection import Chosen
 
 ITEMS = ("state", "data")
 METRICS_COPY = "vnr_metrics.json"  # in the data item: the metrics the step was saved with
@@ -170,14 +174,7 @@ def reader(directory: str | epath.Path, best_metric: str | None = None,
         item_handlers={"state": _StateHandler(), "data": _DataHandler()})
 
 
-def best(mgr: ocp.CheckpointManager) -> tuple[int, dict] | None:
-    """(step, its saved metrics) of the best checkpoint by the manager's metric, or None
-    when no checkpoint carries metrics (the run never evaluated a checkpointed step)."""
-    steps = [s for s in mgr.all_steps() if mgr.metrics(s)]
-    if not steps:
-        return None
-    step = mgr.best_step()
-    return step, dict(mgr.metrics(step))
+best = selection.best  # (step, its metrics) of a manager's best checkpoint, or None
 
 
 def save(mgr: ocp.CheckpointManager, step: int, state: nnx.State, data_iter: Any,
@@ -459,24 +456,42 @@ def _first_line(e: BaseException) -> str:
     return text.splitlines()[0] if text else type(e).__name__
 
 
-def restore_run(workdir: str | pathlib.Path, names: tuple[str, ...] | None = None,
-                key: str = "init_from") -> tuple[int, dict[str, np.ndarray]]:
-    """(step, {dotted parameter path: host array}) of the model of another finished vnr run:
-    its newest committed checkpoint under `<workdir>/checkpoints`, model item "0" of the
-    saved (model, optimizer) state; only the subtrees `names` when given. The one reader of
-    another run's weights (fine-tuning from a run, two-stage training, zero-shot and
-    two-stage evaluation). Its files are verified against their checksum manifest first.
-    Errors name `key`, the workdir and the step; a corrupt or unreadable checkpoint is a
-    CorruptCheckpoint (never another step: that would silently change the weights)."""
+def run_step(workdir: str | pathlib.Path, step: str | int = "selected",
+             key: str = "init_from", select: Any = None, flag: str = "") -> Chosen:
+    """The step `step` names in the vnr run `workdir` (`selection.choose_step`): ranked by
+    `select` (default: its config.json's), `selected` being the step its results.json
+    reports. Errors start with `flag` (default `<key>=<workdir>: step`)."""
     root = pathlib.Path(workdir).absolute()
-    steps = good_steps(root / "checkpoints")
-    if not steps:
+    if not good_steps(root / "checkpoints"):
         raise FileNotFoundError(f"{key}={workdir}: no finished checkpoint under "
                                 f"{root / 'checkpoints'} (give the workdir of a finished run)")
-    path = root / "checkpoints" / str(steps[-1]) / "state"
+    held, reported = workdir_lib.select_and_selection(root, key)
+    select = dict((held if select is None else select) or {})
+    mgr = reader(root / "checkpoints", select.get("metric") or None, select.get("mode", "max"))
+    try:
+        return selection.choose_step(mgr, select, step, reported,
+                                     flag or f"{key}={workdir}: step")
+    finally:
+        mgr.close()
+
+
+def restore_run(workdir: str | pathlib.Path, names: tuple[str, ...] | None = None,
+                key: str = "init_from", step: str | int | Chosen = "selected"
+                ) -> tuple[int, dict[str, np.ndarray]]:
+    """(step, {dotted parameter path: host array}) of the model of another vnr run: the
+    checkpoint `step` names (`run_step`: by default the step its results.json reports, so the
+    model whose test numbers the run reports; a `Chosen` is taken as it is), model item "0" of
+    the saved (model, optimizer) state; only the subtrees `names` when given. The one reader
+    of another run's weights (fine-tuning from a run, two-stage training, zero-shot
+    transfer). Its files are verified against their checksum manifest first. Errors name
+    `key`, the workdir and the step; a corrupt or unreadable checkpoint is a
+    CorruptCheckpoint (never another step: that would silently change the weights)."""
+    root = pathlib.Path(workdir).absolute()
+    n = (step if isinstance(step, Chosen) else run_step(workdir, step, key)).step
+    path = root / "checkpoints" / str(n) / "state"
     if not path.is_dir():
-        raise FileNotFoundError(f"{key}={workdir}: step {steps[-1]} has no `state` item")
-    where = f"{key}={workdir}: checkpoint step {steps[-1]} ({path.parent})"
+        raise FileNotFoundError(f"{key}={workdir}: step {n} has no `state` item")
+    where = f"{key}={workdir}: checkpoint step {n} ({path.parent})"
     try:
         checksums.verify(path)
     except FileNotFoundError:
@@ -493,18 +508,18 @@ def restore_run(workdir: str | pathlib.Path, names: tuple[str, ...] | None = Non
         raise CorruptCheckpoint(f"{where} is unreadable: no parameter metadata could be read")
     tree = getattr(getattr(meta, "item_metadata", meta), "tree", meta)
     if not isinstance(tree, dict) or "0" not in tree:
-        raise ValueError(f"{key}={workdir}: step {steps[-1]} is not a vnr training state "
+        raise ValueError(f"{key}={workdir}: step {n} is not a vnr training state "
                          "((model, optimizer) with the model under item 0)")
     model = tree["0"]
-    missing = [n for n in names or () if n not in model]
+    missing = [x for x in names or () if x not in model]
     if missing:
-        raise ValueError(f"{key}={workdir}: the checkpointed model (step {steps[-1]}) has no "
+        raise ValueError(f"{key}={workdir}: the checkpointed model (step {n}) has no "
                          f"{missing[0]!r} (it has {sorted(model)})")
-    sub = {"0": {n: model[n] for n in names} if names else model}
+    sub = {"0": {x: model[x] for x in names} if names else model}
     args = jax.tree.map(lambda _: ocp.RestoreArgs(restore_type=np.ndarray), sub)
     try:
         restored = ckptr.restore(path, args=ocp.args.PyTreeRestore(
             item=sub, restore_args=args, partial_restore=True))
     except Exception as e:  # orbax/tensorstore errors of a damaged step
         raise CorruptCheckpoint(f"{where} is unreadable: {short(e)}") from e
-    return steps[-1], {k.removeprefix("0."): np.asarray(v) for k, v in _flat(restored).items()}
+    return n, {k.removeprefix("0."): np.asarray(v) for k, v in _flat(restored).items()}

@@ -27,6 +27,7 @@
 from __future__ import annotations
 
 import sys
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NoReturn
 
@@ -34,6 +35,7 @@ from absl import flags
 
 Define = Callable[[flags.FlagValues], None]  # defines a (sub)command's flags
 HELP = ("--help", "-h", "--helpshort", "--helpfull", "-?")
+_CONFIG_FILE_FLAGS: weakref.WeakSet = weakref.WeakSet()  # the flags `config_flag` defined
 
 
 class Args:
@@ -78,7 +80,8 @@ def parse(argv: Sequence[str] | None, prog: str, doc: str | None,
     where = f"{prog} {command}" if command else prog
     if any(a in HELP for a in argv):
         _flag_help(where, doc if commands is None else commands[command][0], values, operands)
-    if "config" in values and any(a.split("=", 1)[0] == "--config" for a in argv):
+    if "config" in values and values["config"] in _CONFIG_FILE_FLAGS and any(
+            a.split("=", 1)[0] == "--config" for a in argv):  # not a plain `--config` flag
         from vnr import config_file
 
         try:  # one line for a bad file or key, before absl (its errors are tracebacks)
@@ -125,6 +128,7 @@ def config_flag(values: flags.FlagValues, help_text: str = "Config file: path.py
 
     config_flags.DEFINE_config_file("config", None, help_text, flag_values=values,
                                     lock_config=lock)
+    _CONFIG_FILE_FLAGS.add(values["config"])
 
 
 def _spread(argv: list[str], values: flags.FlagValues) -> list[str]:

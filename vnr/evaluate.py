@@ -25,7 +25,7 @@ import jax
 import ml_collections
 from absl import flags, logging
 
-from vnr import checkpoint, cli, config_file, evaluators, progress
+from vnr import checkpoint, cli, config_file, evaluators, progress, selection
 from vnr import task as task_lib
 from vnr import workdir as workdir_lib
 from vnr.reports import results as results_table
@@ -33,42 +33,6 @@ from vnr.reports import results as results_table
 
 class EvaluateError(ValueError):
     """The run or the step cannot be evaluated (one line)."""
-
-
-def choose_step(mgr: Any, config: Any, step: str) -> dict[str, Any]:
-    """The `selection` record of `--step`: `best`, `last`, a number, or `selected` (the step
-    results.json reports: best when the run selects by a metric, else last)."""
-    steps = sorted(mgr.all_steps())
-    if not steps:
-        raise EvaluateError(f"{mgr.directory}: no checkpoint to evaluate")
-    if step == "selected":
-        step = "best" if (config.get("select") or {}).get("metric") else "last"
-    if step == "best":
-        select = config.get("select") or {}
-        if not select.get("metric"):
-            raise EvaluateError("--step best: this run selects no step (config.select.metric "
-                                "is empty: it reports the last step); use --step last")
-        best = checkpoint.best(mgr)
-        if best is None:
-            raise EvaluateError(f"--step best: the run never validated a saved step (no "
-                                f"checkpoint in {mgr.directory} carries "
-                                f"{select['metric']!r})")
-        return evaluators.selected_step(mgr, config)
-    if step == "last":
-        n = steps[-1]
-    else:
-        try:
-            n = int(step)
-        except ValueError:
-            raise EvaluateError(f"--step={step!r}: use selected, best, last or a step "
-                                f"number") from None
-        if n not in steps:
-            raise EvaluateError(f"--step={n}: no checkpoint of that step (there are "
-                                f"{', '.join(map(str, steps))})")
-    metrics = mgr.metrics(n) or {}
-    metric = (config.get("select") or {}).get("metric") or None
-    return {"metric": metric, "mode": "last" if step == "last" else "step", "step": int(n),
-            "value": float(metrics[metric]) if metric in metrics else None}
 
 
 @dataclasses.dataclass
@@ -96,33 +60,45 @@ def _setup(config: ml_collections.ConfigDict, load_pretrained: bool) -> Any:
 
 def restore(workdir: str | pathlib.Path, step: str = "selected",
             config: ml_collections.ConfigDict | None = None, task: str | None = None) -> Model:
-    """A finished run's model at `step` (best / last / a number) on this machine's mesh;
-    `config` (default: the run's config.json, overrides applied by the caller) says how to
-    build it. `task`: the task the run must be (one line otherwise). The one reader of a
-    run for evaluation (this command, two-stage and cross-lingual tools)."""
+    """A finished run's model at `step` (selected / best / last / a number:
+    `vnr.selection.choose_step`, the chooser every reader of a run shares) on this machine's
+    mesh, with one line saying which step and why; `config` (default: the run's config.json,
+    overrides applied by the caller) says how to build it. `task`: the task the run must be
+    (one line otherwise). The one reader of a run for evaluation (this command, the
+    two-stage tools)."""
     workdir = pathlib.Path(workdir).absolute()
     config = config if config is not None else workdir_lib.load_config(workdir)
     if task is not None and config.task != task:
         raise EvaluateError(f"{workdir}: task={config.task!r}, expected {task}")
     s = _setup(config, load_pretrained=False)
     select = config.get("select") or {}
+    try:
+        chosen = checkpoint.run_step(workdir, step, "--workdir", select, "--step")
+    except (selection.StepError, FileNotFoundError, ValueError) as e:
+        raise EvaluateError(str(e)) from None
+    if jax.process_index() == 0:
+        progress.say(f"{workdir}: step {chosen.step} ({chosen.why})")
     mgr = checkpoint.reader(workdir / "checkpoints", select.get("metric") or None,
                             select.get("mode", "max"))
     try:
-        selection = choose_step(mgr, config, step)
-        state = checkpoint.restore(mgr, selection["step"], s.state, s.state_shardings, None)
+        state = checkpoint.restore(mgr, chosen.step, s.state, s.state_shardings, None)
     finally:
         mgr.close()
-    return Model(config, s, state, selection)
+    return Model(config, s, state, chosen.record)
 
 
 def from_config(config: ml_collections.ConfigDict) -> Model:
     """A config's model with the weights its task's `pretrained` hook names (e.g.
-    `init_from=<another run>`: zero-shot transfer), evaluated without training."""
+    `init_from=<another run>` at `init_step`: zero-shot transfer, re-scoring a run),
+    evaluated without training; the hook's line names the step read and why, and the
+    record names it too (`init_step`: the step number read)."""
     s = _setup(config, load_pretrained=True)
-    selection = {"metric": None, "mode": "weights", "step": 0, "value": None,
-                 "init_from": str(config.get("init_from", ""))}
-    return Model(config, s, s.state, selection)
+    record = {"metric": None, "mode": "weights", "step": 0, "value": None,
+              "init_from": str(config.get("init_from", ""))}
+    if record["init_from"]:
+        record["init_step"] = checkpoint.run_step(
+            record["init_from"], config.get("init_step", "selected")).step
+    return Model(config, s, s.state, record)
 
 
 def final_results(model: Model, splits: list[str] | None = None,

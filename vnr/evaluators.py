@@ -42,9 +42,10 @@ from typing import Any
 
 import jax
 
-from vnr import checkpoint, progress
+from vnr import progress, selection
 from vnr import task as task_lib
 from vnr.config_file import RENAMED
+from vnr.selection import alternatives
 
 EVALUATOR_KEYS = ("type", "split", "splits", "every", "final", "max_examples", "report")
 
@@ -169,11 +170,6 @@ def check_select(config: Any, evaluators: list[Evaluator]) -> Evaluator | None:
     return chosen
 
 
-def alternatives(metric: str) -> list[str]:
-    """The metric names of `select.metric` ("a|b": a, else b)."""
-    return [m.strip() for m in metric.split("|") if m.strip()]
-
-
 def splits_of(evaluators: Iterable[Evaluator]) -> list[str]:
     """Every split some evaluator reads, in declaration order."""
     return list(dict.fromkeys(s for e in evaluators for s in e.splits))
@@ -294,12 +290,8 @@ def selected_step(mgr: Any, config: Any) -> dict[str, Any]:
     select = config.get("select") or {}
     if not select.get("metric"):
         return {"metric": None, "mode": "last", "step": int(config.total_steps), "value": None}
-    best = checkpoint.best(mgr)
-    if best is None:
+    record = selection.best_record(mgr, select)
+    if record is None:
         raise EvaluatorError(f"select.metric={select['metric']!r}: no checkpoint carries it "
                              f"(no evaluation of a saved step)")
-    step, metrics = best
-    used = next((alt for alt in alternatives(select["metric"]) if alt in metrics),
-                select["metric"])
-    return {"metric": used, "mode": select.get("mode", "max"), "step": int(step),
-            "value": float(metrics[select["metric"]])}
+    return record

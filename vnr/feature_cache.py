@@ -16,9 +16,9 @@ model skip the tower.
 
 **The key.** A cache directory is named by a hash of everything its values depend on
 (`identity`): the tower's module path; its weights, as the SHA-256 of every file of the
-checkpoint directory the `pretrained` hook loads it from (for a `(workdir, "run")` source,
-the files of that run's newest checkpoint; for a tower no source covers, its random init:
-`config.seed` and `config.model`); the preprocessing settings; `config.dtype` and
+checkpoint directory the `pretrained` hook loads it from (for a run source, the files of
+the step of that run it reads, `vnr.checkpoint.run_step`; for a tower no source covers, its
+random init: `config.seed` and `config.model`); the preprocessing settings; `config.dtype` and
 `config.param_dtype`; the dataset's name, config and version. A run computes the key of its
 own config, so a cache of another checkpoint or preprocessing is never read: `check` (called
 by `vnr.train.setup` after `validate`, before anything compiles, and again on the built state
@@ -108,17 +108,17 @@ def _weights(config: Any, task: Any, tower: Tower) -> dict[str, Any]:
 
     hook = getattr(task, "pretrained", None)
     sources = hook(config) if hook is not None else {}
-    for prefix, (name, part) in sources.items():
+    for prefix, source in sources.items():
+        name, part, step = pretrained.unpack(source)
         if prefix and tower.module != prefix and not tower.module.startswith(prefix + "."):
             continue
         if part == pretrained.RUN:
             ckpts = pathlib.Path(name).absolute() / "checkpoints"
-            steps = checkpoint.good_steps(ckpts)
-            if not steps:
+            if not checkpoint.good_steps(ckpts):
                 raise CacheError(f"feature cache: tower {tower.module} comes from run {name}, "
                                  f"which has no finished checkpoint under {ckpts}")
-            return {"run": str(ckpts.parent), "step": steps[-1],
-                    "sha256": digest(ckpts / str(steps[-1]))}
+            n = checkpoint.run_step(name, step, f"feature cache: tower {tower.module}").step
+            return {"run": str(ckpts.parent), "step": n, "sha256": digest(ckpts / str(n))}
         directory = towers.spec(name, part)[-1]
         return {"checkpoint": str(directory), "part": part, "sha256": digest(directory)}
     model = config.model.to_dict() if hasattr(config.model, "to_dict") else dict(config.model)

@@ -12,9 +12,12 @@ is a local Hugging Face directory, a name under `$VNR_ENCODERS_DIR` (default
 (resolved offline: nothing is downloaded at run time); `part` is `"vision"` or `"text"` to
 take one tower of a CLIP checkpoint, None for the whole checkpoint (BERT, ALBERT, XLM-R, a
 single-tower CLIP), or `"run"`: `checkpoint` is then the workdir of another finished vnr
-run and the subtree is copied from the model in its newest checkpoint under the same path
-(fine-tuning from a run, two-stage training, zero-shot transfer; read by
-`vnr.checkpoint.restore_run`). The trainer (`vnr.train`) calls it after creating the sharded
+run and the subtree is copied from its model under the same path (fine-tuning from a run,
+two-stage training, zero-shot transfer; read by `vnr.checkpoint.restore_run`). A run source
+may carry a third element, the step to read (`run_source(workdir, step)`: `selected`, the
+default, is the step the run's results.json reports, i.e. its model selected by validation;
+`best`, `last` or a number as `python -m vnr.evaluate --step`); the line printed names the
+step and why. The trainer (`vnr.train`) calls it after creating the sharded
 state and only when no checkpoint is restored (a resumed run reloads nothing), then `load`
 reads each checkpoint with the encoder loader (`loading.read_checkpoint` + `match_tensors`: renames,
 transposes, every parameter gets exactly one tensor of its shape, no tensor is left unused
@@ -51,8 +54,22 @@ from vnr import checkpoint
 from vnr.models.encoders import towers
 from vnr.models.encoders.loading import CheckpointError, match_tensors, read_checkpoint
 
-Sources = Mapping[str, tuple[str, str | None]]
+Source = tuple[str, str | None] | tuple[str, str, str]
+Sources = Mapping[str, Source]
 RUN = "run"  # the `part` that names another vnr run's workdir as the source
+
+
+def run_source(workdir: str, step: str | int = "selected") -> tuple[str, str, str]:
+    """The source of a subtree copied from another vnr run at `step` (see the module
+    docstring): what a task's hook returns for `init_from` and the like."""
+    return (str(workdir), RUN, str(step))
+
+
+def unpack(source: Source) -> tuple[str, str | None, str]:
+    """(checkpoint, part, step) of a source; `step` is "selected" unless a run source
+    names one."""
+    name, part, *rest = source
+    return name, part, str(rest[0]) if rest else "selected"
 
 
 def _key(path: tuple) -> str:
@@ -63,7 +80,8 @@ def _matched(state: nnx.State, sources: Sources, root: tuple):
     """Per source: (prefix, directory, {state path: array in the Flax layout}), checked
     against the state's parameter shapes. Arrays are memory-mapped views where possible."""
     flat = list(nnx.to_flat_state(state))
-    for prefix, (name, part) in sources.items():
+    for prefix, source in sources.items():
+        name, part, step = unpack(source)
         want = tuple(int(p) if p.isdigit() else p for p in prefix.split(".")) if prefix else ()
         full = (*root, *want)
         targets = {_key(p[len(full):]): (p, v) for p, v in flat
@@ -74,7 +92,7 @@ def _matched(state: nnx.State, sources: Sources, root: tuple):
         if part == RUN:
             others = {_key(p[len(full):]) for p, v in flat
                       if p[:len(full)] == full and not isinstance(v, nnx.Param)}
-            yield prefix, *_from_run(prefix, name, targets, others)
+            yield prefix, *_from_run(prefix, name, targets, others, step)
             continue
         _, prefixes, ignore, cfg, directory = towers.spec(name, part)
         tensors, layout = read_checkpoint(directory)
@@ -92,16 +110,18 @@ def _matched(state: nnx.State, sources: Sources, root: tuple):
 
 
 def _from_run(prefix: str, workdir: str, targets: dict[str, tuple[tuple, Any]],
-              others: set[str]):
-    """(description, {state path: array}) of the subtree `prefix` of another run's model;
-    every parameter must be there with this model's shape, and nothing extra but the
-    model's non-parameter state (`others`: RNG counters, which stay this run's)."""
+              others: set[str], step: str = "selected"):
+    """(description, {state path: array}) of the subtree `prefix` of another run's model at
+    `step` (the description names the step read and why); every parameter must be there
+    with this model's shape, and nothing extra but the model's non-parameter state
+    (`others`: RNG counters, which stay this run's)."""
     top = prefix.split(".")[0] if prefix else None
-    step, saved = checkpoint.restore_run(workdir, (top,) if top else None,
-                                         key=f"pretrained {prefix or '<model>'}")
+    key = f"pretrained {prefix or '<model>'}"
+    chosen = checkpoint.run_step(workdir, step, key)
+    _, saved = checkpoint.restore_run(workdir, (top,) if top else None, key=key, step=chosen)
     head = f"{prefix}." if prefix else ""
     have = {k[len(head):]: v for k, v in saved.items() if k.startswith(head)}
-    where = f"pretrained {prefix or '<model>'} <- run {workdir} (step {step})"
+    where = f"{key} <- run {workdir} (step {chosen.step})"
     extra = sorted(set(have) - set(targets) - others)
     if extra:
         raise ValueError(f"{where}: checkpoint parameter {head}{extra[0]} has no counterpart "
@@ -115,7 +135,7 @@ def _from_run(prefix: str, workdir: str, targets: dict[str, tuple[tuple, Any]],
             raise ValueError(f"{where}: parameter {head}{k} is {what}, this model expects "
                              f"{shape} (the same model.* and data widths are needed)")
         out[path] = got
-    return f"run {workdir} (step {step})", out
+    return f"run {workdir} (step {chosen.step}: {chosen.why})", out
 
 
 def check(state: nnx.State, sources: Sources, *, root: tuple = (0,)) -> None:
@@ -157,7 +177,7 @@ def load(state: nnx.State, shardings: Any, sources: Sources, *, root: tuple = (0
                 lambda idx, a=arr, dt=dtype: np.ascontiguousarray(a[idx], dtype=dt))
             new[path] = var.replace(value)
             count += int(np.prod(arr.shape))
-        say(f"pretrained: {prefix} <- {directory} ({count:,} parameters)")
+        say(f"pretrained: {prefix or '<model>'} <- {directory} ({count:,} parameters)")
     return nnx.from_flat_state([(p, new[p]) for p, _ in flat])
 
 

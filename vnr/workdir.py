@@ -92,6 +92,22 @@ def write_results(path: pathlib.Path, results: dict[str, dict[str, float]],
     tmp.replace(path)
 
 
+def select_and_selection(workdir: pathlib.Path, key: str) -> tuple[dict | None, dict | None]:
+    """(config.json's `select`, results.json's `selection`) of a run directory, None where
+    the file or the entry is absent (an unfinished run has no results.json); a file that
+    cannot be read is one line naming it and `key` (the argument that named the run)."""
+    out = []
+    for name, entry in (("config.json", "select"), ("results.json", SELECTION)):
+        path = workdir / name
+        try:
+            got = json.loads(path.read_text()) if path.is_file() else {}
+        except (OSError, ValueError) as e:
+            raise ConfigError(f"{key}: {path} is unreadable ({e})") from None
+        value = got.get(entry) if isinstance(got, dict) else None
+        out.append(value if isinstance(value, dict) else None)
+    return out[0], out[1]
+
+
 def split_results(results: dict[str, Any]) -> dict[str, dict[str, float]]:
     """A results.json's splits only (without `selection`)."""
     return {k: v for k, v in results.items() if k != SELECTION}

@@ -20,6 +20,8 @@ ARGS is a comma-separated list of:
   movienet  MovieNet's synopsis alignment (config movienet_synopsis): add
             --config.data.manual_dir=<raw MovieNet>; splits train / val / test (movie-disjoint)
 Defaults use `synthetic_synopsis` (the synthetic corpus's clips with generated paragraphs).
+The init_from run is read at `--config.init_step`: `selected` (default), the step its
+results.json reports (its model selected by validation); or best, last, a step number.
 """
 
 import ml_collections
@@ -33,6 +35,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c = common.base("moviepuzzle.synopsis", total_steps=600, warmup_steps=50,
                     weight_decay=0.05, log_every=25, eval_every=200, ckpt_every=200)
     c.init_from = ""  # workdir of a finished moviepuzzle reordering run ("" = from scratch)
+    c.init_step = "selected"  # its step: what its results.json reports, best, last or N
     c.init_params = ("image", "text", "fuse")  # PairOrderModel parts copied by name
     c.data = dict(
         config="movienet_synopsis" if movienet else "synthetic_synopsis",

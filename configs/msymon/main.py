@@ -41,6 +41,9 @@ of the two directions (`loss.directions="mean"`: ours, their mean). The transcri
 baseline is reported next to the model
 (`transcript_*`) and runs alone, without video, as
 `python -m vnr.benchmarks.msymon.tools baseline --data_dir D --manual_dir RELEASE`.
+A run fine-tuned from another (`init_from`) starts from that run's model at
+`--config.init_step`: `selected` (default), the step its results.json reports (its best
+validation F1 under `paper`); or best, last, a step number (as `python -m vnr.evaluate --step`).
 """
 
 import ml_collections
@@ -77,7 +80,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c = common.base("msymon.alignment", batch_size=16, eval_batch_size=8, total_steps=3000,
                     warmup_steps=200, lr=3e-4)
     c.regime = regime
-    c.init_from = ""  # a workdir whose latest checkpoint initialises the whole model
+    c.init_from = ""  # a workdir whose model initialises the whole model
+    c.init_step = "selected"  # its step: what its results.json reports, best, last or N
     c.require_init_from = regime in FROM_RUN  # fine-tuning without its first run is an error
     split = "train" if supervised else "weak"
     c.data = dict(
@@ -160,6 +164,7 @@ def punctuation_config(smoke: bool = False) -> ml_collections.ConfigDict:
     c = common.base("msymon.punctuation", batch_size=32, eval_batch_size=32, total_steps=20000,
                     warmup_steps=1000, lr=3e-5)
     c.init_from = ""  # a punctuation run (to restore subtitles with it)
+    c.init_step = "selected"  # its step: what its results.json reports, best, last or N
     c.data = dict(corpus="", max_tokens=128)  # corpus: one punctuated paragraph per line
     c.data.val_split, c.data.test_splits = "val", ("test",)
     common.evals(c)

@@ -5,7 +5,9 @@
         --config.data.dim=D
 
 SYMON_RUN: a finished `configs/symon/retrieval.py:exclude_yms[,no_memory]` run (the 94 YMS
-movies removed from its training set) with the same model sizes and feature width D.
+movies removed from its training set) with the same model sizes and feature width D; its
+model at `--config.transfer.source_step` (default `selected`: the step its results.json
+reports, selected by validation; or best, last, a step number).
 ARGS (comma-separated): memory (default, UniVL-SYMON-memory) or no_memory (UniVL-SYMON):
 must match the source run; original (default: YMS test split, original segmentation,
 threshold tuned on val) or new (70 % test / 30 % val by video, two-scene clips from
@@ -43,6 +45,6 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     if smoke:
         c.evals.val.max_examples, c.evals.test.max_examples = 40, 40
     c.model.embed_dim = 32 if smoke else 64
-    c.transfer = dict(source_run="")
+    c.transfer = dict(source_run="", source_step="selected")  # as vnr.evaluate --step
     c.total_steps, c.warmup_steps = 0, 0
     return c

@@ -20,6 +20,8 @@ SELECTION = {  # config of a paper row -> (select.metric, select.mode)
     "configs/movie101/tng.py:v1": ("val/R@1,IoU@0.5", "max"),
     "configs/movie101/tng.py:v1,rtemp": ("val/R@1", "max"),
     "configs/sc2st/main.py:paper,sa": ("val/mean_rank", "min"),  # Appendix A.1
+    "configs/sc2st/main.py:moee,experts,lsmdc": ("val/mean_rank", "min"),  # A.1 "all models"
+    "configs/sc2st/main.py:cmoee,experts,lsmdc": ("val/mean_rank", "min"),
     "configs/msymon/main.py:two_stage_supervision:en,paper": ("val/f1", "max"),
     "configs/msymon/yms.py:zeroshot": ("", "max"),  # nothing trained
 }

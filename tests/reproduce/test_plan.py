@@ -58,8 +58,8 @@ def test_each_expands_and_references_follow_shared_values():
     smoke = _plan("symon", "smoke")
     assert smoke.by_row["t6-univl-symon"] == ["t6-univl-symon-text_video-a_to_b",
                                               "t6-univl-symon-video_only-a_to_b"]
-    assert smoke.skipped == {"t2-sbert": "needs WikiPlots and a MiniLM checkpoint",
-                             "t3-symon-all": "needs the lexicon files"}
+    # the analysis rows run on inputs made from the generated corpus ([smoke.vars])
+    assert smoke.skipped == {} and "$SYMON_ANALYSIS/wikiplots" in smoke.runs["t2-sbert"].tool
     m = _plan("msymon")
     assert "init_from=/runs/t3-two-stage-hi" in m.runs["t3-two-stage-supervision-hi"].set
     assert m.runs["t11-two-stage-supervision-hi"].owner == "t3-two-stage-supervision-hi"
@@ -77,7 +77,7 @@ def test_launcher_commands():
         'bash launch/tpu_pod.sh "configs/moviepuzzle/hcmc.py:frame_shot,paper,movienet,'
         'clip=$CLIP" /runs/t1-hcmc-frame-shot ')
     assert plan.command_line(p, p.runs["t3-cosine-frame"]) == (
-        "python -m vnr.evaluate --workdir /runs/t1-hcmc-frame-shot --step best --out "
+        "python -m vnr.evaluate --workdir /runs/t1-hcmc-frame-shot --step selected --out "
         "/runs/t3-cosine-frame/results.json --config.eval.distance=cosine")
     assert plan.command_line(p, p.runs["t2-hcmc-frame-shot"]).startswith("mkdir -p ")
 
@@ -106,6 +106,9 @@ def test_command_line_bad_input_is_one_line(tmp_path):
         (("list", "--colour"), "Unknown command line flag 'colour'"),
         (("frobnicate",), "give one command of list, run, report, docs"),
         (("run", "--benchmark", "sc2st", "--table", "3"), "--root is required"),
+        (("list", "--table", "99"), "no benchmark has a table '99' (movie101: 3, 4, 5, 6; "
+                                    "moviepuzzle: 1, 2, 3, 4, 5, 10; msymon: 3, 4, 10, 11, "
+                                    "12, 13; sc2st: 3, 4, 5; symon: 2, 3, 4, 6, 8, 9)"),
     ]
     for args, message in cases:
         got = _cli(*args)
@@ -131,3 +134,46 @@ def test_set_adds_overrides_to_every_training():
     assert "total_steps" not in p.runs["t6-k1"].tool  # a tool takes no config override
     with pytest.raises(plan.PlanError, match=r"--set '--config.lr=1': give key=value"):
         plan.make(registry.load("movie101"), "paper", R, ("--config.lr=1",))
+
+
+def test_list_table_without_benchmark_lists_the_benchmarks_having_it():
+    for table, want in (("1", ["moviepuzzle"]), ("5", ["movie101", "moviepuzzle", "sc2st"])):
+        got = _cli("list", "--table", table)
+        assert got.returncode == 0, got.stderr
+        heads = [ln.split(" Table ")[0] for ln in got.stdout.splitlines()
+                 if ln and not ln.startswith(" ")]  # "<benchmark> Table <id>: <title>"
+        assert heads == want, got.stdout[:500]
+
+
+def test_evaluate_only_rows_print_the_command_the_executor_runs(tmp_path, monkeypatch):
+    """At --scale smoke the owner selects nothing (select.metric=): the printed command and
+    the executor both evaluate the step the owner reports, which that owner has."""
+    from flax import nnx
+
+    from tests.trainer.fake_run import write_run
+    from vnr import checkpoint, evaluate, selection
+    from vnr.reproduce import execute, runconfig
+
+    p = plan.make(registry.load("moviepuzzle"), "smoke", tmp_path)
+    run = p.runs["t3-cosine-shot"]
+    owner = tmp_path / run.owner
+    config = runconfig.build(p, p.runs[run.owner], plan.environment(), str(tmp_path / "_data"))
+    assert config.select.metric == ""
+    write_run(owner, lambda s: nnx.Linear(2, 2, rngs=nnx.Rngs(s)), {2: 0.0, 4: 0.0},
+              {"metric": ""}, reported=4)
+    (owner / "config.json").write_text(config.to_json_best_effort())
+    printed = plan.command_line(p, run)
+    assert " --step selected " in printed
+
+    def fake(cfg, workdir, step):  # what vnr.evaluate resolves that step to
+        chosen = checkpoint.run_step(workdir, step, "--workdir", cfg.select, "--step")
+        return {"test_in_domain": {"os2": 1.0}, "selection": chosen.record}
+
+    monkeypatch.setattr(evaluate, "evaluate", fake)
+    said: list[str] = []
+    assert execute.execute(p, [run], plan.environment(), None, said.append) == []
+    assert f"  {printed}" in said
+    got = (tmp_path / run.id / "results.json").read_text()
+    assert '"step": 4' in got and '"mode": "last"' in got
+    with pytest.raises(selection.StepError, match="selects no step"):  # the old `--step best`
+        checkpoint.run_step(owner, "best", "--workdir", config.select, "--step")

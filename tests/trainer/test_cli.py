@@ -44,6 +44,16 @@ def test_flags_commands_and_lists() -> None:
     assert (ops.command, ops.k, ops.operands) == (None, 2, ["r1", "r2"])
 
 
+def test_a_plain_config_flag_is_not_a_config_file() -> None:
+    """A tool's own `--config` (e.g. a SYMON builder config, `--config text_only`) is read
+    as its value; only `config_flag`'s `--config` is checked as a path.py[:args] file."""
+    def define(fv: flags.FlagValues) -> None:
+        flags.DEFINE_string("config", "text_only", "builder config", flag_values=fv)
+
+    assert cli.parse(["mental", "--config", "synthetic_tiny"], "python -m tool", DOC,
+                     {"mental": ("count words", define)}).config == "synthetic_tiny"
+
+
 def test_bad_command_lines_are_one_error_line(capsys: pytest.CaptureFixture) -> None:
     assert "Unknown command line flag 'bogus'" in _error(
         capsys, ["build", "--data_dir=d", "--bogus=1"])

@@ -6,6 +6,7 @@ import contextlib
 import io
 import json
 import pathlib
+import shutil
 import subprocess
 import sys
 import types
@@ -99,6 +100,70 @@ def test_evaluate_command_writes_results_json_layout(selected, tmp_path):
     assert run.returncode == 0, run.stderr[-2000:]
     assert json.loads(out.read_text()) == json.loads((wd / "results.json").read_text())
     assert "| test_in_domain |" in run.stdout
+
+
+@pytest.mark.e2e
+def test_evaluate_command_with_a_step_number_and_splits(selected, tmp_path):
+    """`--step 6` (the newest, not the selected 3) on a declared split and on `val`, which no
+    final evaluator names (evaluated like the first final evaluator's splits)."""
+    wd, _, _ = selected
+    out = tmp_path / "step6.json"
+    run = subprocess.run(
+        [sys.executable, "-m", "vnr.evaluate", f"--workdir={wd}", "--step=6",
+         "--splits=test_in_domain,val", f"--out={out}"],
+        cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert f"{wd}: step 6 (asked for step 6)" in run.stderr
+    got = json.loads(out.read_text())
+    assert set(got) == {"test_in_domain", "val", "selection"}
+    assert got["selection"] == {"metric": "probe/calls", "mode": "step", "step": 6,
+                                "value": 2.0}
+    assert set(got["val"]) == set(got["test_in_domain"])  # the test evaluator's metrics
+    config = workdir.load_config(wd)
+    last = evaluate.evaluate(config, wd, "last", splits=["test_in_domain"])
+    assert last["test_in_domain"] == got["test_in_domain"]  # step 6 is the newest
+    saved = json.loads((wd / "results.json").read_text())
+    assert got["test_in_domain"] != saved["test_in_domain"]  # not the selected step's
+
+
+@pytest.mark.e2e
+def test_evaluate_restores_onto_another_mesh(selected):
+    """The run trained on an (8, 1) mesh; evaluated on (4, 2) and on (2, 4) at its selected
+    step it reproduces results.json."""
+    wd, _, _ = selected
+    saved = json.loads((wd / "results.json").read_text())
+    for shape in ((4, 2), (2, 4)):
+        config = workdir.load_config(wd)
+        config.mesh.shape = shape
+        got = evaluate.evaluate(config, wd)
+        assert got["selection"] == saved["selection"]
+        for split, metrics in workdir.split_results(saved).items():
+            assert got[split] == pytest.approx(metrics, rel=1e-5, abs=1e-6), (shape, split)
+
+
+@pytest.mark.e2e
+def test_resume_continues_from_the_newest_step_not_the_kept_best(selected, tmp_path):
+    """The run keeps its best step (3) beside its newest (6); lengthened to 8 steps it
+    resumes from 6, and still reports 3."""
+    wd, _, _ = selected
+    again = tmp_path / "again"
+    shutil.copytree(wd, again)
+    config = workdir.load_config(again)
+    config.total_steps = 8
+    counting_evaluator.CALLS[0] = 2  # the probe ran twice in the first 6 steps
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        train.run(config, str(again))
+    assert f"resumed from step 6 ({again / 'checkpoints'})" in err.getvalue()
+    before = (wd / "metrics.jsonl").read_text().splitlines()
+    after = (again / "metrics.jsonl").read_text().splitlines()
+    assert after[:len(before)] == before  # appended to, from step 7 on: nothing redone
+    new = [json.loads(x) for x in after[len(before):]]  # training and validation rows
+    steps = [r["step"] for r in new if any(k.startswith(("train/", "val/")) for k in r)]
+    assert steps and min(steps) > 6 and max(steps) == 8
+    assert sorted(int(p.name) for p in (again / "checkpoints").iterdir()
+                  if p.name.isdigit()) == [3, 8]
+    assert json.loads((again / "results.json").read_text())["selection"]["step"] == 3
 
 
 @pytest.mark.e2e

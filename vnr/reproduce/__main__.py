@@ -78,9 +78,22 @@ def _root() -> pathlib.Path:
     return pathlib.Path(FLAGS.root).absolute()
 
 
+def _having_table(regs: list[registry.Registry]) -> list[registry.Registry]:
+    """`--table` without `--benchmark`: the benchmarks that have that table (one line
+    naming every benchmark's tables when none has it)."""
+    having = [r for r in regs if any(t.id == FLAGS.table for t in r.tables)]
+    if not having:
+        raise UsageError(f"no benchmark has a table {FLAGS.table!r} (" + "; ".join(
+            f"{r.benchmark}: {', '.join(t.id for t in r.tables)}" for r in regs) + ")")
+    return having
+
+
 def cmd_list() -> None:
     root = pathlib.Path("DIR")
-    for reg in _registry(False):
+    regs = _registry(False)
+    if FLAGS.table and FLAGS.benchmark is None:
+        regs = _having_table(regs)
+    for reg in regs:
         p = plan.make(reg, "paper", root)
         tables = [_table(reg)] if FLAGS.table else reg.tables
         for table in tables:

@@ -19,13 +19,14 @@ import shlex
 import shutil
 import sys
 import time
+import warnings
 from collections.abc import Callable
 from typing import Any
 
 from vnr import progress
 from vnr import workdir as workdir_lib
 from vnr.reproduce import runconfig
-from vnr.reproduce.plan import Plan, PlanError, Run, expand
+from vnr.reproduce.plan import EVAL_STEP, Plan, PlanError, Run, command_line, expand
 from vnr.reproduce.registry import SmokeVar
 
 ROW_JSON = "row.json"
@@ -57,11 +58,6 @@ def _make_input(var: SmokeVar, path: pathlib.Path, say: Callable[[str], None]) -
     return path
 
 
-def step_of(config: Any) -> str:
-    """`best` when the run selects a step by validation, else `last`."""
-    return "best" if (config.get("select") or {}).get("metric") else "last"
-
-
 def execute(plan: Plan, runs: list[Run], env: dict[str, str], data_dir: str | None,
             say: Callable[[str], None] = progress.say) -> list[str]:
     """Runs `runs` (in order); returns one line per run that failed or was refused."""
@@ -79,8 +75,8 @@ def execute(plan: Plan, runs: list[Run], env: dict[str, str], data_dir: str | No
             if (d / "results.json").is_file():
                 problem = mismatch(plan, run, env, data_dir)
                 if problem:
-                    raise PlanError(f"{d} holds a run of another config ({problem}); left "
-                                    f"alone: use another --root or remove it")
+                    raise PlanError(f"{d} holds {runconfig.holding(problem)}; left alone: "
+                                    f"use another --root or remove it")
                 say(f"{head}: done before (results.json), skipped")
                 continue
             t0 = time.perf_counter()
@@ -97,16 +93,18 @@ def execute(plan: Plan, runs: list[Run], env: dict[str, str], data_dir: str | No
 
 
 def mismatch(plan: Plan, run: Run, env: dict[str, str], data_dir: str | None) -> str:
+    """'' when the run directory holds `run`; else the first thing that differs, or
+    `runconfig.UNIDENTIFIED` when nothing in it says what ran."""
     d = plan.root / run.id
     if run.action == "tool":
         try:
             tool = json.loads((d / ROW_JSON).read_text()).get("tool")
         except (OSError, ValueError):
-            return ""  # a results.json alone: nothing to compare
+            return runconfig.UNIDENTIFIED  # a results.json alone: whose?
         return "" if tool == run.tool else f"it ran {tool!r}"
     got = runconfig.held(d)
     if got is None:
-        return ""
+        return runconfig.UNIDENTIFIED
     want = runconfig.build(plan, run, env, data_dir, with_eval=run.action == "evaluate")
     return runconfig.differs(want, got, plan.root)
 
@@ -158,11 +156,9 @@ def _evaluate(plan: Plan, run: Run, env: dict[str, str], data_dir: str | None,
 
     config = _owner_config(plan, run)
     runconfig.apply(config, tuple(expand(x, env, run.id, {}) for x in run.eval_set), run.id)
-    step = step_of(config)
-    say(f"  python -m vnr.evaluate --workdir {plan.root / run.owner} --step {step} "
-        f"{' '.join('--config.' + x for x in run.eval_set)}")
+    say(f"  {command_line(plan, run)}")  # the command --dry_run prints: the same step
     _record(plan, run, config, trained_in=str(plan.root / run.owner))
-    results = evaluate.evaluate(config, plan.root / run.owner, step)
+    results = evaluate.evaluate(config, plan.root / run.owner, EVAL_STEP)
     workdir_lib.write_results(plan.root / run.id / "results.json",
                               workdir_lib.split_results(results),
                               results[workdir_lib.SELECTION])
@@ -178,7 +174,9 @@ def _tool(plan: Plan, run: Run, env: dict[str, str], data_dir: str | None,
     out, old = io.StringIO(), sys.argv
     sys.argv = [argv[2], *argv[3:]]
     try:
-        with contextlib.redirect_stdout(out):
+        with contextlib.redirect_stdout(out), warnings.catch_warnings():
+            # a tool module imported before (e.g. by a smoke input's generator) runs anew
+            warnings.filterwarnings("ignore", ".* found in sys.modules", RuntimeWarning)
             runpy.run_module(argv[2], run_name="__main__", alter_sys=False)
     except SystemExit as e:
         if e.code not in (None, 0):

@@ -231,8 +231,13 @@ def overrides(items: tuple[str, ...]) -> list[str]:
     return [f"--config.{x}" for x in items]
 
 
-def command_line(plan: Plan, run: Run, launcher: str = "local", step: str = "best") -> str:
-    """One shell command for `run` in the form `launcher` takes (local, slurm, tpu)."""
+EVAL_STEP = "selected"  # an evaluate-only row reads the step its training reports
+
+
+def command_line(plan: Plan, run: Run, launcher: str = "local") -> str:
+    """One shell command for `run` in the form `launcher` takes (local, slurm, tpu); an
+    evaluate-only row's is the one the executor runs (`EVAL_STEP`: the owner's reported
+    step, its best validated one when it selects, else its last, at any scale)."""
     d = plan.root / run.id
     if run.action == "tool":
         return " ".join(_q(t) for t in shlex.split(run.tool))
@@ -241,7 +246,8 @@ def command_line(plan: Plan, run: Run, launcher: str = "local", step: str = "bes
         return f"mkdir -p {_q(str(d))} && cp {_q(str(src))} {_q(str(d / 'results.json'))}"
     if run.action == "evaluate":
         parts = ["python", "-m", "vnr.evaluate", "--workdir", str(plan.root / run.owner),
-                 "--step", step, "--out", str(d / "results.json"), *overrides(run.eval_set)]
+                 "--step", EVAL_STEP, "--out", str(d / "results.json"),
+                 *overrides(run.eval_set)]
         return " ".join(_q(p) for p in parts)
     extra = overrides(run.set)
     if launcher == "slurm":

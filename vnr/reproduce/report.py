@@ -1,8 +1,9 @@
 """`report`: one table laid out as the paper prints it, our number beside the paper's.
 
 Every cell is `ours / paper (ours - paper)`, ours rounded like the paper's cell. A row whose
-runs have no results.json is `missing`; a run directory holding another config's run is
-named and left out of the table (never mixed in); `not provided` rows keep the paper's
+runs have no results.json is `missing`; a run directory holding another config's run, or a
+results.json nothing identifies (no config.json, no row.json), is named and left out of the
+table (never mixed in); `not provided` rows keep the paper's
 numbers and say why. `--csv` writes every cell as three numbers, `--png` draws per column
 ours and the paper's, row by row.
 """
@@ -17,6 +18,7 @@ import pathlib
 from collections.abc import Callable
 from typing import Any
 
+from vnr.reproduce import runconfig
 from vnr.reproduce.plan import Plan, PlanError, Run
 from vnr.reproduce.registry import Column, Row, Table, number
 
@@ -27,14 +29,16 @@ class Cell:
     ours: float | None = None
     std: float | None = None  # over the runs of a mean_std column
     why: str = "missing"  # when `ours` is None: missing (no run), n/a (no such metric),
-    #                       - (this row has no number of ours in the column), n/p, n/r
+    #                       - (this row has no number of ours in the column), n/p, n/r,
+    #                       held out (its directory holds another or an unidentified run)
     places: int = 2  # decimals of ours: the paper's cell's, else its row's first printed
 
 
 @dataclasses.dataclass
 class Line:
     row: Row
-    state: str  # ok, partial, missing, not provided, tool, not run at this scale, other config
+    state: str  # ok, partial, missing, not provided, tool, not run at this scale, other
+    #             config, unidentified (a results.json nothing says the origin of)
     detail: str
     cells: list[Cell]
 
@@ -63,7 +67,7 @@ def _load(plan: Plan, run: Run, check: Callable[[Run], str]) -> tuple[dict | Non
         return None, ""
     problem = check(run)
     if problem:
-        return None, f"{run.id} holds another config's run ({problem})"
+        return None, f"{run.id} holds {runconfig.holding(problem)}"
     try:
         return json.loads(path.read_text()), ""
     except (OSError, ValueError) as e:
@@ -106,7 +110,11 @@ def collect(plan: Plan, table: Table, check: Callable[[Run], str]) -> list[Line]
                 else:
                     cell.why = next(p.why for p in parts if p.ours is None)
         if problems:
-            state, detail = "other config", "; ".join(problems)
+            state = "other config" if any(" of another config " in p for p in problems) \
+                else "unidentified"
+            detail = "; ".join(problems)
+            for cell in cells:  # not "missing": a run is there, and kept out
+                cell.why = "held out" if cell.why == "missing" else cell.why
         elif not got:
             state, detail = "missing", "no results.json: not run, running or failed"
         elif len(got) < len(runs):
@@ -177,7 +185,8 @@ def markdown(plan: Plan, table: Table, lines: list[Line]) -> str:
     out = [f"{reg.title}: Table {table.id}, {table.title}",
            f"(cells: ours / paper (ours - paper); root {plan.root}, scale {plan.scale}; "
            f"missing: not run; n/a: the run reports no such metric; -: no number of ours in "
-           f"this column; n/p: not provided; n/r: not run at this scale)", "",
+           f"this column; n/p: not provided; n/r: not run at this scale; held out: the "
+           f"directory holds another config's or an unidentified run)", "",
            "| row | " + " | ".join(c.name for c in table.columns) + " | status | ours |",
            "|" + "---|" * (len(table.columns) + 3)]
     for ln in lines:

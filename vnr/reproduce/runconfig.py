@@ -19,6 +19,9 @@ from vnr import config_file
 from vnr import workdir as workdir_lib
 from vnr.reproduce.plan import Plan, PlanError, Run, expand
 
+# What `execute.mismatch` says of a directory whose results.json nothing identifies.
+UNIDENTIFIED = "nothing in it says what ran (a results.json without config.json or row.json)"
+
 # Keys that may differ between the registry's command and a run on another machine.
 FREE = ("data.data_dir", "data.manual_dir", "data.num_workers", "mesh", "sharding_rules",
         "progress", "progress_lines", "profile", "log_every", "ckpt_every", "keep_ckpts",
@@ -113,6 +116,12 @@ def held(directory: pathlib.Path) -> dict[str, Any] | None:
             if got is not None:
                 return got
     return None
+
+
+def holding(problem: str) -> str:
+    """What a run directory holds, in words, given `execute.mismatch`'s problem."""
+    return (f"an unidentified run ({UNIDENTIFIED})" if problem == UNIDENTIFIED
+            else f"a run of another config ({problem})")
 
 
 def differs(expected: ml_collections.ConfigDict, got: dict[str, Any],

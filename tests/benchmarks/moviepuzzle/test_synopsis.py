@@ -168,8 +168,9 @@ def _reorder_run(workdir: pathlib.Path, hcmc: bool = False) -> nnx.State:
 
 
 def test_init_from_loads_the_frame_encoder_by_name(tmp_path: pathlib.Path) -> None:
-    """The `pretrained` hook names (run, "run") sources; `vnr.pretrained.load` (what the
-    trainer calls on a fresh state) copies image/text/fuse; make_model reads no weights."""
+    """The `pretrained` hook names run sources (at `init_step`, default the step the run
+    reports); `vnr.pretrained.load` (what the trainer calls on a fresh state) copies
+    image/text/fuse; make_model reads no weights."""
     from vnr import pretrained, sharding
     from vnr.benchmarks.moviepuzzle import synopsis as task
 
@@ -177,7 +178,7 @@ def test_init_from_loads_the_frame_encoder_by_name(tmp_path: pathlib.Path) -> No
     config = _smoke(tmp_path, init_from=str(tmp_path / "reorder"))
     task.validate(config)
     sources = task.pretrained(config)
-    assert sources == {p: (str((tmp_path / "reorder").absolute()), pretrained.RUN)
+    assert sources == {p: (str((tmp_path / "reorder").absolute()), pretrained.RUN, "selected")
                        for p in ("image", "text", "fuse")}
     model = task.make_model(config, nnx.Rngs(0))
     fresh = np.array(model.fuse.kernel.value)

@@ -254,7 +254,7 @@ def test_init_from_restores_every_parameter_including_list_indices(tmp_path):
         ckpt.save(tmp_path / "run" / "checkpoints" / "7" / "state",
                   {"0": params, "1": {"step": np.zeros((), np.int32)}})
     c.init_from = str(tmp_path / "run")
-    assert task.pretrained(c) == {"": (c.init_from, pretrained.RUN)}
+    assert task.pretrained(c) == {"": (c.init_from, pretrained.RUN, "selected")}
     fresh = nnx.state(task.make_model(c, nnx.Rngs(3)), nnx.Param)  # make_model reads nothing
     state = train.setup(c).state
     got = {p[1:]: np.asarray(v.get_value()) for p, v in nnx.to_flat_state(state)

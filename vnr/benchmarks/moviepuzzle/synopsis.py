@@ -18,8 +18,8 @@ as `syn2seg_*`.
 finished `moviepuzzle.pairwise` (PairOrderModel, late fusion) run, or, with
 `model.frame_encoder="hcmc"`, of an HCMC run (small encoders; its frame encoder
 `encoders.frame`); the parameters named in `config.init_params` (image, text, fuse, or
-encoders.frame) come from the latest step of that run
-through the trainer's `pretrained` hook (source kind `(workdir, "run")`, `vnr/pretrained.py`)
+encoders.frame) come from that run at `config.init_step` (default: the step its results.json
+reports) through the trainer's `pretrained` hook (`run_source`, `vnr/pretrained.py`)
 and replace the fresh ones in a new run; everything is then fine-tuned. A mismatch (missing
 run, other model, other sizes) is one clear error line from `validate` before training.
 """
@@ -158,7 +158,8 @@ def pretrained(config: Any) -> dict[str, tuple[str, str | None]]:
     if not config.init_from:
         return {}
     workdir = str(pathlib.Path(config.init_from).absolute())
-    return {name: (workdir, pretrained_lib.RUN) for name in config.init_params}
+    source = pretrained_lib.run_source(workdir, config.get("init_step", "selected"))
+    return {name: source for name in config.init_params}
 
 
 # ----------------------------------------------------------------------------- task API

@@ -40,7 +40,8 @@ time; otherwise the missing times come from the constant-rate estimate of
 paper's baseline).
 
 Weights from another run (`init_from`: two-stage and supervision fine-tuning, zero-shot
-transfer, evaluation) enter through the `pretrained` hook as a `(workdir, "run")` source for
+transfer, evaluation) enter through the `pretrained` hook as a run source
+(`run_source(init_from, init_step)`: by default the step the run's results.json reports) for
 the whole model; `validate` checks names and shapes first (one-line error).
 
 Metrics (`metrics`): duration-weighted clip accuracy, sentence IoU over annotated
@@ -176,7 +177,7 @@ def _check_init_from(config: Any) -> None:
                          "trained alignment run)")
     abstract = nnx.state(nnx.eval_shape(lambda: _new_model(config, nnx.Rngs(0))))
     try:
-        pretrained_lib.check(abstract, {"": (config.init_from, pretrained_lib.RUN)}, root=())
+        pretrained_lib.check(abstract, pretrained(config), root=())
     except (ValueError, FileNotFoundError) as err:
         raise ValueError(f"init_from={config.init_from!r}: {err}") from err
 
@@ -190,7 +191,8 @@ def pretrained(config: Any) -> dict[str, tuple[str, str | None]]:
     from vnr.models.encoders import towers
 
     if config.get("init_from"):
-        return {"": (config.init_from, pretrained_lib.RUN)}
+        return {"": pretrained_lib.run_source(config.init_from,
+                                              config.get("init_step", "selected"))}
     name = config.model.text_encoder
     return {"text": (name, None)} if towers.is_checkpoint(name) else {}
 

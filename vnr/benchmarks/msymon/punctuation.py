@@ -212,7 +212,8 @@ def pretrained(config: Any) -> dict[str, tuple[str, str | None]]:
     from vnr import pretrained as pretrained_lib
 
     if config.get("init_from"):
-        return {"": (config.init_from, pretrained_lib.RUN)}
+        return {"": pretrained_lib.run_source(config.init_from,
+                                              config.get("init_step", "selected"))}
     return {"encoder": (config.model.encoder, None)}
 
 

@@ -2,16 +2,16 @@
 
     python -m vnr.benchmarks.msymon.tools baseline --data_dir D [--manual_dir RELEASE]
     python -m vnr.benchmarks.msymon.tools evaluate --config configs/msymon/yms.py:zeroshot \
-        --init_from RUN [--data_dir D] [--manual_dir YMS]
+        --init_from RUN [--step selected|best|last|N] [--data_dir D] [--manual_dir YMS]
     python -m vnr.benchmarks.msymon.tools punctuate --run RUN --encoder XLMR --src RELEASE \
-        --lang hi
+        --lang hi [--step ...]
     python -m vnr.benchmarks.msymon.tools punctuate --run RUN --encoder XLMR \
         --corpus CORPUS.txt --show 4
     python -m vnr.benchmarks.msymon.tools punctuation_corpus --manual_dir RELEASE \
         --data_dir D --lang ch --out CORPUS.txt
     python -m vnr.benchmarks.msymon.tools scratch_encoder --corpus CORPUS.txt --out ENC
     python -m vnr.benchmarks.msymon.tools crosslingual --config configs/msymon/main.py \
-        --workdirs en=DIR ch=DIR ... [--split test]
+        --workdirs en=DIR ch=DIR ... [--split test] [--step ...]
 
 `baseline`: the transcript-only baseline per language (no video); `evaluate`: a trained
 run's model on every `data.test_splits` split (zero-shot transfer, re-scoring);
@@ -21,7 +21,10 @@ punctuation restoration on `subtitles/<lang>/` with a `main.py:punctuation` run,
 `--show N` printed for the first N held-out lines of its corpus (the line, its stripped
 input, every word's or character's predicted label, the restored text);
 `punctuation_corpus` / `scratch_encoder`: a corpus and a random small encoder for a scratch
-punctuation run where no XLM-R checkpoint is at hand (`punctuation_scratch.py`).
+punctuation run where no XLM-R checkpoint is at hand (`punctuation_scratch.py`). Each run
+is read at `--step` (config `init_step`; `selected`, the default, is the step its
+results.json reports, i.e. its model selected by validation), through the trainer's
+`pretrained` hook and `vnr.evaluate`, with one line naming the step and why.
 """
 
 from __future__ import annotations
@@ -60,9 +63,10 @@ def baseline(data_cfg: Any, splits: list[str], languages: tuple[str, ...] = data
     return results
 
 
-def crosslingual(config: Any, workdirs: dict[str, str], split: str, metric: str = "f1"
-                 ) -> tuple[dict[tuple[str, str], float], str]:
-    """Figure 4: a model trained on language r (row) evaluated on `<c>_<split>` (column).
+def crosslingual(config: Any, workdirs: dict[str, str], split: str, metric: str = "f1",
+                 step: str = "selected") -> tuple[dict[tuple[str, str], float], str]:
+    """Figure 4: a model trained on language r (row), read at `step`, evaluated on
+    `<c>_<split>` (column).
 
     Returns ({(row, col): value}, a Markdown 7x7 table; "-" where there is no checkpoint
     or no such split)."""
@@ -71,7 +75,7 @@ def crosslingual(config: Any, workdirs: dict[str, str], split: str, metric: str 
     for row, wd in workdirs.items():
         cfg = config.copy_and_resolve_references()
         cfg.unlock()
-        cfg.init_from = wd
+        cfg.init_from, cfg.init_step = wd, step
         model = evaluate.from_config(cfg)  # the run's weights in this config's model
         for col in data.LANGUAGES:
             if f"{col}_{split}" in have:
@@ -185,10 +189,16 @@ def _config_flags(fv: flags.FlagValues, example: str) -> None:
                         flag_values=fv)
 
 
+def _step_flag(fv: flags.FlagValues) -> None:
+    flags.DEFINE_string("step", "selected", "the step of each run read: selected (what its "
+                        "results.json reports), best, last or a step number", flag_values=fv)
+
+
 def _evaluate_flags(fv: flags.FlagValues) -> None:
     _config_flags(fv, "configs/msymon/yms.py:zeroshot")
     flags.DEFINE_string("init_from", None, "workdir of the trained run", required=True,
                         flag_values=fv)
+    _step_flag(fv)
 
 
 def _crosslingual_flags(fv: flags.FlagValues) -> None:
@@ -198,6 +208,7 @@ def _crosslingual_flags(fv: flags.FlagValues) -> None:
     flags.DEFINE_string("split", "test", "evaluated split of every language", flag_values=fv)
     flags.DEFINE_enum("metric", "f1", alignment.METRICS, "the metric of each cell",
                       flag_values=fv)
+    _step_flag(fv)
 
 
 def _punctuate_flags(fv: flags.FlagValues) -> None:
@@ -210,6 +221,7 @@ def _punctuate_flags(fv: flags.FlagValues) -> None:
     flags.DEFINE_enum("lang", None, data.LANGUAGES, "the subtitles' language", flag_values=fv)
     flags.DEFINE_string("out", None, "another release folder (default: in place)",
                         flag_values=fv)
+    _step_flag(fv)
     flags.DEFINE_integer("show", 0, "print the restoration of this many held-out lines of "
                          "--corpus instead of restoring subtitles", lower_bound=0,
                          flag_values=fv)
@@ -280,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
             cli.fail("punctuate restores --src's subtitles of --lang (or give --show N "
                      "--corpus FILE)")
         cfg = _main_config("punctuation")
-        cfg.update({"init_from": args.run, "total_steps": 0})
+        cfg.update({"init_from": args.run, "init_step": args.step, "total_steps": 0})
         cfg.model.encoder = args.encoder
         if args.show:
             try:
@@ -288,8 +300,11 @@ def main(argv: list[str] | None = None) -> int:
             except (OSError, ValueError) as e:
                 raise SystemExit(f"error: {' '.join(str(e).split())}") from None
             return 0
-        res = punctuate(cfg, pathlib.Path(args.src), args.lang,
-                        pathlib.Path(args.out) if args.out else None)
+        try:
+            res = punctuate(cfg, pathlib.Path(args.src), args.lang,
+                            pathlib.Path(args.out) if args.out else None)
+        except (train.ConfigError, ValueError, FileNotFoundError) as e:
+            raise SystemExit(f"error: {' '.join(str(e).split())}") from None
         print(json.dumps(res))
         return 0
     if args.command.startswith("table3"):
@@ -321,13 +336,13 @@ def main(argv: list[str] | None = None) -> int:
         cli.fail(f"--workdirs takes lang=DIR with lang in {data.LANGUAGES}: {bad}")
     try:
         if args.command == "evaluate":
-            cfg.init_from = args.init_from
+            cfg.init_from, cfg.init_step = args.init_from, args.step
             res = evaluate_run(cfg)
             print(json.dumps(res, indent=2))
             print(results.markdown(res, alignment.result_columns(cfg, res)))
             return 0
         _, table = crosslingual(cfg, dict(w.split("=", 1) for w in args.workdirs),
-                                args.split, args.metric)
+                                args.split, args.metric, args.step)
     except (evaluate.EvaluateError, train.ConfigError, ValueError, FileNotFoundError) as e:
         raise SystemExit(f"error: {' '.join(str(e).split())}") from None
     print(table)

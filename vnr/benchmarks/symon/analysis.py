@@ -212,20 +212,28 @@ def story_coverage(videos: Sequence[dict], plots: Sequence[tuple[str, list[str]]
 
 def minilm_embedder(directory: str) -> Callable[[list[str]], np.ndarray]:
     """Sentence embeddings (mean pooling, as the sentence-transformers config says) of the
-    BERT checkpoint in `directory`, e.g. all-MiniLM-L6-v2; batches of 64 sentences."""
-    import jax.numpy as jnp
+    BERT checkpoint in `directory`, e.g. all-MiniLM-L6-v2; jitted batches of 64 sentences
+    of 128 tokens (the last batch padded: one trace)."""
+    import jax
+    from flax import nnx
 
     from vnr.models.encoders import load_pretrained
     from vnr.models.encoders.tokenizers import encode
 
     model, _, _ = load_pretrained(directory)
+    graph, state = nnx.split(model)
+
+    @jax.jit
+    def pooled(state, ids, mask):
+        return nnx.merge(graph, state)(ids, mask, deterministic=True).pooled
 
     def embed(texts: list[str]) -> np.ndarray:
         out = []
         for s in range(0, len(texts), 64):
             ids, mask = encode(directory, texts[s:s + 64], 128)
-            o = model(jnp.asarray(ids), jnp.asarray(mask), deterministic=True)
-            out.append(np.asarray(o.pooled, np.float32))
+            n, pad = len(ids), 64 - len(ids)
+            ids, mask = np.pad(ids, ((0, pad), (0, 0))), np.pad(mask, ((0, pad), (0, 0)))
+            out.append(np.asarray(pooled(state, ids, mask), np.float32)[:n])
         return np.concatenate(out) if out else np.zeros((0, 1), np.float32)
 
     return embed
@@ -247,11 +255,16 @@ def read_lexicon(path: pathlib.Path | str) -> tuple[set[str], int]:
     return words, multi
 
 
+def words(text: str) -> list[str]:
+    """The lower-cased word tokens of `text` (what the lexicons are matched against)."""
+    return _WORD.findall(text.lower())
+
+
 def words_per_thousand(texts: Iterable[str], lexicons: dict[str, set[str]]) -> dict:
     """Occurrences of each lexicon's words per 1,000 word tokens of `texts`."""
     total, hits = 0, collections.Counter()
     for text in texts:
-        toks = _WORD.findall(text.lower())
+        toks = words(text)
         total += len(toks)
         for name, lex in lexicons.items():
             hits[name] += sum(t in lex for t in toks)
@@ -261,15 +274,19 @@ def words_per_thousand(texts: Iterable[str], lexicons: dict[str, set[str]]) -> d
 
 
 # ---------------------------------------------------------------------------- CLI
-def _videos(args: Any) -> list[dict]:
+def videos(config: str, data_dir: str, manual_dir: str | None = None) -> list[dict]:
+    """Every video record of every split of the SYMON builder config (built if missing)."""
     from tfds_builders import symon
 
-    names = symon.split_names(args.config, args.data_dir, manual_dir=args.manual_dir)
     out = []
-    for split in names:
-        src = symon.data_source(args.config, split, args.data_dir, manual_dir=args.manual_dir)
+    for split in symon.split_names(config, data_dir, manual_dir=manual_dir):
+        src = symon.data_source(config, split, data_dir, manual_dir=manual_dir)
         out += [src[i] for i in range(len(src))]
     return out
+
+
+def _videos(args: Any) -> list[dict]:
+    return videos(args.config, args.data_dir, args.manual_dir)
 
 
 def _data_flags(fv: flags.FlagValues) -> None:

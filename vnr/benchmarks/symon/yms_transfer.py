@@ -1,8 +1,10 @@
 """Zero-shot transfer of a SYMON retrieval run to YMS alignment (SYMON §7.3, Table 9).
 
 The model is the SYMON retrieval model (`model.RetrievalModel`), copied whole from a
-finished SYMON retrieval run through the trainer's `pretrained` hook (`(workdir, "run")`,
-`vnr/pretrained.py`); nothing is trained (`total_steps` 0). Each YMS clip is embedded
+finished SYMON retrieval run (`transfer.source_run`) through the trainer's `pretrained` hook
+(`vnr/pretrained.py:run_source`) at `transfer.source_step` (default `selected`: the step the
+run's results.json reports, its model selected by validation; or best, last, a number);
+nothing is trained (`total_steps` 0). Each YMS clip is embedded
 like a SYMON clip (its first `max_frames` feature rows, zero-padded) and each YMS
 sentence (or sub-sentence phrase) like a SYMON text; the score is the dot product. Every
 clip takes its highest-scoring sentence of the same video when that score exceeds a
@@ -43,6 +45,7 @@ import numpy as np
 from flax import nnx
 
 from vnr import evaluation
+from vnr import pretrained as pretrained_lib
 from vnr import task as task_lib
 from vnr.benchmarks.symon import data as symon_data
 from vnr.benchmarks.symon import retrieval
@@ -72,7 +75,8 @@ def validate(config: Any) -> None:
 def pretrained(config: Any) -> dict[str, tuple[str, str | None]]:
     """The whole model from the SYMON retrieval run."""
     run = config.transfer.source_run
-    return {"": (str(pathlib.Path(run).absolute()), "run")} if run else {}
+    step = config.transfer.get("source_step", "selected")
+    return {"": pretrained_lib.run_source(str(pathlib.Path(run).absolute()), step)} if run else {}
 
 
 def make_model(config: Any, rngs: nnx.Rngs) -> RetrievalModel:
