@@ -26,9 +26,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("vnr.ops",),  # pure algorithms
     ("vnr.data",),  # input pipeline, hashed-word text
     ("vnr.models",),  # layers, encoders, their tokenizers
-    ("vnr.checkpoint", "vnr.checksums", "vnr.selection", "vnr.pretrained", "vnr.reports",
-     "vnr.evaluation", "vnr.task", "vnr.config_file", "vnr.config_checks", "vnr.feature_cache",
-     "vnr.workdir", "vnr.evaluators", "vnr.cli", "vnr.startup"),
+    ("vnr.checkpoint", "vnr.checksums", "vnr.selection", "vnr.run_reader", "vnr.pretrained",
+     "vnr.reports", "vnr.evaluation", "vnr.task", "vnr.config_file", "vnr.config_checks",
+     "vnr.feature_cache", "vnr.workdir", "vnr.evaluators", "vnr.cli", "vnr.startup"),
     ("vnr.benchmarks",),  # one package per benchmark
     ("vnr.train", "vnr.cache_features", "vnr.evaluate"),  # tasks by importlib only
     ("vnr.reproduce",),  # runs rows through vnr.train / vnr.evaluate

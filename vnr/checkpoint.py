@@ -25,9 +25,10 @@ the step and the file, and moves the bad one aside to `corrupt-<step>-<unix time
 full error in `restore_error.process<i>.txt` inside it) so it is never picked again; a
 checkpoint of another model is an `IncompatibleCheckpoint` error naming the checkpoint and
 the parameter, never skipped. A step written before manifests existed restores with a
-warning that it is unverified. `restore_run` verifies the other run's checkpoint too; which
-step a reader of a finished run takes (`selected`, `best`, `last`, a number) is
-`vnr.selection.choose_step`, for `vnr.evaluate --step` and `restore_run` alike.
+warning that it is unverified. Reading another run (`vnr/run_reader.py`) verifies its
+checkpoint too; which step a reader of a finished run takes (`selected`, `best`, `last`, a
+number) is `vnr.selection.choose_step`, for `vnr.evaluate --step` and
+`run_reader.restore_run` alike.
 
 The metrics that select the best step are Orbax's own item `<step>/metrics/metrics`; `save`
 also writes them into the data item (`vnr_metrics.json`, in its manifest) and `manager` /
@@ -49,15 +50,12 @@ from typing import Any
 
 import grain
 import jax
-import numpy as np
 import orbax.checkpoint as ocp
 from absl import logging
 from etils import epath
 from flax import nnx
 
 from vnr import checksums, distributed, selection
-from vnr import workdir as workdir_lib
-from vnr.selection import Chosen
 
 ITEMS = ("state", "data")
 METRICS_COPY = "vnr_metrics.json"  # in the data item: the metrics the step was saved with
@@ -241,7 +239,7 @@ def _pure(tree: Any) -> Any:
         else tree.to_pure_dict()
 
 
-def _flat(tree: Any) -> dict[str, Any]:
+def flat(tree: Any) -> dict[str, Any]:
     """Leaves by dotted path; orbax metadata stringifies integer keys, so we do too."""
     def name(path: tuple) -> str:
         return ".".join(str(getattr(k, "key", getattr(k, "idx", getattr(k, "name", k))))
@@ -252,8 +250,8 @@ def _flat(tree: Any) -> dict[str, Any]:
 
 def _check_compatible(saved: Any, target: Any) -> None:
     """Raises ValueError naming the first mismatched parameter."""
-    flat_saved = _flat(saved)
-    flat_target = _flat(target)
+    flat_saved = flat(saved)
+    flat_target = flat(target)
     for name, want in flat_target.items():
         if name not in flat_saved:
             raise IncompatibleCheckpoint(
@@ -454,72 +452,3 @@ def close_guarded(mgr: Any, warn: Callable) -> bool:
 def _first_line(e: BaseException) -> str:
     text = str(e).strip()
     return text.splitlines()[0] if text else type(e).__name__
-
-
-def run_step(workdir: str | pathlib.Path, step: str | int = "selected",
-             key: str = "init_from", select: Any = None, flag: str = "") -> Chosen:
-    """The step `step` names in the vnr run `workdir` (`selection.choose_step`): ranked by
-    `select` (default: its config.json's), `selected` being the step its results.json
-    reports. Errors start with `flag` (default `<key>=<workdir>: step`)."""
-    root = pathlib.Path(workdir).absolute()
-    if not good_steps(root / "checkpoints"):
-        raise FileNotFoundError(f"{key}={workdir}: no finished checkpoint under "
-                                f"{root / 'checkpoints'} (give the workdir of a finished run)")
-    held, reported = workdir_lib.select_and_selection(root, key)
-    select = dict((held if select is None else select) or {})
-    mgr = reader(root / "checkpoints", select.get("metric") or None, select.get("mode", "max"))
-    try:
-        return selection.choose_step(mgr, select, step, reported,
-                                     flag or f"{key}={workdir}: step")
-    finally:
-        mgr.close()
-
-
-def restore_run(workdir: str | pathlib.Path, names: tuple[str, ...] | None = None,
-                key: str = "init_from", step: str | int | Chosen = "selected"
-                ) -> tuple[int, dict[str, np.ndarray]]:
-    """(step, {dotted parameter path: host array}) of the model of another vnr run: the
-    checkpoint `step` names (`run_step`: by default the step its results.json reports, so the
-    model whose test numbers the run reports; a `Chosen` is taken as it is), model item "0" of
-    the saved (model, optimizer) state; only the subtrees `names` when given. The one reader
-    of another run's weights (fine-tuning from a run, two-stage training, zero-shot
-    transfer). Its files are verified against their checksum manifest first. Errors name
-    `key`, the workdir and the step; a corrupt or unreadable checkpoint is a
-    CorruptCheckpoint (never another step: that would silently change the weights)."""
-    root = pathlib.Path(workdir).absolute()
-    n = (step if isinstance(step, Chosen) else run_step(workdir, step, key)).step
-    path = root / "checkpoints" / str(n) / "state"
-    if not path.is_dir():
-        raise FileNotFoundError(f"{key}={workdir}: step {n} has no `state` item")
-    where = f"{key}={workdir}: checkpoint step {n} ({path.parent})"
-    try:
-        checksums.verify(path)
-    except FileNotFoundError:
-        logging.warning("%s has no checksums (written before they were recorded); read "
-                        "unverified", where)
-    except checksums.Mismatch as e:
-        raise CorruptCheckpoint(f"{where} is corrupt: state/{e}") from None
-    ckptr = ocp.PyTreeCheckpointer()
-    try:
-        meta = ckptr.metadata(path)
-    except Exception as e:  # orbax/tensorstore/json errors of a damaged step
-        raise CorruptCheckpoint(f"{where} is unreadable: {short(e)}") from e
-    if getattr(meta, "item_metadata", meta) is None:  # orbax logs why and returns none
-        raise CorruptCheckpoint(f"{where} is unreadable: no parameter metadata could be read")
-    tree = getattr(getattr(meta, "item_metadata", meta), "tree", meta)
-    if not isinstance(tree, dict) or "0" not in tree:
-        raise ValueError(f"{key}={workdir}: step {n} is not a vnr training state "
-                         "((model, optimizer) with the model under item 0)")
-    model = tree["0"]
-    missing = [x for x in names or () if x not in model]
-    if missing:
-        raise ValueError(f"{key}={workdir}: the checkpointed model (step {n}) has no "
-                         f"{missing[0]!r} (it has {sorted(model)})")
-    sub = {"0": {x: model[x] for x in names} if names else model}
-    args = jax.tree.map(lambda _: ocp.RestoreArgs(restore_type=np.ndarray), sub)
-    try:
-        restored = ckptr.restore(path, args=ocp.args.PyTreeRestore(
-            item=sub, restore_args=args, partial_restore=True))
-    except Exception as e:  # orbax/tensorstore errors of a damaged step
-        raise CorruptCheckpoint(f"{where} is unreadable: {short(e)}") from e
-    return n, {k.removeprefix("0."): np.asarray(v) for k, v in _flat(restored).items()}

@@ -25,7 +25,7 @@ import jax
 import ml_collections
 from absl import flags, logging
 
-from vnr import checkpoint, cli, config_file, evaluators, progress, selection
+from vnr import checkpoint, cli, config_file, evaluators, progress, run_reader, selection
 from vnr import task as task_lib
 from vnr import workdir as workdir_lib
 from vnr.reports import results as results_table
@@ -73,7 +73,7 @@ def restore(workdir: str | pathlib.Path, step: str = "selected",
     s = _setup(config, load_pretrained=False)
     select = config.get("select") or {}
     try:
-        chosen = checkpoint.run_step(workdir, step, "--workdir", select, "--step")
+        chosen = run_reader.run_step(workdir, step, "--workdir", select, "--step")
     except (selection.StepError, FileNotFoundError, ValueError) as e:
         raise EvaluateError(str(e)) from None
     if jax.process_index() == 0:
@@ -96,7 +96,7 @@ def from_config(config: ml_collections.ConfigDict) -> Model:
     record = {"metric": None, "mode": "weights", "step": 0, "value": None,
               "init_from": str(config.get("init_from", ""))}
     if record["init_from"]:
-        record["init_step"] = checkpoint.run_step(
+        record["init_step"] = run_reader.run_step(
             record["init_from"], config.get("init_step", "selected")).step
     return Model(config, s, s.state, record)
 

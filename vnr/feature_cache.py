@@ -17,7 +17,7 @@ model skip the tower.
 **The key.** A cache directory is named by a hash of everything its values depend on
 (`identity`): the tower's module path; its weights, as the SHA-256 of every file of the
 checkpoint directory the `pretrained` hook loads it from (for a run source, the files of
-the step of that run it reads, `vnr.checkpoint.run_step`; for a tower no source covers, its
+the step of that run it reads, `vnr.run_reader.run_step`; for a tower no source covers, its
 random init: `config.seed` and `config.model`); the preprocessing settings; `config.dtype` and
 `config.param_dtype`; the dataset's name, config and version. A run computes the key of its
 own config, so a cache of another checkpoint or preprocessing is never read: `check` (called
@@ -103,7 +103,7 @@ def digest(path: str | os.PathLike) -> str:
 
 def _weights(config: Any, task: Any, tower: Tower) -> dict[str, Any]:
     """The identity of the tower's weights (see the module docstring)."""
-    from vnr import checkpoint, pretrained
+    from vnr import checkpoint, pretrained, run_reader
     from vnr.models.encoders import towers
 
     hook = getattr(task, "pretrained", None)
@@ -117,7 +117,7 @@ def _weights(config: Any, task: Any, tower: Tower) -> dict[str, Any]:
             if not checkpoint.good_steps(ckpts):
                 raise CacheError(f"feature cache: tower {tower.module} comes from run {name}, "
                                  f"which has no finished checkpoint under {ckpts}")
-            n = checkpoint.run_step(name, step, f"feature cache: tower {tower.module}").step
+            n = run_reader.run_step(name, step, f"feature cache: tower {tower.module}").step
             return {"run": str(ckpts.parent), "step": n, "sha256": digest(ckpts / str(n))}
         directory = towers.spec(name, part)[-1]
         return {"checkpoint": str(directory), "part": part, "sha256": digest(directory)}

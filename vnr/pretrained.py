@@ -13,7 +13,7 @@ is a local Hugging Face directory, a name under `$VNR_ENCODERS_DIR` (default
 take one tower of a CLIP checkpoint, None for the whole checkpoint (BERT, ALBERT, XLM-R, a
 single-tower CLIP), or `"run"`: `checkpoint` is then the workdir of another finished vnr
 run and the subtree is copied from its model under the same path (fine-tuning from a run,
-two-stage training, zero-shot transfer; read by `vnr.checkpoint.restore_run`). A run source
+two-stage training, zero-shot transfer; read by `vnr.run_reader.restore_run`). A run source
 may carry a third element, the step to read (`run_source(workdir, step)`: `selected`, the
 default, is the step the run's results.json reports, i.e. its model selected by validation;
 `best`, `last` or a number as `python -m vnr.evaluate --step`); the line printed names the
@@ -50,7 +50,7 @@ import jax
 import numpy as np
 from flax import nnx
 
-from vnr import checkpoint
+from vnr import run_reader
 from vnr.models.encoders import towers
 from vnr.models.encoders.loading import CheckpointError, match_tensors, read_checkpoint
 
@@ -117,8 +117,8 @@ def _from_run(prefix: str, workdir: str, targets: dict[str, tuple[tuple, Any]],
     (`others`: RNG counters, which stay this run's)."""
     top = prefix.split(".")[0] if prefix else None
     key = f"pretrained {prefix or '<model>'}"
-    chosen = checkpoint.run_step(workdir, step, key)
-    _, saved = checkpoint.restore_run(workdir, (top,) if top else None, key=key, step=chosen)
+    chosen = run_reader.run_step(workdir, step, key)
+    _, saved = run_reader.restore_run(workdir, (top,) if top else None, key=key, step=chosen)
     head = f"{prefix}." if prefix else ""
     have = {k[len(head):]: v for k, v in saved.items() if k.startswith(head)}
     where = f"{key} <- run {workdir} (step {chosen.step})"

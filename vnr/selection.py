@@ -2,7 +2,7 @@
 
 A finished run reports one step: results.json's `selection` ({metric, mode, step, value}),
 the best checkpoint by `config.select` or, when nothing selects, the last one. Every reader
-of a run (`python -m vnr.evaluate --step`, and through `vnr.checkpoint.restore_run` the
+of a run (`python -m vnr.evaluate --step`, and through `vnr.run_reader.restore_run` the
 `init_from` chains, zero-shot sources and two-stage tools) names its step with one selector,
 `selected` (that reported step), `best`, `last` or a number, resolved here by `choose_step`,
 so they all read the model whose test numbers the run reports unless told otherwise.

@@ -151,7 +151,7 @@ def test_evaluate_only_rows_print_the_command_the_executor_runs(tmp_path, monkey
     from flax import nnx
 
     from tests.trainer.fake_run import write_run
-    from vnr import checkpoint, evaluate, selection
+    from vnr import evaluate, run_reader, selection
     from vnr.reproduce import execute, runconfig
 
     p = plan.make(registry.load("moviepuzzle"), "smoke", tmp_path)
@@ -166,7 +166,7 @@ def test_evaluate_only_rows_print_the_command_the_executor_runs(tmp_path, monkey
     assert " --step selected " in printed
 
     def fake(cfg, workdir, step):  # what vnr.evaluate resolves that step to
-        chosen = checkpoint.run_step(workdir, step, "--workdir", cfg.select, "--step")
+        chosen = run_reader.run_step(workdir, step, "--workdir", cfg.select, "--step")
         return {"test_in_domain": {"os2": 1.0}, "selection": chosen.record}
 
     monkeypatch.setattr(evaluate, "evaluate", fake)
@@ -176,4 +176,4 @@ def test_evaluate_only_rows_print_the_command_the_executor_runs(tmp_path, monkey
     got = (tmp_path / run.id / "results.json").read_text()
     assert '"step": 4' in got and '"mode": "last"' in got
     with pytest.raises(selection.StepError, match="selects no step"):  # the old `--step best`
-        checkpoint.run_step(owner, "best", "--workdir", config.select, "--step")
+        run_reader.run_step(owner, "best", "--workdir", config.select, "--step")

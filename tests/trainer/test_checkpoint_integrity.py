@@ -15,7 +15,7 @@ import optax
 import pytest
 from flax import nnx
 
-from vnr import checkpoint, checksums
+from vnr import checkpoint, checksums, run_reader
 
 
 class _Iterator:
@@ -166,7 +166,7 @@ def test_another_model_is_an_error_naming_the_checkpoint(run):
 
 
 def test_restore_run_verifies_the_other_runs_checkpoint(run):
-    step, params = checkpoint.restore_run(run)
+    step, params = run_reader.restore_run(run)
     assert step == 2 and params["kernel"].shape == (4, 3)
     bad = _largest(run / "checkpoints" / "2")
     name = bad.relative_to(run / "checkpoints" / "2").as_posix()
@@ -174,14 +174,14 @@ def test_restore_run_verifies_the_other_runs_checkpoint(run):
     with pytest.raises(checkpoint.CorruptCheckpoint,
                        match=rf"^init_from={run}: checkpoint step 2 \(.*/checkpoints/2\) is "
                              rf"corrupt: {name} has \d+ bytes, \d+ were written$"):
-        checkpoint.restore_run(run)
+        run_reader.restore_run(run)
     # Without a manifest (written before they existed), a damaged file is still one line
     # naming the checkpoint, not TensorStore's page of spec.
     (run / "checkpoints" / "2" / "state" / checksums.MANIFEST).unlink()
     for p in (run / "checkpoints" / "2" / "state").rglob("d/*"):
         p.write_bytes(b"")
     with pytest.raises(checkpoint.CorruptCheckpoint) as e:
-        checkpoint.restore_run(run, key="workdir")
+        run_reader.restore_run(run, key="workdir")
     assert str(e.value).startswith(f"workdir={run}: checkpoint step 2 (") and \
         " is unreadable: " in str(e.value) and "\n" not in str(e.value) and \
         len(str(e.value)) < 500

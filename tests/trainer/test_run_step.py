@@ -1,6 +1,6 @@
 """Readers of another run take the step the run reports (its model selected by validation),
 not its newest checkpoint, unless told otherwise (`selected | best | last | N`, one chooser:
-`vnr.selection.choose_step`): `vnr.checkpoint.restore_run`, `init_from` through the trainer's
+`vnr.selection.choose_step`): `vnr.run_reader.restore_run`, `init_from` through the trainer's
 `pretrained` hook, `vnr.evaluate.from_config` (M-SYMON's evaluate / crosslingual tools) and
 the SYMON -> YMS zero-shot source."""
 
@@ -15,7 +15,7 @@ from flax import nnx
 
 from tests import ROOT
 from tests.trainer.fake_run import params, write_run
-from vnr import checkpoint, config_file, evaluate, pretrained, selection, train
+from vnr import checkpoint, config_file, evaluate, pretrained, run_reader, selection, train
 
 BEST_FIRST = {2: 0.9, 4: 0.1}  # val metric by step: the best (2) is not the newest (4)
 SELECT = {"metric": "val/f1", "mode": "max"}
@@ -34,30 +34,30 @@ def test_restore_run_reads_the_reported_step_unless_told(tmp_path):
     saved = _linear_run(tmp_path)
     flat = {k: {".".join(map(str, p)): v for p, v in ps.items()} for k, ps in saved.items()}
     for step, want in (("selected", 2), ("best", 2), ("last", 4), ("4", 4), (2, 2)):
-        n, got = checkpoint.restore_run(tmp_path, step=step)
+        n, got = run_reader.restore_run(tmp_path, step=step)
         assert n == want and _same(got, flat[want]), step
-    chosen = checkpoint.run_step(tmp_path)
+    chosen = run_reader.run_step(tmp_path)
     assert chosen.why == "the step its results.json reports: best val/f1 = 0.9 (max)"
     assert chosen.record == {"metric": "val/f1", "mode": "max", "step": 2, "value": 0.9}
     with pytest.raises(selection.StepError, match=rf"^init_from={tmp_path}: step=3: no "
                                                   r"checkpoint of that step \(there are 2, 4\)$"):
-        checkpoint.restore_run(tmp_path, step="3")
+        run_reader.restore_run(tmp_path, step="3")
     with pytest.raises(selection.StepError, match=r"step='newest': use selected, best, last"):
-        checkpoint.run_step(tmp_path, "newest")
+        run_reader.run_step(tmp_path, "newest")
 
 
 def test_a_run_without_results_json_gives_its_best_else_its_newest(tmp_path):
     _linear_run(tmp_path / "unfinished", reported=None)
-    chosen = checkpoint.run_step(tmp_path / "unfinished")
+    chosen = run_reader.run_step(tmp_path / "unfinished")
     assert chosen.step == 2 and chosen.why == "best val/f1 = 0.9 (max); no results.json yet"
     _linear_run(tmp_path / "last", select={"metric": "", "mode": "max"}, reported=None)
-    chosen = checkpoint.run_step(tmp_path / "last")
+    chosen = run_reader.run_step(tmp_path / "last")
     assert chosen.step == 4 and chosen.why.startswith("the newest: no results.json yet")
     with pytest.raises(selection.StepError, match=r"step best: this run selects no step"):
-        checkpoint.run_step(tmp_path / "last", "best")
+        run_reader.run_step(tmp_path / "last", "best")
     # a run that reports its last step (nothing selects): that step
     _linear_run(tmp_path / "reports_last", select={"metric": "", "mode": "max"}, reported=4)
-    assert checkpoint.run_step(tmp_path / "reports_last").step == 4
+    assert run_reader.run_step(tmp_path / "reports_last").step == 4
 
 
 def test_a_reported_step_that_is_gone_is_one_line(tmp_path):
@@ -67,10 +67,10 @@ def test_a_reported_step_that_is_gone_is_one_line(tmp_path):
     with pytest.raises(selection.StepError, match=r"step=selected: results.json reports step "
                                                   r"3, but no checkpoint of it is kept .*"
                                                   r"\(there are 2, 4\); give last or a step"):
-        checkpoint.run_step(tmp_path)
+        run_reader.run_step(tmp_path)
     (tmp_path / "results.json").write_text("{not json")
     with pytest.raises(ValueError, match=r"results.json is unreadable"):
-        checkpoint.run_step(tmp_path)
+        run_reader.run_step(tmp_path)
 
 
 def test_best_names_the_alternative_that_ranked_as_results_json_does(tmp_path):
@@ -82,8 +82,8 @@ def test_best_names_the_alternative_that_ranked_as_results_json_does(tmp_path):
     write_run(tmp_path, lambda step: nnx.Linear(4, 3, rngs=nnx.Rngs(step)), BEST_FIRST,
               select, reported=None, used="val/estimated_f1")
     want = {"metric": "val/estimated_f1", "mode": "max", "step": 2, "value": 0.9}
-    assert checkpoint.run_step(tmp_path, "best").record == want
-    assert checkpoint.run_step(tmp_path).record == want
+    assert run_reader.run_step(tmp_path, "best").record == want
+    assert run_reader.run_step(tmp_path).record == want
     with checkpoint.reader(tmp_path / "checkpoints", select["metric"], "max") as mgr:
         assert evaluators.selected_step(mgr, ml_collections.ConfigDict(
             {"select": select, "total_steps": 4})) == want
