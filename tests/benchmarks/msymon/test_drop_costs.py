@@ -8,6 +8,7 @@ import pytest
 from bench.reference.drop_dtw import alignment_cost, exhaustive
 from configs.msymon.main import get_config
 from vnr.benchmarks.msymon import alignment as task
+from vnr.benchmarks.msymon import inference
 
 B, N, M = 6, 5, 4
 LX = np.array([5, 4, 3, 5, 2, 5])
@@ -62,7 +63,7 @@ def test_drop_costs_are_tuned_on_validation_and_window_blocks_far_matches():
                narr_begin=np.tile(np.arange(M, dtype=np.float32) * 10, (B, 1)),
                narr_end=np.tile(np.arange(M, dtype=np.float32) * 10 + 10, (B, 1)))
     pred = task.drop_dtw_alignment(out, ev)
-    allowed = task.window_mask(out, 1.0)
+    allowed = inference.window_mask(out, 1.0)
     for b in range(B):
         for i in range(LX[b]):
             assert pred[b, i] < 0 or allowed[b, i, pred[b, i]]

@@ -15,7 +15,7 @@ from tfds_builders import msymon as builder
 from tfds_builders.msymon import parse, synthetic
 from vnr import sharding, train
 from vnr.benchmarks.msymon import alignment as task
-from vnr.benchmarks.msymon import data, tools
+from vnr.benchmarks.msymon import data, inference, tools
 
 DIM = 32
 
@@ -54,7 +54,7 @@ def test_transcript_baseline_and_window_definitions():
            "clip_mask": np.array([[True, True, True, False]]),
            "sent_mask": np.array([[True, True]])}
     assert task.transcript_alignment(out).tolist() == [[0, 0, 1, -1]]
-    assert task.window_mask(out, 0.0)[0, :, 1].tolist() == [False, False, True, True]
+    assert inference.window_mask(out, 0.0)[0, :, 1].tolist() == [False, False, True, True]
     # Narration estimate without subtitles: proportional to characters over the duration.
     nb, ne, known = data.narration_times(["ab", "abcdef", "xy"], np.full(3, np.nan),
                                          np.full(3, np.nan), 10.0)
