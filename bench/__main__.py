@@ -3,8 +3,8 @@
 Each benchmark is a module `bench/<name>.py` exposing `main(argv)` (`argv[0]` is its name);
 this file only dispatches by name (importlib), so benchmarks stay independent. `SHARED` are
 the modules the benchmarks share, not benchmarks themselves. `python -m bench --help` lists
-them, `<name> --help` names a benchmark's flags; a bad flag is one `error:` line
-(`vnr/cli.py`).
+them, `<name> --help` names a benchmark's flags; a bad flag or a config the trainer's checks
+refuse is one `error:` line (`vnr/cli.py`).
 """
 
 import importlib
@@ -15,6 +15,8 @@ from absl import flags
 
 import bench
 from vnr import cli
+from vnr.evaluators import EvaluatorError
+from vnr.workdir import ConfigError
 
 SHARED = ("flops", "timing")
 
@@ -41,6 +43,8 @@ def main(argv: list[str]) -> None:
     try:
         module.main(argv[1:])
     except flags.Error as e:  # the benchmarks that parse the global FLAGS themselves
+        cli.fail(f"{argv[1]}: {e}")
+    except (ConfigError, EvaluatorError) as e:  # the config the benchmark set up (vnr.train)
         cli.fail(f"{argv[1]}: {e}")
 
 

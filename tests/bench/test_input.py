@@ -49,3 +49,15 @@ def test_benchmark_prints_demand_rates_and_headroom(tmp_path):
     paths = [r for r in rows if "JPEG each epoch" in r or "frame_store" in r]
     assert len(paths) == 2 and all(r.rstrip().endswith("|") and "x" in r for r in paths)
     assert "store built once" in paths[1]
+
+
+def test_a_config_the_trainer_refuses_is_one_error_line(tmp_path):
+    """The benchmark sets its config up through vnr.train: a config the trainer's checks
+    refuse ends as the trainer's one line (exit 2), not a ConfigError traceback."""
+    out = subprocess.run(
+        [sys.executable, "-m", "bench", "input", "--device=h100",
+         "--config=configs/moviepuzzle/main.py:smoke", f"--config.data.data_dir={tmp_path}",
+         "--config.lr=-1.0"], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 2, out.stderr[-3000:]
+    err = out.stderr.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: input: config key lr=-1.0 must be > 0")
