@@ -206,3 +206,27 @@ def test_frame_store_key_follows_a_rebuilt_dataset(monkeypatch, tmp_path):
     assert data.store_directory(cfg) == first  # reused
     (built / "build_summary.json").write_text('{"examples": {"train": 3}, "skipped": {"x": 1}}')
     assert data.store_directory(cfg) != first
+
+
+def _frames_of_id(rec: dict) -> np.ndarray:
+    """A picklable `prepare` for the spawned store builders: record k -> k + 1 frames."""
+    k = int(rec["clip_id"])
+    return np.full((k + 1, 2, 2, 3), k, np.uint8)
+
+
+def test_frame_store_built_by_worker_processes_equals_one_built_here(tmp_path):
+    """One pool of spawned processes serves every split, in record order: the files are the
+    ones the in-process build writes, byte for byte."""
+    from vnr.data import frame_store
+
+    sources = {"train": [{"clip_id": str(k)} for k in range(9)],
+               "val": [{"clip_id": str(k)} for k in (4, 0, 2)]}
+    here = frame_store.build(tmp_path / "here", sources, _frames_of_id, {"x": 1}, workers=0,
+                             say=lambda _: None)
+    pool = frame_store.build(tmp_path / "pool", sources, _frames_of_id, {"x": 1}, workers=2,
+                             say=lambda _: None)
+    files = sorted(p.name for p in here.iterdir())
+    assert files == sorted(p.name for p in pool.iterdir()) and "val.u8" in files
+    for name in files:
+        assert (here / name).read_bytes() == (pool / name).read_bytes(), name
+    assert frame_store.Reader(pool, "val").rows(1, "0").tolist() == [[[[0] * 3] * 2] * 2]

@@ -23,6 +23,7 @@ Size: 147 KiB per 224 px frame.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -58,25 +59,50 @@ def location(data_dir: str | os.PathLike, dataset: str, identity: Mapping[str, A
 _JOB: dict[str, Any] = {}
 
 
-def _init(source: Sequence[dict], prepare: Callable, id_key: str) -> None:
-    _JOB.update(source=source, prepare=prepare, id_key=id_key)
+def _init(sources: Mapping[str, Sequence[dict]], prepare: Callable, id_key: str) -> None:
+    _JOB.update(sources=sources, prepare=prepare, id_key=id_key)
 
 
-def _one(index: int) -> tuple[str, np.ndarray]:
-    rec = _JOB["source"][index]
+def _one(job: tuple[str, int]) -> tuple[str, np.ndarray]:
+    split, index = job
+    rec = _JOB["sources"][split][index]
     return str(rec[_JOB["id_key"]]), np.ascontiguousarray(_JOB["prepare"](rec), np.uint8)
 
 
-def _prepared(source: Sequence[dict], prepare: Callable, id_key: str, workers: int
-              ) -> Iterator[tuple[str, np.ndarray]]:
-    """(record id, frames) of every record, in order; `workers` spawned processes when > 1."""
+@contextlib.contextmanager
+def _mapper(sources: Mapping[str, Sequence[dict]], prepare: Callable, id_key: str,
+            workers: int) -> Iterator[Callable[[str], Iterator[tuple[str, np.ndarray]]]]:
+    """A function giving (record id, frames) of every record of a split, in order: in this
+    process, or in `workers` spawned processes when > 1 (one pool for every split: a spawned
+    process imports the caller's modules, which takes seconds)."""
     if workers <= 1:
-        _init(source, prepare, id_key)
-        yield from map(_one, range(len(source)))
+        _init(sources, prepare, id_key)
+        yield lambda split: map(_one, ((split, i) for i in range(len(sources[split]))))
         return
     ctx = multiprocessing.get_context("spawn")
-    with ctx.Pool(workers, _init, (source, prepare, id_key)) as pool:
-        yield from pool.imap(_one, range(len(source)), chunksize=4)
+    with ctx.Pool(workers, _init, (sources, prepare, id_key)) as pool:
+        yield lambda split: pool.imap(_one, ((split, i) for i in range(len(sources[split]))),
+                                      chunksize=4)
+
+
+def _write_split(tmp: pathlib.Path, split: str, prepared: Iterator[tuple[str, np.ndarray]],
+                 shape: list[int] | None, splits: dict) -> list[int] | None:
+    """Writes one split's files; returns the frame shape (checked against `shape`)."""
+    offsets, ids = [0], []
+    with open(tmp / f"{split}.u8", "wb") as f:
+        for rec_id, frames in prepared:
+            if shape is None:
+                shape = list(frames.shape[1:])
+            if list(frames.shape[1:]) != shape:
+                raise StoreError(f"frame store: record {rec_id!r} ({split}) has frames "
+                                 f"{frames.shape[1:]}, the others {tuple(shape)}")
+            f.write(frames.tobytes())
+            offsets.append(offsets[-1] + len(frames))
+            ids.append(rec_id)
+    np.save(tmp / f"{split}.offsets.npy", np.asarray(offsets, np.int64))
+    (tmp / f"{split}.ids.json").write_text(json.dumps(ids))
+    splits[split] = {"records": len(ids), "frames": offsets[-1]}
+    return shape
 
 
 def build(directory: pathlib.Path, sources: Mapping[str, Sequence[dict]],
@@ -93,22 +119,11 @@ def build(directory: pathlib.Path, sources: Mapping[str, Sequence[dict]],
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     shape, splits = None, {}
-    for split, source in sources.items():
-        offsets, ids = [0], []
-        with open(tmp / f"{split}.u8", "wb") as f:
-            for rec_id, frames in _prepared(source, prepare, id_key, workers):
-                if shape is None:
-                    shape = list(frames.shape[1:])
-                if list(frames.shape[1:]) != shape:
-                    raise StoreError(f"frame store: record {rec_id!r} ({split}) has frames "
-                                     f"{frames.shape[1:]}, the others {tuple(shape)}")
-                f.write(frames.tobytes())
-                offsets.append(offsets[-1] + len(frames))
-                ids.append(rec_id)
-        np.save(tmp / f"{split}.offsets.npy", np.asarray(offsets, np.int64))
-        (tmp / f"{split}.ids.json").write_text(json.dumps(ids))
-        splits[split] = {"records": len(ids), "frames": offsets[-1]}
-        say(f"frame store {directory.name}: {split} {len(ids)} records, {offsets[-1]} frames")
+    with _mapper(sources, prepare, id_key, workers) as prepared:
+        for split in sources:
+            shape = _write_split(tmp, split, prepared(split), shape, splits)
+            say(f"frame store {directory.name}: {split} {splits[split]['records']} records, "
+                f"{splits[split]['frames']} frames")
     meta = {"identity": dict(identity), "layout": LAYOUT, "shape": shape, "splits": splits}
     (tmp / "meta.json").write_text(json.dumps(meta, indent=1, sort_keys=True))
     try:

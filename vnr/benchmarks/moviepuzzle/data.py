@@ -231,10 +231,12 @@ def store_directory(cfg: Any):
     directory = frame_store.location(cfg.data_dir, dataset, ident)
     if not (directory / "meta.json").is_file():
         prep = preprocessing(cfg)
-        n_records = sum(len(v) for v in sources.values())  # a process per 64, one per core
+        # a process per 256 records, at most one per core: spawning one takes seconds, so a
+        # small store is quicker decoded here (68 generated clips: 11 s in 2 processes)
+        n_records = sum(len(v) for v in sources.values())
         frame_store.build(directory, sources,
                           _StorePrepare(cfg.image_size, prep["resize"], prep["jpeg_draft"]),
-                          ident, workers=min(pipeline.host_cores(), -(-n_records // 64)))
+                          ident, workers=min(pipeline.host_cores(), -(-n_records // 256)))
     return directory
 
 
