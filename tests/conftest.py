@@ -42,14 +42,20 @@ def shared_data() -> pathlib.Path:
 # The longest test files (minutes of compile on the 2-core CI machine) are handed to the
 # pytest-xdist workers first: with `--dist loadfile` files go out in collection order, and a
 # long file collected last leaves the other worker idle at the end of the run.
-_LONG_FIRST = ("tests/trainer/test_pretrained.py", "tests/trainer/test_precision.py",
-               "tests/trainer/test_multihost.py", "tests/trainer/test_resume.py",
-               "tests/benchmarks/movie101/test_movie101_mcn.py",
-               "tests/benchmarks/symon/test_symon_tasks.py", "tests/trainer/test_feature_cache.py",
-               "tests/benchmarks/movie101/test_grounding.py",
-               "tests/benchmarks/sc2st/test_sc2st_model.py",
-               "tests/reproduce/test_smoke_moviepuzzle.py",
-               "tests/reproduce/test_smoke_movie101.py")
+_LONG_FIRST = (  # longest first, by the seconds of a whole run (`--durations`, 2026-11-28)
+    "tests/reproduce/test_smoke_moviepuzzle.py", "tests/trainer/test_pretrained.py",
+    "tests/reproduce/test_smoke_movie101.py", "tests/trainer/test_multihost.py",
+    "tests/benchmarks/movie101/test_movie101_mcn.py", "tests/benchmarks/symon/test_symon_tasks.py",
+    "tests/schemas/test_bad_input.py", "tests/benchmarks/moviepuzzle/test_hcmc_train.py",
+    "tests/trainer/test_resume.py", "tests/benchmarks/moviepuzzle/test_hcmc.py",
+    "tests/trainer/test_evaluators.py", "tests/benchmarks/sc2st/test_sc2st_model.py",
+    "tests/trainer/test_faults.py", "tests/reproduce/test_smoke_sc2st.py",
+    "tests/reproduce/test_smoke_symon.py", "tests/trainer/test_train.py",
+    "tests/trainer/test_precision.py", "tests/bench/test_accelerator.py",
+    "tests/benchmarks/movie101/test_release_e2e.py", "tests/benchmarks/msymon/test_msymon.py",
+    "tests/test_install.py", "tests/trainer/test_workers.py", "tests/ops/test_beam_decode.py",
+    "tests/benchmarks/movie101/test_grounding.py", "tests/reproduce/test_smoke_msymon.py",
+    "tests/trainer/test_feature_cache.py")
 
 
 def pytest_collection_modifyitems(config, items):
