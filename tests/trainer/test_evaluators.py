@@ -190,6 +190,7 @@ def test_evaluate_refuses_what_it_cannot_mean(selected, tmp_path):
         workdir.load_config(tmp_path)
 
 
+@pytest.mark.e2e  # trains (train.run), as the marker says
 def test_best_on_a_run_that_never_validated(data_dir, tmp_path):
     """A run cut (e.g. preempted) after step 2, before its first validation at step 3."""
     c = smoke(data_dir, keep_ckpts=1, total_steps=2, eval_every=3, ckpt_every=2)
