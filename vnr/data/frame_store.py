@@ -75,14 +75,16 @@ def _mapper(sources: Mapping[str, Sequence[dict]], prepare: Callable, id_key: st
     """A function giving (record id, frames) of every record of a split, in order: in this
     process, or in `workers` spawned processes when > 1 (one pool for every split: a spawned
     process imports the caller's modules, which takes seconds)."""
+    def jobs(split: str) -> Iterator[tuple[str, int]]:
+        return ((split, i) for i in range(len(sources[split])))
+
     if workers <= 1:
         _init(sources, prepare, id_key)
-        yield lambda split: map(_one, ((split, i) for i in range(len(sources[split]))))
+        yield lambda split: map(_one, jobs(split))
         return
     ctx = multiprocessing.get_context("spawn")
     with ctx.Pool(workers, _init, (sources, prepare, id_key)) as pool:
-        yield lambda split: pool.imap(_one, ((split, i) for i in range(len(sources[split]))),
-                                      chunksize=4)
+        yield lambda split: pool.imap(_one, jobs(split), chunksize=4)
 
 
 def _write_split(tmp: pathlib.Path, split: str, prepared: Iterator[tuple[str, np.ndarray]],
