@@ -9,10 +9,12 @@ and imports it from there, so no upstream code is committed here.
 
 The full network (9.7M video parameters, plus a 66250x300 word table) is too big for the
 repository, so the fixture network is upstream's own classes at 1/8 of every channel width
-(every layer, pool and gate still present; the text tower shrunk to a 50-word table),
+(every layer, pool and gate still present; the text tower shrunk to a 50-word list: 51 rows
+with padding),
 weights from torch's initialisers, batch-norm running statistics measured in train mode on
 random clips then perturbed (so eval-mode BN is exercised), saved with `torch.save` in both
-the zip and the legacy format. Inputs are uint8 frames (the test divides by 255 the same way).
+the zip and the legacy format. Inputs are uint8 frames (the test divides by 255 the same way);
+the text tower's token ids and embeddings of a few sentences are saved too.
 `full_keys.json` is the full-size state dict's {key: shape}.
 """
 
@@ -36,6 +38,10 @@ DIVISOR = 8
 # (name, shape [B, 3, T, H, W]): odd lengths make upstream's ceil-mode pools overhang on
 # time (T=10: maxpool_4a and 5a), height and width (58, 50: maxpool_2a, 3a, 4a).
 INPUTS = {"odd": (1, 3, 10, 58, 50), "even": (2, 3, 8, 32, 32)}
+# The fixture's word list is w0..w49; unknown words, punctuation, case, apostrophes, an empty
+# sentence and one of more than 16 known words (truncated).
+SENTENCES = ["w3 w7 zzz", "W1, w2's w49 w0 w0!", "", "nothing known here", "w5's w6",
+             " ".join(f"w{i}" for i in range(20))]
 
 
 def import_upstream(directory: str | None):
@@ -83,7 +89,7 @@ def small_s3d(s3dg, dict_path: Path, d: int) -> nn.Module:
                 c = block.output_dim
             self.fc = nn.Linear(c, self.num_classes)
             self.text_module = s3dg.Sentence_Embedding(
-                self.num_classes, num_embeddings=50, word_embedding_dim=12,
+                self.num_classes, num_embeddings=51, word_embedding_dim=12,
                 token_to_word_path=str(dict_path), output_dim=24)
 
     return SmallS3D()
@@ -143,8 +149,14 @@ def main() -> None:
         for k, v in out.items():
             arrays[f"{name}_{k}"] = v.numpy()
             outputs[f"{name}_{k}"] = [float(v.abs().max()), float(v.std())]
+    with torch.no_grad():
+        arrays["text_ids"] = net.text_module._words_to_ids(SENTENCES).numpy()
+        text = net.text_module(SENTENCES)["text_embedding"]
+    arrays["text_embedding"] = text.numpy()
+    outputs["text_embedding"] = [float(text.abs().max()), float(text.std())]
     np.savez_compressed(OUT / "io.npz", **arrays)
     meta = {"divisor": DIVISOR, "num_classes": 512 // DIVISOR, "inputs": INPUTS,
+            "sentences": SENTENCES, "words": [f"w{i}" for i in range(50)],
             "torch": torch.__version__, "output_abs_max_std": outputs}
     (OUT / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
     for p in sorted(OUT.iterdir()):

@@ -30,9 +30,17 @@ def golden() -> dict[str, np.ndarray]:
         return dict(f)
 
 
+class _Models(dict):
+    """format -> the golden S3D, loaded on first use."""
+
+    def __missing__(self, fmt: str) -> s3d.S3D:
+        self[fmt] = s3d.from_checkpoint(GOLDEN / f"weights_{fmt}.pth", cfg=TINY)
+        return self[fmt]
+
+
 @pytest.fixture(scope="module")
 def models() -> dict[str, s3d.S3D]:
-    return {f: s3d.from_checkpoint(GOLDEN / f"weights_{f}.pth", cfg=TINY) for f in FORMATS}
+    return _Models()
 
 
 def frames_of(golden: dict, name: str) -> np.ndarray:
@@ -163,3 +171,26 @@ def test_features_per_second(models):
     direct = np.asarray(s3d._embed(models["zip"], clips).mixed_5c)
     direct = direct / np.linalg.norm(direct, axis=1, keepdims=True)
     np.testing.assert_allclose(feats, direct, atol=1e-5)
+
+
+def test_tokenizer_matches_upstream(golden):
+    tok = s3d.WordTokenizer(META["words"])
+    np.testing.assert_array_equal(tok(META["sentences"]), golden["text_ids"])
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_text_tower_parity(golden, fmt):
+    text = s3d.text_from_checkpoint(GOLDEN / f"weights_{fmt}.pth")
+    assert text.config == s3d.TextConfig(51, 12, 24, META["num_classes"])
+    got = np.asarray(text(s3d.WordTokenizer(META["words"])(META["sentences"])))
+    ref = golden["text_embedding"]
+    diff = float(np.abs(got - ref).max())
+    print(f"{fmt} text_embedding: max |diff| {diff:.3g} (max |ref| {np.abs(ref).max():.3g})")
+    assert diff <= RTOL * float(np.abs(ref).max())
+
+
+def test_text_tower_missing_key(monkeypatch, tensors):
+    bad = {k: v for k, v in tensors.items() if k != "text_module.fc2.bias"}
+    monkeypatch.setattr(torch_checkpoint, "read_torch_checkpoint", lambda path: bad)
+    with pytest.raises(CheckpointError, match=r"^/c.pth: missing key 'text_module.fc2.bias'"):
+        s3d.text_from_checkpoint("/c.pth")

@@ -25,15 +25,17 @@ module, so every S3D applies gating everywhere; this port has no flag.
 
 Batch norm is the inference form with the stored running statistics (eps 1e-5): a frozen
 feature extractor, never trained here (training-mode batch statistics are not implemented).
-The text tower (word2vec table + two FC layers, `text_module.*`) is not ported: its tensors
-are ignored when loading. Module and parameter names give upstream's state-dict keys
-(`mixed_4b.conv_b1_b.conv2.weight`, `...bn2.running_var`, `gating.fc.bias`).
+The text tower (`text_module.*`: word table, fc1, ReLU, max over words, fc2) is a separate
+module, `S3DText` (`WordTokenizer`, `text_from_checkpoint`); the video loader ignores it.
+Module and parameter names give upstream's state-dict keys (`mixed_4b.conv_b1_b.conv2.weight`,
+`...bn2.running_var`, `gating.fc.bias`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+import re
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
@@ -110,7 +112,7 @@ class S3DConfig:
 
 
 S3D_HOWTO100M = S3DConfig()
-TEXT_PREFIX = "text_module."  # the text tower's keys, not ported
+TEXT_PREFIX = "text_module."  # the text tower's keys (`S3DText`)
 
 
 class S3DOutput(NamedTuple):
@@ -280,65 +282,76 @@ class S3D(nnx.Module):
 # ----------------------------------------------------------------------------- loading
 
 
-def upstream_key(name: str) -> str:
-    """NNX parameter name -> upstream state-dict key (`kernel`/`scale` are torch's `weight`)."""
+def upstream_key(name: str, prefix: str = "") -> str:
+    """NNX parameter name -> upstream state-dict key (`kernel`, `scale` and `embedding` are
+    torch's `weight`); `prefix` is the tower's (`text_module.` for the text tower)."""
     module, _, leaf = name.rpartition(".")
-    return f"{module}.{'weight' if leaf in ('kernel', 'scale') else leaf}"
+    return f"{prefix}{module}.{'weight' if leaf in ('kernel', 'scale', 'embedding') else leaf}"
 
 
-def _to_torch_shape(shape: tuple[int, ...]) -> tuple[int, ...]:
+def _to_torch_shape(name: str, shape: tuple[int, ...]) -> tuple[int, ...]:
+    if not name.endswith(".kernel"):
+        return shape
     if len(shape) == 5:  # (kt, kh, kw, in, out) -> (out, in, kt, kh, kw)
         return (shape[4], shape[3], *shape[:3])
-    return shape[::-1] if len(shape) == 2 else shape
+    return shape[::-1]
 
 
-def _to_flax_layout(x: np.ndarray) -> np.ndarray:
-    if x.ndim == 5:
-        return x.transpose(2, 3, 4, 1, 0)
-    return x.T if x.ndim == 2 else x
+def _to_flax_layout(name: str, x: np.ndarray) -> np.ndarray:
+    if not name.endswith(".kernel"):
+        return x
+    return x.transpose(2, 3, 4, 1, 0) if x.ndim == 5 else x.T
 
 
 def upstream_shapes(cfg: S3DConfig = S3D_HOWTO100M) -> dict[str, tuple[int, ...]]:
     """Upstream key -> torch shape of every parameter and running statistic this port reads
     (built abstractly: nothing is allocated)."""
     shapes = loading.param_shapes(lambda rngs: S3D(cfg, rngs))
-    return {upstream_key(k): _to_torch_shape(s) for k, s in shapes.items()}
+    return {upstream_key(k): _to_torch_shape(k, s) for k, s in shapes.items()}
 
 
 def ignored(key: str) -> bool:
-    """Checkpoint keys left unused on purpose: BN step counters and the text tower."""
+    """Checkpoint keys the video tower leaves unused: BN step counters and the text tower."""
     return key.endswith(".num_batches_tracked") or key.startswith(TEXT_PREFIX)
 
 
-def match_state_dict(tensors: dict[str, np.ndarray], cfg: S3DConfig,
-                     where: str) -> dict[str, np.ndarray]:
-    """NNX parameter name -> array (Flax layout) from an upstream state dict; the first
-    problem (missing, unexpected or misshapen key) is one `CheckpointError` line naming
-    `where` and the key, with the count of the others."""
-    shapes = loading.param_shapes(lambda rngs: S3D(cfg, rngs))
-    wanted = {upstream_key(k): k for k in shapes}
-    used = {k for k in tensors if not ignored(k)}
+def _match(tensors: dict[str, np.ndarray], shapes: dict[str, tuple[int, ...]], where: str,
+           prefix: str, skip: Callable[[str], bool], what: str = "S3D"
+           ) -> dict[str, np.ndarray]:
+    """NNX parameter name -> array (Flax layout) for `shapes` (NNX names) from an upstream
+    state dict, keys under `prefix`, those `skip` accepts left alone; the first problem
+    (missing, unexpected or misshapen key) is one `CheckpointError` line naming `where`
+    and the key, with the count of the others."""
+    wanted = {upstream_key(k, prefix): k for k in shapes}
+    used = {k for k in tensors if not skip(k)}
     if tensors and not used & set(wanted):
-        raise CheckpointError(f"{where}: not an S3D checkpoint: none of its {len(tensors)} "
-                              f"tensors is an S3D key (first: {next(iter(tensors))!r})")
-    problems = [f"missing key {k!r} (shape {_to_torch_shape(shapes[wanted[k]])})"
-                for k in wanted if k not in tensors]
+        raise CheckpointError(f"{where}: not an {what} checkpoint: none of its {len(tensors)} "
+                              f"tensors is an {what} key (first: {next(iter(tensors))!r})")
+    problems = [f"missing key {k!r} (shape {_to_torch_shape(n, shapes[n])})"
+                for k, n in wanted.items() if k not in tensors]
     problems += [f"unexpected key {k!r} (shape {tuple(tensors[k].shape)})"
                  for k in sorted(used - set(wanted))]
     out = {}
     for key, name in wanted.items():
         if key not in tensors:
             continue
-        want = _to_torch_shape(shapes[name])
+        want = _to_torch_shape(name, shapes[name])
         if tuple(tensors[key].shape) != want:
             problems.append(f"key {key!r} has shape {tuple(tensors[key].shape)}, S3D expects "
                             f"{want}")
             continue
-        out[name] = _to_flax_layout(np.asarray(tensors[key], np.float32))
+        out[name] = _to_flax_layout(name, np.asarray(tensors[key], np.float32))
     if problems:
         more = f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else ""
         raise CheckpointError(f"{where}: {problems[0]}{more}")
     return out
+
+
+def match_state_dict(tensors: dict[str, np.ndarray], cfg: S3DConfig,
+                     where: str) -> dict[str, np.ndarray]:
+    """The video tower's parameters from an upstream state dict (see `_match`)."""
+    shapes = loading.param_shapes(lambda rngs: S3D(cfg, rngs))
+    return _match(tensors, shapes, where, "", ignored)
 
 
 def from_checkpoint(path: str | Path, *, cfg: S3DConfig = S3D_HOWTO100M,
@@ -351,6 +364,78 @@ def from_checkpoint(path: str | Path, *, cfg: S3DConfig = S3D_HOWTO100M,
 
     arrays = match_state_dict(read_torch_checkpoint(path), cfg, str(path))
     return loading.instantiate(lambda rngs: S3D(cfg, rngs), arrays,
+                               key=jax.random.key(0) if key is None else key, mesh=mesh)
+
+
+# ----------------------------------------------------------------------------- text tower
+
+
+@dataclasses.dataclass(frozen=True)
+class TextConfig:
+    """Upstream's `Sentence_Embedding` widths (read from the checkpoint when loading)."""
+
+    num_embeddings: int = 66250  # 1 + the words of s3d_dict.npy (row 0: padding)
+    word_dim: int = 300
+    hidden: int = 2048
+    num_classes: int = 512
+    max_words: int = 16
+
+
+class S3DText(nnx.Module):
+    """Token ids [B, max_words] -> `text_embedding` [B, num_classes]: word embedding, fc1 and
+    ReLU, max over the word slots (padding slots included, as upstream), fc2."""
+
+    def __init__(self, cfg: TextConfig, rngs: nnx.Rngs):
+        self.config = cfg
+        self.word_embd = nnx.Embed(cfg.num_embeddings, cfg.word_dim, rngs=rngs,
+                                   embedding_init=annotate(nnx.initializers.normal(1.0),
+                                                           ("vocab", None)))
+        self.fc1 = _linear(cfg.word_dim, cfg.hidden, rngs)
+        self.fc2 = _linear(cfg.hidden, cfg.num_classes, rngs)
+
+    def __call__(self, ids: jax.Array) -> jax.Array:
+        return self.fc2(jax.nn.relu(self.fc1(self.word_embd(ids))).max(axis=1))
+
+
+class WordTokenizer:
+    """Upstream's word lookup: lower-cased, split into runs of word characters and
+    apostrophes, each known word -> 1 + its index in the word list (`s3d_dict.npy`),
+    unknown words dropped, the first `max_words` kept, zero-padded."""
+
+    def __init__(self, words: Sequence[str], max_words: int = 16):
+        self.ids = {str(w): i + 1 for i, w in enumerate(words)}
+        self.max_words = max_words
+
+    @classmethod
+    def from_file(cls, path: str | Path, max_words: int = 16) -> WordTokenizer:
+        return cls(np.load(path).tolist(), max_words)
+
+    def __call__(self, sentences: Sequence[str]) -> np.ndarray:
+        out = np.zeros((len(sentences), self.max_words), np.int32)
+        for row, sentence in enumerate(sentences):
+            known = [self.ids[w] for w in re.findall(r"[\w']+", str(sentence).lower())
+                     if w in self.ids][:self.max_words]
+            out[row, :len(known)] = known
+        return out
+
+
+def text_from_checkpoint(path: str | Path, *, key: jax.Array | None = None,
+                         mesh: jax.sharding.Mesh | None = None) -> S3DText:
+    """The text tower from upstream's state dict (its `text_module.*` keys; the video keys
+    are `from_checkpoint`'s); widths from the file's tensors."""
+    from vnr.models.encoders.torch_checkpoint import read_torch_checkpoint
+
+    tensors = read_torch_checkpoint(path)
+    shape = {k: tuple(tensors[f"{TEXT_PREFIX}{k}.weight"].shape)
+             for k in ("word_embd", "fc1", "fc2") if f"{TEXT_PREFIX}{k}.weight" in tensors}
+    cfg = TextConfig()
+    if len(shape) == 3 and len(shape["word_embd"]) == 2 and all(
+            len(shape[k]) == 2 for k in ("fc1", "fc2")):
+        cfg = TextConfig(*shape["word_embd"], shape["fc1"][0], shape["fc2"][0])
+    shapes = loading.param_shapes(lambda rngs: S3DText(cfg, rngs))
+    arrays = _match(tensors, shapes, str(path), TEXT_PREFIX,
+                    lambda k: not k.startswith(TEXT_PREFIX), "S3D text tower")
+    return loading.instantiate(lambda rngs: S3DText(cfg, rngs), arrays,
                                key=jax.random.key(0) if key is None else key, mesh=mesh)
 
 
