@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 PICKS = ("shown", "nearest")
-RESIZES = ("none", "squash", "short_side_crop")
+RESIZES = ("none", "squash", "short_side_crop", "clip")
 _EPS = 1e-6  # seconds: a requested time equal to a timestamp up to float rounding
 
 
@@ -66,7 +66,8 @@ class Resize:
 
     `squash`: to `width` x `height`, aspect not kept; `short_side_crop`: the shorter side to
     `size`, then a centre crop `crop` x `crop` (0: no crop). Interpolation is swscale's
-    (`bilinear`, `bicubic`, `area`, ...), named because it changes pixels."""
+    (`bilinear`, `bicubic`, `area`, ...), named because it changes pixels. `clip`: CLIP's
+    image processor exactly (`vnr.data.images.clip_resize`, PIL bicubic) to `size`."""
 
     mode: str = "none"
     width: int = 0
@@ -80,6 +81,8 @@ class Resize:
             raise ValueError(f"resize mode {self.mode!r}: use one of {', '.join(RESIZES)}")
         if self.mode == "squash" and (self.width <= 0 or self.height <= 0):
             raise ValueError("resize squash needs width > 0 and height > 0")
+        if self.mode == "clip" and self.size <= 0:
+            raise ValueError("resize clip needs size > 0")
         if self.mode == "short_side_crop" and (self.size <= 0 or self.crop > self.size):
             raise ValueError(f"resize short_side_crop needs size > 0 and crop <= size "
                              f"(got size={self.size}, crop={self.crop})")
@@ -177,6 +180,13 @@ def _quarter(rotation: float | int | None) -> int:
 def _to_rgb(frame: Any, resize: Resize) -> np.ndarray:
     """A decoded frame -> uint8 [H, W, 3] in display orientation, resized as asked."""
     k = _quarter(frame.rotation) // 90
+    if resize.mode == "clip":
+        from PIL import Image
+
+        from vnr.data import images
+
+        img = np.rot90(frame.to_ndarray(format="rgb24"), k)
+        return images.clip_resize(Image.fromarray(np.ascontiguousarray(img)), resize.size)
     w, h = (frame.height, frame.width) if k % 2 else (frame.width, frame.height)
     if resize.mode == "squash":
         w, h = resize.width, resize.height
@@ -188,8 +198,7 @@ def _to_rgb(frame: Any, resize: Resize) -> np.ndarray:
     img = frame.reformat(width=sw, height=sh, format="rgb24",
                          interpolation=resize.interpolation.upper()
                          if resize.mode != "none" else None).to_ndarray()
-    if k:
-        img = np.rot90(img, k)
+    img = np.rot90(img, k) if k else img
     if resize.mode == "short_side_crop" and resize.crop:
         c = resize.crop
         top, left = (img.shape[0] - c) // 2, (img.shape[1] - c) // 2

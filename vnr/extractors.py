@@ -1,0 +1,127 @@
+"""Feature extractors over videos: which frames a model sees, how they are prepared, and the
+model that turns them into one output row per unit (`python -m vnr.extract` runs them).
+
+An extractor cuts a video into **units** (one output row each: a second of video for the
+per-second features SYMON reads), names the times of the frames of every unit (a `vnr.data.
+video` sampling policy), the resize done in the decoding worker, and a jitted function from a
+batch of units' frames, uint8 [units, frames, H, W, 3], to rows [units, D].
+
+Registered:
+* `clip` — a CLIP image tower (Hugging Face directory, `vnr.models.encoders.load_pretrained`,
+  its projection): one frame per second, the frame at the centre of each second (ours), CLIP's
+  own preprocessing (shorter side to the tower's size, bicubic, centre crop, OpenAI
+  normalisation), the projected embedding.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import math
+import os
+import pathlib
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from vnr.data import video
+
+Embed = Callable[[np.ndarray], np.ndarray]  # uint8 [B, F, H, W, 3] -> float32 [B, D]
+
+
+@dataclasses.dataclass(frozen=True)
+class Extractor:
+    """One registered extractor (see the module docstring)."""
+
+    name: str
+    layout: str  # the output folder a builder reads: "features" (<id>.npy [units, D])
+    unit_seconds: float  # each unit spans this long
+    frames_per_unit: int
+    load: Callable[[str, Any], tuple[Embed, video.Resize, dict]]  # (checkpoint, mesh)
+    checkpoint_files: Callable[[str], list[pathlib.Path]]
+    times: Callable[[float, int, int], np.ndarray] | None = None  # (duration, units, F)
+
+    def plan(self, duration: float) -> np.ndarray:
+        """float64 [units, frames_per_unit]: the frame times of each unit (at least one)."""
+        units = max(1, math.ceil(duration / self.unit_seconds - 1e-9))
+        if self.times is not None:
+            return self.times(duration, units, self.frames_per_unit)
+        starts = np.arange(units) * self.unit_seconds
+        ends = np.minimum(starts + self.unit_seconds, max(duration, 1e-3))
+        return np.stack([video.uniform(a, b, self.frames_per_unit) for a, b in
+                         zip(starts, ends)])
+
+    def describe(self, resize: video.Resize, model: dict) -> dict[str, Any]:
+        """The sampling and preprocessing, as recorded with every output."""
+        return {"extractor": self.name, "layout": self.layout,
+                "unit_seconds": self.unit_seconds, "frames_per_unit": self.frames_per_unit,
+                "sampling": "uniform centres of each unit" if self.times is None else
+                self.name, "resize": resize.describe(), "model": model}
+
+
+def _hf_files(checkpoint: str) -> list[pathlib.Path]:
+    from vnr.models.encoders import loading
+
+    d = loading.resolve(checkpoint)
+    names = ("config.json", "model.safetensors", "flax_model.msgpack", "pytorch_model.bin")
+    return [d / n for n in names if (d / n).is_file()]
+
+
+def _load_clip(checkpoint: str, mesh: Any) -> tuple[Embed, video.Resize, dict]:
+    import jax
+    import jax.numpy as jnp
+    from flax import nnx
+
+    from vnr.data import images
+    from vnr.models.encoders import load_pretrained
+
+    model, _, cfg = load_pretrained(checkpoint, mesh=mesh, tower="vision")
+    vis = getattr(cfg, "vision_config", cfg)
+    size = int(vis.image_size)
+    table = jnp.asarray(images.CLIP_TABLE)
+
+    @nnx.jit
+    def embed(m: Any, frames: jax.Array) -> jax.Array:
+        b, f = frames.shape[:2]
+        x = images.clip_normalize(frames.reshape(b * f, *frames.shape[2:]), table)
+        pooled = m(x).pooled.astype(jnp.float32)
+        return pooled.reshape(b, f, -1).mean(axis=1)
+
+    return (lambda frames: np.asarray(embed(model, frames)), video.Resize("clip", size=size),
+            {"tower": "vision", "output": "projection (pooled)", "image_size": size,
+             "width": int(getattr(cfg, "projection_dim", 0) or vis.hidden_size)})
+
+
+REGISTRY: dict[str, Extractor] = {
+    "clip": Extractor(name="clip", layout="features", unit_seconds=1.0, frames_per_unit=1,
+                      load=_load_clip, checkpoint_files=_hf_files),
+}
+
+
+def get(name: str) -> Extractor:
+    if name not in REGISTRY:
+        raise ValueError(f"--model={name!r}: registered extractors are {', '.join(REGISTRY)}")
+    return REGISTRY[name]
+
+
+def checkpoint_digest(files: list[pathlib.Path]) -> str:
+    """sha256 over the checkpoint files' names and bytes (what makes outputs comparable)."""
+    h = hashlib.sha256()
+    for f in sorted(files):
+        h.update(f.name.encode())
+        with open(f, "rb") as fh:
+            for block in iter(lambda fh=fh: fh.read(1 << 22), b""):
+                h.update(block)
+    return h.hexdigest()
+
+
+def video_files(directory: str | os.PathLike) -> dict[str, pathlib.Path]:
+    """Video id (file stem) -> file, for the video files of `directory` (yt-dlp's layout:
+    `<id>.<ext>`); a stem present twice keeps the first by extension order."""
+    exts = (".mp4", ".webm", ".mkv", ".mov", ".m4v", ".avi")
+    out: dict[str, pathlib.Path] = {}
+    for p in sorted(pathlib.Path(directory).iterdir(), key=lambda p: (p.stem, p.suffix)):
+        if p.suffix.lower() in exts and not p.name.endswith(".part"):
+            out.setdefault(p.stem, p)
+    return out
