@@ -219,7 +219,13 @@ def run(model: str, checkpoint: str, videos: str, out: str, *, ids: str = "",
         try:
             info = video.probe(files[vid])
             plan = ext.plan(info.duration)
-            dec = video.decode_at(files[vid], plan.reshape(-1), resize=resize)
+            flat = plan.reshape(-1)
+            keep = flat < info.duration if ext.zero_past_end else np.ones(len(flat), bool)
+            dec = video.decode_at(files[vid], flat[keep], resize=resize, pick=ext.pick)
+            if not keep.all():  # black frames past the end, as the extractor defines
+                frames = np.zeros((len(flat), *dec.frames.shape[1:]), np.uint8)
+                frames[keep] = dec.frames
+                dec.frames = frames
             return vid, (info, plan, dec)
         except video.VideoError as e:
             return vid, e

@@ -7,6 +7,9 @@ video` sampling policy), the resize done in the decoding worker, and a jitted fu
 batch of units' frames, uint8 [units, frames, H, W, 3], to rows [units, D].
 
 Registered:
+* `s3d_howto100m` — the HowTo100M S3D-G (`s3d_howto100m.pth`, `vnr.models.encoders.s3d`) as
+  UniVL's features were made (`s3d.UNIVL`: 16 frames a second, shorter side 224 bicubic,
+  centre crop, [0, 1], `mixed_5c` L2-normalised, the last second padded black): 1024-d.
 * `clip` — a CLIP image tower (Hugging Face directory, `vnr.models.encoders.load_pretrained`,
   its projection): one frame per second, the frame at the centre of each second (ours), CLIP's
   own preprocessing (shorter side to the tower's size, bicubic, centre crop, OpenAI
@@ -41,6 +44,8 @@ class Extractor:
     load: Callable[[str, Any], tuple[Embed, video.Resize, dict]]  # (checkpoint, mesh)
     checkpoint_files: Callable[[str], list[pathlib.Path]]
     times: Callable[[float, int, int], np.ndarray] | None = None  # (duration, units, F)
+    pick: str = "shown"  # `vnr.data.video` pick: the frame on screen, or the nearest one
+    zero_past_end: bool = False  # frames planned past the video's end are black, not clamped
 
     def plan(self, duration: float) -> np.ndarray:
         """float64 [units, frames_per_unit]: the frame times of each unit (at least one)."""
@@ -57,7 +62,9 @@ class Extractor:
         return {"extractor": self.name, "layout": self.layout,
                 "unit_seconds": self.unit_seconds, "frames_per_unit": self.frames_per_unit,
                 "sampling": "uniform centres of each unit" if self.times is None else
-                self.name, "resize": resize.describe(), "model": model}
+                f"{self.frames_per_unit} a unit on a grid", "pick": self.pick,
+                "zero_past_end": self.zero_past_end, "resize": resize.describe(),
+                "model": model}
 
 
 def _hf_files(checkpoint: str) -> list[pathlib.Path]:
@@ -93,9 +100,48 @@ def _load_clip(checkpoint: str, mesh: Any) -> tuple[Embed, video.Resize, dict]:
              "width": int(getattr(cfg, "projection_dim", 0) or vis.hidden_size)})
 
 
+def _grid(duration: float, units: int, frames: int) -> np.ndarray:
+    """A unit a second, `frames` frames a second: unit k holds k + j / frames."""
+    return np.arange(units)[:, None] + np.arange(frames)[None, :] / frames
+
+
+def _load_s3d(checkpoint: str, mesh: Any) -> tuple[Embed, video.Resize, dict]:
+    import jax
+    import jax.numpy as jnp
+    from flax import nnx
+
+    from vnr.models.encoders import s3d
+
+    model = s3d.from_checkpoint(checkpoint, cfg=s3d.S3D_HOWTO100M, mesh=mesh)
+    smp = s3d.UNIVL
+
+    @nnx.jit
+    def embed(m: Any, frames: jax.Array) -> jax.Array:
+        out = getattr(m(frames.astype(jnp.float32) / 255.0), smp.output).astype(jnp.float32)
+        if smp.l2_normalize:  # as upstream's extractor: x / max(|x|, 1e-12)
+            out = out / jnp.maximum(jnp.linalg.norm(out, axis=-1, keepdims=True), 1e-12)
+        return out
+
+    resize = video.Resize("short_side_crop", size=smp.size, crop=smp.crop,
+                          interpolation="bicubic")
+    return (lambda frames: np.asarray(embed(model, frames)), resize,
+            {"network": "S3D-G HowTo100M", "output": smp.output,
+             "l2_normalize": smp.l2_normalize, "fps": smp.fps, "width": 1024})
+
+
+def _file(checkpoint: str) -> list[pathlib.Path]:
+    p = pathlib.Path(checkpoint).expanduser()
+    return [p] if p.is_file() else []
+
+
 REGISTRY: dict[str, Extractor] = {
     "clip": Extractor(name="clip", layout="features", unit_seconds=1.0, frames_per_unit=1,
                       load=_load_clip, checkpoint_files=_hf_files),
+    # UniVL's inputs (SYMON §7.2): s3d_howto100m.pth, 16 frames a second as ffmpeg's fps
+    # filter picks them (nearest), the last second completed with black frames
+    "s3d_howto100m": Extractor(name="s3d_howto100m", layout="features", unit_seconds=1.0,
+                               frames_per_unit=16, load=_load_s3d, checkpoint_files=_file,
+                               times=_grid, pick="nearest", zero_past_end=True),
 }
 
 

@@ -190,9 +190,9 @@ def _to_rgb(frame: Any, resize: Resize) -> np.ndarray:
     w, h = (frame.height, frame.width) if k % 2 else (frame.width, frame.height)
     if resize.mode == "squash":
         w, h = resize.width, resize.height
-    elif resize.mode == "short_side_crop":
-        scale = resize.size / min(w, h)
-        w, h = max(resize.size, round(w * scale)), max(resize.size, round(h * scale))
+    elif resize.mode == "short_side_crop":  # the longer side int(long * size / short)
+        w, h = ((resize.size, int(h * resize.size / w)) if w <= h else
+                (int(w * resize.size / h), resize.size))
     # swscale scales the stored frame; rotate after, so stored sizes swap when k is odd
     sw, sh = (h, w) if k % 2 else (w, h)
     img = frame.reformat(width=sw, height=sh, format="rgb24",
@@ -200,7 +200,7 @@ def _to_rgb(frame: Any, resize: Resize) -> np.ndarray:
                          if resize.mode != "none" else None).to_ndarray()
     img = np.rot90(img, k) if k else img
     if resize.mode == "short_side_crop" and resize.crop:
-        c = resize.crop
+        c = resize.crop  # offsets int((side - crop) / 2)
         top, left = (img.shape[0] - c) // 2, (img.shape[1] - c) // 2
         img = img[top:top + c, left:left + c]
     return np.ascontiguousarray(img)
