@@ -196,3 +196,31 @@ def test_real_video_end_to_end():
     one = video.decode_at(path, ask, resize=video.Resize("squash", width=48, height=27))
     want = [shown(dec.times, t) for t in ask]
     np.testing.assert_array_equal(one.frames, dec.frames[want])
+
+
+def test_frame_store_from_videos(files, tmp_path):
+    """A frame store built from videos and spans holds exactly the frames at the policy's
+    times, resized in the worker; an epoch reads uint8 frames, not mp4 files."""
+    import functools
+
+    from vnr.data import frame_store
+
+    path, times = files["h264.mp4"]
+    vfr, vtimes = files["vfr.mp4"]
+    spans = {"train": [(path, 0.0, 1.0), (vfr, 0.5, 2.5), (path, 2.0, 4.0)],
+             "test": [(vfr, 1.0, 1.6)]}
+    records = {split: [{"clip_id": f"{split}{i}", "video": str(p),
+                        "times": video.uniform(a, b, 3)} for i, (p, a, b) in enumerate(s)]
+               for split, s in spans.items()}
+    resize = video.Resize("squash", width=64, height=48)
+    prepare = functools.partial(video.store_frames, resize=resize)
+    ident = {"dataset": "test", **video.describe_store(resize, "shown", "uniform 3")}
+    where = frame_store.build(frame_store.location(tmp_path, "t/c/1", ident), records, prepare,
+                              ident, say=lambda s: None)
+    for split, recs in records.items():
+        reader = frame_store.Reader(where, split)
+        for i, rec in enumerate(recs):
+            got = reader.rows(i, rec["clip_id"])
+            ref = vtimes if rec["video"] == str(vfr) else times
+            assert got.shape == (3, 48, 64, 3)
+            assert [sv.read_index(f) for f in got] == [shown(ref, t) for t in rec["times"]]

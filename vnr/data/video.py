@@ -422,3 +422,17 @@ def random(start: float, end: float, k: int, *, seed: int, epoch: int, key: str)
 def center(start: float, end: float) -> np.ndarray:
     """The central time of [start, end)."""
     return np.asarray([(start + end) / 2.0])
+
+
+def store_frames(record: dict, *, resize: Resize, pick: str = "shown",
+                 video_key: str = "video", times_key: str = "times") -> np.ndarray:
+    """`vnr.data.frame_store.build`'s `prepare` for frames from videos: the frames of
+    `record[video_key]` at `record[times_key]` (seconds), resized in the worker, uint8
+    [len(times), H, W, 3]. Bind the keywords with `functools.partial` (picklable)."""
+    return decode_at(record[video_key], record[times_key], resize=resize, pick=pick).frames
+
+
+def describe_store(resize: Resize, pick: str, policy: str) -> dict[str, Any]:
+    """The preprocessing of `store_frames` as JSON values, for a frame store's identity."""
+    return {"source": "video", "decoder": "PyAV", "resize": resize.describe(), "pick": pick,
+            "policy": policy, "version": 1}
