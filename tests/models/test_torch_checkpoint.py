@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pathlib
 import pickle
+import tarfile
 
 import ml_dtypes
 import numpy as np
@@ -85,6 +86,11 @@ def test_missing_and_foreign_files(tmp_path):
         np.savez(f, a=np.ones(2))
     with pytest.raises(CheckpointError, match="arrays.bin: zip archive without"):
         read_torch_checkpoint(npz)
+    old = tmp_path / "old.pth"
+    with tarfile.open(old, "w") as tar:
+        tar.add(text, arcname="sys_info")
+    with pytest.raises(CheckpointError, match="old.pth: a tar archive: torch < 0.4"):
+        read_torch_checkpoint(old)
     plain = tmp_path / "plain.pth"
     plain.write_bytes(pickle.dumps({"a": 1}, protocol=2))
     with pytest.raises(CheckpointError, match="plain.pth: .*bad magic number"):

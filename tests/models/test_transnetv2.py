@@ -189,7 +189,7 @@ def test_real_video_decoded_with_pyav_gives_upstreams_cuts(real):
     assert diff.max() < 2.0, f"PyAV's frames are far from ffmpeg's (mean-pixel gap {diff.max()})"
     single, _ = tn.predict_frames(real, frames)
     want = np.load(GOLDEN / "real_single.npy")[:500]
-    assert np.abs(single[:500] - want).max() < 0.5
+    assert np.abs(single[:500] - want).max() < 0.05  # 0.010 measured over all 5301 frames
     ref = tn.scenes(want)[1:, 0]
     np.testing.assert_array_equal(ref, np.load(GOLDEN / "real_scenes.npy")[1:len(ref) + 1, 0])
     assert len(ref) >= 5

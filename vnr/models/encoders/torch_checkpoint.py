@@ -243,12 +243,15 @@ def _read_legacy(f: IO[bytes]) -> Any:
 
 def _read_object(f: IO[bytes]) -> tuple[Any, dict[str, np.ndarray]]:
     """(unpickled tree with _TensorRef leaves, root key -> bytes) of a torch.save stream."""
-    head = f.read(4)
+    head = f.read(262)
     f.seek(0)
     if head.startswith(b"PK"):
         return _read_zip(f)
     if head[:1] == b"\x80":
         return _read_legacy(f)
+    if head[257:262] == b"ustar":
+        raise _Refused("a tar archive: torch < 0.4's format is not supported (load and "
+                       "re-save it with a newer torch)")
     raise _Refused("not a PyTorch checkpoint (neither a zip archive nor a pickle stream)")
 
 
