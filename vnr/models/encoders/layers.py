@@ -371,3 +371,22 @@ class Node(nnx.Module):
     def __init__(self, children: dict[str, Any] | None = None, /, **more: Any):
         for name, child in {**(children or {}), **more}.items():
             setattr(self, name, child)
+
+
+class FrozenBatchNorm(nnx.Module):
+    """Batch norm in PyTorch's eval mode over the last axis: the stored running statistics,
+    torch's names (`weight` is `scale`); the ported conv nets (S3D, TransNetV2) are frozen
+    feature extractors, so no batch statistics are computed."""
+
+    def __init__(self, n: int, eps: float):
+        self.eps = eps
+        self.scale = nnx.Param(jnp.ones((n,)), out_sharding=("conv",), eager_sharding=False)
+        self.bias = nnx.Param(jnp.zeros((n,)), out_sharding=("conv",), eager_sharding=False)
+        self.running_mean = nnx.Param(jnp.zeros((n,)), out_sharding=("conv",),
+                                      eager_sharding=False)
+        self.running_var = nnx.Param(jnp.ones((n,)), out_sharding=("conv",),
+                                     eager_sharding=False)
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        inv = jax.lax.rsqrt(self.running_var[...] + self.eps) * self.scale[...]
+        return (x - self.running_mean[...]) * inv + self.bias[...]

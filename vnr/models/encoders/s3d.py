@@ -45,6 +45,7 @@ import numpy as np
 from flax import nnx
 
 from vnr.models.encoders import loading
+from vnr.models.encoders.layers import FrozenBatchNorm as BatchNorm
 from vnr.models.encoders.loading import CheckpointError
 from vnr.models.layers import annotate
 
@@ -118,23 +119,6 @@ TEXT_PREFIX = "text_module."  # the text tower's keys (`S3DText`)
 class S3DOutput(NamedTuple):
     mixed_5c: jax.Array  # [B, 1024] global average of the last block
     video_embedding: jax.Array | None  # [B, num_classes] the joint text-video space
-
-
-class BatchNorm(nnx.Module):
-    """Inference batch norm from running statistics, torch's names (weight is `scale`)."""
-
-    def __init__(self, n: int, eps: float):
-        self.eps = eps
-        self.scale = nnx.Param(jnp.ones((n,)), out_sharding=("conv",), eager_sharding=False)
-        self.bias = nnx.Param(jnp.zeros((n,)), out_sharding=("conv",), eager_sharding=False)
-        self.running_mean = nnx.Param(jnp.zeros((n,)), out_sharding=("conv",),
-                                      eager_sharding=False)
-        self.running_var = nnx.Param(jnp.ones((n,)), out_sharding=("conv",),
-                                     eager_sharding=False)
-
-    def __call__(self, x: jax.Array) -> jax.Array:
-        inv = jax.lax.rsqrt(self.running_var[...] + self.eps) * self.scale[...]
-        return (x - self.running_mean[...]) * inv + self.bias[...]
 
 
 def _conv(cin: int, cout: int, kernel: Sequence[int], pad: Sequence[tuple[int, int]],

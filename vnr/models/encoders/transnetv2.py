@@ -45,6 +45,7 @@ import numpy as np
 from flax import nnx
 
 from vnr.models.encoders import loading
+from vnr.models.encoders.layers import FrozenBatchNorm as BatchNorm
 from vnr.models.encoders.loading import CheckpointError
 from vnr.models.encoders.torch_checkpoint import read_torch_checkpoint
 from vnr.models.layers import annotate
@@ -92,23 +93,6 @@ def _conv(cin: int, cout: int, kernel: tuple[int, int, int], dilation: int,
 def _linear(din: int, dout: int, names: tuple, rngs: nnx.Rngs) -> nnx.Linear:
     return nnx.Linear(din, dout, kernel_init=annotate(nnx.initializers.lecun_normal(), names),
                       bias_init=annotate(nnx.initializers.zeros_init(), names[1:]), rngs=rngs)
-
-
-class BatchNorm(nnx.Module):
-    """Inference batch norm over the last axis with stored statistics (PyTorch's eval mode)."""
-
-    def __init__(self, n: int, eps: float):
-        self.eps = eps
-        self.scale = nnx.Param(jnp.ones((n,)), out_sharding=("conv",), eager_sharding=False)
-        self.bias = nnx.Param(jnp.zeros((n,)), out_sharding=("conv",), eager_sharding=False)
-        self.running_mean = nnx.Param(jnp.zeros((n,)), out_sharding=("conv",),
-                                      eager_sharding=False)
-        self.running_var = nnx.Param(jnp.ones((n,)), out_sharding=("conv",),
-                                     eager_sharding=False)
-
-    def __call__(self, x: jax.Array) -> jax.Array:
-        inv = jax.lax.rsqrt(self.running_var[...] + self.eps) * self.scale[...]
-        return (x - self.running_mean[...]) * inv + self.bias[...]
 
 
 class Conv2Plus1D(nnx.Module):
