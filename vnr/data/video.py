@@ -38,6 +38,9 @@ import numpy as np
 PICKS = ("shown", "nearest")
 RESIZES = ("none", "squash", "short_side_crop", "clip")
 _EPS = 1e-6  # seconds: a requested time equal to a timestamp up to float rounding
+# Seek only over more than this many seconds of frames (ours): a seek flushes the decoder,
+# and a nearer keyframe is reached as fast by decoding forward (`python -m bench video`).
+SEEK_SKIP = 1.0
 
 
 class VideoError(ValueError):
@@ -206,17 +209,17 @@ def _to_rgb(frame: Any, resize: Resize) -> np.ndarray:
     return np.ascontiguousarray(img)
 
 
-def _keyframe_times(stream: Any) -> np.ndarray:
-    """Seconds (relative to the stream start) of the container's indexed keyframes, sorted;
-    empty when the container keeps no index (then the decoder only reads forward)."""
+def _keyframes(stream: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(seconds from the stream start, raw timestamps) of the container's indexed keyframes,
+    sorted; empty when the container keeps no index (then the decoder only reads forward).
+    The index holds decode times, a keyframe's display time comes at or after them."""
     try:
         entries = stream.index_entries
     except (AttributeError, NotImplementedError):
-        return np.zeros((0,))
-    base = stream.time_base
+        return np.zeros((0,)), np.zeros((0,), np.int64)
     start = stream.start_time or 0
-    ts = [float((e.timestamp - start) * base) for e in entries if e.is_keyframe]
-    return np.sort(np.asarray(ts, np.float64))
+    raw = np.sort(np.asarray([e.timestamp for e in entries if e.is_keyframe], np.int64))
+    return (raw - start) * float(stream.time_base), raw
 
 
 def decode_at(path: str | os.PathLike, times: Sequence[float], *, resize: Resize | None = None,
@@ -240,7 +243,7 @@ def decode_at(path: str | os.PathLike, times: Sequence[float], *, resize: Resize
     got_t = np.zeros(len(want))
     try:
         base, start = stream.time_base, stream.start_time or 0
-        keys = _keyframe_times(stream)
+        keys = _keyframes(stream)
         state = _Walker(container, stream, base, start, pick, resize)
         for i in order:
             t = float(want[i])
@@ -306,29 +309,31 @@ class _Walker:
         return item
 
     def _seek(self, t: float) -> None:
-        target = int(math.floor(t / self.base)) + self.start
-        self.container.seek(max(target, self.start), stream=self.stream, backward=True)
+        """To the last keyframe shown at or before `t` (the demuxers seek by display time)."""
+        target = int(math.floor(t / self.base + 1e-6)) + self.start
+        self.container.seek(target, stream=self.stream, backward=True)
         self.frames, self.prev, self.next, self.ended = None, None, None, False
         first = self._pull()
-        if first is None or (first[0] > t + _EPS and t > 0):
-            # nothing decodes there (the index lists data a truncated file lacks), or the
-            # index placed a keyframe's decode time before its display time: read forward
-            # from the start, seeking no more
+        if first is None or first[0] > t + _EPS:
+            # nothing decodes there (the index lists data a truncated file lacks), or that
+            # keyframe is shown after t: read forward from the start, seeking no more
             self.no_seek, self.seek_failed = True, first is None
             self.container.seek(self.start, stream=self.stream, backward=True)
             self.frames, self.ended = None, False
             first = self._pull()
         self.next = first
 
-    def advance_to(self, t: float, keys: np.ndarray) -> None:
-        """Decode until `prev` is the last frame at or before t and `next` the one after."""
+    def advance_to(self, t: float, keys: tuple[np.ndarray, np.ndarray]) -> None:
+        """Decode until `prev` is the last frame at or before t and `next` the one after;
+        seek first when the last keyframe before t lies more than `SEEK_SKIP` ahead."""
+        secs, _ = keys
         if self.frames is None and self.prev is None and self.next is None:
             self.next = self._pull()
-        k = np.searchsorted(keys, t + _EPS, side="right") - 1
+        k = np.searchsorted(secs, t + _EPS, side="right") - 1
         ahead = self.next[0] if self.next is not None else (
             self.prev[0] if self.prev is not None else -math.inf)
-        if k >= 0 and keys[k] > ahead + _EPS and not self.ended and not self.no_seek:
-            self._seek(keys[k])
+        if k >= 0 and secs[k] > ahead + SEEK_SKIP and not self.ended and not self.no_seek:
+            self._seek(t)
         while self.next is not None and self.next[0] <= t + _EPS:
             self.prev, self.next = self.next, self._pull()
 
