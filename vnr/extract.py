@@ -15,8 +15,6 @@ layout a builder reads, e.g. SYMON's `features/<id>.npy` (float32 [seconds, D]).
   another identity is refused in one line.
 * **Progress** in `<out>/extract.log` (and on stdout): videos done, videos/s, ETA.
 * **Outputs.** `features/<id>.npy` float32 [units, D] (a unit a second), or for a whole-video
-  extractor (`transnetv2`) `cuts/<id>.txt`, cut times in seconds, one a line.
-* **Outputs.** `features/<id>.npy` float32 [units, D] (a unit a second), or for a whole-video
   extractor (`transnetv2`) `cuts/<id>.txt`: cut times in seconds, one a line.
 * **Bad input.** A video that cannot be read (missing, empty, truncated before any frame, no
   video stream) is a counted skip naming the file; a listed id (`--ids`) with no file is

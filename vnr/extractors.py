@@ -183,19 +183,17 @@ def get(name: str) -> Extractor:
 
 
 def checkpoint_digest(files: list[pathlib.Path]) -> str:
-    """sha256 over the checkpoint files' names and bytes (what makes outputs comparable)."""
-    h = hashlib.sha256()
-    for f in sorted(files):
-        h.update(f.name.encode())
-        with open(f, "rb") as fh:
-            for block in iter(lambda fh=fh: fh.read(1 << 22), b""):
-                h.update(block)
-    return h.hexdigest()
+    """sha256 over the checkpoint files' names and contents (what makes outputs comparable);
+    each file hashed by `vnr.feature_cache.digest`, memoised by name, size and mtime."""
+    from vnr.feature_cache import digest
+
+    both = "".join(f"{f.name}\0{digest(f)}\n" for f in sorted(files))
+    return hashlib.sha256(both.encode()).hexdigest()
 
 
 def video_files(directory: str | os.PathLike) -> dict[str, pathlib.Path]:
     """Video id (file stem) -> file, for the video files of `directory` (yt-dlp's layout:
-    `<id>.<ext>`); a stem present twice keeps the first by extension order."""
+    `<id>.<ext>`); a stem present twice keeps the extension first in alphabetical order."""
     exts = (".mp4", ".webm", ".mkv", ".mov", ".m4v", ".avi")
     out: dict[str, pathlib.Path] = {}
     for p in sorted(pathlib.Path(directory).iterdir(), key=lambda p: (p.stem, p.suffix)):

@@ -149,7 +149,7 @@ def probe(path: str | os.PathLike) -> Info:
         duration = _seconds(stream.duration, base)
         if duration is None and container.duration is not None:
             duration = container.duration / 1_000_000
-        avg = float(stream.average_rate or 0) or float(stream.guessed_rate or 0)
+        avg = _rate(stream)
         nominal = float(stream.base_rate or 0)
         rotation = _stream_rotation(container, stream)
         w, h = stream.codec_context.width, stream.codec_context.height
@@ -209,17 +209,18 @@ def _to_rgb(frame: Any, resize: Resize) -> np.ndarray:
     return np.ascontiguousarray(img)
 
 
-def _keyframes(stream: Any) -> tuple[np.ndarray, np.ndarray]:
-    """(seconds from the stream start, raw timestamps) of the container's indexed keyframes,
-    sorted; empty when the container keeps no index (then the decoder only reads forward).
-    The index holds decode times, a keyframe's display time comes at or after them."""
+def _keyframes(stream: Any) -> np.ndarray:
+    """Seconds from the stream start of the container's indexed keyframes, sorted; empty
+    when the container keeps no index (then the decoder only reads forward). The index holds
+    decode times: a keyframe is shown at or after its entry, so a seek decided by them never
+    overshoots."""
     try:
         entries = stream.index_entries
     except (AttributeError, NotImplementedError):
-        return np.zeros((0,)), np.zeros((0,), np.int64)
+        return np.zeros((0,))
     start = stream.start_time or 0
     raw = np.sort(np.asarray([e.timestamp for e in entries if e.is_keyframe], np.int64))
-    return (raw - start) * float(stream.time_base), raw
+    return (raw - start) * float(stream.time_base)
 
 
 def decode_at(path: str | os.PathLike, times: Sequence[float], *, resize: Resize | None = None,
@@ -323,16 +324,15 @@ class _Walker:
             first = self._pull()
         self.next = first
 
-    def advance_to(self, t: float, keys: tuple[np.ndarray, np.ndarray]) -> None:
+    def advance_to(self, t: float, keys: np.ndarray) -> None:
         """Decode until `prev` is the last frame at or before t and `next` the one after;
         seek first when the last keyframe before t lies more than `SEEK_SKIP` ahead."""
-        secs, _ = keys
         if self.frames is None and self.prev is None and self.next is None:
             self.next = self._pull()
-        k = np.searchsorted(secs, t + _EPS, side="right") - 1
+        k = np.searchsorted(keys, t + _EPS, side="right") - 1
         ahead = self.next[0] if self.next is not None else (
             self.prev[0] if self.prev is not None else -math.inf)
-        if k >= 0 and secs[k] > ahead + SEEK_SKIP and not self.ended and not self.no_seek:
+        if k >= 0 and keys[k] > ahead + SEEK_SKIP and not self.ended and not self.no_seek:
             self._seek(t)
         while self.next is not None and self.next[0] <= t + _EPS:
             self.prev, self.next = self.next, self._pull()
@@ -359,8 +359,13 @@ class _Walker:
         return self._cache[key], chosen[0]
 
 
+def _rate(stream: Any) -> float:
+    """Frames per second: the stream's average rate, else FFmpeg's guess (0 if neither)."""
+    return float(stream.average_rate or 0) or float(stream.guessed_rate or 0)
+
+
 def _frame_length(w: _Walker) -> float:
-    rate = float(w.stream.average_rate or 0) or float(w.stream.guessed_rate or 0)
+    rate = _rate(w.stream)
     return 1.0 / rate if rate else 0.0
 
 
@@ -375,7 +380,7 @@ def decode_all(path: str | os.PathLike, *, resize: Resize | None = None,
     try:
         base, start = stream.time_base, stream.start_time or 0
         stated = _seconds(stream.duration, base) or 0.0
-        rate = float(stream.average_rate or 0) or float(stream.guessed_rate or 0) or 25.0
+        rate = _rate(stream) or 25.0
         it = container.decode(stream)
         while True:
             try:
