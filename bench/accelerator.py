@@ -17,7 +17,9 @@ as a dated file under ``launch/results/``):
 6. the sharded contrastive loss at B = 4096 over every device (``bench/contrastive.py``);
 7. input headroom (``bench/input.py`` when present: its ``report_rows(smoke)`` gives
    (measure, value) pairs);
-8. targets: >= 50 % MFU for the bfloat16 paper step, decode >= 20x the loop, soft-DTW >= 3x
+8. extraction rates (``bench/extract.py``): each ``vnr.extract`` network's units/s on the
+   device beside decoding its frames on the host's cores;
+9. targets: >= 50 % MFU for the bfloat16 paper step, decode >= 20x the loop, soft-DTW >= 3x
    ott-jax, each met / not met on an NVIDIA H100, else not measured on this device.
 
 A section that fails says so in one line and the others still run. ``--smoke``: every section
@@ -51,7 +53,7 @@ flags.DEFINE_bool("smoke", False, "Every section at tiny sizes (CPU test of the 
 flags.DEFINE_string("data_dir", "", "TFDS data_dir of the paper row's synthetic corpus "
                     "(default: the config's, data/tfds).")
 flags.DEFINE_list("only", [], "Run only these sections (train, attention, decode, dtw, "
-                  "contrastive, input), e.g. to fit a time limit; versions and targets always.")
+                  "contrastive, input, extract), e.g. to fit a time limit; versions and targets always.")
 
 PAPER_ROW = "frame_shot,paper"  # configs/moviepuzzle/hcmc.py args
 TARGET_DEVICE = "NVIDIA H100"
@@ -241,6 +243,12 @@ def section_contrastive(sz: Sizes, data_dir: str, found: dict) -> list[str]:
                           f"{r['gathered_kib']:.0f}") for r in rows])
 
 
+def section_extract(sz: Sizes, data_dir: str, found: dict) -> list[str]:
+    from bench import extract
+
+    return extract.report_rows(sz is SMOKE)
+
+
 def section_input(sz: Sizes, data_dir: str, found: dict) -> list[str]:
     if importlib.util.find_spec("bench.input") is None:
         return ["not measured: bench/input.py missing"]
@@ -279,13 +287,16 @@ SECTIONS: dict[str, tuple[str, Callable[[Sizes, str, dict], list[str]]]] = {
     "dtw": ("soft-DTW / Drop-DTW vs references", section_dtw),
     "contrastive": ("Sharded contrastive loss", section_contrastive),
     "input": ("Input headroom", section_input),
+    "extract": ("Extraction rates: device vs host decode", section_extract),
 }
 
 
 def report(sz: Sizes, data_dir: str, only: list[str] | None = None,
-           say: Callable[[str], None] = print) -> str:
+           say: Callable[[str], None] = print,
+           partial: Callable[[str], None] | None = None) -> str:
     """The markdown report of every section (or `only` these, plus versions); each section
-    is timed and a failing one is one line."""
+    is timed and a failing one is one line. `partial` gets the report so far after each
+    section, so a run stopped by a time limit keeps what it measured."""
     found: dict = {}
     command = "python -m bench accelerator" + (" --smoke" if sz is SMOKE else "")
     command += f" --only {','.join(only)}" if only else ""
@@ -303,6 +314,8 @@ def report(sz: Sizes, data_dir: str, only: list[str] | None = None,
             first = (str(e).strip().splitlines() or [""])[0][:300]
             body = [f"failed: {type(e).__name__}: {first}"]
         out += [f"## {title}", "", *body, "", f"_{time.perf_counter() - t:.0f} s_", ""]
+        if partial:
+            partial("\n".join(out + ["_(report in progress: later sections not run yet)_", ""]))
     return "\n".join(out + ["## Targets", "", *targets(found), ""])
 
 
@@ -318,9 +331,12 @@ def main(argv: list[str]) -> None:
         cli.fail(f"--only {','.join(unknown)}: choose from {', '.join(SECTIONS)}")
     out = os.path.abspath(flags.FLAGS.out)
     os.makedirs(os.path.dirname(out), exist_ok=True)
+    def write(text: str) -> None:
+        with open(out, "w") as f:
+            f.write(text)
+
     text = report(SMOKE if flags.FLAGS.smoke else FULL, flags.FLAGS.data_dir,
-                  flags.FLAGS.only)
-    with open(out, "w") as f:
-        f.write(text)
+                  flags.FLAGS.only, partial=write)
+    write(text)
     print(text)
     print(f"[accelerator] report written to {out}")

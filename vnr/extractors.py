@@ -86,17 +86,15 @@ def _hf_files(checkpoint: str) -> list[pathlib.Path]:
     return [d / n for n in names if (d / n).is_file()]
 
 
-def _load_clip(checkpoint: str, mesh: Any) -> tuple[Embed, video.Resize, dict]:
+def clip_embed(model: Any) -> Embed:
+    """The CLIP extractor's function of a vision tower: CLIP's normalisation, the pooled
+    (projected) output per frame, averaged over a unit's frames."""
     import jax
     import jax.numpy as jnp
     from flax import nnx
 
     from vnr.data import images
-    from vnr.models.encoders import load_pretrained
 
-    model, _, cfg = load_pretrained(checkpoint, mesh=mesh, tower="vision")
-    vis = getattr(cfg, "vision_config", cfg)
-    size = int(vis.image_size)
     table = jnp.asarray(images.CLIP_TABLE)
 
     @nnx.jit
@@ -106,7 +104,16 @@ def _load_clip(checkpoint: str, mesh: Any) -> tuple[Embed, video.Resize, dict]:
         pooled = m(x).pooled.astype(jnp.float32)
         return pooled.reshape(b, f, -1).mean(axis=1)
 
-    return (lambda frames: np.asarray(embed(model, frames)), video.Resize("clip", size=size),
+    return lambda frames: np.asarray(embed(model, frames))
+
+
+def _load_clip(checkpoint: str, mesh: Any) -> tuple[Embed, video.Resize, dict]:
+    from vnr.models.encoders import load_pretrained
+
+    model, _, cfg = load_pretrained(checkpoint, mesh=mesh, tower="vision")
+    vis = getattr(cfg, "vision_config", cfg)
+    size = int(vis.image_size)
+    return (clip_embed(model), video.Resize("clip", size=size),
             {"tower": "vision", "output": "projection (pooled)", "image_size": size,
              "width": int(getattr(cfg, "projection_dim", 0) or vis.hidden_size)})
 
@@ -116,41 +123,57 @@ def _grid(duration: float, units: int, frames: int) -> np.ndarray:
     return np.arange(units)[:, None] + np.arange(frames)[None, :] / frames
 
 
-def _load_s3d(checkpoint: str, mesh: Any) -> tuple[Embed, video.Resize, dict]:
+def s3d_embed(model: Any, smp: Any) -> Embed:
+    """The S3D extractor's function of a network: frames scaled to [0, 1], the sampling's
+    output, L2-normalised where the sampling says (as upstream: x / max(|x|, 1e-12))."""
     import jax
     import jax.numpy as jnp
     from flax import nnx
 
+    @nnx.jit
+    def embed(m: Any, frames: jax.Array) -> jax.Array:
+        out = getattr(m(frames.astype(jnp.float32) / 255.0), smp.output).astype(jnp.float32)
+        if smp.l2_normalize:
+            out = out / jnp.maximum(jnp.linalg.norm(out, axis=-1, keepdims=True), 1e-12)
+        return out
+
+    return lambda frames: np.asarray(embed(model, frames))
+
+
+def s3d_resize(smp: Any) -> video.Resize:
+    """The frames an S3D sampling reads: short side to `size` (bicubic), centre `crop`."""
+    return video.Resize("short_side_crop", size=smp.size, crop=smp.crop,
+                        interpolation="bicubic")
+
+
+def _load_s3d(checkpoint: str, mesh: Any) -> tuple[Embed, video.Resize, dict]:
     from vnr.models.encoders import s3d
 
     model = s3d.from_checkpoint(checkpoint, cfg=s3d.S3D_HOWTO100M, mesh=mesh)
     smp = s3d.UNIVL
-
-    @nnx.jit
-    def embed(m: Any, frames: jax.Array) -> jax.Array:
-        out = getattr(m(frames.astype(jnp.float32) / 255.0), smp.output).astype(jnp.float32)
-        if smp.l2_normalize:  # as upstream's extractor: x / max(|x|, 1e-12)
-            out = out / jnp.maximum(jnp.linalg.norm(out, axis=-1, keepdims=True), 1e-12)
-        return out
-
-    resize = video.Resize("short_side_crop", size=smp.size, crop=smp.crop,
-                          interpolation="bicubic")
-    return (lambda frames: np.asarray(embed(model, frames)), resize,
+    return (s3d_embed(model, smp), s3d_resize(smp),
             {"network": "S3D-G HowTo100M", "output": smp.output,
              "l2_normalize": smp.l2_normalize, "fps": smp.fps, "width": 1024})
+
+
+def transnetv2_resize() -> video.Resize:
+    """TransNetV2's input frames: 48x27, bicubic (FFmpeg's scale filter, as upstream)."""
+    from vnr.models.encoders import transnetv2
+
+    h, w = transnetv2.INPUT_HW
+    return video.Resize("squash", width=w, height=h, interpolation="bicubic")
 
 
 def _load_transnetv2(checkpoint: str, mesh: Any) -> tuple[Embed, video.Resize, dict]:
     from vnr.models.encoders import transnetv2
 
     model = transnetv2.from_checkpoint(checkpoint)
-    h, w = transnetv2.INPUT_HW
 
     def cuts(frames: np.ndarray, times: np.ndarray) -> np.ndarray:
         single, _ = transnetv2.predict_frames(model, frames)
         return transnetv2.cut_times(single, times, threshold=0.5)
 
-    return cuts, video.Resize("squash", width=w, height=h, interpolation="bicubic"), {
+    return cuts, transnetv2_resize(), {
         "network": "TransNetV2", "threshold": 0.5, "output": "hard cuts (s), one a line"}
 
 

@@ -16,7 +16,7 @@ from tests import ROOT
 SECTIONS = ("Device and versions", "HCMC paper row: train step, float32 vs bfloat16, remat",
             "Attention: xla vs cudnn", "Movie101 decode: batched vs per-example loop",
             "soft-DTW / Drop-DTW vs references", "Sharded contrastive loss", "Input headroom",
-            "Targets")
+            "Extraction rates: device vs host decode", "Targets")
 NUMBER = r"\d[\d,]*(\.\d+)?"
 
 
@@ -70,6 +70,11 @@ def test_smoke_report_has_every_section_with_numbers(tmp_path):
     contrastive = rows(got["Sharded contrastive loss"])
     assert [row[0] for row in contrastive] == ["allgather", "naive-replicated", "naive-gspmd"]
     assert all(re.fullmatch(NUMBER, c) for row in contrastive for c in row[1:])
+    extract = rows(got["Extraction rates: device vs host decode"])
+    assert [row[0].split(" (")[0] for row in extract] == ["clip", "s3d_howto100m", "transnetv2"]
+    for row in extract:  # units/call, units/s, first s, video s/s x3, cores; bound
+        assert all(re.fullmatch(NUMBER, c) for c in row[1:8]), row
+        assert float(row[2].replace(",", "")) > 0 and row[8] in ("device", "host decode")
     assert ("bench/input.py missing" in got["Input headroom"]
             or rows(got["Input headroom"]))
     targets = rows(got["Targets"])
