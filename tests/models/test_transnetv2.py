@@ -49,6 +49,13 @@ def test_small_port_windowed_predictions_match_upstream(small):
     assert single.shape == many.shape == (130,)
     np.testing.assert_allclose(single, np.load(GOLDEN / "small_predict_single.npy"), atol=1e-6)
     np.testing.assert_allclose(many, np.load(GOLDEN / "small_predict_many.npy"), atol=1e-6)
+    # the default batch pads the 3 windows to 4 (the next power of two), same predictions
+    np.testing.assert_allclose(tn.predict_frames(small, video)[0], single, atol=1e-6)
+
+
+def test_padded_calls_are_powers_of_two_up_to_the_batch():
+    assert [tn._padded(n, 32) for n in (1, 2, 3, 5, 17, 32, 33)] == [1, 2, 4, 8, 32, 32, 32]
+    assert [tn._padded(n, 6) for n in (3, 5, 6)] == [4, 6, 6]
 
 
 def test_full_size_parameters_are_the_ports_state_dict():

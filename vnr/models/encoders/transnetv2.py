@@ -346,14 +346,22 @@ def _windows(frames: np.ndarray) -> Iterator[np.ndarray]:
         yield padded[start:start + WINDOW]
 
 
-def predict_frames(model: TransNetV2, frames: np.ndarray, *, batch: int = 4
+def _padded(n: int, batch: int) -> int:
+    """Windows a call of `n` is padded to: `batch`, or for a shorter (last) call the next
+    power of two, so at most log2(batch) + 1 shapes compile and padding stays under half."""
+    return batch if n >= batch else min(batch, 1 << max(n - 1, 0).bit_length())
+
+
+def predict_frames(model: TransNetV2, frames: np.ndarray, *, batch: int = 32
                    ) -> tuple[np.ndarray, np.ndarray | None]:
     """Transition probabilities of every frame of a video.
 
     Args:
       model: a TransNetV2.
       frames: ``uint8 [N, 27, 48, 3]`` RGB.
-      batch: windows per call; the last call is padded to it, so one compile serves all.
+      batch: windows per call (an H200 ran 32 a call at 3.3x the frames/s of 4:
+        `bench/extract.py`, launch/results/README.md); a shorter last call is padded to the
+        next power of two (`_padded`).
 
     Returns:
       ``(single [N], many [N])`` float32 probabilities (``many`` None without that head).
@@ -372,7 +380,7 @@ def predict_frames(model: TransNetV2, frames: np.ndarray, *, batch: int = 4
             group.append(w)
         if group and (len(group) == batch or w is None):
             n = len(group)
-            group += [group[-1]] * (batch - n)
+            group += [group[-1]] * (_padded(n, batch) - n)
             s, m = _window_probs(graphdef, state, jnp.asarray(np.stack(group)))
             single.append(np.asarray(s[:n]).reshape(-1))
             many.append(np.asarray(m[:n]).reshape(-1))
