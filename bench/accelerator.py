@@ -53,7 +53,8 @@ flags.DEFINE_bool("smoke", False, "Every section at tiny sizes (CPU test of the 
 flags.DEFINE_string("data_dir", "", "TFDS data_dir of the paper row's synthetic corpus "
                     "(default: the config's, data/tfds).")
 flags.DEFINE_list("only", [], "Run only these sections (train, attention, decode, dtw, "
-                  "contrastive, input, extract), e.g. to fit a time limit; versions and targets always.")
+                  "contrastive, input, extract), e.g. to fit a time limit; versions and targets "
+                  "always.")
 
 PAPER_ROW = "frame_shot,paper"  # configs/moviepuzzle/hcmc.py args
 TARGET_DEVICE = "NVIDIA H100"

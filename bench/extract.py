@@ -14,7 +14,8 @@ device and host, side by side in one run:
 - so the cores that keep the device busy, and which half bounds extraction here.
 
 The weights are random: the rates do not depend on their values, and no checkpoint is needed.
-`--smoke`: tiny networks, a 2 s file, TransNetV2 at 4 windows a call only (the CPU test of this file).
+`--smoke`: tiny networks, a 2 s file, TransNetV2 at 4 windows a call only (the CPU test of
+this file).
 """
 
 from __future__ import annotations

@@ -5,4 +5,8 @@ and the rule every build applies to its `data_dir` through the names below."""
 from tfds_builders.data_dir import DataDirError, failed_write
 from tfds_builders.data_dir import check as check_data_dir
 
-__all__ = ["DataDirError", "check_data_dir", "failed_write"]
+# Video files as yt-dlp names them (`<id>.<ext>`; an unfinished download ends in `.part`):
+# what `vnr.extract` reads and what builders count as downloaded (`common.missing_features`).
+VIDEO_EXTS = (".mp4", ".webm", ".mkv", ".mov", ".m4v", ".avi")
+
+__all__ = ["VIDEO_EXTS", "DataDirError", "check_data_dir", "failed_write"]

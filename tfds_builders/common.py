@@ -37,7 +37,7 @@ import numpy as np
 import tensorflow_datasets as tfds
 from etils import epath
 
-from tfds_builders import fingerprint, progress
+from tfds_builders import VIDEO_EXTS, fingerprint, progress
 
 SUMMARY_FILE = "build_summary.json"
 KEPT_PREFIX = "kept_"  # a count of inputs kept (repaired or tolerated), not of skips
@@ -87,6 +87,29 @@ def record_skip(
     count(skips, reason, f"{os.fspath(path)}" + (f" ({detail})" if detail else ""))
     msg = f"skipped {path}: {reason}" + (f" ({detail})" if detail else "")
     log.warning(msg)
+
+
+_VIDEO_IDS: dict[tuple[str, int], frozenset[str]] = {}
+
+
+def video_ids(directory: pathlib.Path) -> frozenset[str]:
+    """The ids (file stems) of the video files in `directory` (memoised by its mtime)."""
+    key = (os.fspath(directory), directory.stat().st_mtime_ns)
+    if key not in _VIDEO_IDS:
+        _VIDEO_IDS[key] = frozenset(p.stem for p in directory.iterdir()
+                                    if p.suffix.lower() in VIDEO_EXTS)
+    return _VIDEO_IDS[key]
+
+
+def missing_features(root: pathlib.Path, vid: str) -> tuple[str, pathlib.Path]:
+    """(reason, path) for a video whose `features/<vid>.npy` is absent: `missing_video` when
+    the release folder has a `videos/` folder (yt-dlp's downloads) without that id, so the
+    video was never downloaded; else `missing_features` (downloaded and not extracted yet,
+    or features made elsewhere)."""
+    videos = root / "videos"
+    if videos.is_dir() and vid not in video_ids(videos):
+        return "missing_video", videos / f"{vid}.*"
+    return "missing_features", root / "features" / f"{vid}.npy"
 
 
 def jpeg_problem(data: bytes) -> str | None:

@@ -217,9 +217,10 @@ def checkpoint_digest(files: list[pathlib.Path]) -> str:
 def video_files(directory: str | os.PathLike) -> dict[str, pathlib.Path]:
     """Video id (file stem) -> file, for the video files of `directory` (yt-dlp's layout:
     `<id>.<ext>`); a stem present twice keeps the extension first in alphabetical order."""
-    exts = (".mp4", ".webm", ".mkv", ".mov", ".m4v", ".avi")
+    from tfds_builders import VIDEO_EXTS
+
     out: dict[str, pathlib.Path] = {}
     for p in sorted(pathlib.Path(directory).iterdir(), key=lambda p: (p.stem, p.suffix)):
-        if p.suffix.lower() in exts and not p.name.endswith(".part"):
+        if p.suffix.lower() in VIDEO_EXTS:
             out.setdefault(p.stem, p)
     return out

@@ -186,11 +186,12 @@ def read_features(path: pathlib.Path, dim: int, counts: collections.Counter
 def video_features(root: pathlib.Path, vid: str, dim: int, fps: float, need: float,
                    counts: collections.Counter, what: str) -> np.ndarray | None:
     """`root/features/<vid>.npy` as float32 [T, dim] covering `need` seconds at `fps` rows/s
-    (within SHORT_TOLERANCE), or None counted as `missing_features`, `features_too_short` or
-    a `read_features` reason; `what` names the video in the warning."""
+    (within SHORT_TOLERANCE), or None counted as `missing_features` (`missing_video` when
+    `root/videos/` lacks it), `features_too_short` or a `read_features` reason; `what` names
+    the video in the warning."""
     fpath = root / "features" / f"{vid}.npy"
     if not fpath.is_file():
-        common.record_skip(counts, "missing_features", fpath, what)
+        common.record_skip(counts, *common.missing_features(root, vid), what)
         return None
     feats = read_features(fpath, dim, counts)
     if feats is None:

@@ -193,7 +193,8 @@ def load_video(root: pathlib.Path, vid: str, cfg: SymonConfig, asr: dict[str, in
     if cfg.with_features:
         fpath = root / "features" / f"{vid}.npy"
         if not fpath.is_file():
-            return unusable("video:missing_features", fpath)
+            reason, missing = common.missing_features(root, vid)
+            return unusable(f"video:{reason}", missing)
         want = cfg.feature_dim or width.get("dim", 0)
         try:
             feats = arrays.load(fpath, (None, want or None), store=np.float16)

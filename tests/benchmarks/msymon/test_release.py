@@ -120,3 +120,24 @@ def test_regimes_and_the_paper_preset():
         get_config("translate,individual:en")
     with pytest.raises(ValueError, match="individual"):
         get_config("individual:de")
+
+
+def test_missing_video_apart_from_missing_features(tmp_path):
+    """With the release's `videos/` folder (yt-dlp's downloads): an annotated video with no
+    features and no file there is `missing_video`; one downloaded but not extracted stays
+    `missing_features`."""
+    root = synthetic.write_corpus(tmp_path / "release", seed=2, dim=DIM, sizes=SIZES,
+                                  release_layout=True)
+    ids = sorted(p.stem for p in (root / "features").glob("*.npy"))
+    never, not_extracted = ids[0], ids[1]
+    (root / "videos").mkdir()
+    for v in ids[1:]:
+        (root / "videos" / f"{v}.webm").write_bytes(b"")
+    for v in (never, not_extracted):
+        (root / "features" / f"{v}.npy").unlink()
+    b = builder.prepare(builder.builder_config(True, DIM, 1.0), str(tmp_path / "tfds"), root)
+    s = common.read_summary(b)
+    assert s["skipped"]["missing_video"] >= 1 and s["skipped"]["missing_features"] >= 1
+    assert any(never in n for n in s["named"]["missing_video"])
+    assert not any(never in n for n in s["named"]["missing_features"])
+    assert any(not_extracted in n for n in s["named"]["missing_features"])

@@ -144,6 +144,28 @@ def test_fixture_builds_and_counts_each_defect(fixture_build):
     assert sum(summary["examples"].values()) == len(truth) - 3  # three videos unusable
 
 
+def test_missing_video_apart_from_missing_features(tmp_path):
+    """With a `videos/` folder (yt-dlp's downloads) in the release, a video with neither
+    features nor a downloaded file is `video:missing_video`, named by its id; one downloaded
+    but not extracted stays `video:missing_features`."""
+    root = tmp_path / "manual"
+    synthetic.write_corpus(root, "tiny", seed=1, defects=True)
+    ids = sorted(p.name.split(".")[0] for p in (root / "timestamped_text").glob("*.vtt"))
+    absent = [v for v in ids if not (root / "features" / f"{v}.npy").is_file()]
+    assert len(absent) == 1
+    (root / "features" / f"{ids[0]}.npy").unlink()  # a second one, whose video is there
+    (root / "videos").mkdir()
+    for v in ids:
+        if v != absent[0]:
+            (root / "videos" / f"{v}.mp4").write_bytes(b"")
+    (root / "videos" / f"{absent[0]}.mp4.part").write_bytes(b"")  # unfinished: not a video
+    b = builder.prepare(FIXTURE, tmp_path / "tfds", manual_dir=root)
+    summary = json.loads((pathlib.Path(b.data_dir) / common.SUMMARY_FILE).read_text())
+    assert summary["skipped"]["video:missing_video"] == 1
+    assert summary["skipped"]["video:missing_features"] == 1
+    assert any(absent[0] in n for n in summary["named"]["video:missing_video"]), summary
+
+
 def test_fixture_records_splits_trims_cuts(fixture_build):
     root, truth, data_dir, b = fixture_build
     movies_of = collections.defaultdict(set)
