@@ -60,7 +60,6 @@ def _clip(smoke: bool):
             dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
                  intermediate_size=3072, patch_size=32))
     model = create("scratch:clip-vision-small", rngs=nnx.Rngs(0), image_size=size, **dims)[0]
-    model.eval()
     return clip_embed(model), (1, size, size, 3)
 
 
@@ -93,8 +92,8 @@ def _transnetv2(batch: int):
 
 
 def cases(smoke: bool) -> list[Case]:
-    """The extractors `vnr.extract` registers, at its default batch (TransNetV2: its
-    `predict_frames` batch of 4 windows, and 32 beside it)."""
+    """The extractors `vnr.extract` registers, at its default batch (TransNetV2 at 4 windows
+    a call and at `predict_frames`' default of 32)."""
     from vnr.models.encoders import transnetv2
 
     unit = transnetv2.STRIDE / 25  # 50 new frames per window at 25 fps
