@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 
 import jax
 import numpy as np
@@ -55,12 +55,11 @@ class SplitOutputs:
         return len(self.outputs["valid"])
 
 
-def predict_split(batches: Iterable[dict], n_batches: int, predict_fn: Callable,
-                  mesh: jax.sharding.Mesh, local_batch: int, *, name: str = "split",
-                  host_columns: Sequence[str] = ()) -> SplitOutputs:
-    """Runs `predict_fn` (global batch -> replicated outputs with `valid` [B]) over
-    `n_batches` global batches built from this process's `batches`."""
-    it = iter(batches)
+def predict_split(stream: pipeline.EvalStream, predict_fn: Callable, mesh: jax.sharding.Mesh,
+                  *, name: str = "split", host_columns: Sequence[str] = ()) -> SplitOutputs:
+    """Runs `predict_fn` (global batch -> replicated outputs with `valid` [B]) over the
+    `stream.n_batches` global batches built from this process's host batches."""
+    it, n_batches, local_batch = iter(stream), stream.n_batches, stream.local_batch
     outs: list[dict[str, np.ndarray]] = []
     first = None
     shown = time.perf_counter()
@@ -122,12 +121,11 @@ def _gather_rows(column: np.ndarray) -> np.ndarray:
                     dtype=object)
 
 
-def global_rows(columns: dict[str, np.ndarray], global_batch: int
-                ) -> tuple[Iterable[dict[str, np.ndarray]], int]:
+def global_rows(columns: dict[str, np.ndarray], global_batch: int) -> pipeline.EvalStream:
     """Rows every process knows (same arrays everywhere) as this process's host batches:
     global batch b holds rows [b * global_batch, (b + 1) * global_batch), process p feeds
     the p-th block of it (the trainer's layout). Adds `valid` (False on padding rows), so
-    `predict_split`'s outputs come back in row order. Returns (batches, n_batches)."""
+    `predict_split`'s outputs come back in row order."""
     n = len(next(iter(columns.values())))
     pc, pi = jax.process_count(), jax.process_index()
     local = global_batch // pc
@@ -139,4 +137,4 @@ def global_rows(columns: dict[str, np.ndarray], global_batch: int
             lo = b * global_batch + pi * local
             yield {k: v[lo:lo + local] for k, v in cols.items()}
 
-    return batches(), n_batches
+    return pipeline.EvalStream(batches(), n_batches, local, n)

@@ -12,6 +12,7 @@ import pytest
 from tests.helpers import task_names
 from vnr import evaluation, sharding
 from vnr import task as task_lib
+from vnr.data import pipeline
 from vnr.reports import results
 
 
@@ -68,7 +69,8 @@ def test_predict_split_pads_short_and_missing_batches():
     batches = [{"x": rows[:8], "valid": np.ones(8, bool), "text": np.array(["a"] * 8, object)},
                {"x": rows[8:], "valid": np.ones(3, bool), "text": np.array(["b"] * 3, object)}]
     fn = jax.jit(lambda b: {"y": 2 * b["x"], "valid": b["valid"]})
-    out = evaluation.predict_split(batches, 4, fn, mesh, local, host_columns=("text",))
+    out = evaluation.predict_split(pipeline.EvalStream(batches, 4, local, 11), fn, mesh,
+                                   host_columns=("text",))
     np.testing.assert_array_equal(out["y"], 2 * rows)
     assert list(out["text"]) == ["a"] * 8 + ["b"] * 3
     assert out.first["text"][0] == "a" and len(out) == 11
@@ -78,17 +80,16 @@ def test_predict_split_pads_short_and_missing_batches():
 def test_predict_split_needs_a_valid_column():
     mesh = sharding.make_mesh((-1, 1), ("data", "model"))
     with pytest.raises(ValueError, match="no `valid` column"):
-        evaluation.predict_split([{"x": np.zeros(8, np.float32)}], 1,
-                                 jax.jit(lambda b: {"y": b["x"]}), mesh, 8)
+        evaluation.predict_split(pipeline.EvalStream([{"x": np.zeros(8, np.float32)}], 1, 8, 8),
+                                 jax.jit(lambda b: {"y": b["x"]}), mesh)
 
 
 def test_global_rows_keep_row_order():
     mesh = sharding.make_mesh((-1, 1), ("data", "model"))
-    batches, n = evaluation.global_rows({"x": np.arange(20, dtype=np.float32)}, 8)
-    out = evaluation.predict_split(batches, n, jax.jit(lambda b: {"y": b["x"],
-                                                                  "valid": b["valid"]}),
-                                   mesh, 8)
-    assert n == 3
+    stream = evaluation.global_rows({"x": np.arange(20, dtype=np.float32)}, 8)
+    out = evaluation.predict_split(stream, jax.jit(lambda b: {"y": b["x"], "valid": b["valid"]}),
+                                   mesh)
+    assert (stream.n_batches, stream.local_batch, stream.examples) == (3, 8, 20)
     np.testing.assert_array_equal(out["y"], np.arange(20))
 
 

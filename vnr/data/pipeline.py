@@ -27,8 +27,10 @@ behaviours this module works around:
 
 from __future__ import annotations
 
+import dataclasses
 import mmap
 import os
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import grain
@@ -124,6 +126,64 @@ def pad_batch(batch: dict[str, np.ndarray], size: int) -> dict[str, np.ndarray]:
             fill[...] = ""
         out[k] = np.concatenate([v, fill])
     return out
+
+
+Transform = grain.transforms.Map | grain.transforms.RandomMap
+
+
+def transformed(ds: grain.MapDataset, transforms: Sequence[Transform]) -> grain.MapDataset:
+    """`ds` with each of `transforms` applied in order (a `RandomMap` draws from the
+    dataset's seed and the element's index)."""
+    for t in transforms:
+        ds = ds.random_map(t) if isinstance(t, grain.transforms.RandomMap) else ds.map(t)
+    return ds
+
+
+def train_stream(source: Any, transforms: Sequence[Transform], local_batch: int, seed: int,
+                 process_index: int = 0, process_count: int = 1,
+                 num_workers: int = 0) -> grain.IterDataset:
+    """The training input of every task: `source` reshuffled every epoch, endless,
+    `transforms` per example, batches of `local_batch`. Process p takes the p-th block of
+    every global batch, so a global batch (content, row order, random draws) is the same
+    whatever the number of processes."""
+    ds = grain.MapDataset.source(source).seed(seed).shuffle().repeat(None)
+    ds = transformed(ds, transforms).batch(local_batch, drop_remainder=True)
+    return to_iter(ds[process_index::process_count], num_workers)
+
+
+@dataclasses.dataclass
+class EvalStream:
+    """One pass over an evaluation split for this process: host batches of `local_batch`
+    rows (the last may be short; `vnr.evaluation.predict_split` pads it), `n_batches`
+    the same on every process, `examples` in the split (after any cap)."""
+
+    batches: Iterable[dict]
+    n_batches: int
+    local_batch: int
+    examples: int
+
+    def __iter__(self) -> Iterator[dict]:
+        return iter(self.batches)
+
+
+def eval_stream(source: Any, transforms: Sequence[Transform], global_batch: int, *,
+                seed: int = 0, max_examples: int = 0, num_workers: int = 0,
+                process_index: int | None = None,
+                process_count: int | None = None) -> EvalStream:
+    """The evaluation input of every task: the first `max_examples` of `source` (0: all)
+    in order, `transforms` per example (random ones seeded by `seed`, so every evaluation
+    sees the same draws), split round-robin over processes (default: this JAX process of
+    all of them) in batches of `global_batch // process_count`."""
+    import jax
+
+    pi = jax.process_index() if process_index is None else process_index
+    pc = jax.process_count() if process_count is None else process_count
+    ds = grain.MapDataset.source(source)
+    if max_examples:
+        ds = ds[:max_examples]
+    n, local = len(ds), global_batch // pc
+    ds = transformed(ds.seed(seed), transforms)[pi::pc].batch(local, drop_remainder=False)
+    return EvalStream(to_iter(ds, num_workers), eval_batch_count(n, pc, local), local, n)
 
 
 def eval_batch_count(n: int, process_count: int, local_batch: int) -> int:

@@ -69,10 +69,9 @@ def test_rnl_beats_random(tmp_path) -> None:
         loss = step(model, opt, {k: jnp.asarray(v) for k, v in next(it).items()})
     assert np.isfinite(float(loss))
     predict = nnx.jit(lambda m, b: task.predict(c, m, b))
-    batches, n = data.eval_batches(c.data, "test", 16)
     scores, gts = [], []
-    for _ in range(n):
-        out = predict(model, {k: jnp.asarray(v) for k, v in next(batches).items()})
+    for batch in data.eval_dataset(c.data, "test", 16):
+        out = predict(model, {k: jnp.asarray(v) for k, v in batch.items()})
         scores.append(np.asarray(out["scores"]))
         gts.append(np.asarray(out["gt"]))
     m = task.score_windows(np.concatenate(scores), np.concatenate(gts), c.data.n_clips)

@@ -134,9 +134,7 @@ def _train_and_score(c, steps: int) -> dict[str, float]:
     predict = nnx.jit(lambda m, b: task.predict(c, m, b))
     words = data.vocab(c.data)
     hyps, refs, casts = [], [], []
-    batches, n = data.eval_batches(c.data, "test", c.eval_batch_size)
-    for _ in range(n):
-        b = next(batches)
+    for b in data.eval_dataset(c.data, "test", c.eval_batch_size):
         texts = {k: b.pop(k) for k in task.TEXT_KEYS}
         out = predict(model, {k: jnp.asarray(v) for k, v in b.items()})
         for i in range(len(texts["ref"])):
@@ -235,9 +233,9 @@ def _rolled_eval(c):
     CLIP frames recomputed here."""
     mesh = sharding.make_mesh((-1, 1))
     metrics = task.evaluate(c, "test", _rolled_predict, mesh, max_examples=8)
-    it, n = data.eval_batches(c.data, "test", 8, 8)
-    b = next(it)
-    assert n == 1 and len(b["targets"]) == 8
+    stream = data.eval_dataset(c.data, "test", 8, 8)
+    b = next(iter(stream))
+    assert stream.n_batches == 1 and len(b["targets"]) == 8
     words, tokens = data.vocab(c.data), np.roll(b["targets"], 1, axis=0)
     casts = [str(x).split("\t") for x in b["cast"]]
     hyps = [task.decode_text(tokens[i], words, casts[i]) for i in range(8)]

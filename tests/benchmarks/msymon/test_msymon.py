@@ -272,8 +272,7 @@ def test_retrieval_pool_is_every_clip_of_the_test_split(corpus, en_run):
     """Appendix D (Tables 10-13): each sentence ranks every clip of the 4 test videos."""
     res = en_run[1]["en_test"]
     c = _config(corpus, **RUN)
-    it, n = data.eval_batches(c.data, "en_test", 8)
-    clips = sum(int(b["clip_mask"].sum()) for _, b in zip(range(n), it, strict=False))
+    clips = sum(int(b["clip_mask"].sum()) for b in data.eval_dataset(c.data, "en_test", 8))
     assert res["pool_videos"] == 4 and res["pool_clips"] == clips
     assert res["queries"] > 0
     # A larger pool never ranks a sentence's clip higher than its own video alone does.

@@ -194,11 +194,9 @@ def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.M
     d, e = config.data, config.eval
     words = data.vocab(d)
     clip_dim = check_clip_width(config) if e.clip_model else 0  # fails before decoding
-    pc = jax.process_count()
-    it, n_batches = data.eval_batches(d, split, config.eval_batch_size, max_examples,
-                                      jax.process_index(), pc)
-    out = evaluation.predict_split(it, n_batches, predict_fn, mesh, config.eval_batch_size // pc,
-                                   name=f"movie101 {split}", host_columns=TEXT_KEYS)
+    stream = data.eval_dataset(d, split, config.eval_batch_size, max_examples)
+    out = evaluation.predict_split(stream, predict_fn, mesh, name=f"movie101 {split}",
+                                   host_columns=TEXT_KEYS)
     casts = [c.split("\t") if c else [] for c in out["cast"]]
     hyps = [decode_text(np.asarray(t), words, cast) for t, cast in zip(out["tokens"], casts)]
     refs = [str(r) for r in out["ref"]]

@@ -301,19 +301,13 @@ def train_dataset(cfg: Any, batch_size: int, seed: int, process_index: int = 0,
                   process_count: int = 1) -> grain.IterDataset:
     """Endless, per-epoch reshuffled batches for one process."""
     prepare(cfg)
-    ds = grain.MapDataset.source(records.usable_source(cfg, cfg.train_split))
-    ds = ds.seed(seed).shuffle().repeat(None).map(_encode(cfg, False))
-    ds = ds.batch(batch_size, drop_remainder=True)[process_index::process_count]  # p-th block
-    return pipeline.to_iter(ds, cfg.num_workers)
+    return pipeline.train_stream(records.usable_source(cfg, cfg.train_split),
+                                 [_encode(cfg, False)], batch_size, seed, process_index,
+                                 process_count, cfg.num_workers)
 
 
-def eval_batches(cfg: Any, split: str, batch_size: int, max_examples: int = 0,
-                 process_index: int = 0, process_count: int = 1):
-    """(iterator of per-process batches with `ref`/`cast`, batches per process) over the
-    split's usable narrations (`records.usable`)."""
-    src = records.usable_source(cfg, split)
-    n = min(len(src), max_examples) if max_examples else len(src)
-    ds = grain.MapDataset.source(src)[:n].map(_encode(cfg, True))
-    local = batch_size // process_count
-    ds = ds[process_index::process_count].batch(local, drop_remainder=False)
-    return iter(pipeline.to_iter(ds, 0)), pipeline.eval_batch_count(n, process_count, local)
+def eval_dataset(cfg: Any, split: str, batch_size: int,
+                 max_examples: int = 0) -> pipeline.EvalStream:
+    """The split's usable narrations (`records.usable`), with `ref`/`cast` text columns."""
+    return pipeline.eval_stream(records.usable_source(cfg, split), [_encode(cfg, True)],
+                                batch_size, max_examples=max_examples)

@@ -158,11 +158,8 @@ def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.M
     if _global(config):
         return evaluate_global(config, split, predict_fn, mesh, max_examples=max_examples,
                                report_dir=report_dir)
-    pc = jax.process_count()
-    it, n_batches = data.eval_batches(config.data, split, config.eval_batch_size, max_examples,
-                                      jax.process_index(), pc)
-    out = evaluation.predict_split(it, n_batches, predict_fn, mesh,
-                                   config.eval_batch_size // pc, name=f"movie101 tng {split}")
+    stream = data.eval_dataset(config.data, split, config.eval_batch_size, max_examples)
+    out = evaluation.predict_split(stream, predict_fn, mesh, name=f"movie101 tng {split}")
     metrics = score_windows(out["scores"], out["gt"], config.data.n_clips)
     metrics["left_out"] = float(sum(records.usable(config.data, split)[1].values()))
     if report_dir is not None and out.first is not None:
@@ -184,7 +181,7 @@ def local_report(config: Any, split: str, out: evaluation.SplitOutputs,
 def local_figure(config: Any, split: str, out: evaluation.SplitOutputs) -> Any:
     """The first narrations' windows, true spans and top spans. The first rows of the
     outputs are this (the primary) process's first batch, whose records are the split's
-    0, P, 2P, ... (P processes: `tng_data.eval_batches`)."""
+    0, P, 2P, ... (P processes: `tng_data.eval_dataset`)."""
     from vnr.benchmarks.movie101 import figures
 
     d = config.data
@@ -262,16 +259,15 @@ def embed_movies(config: Any, movies: dict[str, list[dict]], predict_fn: Callabl
     shot = np.concatenate(shots)
     mask = np.concatenate(masks)
     tok = np.stack(toks)
-    G, pc = config.eval_batch_size, jax.process_count()
+    G = config.eval_batch_size
     n = max(len(shot), len(tok))
 
     def pad(x: np.ndarray) -> np.ndarray:  # shots and narrations share rows
         return np.concatenate([x, np.zeros((n - len(x), *x.shape[1:]), x.dtype)])
 
-    batches, n_batches = evaluation.global_rows(
+    stream = evaluation.global_rows(
         {"shot": pad(shot), "shot_mask": pad(mask), "tokens": pad(tok)}, G)
-    out = evaluation.predict_split(batches, n_batches, predict_fn, mesh, G // pc,
-                                   name="movie101 tng shots")
+    out = evaluation.predict_split(stream, predict_fn, mesh, name="movie101 tng shots")
     v, t = out["shot"][:len(shot)], out["text"][:len(tok)]
     bounds_v = np.cumsum([0] + n_shots)
     bounds_t = np.cumsum([0] + [len(r) for r in movies.values()])

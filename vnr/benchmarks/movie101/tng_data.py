@@ -140,22 +140,16 @@ def check(cfg: Any, faces: bool = True) -> None:
 def train_dataset(cfg: Any, batch_size: int, seed: int, process_index: int = 0,
                   process_count: int = 1) -> grain.IterDataset:
     prepare(cfg)
-    ds = grain.MapDataset.source(records.usable_source(cfg, cfg.train_split))
-    ds = ds.seed(seed).shuffle().repeat(None).random_map(_window(cfg, True))
-    ds = ds[process_index::process_count].batch(batch_size, drop_remainder=True)
-    return ds.to_iter_dataset()
+    return pipeline.train_stream(records.usable_source(cfg, cfg.train_split),
+                                 [_window(cfg, True)], batch_size, seed, process_index,
+                                 process_count)
 
 
-def eval_batches(cfg: Any, split: str, batch_size: int, max_examples: int = 0,
-                 process_index: int = 0, process_count: int = 1):
-    """(iterator of per-process batches, batches per process) over the split's usable
-    narrations (`records.usable`); the last batch may be short."""
-    src = records.usable_source(cfg, split)
-    n = min(len(src), max_examples) if max_examples else len(src)
-    ds = grain.MapDataset.source(src)[:n].seed(0).random_map(_window(cfg, False))
-    local = batch_size // process_count
-    ds = ds[process_index::process_count].batch(local, drop_remainder=False)
-    return iter(ds.to_iter_dataset()), pipeline.eval_batch_count(n, process_count, local)
+def eval_dataset(cfg: Any, split: str, batch_size: int,
+                 max_examples: int = 0) -> pipeline.EvalStream:
+    """The split's usable narrations (`records.usable`)."""
+    return pipeline.eval_stream(records.usable_source(cfg, split), [_window(cfg, False)],
+                                batch_size, max_examples=max_examples)
 
 
 def movie_seconds(movie: dict, movie_id: str) -> int:
@@ -256,12 +250,10 @@ class ShotPair(grain.transforms.RandomMap):
 def shot_train_dataset(cfg: Any, batch_size: int, seed: int, process_index: int = 0,
                        process_count: int = 1) -> grain.IterDataset:
     prepare(cfg)
-    ds = grain.MapDataset.source(records.usable_source(cfg, cfg.train_split))
-    ds = ds.seed(seed).shuffle().repeat(None).random_map(
-        ShotPair(MovieTable(cfg), cfg.shot_len, cfg.max_tokens, cfg.vocab_size,
-                 given_shots(cfg)))
-    ds = ds[process_index::process_count].batch(batch_size, drop_remainder=True)
-    return ds.to_iter_dataset()
+    pair = ShotPair(MovieTable(cfg), cfg.shot_len, cfg.max_tokens, cfg.vocab_size,
+                    given_shots(cfg))
+    return pipeline.train_stream(records.usable_source(cfg, cfg.train_split), [pair],
+                                 batch_size, seed, process_index, process_count)
 
 
 def split_movies(cfg: Any, split: str, max_examples: int = 0) -> dict[str, list[dict]]:

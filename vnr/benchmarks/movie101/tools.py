@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 
-import jax
 import ml_collections
 import numpy as np
 from absl import flags
@@ -83,11 +82,10 @@ def two_stage(global_workdir: str, local_workdir: str, split: str = "test", k: i
                 starts.append(ws)
             meta.append((row[top], np.array(starts, float),
                          np.array([float(r["start"]), float(r["end"])])))
-    batches, n_batches = evaluation.global_rows(
+    stream = evaluation.global_rows(
         {key: np.stack([it[key] for it in items]) for key in items[0] if key != "valid"},
         lc.eval_batch_size)
-    scores = evaluation.predict_split(batches, n_batches, local.predict,
-                                      local.setup.mesh, lc.eval_batch_size // jax.process_count(),
+    scores = evaluation.predict_split(stream, local.predict, local.setup.mesh,
                                       name="movie101 two-stage windows")["scores"]
     sc = scores.reshape(len(meta), k, n, n)[:, :, valid]
     res = {key: 0.0 for key in gm.recall_upstream(np.zeros((1, 1)), np.zeros((1, 2)),

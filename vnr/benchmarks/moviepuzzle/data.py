@@ -304,39 +304,16 @@ def train_dataset(cfg: Any, batch_size: int, seed: int, process_index: int = 0,
                   process_count: int = 1,
                   cached: Mapping[str, Any] | None = None) -> grain.IterDataset:
     """Endless, per-epoch reshuffled (clips and frames) batches for one process."""
-    ds = grain.MapDataset.source(_records(cfg, cfg.train_split, cached))
-    ds = ds.seed(seed).shuffle().repeat(None)
-    ds = ds.map(_encode(cfg)).random_map(ShuffleFrames())
-    if cfg.get("augment", False):
-        ds = ds.random_map(AugmentClip())
-    # Batch, then slice: process p takes the p-th block of every global batch, so the
-    # global batch (and, since frame shuffles depend on the global index, its
-    # content and row order) is the same whatever the number of processes.
-    ds = ds.batch(batch_size, drop_remainder=True)[process_index::process_count]
-    return pipeline.to_iter(ds, cfg.num_workers)
+    augment = [AugmentClip()] if cfg.get("augment", False) else []
+    return pipeline.train_stream(_records(cfg, cfg.train_split, cached),
+                                 [_encode(cfg), ShuffleFrames(), *augment], batch_size, seed,
+                                 process_index, process_count, cfg.num_workers)
 
 
 def eval_dataset(cfg: Any, split: str, batch_size: int, seed: int, max_examples: int = 0,
-                 process_index: int = 0, process_count: int = 1,
-                 cached: Mapping[str, Any] | None = None) -> grain.IterDataset:
-    """One pass over `split` with a fixed per-clip frame shuffle.
-
-    Yields per-process batches of `batch_size // process_count`; the last one
-    may be short (see `pipeline.pad_batch`). Use `num_eval_batches` for a count that is
-    the same on every process.
-    """
-    ds = grain.MapDataset.source(_records(cfg, split, cached))
-    if max_examples:
-        ds = ds[:max_examples]
-    ds = ds.seed(seed + 1).map(_encode(cfg, keep_text=True)).random_map(ShuffleFrames())
-    ds = ds[process_index::process_count].batch(batch_size // process_count,
-                                                drop_remainder=False)
-    return pipeline.to_iter(ds, cfg.num_workers)
-
-
-def num_eval_batches(cfg: Any, split: str, batch_size: int, max_examples: int = 0,
-                     process_count: int = 1) -> int:
-    """Batches per process for `eval_dataset`, equal on every process."""
-    n = len(source(cfg, split))
-    n = min(n, max_examples) if max_examples else n
-    return pipeline.eval_batch_count(n, process_count, batch_size // process_count)
+                 cached: Mapping[str, Any] | None = None) -> pipeline.EvalStream:
+    """One pass over `split` with a fixed per-clip frame shuffle (seeded by `seed` + 1)."""
+    return pipeline.eval_stream(_records(cfg, split, cached),
+                                [_encode(cfg, keep_text=True), ShuffleFrames()], batch_size,
+                                seed=seed + 1, max_examples=max_examples,
+                                num_workers=cfg.num_workers)

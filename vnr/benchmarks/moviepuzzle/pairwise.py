@@ -215,11 +215,9 @@ def collect(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.Me
             max_examples: int, cached: dict | None = None) -> evaluation.SplitOutputs:
     """Every clip of `split` through `predict_fn` (the one evaluation loop); `cached`:
     {tower: feature cache directory} (HCMC with `data.feature_cache`)."""
-    pc = jax.process_count()
-    n = data.num_eval_batches(config.data, split, config.eval_batch_size, max_examples, pc)
-    ds = data.eval_dataset(config.data, split, config.eval_batch_size, config.seed,
-                           max_examples, jax.process_index(), pc, cached=cached)
-    return evaluation.predict_split(ds, n, predict_fn, mesh, config.eval_batch_size // pc,
+    stream = data.eval_dataset(config.data, split, config.eval_batch_size, config.seed,
+                               max_examples, cached=cached)
+    return evaluation.predict_split(stream, predict_fn, mesh,
                                     name=f"moviepuzzle {split}")
 
 

@@ -234,12 +234,8 @@ def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.M
              max_examples: int = 0, report_dir: pathlib.Path | None = None) -> dict[str, float]:
     """Ranks every synopsis of `split` for every segment of it (and the reverse)."""
     del report_dir  # no figure for retrieval
-    pc = jax.process_count()
-    n = data.num_eval_batches(config.data, split, config.eval_batch_size, max_examples, pc)
-    ds = data.eval_dataset(config.data, split, config.eval_batch_size, max_examples,
-                           jax.process_index(), pc)
-    out = evaluation.predict_split(ds, n, predict_fn, mesh, config.eval_batch_size // pc,
-                                   name=f"synopsis {split}")
+    stream = data.eval_dataset(config.data, split, config.eval_batch_size, max_examples)
+    out = evaluation.predict_split(stream, predict_fn, mesh, name=f"synopsis {split}")
     sim = out["segment"] @ out["synopsis"].T
     result = {k: float(v) for k, v in retrieval_metrics(sim).items() if k in NAMES}
     back = retrieval_metrics(sim.T)

@@ -77,28 +77,13 @@ def train_dataset(cfg: Any, batch_size: int, seed: int, process_index: int = 0,
     if len(src) < batch_size * process_count:
         raise ValueError(f"split {cfg.train_split!r} of moviepuzzle/{cfg.config} has {len(src)} "
                          f"pairs < batch_size {batch_size * process_count}")
-    ds = grain.MapDataset.source(src).seed(seed).shuffle().repeat(None).map(_encode(cfg))
-    if cfg.get("augment", False):
-        ds = ds.random_map(AugmentClip())
-    ds = ds.batch(batch_size, drop_remainder=True)[process_index::process_count]  # p-th block
-    return pipeline.to_iter(ds, cfg.num_workers)
+    augment = [AugmentClip()] if cfg.get("augment", False) else []
+    return pipeline.train_stream(src, [_encode(cfg), *augment], batch_size, seed, process_index,
+                                 process_count, cfg.num_workers)
 
 
-def eval_dataset(cfg: Any, split: str, batch_size: int, max_examples: int = 0,
-                 process_index: int = 0, process_count: int = 1) -> grain.IterDataset:
-    """One pass over `split` in stored order; per-process batches of
-    `batch_size // process_count`, the last one possibly short (pad with `pipeline.pad_batch`)."""
-    ds = grain.MapDataset.source(_source(cfg, split))
-    if max_examples:
-        ds = ds[:max_examples]
-    ds = ds.map(_encode(cfg))[process_index::process_count]
-    ds = ds.batch(batch_size // process_count, drop_remainder=False)
-    return pipeline.to_iter(ds, cfg.num_workers)
-
-
-def num_eval_batches(cfg: Any, split: str, batch_size: int, max_examples: int = 0,
-                     process_count: int = 1) -> int:
-    """Batches per process for `eval_dataset`, equal on every process."""
-    n = len(_source(cfg, split))
-    n = min(n, max_examples) if max_examples else n
-    return pipeline.eval_batch_count(n, process_count, batch_size // process_count)
+def eval_dataset(cfg: Any, split: str, batch_size: int,
+                 max_examples: int = 0) -> pipeline.EvalStream:
+    """One pass over `split` in stored order."""
+    return pipeline.eval_stream(_source(cfg, split), [_encode(cfg)], batch_size,
+                                max_examples=max_examples, num_workers=cfg.num_workers)

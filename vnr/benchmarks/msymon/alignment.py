@@ -276,11 +276,8 @@ def predict(config: Any, model: Aligner, batch: dict) -> dict[str, jax.Array]:
 def collect(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.Mesh,
             max_examples: int = 0) -> evaluation.SplitOutputs:
     """predict_fn over a whole split (the one evaluation loop): the real videos' outputs."""
-    pc = jax.process_count()
-    it, n_batches = data.eval_batches(config.data, split, config.eval_batch_size, max_examples,
-                                      jax.process_index(), pc)
-    return evaluation.predict_split(it, n_batches, predict_fn, mesh,
-                                    config.eval_batch_size // pc, name=f"msymon {split}")
+    stream = data.eval_dataset(config.data, split, config.eval_batch_size, max_examples)
+    return evaluation.predict_split(stream, predict_fn, mesh, name=f"msymon {split}")
 
 
 MIN_VAL_VIDEOS = 10  # tuned on fewer validation videos than this: a warning (ours)

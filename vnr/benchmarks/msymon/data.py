@@ -224,10 +224,9 @@ def _encode(cfg: Any, max_clips: int, max_sentences: int, train: bool) -> Encode
 def train_dataset(cfg: Any, batch_size: int, seed: int, process_index: int = 0,
                   process_count: int = 1) -> grain.IterDataset:
     """Endless, per-epoch reshuffled batches of random crops for one process."""
-    ds = grain.MapDataset.source(source(cfg, cfg.train_split)).seed(seed).shuffle().repeat(None)
-    ds = ds.random_map(_encode(cfg, cfg.max_clips, cfg.max_sentences, True))
-    ds = ds.batch(batch_size, drop_remainder=True)[process_index::process_count]  # p-th block
-    return pipeline.to_iter(ds, cfg.num_workers)
+    return pipeline.train_stream(source(cfg, cfg.train_split),
+                                 [_encode(cfg, cfg.max_clips, cfg.max_sentences, True)],
+                                 batch_size, seed, process_index, process_count, cfg.num_workers)
 
 
 def eval_sizes(src: Any, cfg: Any, max_examples: int = 0) -> tuple[int, int]:
@@ -242,15 +241,10 @@ def eval_sizes(src: Any, cfg: Any, max_examples: int = 0) -> tuple[int, int]:
     return up(c), up(s)
 
 
-def eval_batches(cfg: Any, split: str, batch_size: int, max_examples: int = 0,
-                 process_index: int = 0, process_count: int = 1):
-    """(iterator of per-process batches of batch_size // process_count, number of batches).
-
-    The last batch may be short (`pipeline.pad_batch`); the count is the same on every process."""
+def eval_dataset(cfg: Any, split: str, batch_size: int,
+                 max_examples: int = 0) -> pipeline.EvalStream:
+    """One pass over `split`'s videos, padded to its largest (`eval_sizes`)."""
     src = source(cfg, split)
-    n = min(len(src), max_examples) if max_examples else len(src)
     mc, ms = eval_sizes(src, cfg, max_examples)
-    ds = grain.MapDataset.source(src)[:n].seed(0).random_map(_encode(cfg, mc, ms, False))
-    local = batch_size // process_count
-    ds = ds[process_index::process_count].batch(local, drop_remainder=False)
-    return iter(pipeline.to_iter(ds, 0)), pipeline.eval_batch_count(n, process_count, local)
+    return pipeline.eval_stream(src, [_encode(cfg, mc, ms, False)], batch_size,
+                                max_examples=max_examples)

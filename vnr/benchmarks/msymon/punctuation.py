@@ -33,7 +33,7 @@ from __future__ import annotations
 import pathlib
 import unicodedata
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -224,16 +224,13 @@ def make_model(config: Any, rngs: nnx.Rngs) -> Restorer:
 def train_data(config: Any, local_batch: int, process_index: int, process_count: int):
     """Endless reshuffled batches of the corpus's train windows (a grain iterator, so the
     trainer checkpoints its position)."""
-    import grain
-
     from vnr.data import pipeline
 
     ids, labels = corpus_examples(config.data.corpus, _tokenizer(config),
                                   config.data.max_tokens, "train")
     rows = [{"ids": i, "labels": y} for i, y in zip(ids, labels, strict=True)]
-    ds = grain.MapDataset.source(rows).seed(config.seed).shuffle().repeat(None)
-    ds = ds.batch(local_batch, drop_remainder=True)[process_index::process_count]
-    return pipeline.to_iter(ds, 0)
+    return pipeline.train_stream(rows, [], local_batch, config.seed, process_index,
+                                 process_count)
 
 
 def loss_fn(config: Any, model: Restorer, batch: dict, rngs: nnx.Rngs):
@@ -271,18 +268,6 @@ def metric_names(config: Any) -> tuple[str, ...]:
     return (*(f"{c}_{m}" for c in CLASSES[1:] for m in PER_CLASS), "macro_f1")
 
 
-def _pad_rows(x: np.ndarray, rows: int, value: int) -> np.ndarray:
-    return np.concatenate([x, np.full((rows - len(x), *x.shape[1:]), value, x.dtype)])
-
-
-def _batches(ids: np.ndarray, labels: np.ndarray, batch: int) -> Iterator[dict]:
-    for i in range(0, len(ids), batch):
-        n = min(batch, len(ids) - i)
-        yield {"ids": _pad_rows(ids[i:i + n], batch, 0),
-               "labels": _pad_rows(labels[i:i + n], batch, IGNORE),
-               "valid": np.arange(batch) < n}
-
-
 def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.Mesh, *,
              max_examples: int = 0, report_dir: pathlib.Path | None = None
              ) -> dict[str, float]:
@@ -290,10 +275,8 @@ def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.M
                                   config.data.max_tokens, split)
     if max_examples:
         ids, labels = ids[:max_examples], labels[:max_examples]
-    b = config.eval_batch_size // jax.process_count()
-    n = -(-len(ids) // b)
-    out = evaluation.predict_split(_batches(ids, labels, b), n, predict_fn, mesh, b,
-                                   name=f"punctuation {split}").outputs
+    stream = evaluation.global_rows({"ids": ids, "labels": labels}, config.eval_batch_size)
+    out = evaluation.predict_split(stream, predict_fn, mesh, name=f"punctuation {split}").outputs
     return class_metrics(np.asarray(out["pred"]), np.asarray(out["labels"]))
 
 

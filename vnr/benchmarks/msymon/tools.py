@@ -53,8 +53,7 @@ def baseline(data_cfg: Any, splits: list[str], languages: tuple[str, ...] = data
             name = f"{lang}_{split}"
             if name not in have:
                 continue
-            it, n = data.eval_batches(data_cfg, name, 8)
-            outs = [b for _, b in zip(range(n), it, strict=False)]
+            outs = list(data.eval_dataset(data_cfg, name, 8))
             out = {k: np.concatenate([o[k] for o in outs]) for k in outs[0]}
             res = alignment.score(out, alignment.transcript_alignment(out))
             res["videos"] = float(len(out["labels"]))
@@ -110,10 +109,8 @@ def _restorer(config: Any) -> tuple[Any, Any]:
     b = config.eval_batch_size
 
     def predict_words(ids: np.ndarray) -> np.ndarray:
-        batch = {"ids": np.concatenate([ids, np.zeros((b - len(ids), ids.shape[1]), ids.dtype)]),
-                 "labels": np.zeros((b, ids.shape[1]), np.int32), "valid": np.arange(b) < len(ids)}
-        got = evaluation.predict_split([batch], 1, fn, s.mesh, b, name="punctuate").outputs
-        return np.asarray(got["pred"])
+        rows = evaluation.global_rows({"ids": ids, "labels": np.zeros_like(ids, np.int32)}, b)
+        return np.asarray(evaluation.predict_split(rows, fn, s.mesh, name="punctuate")["pred"])
 
     return punctuation._tokenizer(config), predict_words  # noqa: SLF001
 

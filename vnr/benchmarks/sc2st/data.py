@@ -114,28 +114,14 @@ def _encode(cfg: Any, split: str, text_encoder: str) -> Encode:
 def train_dataset(cfg: Any, text_encoder: str, batch_size: int, seed: int,
                   process_index: int = 0, process_count: int = 1) -> grain.IterDataset:
     """Endless, per-epoch reshuffled batches for one process."""
-    ds = grain.MapDataset.source(_source(cfg, cfg.train_split))
-    enc = _encode(cfg, cfg.train_split, text_encoder)
-    ds = ds.seed(seed).shuffle().repeat(None).map(enc)
-    ds = ds.batch(batch_size, drop_remainder=True)[process_index::process_count]  # p-th block
-    return pipeline.to_iter(ds, cfg.num_workers)
+    return pipeline.train_stream(_source(cfg, cfg.train_split),
+                                 [_encode(cfg, cfg.train_split, text_encoder)], batch_size, seed,
+                                 process_index, process_count, cfg.num_workers)
 
 
 def eval_dataset(cfg: Any, split: str, text_encoder: str, batch_size: int,
-                 max_examples: int = 0, process_index: int = 0, process_count: int = 1
-                 ) -> grain.IterDataset:
-    """One pass over `split`; per-process batches of batch_size // process_count (last short)."""
-    ds = grain.MapDataset.source(_source(cfg, split))
-    if max_examples:
-        ds = ds[:max_examples]
-    ds = ds.map(_encode(cfg, split, text_encoder))
-    ds = ds[process_index::process_count].batch(batch_size // process_count,
-                                                drop_remainder=False)
-    return pipeline.to_iter(ds, cfg.num_workers)
-
-
-def num_eval_batches(cfg: Any, split: str, batch_size: int, max_examples: int = 0,
-                     process_count: int = 1) -> int:
-    n = len(_source(cfg, split))
-    n = min(n, max_examples) if max_examples else n
-    return pipeline.eval_batch_count(n, process_count, batch_size // process_count)
+                 max_examples: int = 0) -> pipeline.EvalStream:
+    """One pass over `split`'s storyboards."""
+    return pipeline.eval_stream(_source(cfg, split), [_encode(cfg, split, text_encoder)],
+                                batch_size, max_examples=max_examples,
+                                num_workers=cfg.num_workers)

@@ -157,12 +157,9 @@ def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.M
              max_examples: int = 0, report_dir: pathlib.Path | None = None) -> dict[str, float]:
     """Scores every round of every storyboard of `split` (max_examples = max storyboards);
     with `report_dir`, `<split>_storyboard.png` (`storyboard_figure`)."""
-    pc, d, enc = jax.process_count(), config.data, config.model.text_encoder
-    n = data.num_eval_batches(d, split, config.eval_batch_size, max_examples, pc)
-    ds = data.eval_dataset(d, split, enc, config.eval_batch_size, max_examples,
-                           jax.process_index(), pc)
-    out = evaluation.predict_split(ds, n, predict_fn, mesh, config.eval_batch_size // pc,
-                                   name=f"sc2st {split}")
+    stream = data.eval_dataset(config.data, split, config.model.text_encoder,
+                               config.eval_batch_size, max_examples)
+    out = evaluation.predict_split(stream, predict_fn, mesh, name=f"sc2st {split}")
     metrics = rank_metrics.summarise(out["scores"], out["answer"])
     metrics["storyboards"] = float(len(out))
     if report_dir is not None and out.first is not None:

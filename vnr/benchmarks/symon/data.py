@@ -425,10 +425,6 @@ def _encoder(cfg: Any, source: ItemSource, task: str, fixed: bool):
                            cfg.memory_window, cfg.memory)
 
 
-def _apply(ds: grain.MapDataset, enc: Any) -> grain.MapDataset:
-    return ds.random_map(enc) if isinstance(enc, grain.transforms.RandomMap) else ds.map(enc)
-
-
 def train_dataset(cfg: Any, task: str, batch_size: int, seed: int, process_index: int = 0,
                   process_count: int = 1) -> grain.IterDataset:
     """Endless, per-epoch reshuffled batches of `task` items for one process."""
@@ -436,26 +432,13 @@ def train_dataset(cfg: Any, task: str, batch_size: int, seed: int, process_index
     if len(source) < batch_size * process_count:
         raise ValueError(f"symon/{cfg.config} {cfg.train_split} has {len(source)} {task} items, "
                          f"fewer than one global batch ({batch_size * process_count})")
-    ds = grain.MapDataset.source(source).seed(seed).shuffle().repeat(None)
-    ds = _apply(ds, _encoder(cfg, source, task, fixed=False))
-    ds = ds.batch(batch_size, drop_remainder=True)[process_index::process_count]  # p-th block
-    return pipeline.to_iter(ds, cfg.num_workers)
+    return pipeline.train_stream(source, [_encoder(cfg, source, task, fixed=False)], batch_size,
+                                 seed, process_index, process_count, cfg.num_workers)
 
 
-def eval_dataset(cfg: Any, task: str, split: str, batch_size: int, max_examples: int = 0,
-                 process_index: int = 0, process_count: int = 1):
-    """One pass over `split` in item order: (dataset of per-process batches, item count)."""
+def eval_dataset(cfg: Any, task: str, split: str, batch_size: int,
+                 max_examples: int = 0) -> pipeline.EvalStream:
+    """One pass over `split`'s `task` items in item order."""
     source = ItemSource(cfg, split, task)
-    ds = grain.MapDataset.source(source)
-    if max_examples:
-        ds = ds[:max_examples]
-    n = len(ds)
-    ds = _apply(ds.seed(0), _encoder(cfg, source, task, fixed=True))
-    ds = ds[process_index::process_count].batch(batch_size // process_count,
-                                                drop_remainder=False)
-    return pipeline.to_iter(ds, cfg.num_workers), n
-
-
-def num_batches(n: int, process_count: int, local_batch: int) -> int:
-    """Eval batches per process for n items, equal on every process."""
-    return pipeline.eval_batch_count(n, process_count, local_batch)
+    return pipeline.eval_stream(source, [_encoder(cfg, source, task, fixed=True)], batch_size,
+                                max_examples=max_examples, num_workers=cfg.num_workers)

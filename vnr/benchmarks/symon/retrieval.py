@@ -124,12 +124,8 @@ def predict(config: Any, model: RetrievalModel, batch: dict) -> dict[str, jax.Ar
 def collect(config: Any, task: str, split: str, predict_fn: Callable, mesh: jax.sharding.Mesh,
             max_examples: int) -> evaluation.SplitOutputs:
     """Every `task` item of `split` through `predict_fn` (the one evaluation loop)."""
-    pc = jax.process_count()
-    local = config.eval_batch_size // pc
-    ds, n = data.eval_dataset(config.data, task, split, config.eval_batch_size, max_examples,
-                              jax.process_index(), pc)
-    return evaluation.predict_split(ds, data.num_batches(n, pc, local), predict_fn, mesh, local,
-                                    name=f"symon {split}")
+    stream = data.eval_dataset(config.data, task, split, config.eval_batch_size, max_examples)
+    return evaluation.predict_split(stream, predict_fn, mesh, name=f"symon {split}")
 
 
 def ranking_mesh(mesh: jax.sharding.Mesh) -> jax.sharding.Mesh | None:

@@ -199,13 +199,9 @@ def _scores(config: Any, split: str, predict_fn: Callable, mesh: Any,
     videos, rows = _rows(config, recs)
     keys = ("frames", "frame_mask", "mem_frames", "mem_frame_mask", "tokens", "mem_tokens",
             "valid")
-    pc = jax.process_count()
-    local = config.eval_batch_size // pc
-    ds = grain.MapDataset.source([{k: r[k] for k in keys} for r in rows])
-    ds = ds[jax.process_index()::pc].batch(local, drop_remainder=False)
-    n_batches = pipeline.eval_batch_count(len(rows), pc, local)
-    out = evaluation.predict_split(iter(pipeline.to_iter(ds, 0)), n_batches, predict_fn, mesh,
-                                   local, name=f"yms {split}").outputs
+    stream = pipeline.eval_stream([{k: r[k] for k in keys} for r in rows], [],
+                                  config.eval_batch_size)
+    out = evaluation.predict_split(stream, predict_fn, mesh, name=f"yms {split}").outputs
     for vi, vid in enumerate(videos):
         idx = [i for i, r in enumerate(rows) if r["video"] == vi]
         v = out["v"][idx[:vid["clips"]]]
