@@ -50,7 +50,6 @@ import jax
 import numpy as np
 from flax import nnx
 
-from vnr import run_reader
 from vnr.models.encoders import towers
 from vnr.models.encoders.loading import CheckpointError, match_tensors, read_checkpoint
 
@@ -117,6 +116,8 @@ def _from_run(prefix: str, workdir: str, targets: dict[str, tuple[tuple, Any]],
     (`others`: RNG counters, which stay this run's)."""
     top = prefix.split(".")[0] if prefix else None
     key = f"pretrained {prefix or '<model>'}"
+    from vnr import run_reader  # reads another run: only when a run source is named
+
     chosen = run_reader.run_step(workdir, step, key)
     _, saved = run_reader.restore_run(workdir, (top,) if top else None, key=key, step=chosen)
     head = f"{prefix}." if prefix else ""

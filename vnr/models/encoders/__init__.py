@@ -48,26 +48,43 @@ Sharding: parameters carry logical names (``vocab``, ``embed``, ``mlp``, ``heads
 mesh axis does not divide is replicated.
 """
 
-from vnr.models.encoders.bert import AlbertModel, BertModel
-from vnr.models.encoders.clip import (
-    CLIPModel,
-    CLIPOutput,
-    CLIPTextModel,
-    CLIPVisionModel,
-)
-from vnr.models.encoders.factory import (
-    SCRATCH_ARCHS,
-    SCRATCH_SIZES,
-    builder,
-    create,
-    load_pretrained,
-    scratch_config,
-)
-from vnr.models.encoders.layers import EncoderOutput, mean_pool
-from vnr.models.encoders.loading import HUB_IDS, CheckpointError
-from vnr.sharding import DEFAULT_RULES
-from vnr.sharding import logical_to_spec as logical_to_mesh
-from vnr.sharding import named_sharding as sharding_for
+import importlib
+from typing import Any
+
+# Public name -> (module, its name there): imported on first use, so a run that only needs a
+# tokenizer or the loader does not import (and trace-register) every architecture.
+_LAZY = {
+    "AlbertModel": ("bert", "AlbertModel"),
+    "BertModel": ("bert", "BertModel"),
+    "CLIPModel": ("clip", "CLIPModel"),
+    "CLIPOutput": ("clip", "CLIPOutput"),
+    "CLIPTextModel": ("clip", "CLIPTextModel"),
+    "CLIPVisionModel": ("clip", "CLIPVisionModel"),
+    "SCRATCH_ARCHS": ("factory", "SCRATCH_ARCHS"),
+    "SCRATCH_SIZES": ("factory", "SCRATCH_SIZES"),
+    "builder": ("factory", "builder"),
+    "create": ("factory", "create"),
+    "load_pretrained": ("factory", "load_pretrained"),
+    "scratch_config": ("factory", "scratch_config"),
+    "EncoderOutput": ("layers", "EncoderOutput"),
+    "mean_pool": ("layers", "mean_pool"),
+    "HUB_IDS": ("loading", "HUB_IDS"),
+    "CheckpointError": ("loading", "CheckpointError"),
+    "DEFAULT_RULES": ("vnr.sharding", "DEFAULT_RULES"),
+    "logical_to_mesh": ("vnr.sharding", "logical_to_spec"),
+    "sharding_for": ("vnr.sharding", "named_sharding"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module, attr = _LAZY[name]
+    module = module if module.startswith("vnr.") else f"{__name__}.{module}"
+    value = getattr(importlib.import_module(module), attr)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "DEFAULT_RULES",

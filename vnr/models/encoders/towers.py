@@ -20,7 +20,6 @@ import jax
 from flax import nnx
 
 from vnr.models.encoders import loading
-from vnr.models.encoders.factory import builder, sentence_transformers_pooling
 
 NOT_CHECKPOINTS = ("small", "hash")
 # model_type values each part accepts
@@ -70,6 +69,8 @@ def spec(name: str, part: str | None) -> tuple[Callable, tuple, tuple, Any, Path
     directory = loading.resolve(name)
     cfg, names = _inspect(str(directory))
     tower = part if cfg.model_type == "clip" else None
+    from vnr.models.encoders.factory import builder, sentence_transformers_pooling
+
     ctor, prefixes, ignore = builder(
         cfg, tower=tower, add_pooling_layer=any("pooler" in k for k in names),
         pooling=sentence_transformers_pooling(directory),
