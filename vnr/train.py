@@ -12,7 +12,7 @@ and optimizer, restore the latest checkpoint if any (else load the
 pretrained encoders the task names through its optional `pretrained(config)`, see
 `vnr/pretrained.py`; `config.frozen` lists parameters kept fixed), loop (jit-compiled step
 with donated state, progress, logs, the evaluators `config.evals` declares at their
-cadence, checkpoints, an optional profiler window), then select the step
+cadence, checkpoints through `vnr/saver.py`, an optional profiler window), then select the step
 (`config.select`: the best by a validation metric, else the last), restore it and run the
 final evaluators into `<workdir>/results.json`.
 """
@@ -53,9 +53,8 @@ from vnr.config_checks import check as check_config
 from vnr.config_file import check_overrides  # noqa: F401 (vnr.train.check_overrides)
 from vnr.models import compute
 from vnr.optim import make_lr, make_optimizer
-from vnr.reports import plots
-from vnr.reports import results as results_table
 from vnr.reports.writer import MetricWriter
+from vnr.saver import CheckpointError, Preempted, Saver
 from vnr.workdir import RESUMABLE, ConfigError, check_workdir, flatten  # noqa: F401
 
 FLAGS = flags.FLAGS
@@ -77,28 +76,16 @@ class NonFiniteLoss(RuntimeError):
     """NaN/inf in the loss, gradients or parameters; the run stops, checkpoints stay good."""
 
 
-class Preempted(Exception):  # noqa: N818 (a normal stop, not an error)
-    """SIGTERM: every process saved a checkpoint at `step`; rerun the command to resume."""
-
-    def __init__(self, step: int, directory: pathlib.Path):
-        super().__init__(f"preempted: saved step {step} in {directory}; rerun the same "
-                         f"command to resume")
-        self.step = step
-
-
-class CheckpointError(RuntimeError):
-    """The final checkpoint could not be written (e.g. disk full)."""
-
-
 def train_step(graphdef: Any, task: Any, config: Any, state: nnx.State, batch: dict,
                step: jax.Array) -> tuple[nnx.State, dict]:
     """One optimizer step.
 
-    A non-finite loss, gradient or updated parameter leaves `state` unchanged
-    and is reported through `metrics["nonfinite"]`; the host checks it at log
-    steps (no per-step sync) and stops naming the first bad step.
+    A non-finite loss or gradient skips the update (a `lax.cond`, so the state is updated
+    in place and never held twice, like `optax.apply_if_finite`); a non-finite parameter
+    after the update (a finite gradient times a bad learning rate) is not undone. Both are
+    reported through `metrics["nonfinite"]`, which the host checks at log steps (no
+    per-step sync) and before every checkpoint, so no bad state is saved.
     """
-    old = state.to_pure_dict()  # arrays: merge shares Variables, update mutates them
     model, opt = nnx.merge(graphdef, state)
     rngs = nnx.Rngs(dropout=jax.random.fold_in(jax.random.key(config.seed), step))
 
@@ -111,12 +98,17 @@ def train_step(graphdef: Any, task: Any, config: Any, state: nnx.State, batch: d
         nnx.value_and_grad(loss, has_aux=True, argnums=nnx.DiffState(0, wrt))
     (value, metrics), grads = grad_fn(model, rngs)
     grad_norm = optax.global_norm(grads)
-    opt.update(model, grads)
-    new_state = nnx.state((model, opt))
-    param_norm = optax.global_norm(nnx.state(model, nnx.Param))
-    ok = jnp.isfinite(value) & jnp.isfinite(grad_norm) & jnp.isfinite(param_norm)
-    nnx.replace_by_pure_dict(new_state, jax.tree.map(
-        lambda n, o: jnp.where(ok, n, o), new_state.to_pure_dict(), old))
+    finite = jnp.isfinite(value) & jnp.isfinite(grad_norm)
+
+    def update(st: nnx.State, g: Any) -> nnx.State:
+        m, o = nnx.merge(graphdef, st)
+        o.update(m, g)
+        return nnx.state((m, o))
+
+    # The state after the forward pass: it holds updated batch statistics, if any.
+    new_state = jax.lax.cond(finite, update, lambda st, g: st, nnx.state((model, opt)), grads)
+    param_norm = optax.global_norm(new_state.filter(nnx.Param))
+    ok = finite & jnp.isfinite(param_norm)
     metrics = dict(metrics, loss=value, grad_norm=grad_norm, nonfinite=(~ok).astype(jnp.int32))
     return new_state, metrics
 
@@ -228,13 +220,14 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
     """
     workdir = pathlib.Path(workdir).absolute()
     primary = jax.process_index() == 0
-    plots.new_run()  # a report warning is one line per run
+    if plots := sys.modules.get("vnr.reports.plots"):  # imported by an earlier run
+        plots.new_run()  # a report warning is one line per run
     data_dir = (config.get("data") or {}).get("data_dir") or None
     if data_dir is not None:  # before anything compiles: the build would fail after it
         startup.check_data_dir(data_dir)
     startup.resolve_workers(config, workdir, functools.partial(_say, primary))
     s = setup(config, workdir=workdir, load_pretrained=False, check_splits=True)
-    task, mesh, state, step_fn = s.task, s.mesh, s.state, s.step_fn
+    task, mesh, state = s.task, s.mesh, s.state
     n_params = sum(x.size for x in jax.tree.leaves(
         nnx.state(nnx.merge(s.graphdef, state)[0], nnx.Param)))
     n_frozen = pretrained.check_frozen(state, config)
@@ -244,39 +237,74 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
 
     data_iter = startup.train_iterator(task, config, s.local_batch)
     check_workdir(workdir, config)  # config.json: only once every check above passed
-    ckpt_dir = workdir / "checkpoints"
-    select = config.get("select") or {}
-    mgr = checkpoint.manager(ckpt_dir, config.keep_ckpts, select.get("metric") or None,
-                             select.get("mode", "max"), warn=functools.partial(_warn, primary))
-    try:
-        start, state = checkpoint.restore_latest(mgr, state, s.state_shardings, data_iter,
-                                                 warn=functools.partial(_warn, primary))
-    except BaseException:
-        data_iter.close()
-        raise
-    if start:
-        _say(primary, f"resumed from step {start} ({ckpt_dir})")
-    else:  # a fresh run: pretrained encoders (a resumed one has them in its checkpoint)
-        try:
-            state = startup.load_pretrained(task, config, state, s.state_shardings,
-                                            functools.partial(_say, primary))
-        except BaseException:
-            data_iter.close()
-            raise
-
+    warn = functools.partial(_warn, primary)
+    say = functools.partial(_say, primary)
+    saver = Saver(workdir, config, data_iter, warn)
     writer = MetricWriter(workdir, active=primary)
+    try:
+        start, state = saver.restore(state, s.state_shardings)
+        if start:
+            say(f"resumed from step {start} ({saver.directory})")
+        else:  # a fresh run: pretrained encoders (a resumed one has them in its checkpoint)
+            state = startup.load_pretrained(task, config, state, s.state_shardings, say)
+        state = _loop(config, s, state, start, saver, writer, workdir, say)
+    except NonFiniteLoss as e:
+        saver.finish()
+        writer.close()
+        kept = saver.latest_step()
+        raise NonFiniteLoss(f"{e}; " + (f"the last good checkpoint is kept in {saver.directory} "
+                                        f"(step {kept})" if kept is not None else
+                                        "no checkpoint was saved")) from None
+    finally:
+        saver.stop_signals()
+        data_iter.close()  # stop the grain workers before evaluation starts its own
+    final_ok = saver.finish()
+
+    selection = saver.selection()
+    if selection["step"] != config.total_steps:
+        say(f"selected step {selection['step']} ({selection['metric']} = "
+            f"{selection['value']:.4g}, {selection['mode']}); restoring it for the final "
+            f"evaluation")
+        state = saver.load(selection["step"], state, s.state_shardings)
+    report_dir = workdir / "reports" if primary else None
+    results = evaluators.final(s.evaluators, config, functools.partial(s.predict_fn, state),
+                               mesh, writer, selection["step"], report_dir, say)
+    if primary:
+        from vnr.reports import plots
+        from vnr.reports import results as results_table
+
+        workdir_lib.write_results(workdir / "results.json", results, selection)
+        plots.learning_curves(workdir / "metrics.jsonl", workdir / "reports" / "curves.png")
+        print(results_table.markdown(results, task_lib.columns(task, config, results)))
+    writer.close()
+    if not (saver.close() and final_ok):
+        raise CheckpointError(
+            f"the final checkpoint (step {config.total_steps}) could not be written to "
+            f"{saver.directory} (see the warning above); results.json was written; the newest "
+            f"good checkpoint is step {saver.newest_good()}")
+    return results
+
+
+def _loop(config: Any, s: Setup, state: nnx.State, start: int, saver: Saver,
+          writer: MetricWriter, workdir: pathlib.Path, say: Any) -> nnx.State:
+    """Steps `start + 1 .. config.total_steps`: the jitted step, logs, the periodic
+    evaluators and `saver`'s checkpoints (and its SIGTERM stop); returns the last state."""
+    primary = jax.process_index() == 0
     progress = progress_lib.Progress(config, start, primary)
     profiler = profiling.Profiler(config, workdir, start + 1)
-    preemption = distributed.Preemption()
-    warn = _warner(primary)
-    say = functools.partial(_say, primary)
     selector = evaluators.check_select(config, s.evaluators)
     if profiler.skipped:
         say(profiler.skipped)
     report_dir = workdir / "reports" if primary else None
     pending: list[dict] = []
+    step_fn, mesh, data_iter = s.step_fn, s.mesh, saver.data_iter
+
+    def check() -> None:  # a non-finite step stops the run before anything is saved
+        if pending:
+            _reduce(jax.device_get([{"nonfinite": p["nonfinite"]} for p in pending]),
+                    step - len(pending) + 1)
+
     t0, n0 = time.perf_counter(), start
-    saved_at = start  # step of the newest checkpoint whose save started without error
     try:
         for step in range(start + 1, config.total_steps + 1):
             batch = sharding.global_batch(next(data_iter), mesh)
@@ -304,63 +332,18 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
                 writer.write(step, {f"train/{k}": v for k, v in logs.items()})
                 progress.log(step, logs)
             progress.update()
+            if any(e.due(step) for e in s.evaluators):
+                check()  # never evaluate (or rank a checkpoint by) a non-finite model
             logged = evaluators.periodic(s.evaluators, config, functools.partial(
                 s.predict_fn, state), mesh, step, writer, report_dir, say)
             if logged:
                 t0 = time.perf_counter()  # keep eval time out of examples/s
-            selecting = selector is not None and selector.due(step)
-            if step % config.ckpt_every == 0 or step == config.total_steps or selecting:
-                # Only metrics measured at this very step rank a checkpoint.
-                if checkpoint.save_guarded(mgr, step, state, data_iter, warn,
-                                           metrics=evaluators.ranked(logged, select)
-                                           if selecting else None):
-                    saved_at = step
-            if preemption.reached(step) and step < config.total_steps:
-                if pending:  # a non-finite step must not be checkpointed as good
-                    _reduce(jax.device_get(pending), step - len(pending) + 1)
-                if saved_at != step and checkpoint.save_guarded(mgr, step, state, data_iter,
-                                                                warn, force=True):
-                    saved_at = step
-                if not (checkpoint.wait_guarded(mgr, warn) and saved_at == step):
-                    good = checkpoint.good_steps(ckpt_dir)
-                    raise CheckpointError(f"preempted at step {step} but its checkpoint "
-                                          f"failed; the newest good one is step "
-                                          f"{max(good) if good else 'none'}")
-                checkpoint.close_guarded(mgr, warn)
-                raise Preempted(step, ckpt_dir)
-    except NonFiniteLoss as e:
-        checkpoint.wait_guarded(mgr, warn)
-        writer.close()
-        raise NonFiniteLoss(f"{e}; the last good checkpoint is kept in "
-                            f"{ckpt_dir} (step {mgr.latest_step()})") from None
+            saver.maybe_save(step, state, logged,
+                             selector is not None and selector.due(step), check)
     finally:
         profiler.stop()
-        preemption.close()
         progress.close()
-        data_iter.close()  # stop the grain workers before evaluation starts its own
-    final_ok = checkpoint.wait_guarded(mgr, warn) and saved_at >= config.total_steps
-
-    selection = evaluators.selected_step(mgr, config)
-    if selection["step"] != config.total_steps:
-        say(f"selected step {selection['step']} ({selection['metric']} = "
-            f"{selection['value']:.4g}, {selection['mode']}); restoring it for the final "
-            f"evaluation")
-        state = checkpoint.restore(mgr, selection["step"], state, s.state_shardings, None)
-    results = evaluators.final(s.evaluators, config, functools.partial(s.predict_fn, state),
-                               mesh, writer, selection["step"], report_dir, say)
-    if primary:
-        workdir_lib.write_results(workdir / "results.json", results, selection)
-        plots.learning_curves(workdir / "metrics.jsonl", workdir / "reports" / "curves.png")
-        print(results_table.markdown(results, task_lib.columns(task, config, results)))
-    writer.close()
-    final_ok = checkpoint.close_guarded(mgr, warn) and final_ok
-    if not final_ok:
-        good = checkpoint.good_steps(ckpt_dir)
-        raise CheckpointError(
-            f"the final checkpoint (step {config.total_steps}) could not be written to "
-            f"{ckpt_dir} (see the warning above); results.json was written; the newest good "
-            f"checkpoint is step {max(good) if good else 'none'}")
-    return results
+    return state
 
 
 def _warner(primary: bool) -> Any:
@@ -377,7 +360,7 @@ def _reduce(rows: list[dict], first_step: int) -> dict[str, float]:
     """Means over the steps since the last log; raises on any non-finite step."""
     bad = [first_step + i for i, r in enumerate(rows) if int(r["nonfinite"])]
     if bad:
-        raise NonFiniteLoss(f"non-finite loss or gradient at step {bad[0]} (update skipped)")
+        raise NonFiniteLoss(f"non-finite loss, gradient or parameter at step {bad[0]}")
     keys = [k for k in rows[0] if k != "nonfinite"]
     return {k: float(np.mean([r[k] for r in rows])) for k in keys}
 

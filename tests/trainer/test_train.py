@@ -155,19 +155,31 @@ def test_checkpoint_of_another_model_names_the_parameter(data_dir, finished):
 
 @pytest.mark.e2e
 def test_train_step_skips_nonfinite_updates(data_dir, monkeypatch):
-    from vnr import config_checks
-
-    monkeypatch.delitem(config_checks.RULES, "lr")  # a NaN lr poisons every update
-    config = smoke(data_dir, lr=float("nan"))
+    """A NaN loss skips the update: every array of the state (optimizer's count included)
+    is unchanged, and the step says so."""
+    config = smoke(data_dir)
     s = train.setup(config)
     batch = next(iter(s.task.train_data(config, s.local_batch, 0, 1)))
-    from vnr import sharding
-
+    loss_fn = s.task.loss_fn
+    monkeypatch.setattr(s.task, "loss_fn", lambda *a: (loss_fn(*a)[0] * jnp.nan, {}))
     before = jax.device_get(s.state.to_pure_dict())
     state, metrics = s.step_fn(s.state, sharding.global_batch(batch, s.mesh),
-                               jnp.asarray(1, jnp.int32))
+                             jnp.asarray(1, jnp.int32))
     assert int(metrics["nonfinite"]) == 1
     jax.tree.map(np.testing.assert_array_equal, before, jax.device_get(state.to_pure_dict()))
+
+
+@pytest.mark.e2e
+def test_nonfinite_parameters_are_never_checkpointed(data_dir, tmp_path, monkeypatch):
+    """A NaN learning rate makes finite gradients NaN parameters (not undone): the run stops
+    at the first checkpoint step, before saving, naming the first bad step; with a log
+    cadence past the checkpoint's, only that check sees it."""
+    from vnr import config_checks
+
+    monkeypatch.delitem(config_checks.RULES, "lr")
+    with pytest.raises(train.NonFiniteLoss, match=r"at step 1; no checkpoint was saved$"):
+        train.run(smoke(data_dir, lr=float("nan"), log_every=100), str(tmp_path))
+    assert not [p for p in (tmp_path / "checkpoints").iterdir() if p.name.isdigit()]
 
 
 @pytest.mark.e2e
