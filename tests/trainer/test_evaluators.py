@@ -177,6 +177,7 @@ def test_progress_lines_in_a_log_file(selected):
     assert "selected step 3 (probe/calls = 1, min)" in err
 
 
+@pytest.mark.e2e  # its fixture trains (train.run), as the marker says
 def test_evaluate_refuses_what_it_cannot_mean(selected, tmp_path):
     wd, _, _ = selected
     config = workdir.load_config(wd)
