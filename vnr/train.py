@@ -240,13 +240,14 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
     warn = functools.partial(_warn, primary)
     say = functools.partial(_say, primary)
     saver = Saver(workdir, config, data_iter, warn)
-    writer = MetricWriter(workdir, active=primary)
+    writer = None  # opened once the run's state is there (a failed restore leaves no tb/ file)
     try:
         start, state = saver.restore(state, s.state_shardings)
         if start:
             say(f"resumed from step {start} ({saver.directory})")
         else:  # a fresh run: pretrained encoders (a resumed one has them in its checkpoint)
             state = startup.load_pretrained(task, config, state, s.state_shardings, say)
+        writer = MetricWriter(workdir, active=primary)
         state = _loop(config, s, state, start, saver, writer, workdir, say)
     except NonFiniteLoss as e:
         saver.finish()
@@ -346,10 +347,6 @@ def _loop(config: Any, s: Setup, state: nnx.State, start: int, saver: Saver,
     return state
 
 
-def _warner(primary: bool) -> Any:
-    return functools.partial(_warn, primary)
-
-
 def _warn(primary: bool, message: str) -> None:
     """Printed by every process (a failure may be local to one host)."""
     where = f"[process {jax.process_index()}] " if jax.process_count() > 1 else ""
@@ -368,10 +365,6 @@ def _reduce(rows: list[dict], first_step: int) -> dict[str, float]:
 def _say(primary: bool, message: str) -> None:
     if primary:
         progress_lib.say(message)
-
-
-def _fmt(metrics: dict[str, float]) -> str:
-    return " ".join(f"{k}={v:.4g}" for k, v in metrics.items())
 
 
 PROG = "python -m vnr.train"
