@@ -15,8 +15,8 @@ from absl import flags
 
 import bench
 from vnr import cli
+from vnr.config import ConfigError
 from vnr.evaluators import EvaluatorError
-from vnr.workdir import ConfigError
 
 SHARED = ("flops", "timing")
 

@@ -228,18 +228,18 @@ def report_rows(smoke: bool, data_dir: str = "") -> list[tuple[str, str]]:
     of this machine's cores. `smoke`: the frame level at test sizes on the tiny corpus."""
     import os
 
-    from vnr import config_file
+    from vnr import config as config_lib
 
     kind = jax.devices()[0].device_kind
     name = next((n for n, k in DEVICES.items() if k == kind), "h100")
     peak = bench_train.PEAKS[DEVICES[name]]
     cores = os.cpu_count() or 1
     if smoke:
-        config = config_file.load("configs/moviepuzzle/hcmc.py:frame,paper,smoke")
+        config = config_lib.load("configs/moviepuzzle/hcmc.py:frame,paper,smoke")
         config.data.image_resize = "clip"
         batches = 2
     else:
-        config = config_file.load("configs/moviepuzzle/hcmc.py:frame_shot,paper")
+        config = config_lib.load("configs/moviepuzzle/hcmc.py:frame_shot,paper")
         use_clip_shapes(config)
         public = pathlib.Path(__file__).resolve().parents[2] / "shared/data/moviepuzzle_public"
         if public.is_dir():

@@ -25,15 +25,14 @@ def wall_times(fn: Callable[[], object], repeats: int, warmup: int = 1) -> np.nd
 
 
 def flag_config(argv: list[str]) -> Any:
-    """Parses ``argv`` with the trainer's flags and returns ``--config`` (required), after the
-    trainer's check of ``--config.key`` overrides."""
+    """Parses ``argv`` (the program name first) with absl's global FLAGS plus the trainer's
+    ``--config`` (required; the file runs once, its ``--config.key`` overrides checked
+    first, as ``python -m vnr.train`` does) and returns that config."""
     from absl import flags
 
-    from vnr.train import check_overrides, define_flags
-
-    define_flags()
-    check_overrides(argv)
-    flags.FLAGS(argv)
+    if "config" not in flags.FLAGS:
+        cli.config_flag(flags.FLAGS, "Config file: path.py[:arg] (the trainer's).", lock=True)
+    flags.FLAGS([argv[0], *cli.load_config(flags.FLAGS, list(argv[1:]))])
     if flags.FLAGS.config is None:
         cli.fail("--config is required")
     return flags.FLAGS.config

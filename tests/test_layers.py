@@ -27,7 +27,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("vnr.data",),  # input pipeline, hashed-word text
     ("vnr.models",),  # layers, encoders, their tokenizers
     ("vnr.checkpoint", "vnr.checksums", "vnr.selection", "vnr.run_reader", "vnr.pretrained",
-     "vnr.reports", "vnr.evaluation", "vnr.task", "vnr.config_file", "vnr.config_checks",
+     "vnr.reports", "vnr.evaluation", "vnr.task", "vnr.config",
      "vnr.feature_cache", "vnr.workdir", "vnr.evaluators", "vnr.cli", "vnr.startup",
      "vnr.extractors", "vnr.saver"),
     ("vnr.benchmarks",),  # one package per benchmark

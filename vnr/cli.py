@@ -15,7 +15,8 @@
 * A repeatable flag (`DEFINE_multi_string`) also takes several values after it, as the
   argparse tools' `nargs` did: `--workdirs a b --csv x` is `--workdirs=a --workdirs=b`.
 * `--config path.py[:args]` (with `--config.key=value` overrides) is the trainer's flag:
-  `config_flag(fv)` defines it, checked first by `vnr.config_file.check_overrides`.
+  `config_flag(fv)` defines it; `parse` runs the file once (`vnr.config.load`) and checks
+  every `--config.<key>` against it before absl applies the overrides.
 * Flags a library reads from absl's global FLAGS (the multi-host flags of
   `vnr.distributed`, absl's logging flags such as `--verbosity`) are taken with
   `shared=(module, ...)`: the same flag objects join the tool's FlagValues, so parsing sets
@@ -35,7 +36,8 @@ from absl import flags
 
 Define = Callable[[flags.FlagValues], None]  # defines a (sub)command's flags
 HELP = ("--help", "-h", "--helpshort", "--helpfull", "-?")
-_CONFIG_FILE_FLAGS: weakref.WeakSet = weakref.WeakSet()  # the flags `config_flag` defined
+# The flags `config_flag` defined -> whether the config is locked.
+_CONFIG_FILE_FLAGS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 class Args:
@@ -80,14 +82,8 @@ def parse(argv: Sequence[str] | None, prog: str, doc: str | None,
     where = f"{prog} {command}" if command else prog
     if any(a in HELP for a in argv):
         _flag_help(where, doc if commands is None else commands[command][0], values, operands)
-    if "config" in values and values["config"] in _CONFIG_FILE_FLAGS and any(
-            a.split("=", 1)[0] == "--config" for a in argv):  # not a plain `--config` flag
-        from vnr import config_file
-
-        try:  # one line for a bad file or key, before absl (its errors are tracebacks)
-            config_file.check_overrides(argv)
-        except SystemExit as e:
-            fail(str(e.code).removeprefix("error: "))
+    if "config" in values and values["config"] in _CONFIG_FILE_FLAGS:  # not a plain flag
+        argv = load_config(values, argv)
     try:
         rest = values([prog, *_spread(argv, values)])[1:]
     except flags.Error as e:
@@ -123,12 +119,41 @@ def _share(values: flags.FlagValues, modules: Sequence[str]) -> None:
 def config_flag(values: flags.FlagValues, help_text: str = "Config file: path.py[:arg].",
                 lock: bool = False) -> None:
     """The trainer's `--config path.py[:args]` with `--config.key=value` overrides; `lock`:
-    the config refuses keys it does not have (as the trainer's)."""
+    the config refuses keys it does not have (as the trainer's). Until `parse` loads the
+    file (`load_config`) the flag is a plain string: absl never executes a config."""
+    flags.DEFINE_string("config", None, help_text, flag_values=values)
+    _CONFIG_FILE_FLAGS[values["config"]] = lock
+
+
+def load_config(values: flags.FlagValues, argv: list[str]) -> list[str]:
+    """Loads `--config path.py[:args]` once (`vnr.config.load`) and checks every
+    `--config.<key>` against it, each problem one `error:` line before absl (whose errors are
+    tracebacks); the flag then holds that config, which absl's `--config.key=value`
+    overrides. Returns `argv` without the file operand."""
     from ml_collections import config_flags
 
-    config_flags.DEFINE_config_file("config", None, help_text, flag_values=values,
-                                    lock_config=lock)
-    _CONFIG_FILE_FLAGS.add(values["config"])
+    from vnr import config as config_lib
+
+    where = next((i for i, a in enumerate(argv) if a.split("=", 1)[0] == "--config"
+                  and ("=" in a or i + 1 < len(argv))), None)
+    if where is None:
+        return argv
+    word = argv[where]
+    spec, rest = ((word.split("=", 1)[1], argv[:where] + argv[where + 1:]) if "=" in word
+                  else (argv[where + 1], argv[:where] + argv[where + 2:]))
+    try:
+        config = config_lib.load(spec)
+        config_lib.check_keys(config, [a[len("--config."):].split("=", 1)[0] for a in rest
+                                       if a.startswith("--config.")], spec.partition(":")[0])
+    except config_lib.ConfigError as e:
+        fail(str(e))
+    flag = values["config"]
+    lock = _CONFIG_FILE_FLAGS[flag]
+    delattr(values, "config")
+    config_flags.DEFINE_config_dict("config", config, flag.help, flag_values=values,
+                                    lock_config=lock, sys_argv=["", *rest])
+    _CONFIG_FILE_FLAGS[values["config"]] = lock  # global FLAGS may load again (tests)
+    return rest
 
 
 def _spread(argv: list[str], values: flags.FlagValues) -> list[str]:

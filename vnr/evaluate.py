@@ -25,7 +25,8 @@ import jax
 import ml_collections
 from absl import flags, logging
 
-from vnr import checkpoint, cli, config_file, evaluators, progress, run_reader, selection
+from vnr import checkpoint, cli, evaluators, progress, run_reader, selection
+from vnr import config as config_lib
 from vnr import task as task_lib
 from vnr import workdir as workdir_lib
 from vnr.reports import results as results_table
@@ -166,12 +167,13 @@ def _flags(argv: list[str], fv: flags.FlagValues) -> None:
         except ValueError as e:
             cli.fail(str(e))
         try:
-            config_file.check_keys(config, overrides, f"{workdir}/config.json")
-        except SystemExit as e:
-            cli.fail(str(e.code).removeprefix("error: "))
+            config_lib.check_keys(config, overrides, f"{workdir}/config.json")
+        except config_lib.ConfigError as e:
+            cli.fail(str(e))
         config_flags.DEFINE_config_dict("config", config, "The run's config.json; "
                                         "--config.key=value overrides a key.",
-                                        flag_values=fv, lock_config=True)
+                                        flag_values=fv, lock_config=True,
+                                        sys_argv=["", *argv])
     elif overrides and not any(a in cli.HELP for a in argv):
         cli.fail(f"--config.{overrides[0]}: --workdir is required (its config.json is what "
                  f"--config.key=value overrides)")

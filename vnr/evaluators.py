@@ -43,14 +43,13 @@ from typing import Any
 import jax
 
 from vnr import progress, selection
-from vnr import task as task_lib
-from vnr.config_file import RENAMED
+from vnr.config import ConfigError
 from vnr.selection import alternatives
 
 EVALUATOR_KEYS = ("type", "split", "splits", "every", "final", "max_examples", "report")
 
 
-class EvaluatorError(ValueError):
+class EvaluatorError(ConfigError):
     """A config's evaluator is malformed: one line naming `evals.<name>.<key>`."""
 
 
@@ -98,13 +97,7 @@ class Evaluator:
 
 
 def parse(config: Any, task_module: Any) -> list[Evaluator]:
-    """The evaluators `config.evals` declares, checked (EvaluatorError, one line).
-
-    Old keys of the eval settings are refused naming the new ones.
-    """
-    for old, new in RENAMED.items():
-        if _has(config, old):
-            raise EvaluatorError(f"config key {old} is gone: use {new} (vnr/evaluators.py)")
+    """The evaluators `config.evals` declares, checked (EvaluatorError, one line)."""
     specs = config.get("evals") or {}
     evaluators = []
     for name in specs:
@@ -176,12 +169,11 @@ def splits_of(evaluators: Iterable[Evaluator]) -> list[str]:
 
 
 def _module(type_: str, task_module: Any, where: str) -> Any:
-    """The evaluator module: `vnr.benchmarks.<type>` (an older task name: its module,
-    `vnr.task.RENAMED`), else `<type>` as a full module path."""
+    """The evaluator module: `vnr.benchmarks.<type>`, else `<type>` as a full module path."""
     if not type_:
         return task_module
     module = None
-    for name in (f"vnr.benchmarks.{task_lib.RENAMED.get(type_, type_)}", type_):
+    for name in (f"vnr.benchmarks.{type_}", type_):
         try:
             module = importlib.import_module(name)
             break
@@ -217,15 +209,6 @@ def _count(value: Any, key: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise EvaluatorError(f"{key}={value!r}: a whole number >= 0")
     return value
-
-
-def _has(config: Any, dotted: str) -> bool:
-    node = config
-    for part in dotted.split("."):
-        if not hasattr(node, "keys") or part not in node:
-            return False
-        node = node[part]
-    return True
 
 
 

@@ -19,8 +19,8 @@ from tfds_builders import DataDirError, failed_write
 from tfds_builders import check_data_dir as check_builder_data_dir
 from vnr import distributed, pretrained
 from vnr import task as task_lib
+from vnr.config import ConfigError
 from vnr.data import pipeline
-from vnr.workdir import ConfigError
 
 
 def check_data_dir(data_dir: str) -> None:

@@ -20,6 +20,8 @@ from typing import Any, Protocol, runtime_checkable
 import jax
 from flax import nnx
 
+from vnr.config import ConfigError
+
 Metrics = dict[str, float]
 
 
@@ -92,7 +94,7 @@ SIGNATURES = {
 }
 
 
-class TaskError(ValueError):
+class TaskError(ConfigError):
     """A config names no task module, or the module breaks the contract."""
 
 
@@ -116,14 +118,9 @@ def check(module: Any) -> None:
         raise TaskError(f"task module {name}: " + "; ".join(wrong) + " (vnr/task.py)")
 
 
-# Other names of task modules, as the config.json of older runs carries them -> the module.
-RENAMED = {"moviepuzzle": "moviepuzzle.pairwise", "sc2st.storyboard": "sc2st.task"}
-
-
 def load(name: str) -> Any:
-    """Imports `vnr.benchmarks.<name>` (an old name: its module, `RENAMED`) and checks it
-    against the contract."""
-    module_name = f"vnr.benchmarks.{RENAMED.get(name, name)}"
+    """Imports `vnr.benchmarks.<name>` and checks it against the contract."""
+    module_name = f"vnr.benchmarks.{name}"
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as e:

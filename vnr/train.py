@@ -33,7 +33,6 @@ import numpy as np
 import optax
 from absl import flags, logging
 from flax import nnx
-from ml_collections import config_flags
 
 from vnr import (
     checkpoint,
@@ -46,30 +45,16 @@ from vnr import (
     sharding,
     startup,
 )
+from vnr import config as config_lib
 from vnr import progress as progress_lib
 from vnr import task as task_lib
 from vnr import workdir as workdir_lib
-from vnr.config_checks import check as check_config
-from vnr.config_file import check_overrides  # noqa: F401 (vnr.train.check_overrides)
+from vnr.config import ConfigError
 from vnr.models import compute
 from vnr.optim import make_lr, make_optimizer
 from vnr.reports.writer import MetricWriter
 from vnr.saver import CheckpointError, Preempted, Saver
-from vnr.workdir import RESUMABLE, ConfigError, check_workdir, flatten  # noqa: F401
-
-FLAGS = flags.FLAGS
-
-
-def define_flags() -> None:
-    """The trainer's `--config` (a file, with `--config.key=value` overrides) and
-    `--workdir`; defined by the commands that take them, not on import (`vnr.evaluate`
-    defines its own `--config`)."""
-    if "config" not in FLAGS:
-        config_flags.DEFINE_config_file("config", None, "Config file: path.py[:arg].",
-                                        lock_config=True)
-    if "workdir" not in FLAGS:
-        flags.DEFINE_string("workdir", None, "Directory for checkpoints, logs, reports and "
-                                             "results.")
+from vnr.workdir import RESUMABLE, check_workdir, flatten  # noqa: F401
 
 
 class NonFiniteLoss(RuntimeError):
@@ -152,7 +137,7 @@ def setup(config: ml_collections.ConfigDict, devices: list | None = None,
     except task_lib.TaskError as e:
         raise ConfigError(str(e)) from e
     try:
-        check_config(config)  # every shared key in range (vnr/config_checks.py)
+        config_lib.check(config)  # every shared key in range (vnr/config.py)
         mesh = sharding.make_mesh(config.mesh.shape, config.mesh.axes, devices)
         local_batch = sharding.check_batch_size(config.batch_size, mesh)
         sharding.check_batch_size(config.eval_batch_size, mesh, "eval_batch_size")

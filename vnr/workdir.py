@@ -15,6 +15,8 @@ from typing import Any
 import jax
 import ml_collections
 
+from vnr.config import ConfigError
+
 # Config keys that may change between a run and its resumption.
 RESUMABLE = ("total_steps", "log_every", "eval_every", "ckpt_every", "keep_ckpts", "mesh",
              "eval_batch_size", "sharding_rules", "profile",
@@ -24,8 +26,6 @@ RESUMABLE = ("total_steps", "log_every", "eval_every", "ckpt_every", "keep_ckpts
 SELECTION = "selection"  # the key of results.json that is not a split
 
 
-class ConfigError(ValueError):
-    """A problem with the config or workdir, reported as one line before any compile."""
 
 
 def flatten(cfg: Any, prefix: str = "") -> dict[str, Any]:

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from vnr import config_file
+from vnr import config as config_lib
 from vnr.benchmarks.moviepuzzle import data as mp_data
 from vnr.benchmarks.moviepuzzle import pairwise
 
@@ -28,12 +28,12 @@ SELECTION = {  # config of a paper row -> (select.metric, select.mode)
 
 @pytest.mark.parametrize("spec", sorted(SELECTION))
 def test_paper_rows_select_as_their_paper_says_or_as_we_chose(spec):
-    c = config_file.load(spec)
+    c = config_lib.load(spec)
     assert (c.select.metric, c.select.mode) == SELECTION[spec]
 
 
 def _paper(split_size: int, monkeypatch, **over):
-    c = config_file.load("configs/moviepuzzle/hcmc.py:frame_shot,paper")
+    c = config_lib.load("configs/moviepuzzle/hcmc.py:frame_shot,paper")
     for k, v in over.items():
         c[k] = v
     monkeypatch.setattr(mp_data, "source", lambda cfg, split: range(split_size))

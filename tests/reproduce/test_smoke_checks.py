@@ -5,13 +5,13 @@ import json
 import pytest
 
 from tests.reproduce import smoke
-from vnr import config_file
+from vnr import config as config_lib
 
 
 def test_check_metric_names_catches_a_metric_no_module_lists(tmp_path):
     run = tmp_path / "row"
     run.mkdir()
-    config = config_file.load("configs/moviepuzzle/main.py:smoke")
+    config = config_lib.load("configs/moviepuzzle/main.py:smoke")
     (run / "config.json").write_text(config.to_json_best_effort())
     results = {"test_in_domain": {"os2": 50.0, "clips": 10.0},
                "selection": {"metric": None, "mode": "last", "step": 6, "value": None}}

@@ -188,7 +188,8 @@ def test_checkpoint_errors_end_a_run_or_an_evaluation_in_one_line(
     read by a task's pretrained hook) reaches the trainer as a ConfigError."""
     import functools
 
-    from vnr import checkpoint, config_file, evaluate, train, workdir
+    from vnr import checkpoint, evaluate, train, workdir
+    from vnr import config as config_lib
 
     where = f"checkpoint step 6 in {tmp_path}/checkpoints"
     raised = {"corrupt": checkpoint.CorruptCheckpoint(f"{where} is unreadable: bad chunk"),
@@ -203,7 +204,7 @@ def test_checkpoint_errors_end_a_run_or_an_evaluation_in_one_line(
     monkeypatch.setattr(train, "run", fail)
     monkeypatch.setattr(evaluate, "evaluate", fail)
     monkeypatch.setattr(train.distributed, "initialize_from_flags", lambda: False)
-    workdir.check_workdir(tmp_path, config_file.load("configs/moviepuzzle/main.py:smoke"))
+    workdir.check_workdir(tmp_path, config_lib.load("configs/moviepuzzle/main.py:smoke"))
     try:
         argv = ["--config", "configs/moviepuzzle/main.py:smoke", "--workdir", str(tmp_path)]
         bodies = [functools.partial(train._main, cli.parse(

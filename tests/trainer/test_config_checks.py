@@ -1,4 +1,4 @@
-"""Validated configs (vnr/config_checks.py): every shared numeric key is range-checked before
+"""Validated configs (vnr/config_lib.py): every shared numeric key is range-checked before
 anything is written or compiled, as one error line naming the key; a refused config writes
 no config.json, so the corrected command runs in the same workdir."""
 
@@ -12,7 +12,8 @@ import pytest
 from configs.moviepuzzle.main import get_config
 from tests import ROOT
 from tests.helpers import override
-from vnr import config_checks, config_file, train
+from vnr import config as config_lib
+from vnr import train
 
 # key -> (a value the rule refuses, what the error says)
 BAD = {
@@ -49,7 +50,7 @@ BAD = {
 
 
 def test_every_rule_has_a_case():
-    assert set(BAD) == set(config_checks.RULES)
+    assert set(BAD) == set(config_lib.RULES)
 
 
 @pytest.mark.parametrize("key", sorted(BAD))
@@ -58,7 +59,7 @@ def test_each_rule_refuses_its_bad_value(key):
     c = ml_collections.ConfigDict({"data": {}, "eval": {}, "model": {}})
     override(c, {key: value})
     with pytest.raises(ValueError) as e:
-        config_checks.check(c)
+        config_lib.check(c)
     assert str(e.value) == f"config key {key}={value!r} {why}"
 
 
@@ -66,7 +67,7 @@ def test_each_rule_refuses_its_bad_value(key):
     (8.0, "must be an integer"), (True, "must be an integer"), ("8", "must be an integer")])
 def test_an_integer_key_takes_only_integers(value, why):
     with pytest.raises(ValueError, match=rf"^config key batch_size={value!r} {why}$"):
-        config_checks.check({"batch_size": value})
+        config_lib.check({"batch_size": value})
 
 
 @pytest.mark.parametrize("value, why", [
@@ -74,19 +75,19 @@ def test_an_integer_key_takes_only_integers(value, why):
     ("1e-3", "must be a number"), (None, "must be a number")])
 def test_a_number_key_takes_only_finite_numbers(value, why):
     with pytest.raises(ValueError, match=rf"^config key lr={value!r} {why}"):
-        config_checks.check({"lr": value})
+        config_lib.check({"lr": value})
 
 
 def test_keys_a_config_lacks_are_not_checked_and_ints_are_numbers():
-    config_checks.check({})
-    config_checks.check({"lr": 1, "total_steps": 0, "model": {"dropout": 0.0}})
+    config_lib.check({})
+    config_lib.check({"lr": 1, "total_steps": 0, "model": {"dropout": 0.0}})
 
 
 def test_relations_are_checked_after_the_ranges():
     c = {"total_steps": 6, "profile": {"start_step": 5, "num_steps": 3}}
     with pytest.raises(ValueError, match=r"profile window steps 5..7 ends past total_steps=6"):
-        config_checks.check(ml_collections.ConfigDict(c))
-    config_checks.check(ml_collections.ConfigDict(dict(c, total_steps=7)))
+        config_lib.check(ml_collections.ConfigDict(c))
+    config_lib.check(ml_collections.ConfigDict(dict(c, total_steps=7)))
 
 
 def _shipped() -> list[str]:
@@ -96,7 +97,7 @@ def _shipped() -> list[str]:
         for arg in ("", ":smoke"):
             spec = f"{path.relative_to(ROOT)}{arg}"
             try:
-                config_file.load(str(ROOT / spec))
+                config_lib.load(str(ROOT / spec))
             except ValueError:  # needs an argument (a row, a language): not a default
                 continue
             specs.append(spec)
@@ -109,7 +110,7 @@ def test_every_shipped_config_passes(monkeypatch):
     assert len(specs) >= 15, specs
     for spec in specs + ["configs/moviepuzzle/baselines.py:random",
                          "configs/moviepuzzle/baselines.py:fusion,smoke"]:
-        config_checks.check(config_file.load(spec))
+        config_lib.check(config_lib.load(spec))
 
 
 @pytest.mark.parametrize("arch, usable", [("bert", 40), ("xlm-roberta", 40)])
@@ -120,13 +121,13 @@ def test_text_longer_than_a_checkpoints_positions_is_refused(tmp_path, arch, usa
     write_tiny_checkpoint(arch, tmp_path / arch)
     c = ml_collections.ConfigDict({"data": {"max_tokens": usable},
                                    "model": {"text_encoder": str(tmp_path / arch)}})
-    config_checks.fits_positions(c, "data.max_tokens", "model.text_encoder")
+    config_lib.fits_positions(c, "data.max_tokens", "model.text_encoder")
     c.data.max_tokens = usable + 1
     with pytest.raises(ValueError, match=rf"^data.max_tokens={usable + 1} exceeds the {usable} "
                                          r"positions of model.text_encoder='.*'$"):
-        config_checks.fits_positions(c, "data.max_tokens", "model.text_encoder")
+        config_lib.fits_positions(c, "data.max_tokens", "model.text_encoder")
     c.model.text_encoder = "scratch:bert-small"  # sized from the config: nothing to check
-    config_checks.fits_positions(c, "data.max_tokens", "model.text_encoder")
+    config_lib.fits_positions(c, "data.max_tokens", "model.text_encoder")
 
 
 def _smoke(data_dir: pathlib.Path, **overrides):

@@ -8,12 +8,11 @@ import sys
 
 import ml_collections
 import pytest
-from absl import flags
-from ml_collections import config_flags
 
 from tests import ROOT
 from tests.reproduce.test_configs import SELECTION
-from vnr import config_file, evaluators
+from vnr import cli, evaluators
+from vnr import config as config_lib
 from vnr import task as task_lib
 
 CONFIG_FILES = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "configs").rglob("*.py")
@@ -52,7 +51,7 @@ def test_every_config_file_is_found():
 
 @pytest.mark.parametrize("spec", sorted(set(CONFIG_FILES) | set(DOCUMENTED)))
 def test_config_loads(spec):
-    config = config_file.load(spec if ":" in spec else f"{spec}:{NEEDS_ARG.get(spec, '')}")
+    config = config_lib.load(spec if ":" in spec else f"{spec}:{NEEDS_ARG.get(spec, '')}")
     assert isinstance(config, ml_collections.ConfigDict)
     for key in ("task", "data", "model", "batch_size", "total_steps", "lr", "mesh", "eval"):
         assert key in config, (spec, key)
@@ -67,7 +66,7 @@ def test_config_declares_its_evaluators(spec):
     reads is one of the config's own data splits (so it follows `data.val_split` /
     `data.test_splits`, which the task's `check_splits` checks against the built dataset
     before anything compiles)."""
-    config = config_file.load(spec if ":" in spec else f"{spec}:{NEEDS_ARG.get(spec, '')}")
+    config = config_lib.load(spec if ":" in spec else f"{spec}:{NEEDS_ARG.get(spec, '')}")
     assert config.get("evals"), f"{spec}: no config.evals"
     parsed = evaluators.parse(config, task_lib.load(config.task))
     assert any(e.final for e in parsed), f"{spec}: no final evaluator"
@@ -91,7 +90,7 @@ def test_config_declares_its_evaluators(spec):
 ])
 def test_bad_arg_is_one_line_naming_file_and_arg(spec, names):
     with pytest.raises(ValueError) as e:
-        config_file.load(spec)
+        config_lib.load(spec)
     message = str(e.value)
     assert "\n" not in message and names in message
     assert spec.partition(":")[0] in message, message
@@ -126,7 +125,7 @@ def test_config_args_are_parsed_as_their_declared_types():
 
 
 def test_tests_load_configs_through_config_file():
-    """Tests load a config the way `--config` names it (`vnr.config_file.load`), never by
+    """Tests load a config the way `--config` names it (`vnr.config.load`), never by
     executing its file themselves."""
     own = [f"{p.relative_to(ROOT)}:{n}" for p in sorted((ROOT / "tests").rglob("*.py"))
            for n, line in enumerate(p.read_text().splitlines(), 1)
@@ -136,10 +135,10 @@ def test_tests_load_configs_through_config_file():
 
 def test_missing_file_or_get_config_is_one_line(tmp_path):
     with pytest.raises(ValueError, match="configs/nope.py does not exist"):
-        config_file.load("configs/nope.py:smoke")
+        config_lib.load("configs/nope.py:smoke")
     (tmp_path / "empty.py").write_text("X = 1\n")
     with pytest.raises(ValueError, match="defines no get_config"):
-        config_file.load(f"{tmp_path}/empty.py")
+        config_lib.load(f"{tmp_path}/empty.py")
 
 
 def test_bad_config_arg_is_one_error_line_from_the_cli(tmp_path):
@@ -154,17 +153,35 @@ def test_bad_config_arg_is_one_error_line_from_the_cli(tmp_path):
     assert not (tmp_path / "run").exists()
 
 
+def test_the_config_file_runs_once_and_overrides_apply(tmp_path):
+    """`--config path.py:args` executes the file once; `--config.key=value` then overrides
+    the loaded config, typed like the value it replaces."""
+    counter = tmp_path / "runs.txt"
+    spec = tmp_path / "counted.py"
+    spec.write_text(
+        "import ml_collections, pathlib\n"
+        "def get_config(arg):\n"
+        f"    p = pathlib.Path({str(counter)!r})\n"
+        "    p.write_text(p.read_text() + 'x' if p.exists() else 'x')\n"
+        "    return ml_collections.ConfigDict(dict(steps=1, rate=0.5, name='a', shape=(1, 2)))\n")
+    args = cli.parse([f"--config={spec}", "--config.steps=7", "--config.rate=2",
+                      "--config.shape=(4,8)"], "prog", None,
+                     lambda fv: cli.config_flag(fv, lock=True))
+    assert counter.read_text() == "x"
+    assert (args.config.steps, args.config.rate, tuple(args.config.shape)) == (7, 2.0, (4, 8))
+    assert isinstance(args.config.rate, float) and args.config.name == "a"
+
+
 def test_siblings_import_through_the_config_flag_and_by_path(tmp_path):
-    # ml_collections' --config flag executes the file by path (as `python -m vnr.train` does).
-    fv = flags.FlagValues()
-    config_flags.DEFINE_config_file("config", None, "", flag_values=fv, lock_config=True)
-    fv(["prog", "--config=configs/moviepuzzle/baselines.py:random,smoke"])
+    # The trainer's --config flag (vnr.cli) loads the file the way vnr.config.load does.
+    fv = cli.parse(["--config=configs/moviepuzzle/baselines.py:random,smoke"], "prog", None,
+                   cli.config_flag)
     assert fv.config.task == "moviepuzzle.hcmc" and fv.config.model.kind == "random"
-    want = config_file.load("configs/moviepuzzle/baselines.py:random,smoke")
+    want = config_lib.load("configs/moviepuzzle/baselines.py:random,smoke")
     assert fv.config.to_dict() == want.to_dict()
     # A copy outside the repository loads by path and still imports the configs package.
     copy = tmp_path / "my_yms.py"
     shutil.copy(ROOT / "configs/msymon/yms.py", copy)
-    assert config_file.load(f"{copy}:smoke").to_dict() == \
-        config_file.load("configs/msymon/yms.py:smoke").to_dict()
-    assert config_file.load(str(ROOT / "configs/symon/order.py")).task == "symon.order"
+    assert config_lib.load(f"{copy}:smoke").to_dict() == \
+        config_lib.load("configs/msymon/yms.py:smoke").to_dict()
+    assert config_lib.load(str(ROOT / "configs/symon/order.py")).task == "symon.order"

@@ -53,13 +53,6 @@ def test_unknown_task_is_one_line():
         task_lib.load("nope.x")
 
 
-def test_task_names_of_older_runs_still_load():
-    """An older run's config.json names a task module by its earlier name; it loads the same
-    module (so `vnr.evaluate` reads the run)."""
-    assert task_lib.load("sc2st.storyboard") is task_lib.load("sc2st.task")
-    assert task_lib.load("moviepuzzle") is task_lib.load("moviepuzzle.pairwise")
-
-
 def test_predict_split_pads_short_and_missing_batches():
     """A shard that runs out early feeds all-padding batches; only valid rows come back,
     in order, and text columns stay on the host."""

@@ -17,7 +17,7 @@ import pytest
 from configs.moviepuzzle.main import get_config
 from tests.helpers import override
 from tests.trainer import counting_evaluator
-from vnr import config_file, evaluate, evaluators, train, workdir
+from vnr import evaluate, evaluators, train, workdir
 from vnr import task as task_lib
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -251,30 +251,17 @@ def test_select_alternatives_rank_by_the_first_reported():
 
 
 def test_evaluator_type_names_a_module_of_a_home():
-    """`type` names a module relative to vnr.benchmarks (a task's other name, as older runs'
-    config.json carry it, names the same module); one that does not exist is one line."""
+    """`type` names a module relative to vnr.benchmarks; one that does not exist is one
+    line."""
     c = get_config("smoke")
     c.select.metric = ""
-    c.evals.val.type = "sc2st.storyboard"
+    c.evals.val.type = "sc2st.task"
     parsed = {e.name: e.module for e in evaluators.parse(c, None)}
     assert parsed["val"] is task_lib.load("sc2st.task")
     c.evals.val.type = "moviepuzzle.nope"
     with pytest.raises(evaluators.EvaluatorError, match=r"^evals.val.type='moviepuzzle.nope': "
                                                         r"no module vnr/benchmarks/moviepuzzle/"
                                                         r"nope.py$"):
-        evaluators.parse(c, None)
-
-
-def test_renamed_keys_name_the_new_key(capsys):
-    for old, new in [("eval.max_val_clips", "evals.val.max_examples"),
-                     ("best_metric", "select.metric")]:
-        with pytest.raises(SystemExit) as e:
-            config_file.check_keys(get_config("smoke"), [old], "configs/moviepuzzle/main.py")
-        assert str(e.value).startswith(f"error: --config.{old} is gone: use --config.{new}")
-    c = get_config("smoke")
-    c.eval.max_val_clips = 3  # a config built the old way
-    with pytest.raises(evaluators.EvaluatorError, match="eval.max_val_clips is gone: use "
-                                                        "evals.val.max_examples"):
         evaluators.parse(c, None)
 
 

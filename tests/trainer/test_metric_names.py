@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 
 from tests.helpers import task_names
-from vnr import config_file, sharding, train
+from vnr import config as config_lib
+from vnr import sharding, train
 from vnr import task as task_lib
 
 # A smoke config of each task (the bad select.metric is set on it).
@@ -35,7 +36,7 @@ def test_every_task_module_has_a_smoke_config_here():
 def test_every_task_names_its_metrics(name):
     module = task_lib.load(name)
     assert callable(getattr(module, "metric_names", None)), f"{name} has no metric_names"
-    names = module.metric_names(config_file.load(SMOKE[name]))
+    names = module.metric_names(config_lib.load(SMOKE[name]))
     assert isinstance(names, tuple) and names and len(set(names)) == len(names), names
     assert all(isinstance(n, str) and n and "/" not in n for n in names), names
 
@@ -43,7 +44,7 @@ def test_every_task_names_its_metrics(name):
 @pytest.mark.parametrize("name", sorted(SMOKE))
 def test_unknown_select_metric_is_one_line_before_anything_compiles(name, monkeypatch,
                                                                      tmp_path):
-    config = config_file.load(SMOKE[name])
+    config = config_lib.load(SMOKE[name])
     assert config.task == name
     config.select = dict(metric="val/nope", mode="max")
 

@@ -6,7 +6,8 @@ import jax
 import numpy as np
 import pytest
 
-from vnr import config_file, train
+from vnr import config as config_lib
+from vnr import train
 
 STEPS = 2
 # bfloat16 keeps 8 bits of mantissa (relative rounding 2^-8 ~ 0.4 % per operation); after a
@@ -29,7 +30,7 @@ def data_dir(tmp_path_factory) -> str:
 
 
 def _losses(spec: str, data_dir: str, dtype: str) -> list[float]:
-    c = config_file.load(spec)
+    c = config_lib.load(spec)
     c.dtype = dtype
     c.data.data_dir = data_dir
     c.mesh.shape = (1, 1)  # one device: precision is the question here, and it compiles faster

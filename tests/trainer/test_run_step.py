@@ -15,7 +15,8 @@ from flax import nnx
 
 from tests import ROOT
 from tests.trainer.fake_run import params, write_run
-from vnr import checkpoint, config_file, evaluate, pretrained, run_reader, selection, train
+from vnr import checkpoint, evaluate, pretrained, run_reader, selection, train
+from vnr import config as config_lib
 
 BEST_FIRST = {2: 0.9, 4: 0.1}  # val metric by step: the best (2) is not the newest (4)
 SELECT = {"metric": "val/f1", "mode": "max"}
@@ -131,7 +132,7 @@ def test_yms_zero_shot_reads_the_symon_runs_best_step(tmp_path):
     """SYMON Table 9: the retrieval run's model through `yms_transfer.pretrained`."""
     from vnr.benchmarks.symon import yms_transfer
 
-    c = config_file.load(f"{ROOT / 'configs/symon/yms_transfer.py'}:smoke")
+    c = config_lib.load(f"{ROOT / 'configs/symon/yms_transfer.py'}:smoke")
     run = tmp_path / "symon"
     saved = write_run(run, lambda s: yms_transfer.make_model(c, nnx.Rngs(s)), BEST_FIRST,
                       {"metric": "val/v2t_r@5", "mode": "max"}, reported=2)

@@ -1,6 +1,6 @@
 """A run's config: built from its command, and compared with what a directory holds.
 
-`build` loads `path.py[:args]` the way `--config` does (`vnr.config_file`), applies the
+`build` loads `path.py[:args]` the way `--config` does (`vnr.config`), applies the
 run's `key=value` overrides typed like the values they replace (as absl's `--config.key`
 does) and maps the configs' `data/` dataset directories under `--data_dir`. `differs`
 says whether a directory's config is another run's, naming the first key that differs.
@@ -8,14 +8,13 @@ says whether a directory's config is another run's, naming the first key that di
 
 from __future__ import annotations
 
-import ast
 import json
 import pathlib
 from typing import Any
 
 import ml_collections
 
-from vnr import config_file
+from vnr import config as config_lib
 from vnr import workdir as workdir_lib
 from vnr.reproduce.plan import Plan, PlanError, Run, expand
 
@@ -28,45 +27,12 @@ FREE = ("data.data_dir", "data.manual_dir", "data.num_workers", "mesh", "shardin
         "eval_batch_size")
 
 
-def parse_value(text: str, old: Any, key: str) -> Any:
-    """`text` as the type of the value it replaces (bool, int, float, str, tuple)."""
-    if isinstance(old, bool):
-        if text.lower() in ("true", "1"):
-            return True
-        if text.lower() in ("false", "0"):
-            return False
-        raise ValueError(f"{key}={text!r}: expected True or False")
-    if isinstance(old, str):
-        return text
-    try:
-        value = ast.literal_eval(text)
-    except (ValueError, SyntaxError):
-        if old is None:
-            return text
-        raise ValueError(f"{key}={text!r}: expected a {type(old).__name__}") from None
-    if isinstance(old, float) and isinstance(value, int):
-        return float(value)
-    if isinstance(old, tuple | list) and isinstance(value, list | tuple):
-        return tuple(value)
-    return value
-
-
 def apply(config: ml_collections.ConfigDict, items: tuple[str, ...], what: str) -> None:
-    """Sets every `key=value` of `items`; an unknown key or a bad value is one line."""
-    for item in items:
-        key, _, text = item.partition("=")
-        node = config
-        *parents, leaf = key.split(".")
-        for part in parents:
-            if not isinstance(node, ml_collections.ConfigDict) or part not in node:
-                raise PlanError(f"{what}: unknown config key {key}")
-            node = node[part]
-        if not isinstance(node, ml_collections.ConfigDict) or leaf not in node:
-            raise PlanError(f"{what}: unknown config key {key}")
-        try:
-            node[leaf] = parse_value(text, node[leaf], key)
-        except (ValueError, TypeError) as e:
-            raise PlanError(f"{what}: {e}") from None
+    """Sets every `key=value` of `items` (`vnr.config.override`); a bad one is one line."""
+    try:
+        config_lib.override(config, items)
+    except config_lib.ConfigError as e:
+        raise PlanError(f"{what}: {e}") from None
 
 
 def data_dirs(config: ml_collections.ConfigDict, data_dir: str | None) -> None:
@@ -86,7 +52,7 @@ def build(plan: Plan, run: Run, env: dict[str, str], data_dir: str | None = None
     described = dict(plan.registry.vars)
     spec = expand(run.config, env, what, described)
     try:
-        config = config_file.load(spec)
+        config = config_lib.load(spec)
     except ValueError as e:
         raise PlanError(f"{what}: {e}") from None
     items = tuple(expand(x, env, what, described) for x in run.set)

@@ -9,14 +9,14 @@ import pytest
 from flax import nnx
 
 from tests import ROOT  # noqa: E402
-from vnr import config_file
+from vnr import config as config_lib
 from vnr.benchmarks.sc2st import baselines, task
 from vnr.benchmarks.sc2st import fusion as fusions
 from vnr.benchmarks.sc2st.model import TRAINED, prior_scores, similarity_scores
 
 
 def get_config(arg):
-    return config_file.load(f"{ROOT / 'configs/sc2st/main.py'}:{arg or ''}")
+    return config_lib.load(f"{ROOT / 'configs/sc2st/main.py'}:{arg or ''}")
 
 
 def fake_batch(b=2, c=12, d=32, tokens=16, seed=0):

@@ -14,7 +14,8 @@ import pytest
 from tests import ROOT
 from tfds_builders import common
 from tfds_builders.symon import synthetic
-from vnr import config_file, extract, train
+from vnr import config as config_lib
+from vnr import extract, train
 from vnr.data import synthetic_video as sv
 from vnr.models.encoders import testing
 
@@ -38,7 +39,7 @@ def test_videos_to_features_to_training_and_evaluation(tmp_path):
         feats = np.load(release / "features" / f"{vid}.npy")
         assert feats.shape == (int(np.ceil(t["duration"])), 24) and feats.dtype == np.float32
 
-    c = config_file.load(f"{ROOT / 'configs' / 'symon' / 'retrieval'}.py:smoke,no_memory")
+    c = config_lib.load(f"{ROOT / 'configs' / 'symon' / 'retrieval'}.py:smoke,no_memory")
     c.data.update(config="features", manual_dir=str(release), data_dir=str(tmp_path / "tfds"))
     c.update(total_steps=4, log_every=2, eval_every=1000, ckpt_every=1000, progress=False)
     c.evals.val.max_examples, c.evals.test.max_examples = 0, 0

@@ -11,14 +11,15 @@ import numpy as np
 import pytest
 
 from tests import ROOT  # noqa: E402
-from vnr import config_file, sharding, train
+from vnr import config as config_lib
+from vnr import sharding, train
 from vnr import task as task_lib
 from vnr.benchmarks.symon import data
 from vnr.workdir import split_results
 
 
 def _config(name: str, arg: str, data_dir: pathlib.Path):
-    c = config_file.load(f"{ROOT / 'configs' / 'symon' / name}.py:{arg or ''}")
+    c = config_lib.load(f"{ROOT / 'configs' / 'symon' / name}.py:{arg or ''}")
     c.data.data_dir = str(data_dir)
     c.progress = False
     return c

@@ -8,12 +8,13 @@ import numpy as np
 import pytest
 
 from tests import ROOT
-from vnr import config_file, train
+from vnr import config as config_lib
+from vnr import train
 from vnr.benchmarks.symon import data
 
 
 def _config(name, arg):
-    c = config_file.load(f"{ROOT / 'configs' / 'symon' / name}.py:{arg or ''}")
+    c = config_lib.load(f"{ROOT / 'configs' / 'symon' / name}.py:{arg or ''}")
     c.progress = False
     return c
 

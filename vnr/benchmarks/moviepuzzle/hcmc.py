@@ -63,6 +63,7 @@ import numpy as np
 import optax
 from flax import nnx
 
+from vnr import config as config_lib
 from vnr import feature_cache, sharding
 from vnr.benchmarks.moviepuzzle import data, encoder_checks, frame_cache, hcmc_model
 from vnr.benchmarks.moviepuzzle import pairwise as base
@@ -141,9 +142,7 @@ def check_paper_preset(config: Any) -> list[str]:
     (Table 7, `configs/moviepuzzle/hcmc.py:paper_preset`); returns the keys it named."""
     named = []
     for key, want in config.get("paper_preset") or ():
-        node = config
-        for part in key.split("."):
-            node = node[part]
+        node = config_lib.find(config, key)[1]
         have = tuple(node) if isinstance(node, list | tuple) else node
         want = tuple(want) if isinstance(want, list | tuple) else want
         if have != want:

@@ -64,7 +64,8 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from vnr import config_checks, evaluation
+from vnr import config as config_lib
+from vnr import evaluation
 from vnr import task as task_lib
 from vnr.benchmarks.msymon import data, retrieval_metrics
 from vnr.benchmarks.msymon import metrics as am
@@ -120,7 +121,7 @@ def validate(config: Any) -> None:
     elif tok != te:
         raise ValueError(f"model.text_encoder={te!r} (a checkpoint) needs its own tokenizer: "
                          f"set data.tokenizer={te!r} (it is {tok!r})")
-    config_checks.fits_positions(config, "data.max_tokens", "model.text_encoder")
+    config_lib.fits_positions(config, "data.max_tokens", "model.text_encoder")
     if not 0 <= e.keep_percentile <= 1:
         raise ValueError(f"eval.keep_percentile={e.keep_percentile} must be in [0, 1]")
     if config.get("require_init_from") and not config.get("init_from"):

@@ -42,7 +42,8 @@ import numpy as np
 import regex
 from flax import nnx
 
-from vnr import config_checks, evaluation
+from vnr import config as config_lib
+from vnr import evaluation
 from vnr import task as task_lib
 
 CLASSES = ("none", "period", "comma", "question")
@@ -182,7 +183,7 @@ def validate(config: Any) -> None:
     if not towers.is_checkpoint(config.model.encoder):
         raise ValueError(f"model.encoder={config.model.encoder!r}: a local checkpoint "
                          "directory (XLM-R in the paper) with its tokenizer")
-    config_checks.fits_positions(config, "data.max_tokens", "model.encoder")
+    config_lib.fits_positions(config, "data.max_tokens", "model.encoder")
 
 
 def check_splits(config: Any) -> None:

@@ -17,13 +17,14 @@ of Table 3 (F1) and Table 14 (clip accuracy / sentence IoU) with the chosen (d_v
 
 from __future__ import annotations
 
-import ast
 import json
 import pathlib
 from collections.abc import Callable
 from typing import Any
 
 from absl import flags
+
+from vnr import config as config_lib
 
 LANGS = ("en", "ch", "es", "fr", "pt", "hi", "ru")
 ROWS = ("multilingual", "individual", "translate", "two_stage", "translate_supervision",
@@ -38,20 +39,6 @@ def generate(out: pathlib.Path, dim: int, sizes: dict[str, int], seed: int = 0) 
                     translate_to="en")
 
 
-def _set(c: Any, items: list[str]) -> None:
-    for item in items:
-        key, _, value = item.partition("=")
-        try:
-            value = ast.literal_eval(value)
-        except (ValueError, SyntaxError):
-            pass
-        *head, last = key.split(".")
-        node = c
-        for h in head:
-            node = node[h]
-        node[last] = value
-
-
 def _config(get_config: Callable, regime: str, args: Any, translated: bool,
             init_from: str = ""):
     c = get_config(",".join(x for x in (regime, args.config_args) if x))
@@ -59,10 +46,10 @@ def _config(get_config: Callable, regime: str, args: Any, translated: bool,
     data_dir = pathlib.Path(args.workdir) / ("tfds_translated" if translated else "tfds")
     c.data.update(config="features", manual_dir=str(root), data_dir=str(data_dir),
                   dim=args.dim)
-    _set(c, args.set)
+    config_lib.override(c, args.set)
     if init_from:
         c.init_from = init_from
-        _set(c, args.finetune_set)
+        config_lib.override(c, args.finetune_set)
     return c
 
 

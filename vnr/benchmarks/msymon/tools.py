@@ -36,7 +36,8 @@ from typing import Any
 import numpy as np
 from absl import flags
 
-from vnr import cli, config_file, evaluate, progress, train
+from vnr import cli, evaluate, progress, train
+from vnr import config as config_lib
 from vnr.benchmarks.msymon import alignment, data, table3
 from vnr.reports import results
 
@@ -261,7 +262,7 @@ COMMANDS = {
 
 
 def _main_config(arg: str) -> Any:
-    return config_file.load(f"{MAIN_CONFIG}:{arg}")
+    return config_lib.load(f"{MAIN_CONFIG}:{arg}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -23,7 +23,8 @@ import numpy as np
 import optax
 from flax import nnx
 
-from vnr import config_checks, evaluation
+from vnr import config as config_lib
+from vnr import evaluation
 from vnr import task as task_lib
 from vnr.benchmarks.sc2st import baselines, data
 from vnr.benchmarks.sc2st import metrics as rank_metrics
@@ -54,7 +55,7 @@ def validate(config: Any) -> None:
         raise ValueError(f"data.manual_dir={d.manual_dir!r} does not exist")
     if d.max_tokens < 2:
         raise ValueError(f"data.max_tokens={d.max_tokens} must be >= 2 ([CLS] and a word)")
-    config_checks.fits_positions(config, "data.max_tokens", "model.text_encoder")
+    config_lib.fits_positions(config, "data.max_tokens", "model.text_encoder")
 
 
 def check_splits(config: Any) -> None:
