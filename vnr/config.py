@@ -222,9 +222,22 @@ def _profile_window(config: Any) -> str | None:
     return None
 
 
+def _directories(config: Any) -> str | None:
+    """A release directory the config names exists (every task reads `data.manual_dir`
+    only when it is set; builders decide which of their configs need one)."""
+    for key in DIRECTORIES:
+        present, value = find(config, key)
+        if present and value and not pathlib.Path(value).is_dir():
+            return f"{key}={value!r} does not exist" + (
+                " as a directory" if pathlib.Path(value).exists() else "")
+    return None
+
+
+DIRECTORIES = ("data.manual_dir",)
+
 # Checks between keys, run once every key above is in range: each returns why not, or None.
 # (The evaluators' cadences and `select` are checked by vnr.evaluators.parse.)
-RELATIONS: tuple[Callable[[Any], str | None], ...] = (_profile_window,)
+RELATIONS: tuple[Callable[[Any], str | None], ...] = (_profile_window, _directories)
 
 
 

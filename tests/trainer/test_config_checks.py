@@ -90,6 +90,18 @@ def test_relations_are_checked_after_the_ranges():
     config_lib.check(ml_collections.ConfigDict(dict(c, total_steps=7)))
 
 
+def test_a_release_directory_must_be_a_directory(tmp_path):
+    """`data.manual_dir`, when set, is checked once for every task: missing, or a file
+    (a FIFO would block a build forever), is one line naming the key."""
+    (tmp_path / "file").write_text("")
+    config_lib.check({"data": {"manual_dir": ""}})
+    config_lib.check({"data": {"manual_dir": str(tmp_path)}})
+    with pytest.raises(config_lib.ConfigError, match=r"^data.manual_dir='/nope' does not exist$"):
+        config_lib.check({"data": {"manual_dir": "/nope"}})
+    with pytest.raises(config_lib.ConfigError, match=r"does not exist as a directory$"):
+        config_lib.check({"data": {"manual_dir": str(tmp_path / "file")}})
+
+
 def _shipped() -> list[str]:
     """Every shipped config that loads without arguments, plain and as `smoke`."""
     specs = []

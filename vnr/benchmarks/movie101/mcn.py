@@ -59,8 +59,6 @@ def validate(config: Any) -> None:
     if d.config.startswith(("v1_", "v2_")) and not d.manual_dir:
         raise ValueError(f"data.manual_dir is required for data.config={d.config!r} (the "
                          "Movie101 release with features/; see tfds_builders/movie101/README.md)")
-    if d.manual_dir and not pathlib.Path(d.manual_dir).is_dir():
-        raise ValueError(f"data.manual_dir={d.manual_dir!r} does not exist")
     if d.get("frame_sampling", "first") not in data.FRAME_SAMPLING:
         raise ValueError(f"data.frame_sampling={d.frame_sampling!r}: choose one of "
                          f"{data.FRAME_SAMPLING}")

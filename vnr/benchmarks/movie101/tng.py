@@ -59,8 +59,6 @@ def validate(config: Any) -> None:
     d = config.data
     if d.config.startswith(("v1_", "v2_")) and not d.manual_dir:
         raise ValueError(f"data.manual_dir is required for data.config={d.config!r}")
-    if d.manual_dir and not pathlib.Path(d.manual_dir).is_dir():
-        raise ValueError(f"data.manual_dir={d.manual_dir!r} does not exist")
     if d.window % d.n_clips:
         raise ValueError(f"data.window={d.window} must be a multiple of data.n_clips={d.n_clips}")
     if _global(config) and d.shot_len <= 0:

@@ -46,8 +46,6 @@ def validate(config: Any) -> None:
     if d.config in needs and not d.manual_dir:
         raise ValueError(f"data.manual_dir is required for data.config={d.config!r} "
                          f"({needs[d.config]})")
-    if d.manual_dir and not pathlib.Path(d.manual_dir).is_dir():
-        raise ValueError(f"data.manual_dir={d.manual_dir!r} does not exist")
     check_tokenizer(config)
     check_pixels(config)
     if not 2 <= config.pairs_per_clip:

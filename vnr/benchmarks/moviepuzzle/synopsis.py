@@ -174,8 +174,6 @@ def validate(config: Any) -> None:
     if d.config.startswith("movienet") and not d.manual_dir:
         raise ValueError("data.manual_dir is required for data.config='movienet_synopsis' "
                          "(raw MovieNet: annotation/, shot/, subtitle/, meta/, keyframes)")
-    if d.manual_dir and not pathlib.Path(d.manual_dir).is_dir():
-        raise ValueError(f"data.manual_dir={d.manual_dir!r} does not exist")
     if config.batch_size < 2:
         raise ValueError(f"batch_size={config.batch_size}: the in-batch loss needs >= 2 pairs")
     if config.init_from:

@@ -95,8 +95,6 @@ def validate(config: Any) -> None:
         raise ValueError("data.features=False (text_only) cannot train an aligner; it serves the "
                          "transcript baseline: "
                          "python -m vnr.benchmarks.msymon.tools baseline --data_dir ...")
-    if d.manual_dir and not pathlib.Path(d.manual_dir).is_dir():
-        raise ValueError(f"data.manual_dir={d.manual_dir!r} does not exist")
     if config.loss.get("directions", "sum") not in ("sum", "mean"):
         raise ValueError(f"loss.directions={config.loss.directions!r}: 'sum' (Eq. 2) or 'mean'")
     if config.loss.temperature <= 0 or config.loss.num_negatives < 1:

@@ -51,8 +51,6 @@ def validate(config: Any) -> None:
     if d.config.startswith(("lsmdc", "released")) and not d.manual_dir:
         raise ValueError(f"data.manual_dir is required for data.config={d.config!r} (see "
                          "tfds_builders/sc2st/README.md for its layout)")
-    if d.manual_dir and not pathlib.Path(d.manual_dir).is_dir():
-        raise ValueError(f"data.manual_dir={d.manual_dir!r} does not exist")
     if d.max_tokens < 2:
         raise ValueError(f"data.max_tokens={d.max_tokens} must be >= 2 ([CLS] and a word)")
     config_lib.fits_positions(config, "data.max_tokens", "model.text_encoder")

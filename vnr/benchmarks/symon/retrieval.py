@@ -47,8 +47,6 @@ def validate_data(d: Any) -> None:
                          "tasks need a features config (features, synthetic, synthetic_tiny)")
     if symon.CONFIGS[d.config].source == "manual" and not d.manual_dir:
         raise ValueError(f"data.manual_dir is required for data.config={d.config!r}")
-    if d.manual_dir and not pathlib.Path(d.manual_dir).is_dir():
-        raise ValueError(f"data.manual_dir={d.manual_dir!r} does not exist")
 
 
 def validate(config: Any) -> None:

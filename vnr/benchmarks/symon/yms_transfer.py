@@ -64,8 +64,6 @@ def validate(config: Any) -> None:
                          "retrieval run (configs/symon/retrieval.py)")
     if config.transfer.source_run and not pathlib.Path(config.transfer.source_run).is_dir():
         raise ValueError(f"transfer.source_run={config.transfer.source_run!r} does not exist")
-    if d.manual_dir and not pathlib.Path(d.manual_dir).is_dir():
-        raise ValueError(f"data.manual_dir={d.manual_dir!r} does not exist")
     if config.total_steps:
         raise ValueError("symon.yms_transfer is zero-shot: total_steps must be 0")
     if d.segmentation not in ("release", "scenes"):
