@@ -205,6 +205,15 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
     """
     workdir = pathlib.Path(workdir).absolute()
     primary = jax.process_index() == 0
+    with workdir_lib.Owner(workdir, functools.partial(_say, primary)) as owner:
+        if primary:
+            owner.check()  # another live run here: one line before anything compiles
+        return _run(config, workdir, owner if primary else None)
+
+
+def _run(config: ml_collections.ConfigDict, workdir: pathlib.Path,
+         owner: workdir_lib.Owner | None) -> dict[str, Any]:
+    primary = owner is not None
     if plots := sys.modules.get("vnr.reports.plots"):  # imported by an earlier run
         plots.new_run()  # a report warning is one line per run
     data_dir = (config.get("data") or {}).get("data_dir") or None
@@ -221,6 +230,8 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
                   f"{jax.process_count()} process(es); workdir {workdir}")
 
     data_iter = startup.train_iterator(task, config, s.local_batch)
+    if owner is not None:
+        owner.acquire()  # one run per workdir, from its first write to its end
     check_workdir(workdir, config)  # config.json: only once every check above passed
     warn = functools.partial(_warn, primary)
     say = functools.partial(_say, primary)

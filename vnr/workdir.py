@@ -4,12 +4,25 @@
 `config.json`; `load_config` reads it back as a ConfigDict (for evaluate-only runs);
 `write_results` writes `results.json`: split -> metric -> value, plus `selection`, the
 step whose model produced them and why (`vnr.evaluators`, `config.select`).
+
+`Owner` makes one training process the owner of a workdir (`.owner`: host, pid, a
+heartbeat), so a second run on the same directory stops in one line instead of both
+writing checkpoints and `metrics.jsonl`. The file is created atomically (`O_EXCL`, also on
+NFS), refreshed every `HEARTBEAT_S` by a daemon thread, and removed on exit; after a
+`kill -9` it is stale (its pid is gone on this host, or no heartbeat for `STALE_S` from
+another host) and the next run takes it over, saying so.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import pathlib
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -111,3 +124,108 @@ def select_and_selection(workdir: pathlib.Path, key: str) -> tuple[dict | None, 
 def split_results(results: dict[str, Any]) -> dict[str, dict[str, float]]:
     """A results.json's splits only (without `selection`)."""
     return {k: v for k, v in results.items() if k != SELECTION}
+
+
+OWNER = ".owner"
+HEARTBEAT_S = 30.0
+STALE_S = 300.0  # a holder on another host that has not beaten for this long is gone
+
+
+class Owner:
+    """The training process that owns `workdir` (process 0 of a run); `check()` refuses a
+    live owner before anything is written, `acquire()` takes the directory, `release()`
+    (or leaving the `with` block) gives it back."""
+
+    def __init__(self, workdir: pathlib.Path, say: Callable[[str], None] = print) -> None:
+        self.path, self.say = workdir / OWNER, say
+        self.me = {"host": socket.gethostname(), "pid": os.getpid(),
+                   "token": uuid.uuid4().hex}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def holder(self) -> dict | None:
+        """The live holder's record, else None (no file, ours, or stale)."""
+        try:
+            raw, age = self.path.read_text(), time.time() - self.path.stat().st_mtime
+            held = json.loads(raw)
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError):  # half-written by a process killed mid-write
+            return None
+        if not isinstance(held, dict) or held.get("token") == self.me["token"]:
+            return None
+        if age > STALE_S or (held.get("host") == self.me["host"]
+                             and not _alive(held.get("pid"))):
+            return None
+        return held
+
+    def check(self) -> None:
+        """ConfigError naming the holder when another live process owns the workdir."""
+        if held := self.holder():
+            raise ConfigError(
+                f"workdir {self.path.parent} is in use by another run (pid {held.get('pid')} on "
+                f"{held.get('host')}, {self.path}); wait for it, stop it, or use a new --workdir")
+
+    def acquire(self) -> None:
+        """Creates `.owner` atomically; a stale one is taken over (one line)."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        data = json.dumps(self.me)
+        try:
+            fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            self.check()
+            old = self._read()
+            tmp = self.path.with_name(f"{OWNER}.{self.me['token']}")
+            tmp.write_text(data)
+            tmp.replace(self.path)
+            if self._read().get("token") != self.me["token"]:  # another run took it first
+                self.check()
+            self.say(f"took over {self.path}: its holder (pid {old.get('pid')} on "
+                     f"{old.get('host')}) is gone")
+        else:
+            with os.fdopen(fd, "w") as f:
+                f.write(data)
+        self._thread = threading.Thread(target=self._beat, name="vnr-owner", daemon=True)
+        self._thread.start()
+
+    def release(self) -> None:
+        """Stops the heartbeat and removes `.owner` if it is still ours."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        if self._read().get("token") == self.me["token"]:
+            self.path.unlink(missing_ok=True)
+
+    def _read(self) -> dict:
+        try:
+            held = json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            return {}
+        return held if isinstance(held, dict) else {}
+
+    def _beat(self) -> None:
+        while not self._stop.wait(HEARTBEAT_S):
+            try:
+                os.utime(self.path)
+            except OSError:
+                pass  # removed by hand: nothing to keep alive
+
+    def __enter__(self) -> Owner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def _alive(pid: Any) -> bool:
+    """Whether process `pid` of this host exists."""
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
