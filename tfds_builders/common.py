@@ -302,6 +302,9 @@ class SummaryBuilder:
         """Builds the dataset if needed, with the build's lines (module docstring), and
         stores `build_summary.json` beside it."""
         self.skips = None  # set by _split_generators when this call generates the data
+        manual_dir = getattr(kwargs.get("download_config"), "manual_dir", None)
+        if manual_dir and os.path.isdir(manual_dir) and not progress.is_built(self):
+            fingerprint.check_regular(manual_dir)  # a FIFO would block the build forever
         with progress.build_lines(self):
             super().download_and_prepare(*args, **kwargs)
         if self.skips is not None:

@@ -99,6 +99,36 @@ def scan(root: os.PathLike | str, exclude: Iterable[os.PathLike | str] = ()
     return out
 
 
+def special_files(root: os.PathLike | str) -> list[str]:
+    """Entries under `root` that are neither regular files nor directories (a FIFO, a
+    socket, a device), by relative name: opening one to read blocks or reads a stream, so
+    a build refuses them before it starts (`check_regular`)."""
+    out = []
+    for rel, st in _files(os.fspath(root), ".", set(), set()):
+        if st is not _UNREADABLE and not stat.S_ISREG(st.st_mode):
+            out.append(rel.removeprefix("./"))
+    return out
+
+
+def check_regular(manual_dir: os.PathLike | str) -> None:
+    """A ValueError naming the first non-regular file of a release, and how many there are."""
+    bad = special_files(manual_dir)
+    if bad:
+        kind = _kind(os.stat(os.path.join(manual_dir, bad[0])).st_mode)
+        more = f" ({len(bad)} such entries)" if len(bad) > 1 else ""
+        raise ValueError(f"{os.path.join(manual_dir, bad[0])} is a {kind}, not a regular file"
+                         f"{more}: a build would block or read garbage on it; remove it or "
+                         "put the release's file there")
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISFIFO, "FIFO"), (stat.S_ISSOCK, "socket"),
+                       (stat.S_ISCHR, "character device"), (stat.S_ISBLK, "block device")):
+        if test(mode):
+            return name
+    return "special file"
+
+
 _UNREADABLE = os.stat_result((0,) * 10)  # a dangling link or an unreadable entry, as is
 
 

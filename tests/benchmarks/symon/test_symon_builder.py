@@ -244,3 +244,32 @@ def test_real_symon_files_build(shared_data, tmp_path):
             assert not any("\\x" in s for s in rec["sentences"])
     assert all(len(s) == 1 for s in franchises.values())
     assert n_sent > 3000
+
+
+def test_a_fifo_in_the_release_is_refused_before_the_build(tmp_path):
+    """A FIFO where a release file is expected would block the build forever (nothing ever
+    writes to it): the build stops first, naming it; the same for any builder (`common`)."""
+    import os
+
+    root = tmp_path / "m"
+    synthetic.write_corpus(root, "tiny", seed=2)
+    vtt_file = sorted((root / "timestamped_text").glob("*.vtt"))[0]
+    vtt_file.unlink()
+    os.mkfifo(vtt_file)
+    with pytest.raises(ValueError, match=rf"^{vtt_file} is a FIFO, not a regular file: a "
+                                         "build would block"):
+        builder.prepare("text_only", tmp_path / "d", manual_dir=root)
+    assert not (tmp_path / "d" / "symon").exists() or not any(
+        (tmp_path / "d" / "symon").rglob("dataset_info.json"))
+
+
+def test_movie_keys_refuses_a_fifo(tmp_path, capsys):
+    import os
+
+    from vnr.benchmarks.symon import tools
+
+    os.mkfifo(tmp_path / "list.txt")
+    with pytest.raises(SystemExit) as e:
+        tools.main(["movie_keys", "--movie_list", str(tmp_path / "list.txt")])
+    assert e.value.code == 2
+    assert "is not a regular file" in capsys.readouterr().err

@@ -12,6 +12,7 @@ movies, titles left without a key).
 
 from __future__ import annotations
 
+import os
 import sys
 
 from absl import flags
@@ -42,6 +43,9 @@ COMMANDS = {"movie_keys": ("title -> movie key of every line of a movie list",
 
 def main(argv: list[str] | None = None) -> int:
     args = cli.parse(argv, "python -m vnr.benchmarks.symon.tools", __doc__, COMMANDS)
+    if os.path.exists(args.movie_list) and not os.path.isfile(args.movie_list):
+        cli.fail(f"--movie_list {args.movie_list} is not a regular file (a directory, a FIFO "
+                 "or a device: reading it would fail or block)")
     try:
         rows, counts, joins = movie_keys(args.movie_list)
     except OSError as e:
