@@ -192,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
                         fv.rebuild, fv.embedder, fv.candidate_embedder, fv.expert,
                         fv.feature_embedder)
     except (common.ManualDirError, FileNotFoundError,  # inputs or model weights missing
-            fingerprint.SourceChanged, data_dir.DataDirError) as e:
+            fingerprint.SourceChanged, fingerprint.SpecialFile, data_dir.DataDirError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except OSError as e:  # a data_dir the build cannot write into (else not ours: raised)

@@ -47,6 +47,10 @@ _DOC_FIELDS = ("version", "release_notes", "supported_versions", "description", 
 _checked: set[tuple[str, str | None, str]] = set()  # (dataset dir, manual_dir, record digest)
 
 
+class SpecialFile(ValueError):
+    """A release holds a FIFO, socket or device where files are read (one line)."""
+
+
 class SourceChanged(ValueError):
     """A built dataset was made from another source than the one given now (one line)."""
 
@@ -111,12 +115,12 @@ def special_files(root: os.PathLike | str) -> list[str]:
 
 
 def check_regular(manual_dir: os.PathLike | str) -> None:
-    """A ValueError naming the first non-regular file of a release, and how many there are."""
+    """`SpecialFile` naming the first non-regular file of a release, and how many there are."""
     bad = special_files(manual_dir)
     if bad:
         kind = _kind(os.stat(os.path.join(manual_dir, bad[0])).st_mode)
         more = f" ({len(bad)} such entries)" if len(bad) > 1 else ""
-        raise ValueError(f"{os.path.join(manual_dir, bad[0])} is a {kind}, not a regular file"
+        raise SpecialFile(f"{os.path.join(manual_dir, bad[0])} is a {kind}, not a regular file"
                          f"{more}: a build would block or read garbage on it; remove it or "
                          "put the release's file there")
 

@@ -25,7 +25,7 @@ import sys
 
 from absl import app, flags, logging
 
-from vnr import progress
+from vnr import cli, progress
 from vnr.reproduce import docs, execute, plan, registry, report
 
 COMMANDS = ("list", "run", "report", "docs")
@@ -217,13 +217,13 @@ def main(argv: list[str]) -> None:
         logging.set_verbosity(logging.WARNING)  # orbax/grain INFO lines drown the progress
     args = argv[1:]
     if len(args) != 1 or args[0] not in COMMANDS:
-        sys.exit(f"error: give one command of {', '.join(COMMANDS)} (got "
+        cli.fail(f"give one command of {', '.join(COMMANDS)} (got "
                  f"{' '.join(args) or 'none'}); --help names the flags")
     try:
         code = {"list": lambda: cmd_list() or 0, "run": cmd_run, "report": cmd_report,
                 "docs": cmd_docs}[args[0]]()
     except (registry.RegistryError, UsageError) as e:
-        sys.exit(f"error: {e}")
+        cli.fail(str(e))
     sys.exit(code)
 
 
@@ -232,7 +232,7 @@ def parse_flags(argv: list[str]) -> list[str]:
     try:
         return FLAGS(argv)
     except flags.Error as e:
-        sys.exit(f"error: {e}")
+        cli.fail(str(e))
 
 
 if __name__ == "__main__":
