@@ -15,7 +15,7 @@ device receives with ring algorithms -- all-reduce 2(g-1)/g * S, all-gather
 
 Simulated CPU devices share this machine's cores, so examples/s per device falls
 with n here by construction; the communication volume is what carries over to a
-pod (see README "Running at scale" for the formula).
+pod (see docs/scale.md, "Predicting communication", for the formula).
 """
 
 from __future__ import annotations

@@ -108,8 +108,8 @@ TOOLS = [
 
 
 def test_every_command_of_a_benchmark_home_is_listed_here() -> None:
-    """A benchmark's commands are its `tools.py` or modules named for their one job (README,
-    "Command lines"); each one is in TOOLS, so its flags are tested."""
+    """A benchmark's commands are its `tools.py` or modules named for their one job
+    (docs/command_lines.md); each one is in TOOLS, so its flags are tested."""
     from tests import ROOT
 
     home = ROOT / "vnr" / "benchmarks"

@@ -19,7 +19,8 @@ CONFIG_FILES = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "configs")
                       if "def get_config" in p.read_text())
 # `configs/<...>.py[:ARGS]` as written in the READMEs, launch scripts and config docstrings.
 _SPEC = re.compile(r"configs/[\w/]+\.py(?::[^\s'\"`)\]]+)?")
-_DOCS = [ROOT / "README.md", *ROOT.glob("*/**/README.md"), *ROOT.glob("launch/*.sh"),
+_DOCS = [ROOT / "README.md", *ROOT.glob("*/**/README.md"), *ROOT.glob("docs/*.md"),
+         *ROOT.glob("launch/*.sh"),
          *(ROOT / "configs").rglob("*.py")]
 
 
