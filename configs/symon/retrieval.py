@@ -3,7 +3,8 @@
     python -m vnr.train --config configs/symon/retrieval.py[:ARGS] --workdir DIR
 
 ARGS (comma-separated): exclude_yms (remove the summary videos of the YMS movies from
-training for the §7.3 transfer: set --config.data.exclude_movies=YMS_DIR/movie_list.txt);
+training for the §7.3 transfer: set --config.data.exclude_movies=YMS_DIR/movie_list.txt;
+YMS's url_list.txt beside it is required and removes the YMS videos themselves by id);
 memory (default: UniVL-SYMON-memory row, the Eq. 6 memory and the
 60 % masking) or no_memory (UniVL-SYMON row); mask_memory_only (our option: the 60 % mask
 on the memory part only); smoke (tiny sizes for tests). Units: two-scene clips, 4 feature

@@ -254,17 +254,27 @@ def test_yms_exclusion_logs_what_it_removed_and_what_matched_nothing(release, bu
     videos = [recs[v] for v in sorted(recs)]
     listed = tmp_path / "movie_list.txt"
     listed.write_text(MOVIE_LIST, encoding="utf-8")
+    with pytest.raises(ValueError, match=r"url_list.txt is missing: the YMS test videos"):
+        data.exclude_movies(videos, str(listed), "train")
+    # YMS's own videos by id (two of them are videos of this release with no movie name).
+    (tmp_path / "url_list.txt").write_text(
+        f"0000\thttps://youtu.be/{ids[5]}\n0001\thttps://www.youtube.com/watch?v={ids[6]}\n"
+        "0002\thttps://youtu.be/AAAAAAAAAAA\n")
     with caplog.at_level(logging.WARNING):
         keep, info = data.exclude_movies(videos, str(listed), "train")
-    assert sorted(info["removed"]) == sorted([ids[0], ids[2], ids[3], ids[4], ids[9]])
-    assert len(keep) == len(videos) - 5
-    assert info["movies"] == 7 and info["unknown_movie_videos"] == len(recs) - 7  # 8 titles
+    assert sorted(info["removed"]) == sorted([ids[0], ids[2], ids[3], ids[4], ids[9], ids[5],
+                                              ids[6]])
+    assert info["removed_by_id"] == sorted([ids[5], ids[6]], key=[v["video_id"] for v in
+                                                                 videos].index)
+    assert info["listed_videos"] == 3 and len(keep) == len(videos) - 7
+    assert "2 of the removed videos are YMS videos themselves (by id" in caplog.text
+    assert info["movies"] == 7 and info["unknown_movie_videos"] == len(recs) - 9  # 8 titles
     assert info["unmatched"] == ["antman", "guardiansofgalaxy (2014)",
                                  "starwarsphantommenace (1999)"]  # movies, by key
     assert info["non_exact"] == [  # the one removal no exact key made, with its YMS title
         f"{ids[9]} 'The Hunger Games: Catching Fire | Movie Recap' ~ 'Movie Spoiler Alerts - "
         "Catching Fire - The Hunger Games (2013) Video Summary' (reordered)"]
-    assert "removed 5 of" in caplog.text and "one of the 7 movies" in caplog.text
+    assert "removed 7 of" in caplog.text and "one of the 7 movies" in caplog.text
     assert "3 listed movies matched no video" in caplog.text
     assert "1 removal(s) by a non-exact title match only" in caplog.text
 

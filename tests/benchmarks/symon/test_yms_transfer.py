@@ -79,6 +79,7 @@ def test_zero_shot_from_a_symon_retrieval_run_without_the_yms_movies(tmp_path):
 
     movies = tmp_path / "movie_list.txt"
     movies.write_text("0000\tMovie 0 in 4 minutes - (Movie Recap)\n0001\tNo Such Film\n")
+    (tmp_path / "url_list.txt").write_text("0000\thttps://youtu.be/AAAAAAAAAAA\n")
     src = _config("retrieval", "smoke,exclude_yms")
     src.data.update(data_dir=str(tmp_path / "tfds"), exclude_movies=str(movies))
     items = data.ItemSource(src.data, "train", "retrieval")

@@ -49,6 +49,8 @@ from __future__ import annotations
 import collections
 import dataclasses
 import logging
+import pathlib
+import re
 import zlib
 from typing import Any
 
@@ -256,6 +258,40 @@ def _first(items: list[str], n: int = 10) -> str:
     return "; ".join(items[:n]) + more
 
 
+YMS_URLS = "url_list.txt"  # beside YMS movie_list.txt: the YMS videos' own YouTube URLs
+
+
+def listed_video_ids(path: str | pathlib.Path) -> set[str]:
+    """YouTube ids of a URL list (YMS `url_list.txt`: `<index><TAB><url>` per line; any
+    `youtu.be/<id>` or `watch?v=<id>` URL, or a bare id); a line with none is
+    one ValueError naming the file and line."""
+    ids = set()
+    for n, line in enumerate(pathlib.Path(path).read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        found = re.search(r"(?:youtu\.be/|[?&]v=|/shorts/)([\w-]+)", line) or re.fullmatch(
+            r"\s*(?:\d+\s+)?([\w-]+)\s*", line)
+        if not found:
+            raise ValueError(f"{path}:{n}: no YouTube video id in {line.strip()!r}")
+        ids.add(found.group(1))
+    return ids
+
+
+def yms_video_ids(movie_list: str) -> set[str] | None:
+    """The YMS videos' ids when `movie_list` is YMS's `movie_list.txt` (read from the
+    `url_list.txt` beside it, required then: most YMS videos are SYMON videos themselves,
+    and a title never names them), else None (a plain list of titles)."""
+    path = pathlib.Path(movie_list)
+    if path.name != "movie_list.txt":
+        return None
+    urls = path.with_name(YMS_URLS)
+    if not urls.is_file():
+        raise ValueError(f"{urls} is missing: the YMS test videos (most of them SYMON videos) "
+                         f"cannot be removed from training by id without it; put YMS's "
+                         f"{YMS_URLS} beside {path.name}")
+    return listed_video_ids(urls)
+
+
 def exclude_movies(videos: Any, path: str, split: str) -> tuple[list[int], dict]:
     """Indices of the videos whose movie is not one of the list at `path`, and what was
     removed (logged): the removed video ids, those removed by a non-exact match only
@@ -266,9 +302,15 @@ def exclude_movies(videos: Any, path: str, split: str) -> tuple[list[int], dict]
     from tfds_builders import symon
 
     movies = listed_movies(read_movie_list(path))
+    own = yms_video_ids(path) or set()
     keep, removed, non_exact, unknown, matched = [], [], [], 0, set()
+    by_id = []
     for v in range(len(videos)):
         rec = videos[v]
+        if rec["video_id"] in own:  # a YMS video itself, whatever its title says
+            removed.append(rec["video_id"])
+            by_id.append(rec["video_id"])
+            continue
         if not rec["movie_key"]:
             unknown += 1
             keep.append(v)
@@ -290,8 +332,13 @@ def exclude_movies(videos: Any, path: str, split: str) -> tuple[list[int], dict]
     if non_exact:
         logging.warning("symon %s: %d removal(s) by a non-exact title match only: %s", split,
                         len(non_exact), _first(non_exact, 20))
+    if own:
+        logging.warning("symon %s: %d of the removed videos are YMS videos themselves (by id, "
+                        "of the %d in %s): %s", split, len(by_id), len(own), YMS_URLS,
+                        _first(by_id))
     return keep, {"removed": removed, "movies": len(movies), "unmatched": unmatched,
-                  "non_exact": non_exact, "unknown_movie_videos": unknown}
+                  "non_exact": non_exact, "unknown_movie_videos": unknown,
+                  "removed_by_id": by_id, "listed_videos": len(own)}
 
 
 class _Subset:

@@ -57,6 +57,8 @@ def validate(config: Any) -> None:
     if em and not pathlib.Path(em).is_file():
         raise ValueError(f"data.exclude_movies={em!r} is not a file (exclude_yms needs "
                          "--config.data.exclude_movies=YMS_DIR/movie_list.txt)")
+    if em:
+        data.yms_video_ids(em)  # YMS's url_list.txt beside it, readable: one line if not
     if config.memory_mask_scope not in ("all", "memory"):
         raise ValueError(f"memory_mask_scope={config.memory_mask_scope!r}: 'all' or 'memory'")
     if config.temperature <= 0:

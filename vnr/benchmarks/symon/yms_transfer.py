@@ -29,7 +29,9 @@ video id (`new_test` / `new_val`) with our segmentation (`data.segmentation="sce
 feature-distance fallback (`tfds_builders.symon.scene_cuts`) because YMS has no
 TransNetV2 cuts file (REPRODUCING.md). SYMON training without the 94 YMS movies: the source
 run's config sets `data.exclude_movies` to YMS `movie_list.txt` (`configs/symon/
-retrieval.py:exclude_yms`), which `data.ItemSource` counts and names.
+retrieval.py:exclude_yms`), which `data.ItemSource` counts and names: the videos of those
+movies by title, and the YMS videos themselves by the ids of the `url_list.txt` beside it
+(most YMS videos are SYMON videos whose narration names no movie).
 """
 
 from __future__ import annotations
