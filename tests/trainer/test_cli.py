@@ -80,6 +80,7 @@ def test_help_names_the_commands_and_flags(capsys: pytest.CaptureFixture) -> Non
 # Every tool's entry point: (module, the words before the flags, a flag its --help names).
 TOOLS = [
     ("vnr.benchmarks.symon.tools", ["movie_keys"], "--movie_list"),
+    ("vnr.benchmarks.symon.tools", ["contamination"], "--yms_dir"),
     ("vnr.benchmarks.symon.analysis", ["coverage"], "--wikiplots"),
     ("vnr.benchmarks.symon.order_mean", [], ""),
     ("vnr.benchmarks.movie101.tools", ["two_stage"], "--global_workdir"),

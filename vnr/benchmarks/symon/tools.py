@@ -8,12 +8,23 @@ as the YMS exclusion of `configs/symon/retrieval.py:exclude_yms` groups them
 (`data.listed_movies`, rules in `tfds_builders/symon/titles.py`). To stderr: the titles
 merged by a non-exact rule or an alias (one line each) and a summary (titles, distinct
 movies, titles left without a key).
+
+    python -m vnr.benchmarks.symon.tools contamination --yms_dir YMS --manual_dir SYMON \\
+        --data_dir DIR [--config text_only]
+
+`contamination`: how much of YMS (the §7.3 test set) sits inside SYMON: per SYMON split, the
+YMS videos there by id (YMS `url_list.txt`), and of the training split what the exclusion
+of `exclude_yms` removes by title and by id, and what it would leave (0 is the only
+honest count for a transfer row). Builds the SYMON dataset `--config` if needed.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import pathlib
 import sys
+from typing import Any
 
 from absl import flags
 
@@ -37,12 +48,52 @@ def _movie_keys_flags(fv: flags.FlagValues) -> None:
                         flag_values=fv)
 
 
+def contamination(yms_dir: str, config: str, data_dir: str, manual_dir: str
+                  ) -> dict[str, Any]:
+    """{split: YMS videos in it by id}, plus the training split's exclusion: removed by title
+    and by id, and the YMS videos it would leave in training."""
+    from tfds_builders import symon
+
+    ids = data.listed_video_ids(pathlib.Path(yms_dir) / data.YMS_URLS)
+    out: dict[str, Any] = {"yms_videos": len(ids), "splits": {}}
+    for split in symon.split_names(config, data_dir, manual_dir):
+        src = symon.data_source(config, split, data_dir, manual_dir)
+        videos = [src[i] for i in range(len(src))]
+        out["splits"][split] = sum(v["video_id"] in ids for v in videos)
+        if split == "train":
+            listed = str(pathlib.Path(yms_dir) / "movie_list.txt")
+            keep, info = data.exclude_movies(videos, listed, split)
+            by_id = set(info["removed_by_id"])
+            out["train_removed_by_title"] = len(info["removed"]) - len(by_id)
+            out["train_removed_by_id"] = len(by_id)
+            out["train_yms_left"] = sum(videos[i]["video_id"] in ids for i in keep)
+    return out
+
+
+def _contamination_flags(fv: flags.FlagValues) -> None:
+    flags.DEFINE_string("yms_dir", None, "YMS release: movie_list.txt and url_list.txt",
+                        required=True, flag_values=fv)
+    flags.DEFINE_string("manual_dir", None, "SYMON release", required=True, flag_values=fv)
+    flags.DEFINE_string("data_dir", None, "TFDS data_dir of the SYMON build", required=True,
+                        flag_values=fv)
+    flags.DEFINE_string("config", "text_only", "SYMON builder config", flag_values=fv)
+
+
 COMMANDS = {"movie_keys": ("title -> movie key of every line of a movie list",
-                           _movie_keys_flags)}
+                           _movie_keys_flags),
+            "contamination": ("YMS videos inside SYMON, per split, and what the exclusion "
+                              "removes", _contamination_flags)}
 
 
 def main(argv: list[str] | None = None) -> int:
     args = cli.parse(argv, "python -m vnr.benchmarks.symon.tools", __doc__, COMMANDS)
+    if args.command == "contamination":
+        try:
+            report = contamination(args.yms_dir, args.config, args.data_dir, args.manual_dir)
+        except (OSError, ValueError) as e:
+            cli.fail(str(e))
+        print(json.dumps(report, indent=1))
+        return 0
     if os.path.exists(args.movie_list) and not os.path.isfile(args.movie_list):
         cli.fail(f"--movie_list {args.movie_list} is not a regular file (a directory, a FIFO "
                  "or a device: reading it would fail or block)")
