@@ -104,15 +104,15 @@ def _write(tmp: pathlib.Path, body: str) -> pathlib.Path:
 @pytest.mark.parametrize("body, error", [
     ('[[table.row]]\nid = "r"\nname = "R"\npaper = "1 2"\nstatus = "fine"\n',
      r"status 'fine': 'as paper', 'deviates: how' or 'not provided: why'"),
-    ('[[table.row]]\nid = "r"\nname = "R"\npaper = "1 2 3"\nstatus = "as paper"\n'
+    ('[[table.row]]\nid = "r"\nname = "R"\npaper = "1 2 3"\nstatus = "as paper"\nours = []\n'
      'config = "c.py"\n', r"row r: 3 paper cells for 2 columns of table 1"),
     ('[[table.row]]\nid = "r"\nname = "R"\npaper = "1 2"\nstatus = "as paper"\n',
      r"a 'not provided' row has no config/tool and every other row has one"),
-    ('[[table.row]]\nid = "r"\nname = "R"\npaper = "1 2"\nstatus = "as paper"\n'
+    ('[[table.row]]\nid = "r"\nname = "R"\npaper = "1 2"\nstatus = "as paper"\nours = []\n'
      'config = "c.py"\ncolour = "red"\n', r"row r: unknown key colour"),
-    ('[[table.row]]\nid = "r"\nname = "R"\npaper = "1 2"\nstatus = "as paper"\n'
+    ('[[table.row]]\nid = "r"\nname = "R"\npaper = "1 2"\nstatus = "as paper"\nours = []\n'
      'config = "c.py"\nset = ["init_from={run:nope}"]\n', r"\{run:nope\} names no row"),
-    ('[[table.row]]\nid = "r"\nname = "R"\npaper = "1 2"\nstatus = "as paper"\n'
+    ('[[table.row]]\nid = "r"\nname = "R"\npaper = "1 2"\nstatus = "as paper"\nours = []\n'
      'config = "c.py"\nset = ["--config.lr=1"]\n', r"override '--config.lr=1' is not key=value"),
 ])
 def test_malformed_registry_is_one_line(tmp_path, body, error):
@@ -125,3 +125,105 @@ def test_printed_cells_parse():
     assert registry.number("55.40") == 55.4 and registry.number("5.9 ± 0.3") == 5.9
     assert registry.number("81.2%") == 81.2 and registry.number("-") is None
     assert registry.number(None) is None
+
+
+# ----------------------------------------------------------------------------- the status rule
+
+ENV = {v: f"/nonexistent/{v.lower()}" for v in (
+    "MOVIENET", "CLIP", "BERT", "ALBERT", "LSMDC", "SYMON", "LEXICONS", "YMS", "MSYMON",
+    "MSYMON_EN", "MOVIE101", "CNCLIP")}
+
+
+def _built(reg, row):
+    """{dotted key: value} of every training config `row` runs (paper scale)."""
+    from vnr.reproduce import plan, runconfig
+
+    p = plan.make(reg, "paper", pathlib.Path("/nonexistent/root"))
+    env = {**ENV, **{k: f"/nonexistent/{k.lower()}" for k, _ in reg.vars}}
+    return [runconfig.flat(runconfig.build(p, p.runs[rid], env, with_eval=True))
+            for rid in p.by_row[row.id] if p.runs[rid].config]
+
+
+def test_as_paper_rows_state_their_choices_and_run_none_of_our_additions():
+    """The status rule: an `as paper` row lists the choices the paper leaves open (`ours`,
+    maybe empty) and its built config switches on no declared addition (augmentation, a
+    stand-in encoder, one of our training choices)."""
+    for reg in registry.load_all():
+        for row in reg.rows:
+            if not row.table or row.status != "as paper":
+                continue
+            assert row.ours is not None, (reg.benchmark, row.id)
+            for flat in _built(reg, row):
+                assert registry.additions_on(reg, flat) == [], (reg.benchmark, row.id)
+
+
+def test_hcmc_paper_rows_switch_our_additions_off():
+    """Every HCMC `paper` row's config runs none of MoviePuzzle's declared additions (no
+    augmentation, CLIP towers, the paper's search); `augment` is the named option that turns
+    ours back on, and the registry names it."""
+    from vnr import config as config_lib
+    from vnr.reproduce import runconfig
+
+    reg = registry.load("moviepuzzle")
+    rows = [r for r in reg.rows if r.command and "hcmc.py" in r.command.config
+            and ",paper," in r.command.config]
+    assert len(rows) >= 19
+    for row in rows:
+        for flat in _built(reg, row):
+            assert flat["data.augment"] is False, row.id
+            assert registry.additions_on(reg, flat) == [], row.id
+    on = runconfig.flat(config_lib.load(
+        "configs/moviepuzzle/hcmc.py:frame_shot,paper,augment,clip=/nonexistent/clip"))
+    assert [x.split(":")[0] for x in registry.additions_on(reg, on)] == ["data.augment=True"]
+    small = runconfig.flat(config_lib.load("configs/moviepuzzle/hcmc.py:frame_shot,paper"))
+    assert {x.split("=")[0] for x in registry.additions_on(reg, small)} == {
+        "model.image_encoder", "model.text_encoder"}  # stand-in towers without clip=
+
+
+def test_sc2st_baselines_use_the_densenet_candidates():
+    """Sc2St's Prior and Similarity rows are scored on `lsmdc_paper` (§4.1.3's DenseNet-121
+    candidates), the corpus of the paper rows."""
+    reg = registry.load("sc2st")
+    for rid in ("t3-prior", "t3-similarity"):
+        (flat,) = _built(reg, reg.row(rid))
+        assert flat["data.config"] == "lsmdc_paper"
+
+
+RULE_ROW = '[[table.row]]\nid = "r"\nname = "R"\npaper = "1 2"\nconfig = "c.py"\n'
+ADDITION = ('[[addition]]\nkey = "data.augment"\nvalues = [true]\n'
+            'what = "our augmentation"\n')
+
+
+@pytest.mark.parametrize("body, error", [
+    (RULE_ROW + 'status = "as paper: lr 3e-5 is ours"\n',
+     r"row r: status 'as paper: lr 3e-5 is ours': an 'as paper' status is just that; the "
+     r"choices the paper leaves open go in ours"),
+    (RULE_ROW + 'status = "as paper"\n',
+     r"row r: an 'as paper' row lists the choices the paper leaves open: ours = \[...\]"),
+    (RULE_ROW + 'status = "as paper"\nours = "beam 10"\n', r"row r: ours must be a list"),
+    ('[[table.row]]\nid = "r"\nname = "R"\npaper = "1 2"\nstatus = "not provided: x"\n'
+     'ours = ["a"]\n', r"row r: a 'not provided' row makes no choices"),
+    (RULE_ROW + 'status = "as paper"\nours = []\nset = ["data.augment=True"]\n' + ADDITION,
+     r"row r: 'as paper' but it sets data.augment=True: our augmentation \(an addition of "
+     r"ours: the row deviates\)"),
+    (RULE_ROW + 'status = "as paper"\nours = []\n[[addition]]\nkey = "k"\n',
+     r"\[\[addition\]\] k: give key = 'dotted.key', values = \[...\] and what = '...'"),
+])
+def test_the_status_rule_is_one_line(tmp_path, body, error):
+    with pytest.raises(registry.RegistryError, match=error) as e:
+        registry.load("b", _write(tmp_path, body))
+    assert "\n" not in str(e.value)
+
+
+def test_an_addition_set_on_a_deviating_row_is_allowed_and_matched_by_type(tmp_path):
+    body = (RULE_ROW + 'status = "deviates: augmented"\nset = ["data.augment=True"]\n'
+            + ADDITION)
+    reg = registry.load("b", _write(tmp_path, body))
+    assert reg.additions[0].key == "data.augment" and reg.row("r").ours == ()
+    assert registry.additions_on(reg, {"data.augment": True}) == [
+        "data.augment=True: our augmentation"]
+    assert registry.additions_on(reg, {"data.augment": False}) == []
+    a = registry.Addition("data.augment", (True,), "x")
+    assert a.on(True) and not a.on(1) and not a.on(False)
+    b = registry.Addition("model.image_encoder", ("small", "scratch:*"), "x")
+    assert b.on("scratch:clip-tiny") and b.on("small") and not b.on("/ckpt/clip")

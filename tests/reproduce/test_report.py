@@ -40,7 +40,7 @@ def test_report_command_with_csv_and_png(tmp_path):
     lines = got.stdout.splitlines()
     prior = next(ln for ln in lines if ln.startswith("| Prior |"))
     assert prior == ("| Prior | 1.00 / 0.51 (+0.49) | 4.25 / 3.30 (+0.95) | 9.50 / 8.01 (+1.49) "
-                     "| 50.50 / 49.24 (+1.26) | 0.050 / 0.043 (+0.007) | as paper | ok |")
+                     "| 50.50 / 49.24 (+1.26) | 0.050 / 0.043 (+0.007) | deviates | ok |")
     similarity = next(ln for ln in lines if ln.startswith("| Similarity |"))
     assert similarity.endswith("| unidentified |") and "n/a" not in similarity
     assert "held out / 7.72" in similarity  # its numbers never enter the table

@@ -442,7 +442,7 @@ def scan(root: pathlib.Path, rules: Rules, skips: collections.Counter,
             if not synopsis:
                 common.record_skip(skips, "movie_no_clips", root / "annotation" / f"{imdb}.json",
                                    f"no window of {rules.min_frames}-{rules.max_frames} frames "
-                                   f"with more than {rules.min_paired:.0%} paired")
+                                   f"with at least {rules.min_paired:.0%} paired")
             continue
         per_movie[imdb] = items
     counts = {m: len(v) for m, v in per_movie.items()}

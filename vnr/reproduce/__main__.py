@@ -104,8 +104,10 @@ def cmd_list() -> None:
                     f"(not printed: {row.paper_note})"
                 print(f"  {row.id}  {report.label(row)}  [{row.status.split(':', 1)[0]}]  "
                       f"{cells}")
-                if row.command is None:
+                if row.command is None or row.status.startswith("deviates"):
                     print(f"      {row.status}")
+                if row.ours:
+                    print(f"      ours: {'; '.join(row.ours)}")
                 for rid in p.by_row.get(row.id, []):
                     print(f"      {plan.command_line(p, p.runs[rid])}")
 

@@ -57,7 +57,8 @@ def render(reg: Registry, table: Table) -> str:
            "| status | test |", "|---|---|---|---|---|---|"]
     for row in reg.rows_of(table.id):
         paper = " · ".join(c or "-" for c in row.paper) if row.paper else f"({row.paper_note})"
-        status = row.status + (f" ({row.note})" if row.note else "")
+        status = row.status + (f"; ours: {'; '.join(row.ours)}" if row.ours else "")
+        status += f" ({row.note})" if row.note else ""
         if row.paper_note and row.paper:
             status += f". Paper cells: {row.paper_note}"
         name = f"{row.group} {row.name}".strip()

@@ -15,13 +15,24 @@ made from it. The file's layout:
     [[table.row]] id, name (as the paper prints it), group (a section of the table),
                  paper (the printed cells, one per column: a string split on spaces, or a
                  list; "-" = an empty cell), status ("as paper" | "deviates: how" |
-                 "not provided: why"), and for a runnable row: config (`path.py:args`), set
+                 "not provided: why"; the rule: vnr/benchmarks/<name>/REPRODUCING.md),
+                 ours (an `as paper` row: the choices the paper leaves open that the row
+                 makes, [] for none), and for a runnable row: config (`path.py:args`), set
                  and eval_set (`key=value` overrides of training and of evaluation only),
                  each ({var = [values]}: one run per combination, `{var}` in the command),
                  smoke ({config, set, each}: the smoke command instead of the derived one,
                  or "skip: why"), tool (a command line printing JSON instead of a training),
                  keys ({column: key} where this row reads another metric), test, note
     [[prereq]]   a run that rows depend on but no table shows (id, config, set, each, smoke)
+    [[addition]] key, values, what: a config key whose value among `values` (strings may be
+                 fnmatch patterns, e.g. "scratch:*") is something the paper does not do that
+                 we add, or a component we replace (augmentation, a stand-in encoder, one of
+                 our training choices); an `as paper` row never runs one of them
+                 (`additions_on` on its built config; its `set` is checked here)
+
+An `as paper` row follows every choice the paper states and uses every component it names;
+the choices the paper leaves open are listed in its `ours`; anything else makes it
+`deviates: <what>` (the status rule at the top of each REPRODUCING.md).
 
 `{run:ID}` inside `set` or `tool` is the directory of run ID (a row or prereq with the same
 values of the `each` variables they share); `$VAR` is a path the user exports.
@@ -30,6 +41,7 @@ values of the `each` variables they share); `$VAR` is a path the user exports.
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
 import pathlib
 import re
 import tomllib
@@ -38,8 +50,9 @@ from typing import Any
 BENCHMARKS_DIR = pathlib.Path(__file__).resolve().parent.parent / "benchmarks"
 FILE = "rows.toml"
 STATUSES = ("as paper", "deviates", "not provided")
-ROW_KEYS = {"id", "name", "group", "paper", "paper_note", "status", "config", "set",
+ROW_KEYS = {"id", "name", "group", "paper", "paper_note", "status", "ours", "config", "set",
             "eval_set", "each", "smoke", "tool", "keys", "test", "note"}
+ADDITION_KEYS = {"key", "values", "what"}
 PREREQ_KEYS = {"id", "config", "set", "each", "smoke", "note"}
 COLUMN_KEYS = {"name", "key", "scale", "better", "where", "agg", "mean_of"}
 TABLE_KEYS = {"id", "title", "columns", "note", "row"}
@@ -107,6 +120,7 @@ class Row:
     keys: tuple[tuple[str, str], ...] = ()
     test: str = ""
     note: str = ""
+    ours: tuple[str, ...] = ()  # the choices the paper leaves open (an `as paper` row)
 
     @property
     def kind(self) -> str:
@@ -118,6 +132,26 @@ class Row:
     def key(self, column: Column) -> str:
         """The metric key this row reads for `column` ("" = none)."""
         return dict(self.keys).get(column.name, column.key)
+
+
+@dataclasses.dataclass(frozen=True)
+class Addition:
+    """A config value that is ours, not the paper's: something the paper does not do that
+    we add, or a component we replace. `values`: the values that switch it on (a string
+    may be an fnmatch pattern)."""
+
+    key: str
+    values: tuple[Any, ...]
+    what: str
+
+    def on(self, value: Any) -> bool:
+        for v in self.values:
+            if isinstance(v, str):
+                if isinstance(value, str) and fnmatch.fnmatchcase(value, v):
+                    return True
+            elif type(v) is type(value) and v == value:  # True is not 1
+                return True
+        return False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -150,6 +184,7 @@ class Registry:
     smoke: Smoke
     tables: tuple[Table, ...]
     rows: tuple[Row, ...]  # table rows then prerequisites, in file order
+    additions: tuple[Addition, ...] = ()
 
     def table(self, table_id: str) -> Table:
         for t in self.tables:
@@ -222,6 +257,7 @@ def _parse(raw: dict, path: pathlib.Path) -> Registry:
     ids = [t.id for t in tables]
     if len(set(ids)) != len(ids):
         raise fail(f"a table id appears twice: {ids}")
+    additions = tuple(_addition(a, fail) for a in raw.get("addition") or ())
     rows = [_row(r, table, fail) for t, table in zip(raw.get("table") or (), tables,
                                                      strict=True) for r in t.get("row") or ()]
     rows += [_prereq(r, fail) for r in raw.get("prereq") or ()]
@@ -235,9 +271,56 @@ def _parse(raw: dict, path: pathlib.Path) -> Registry:
             for ref in _refs(c):
                 if ref not in seen:
                     raise fail(f"row {r.id}: {{run:{ref}}} names no row or prereq")
+    for r in rows:
+        if r.table and r.status == "as paper" and r.command is not None:
+            for item in (*(r.command.set or ()), *(r.command.eval_set or ())):
+                hit = _set_addition(item, additions)
+                if hit:
+                    raise fail(f"row {r.id}: 'as paper' but it sets {item}: {hit.what} "
+                               f"(an addition of ours: the row deviates)")
     return Registry(b["name"], b["title"], b["paper"], path,
                     tuple((str(k), str(v)) for k, v in (b.get("vars") or {}).items()),
-                    smoke, tables, tuple(rows))
+                    smoke, tables, tuple(rows), additions)
+
+
+def additions_on(reg: Registry, flat: dict[str, Any]) -> list[str]:
+    """The additions of `reg` that a built config (flattened: {dotted key: value}) switches
+    on, as 'key=value: what'; [] for a config an `as paper` row may run."""
+    out = []
+    for a in reg.additions:
+        if a.key in flat and a.on(flat[a.key]):
+            out.append(f"{a.key}={flat[a.key]!r}: {a.what}")
+    return out
+
+
+def _set_addition(item: str, additions: tuple[Addition, ...]) -> Addition | None:
+    """The addition an override `key=value` switches on (the value typed as TOML would
+    read it: true/false, numbers, else the string), or None."""
+    key, _, text = item.partition("=")
+    low = text.strip().lower()
+    value: Any = text
+    if low in ("true", "false"):
+        value = low == "true"
+    else:
+        try:
+            value = int(text)
+        except ValueError:
+            try:
+                value = float(text)
+            except ValueError:
+                value = text
+    for a in additions:
+        if a.key == key.strip() and a.on(value):
+            return a
+    return None
+
+
+def _addition(a: Any, fail: Any) -> Addition:
+    if not isinstance(a, dict) or set(a) - ADDITION_KEYS or not a.get("key") \
+            or not isinstance(a.get("values"), list) or not a["values"] or not a.get("what"):
+        raise fail(f"[[addition]] {a.get('key', '?') if isinstance(a, dict) else '?'}: give "
+                   f"key = 'dotted.key', values = [...] and what = '...'")
+    return Addition(str(a["key"]), tuple(a["values"]), str(a["what"]))
 
 
 def _refs(c: Command | None) -> list[str]:
@@ -340,6 +423,9 @@ def _row(r: dict, table: Table, fail: Any) -> Row:
     if kind is None or (kind != "as paper" and not status.startswith(kind + ": ")):
         raise fail(f"{what}: status {status!r}: 'as paper', 'deviates: how' or "
                    f"'not provided: why'")
+    if kind == "as paper" and status != "as paper":
+        raise fail(f"{what}: status {status!r}: an 'as paper' status is just that; the "
+                   f"choices the paper leaves open go in ours = [...]")
     paper = r.get("paper", [])
     cells = paper.split() if isinstance(paper, str) else list(paper)
     cells = [None if c in ("-", "") else str(c) for c in cells]
@@ -355,6 +441,16 @@ def _row(r: dict, table: Table, fail: Any) -> Row:
         raise fail(f"{what}: set/eval_set/each/smoke without config or tool")
     if (command is None) != (kind == "not provided"):
         raise fail(f"{what}: a 'not provided' row has no config/tool and every other row has one")
+    ours = r.get("ours")
+    if ours is not None and (not isinstance(ours, list)
+                             or not all(isinstance(x, str) and x for x in ours)):
+        raise fail(f"{what}: ours must be a list of strings (the choices the paper leaves "
+                   f"open)")
+    if kind == "as paper" and ours is None:
+        raise fail(f"{what}: an 'as paper' row lists the choices the paper leaves open: "
+                   f"ours = [...] ([] when there are none)")
+    if kind == "not provided" and ours:
+        raise fail(f"{what}: a 'not provided' row makes no choices (drop ours)")
     smoke, skip = _smoke(r, fail, what)
     keys = r.get("keys") or {}
     names = {c.name for c in table.columns}
@@ -362,7 +458,8 @@ def _row(r: dict, table: Table, fail: Any) -> Row:
         raise fail(f"{what}: keys names unknown columns {sorted(set(keys) - names)}")
     return Row(rid, table.id, str(r.get("name", "")), status, tuple(cells),
                r.get("paper_note", ""), r.get("group", ""), command, smoke, skip,
-               tuple(sorted(keys.items())), r.get("test", ""), r.get("note", ""))
+               tuple(sorted(keys.items())), r.get("test", ""), r.get("note", ""),
+               tuple(ours or ()))
 
 
 def _prereq(r: dict, fail: Any) -> Row:
