@@ -160,7 +160,10 @@ class Owner:
         return held
 
     def check(self) -> None:
-        """ConfigError naming the holder when another live process owns the workdir."""
+        """ConfigError naming the holder when another live process owns the workdir (or
+        when the workdir is not a directory at all)."""
+        if self.path.parent.exists() and not self.path.parent.is_dir():
+            raise ConfigError(f"--workdir {self.path.parent} is a file, not a directory")
         if held := self.holder():
             raise ConfigError(
                 f"workdir {self.path.parent} is in use by another run (pid {held.get('pid')} on "

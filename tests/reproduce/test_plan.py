@@ -109,10 +109,13 @@ def test_command_line_bad_input_is_one_line(tmp_path):
         (("list", "--table", "99"), "no benchmark has a table '99' (movie101: 3, 4, 5, 6; "
                                     "moviepuzzle: 1, 2, 3, 4, 5, 10; msymon: 3, 4, 10, 11, "
                                     "12, 13; sc2st: 3, 4, 5; symon: 2, 3, 4, 6, 8, 9)"),
+        (("run", "--benchmark", "sc2st", "--table", "3", "--root", str(tmp_path / "f")),
+         f"--root {tmp_path / 'f'} is a file, not a directory of runs"),
     ]
+    (tmp_path / "f").write_text("")
     for args, message in cases:
         got = _cli(*args)
-        assert got.returncode != 0 and got.stderr.count("\n") == 1, (args, got.stderr)
+        assert got.returncode == 2 and got.stderr.count("\n") == 1, (args, got.stderr)
         assert message in got.stderr, (args, got.stderr)
 
 

@@ -79,3 +79,11 @@ def test_training_in_a_workdir_in_use_stops_before_writing(tmp_path, sleeper):
     with pytest.raises(config_lib.ConfigError, match="is in use by another run"):
         train.run(config, str(tmp_path))
     assert sorted(p.name for p in tmp_path.iterdir()) == [workdir.OWNER]
+
+
+def test_a_workdir_that_is_a_file_is_one_line(tmp_path):
+    (tmp_path / "run").write_text("")
+    config = config_lib.load("configs/moviepuzzle/main.py:smoke")
+    with pytest.raises(config_lib.ConfigError, match=r"--workdir .*/run is a file, not a "
+                                                     r"directory$"):
+        train.run(config, str(tmp_path / "run"))

@@ -75,7 +75,10 @@ def _registry(required: bool) -> list[registry.Registry]:
 def _root() -> pathlib.Path:
     if not FLAGS.root:
         raise UsageError("--root is required (the directory of the runs)")
-    return pathlib.Path(FLAGS.root).absolute()
+    root = pathlib.Path(FLAGS.root).absolute()
+    if root.exists() and not root.is_dir():
+        raise UsageError(f"--root {FLAGS.root} is a file, not a directory of runs")
+    return root
 
 
 def _having_table(regs: list[registry.Registry]) -> list[registry.Registry]:
