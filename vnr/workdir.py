@@ -60,7 +60,11 @@ def check_workdir(workdir: pathlib.Path, config: ml_collections.ConfigDict,
     new = flatten(json.loads(config.to_json_best_effort()))
     primary = jax.process_index() == 0
     if path.exists():
-        old = flatten(json.loads(path.read_text()))
+        try:
+            old = flatten(json.loads(path.read_text()))
+        except (OSError, ValueError) as e:
+            raise ConfigError(f"{path} is unreadable ({e}): this workdir's run cannot be "
+                              "resumed safely; use a new --workdir") from None
         fixed = lambda k: not any(k == r or k.startswith(r + ".") for r in RESUMABLE)  # noqa
         diff = sorted(k for k in set(old) | set(new) if fixed(k) and old.get(k) != new.get(k))
         if diff:

@@ -87,3 +87,11 @@ def test_a_workdir_that_is_a_file_is_one_line(tmp_path):
     with pytest.raises(config_lib.ConfigError, match=r"--workdir .*/run is a file, not a "
                                                      r"directory$"):
         train.run(config, str(tmp_path / "run"))
+
+
+def test_a_cut_config_json_is_one_line(tmp_path):
+    (tmp_path / "config.json").write_text('{"task": "moviepuzzle.pair')  # cut mid-write
+    config = config_lib.load("configs/moviepuzzle/main.py:smoke")
+    with pytest.raises(config_lib.ConfigError, match=r"config.json is unreadable \(.*\): "
+                                                     r"this workdir's run cannot be resumed"):
+        workdir.check_workdir(tmp_path, config, write=False)
