@@ -63,10 +63,11 @@ def test_full_size_parameters_are_the_ports_state_dict():
     every tensor of the port's state dict but the batch-norm counters is a parameter."""
     want = {k: tuple(v) for k, v in json.loads((GOLDEN / "full_keys.json").read_text()).items()}
     shapes = loading.param_shapes(lambda rngs: tn.TransNetV2(tn.TRANSNETV2, rngs))
-    assert {tn.torch_name(k) for k in shapes} == {
+    assert {loading.torch_key(k) for k in shapes} == {
         k for k in want if not k.endswith("num_batches_tracked")}
     for key, shape in shapes.items():
-        expected = tn.to_nnx_layout(key, np.empty(want[tn.torch_name(key)], np.uint8)).shape
+        expected = loading.to_nnx_layout(key, np.empty(want[loading.torch_key(key)],
+                                                     np.uint8)).shape
         assert shape == expected, key
     assert len(shapes) == 90 - 6  # the 6 cells' num_batches_tracked
 

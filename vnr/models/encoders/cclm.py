@@ -47,12 +47,6 @@ VISION_PREFIX = "vision_encoder."
 TEXT_PREFIXES = ("text_encoder.bert.", "text_encoder.")  # pre-trained, fine-tuned
 
 
-def torch_key(name: str, prefix: str = "") -> str:
-    """NNX parameter name -> torch key (`kernel`, `scale`, `embedding` are `weight`)."""
-    module, _, leaf = name.rpartition(".")
-    return f"{prefix}{module}.{'weight' if leaf in ('kernel', 'scale', 'embedding') else leaf}"
-
-
 def match(tensors: Mapping[str, np.ndarray], shapes: Mapping[str, tuple[int, ...]], where: str,
           prefix: str, *, buffers: Mapping[str, tuple[int, ...]] | None = None,
           skip: Callable[[str], bool] = lambda k: False, what: str = "CCLM tower"
@@ -65,13 +59,13 @@ def match(tensors: Mapping[str, np.ndarray], shapes: Mapping[str, tuple[int, ...
     unexpected. The first problem is one `CheckpointError` line naming `where` and the key.
     """
     buffers = buffers or {}
-    wanted = {torch_key(k, prefix): k for k in shapes}
+    wanted = {loading.torch_key(k, prefix): k for k in shapes}
     mine = {k for k in tensors if k.startswith(prefix) and not skip(k)}
     if not mine & set(wanted):
         first = next(iter(tensors), None)
         raise CheckpointError(f"{where}: not a CCLM checkpoint with a {what}: none of its "
                               f"{len(tensors)} tensors is under {prefix!r} (first: {first!r})")
-    problems = [f"missing key {k!r} (shape {swin.to_torch_shape(n, shapes[n])})"
+    problems = [f"missing key {k!r} (shape {loading.torch_shape(n, shapes[n])})"
                 for k, n in wanted.items() if k not in tensors]
     problems += [f"unexpected key {k!r} (shape {tuple(tensors[k].shape)})"
                  for k in sorted(mine - set(wanted) - set(buffers))]
@@ -83,12 +77,12 @@ def match(tensors: Mapping[str, np.ndarray], shapes: Mapping[str, tuple[int, ...
     for key, name in wanted.items():
         if key not in tensors:
             continue
-        want = swin.to_torch_shape(name, shapes[name])
+        want = loading.torch_shape(name, shapes[name])
         if tuple(tensors[key].shape) != want:
             problems.append(f"key {key!r} has shape {tuple(tensors[key].shape)}, the {what} "
                             f"expects {want}")
             continue
-        out[name] = swin.to_flax_layout(name, np.asarray(tensors[key], np.float32))
+        out[name] = loading.to_nnx_layout(name, np.asarray(tensors[key], np.float32))
     if problems:
         more = f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else ""
         raise CheckpointError(f"{where}: {problems[0]}{more}")
@@ -103,7 +97,7 @@ def swin_shapes(cfg: swin.SwinConfig = swin.SWIN_B_224, prefix: str = VISION_PRE
     """Every key (parameters and buffers) of the Swin as CCLM stores it -> torch shape,
     built abstractly (nothing allocated)."""
     shapes = loading.param_shapes(lambda rngs: swin.SwinTransformer(cfg, rngs=rngs))
-    out = {torch_key(k, prefix): swin.to_torch_shape(k, s) for k, s in shapes.items()}
+    out = {loading.torch_key(k, prefix): loading.torch_shape(k, s) for k, s in shapes.items()}
     return {**out, **swin.buffer_shapes(cfg, prefix)}
 
 

@@ -211,6 +211,27 @@ def _pt_candidates(key: str) -> list[str]:
     }.get(leaf, [key])
 
 
+def torch_key(name: str, prefix: str = "") -> str:
+    """NNX parameter name -> PyTorch state-dict key: `kernel`, `scale` and `embedding` are
+    torch's `weight`; `prefix` is the tower's key prefix in the checkpoint."""
+    module, _, leaf = name.rpartition(".")
+    return f"{prefix}{module}.{'weight' if leaf in ('kernel', 'scale', 'embedding') else leaf}"
+
+
+def torch_shape(name: str, shape: Sequence[int]) -> tuple[int, ...]:
+    """An NNX parameter's shape as torch stores it: a kernel (..., in, out) is
+    (out, in, ...) (dense and conv of any rank); every other parameter as it is."""
+    shape = tuple(shape)
+    return (shape[-1], shape[-2], *shape[:-2]) if name.endswith(".kernel") else shape
+
+
+def to_nnx_layout(name: str, x: np.ndarray) -> np.ndarray:
+    """A torch tensor in the layout of the NNX parameter `name` (inverse of `torch_shape`)."""
+    if not name.endswith(".kernel"):
+        return x
+    return np.asarray(x).transpose(*range(2, x.ndim), 1, 0)
+
+
 def _to_flax_layout(key: str, x: np.ndarray) -> np.ndarray:
     if key.endswith(".kernel") and x.ndim == 2:
         return x.T

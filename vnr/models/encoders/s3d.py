@@ -266,32 +266,11 @@ class S3D(nnx.Module):
 # ----------------------------------------------------------------------------- loading
 
 
-def upstream_key(name: str, prefix: str = "") -> str:
-    """NNX parameter name -> upstream state-dict key (`kernel`, `scale` and `embedding` are
-    torch's `weight`); `prefix` is the tower's (`text_module.` for the text tower)."""
-    module, _, leaf = name.rpartition(".")
-    return f"{prefix}{module}.{'weight' if leaf in ('kernel', 'scale', 'embedding') else leaf}"
-
-
-def _to_torch_shape(name: str, shape: tuple[int, ...]) -> tuple[int, ...]:
-    if not name.endswith(".kernel"):
-        return shape
-    if len(shape) == 5:  # (kt, kh, kw, in, out) -> (out, in, kt, kh, kw)
-        return (shape[4], shape[3], *shape[:3])
-    return shape[::-1]
-
-
-def _to_flax_layout(name: str, x: np.ndarray) -> np.ndarray:
-    if not name.endswith(".kernel"):
-        return x
-    return x.transpose(2, 3, 4, 1, 0) if x.ndim == 5 else x.T
-
-
 def upstream_shapes(cfg: S3DConfig = S3D_HOWTO100M) -> dict[str, tuple[int, ...]]:
     """Upstream key -> torch shape of every parameter and running statistic this port reads
     (built abstractly: nothing is allocated)."""
     shapes = loading.param_shapes(lambda rngs: S3D(cfg, rngs))
-    return {upstream_key(k): _to_torch_shape(k, s) for k, s in shapes.items()}
+    return {loading.torch_key(k): loading.torch_shape(k, s) for k, s in shapes.items()}
 
 
 def ignored(key: str) -> bool:
@@ -306,12 +285,12 @@ def _match(tensors: dict[str, np.ndarray], shapes: dict[str, tuple[int, ...]], w
     state dict, keys under `prefix`, those `skip` accepts left alone; the first problem
     (missing, unexpected or misshapen key) is one `CheckpointError` line naming `where`
     and the key, with the count of the others."""
-    wanted = {upstream_key(k, prefix): k for k in shapes}
+    wanted = {loading.torch_key(k, prefix): k for k in shapes}
     used = {k for k in tensors if not skip(k)}
     if tensors and not used & set(wanted):
         raise CheckpointError(f"{where}: not an {what} checkpoint: none of its {len(tensors)} "
                               f"tensors is an {what} key (first: {next(iter(tensors))!r})")
-    problems = [f"missing key {k!r} (shape {_to_torch_shape(n, shapes[n])})"
+    problems = [f"missing key {k!r} (shape {loading.torch_shape(n, shapes[n])})"
                 for k, n in wanted.items() if k not in tensors]
     problems += [f"unexpected key {k!r} (shape {tuple(tensors[k].shape)})"
                  for k in sorted(used - set(wanted))]
@@ -319,12 +298,12 @@ def _match(tensors: dict[str, np.ndarray], shapes: dict[str, tuple[int, ...]], w
     for key, name in wanted.items():
         if key not in tensors:
             continue
-        want = _to_torch_shape(name, shapes[name])
+        want = loading.torch_shape(name, shapes[name])
         if tuple(tensors[key].shape) != want:
             problems.append(f"key {key!r} has shape {tuple(tensors[key].shape)}, S3D expects "
                             f"{want}")
             continue
-        out[name] = _to_flax_layout(name, np.asarray(tensors[key], np.float32))
+        out[name] = loading.to_nnx_layout(name, np.asarray(tensors[key], np.float32))
     if problems:
         more = f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else ""
         raise CheckpointError(f"{where}: {problems[0]}{more}")

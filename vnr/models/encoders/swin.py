@@ -25,7 +25,7 @@ A stage whose resolution is at most the window size gets one window covering it 
 shift (upstream's rule; at 224 the last stage is 7x7 = the window). Upstream pads nothing:
 every stage's resolution must be divisible by its window (checked at construction).
 
-Keys (`upstream_key`): NNX names are upstream's state-dict keys with `kernel`/`scale` for
+Keys (`loading.torch_key`): NNX names are upstream's state-dict keys with `kernel`/`scale` for
 `weight` (`layers.2.blocks.17.attn.qkv.weight`, `layers.0.downsample.reduction.weight`,
 `patch_embed.proj.weight`, `norm.bias`). Upstream's buffers `attn.relative_position_index`
 (every block) and `attn_mask` (shifted blocks) are derived from the config, so they are
@@ -289,26 +289,6 @@ class SwinTransformer(nnx.Module):
 
 
 # ----------------------------------------------------------------------------- keys
-
-
-def upstream_key(name: str, prefix: str = "") -> str:
-    """NNX parameter name -> upstream state-dict key (`kernel`/`scale` are `weight`)."""
-    module, _, leaf = name.rpartition(".")
-    return f"{prefix}{module}.{'weight' if leaf in ('kernel', 'scale') else leaf}"
-
-
-def to_torch_shape(name: str, shape: tuple[int, ...]) -> tuple[int, ...]:
-    """Shape of an NNX parameter as torch stores it ((out, in) / (out, in, kh, kw))."""
-    if not name.endswith(".kernel"):
-        return shape
-    return (shape[3], shape[2], shape[0], shape[1]) if len(shape) == 4 else shape[::-1]
-
-
-def to_flax_layout(name: str, x: np.ndarray) -> np.ndarray:
-    """A torch tensor in the layout of the NNX parameter `name`."""
-    if not name.endswith(".kernel"):
-        return x
-    return x.transpose(2, 3, 1, 0) if x.ndim == 4 else x.T
 
 
 def buffer_shapes(cfg: SwinConfig = SWIN_B_224, prefix: str = "") -> dict[str, tuple[int, ...]]:

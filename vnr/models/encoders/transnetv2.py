@@ -249,20 +249,6 @@ def config_from_tensors(tensors: Mapping[str, np.ndarray]) -> TransNetV2Config:
         color_histograms="color_hist_layer.fc.weight" in tensors)
 
 
-def torch_name(param: str) -> str:
-    """The port's state-dict name of an NNX parameter path."""
-    module, _, leaf = param.rpartition(".")
-    return f"{module}.{ {'kernel': 'weight', 'scale': 'weight'}.get(leaf, leaf) }"
-
-
-def to_nnx_layout(param: str, x: np.ndarray) -> np.ndarray:
-    """A PyTorch tensor in the NNX layout: conv ``(O, I, t, h, w)`` -> ``(t, h, w, I, O)``,
-    dense ``(O, I)`` -> ``(I, O)``."""
-    if param.endswith(".kernel"):
-        return x.transpose(2, 3, 4, 1, 0) if x.ndim == 5 else x.T
-    return x
-
-
 def match_state_dict(shapes: Mapping[str, tuple[int, ...]],
                      tensors: Mapping[str, np.ndarray], path: str) -> dict[str, np.ndarray]:
     """Parameter path -> array (NNX layout) for every parameter; a missing, misshapen or
@@ -270,17 +256,17 @@ def match_state_dict(shapes: Mapping[str, tuple[int, ...]],
     ``path`` and the key (the first problem, and how many more there are)."""
     problems, out = [], {}
     for param, shape in shapes.items():
-        name = torch_name(param)
+        name = loading.torch_key(param)
         if name not in tensors:
             problems.append(f"missing tensor {name!r} (parameter {param}, shape {shape})")
             continue
-        arr = to_nnx_layout(param, tensors[name])
+        arr = loading.to_nnx_layout(param, tensors[name])
         if tuple(arr.shape) != tuple(shape):
             problems.append(f"tensor {name!r} has shape {tuple(tensors[name].shape)}, the "
                             f"model's {param} needs {tuple(shape)} (NNX layout)")
             continue
         out[param] = arr
-    used = {torch_name(p) for p in shapes}
+    used = {loading.torch_key(p) for p in shapes}
     problems += [f"unexpected tensor {k!r} of shape {tuple(v.shape)}"
                  for k, v in tensors.items()
                  if k not in used and not k.endswith("num_batches_tracked")]

@@ -310,26 +310,14 @@ class UniVL(nnx.Module):
 
 # ----------------------------------------------------------------------------- loading
 
-_TORCH_LEAF = {"kernel": "weight", "scale": "weight", "embedding": "weight", "bias": "bias"}
-
-
-def upstream_key(name: str) -> str:
-    """NNX parameter name (``bert.pooler.dense.kernel``) -> upstream state-dict key."""
-    module, _, leaf = name.rpartition(".")
-    return f"{module}.{_TORCH_LEAF[leaf]}"
-
-
-def _torch_shape(name: str, shape: tuple[int, ...]) -> tuple[int, ...]:
-    return tuple(shape[::-1]) if name.endswith(".kernel") else tuple(shape)
-
-
 def _param_shapes(cfg: UniVLConfig) -> dict[str, tuple[int, ...]]:
     return loading.param_shapes(lambda rngs: UniVL(cfg, rngs=rngs))
 
 
 def upstream_shapes(cfg: UniVLConfig = UNIVL_BASE) -> dict[str, tuple[int, ...]]:
     """Upstream key -> torch shape of every tensor this port reads (abstract: no memory)."""
-    return {upstream_key(k): _torch_shape(k, s) for k, s in _param_shapes(cfg).items()}
+    return {loading.torch_key(k): loading.torch_shape(k, s)
+            for k, s in _param_shapes(cfg).items()}
 
 
 def _layer_count(tensors: Mapping[str, Any], stack: str) -> int:
@@ -376,7 +364,7 @@ def match_state_dict(tensors: Mapping[str, np.ndarray], cfg: UniVLConfig,
     """
     problems, arrays, wanted = [], {}, set()
     for name, shape in _param_shapes(cfg).items():
-        key, want = upstream_key(name), _torch_shape(name, shape)
+        key, want = loading.torch_key(name), loading.torch_shape(name, shape)
         wanted.add(key)
         if key not in tensors:
             problems.append(f"missing key {key!r} (UniVL expects shape {want})")
@@ -384,8 +372,7 @@ def match_state_dict(tensors: Mapping[str, np.ndarray], cfg: UniVLConfig,
             problems.append(f"key {key!r} has shape {tuple(tensors[key].shape)}, "
                             f"UniVL expects {want}")
         else:
-            arr = np.asarray(tensors[key])
-            arrays[name] = arr.T if name.endswith(".kernel") else arr
+            arrays[name] = loading.to_nnx_layout(name, np.asarray(tensors[key]))
     spare = UNUSED_PREFIXES if not cfg.decoder_layers else HEAD_PREFIXES
     problems += [f"unexpected key {k!r} (shape {tuple(tensors[k].shape)})" for k in
                  sorted(tensors) if k not in wanted and not k.startswith(spare)

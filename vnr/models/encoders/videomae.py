@@ -280,28 +280,9 @@ def read_tensors(directory: Path) -> tuple[dict[str, np.ndarray], Path]:
     raise CheckpointError(f"{d}: no model.safetensors or pytorch_model.bin (found {found})")
 
 
-def upstream_key(name: str) -> str:
-    """NNX parameter path -> state-dict key (``kernel``/``scale`` are ``weight``)."""
-    module, _, leaf = name.rpartition(".")
-    return f"{module}.{'weight' if leaf in ('kernel', 'scale') else leaf}"
-
-
-def torch_shape(name: str, shape: Sequence[int]) -> tuple[int, ...]:
-    """A parameter's shape as torch stores it: kernels (..., in, out) -> (out, in, ...)."""
-    shape = tuple(shape)
-    return (shape[-1], shape[-2], *shape[:-2]) if name.endswith(".kernel") else shape
-
-
-def to_nnx_layout(name: str, x: np.ndarray) -> np.ndarray:
-    """A torch tensor in the layout of the NNX parameter ``name`` (inverse of torch_shape)."""
-    if not name.endswith(".kernel"):
-        return x
-    return np.asarray(x).transpose(*range(2, x.ndim), 1, 0)
-
-
 def upstream_shapes(ctor: Any, prefix: str = "") -> dict[str, tuple[int, ...]]:
     """State-dict key -> torch shape of every parameter ``ctor(rngs)`` builds (abstractly)."""
-    return {prefix + upstream_key(k): torch_shape(k, s)
+    return {loading.torch_key(k, prefix): loading.torch_shape(k, s)
             for k, s in loading.param_shapes(ctor).items()}
 
 
@@ -311,8 +292,8 @@ def match(shapes: Mapping[str, tuple[int, ...]], tensors: Mapping[str, np.ndarra
     under the best of ``prefixes``, tensors under ``ignore`` allowed to stay unused (via
     ``loading.match_tensors``). The first problem (missing, misshapen or unused tensor) is
     one ``CheckpointError`` line naming ``where`` and the key, with the count of the rest."""
-    wanted = {upstream_key(n): n for n in shapes}
-    targets = {k: torch_shape(n, shapes[n]) for k, n in wanted.items()}
+    wanted = {loading.torch_key(n): n for n in shapes}
+    targets = {k: loading.torch_shape(n, shapes[n]) for k, n in wanted.items()}
     try:
         got = loading.match_tensors(targets, tensors, "flax", prefixes=prefixes, ignore=ignore)
     except CheckpointError as e:
@@ -320,7 +301,7 @@ def match(shapes: Mapping[str, tuple[int, ...]], tensors: Mapping[str, np.ndarra
         total = int(m.group(1)) if (m := re.search(r"\((\d+) problems\)", head)) else 1
         more = f" (and {total - 1} more problems)" if total > 1 else ""
         raise CheckpointError(f"{where}: {problems[0] if problems else head}{more}") from None
-    return {n: to_nnx_layout(n, np.asarray(got[k])) for k, n in wanted.items()}
+    return {n: loading.to_nnx_layout(n, np.asarray(got[k])) for k, n in wanted.items()}
 
 
 def find(tensors: Mapping[str, np.ndarray], key: str, prefixes: Sequence[str]
