@@ -11,20 +11,23 @@ is a local Hugging Face directory, a name under `$VNR_ENCODERS_DIR` (default
 ~/.cache/vnr/encoders) or a `loading.HUB_IDS` name already in the Hugging Face cache
 (resolved offline: nothing is downloaded at run time); `part` is `"vision"` or `"text"` to
 take one tower of a CLIP checkpoint, None for the whole checkpoint (BERT, ALBERT, XLM-R, a
-single-tower CLIP), or `"run"`: `checkpoint` is then the workdir of another finished vnr
-run and the subtree is copied from its model under the same path (fine-tuning from a run,
-two-stage training, zero-shot transfer; read by `vnr.run_reader.restore_run`). A run source
-may carry a third element, the step to read (`run_source(workdir, step)`: `selected`, the
-default, is the step the run's results.json reports, i.e. its model selected by validation;
-`best`, `last` or a number as `python -m vnr.evaluate --step`); the line printed names the
-step and why. The trainer (`vnr.train`) calls it after creating the sharded
-state and only when no checkpoint is restored (a resumed run reloads nothing), then `load`
-reads each checkpoint with the encoder loader (`loading.read_checkpoint` + `match_tensors`: renames,
-transposes, every parameter gets exactly one tensor of its shape, no tensor is left unused
-except pre-training heads and the other CLIP tower) and writes the arrays into the state's
-existing `NamedSharding`s with `jax.make_array_from_callback`: each process reads only the
-slices of its addressable shards (safetensors are memory-mapped), so no host holds a copy of
-the whole model and nothing is baked into the jitted init. One line per subtree is printed.
+single-tower CLIP), a port of `vnr.models.encoders.ports` (`"univl"`, `"s3d"`,
+`"cclm_vision"`, `"cclm_text"`, `"videomae"`, `"timesformer"`: `checkpoint` is then that
+upstream's own file or directory, read by its port's key rules), or `"run"`: `checkpoint` is
+then the workdir of another finished vnr run and the subtree is copied from its model under
+the same path (fine-tuning from a run, two-stage training, zero-shot transfer; read by
+`vnr.run_reader.restore_run`). A run source may carry a third element, the step to read
+(`run_source(workdir, step)`: `selected`, the default, is the step the run's results.json
+reports, i.e. its model selected by validation; `best`, `last` or a number as `python -m
+vnr.evaluate --step`); the line printed names the step and why. The trainer (`vnr.train`)
+calls it after creating the sharded state and only when no checkpoint is restored (a resumed
+run reloads nothing), then `load` reads each checkpoint with the encoder loader
+(`loading.read_checkpoint` + `match_tensors`: renames, transposes, every parameter gets
+exactly one tensor of its shape, no tensor is left unused except pre-training heads and the
+other CLIP tower) and writes the arrays into the state's existing `NamedSharding`s with
+`jax.make_array_from_callback`: each process reads only the slices of its addressable shards
+(safetensors are memory-mapped), so no host holds a copy of the whole model and nothing is
+baked into the jitted init. One line per subtree is printed.
 
 **The model side.** `make_model` builds the subtree with
 `vnr.models.encoders.towers.build(checkpoint, part, rngs)`: the architecture comes from the
@@ -50,7 +53,7 @@ import jax
 import numpy as np
 from flax import nnx
 
-from vnr.models.encoders import towers
+from vnr.models.encoders import ports, towers
 from vnr.models.encoders.loading import CheckpointError, match_tensors, read_checkpoint
 
 Source = tuple[str, str | None] | tuple[str, str, str]
@@ -92,6 +95,11 @@ def _matched(state: nnx.State, sources: Sources, root: tuple):
             others = {_key(p[len(full):]) for p, v in flat
                       if p[:len(full)] == full and not isinstance(v, nnx.Param)}
             yield prefix, *_from_run(prefix, name, targets, others, step)
+            continue
+        if ports.is_port(part):  # an upstream's own file (univl.pretrained.bin, a .th)
+            shapes = {k: tuple(v.get_value().shape) for k, (_, v) in targets.items()}
+            arrays = ports.read(part, name, shapes)
+            yield prefix, f"{name} ({part})", {p: arrays[k] for k, (p, _) in targets.items()}
             continue
         _, prefixes, ignore, cfg, directory = towers.spec(name, part)
         tensors, layout = read_checkpoint(directory)

@@ -2,21 +2,22 @@
 
     python -m vnr.train --config configs/symon/retrieval.py[:ARGS] --workdir DIR
 
-ARGS (comma-separated): exclude_yms (remove the summary videos of the YMS movies from
-training for the §7.3 transfer: set --config.data.exclude_movies=YMS_DIR/movie_list.txt;
-YMS's url_list.txt beside it is required and removes the YMS videos themselves by id);
-memory (default: UniVL-SYMON-memory row, the Eq. 6 memory and the
-60 % masking) or no_memory (UniVL-SYMON row); mask_memory_only (our option: the 60 % mask
-on the memory part only); smoke (tiny sizes for tests). Units: two-scene clips, 4 feature
-rows, 64 text tokens per clip (128 with the memory's). The NCE loss (Eq. 5) runs over the
-whole global batch (sharded over the "data" axis). Defaults use the generated `synthetic`
-corpus; for real features pass --config.data.config=features --config.data.manual_dir=DIR.
-The paper's encoders are UniVL's pretrained ones (not provided: see REPRODUCING.md); the
-paper trains with SGD (momentum 0.9, weight decay 0.5, lr 5e-5, cosine, batch 1024, 20
-epochs, the first one warm-up); our from-scratch encoders keep the shared AdamW defaults. The
-paper's setting is `--config.optimizer=sgd --config.momentum=0.9 --config.weight_decay=0.5
---config.lr=5e-5 --config.batch_size=1024` with total_steps = 20 epochs and warmup_steps =
-1 epoch of your train split (the paper gives no clip count to derive them from).
+ARGS (comma-separated): univl (the paper's encoders: UniVL's text and video towers from
+--config.model.univl_checkpoint=PATH/univl.pretrained.bin, tokens from
+--config.data.tokenizer=DIR holding UniVL's bert-base-uncased vocab.txt, and Appendix E's
+SGD: momentum 0.9, weight decay 0.5, lr 5e-5, cosine after a warm-up, batch 1024; set
+total_steps to 20 epochs and warmup_steps to 1 epoch of your train split's clips, which
+the log prints; add total_steps=0 for the zero-shot UniVL row); exclude_yms (remove the
+summary videos of the YMS movies from training for the §7.3 transfer: set
+--config.data.exclude_movies=YMS_DIR/movie_list.txt; YMS's url_list.txt beside it is
+required and removes the YMS videos themselves by id); memory (default: UniVL-SYMON-memory,
+the Eq. 6 memory and the 60 % masking) or no_memory (UniVL-SYMON); mask_memory_only (our
+option: the 60 % mask on the memory part only); smoke (tiny sizes for tests). Units:
+two-scene clips, 4 feature rows, 64 text tokens per clip (128 with the memory's). The NCE
+loss (Eq. 5) runs over the whole global batch (sharded over the "data" axis). Without
+`univl` the encoders are ours, trained from scratch with the shared AdamW defaults (a
+stand-in). Defaults use the generated `synthetic` corpus; for real features pass
+--config.data.config=features --config.data.manual_dir=DIR.
 """
 
 import ml_collections
@@ -27,7 +28,7 @@ from configs.symon.base import base
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     args = common.parse_arg(arg, __file__, ("memory", "no_memory", "mask_memory_only",
-                                            "exclude_yms", "smoke"))
+                                            "exclude_yms", "univl", "smoke"))
     args.pick(("memory", "no_memory"), "memory")
     c = base("symon.retrieval", "smoke" in args)
     # One clip = 4 feature rows (1 fps); 64 text tokens; memory over the past 10 clips.
@@ -38,6 +39,16 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.temperature = 1.0  # the paper's plain dot product
     c.memory_mask_rate = 0.6  # Appendix E, memory model only
     c.memory_mask_scope = "memory" if "mask_memory_only" in args else "all"
+    c.data.tokenizer = "hash"  # or a tokenizer directory (UniVL: its bert-base-uncased)
+    # "scratch" (our dual encoder) or "univl" (UniVL's towers, `univl_checkpoint`; its
+    # heads are not in the file: 12 for the released model)
+    c.model.update(encoder="scratch", univl_checkpoint="", univl_heads=12)
+    if "univl" in args:  # §7.1 encoders, Appendix E optimisation
+        c.model.encoder = "univl"
+        c.update(optimizer="sgd", momentum=0.9, weight_decay=0.5, lr=5e-5,
+                 schedule="warmup_cosine", end_lr_factor=0.0, grad_clip=0.0)
+        if "smoke" not in args:
+            c.batch_size = 1024
     if "smoke" not in args:  # the paper tunes on validation R@5
         c.select = dict(metric="val/v2t_r@5", mode="max")
     return c

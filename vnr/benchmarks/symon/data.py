@@ -35,6 +35,8 @@ NER); its rows and text are appended (clip 0 of a video has no memory: empty mas
 
   frames [B, F, D], frame_mask [B, F]; tokens [B, L]
   mem_frames [B, F, D], mem_frame_mask [B, F]; mem_tokens [B, L]
+  (tokens: hashed words, or with `data.tokenizer` a checkpoint tokenizer's ids: UniVL's
+  BERT WordPiece `[CLS] pieces [SEP]`, the memory text's `pieces [SEP]`; 0 = padding)
   video, movie int32 [B] (split-local ids; movie = the record's `movie_key`, a video of
   unknown movie is a movie of its own), center, text_center float32 [B] (s),
   valid bool [B]
@@ -437,6 +439,18 @@ class EncodeRetrieval(grain.transforms.Map):
     vocab_size: int
     window: int
     memory: bool
+    tokenizer: str = "hash"  # or a checkpoint tokenizer's directory (UniVL: BERT WordPiece)
+
+    def _tokens(self, narration: str, memory: bool = False) -> np.ndarray:
+        """`max_tokens` ids of `narration`: hashed words, or the checkpoint tokenizer's
+        `[CLS] pieces [SEP]` (a memory text drops its [CLS]: it is appended after the
+        clip's own `[SEP]`, so the sequence holds one [CLS])."""
+        if self.tokenizer == "hash":
+            return text.tokenize(narration, self.vocab_size, self.max_tokens)
+        from vnr.models.encoders import tokenizers
+
+        ids = tokenizers.encode(self.tokenizer, [narration], self.max_tokens + memory)[0][0]
+        return ids[1:] if memory else ids
 
     def map(self, item: dict) -> dict:
         v, k = item["video"], item["k"]
@@ -446,7 +460,7 @@ class EncodeRetrieval(grain.transforms.Map):
         frames, mask = _pad(rows[k], self.max_frames)
         c = clips[k]
         out = {"frames": frames, "frame_mask": mask,
-               "tokens": text.tokenize(c.text, self.vocab_size, self.max_tokens),
+               "tokens": self._tokens(c.text),
                "video": np.int32(v), "movie": np.int32(item["movie"]),
                "center": np.float32((c.start + c.end) / 2),
                "text_center": np.float32((c.text_start + c.text_end) / 2),
@@ -457,7 +471,7 @@ class EncodeRetrieval(grain.transforms.Map):
                               [x.names for x in clips[:k + 1]], k, self.window)
         if j >= 0:
             out["mem_frames"], out["mem_frame_mask"] = _pad(rows[j], self.max_frames)
-            out["mem_tokens"] = text.tokenize(clips[j].text, self.vocab_size, self.max_tokens)
+            out["mem_tokens"] = self._tokens(clips[j].text, memory=True)
         else:
             out["mem_frames"] = np.zeros_like(frames)
             out["mem_frame_mask"] = np.zeros_like(mask)
@@ -469,7 +483,14 @@ def _encoder(cfg: Any, source: ItemSource, task: str, fixed: bool):
     if task == "order":
         return EncodeOrder(source, cfg.max_tokens, cfg.vocab_size, fixed)
     return EncodeRetrieval(source, cfg.max_frames, cfg.max_tokens, cfg.vocab_size,
-                           cfg.memory_window, cfg.memory)
+                           cfg.memory_window, cfg.memory, tokenizer_of(cfg))
+
+
+def tokenizer_of(cfg: Any) -> str:
+    """`"hash"` or the absolute directory of `cfg.tokenizer` (found offline)."""
+    from vnr.models.encoders import tokenizers
+
+    return tokenizers.resolve(cfg.get("tokenizer", "hash"))
 
 
 def train_dataset(cfg: Any, task: str, batch_size: int, seed: int, process_index: int = 0,

@@ -14,14 +14,26 @@ positions stay, carrying only their position and type embeddings).
 Retrieval: a video encoder over [segment frames; memory frames] and a text
 encoder over [sentence tokens; memory sentence tokens], each followed by a
 linear map to the joint space; similarity is the dot product.
+
+`UniVLRetrievalModel` (§7.1 as the paper runs it): UniVL's own text (BERT) and video
+encoders loaded from `univl.pretrained.bin`, without its cross encoder (the paper leaves it
+out); each side is UniVL's stage-one embedding (`univl.pool_text` / `pool_video`: masked
+means, L2-normalised), so the dot product is UniVL's own retrieval score. With memory the
+inputs are [clip rows; memory rows] (8 x 1024) and [clip tokens; memory tokens] (128):
+each half keeps its slots, padding between is masked (ours: the paper says only that the
+memory is appended).
 """
 
 from __future__ import annotations
+
+import dataclasses
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from vnr.models.encoders import univl
 from vnr.models.layers import Block, annotate, dense, layer_norm
 
 _emb_init = nnx.initializers.normal(0.02)
@@ -114,3 +126,29 @@ class RetrievalModel(nnx.Module):
         mask = tokens > 0 if token_mask is None else token_mask
         parts = [(self.embed(tokens), mask), (self.embed(mem_tokens), mem_mask)]
         return self.text_out(self.text(parts, train=train, rngs=rngs))
+
+
+class UniVLRetrievalModel(nnx.Module):
+    """UniVL's text and video towers (no cross encoder, no decoder) as SYMON's dual encoder;
+    same methods as `RetrievalModel`. Dropout runs from the towers' own streams."""
+
+    def __init__(self, cfg: univl.UniVLConfig, *, dtype: Any = jnp.float32,
+                 rngs: nnx.Rngs):
+        from vnr.models.encoders.towers import raw_rng_keys
+
+        cfg = dataclasses.replace(cfg, cross_layers=0, decoder_layers=0)
+        self.univl = raw_rng_keys(univl.UniVL(cfg, dtype=dtype, rngs=rngs))
+
+    def encode_video(self, frames, mask, mem_frames, mem_mask, *, train: bool,
+                     rngs: nnx.Rngs | None) -> jax.Array:
+        x, m = jnp.concatenate([frames, mem_frames], 1), jnp.concatenate([mask, mem_mask], 1)
+        h = self.univl.encode_video(x, m, deterministic=not train).last_hidden_state
+        return univl.pool_video(h, m)
+
+    def encode_text(self, tokens, mem_tokens, mem_mask, *, train: bool,
+                    rngs: nnx.Rngs | None, token_mask: jax.Array | None = None) -> jax.Array:
+        mask = tokens > 0 if token_mask is None else token_mask
+        ids, m = jnp.concatenate([tokens, mem_tokens], 1), jnp.concatenate([mask, mem_mask], 1)
+        h = self.univl.encode_text(ids, m.astype(jnp.int32),
+                                   deterministic=not train).last_hidden_state
+        return univl.pool_text(h, m)

@@ -28,7 +28,7 @@ from flax import nnx
 from vnr import evaluation
 from vnr import task as task_lib
 from vnr.benchmarks.symon import data
-from vnr.benchmarks.symon.model import RetrievalModel
+from vnr.benchmarks.symon.model import RetrievalModel, UniVLRetrievalModel
 from vnr.ops import contrastive, retrieval_metrics
 from vnr.reports import results as results_lib
 
@@ -63,6 +63,40 @@ def validate(config: Any) -> None:
         raise ValueError(f"memory_mask_scope={config.memory_mask_scope!r}: 'all' or 'memory'")
     if config.temperature <= 0:
         raise ValueError(f"temperature={config.temperature} must be > 0")
+    encoder = config.model.get("encoder", "scratch")
+    if encoder not in ENCODERS:
+        raise ValueError(f"model.encoder={encoder!r}: one of {ENCODERS}")
+    if encoder == "univl":
+        univl_config(config)  # the checkpoint is there and fits the inputs: one line if not
+
+
+ENCODERS = ("scratch", "univl")  # our from-scratch dual encoder, or UniVL's towers (§7.1)
+
+
+def univl_config(config: Any) -> Any:
+    """The sizes of `model.univl_checkpoint` (read from its tensor shapes, not its weights),
+    checked against the data: a WordPiece tokenizer, and room in the position tables for
+    the clip and memory inputs. One-line ValueError naming the key otherwise."""
+    from vnr.models.encoders import torch_checkpoint, univl
+
+    path = config.model.get("univl_checkpoint", "")
+    if not path:
+        raise ValueError("model.encoder='univl' needs --config.model.univl_checkpoint="
+                         "PATH/univl.pretrained.bin (microsoft/UniVL's released weights)")
+    cfg = univl.infer_config(torch_checkpoint.read_torch_shapes(path), path,
+                             num_attention_heads=config.model.get("univl_heads", 12))
+    d = config.data
+    if d.get("tokenizer", "hash") == "hash":
+        raise ValueError("model.encoder='univl' reads BERT WordPiece ids: set "
+                         "--config.data.tokenizer=DIR (a directory with UniVL's "
+                         "bert-base-uncased vocab.txt)")
+    halves = 2 if d.memory else 1
+    for what, n, have in (("data.max_tokens", d.max_tokens, cfg.text_positions),
+                          ("data.max_frames", d.max_frames, cfg.visual_positions)):
+        if n * halves > have:
+            raise ValueError(f"{what}={n}{' (x2 with the memory)' if halves > 1 else ''} "
+                             f"exceeds the {have} positions of {path}")
+    return cfg
 
 
 def check_splits(config: Any) -> None:
@@ -75,15 +109,30 @@ def check_splits(config: Any) -> None:
     task_lib.require_splits(config, have, f"symon/{d.config}")
 
 
-def make_model(config: Any, rngs: nnx.Rngs) -> RetrievalModel:
+def make_model(config: Any, rngs: nnx.Rngs) -> RetrievalModel | UniVLRetrievalModel:
     from tfds_builders import symon
 
     m, d = config.model, config.data
     dim = symon.metadata(d.config, d.data_dir, d.manual_dir or None)[0]
+    if m.get("encoder", "scratch") == "univl":
+        cfg = univl_config(config)
+        if cfg.video_dim != dim:
+            raise ValueError(f"symon/{d.config} features are {dim}-d, "
+                             f"{m.univl_checkpoint} reads {cfg.video_dim}-d (S3D mixed_5c: "
+                             "1024; extract with `vnr.extract --model s3d_howto100m`)")
+        return UniVLRetrievalModel(cfg, rngs=rngs)
     return RetrievalModel(feature_dim=dim, vocab_size=d.vocab_size,
                           max_len=max(d.max_frames, d.max_tokens), width=m.width,
                           embed_dim=m.embed_dim, layers=m.layers, heads=m.heads, mlp=m.mlp,
                           dropout=m.dropout, rngs=rngs)
+
+
+def pretrained(config: Any) -> dict[str, tuple[str, str]]:
+    """UniVL's text and video towers from `univl.pretrained.bin` (its cross encoder,
+    decoder and pre-training heads are left unread), for a fresh run."""
+    if config.model.get("encoder", "scratch") != "univl":
+        return {}
+    return {"univl": (config.model.univl_checkpoint, "univl")}
 
 
 def train_data(config: Any, local_batch: int, process_index: int, process_count: int):

@@ -61,3 +61,29 @@ def _encoder(directory: pathlib.Path, words: list[str]) -> None:
     BertTokenizerFast(str(directory / "vocab.txt")).save_pretrained(str(directory))
     write_tiny_checkpoint("bert", directory, "flax-safetensors", config_overrides={
         "vocab_size": len(vocab), "max_position_embeddings": 128})
+
+
+def univl_inputs(path: str | pathlib.Path) -> pathlib.Path:
+    """The inputs of the UniVL rows at smoke scale, under `path`: `release/` (the generated
+    SYMON corpus in the release layout, its features cut to 12 columns and stored as
+    float16, as UniVL's extractor stores them) and `univl/` (the golden UniVL of
+    tests/golden/univl: upstream's model at width 16 with random weights, saved by
+    `torch.save` as `univl.pretrained.bin` is, with its WordPiece vocab.txt; 2 heads)."""
+    import shutil
+
+    import numpy as np
+
+    from tfds_builders.symon import synthetic
+
+    root = pathlib.Path(path)
+    synthetic.write_corpus(root / "release", "tiny", seed=3)
+    for f in (root / "release" / "features").glob("*.npy"):
+        np.save(f, np.load(f)[:, :UNIVL_SMOKE_DIM].astype(np.float16))
+    golden = pathlib.Path(__file__).resolve().parents[3] / "tests" / "golden" / "univl"
+    (root / "univl").mkdir(parents=True, exist_ok=True)
+    for name in ("univl.pretrained.bin", "vocab.txt"):
+        shutil.copyfile(golden / name, root / "univl" / name)
+    return root
+
+
+UNIVL_SMOKE_DIM = 12  # the golden UniVL's video_dim

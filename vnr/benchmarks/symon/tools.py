@@ -16,6 +16,13 @@ movies, titles left without a key).
 YMS videos there by id (YMS `url_list.txt`), and of the training split what the exclusion
 of `exclude_yms` removes by title and by id, and what it would leave (0 is the only
 honest count for a transfer row). Builds the SYMON dataset `--config` if needed.
+
+    python -m vnr.benchmarks.symon.tools steps --manual_dir SYMON --data_dir DIR \
+        [--config features] [--exclude_movies YMS/movie_list.txt] [--epochs 20]
+
+`steps`: the retrieval train split's clip count and, at `--batch_size` (1024), the
+`total_steps` / `warmup_steps` of Appendix E's 20 epochs with 1 of warm-up, as JSON: the
+values the UniVL-SYMON rows pass (`$STEPS_20_EPOCHS`, `$STEPS_1_EPOCH`).
 """
 
 from __future__ import annotations
@@ -79,14 +86,55 @@ def _contamination_flags(fv: flags.FlagValues) -> None:
     flags.DEFINE_string("config", "text_only", "SYMON builder config", flag_values=fv)
 
 
+def steps(config: str, data_dir: str, manual_dir: str, exclude_movies: str, epochs: int,
+          warmup_epochs: int, batch_size: int) -> dict[str, int]:
+    """The retrieval train split's clip count and the step counts of `epochs` and
+    `warmup_epochs` epochs at `batch_size` (Appendix E: 20 and 1 at 1024): what
+    `total_steps` and `warmup_steps` are for the paper's schedule."""
+    from configs.symon import retrieval as retrieval_config
+
+    d = retrieval_config.get_config("exclude_yms" if exclude_movies else "").data
+    d.update(config=config, data_dir=data_dir, manual_dir=manual_dir,
+             exclude_movies=exclude_movies)
+    clips = len(data.ItemSource(d, d.train_split, "retrieval"))
+    per_epoch = -(-clips // batch_size)  # the last partial batch counted as a step
+    return {"train_clips": clips, "batch_size": batch_size, "steps_per_epoch": per_epoch,
+            "total_steps": epochs * per_epoch, "warmup_steps": warmup_epochs * per_epoch}
+
+
+def _steps_flags(fv: flags.FlagValues) -> None:
+    flags.DEFINE_string("manual_dir", None, "SYMON release", required=True, flag_values=fv)
+    flags.DEFINE_string("data_dir", None, "TFDS data_dir of the SYMON build", required=True,
+                        flag_values=fv)
+    flags.DEFINE_string("config", "features", "SYMON builder config", flag_values=fv)
+    flags.DEFINE_string("exclude_movies", "", "YMS movie_list.txt (the §7.3 source runs)",
+                        flag_values=fv)
+    flags.DEFINE_integer("epochs", 20, "epochs of training (Appendix E: 20)", flag_values=fv)
+    flags.DEFINE_integer("warmup_epochs", 1, "epochs of warm-up (Appendix E: 1)",
+                         flag_values=fv)
+    flags.DEFINE_integer("batch_size", 1024, "global batch (Appendix E: 1024)", flag_values=fv)
+
+
 COMMANDS = {"movie_keys": ("title -> movie key of every line of a movie list",
                            _movie_keys_flags),
             "contamination": ("YMS videos inside SYMON, per split, and what the exclusion "
-                              "removes", _contamination_flags)}
+                              "removes", _contamination_flags),
+            "steps": ("total_steps and warmup_steps of the paper's retrieval schedule (20 "
+                      "epochs, 1 warm-up) for this release's train clips", _steps_flags)}
 
 
 def main(argv: list[str] | None = None) -> int:
     args = cli.parse(argv, "python -m vnr.benchmarks.symon.tools", __doc__, COMMANDS)
+    if args.command == "steps":
+        if args.epochs < 1 or args.warmup_epochs < 0 or args.batch_size < 1:
+            cli.fail("--epochs and --batch_size must be >= 1, --warmup_epochs >= 0")
+        try:
+            report = steps(args.config, args.data_dir, args.manual_dir, args.exclude_movies,
+                           args.epochs, args.warmup_epochs, args.batch_size)
+        except (OSError, ValueError) as e:
+            cli.fail(str(e))
+        print(json.dumps(report, indent=1))
+        return 0
     if args.command == "contamination":
         try:
             report = contamination(args.yms_dir, args.config, args.data_dir, args.manual_dir)

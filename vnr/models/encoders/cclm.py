@@ -45,6 +45,7 @@ from vnr.sharding import Rules
 
 VISION_PREFIX = "vision_encoder."
 TEXT_PREFIXES = ("text_encoder.bert.", "text_encoder.")  # pre-trained, fine-tuned
+SWIN_BUFFERS = ("attn.relative_position_index", "attn_mask")  # recomputed, not read
 
 
 def match(tensors: Mapping[str, np.ndarray], shapes: Mapping[str, tuple[int, ...]], where: str,
@@ -198,12 +199,18 @@ def match_text(tensors: Mapping[str, np.ndarray], cfg: TextConfig, where: str
     """The text tower's parameters (NNX names, Flax layout) from a CCLM state dict: the
     embeddings and layers `0 .. num_hidden_layers - 1`; the fusion layers, the MLM head
     (`cls.`) and the `position_ids` buffer are left alone."""
-    p = text_prefix(tensors)
     shapes = loading.param_shapes(lambda rngs: _text_model(cfg, rngs=rngs))
+    return match_text_shapes(tensors, shapes, cfg.num_hidden_layers, where)
+
+
+def match_text_shapes(tensors: Mapping[str, np.ndarray], shapes: Mapping[str, tuple[int, ...]],
+                      text_layers: int, where: str) -> dict[str, np.ndarray]:
+    """`match_text` for a text tower as built (`shapes`, with `text_layers` layers)."""
+    p = text_prefix(tensors)
 
     def skip(k: str) -> bool:
         m = re.match(re.escape(p) + r"encoder\.layer\.(\d+)\.", k)
-        return bool(m and int(m.group(1)) >= cfg.num_hidden_layers) or k.startswith(
+        return bool(m and int(m.group(1)) >= text_layers) or k.startswith(
             (f"{p}cls.", "text_encoder.cls.", VISION_PREFIX)) or k.endswith(
             "embeddings.position_ids") or (p == "text_encoder." and k.startswith(
                 "text_encoder.bert."))

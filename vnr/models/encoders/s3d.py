@@ -310,11 +310,17 @@ def _match(tensors: dict[str, np.ndarray], shapes: dict[str, tuple[int, ...]], w
     return out
 
 
+def match(tensors: dict[str, np.ndarray], shapes: dict[str, tuple[int, ...]],
+          where: str) -> dict[str, np.ndarray]:
+    """The video tower's parameters (`shapes`: NNX names and shapes of an `S3D` as built)
+    from an upstream state dict (see `_match`)."""
+    return _match(tensors, shapes, where, "", ignored)
+
+
 def match_state_dict(tensors: dict[str, np.ndarray], cfg: S3DConfig,
                      where: str) -> dict[str, np.ndarray]:
-    """The video tower's parameters from an upstream state dict (see `_match`)."""
-    shapes = loading.param_shapes(lambda rngs: S3D(cfg, rngs))
-    return _match(tensors, shapes, where, "", ignored)
+    """`match` for the `S3D` that `cfg` builds."""
+    return match(tensors, loading.param_shapes(lambda rngs: S3D(cfg, rngs)), where)
 
 
 def from_checkpoint(path: str | Path, *, cfg: S3DConfig = S3D_HOWTO100M,

@@ -39,8 +39,16 @@ _LOCK = threading.RLock()
 
 def saved_tokenizer(directory: str | Path) -> Any | None:
     """A new fast tokenizer from the files saved with a checkpoint; None when it has none."""
-    if not any((Path(directory) / f).is_file() for f in TOKENIZER_FILES):
+    d = Path(directory)
+    if not any((d / f).is_file() for f in TOKENIZER_FILES):
         return None
+    if (d / "vocab.txt").is_file() and not any(
+            (d / f).is_file() for f in ("tokenizer.json", "tokenizer_config.json", "config.json")):
+        # A bare WordPiece vocabulary, as UniVL ships `modules/bert-base-uncased/`: its
+        # loaders use BERT's uncased tokenizer, which is what a vocab.txt alone implies.
+        from transformers import BertTokenizerFast
+
+        return BertTokenizerFast(vocab_file=str(d / "vocab.txt"), do_lower_case=True)
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(str(directory), use_fast=True)

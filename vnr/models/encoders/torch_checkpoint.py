@@ -187,7 +187,7 @@ def _bytes(raw: bytes, s: _Storage, what: str) -> np.ndarray:
     return np.frombuffer(raw, np.uint8, count=want)
 
 
-def _read_zip(f: IO[bytes]) -> Any:
+def _read_zip(f: IO[bytes], storages: bool = True) -> Any:
     with zipfile.ZipFile(f) as z:
         pkls = [n for n in z.namelist() if n == "data.pkl" or n.endswith("/data.pkl")]
         if len(pkls) != 1:
@@ -200,7 +200,7 @@ def _read_zip(f: IO[bytes]) -> Any:
         u = _Unpickler(io.BytesIO(z.read(pkls[0])))
         tree = u.load()
         buffers = {}
-        for key, s in u.storages.items():
+        for key, s in u.storages.items() if storages else ():
             if s.root == key:
                 name = f"{prefix}data/{key}"
                 if name not in names:
@@ -255,8 +255,8 @@ def _read_object(f: IO[bytes]) -> tuple[Any, dict[str, np.ndarray]]:
     raise _Refused("not a PyTorch checkpoint (neither a zip archive nor a pickle stream)")
 
 
-def _flatten(tree: Any, prefix: str, out: dict[str, np.ndarray]) -> None:
-    if isinstance(tree, np.ndarray):
+def _flatten(tree: Any, prefix: str, out: dict[str, Any]) -> None:
+    if isinstance(tree, np.ndarray | _Shape):
         out[prefix[:-1]] = tree
     elif isinstance(tree, Mapping):
         for k, v in tree.items():
@@ -279,13 +279,30 @@ def read_torch_checkpoint(path: str | os.PathLike) -> dict[str, np.ndarray]:
     Raises:
       CheckpointError: one line naming the file and the problem.
     """
-    path = Path(path)
+    return _read(Path(path), shapes_only=False)
+
+
+def read_torch_shapes(path: str | os.PathLike) -> dict[str, tuple[int, ...]]:
+    """``name -> shape`` of every tensor of a ``torch.save`` file, from its object pickle
+    alone (a zip file's storages are not read): a model's sizes without its weights.
+    Same names and errors as ``read_torch_checkpoint``."""
+    return _read(Path(path), shapes_only=True)
+
+
+def _read(path: Path, shapes_only: bool) -> dict[str, Any]:
     if not path.is_file():
         raise CheckpointError(f"{path}: no such checkpoint file")
     try:
         with open(path, "rb") as f:
-            tree, buffers = _read_object(f)
-        tree = _materialise(tree, buffers)
+            if shapes_only and f.read(2) == b"PK":
+                f.seek(0)
+                tree = _read_zip(f, storages=False)[0]
+            else:
+                f.seek(0)
+                tree, buffers = _read_object(f)
+                tree = _shapes(tree) if shapes_only else _materialise(tree, buffers)
+        if shapes_only:
+            tree = _shapes(tree)
     except _Refused as e:
         raise CheckpointError(f"{path}: {e}") from None
     except (zipfile.BadZipFile, EOFError, pickle.UnpicklingError, struct.error, ValueError,
@@ -296,8 +313,23 @@ def read_torch_checkpoint(path: str | os.PathLike) -> dict[str, np.ndarray]:
         if isinstance(tree, Mapping) and isinstance(tree.get(key), Mapping):
             tree = tree[key]
             break
-    if isinstance(tree, np.ndarray):
+    if isinstance(tree, np.ndarray | _Shape):
         raise CheckpointError(f"{path}: holds a single tensor, not a dict of tensors")
-    out: dict[str, np.ndarray] = {}
+    out: dict[str, Any] = {}
     _flatten(tree, "", out)
-    return out
+    return {k: tuple(v) for k, v in out.items()} if shapes_only else out
+
+
+class _Shape(tuple):
+    """A tensor's shape standing in for its array (``read_torch_shapes``)."""
+
+
+def _shapes(tree: Any) -> Any:
+    """``tree`` with every _TensorRef replaced by its shape."""
+    if isinstance(tree, _TensorRef):
+        return _Shape(tree.shape)
+    if isinstance(tree, Mapping):
+        return {k: _shapes(v) for k, v in tree.items()}
+    if isinstance(tree, list | tuple) and not isinstance(tree, _Shape):
+        return type(tree)(_shapes(v) for v in tree)
+    return tree

@@ -39,8 +39,9 @@ Choices where upstream is loose:
 * One ``UniVLConfig`` carries the shared width, heads and FFN size of all towers (upstream
   has four config files with the same values). ``cross_layers=0`` builds no cross encoder
   (stage-one fine-tuned checkpoints): only ``mode="mean"`` then.
-* The text mean divides by the non-[CLS] token count with no guard, as upstream (a text of
-  [CLS] alone gives NaN); the video mean guards an empty mask (count 1), as upstream.
+* Both means guard an empty mask (count 1): upstream does so for the video; for a text of
+  [CLS] alone upstream divides by zero (NaN), here it gives 0 (random token masking in
+  SYMON's memory training can leave such rows).
 * The decoder's tied copies are not compared with ``bert.``'s tables (upstream ties them,
   so they are equal in every file it saves).
 
@@ -74,6 +75,7 @@ from vnr.models.layers import annotate
 # and the decoder when the model is built without one.
 HEAD_PREFIXES = ("cls.", "cls_visual.")
 UNUSED_PREFIXES = (*HEAD_PREFIXES, "decoder.")
+CROSS_PREFIXES = ("cross.", "similarity_dense.")  # left when built without cross
 
 
 @dataclasses.dataclass(frozen=True)
@@ -188,6 +190,23 @@ def _l2_normalise(x: jax.Array) -> jax.Array:
     return x / jnp.maximum(jnp.linalg.norm(x, axis=-1, keepdims=True), 1e-12)
 
 
+def pool_text(states: jax.Array, mask: jax.Array, normalize: bool = True) -> jax.Array:
+    """``(B, H)`` float32 stage-one text embedding: the masked mean of the states without
+    the [CLS] slot (``_mean_pooling_for_similarity``), L2-normalised unless ``normalize``
+    is False. A row with no real token but [CLS] gives 0 (upstream divides by 0: NaN)."""
+    m = jnp.asarray(mask, jnp.float32).at[:, 0].set(0.0)[..., None]
+    t = (states.astype(jnp.float32) * m).sum(1) / jnp.maximum(m.sum(1), 1.0)
+    return _l2_normalise(t) if normalize else t
+
+
+def pool_video(states: jax.Array, mask: jax.Array, normalize: bool = True) -> jax.Array:
+    """``(B, H)`` float32 stage-one video embedding: the masked mean of the states (an
+    all-padding row divides by 1, as upstream), L2-normalised unless ``normalize`` is False."""
+    m = jnp.asarray(mask, jnp.float32)[..., None]
+    v = (states.astype(jnp.float32) * m).sum(1) / jnp.maximum(m.sum(1), 1.0)
+    return _l2_normalise(v) if normalize else v
+
+
 class UniVL(nnx.Module):
     """UniVL's text, video and cross encoders with both retrieval scores (module docstring).
 
@@ -283,14 +302,8 @@ class UniVL(nnx.Module):
                         video_mask: jax.Array, *, normalize: bool = True) -> jax.Array:
         """``(Bt, Bv)`` dot products of masked means (text without [CLS]), L2-normalised
         unless ``normalize=False`` (upstream's ``use_mil``)."""
-        tm = jnp.asarray(text_mask, jnp.float32).at[:, 0].set(0.0)[..., None]
-        t = (text.astype(jnp.float32) * tm).sum(1) / tm.sum(1)
-        vm = jnp.asarray(video_mask, jnp.float32)[..., None]
-        count = vm.sum(1)
-        v = (video.astype(jnp.float32) * vm).sum(1) / jnp.where(count == 0, 1.0, count)
-        if normalize:
-            t, v = _l2_normalise(t), _l2_normalise(v)
-        return t @ v.T
+        return pool_text(text, text_mask, normalize) @ pool_video(video, video_mask,
+                                                                  normalize).T
 
     def __call__(self, input_ids: jax.Array, attention_mask: jax.Array, video: jax.Array,
                  video_mask: jax.Array, *, mode: str = "cross", text_chunk: int | None = None,
@@ -335,7 +348,8 @@ def infer_config(tensors: Mapping[str, Any], where: str, *, num_attention_heads:
     def shape(key: str) -> tuple[int, ...]:
         if key not in tensors:
             raise CheckpointError(f"{where}: missing key {key!r} (not a UniVL checkpoint?)")
-        return tuple(tensors[key].shape)
+        v = tensors[key]
+        return tuple(getattr(v, "shape", v))  # an array, or a shape (read_torch_shapes)
 
     vocab, width = shape("bert.embeddings.word_embeddings.weight")
     cross = _layer_count(tensors, "cross.encoder")
@@ -353,17 +367,19 @@ def infer_config(tensors: Mapping[str, Any], where: str, *, num_attention_heads:
         decoder_layers=_layer_count(tensors, "decoder.decoder"))
 
 
-def match_state_dict(tensors: Mapping[str, np.ndarray], cfg: UniVLConfig,
-                     where: str) -> dict[str, np.ndarray]:
-    """NNX parameter name -> array (Flax layout) from an upstream state dict.
+def match(tensors: Mapping[str, np.ndarray], shapes: Mapping[str, tuple[int, ...]],
+          where: str) -> dict[str, np.ndarray]:
+    """NNX parameter name -> array (Flax layout) for ``shapes`` (the NNX names and shapes of
+    a ``UniVL`` as built) from an upstream state dict.
 
     Every parameter must be there with its shape, and every tensor must be read unless it is
-    a pre-training head, a tied copy of the decoder or (without a decoder) under
-    ``decoder.``; the first problem is one ``CheckpointError`` line naming
-    ``where`` and the key, with the count of the others.
+    a pre-training head, a part the model does not build (``cross.`` and
+    ``similarity_dense.`` without a cross encoder, ``decoder.`` without a decoder) or a tied
+    copy of the decoder; the first problem is one ``CheckpointError`` line naming ``where``
+    and the key, with the count of the others.
     """
     problems, arrays, wanted = [], {}, set()
-    for name, shape in _param_shapes(cfg).items():
+    for name, shape in shapes.items():
         key, want = loading.torch_key(name), loading.torch_shape(name, shape)
         wanted.add(key)
         if key not in tensors:
@@ -373,14 +389,23 @@ def match_state_dict(tensors: Mapping[str, np.ndarray], cfg: UniVLConfig,
                             f"UniVL expects {want}")
         else:
             arrays[name] = loading.to_nnx_layout(name, np.asarray(tensors[key]))
-    spare = UNUSED_PREFIXES if not cfg.decoder_layers else HEAD_PREFIXES
+    decoder = any(n.startswith("decoder.") for n in shapes)
+    spare = HEAD_PREFIXES if decoder else UNUSED_PREFIXES
+    if not any(n.startswith("cross.") for n in shapes):
+        spare = (*spare, *CROSS_PREFIXES)
     problems += [f"unexpected key {k!r} (shape {tuple(tensors[k].shape)})" for k in
                  sorted(tensors) if k not in wanted and not k.startswith(spare)
-                 and not (cfg.decoder_layers and k in TIED_KEYS)]
+                 and not (decoder and k in TIED_KEYS)]
     if problems:
         more = f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else ""
         raise CheckpointError(f"{where}: {problems[0]}{more}")
     return arrays
+
+
+def match_state_dict(tensors: Mapping[str, np.ndarray], cfg: UniVLConfig,
+                     where: str) -> dict[str, np.ndarray]:
+    """``match`` for the ``UniVL`` that ``cfg`` builds."""
+    return match(tensors, _param_shapes(cfg), where)
 
 
 def from_checkpoint(path: str | Path, *, cfg: UniVLConfig | None = None,

@@ -1,0 +1,126 @@
+"""SYMON retrieval with UniVL's own towers (§7.1): the `univl` preset end to end.
+
+The checkpoint is the golden one of tests/models/test_univl.py (upstream's UniVL at width
+16, random weights, saved by `torch.save` as `univl.pretrained.bin` is); the release is the
+generated SYMON corpus in the release layout with its features cut to the checkpoint's
+12-d input (the real ones are S3D's 1024-d rows)."""
+
+import json
+import pathlib
+
+import jax
+import numpy as np
+import pytest
+from flax import nnx
+
+from tests import ROOT
+from tfds_builders.symon import synthetic
+from vnr import config as config_lib
+from vnr import train
+from vnr.benchmarks.symon import retrieval
+from vnr.benchmarks.symon.model import UniVLRetrievalModel
+from vnr.models.encoders import torch_checkpoint, univl
+
+GOLDEN = ROOT / "tests" / "golden" / "univl"
+CKPT = GOLDEN / "univl.pretrained.bin"
+HEADS = json.loads((GOLDEN / "meta.json").read_text())["heads"]
+
+
+@pytest.fixture(scope="module")
+def release(tmp_path_factory) -> pathlib.Path:
+    root = tmp_path_factory.mktemp("symon_univl")
+    synthetic.write_corpus(root, "tiny", seed=3)
+    for f in (root / "features").glob("*.npy"):
+        np.save(f, np.load(f)[:, :12].astype(np.float16))  # UniVL's extractor stores float16
+    return root
+
+
+def _config(release: pathlib.Path, data_dir: pathlib.Path, arg: str = "univl,smoke,no_memory"):
+    c = config_lib.load(f"{ROOT / 'configs' / 'symon' / 'retrieval.py'}:{arg}")
+    c.data.update(config="features", manual_dir=str(release), data_dir=str(data_dir),
+                  tokenizer=str(GOLDEN), max_tokens=12)
+    c.model.update(univl_checkpoint=str(CKPT), univl_heads=HEADS)
+    c.progress = False
+    return c
+
+
+def _params(model: UniVLRetrievalModel) -> dict[str, tuple]:
+    """NNX name -> (path, variable) of the towers' parameters."""
+    return {".".join(map(str, p)): (p, v)
+            for p, v in nnx.to_flat_state(nnx.state(model.univl, nnx.Param))}
+
+
+def _shapes(model: UniVLRetrievalModel) -> dict[str, tuple[int, ...]]:
+    return {n: tuple(v.get_value().shape) for n, (_, v) in _params(model).items()}
+
+
+def test_towers_score_as_upstream_mean_similarity():
+    """Clip inputs with an empty memory give upstream's stage-one similarity exactly."""
+    with np.load(GOLDEN / "io.npz") as f:
+        g = dict(f)
+    cfg = univl.infer_config(torch_checkpoint.read_torch_shapes(CKPT), str(CKPT),
+                             num_attention_heads=HEADS)
+    model = UniVLRetrievalModel(cfg, rngs=nnx.Rngs(0))
+    arrays = univl.match(torch_checkpoint.read_torch_checkpoint(CKPT), _shapes(model), "x")
+    nnx.update(model.univl, nnx.from_flat_state(
+        [(p, v.replace(jax.numpy.asarray(arrays[n]))) for n, (p, v) in _params(model).items()]))
+    ids, mask = g["input_ids"], g["attention_mask"].astype(bool)
+    video, vmask = g["video"], g["video_mask"].astype(bool)
+    t = model.encode_text(ids, np.zeros_like(ids), np.zeros_like(mask), train=False, rngs=None,
+                          token_mask=mask)
+    v = model.encode_video(video, vmask, np.zeros_like(video), np.zeros_like(vmask),
+                           train=False, rngs=None)
+    np.testing.assert_allclose(np.asarray(t @ v.T), g["sim_mean"], atol=2e-6)
+
+
+def test_loader_leaves_exactly_cross_decoder_and_heads():
+    tensors = torch_checkpoint.read_torch_checkpoint(CKPT)
+    cfg = univl.infer_config(tensors, "x", num_attention_heads=HEADS)
+    shapes = _shapes(UniVLRetrievalModel(cfg, rngs=nnx.Rngs(0)))
+    arrays = univl.match(tensors, shapes, "x")
+    assert set(arrays) == set(shapes)
+    left = {k for k in tensors if k not in {univl.loading.torch_key(n) for n in shapes}}
+    spare = ("cross.", "similarity_dense.", "decoder.", "cls.", "cls_visual.")
+    assert left and all(k.startswith(spare) for k in left), sorted(left)[:5]
+    stray = {**tensors, "visual.extra.weight": np.zeros((2,), np.float32)}
+    with pytest.raises(univl.CheckpointError, match="unexpected key 'visual.extra.weight'"):
+        univl.match(stray, shapes, "x")
+
+
+@pytest.mark.e2e
+def test_univl_preset_trains_and_evaluates_every_test_clip(release, tmp_path):
+    c = _config(release, tmp_path / "tfds")
+    c.update(total_steps=2, warmup_steps=1, batch_size=8, eval_batch_size=16, log_every=1,
+             eval_every=1000, ckpt_every=1000)
+    c.evals.val.max_examples, c.evals.test.max_examples = 0, 0
+    s = train.setup(c)  # the pretrained hook loads the towers into the fresh state
+    got = {".".join(map(str, p[1:])): np.asarray(v.get_value())
+           for p, v in nnx.to_flat_state(s.state) if p[0] == 0 and isinstance(v, nnx.Param)}
+    want = univl.match(torch_checkpoint.read_torch_checkpoint(CKPT),
+                       {k[len("univl."):]: g.shape for k, g in got.items()}, "x")
+    assert set(want) == {k[len("univl."):] for k in got}
+    for k, w in want.items():
+        np.testing.assert_array_equal(got[f"univl.{k}"], w, err_msg=k)
+    res = train.run(c, str(tmp_path / "run"))
+    from vnr.benchmarks.symon import data
+
+    items = len(data.ItemSource(c.data, "test", "retrieval"))
+    assert res["test"]["items"] == items > 0
+    assert np.isfinite(res["test"]["v2t_r@10"]) and np.isfinite(res["test"]["t2v_medr"])
+
+
+def test_univl_errors_are_one_line(release, tmp_path):
+    c = _config(release, tmp_path / "tfds")
+    c.model.univl_checkpoint = str(tmp_path / "missing.bin")
+    with pytest.raises(train.ConfigError, match="missing.bin: no such checkpoint file"):
+        train.setup(c)
+    c = _config(release, tmp_path / "tfds")
+    c.data.tokenizer = "hash"
+    with pytest.raises(train.ConfigError, match="data.tokenizer=DIR"):
+        train.setup(c)
+    c = _config(release, tmp_path / "tfds", "univl,smoke,memory")
+    c.data.max_tokens = 16
+    with pytest.raises(train.ConfigError, match=r"max_tokens=16 \(x2 with the memory\) "
+                       "exceeds the 24 positions"):
+        train.setup(c)
+    assert retrieval.ENCODERS == ("scratch", "univl")

@@ -1,0 +1,110 @@
+"""`vnr.models.encoders.ports`: each upstream-format reader, given the NNX shapes of the
+subtree a task builds, returns exactly what that port's own (golden-tested) loader reads,
+and the trainer's `pretrained` hook accepts it as a source."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from flax import nnx
+
+from tests.models import test_s3d, test_swin, test_univl
+from vnr import pretrained, sharding
+from vnr.models.encoders import (
+    cclm,
+    loading,
+    ports,
+    s3d,
+    swin,
+    timesformer,
+    torch_checkpoint,
+    univl,
+    videomae,
+)
+from vnr.models.encoders.loading import CheckpointError
+
+GOLDEN = Path(__file__).resolve().parents[1] / "golden"
+
+
+def _shapes(module: nnx.Module) -> dict[str, tuple[int, ...]]:
+    return {".".join(map(str, p)): tuple(v.get_value().shape)
+            for p, v in nnx.to_flat_state(nnx.state(module, nnx.Param))}
+
+
+def _same(got: dict[str, np.ndarray], want: dict[str, np.ndarray]) -> None:
+    assert set(got) == set(want)
+    for k, w in want.items():
+        np.testing.assert_array_equal(np.asarray(got[k]), np.asarray(w), err_msg=k)
+
+
+def _params(module: nnx.Module) -> dict[str, np.ndarray]:
+    return {".".join(map(str, p)): np.asarray(v.get_value())
+            for p, v in nnx.to_flat_state(nnx.state(module, nnx.Param))}
+
+
+def test_univl_port_with_and_without_cross_and_decoder():
+    tensors = torch_checkpoint.read_torch_checkpoint(test_univl.CKPT)
+    full = loading.param_shapes(lambda r: univl.UniVL(test_univl.TINY, rngs=r))
+    _same(ports.read("univl", test_univl.CKPT, full),
+          univl.match_state_dict(tensors, test_univl.TINY, "x"))
+    lean = {k: v for k, v in full.items() if not k.startswith(("cross.", "similarity_dense.",
+                                                                "decoder."))}
+    got = ports.read("univl", test_univl.CKPT, lean)
+    assert set(got) == set(lean)
+
+
+def test_s3d_port():
+    path = GOLDEN / "s3d" / "weights_zip.pth"
+    shapes = loading.param_shapes(lambda r: s3d.S3D(test_s3d.TINY, r))
+    _same(ports.read("s3d", path, shapes),
+          s3d.match_state_dict(torch_checkpoint.read_torch_checkpoint(path), test_s3d.TINY, "x"))
+
+
+def test_cclm_ports():
+    tensors = torch_checkpoint.read_torch_checkpoint(test_swin.CKPT)
+    shapes = loading.param_shapes(lambda r: swin.SwinTransformer(test_swin.TINY, rngs=r))
+    _same(ports.read("cclm_vision", test_swin.CKPT, shapes),
+          cclm.match_swin(tensors, test_swin.TINY, "x"))
+    text = cclm.text_from_checkpoint(test_swin.CKPT, heads=2)
+    _same(ports.read("cclm_text", test_swin.CKPT, _shapes(text)), _params(text))
+
+
+@pytest.mark.parametrize("name", ["videomae", "timesformer"])
+def test_hugging_face_ports(name):
+    directory = GOLDEN / name / ("pretraining" if name == "videomae" else "")
+    mod = {"videomae": videomae, "timesformer": timesformer}[name]
+    model = mod.from_pretrained(directory)
+    _same(ports.read(name, directory, _shapes(model)), _params(model))
+
+
+def test_port_errors_are_one_line(tmp_path):
+    with pytest.raises(CheckpointError, match=r"missing\.bin: no such checkpoint \(a UniVL"):
+        ports.read("univl", tmp_path / "missing.bin", {})
+    with pytest.raises(ValueError, match="unknown checkpoint port 'bogus'"):
+        ports.read("bogus", tmp_path, {})
+    shapes = loading.param_shapes(lambda r: univl.UniVL(test_univl.TINY, rngs=r))
+    shapes["bert.pooler.dense.kernel"] = (3, 3)
+    with pytest.raises(CheckpointError, match="'bert.pooler.dense.weight' has shape"):
+        ports.read("univl", test_univl.CKPT, shapes)
+
+
+def test_pretrained_hook_loads_a_port_source():
+    """The trainer's loader puts a port's tensors into a sharded state's subtree."""
+    import jax
+
+    class Holder(nnx.Module):
+        def __init__(self, rngs: nnx.Rngs):
+            self.tower = swin.SwinTransformer(test_swin.TINY, rngs=rngs)
+
+    model = Holder(nnx.Rngs(0))
+    state = nnx.state(model)
+    sh = sharding.state_shardings(state, sharding.make_mesh((1, 1), ("data", "model"),
+                                                            jax.devices()[:1]))
+    lines: list[str] = []
+    new = pretrained.load(state, sh, {"tower": (str(test_swin.CKPT), "cclm_vision")}, root=(),
+                          say=lines.append)
+    nnx.update(model, new)
+    want = cclm.match_swin(torch_checkpoint.read_torch_checkpoint(test_swin.CKPT),
+                           test_swin.TINY, "x")
+    _same(_params(model.tower), want)
+    assert lines and "(cclm_vision)" in lines[0]

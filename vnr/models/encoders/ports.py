@@ -1,0 +1,106 @@
+"""Checkpoints in an upstream's own file format, for the trainer's `pretrained` hook.
+
+A task names such a source as `(path, port)` (`vnr/pretrained.py`): `path` is the
+checkpoint as its authors publish it, `port` one of `PORTS`. The subtree's parameters, as
+the task's model built them (NNX names and shapes), are matched against the file by that
+port's own rules: which keys it reads, which it may leave (pre-training heads, the parts the
+model does not build), and the one-line `CheckpointError` naming the file and the first
+offending key. Nothing is downloaded: the path must be on this machine.
+
+| port | file | the subtree is |
+|---|---|---|
+| `univl` | `univl.pretrained.bin` (microsoft/UniVL) | `univl.UniVL` (cross / decoder optional) |
+| `s3d` | `s3d_howto100m.pth` | `s3d.S3D` (the video tower) |
+| `cclm_vision` | CCLM's `.th` | `swin.SwinTransformer` (`vision_encoder.`) |
+| `cclm_text` | CCLM's `.th` | CCLM's text tower (`cclm.text_from_checkpoint`'s model) |
+| `videomae` | a Hugging Face VideoMAE directory | `videomae.VideoMAEModel` |
+| `timesformer` | a Hugging Face TimeSformer directory | `timesformer.TimesformerModel` |
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+import numpy as np
+
+from vnr.models.encoders.loading import CheckpointError
+
+Shapes = Mapping[str, tuple[int, ...]]
+Reader = Callable[[Path, Shapes], dict[str, np.ndarray]]
+
+
+def _torch(path: Path) -> dict[str, np.ndarray]:
+    from vnr.models.encoders.torch_checkpoint import read_torch_checkpoint
+
+    return read_torch_checkpoint(path)
+
+
+def _univl(path: Path, shapes: Shapes) -> dict[str, np.ndarray]:
+    from vnr.models.encoders import univl
+
+    return univl.match(_torch(path), shapes, str(path))
+
+
+def _s3d(path: Path, shapes: Shapes) -> dict[str, np.ndarray]:
+    from vnr.models.encoders import s3d
+
+    return s3d.match(_torch(path), shapes, str(path))
+
+
+def _cclm_vision(path: Path, shapes: Shapes) -> dict[str, np.ndarray]:
+    from vnr.models.encoders import cclm
+
+    tensors = _torch(path)
+    buffers = {k: tuple(v.shape) for k, v in tensors.items() if k.startswith(cclm.VISION_PREFIX)
+               and k.endswith(cclm.SWIN_BUFFERS)}
+    return cclm.match(tensors, shapes, str(path), cclm.VISION_PREFIX, buffers=buffers,
+                      what="Swin image tower")
+
+
+def _cclm_text(path: Path, shapes: Shapes) -> dict[str, np.ndarray]:
+    from vnr.models.encoders import cclm
+
+    tensors = _torch(path)
+    layers = {int(n.split(".")[2]) for n in shapes if n.startswith("encoder.layer.")}
+    return cclm.match_text_shapes(tensors, shapes, len(layers), str(path))
+
+
+def _hugging_face(module: str) -> Reader:
+    def read(path: Path, shapes: Shapes) -> dict[str, np.ndarray]:
+        import importlib
+
+        from vnr.models.encoders import videomae
+
+        mod = importlib.import_module(f"vnr.models.encoders.{module}")
+        tensors, where = videomae.read_tensors(path)
+        return videomae.match(shapes, tensors, where, mod.PREFIXES, mod.HEADS)
+
+    return read
+
+
+PORTS: dict[str, tuple[str, Reader]] = {
+    "univl": ("a UniVL state dict (univl.pretrained.bin)", _univl),
+    "s3d": ("an S3D state dict (s3d_howto100m.pth)", _s3d),
+    "cclm_vision": ("a CCLM checkpoint (.th), its Swin image tower", _cclm_vision),
+    "cclm_text": ("a CCLM checkpoint (.th), its XLM-R text layers", _cclm_text),
+    "videomae": ("a Hugging Face VideoMAE directory", _hugging_face("videomae")),
+    "timesformer": ("a Hugging Face TimeSformer directory", _hugging_face("timesformer")),
+}
+
+
+def is_port(part: str | None) -> bool:
+    """Whether a `pretrained` source's `part` names one of `PORTS`."""
+    return part in PORTS
+
+
+def read(port: str, path: str | Path, shapes: Shapes) -> dict[str, np.ndarray]:
+    """NNX name -> array (NNX layout) for every entry of `shapes`, from the `port` checkpoint
+    at `path`; one-line `CheckpointError` when it is absent or does not fit."""
+    if port not in PORTS:
+        raise ValueError(f"unknown checkpoint port {port!r}: one of {sorted(PORTS)}")
+    what, reader = PORTS[port]
+    p = Path(path).expanduser()
+    if not p.exists():
+        raise CheckpointError(f"{p}: no such checkpoint ({what}; nothing is downloaded)")
+    return reader(p, shapes)
