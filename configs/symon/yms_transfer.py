@@ -9,10 +9,12 @@ movies removed from its training set) with the same model sizes and feature widt
 model at `--config.transfer.source_step` (default `selected`: the step its results.json
 reports, selected by validation; or best, last, a step number).
 ARGS (comma-separated): memory (default, UniVL-SYMON-memory) or no_memory (UniVL-SYMON):
-must match the source run; original (default: YMS test split, original segmentation,
-threshold tuned on val) or new (70 % test / 30 % val by video, two-scene clips from
-feature-distance cuts: YMS has no TransNetV2 cuts, see REPRODUCING.md); sentences
-(default) or phrases (sub-sentence annotations); smoke (tiny sizes for tests). The
+must match the source run; univl (UniVL's towers, as the source run's `univl` preset:
+--config.model.univl_checkpoint and --config.data.tokenizer as there; with no source run the
+UniVL rows score with univl.pretrained.bin itself); original (default: YMS test split,
+original segmentation, threshold tuned on val) or new (70 % test / 30 % val by video,
+two-scene clips from feature-distance cuts: YMS has no TransNetV2 cuts, see REPRODUCING.md);
+sentences (default) or phrases (sub-sentence annotations); smoke (tiny sizes for tests). The
 public YMS sample annotates only its training split: evaluate on what exists (e.g.
 --config.data.val_split=train
 --config.data.test_splits='("train",)').
@@ -26,7 +28,7 @@ from configs.symon.base import base
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     args = common.parse_arg(arg, __file__, ("memory", "no_memory", "original", "new",
-                                            "sentences", "phrases", "smoke"))
+                                            "sentences", "phrases", "univl", "smoke"))
     args.pick(("memory", "no_memory"), "memory")
     args.pick(("original", "new"), "setting")
     args.pick(("sentences", "phrases"), "annotation level")
@@ -46,5 +48,11 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
         c.evals.val.max_examples, c.evals.test.max_examples = 40, 40
     c.model.embed_dim = 32 if smoke else 64
     c.transfer = dict(source_run="", source_step="selected")  # as vnr.evaluate --step
+    # As configs/symon/retrieval.py: "univl" embeds with UniVL's towers (the source run's,
+    # or, with no source run, univl.pretrained.bin's own: the UniVL rows), BERT WordPiece
+    # tokens from data.tokenizer; "scratch" is our from-scratch dual encoder.
+    c.data.tokenizer = "hash"
+    c.model.update(encoder="univl" if "univl" in args else "scratch", univl_checkpoint="",
+                   univl_heads=12)
     c.total_steps, c.warmup_steps = 0, 0
     return c

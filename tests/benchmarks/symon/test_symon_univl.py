@@ -124,3 +124,31 @@ def test_univl_errors_are_one_line(release, tmp_path):
                        "exceeds the 24 positions"):
         train.setup(c)
     assert retrieval.ENCODERS == ("scratch", "univl")
+
+
+@pytest.mark.e2e
+def test_yms_alignment_with_univl_itself_and_a_univl_symon_run(release, tmp_path):
+    """Table 9's UniVL row (the checkpoint's towers, nothing trained) and its UniVL-SYMON
+    rows (a univl retrieval run, copied whole) on the generated YMS release."""
+    from tfds_builders.msymon.yms import synthetic as yms_synthetic
+
+    yms = yms_synthetic.write_corpus(tmp_path / "yms", seed=1, dim=12)
+
+    def transfer(source: str) -> dict:
+        c = config_lib.load(f"{ROOT / 'configs' / 'symon' / 'yms_transfer.py'}:"
+                            "univl,no_memory,smoke")
+        c.data.update(manual_dir=str(yms), data_dir=str(tmp_path / "tfds"), dim=12,
+                      tokenizer=str(GOLDEN), max_tokens=12)
+        c.model.update(univl_checkpoint=str(CKPT), univl_heads=HEADS)
+        c.transfer.source_run, c.progress = source, False
+        return train.run(c, str(tmp_path / f"yms_{bool(source)}"))["test"]
+
+    zero = transfer("")
+    assert zero["videos"] == 2 and np.isfinite(zero["threshold"])
+    src = _config(release, tmp_path / "tfds")
+    src.update(total_steps=2, warmup_steps=1, batch_size=8, log_every=1, eval_every=100,
+               ckpt_every=100)
+    src.data.test_splits = ("val",)
+    train.run(src, str(tmp_path / "symon"))
+    tuned = transfer(str(tmp_path / "symon"))
+    assert tuned["videos"] == 2 and 0 <= tuned["clip_accuracy"] <= 100

@@ -442,15 +442,7 @@ class EncodeRetrieval(grain.transforms.Map):
     tokenizer: str = "hash"  # or a checkpoint tokenizer's directory (UniVL: BERT WordPiece)
 
     def _tokens(self, narration: str, memory: bool = False) -> np.ndarray:
-        """`max_tokens` ids of `narration`: hashed words, or the checkpoint tokenizer's
-        `[CLS] pieces [SEP]` (a memory text drops its [CLS]: it is appended after the
-        clip's own `[SEP]`, so the sequence holds one [CLS])."""
-        if self.tokenizer == "hash":
-            return text.tokenize(narration, self.vocab_size, self.max_tokens)
-        from vnr.models.encoders import tokenizers
-
-        ids = tokenizers.encode(self.tokenizer, [narration], self.max_tokens + memory)[0][0]
-        return ids[1:] if memory else ids
+        return tokens_of(narration, self.vocab_size, self.max_tokens, self.tokenizer, memory)
 
     def map(self, item: dict) -> dict:
         v, k = item["video"], item["k"]
@@ -484,6 +476,19 @@ def _encoder(cfg: Any, source: ItemSource, task: str, fixed: bool):
         return EncodeOrder(source, cfg.max_tokens, cfg.vocab_size, fixed)
     return EncodeRetrieval(source, cfg.max_frames, cfg.max_tokens, cfg.vocab_size,
                            cfg.memory_window, cfg.memory, tokenizer_of(cfg))
+
+
+def tokens_of(narration: str, vocab_size: int, max_tokens: int, tokenizer: str = "hash",
+              memory: bool = False) -> np.ndarray:
+    """`max_tokens` ids of `narration`: hashed words, or the checkpoint tokenizer's
+    `[CLS] pieces [SEP]` (a memory text drops its [CLS]: it is appended after the clip's own
+    `[SEP]`, so the sequence holds one [CLS])."""
+    if tokenizer == "hash":
+        return text.tokenize(narration, vocab_size, max_tokens)
+    from vnr.models.encoders import tokenizers
+
+    ids = tokenizers.encode(tokenizer, [narration], max_tokens + memory)[0][0]
+    return ids[1:] if memory else ids
 
 
 def tokenizer_of(cfg: Any) -> str:

@@ -1,20 +1,21 @@
 """Zero-shot transfer of a SYMON retrieval run to YMS alignment (SYMON §7.3, Table 9).
 
-The model is the SYMON retrieval model (`model.RetrievalModel`), copied whole from a
-finished SYMON retrieval run (`transfer.source_run`) through the trainer's `pretrained` hook
+The model is the SYMON retrieval model (`model.RetrievalModel`, or with `univl`
+`model.UniVLRetrievalModel`), copied whole from a finished SYMON retrieval run
+(`transfer.source_run`; for Table 9's UniVL rows, none: `univl.pretrained.bin`'s towers,
+with nothing fine-tuned) through the trainer's `pretrained` hook
 (`vnr/pretrained.py:run_source`) at `transfer.source_step` (default `selected`: the step the
 run's results.json reports, its model selected by validation; or best, last, a number);
-nothing is trained (`total_steps` 0). Each YMS clip is embedded
-like a SYMON clip (its first `max_frames` feature rows, zero-padded) and each YMS
-sentence (or sub-sentence phrase) like a SYMON text; the score is the dot product. Every
-clip takes its highest-scoring sentence of the same video when that score exceeds a
-threshold tuned on the validation split (F1 of clip accuracy and sentence IoU), else "no
-sentence" (§7.3 Evaluation). Metrics (Dogan et al., as §7.3 states them): clip accuracy =
-the duration-weighted share of clips given their annotated sentence ("no sentence"
-included), sentence IoU = per annotated sentence the duration IoU of its predicted and
-annotated clips, averaged; per video, then the mean over videos, and F1 of the two
-means. (The same definitions as `vnr.benchmarks.msymon.metrics`, re-stated here because
-benchmarks do not import each other.)
+nothing is trained (`total_steps` 0). Each YMS clip is embedded like a SYMON clip (its first
+`max_frames` feature rows, zero-padded) and each YMS sentence (or sub-sentence phrase) like
+a SYMON text; the score is the dot product. Every clip takes its highest-scoring sentence of
+the same video when that score exceeds a threshold tuned on the validation split (F1 of clip
+accuracy and sentence IoU), else "no sentence" (§7.3 Evaluation). Metrics (Dogan et al., as
+§7.3 states them): clip accuracy = the duration-weighted share of clips given their
+annotated sentence ("no sentence" included), sentence IoU = per annotated sentence the
+duration IoU of its predicted and annotated clips, averaged; per video, then the mean over
+videos, and F1 of the two means. (The same definitions as `vnr.benchmarks.msymon.metrics`,
+re-stated here because benchmarks do not import each other.)
 
 Memory (a run trained with memory): the video side takes, among the previous
 `memory_window` clips, the one of Eq. 6 with E = 0 (a YMS clip has no text at inference);
@@ -51,19 +52,30 @@ from vnr import pretrained as pretrained_lib
 from vnr import task as task_lib
 from vnr.benchmarks.symon import data as symon_data
 from vnr.benchmarks.symon import retrieval
-from vnr.benchmarks.symon.model import RetrievalModel
-from vnr.data import pipeline, text
+from vnr.benchmarks.symon.model import RetrievalModel, UniVLRetrievalModel
+from vnr.data import pipeline
 from vnr.reports import results as results_lib
 
 NEW_SPLITS = ("new_test", "new_val")
 ALIGNMENT = ("clip_accuracy", "sentence_iou", "f1")  # what `align` reports
 
 
+def _univl(config: Any) -> bool:
+    return config.model.get("encoder", "scratch") == "univl"
+
+
 def validate(config: Any) -> None:
     d = config.data
-    if not config.transfer.source_run and not config.get("allow_random_init"):
+    if _univl(config):
+        retrieval.univl_config(config)  # checkpoint, tokenizer, positions: one line each
+    elif config.model.get("encoder", "scratch") != "scratch":
+        raise ValueError(f"model.encoder={config.model.encoder!r}: one of "
+                         f"{retrieval.ENCODERS}")
+    zero_shot_univl = _univl(config) and not config.transfer.source_run
+    if not (config.transfer.source_run or zero_shot_univl or config.get("allow_random_init")):
         raise ValueError("transfer.source_run is required: the workdir of a finished SYMON "
-                         "retrieval run (configs/symon/retrieval.py)")
+                         "retrieval run (configs/symon/retrieval.py); only the univl "
+                         "preset runs without one (UniVL itself, zero-shot)")
     if config.transfer.source_run and not pathlib.Path(config.transfer.source_run).is_dir():
         raise ValueError(f"transfer.source_run={config.transfer.source_run!r} does not exist")
     if config.total_steps:
@@ -73,14 +85,23 @@ def validate(config: Any) -> None:
 
 
 def pretrained(config: Any) -> dict[str, tuple[str, str | None]]:
-    """The whole model from the SYMON retrieval run."""
+    """The whole model from the SYMON retrieval run; without one, the univl preset's towers
+    from `univl.pretrained.bin` (the UniVL rows: no fine-tuning at all)."""
     run = config.transfer.source_run
     step = config.transfer.get("source_step", "selected")
-    return {"": pretrained_lib.run_source(str(pathlib.Path(run).absolute()), step)} if run else {}
+    if run:
+        return {"": pretrained_lib.run_source(str(pathlib.Path(run).absolute()), step)}
+    return {"univl": (config.model.univl_checkpoint, "univl")} if _univl(config) else {}
 
 
-def make_model(config: Any, rngs: nnx.Rngs) -> RetrievalModel:
+def make_model(config: Any, rngs: nnx.Rngs) -> RetrievalModel | UniVLRetrievalModel:
     m, d = config.model, config.data
+    if _univl(config):
+        cfg = retrieval.univl_config(config)
+        if cfg.video_dim != d.dim:
+            raise ValueError(f"data.dim={d.dim}, but {m.univl_checkpoint} reads "
+                             f"{cfg.video_dim}-d features")
+        return UniVLRetrievalModel(cfg, rngs=rngs)
     return RetrievalModel(feature_dim=d.dim, vocab_size=d.vocab_size,
                           max_len=max(d.max_frames, d.max_tokens), width=m.width,
                           embed_dim=m.embed_dim, layers=m.layers, heads=m.heads, mlp=m.mlp,
@@ -142,6 +163,7 @@ def scene_clips(feats: np.ndarray, fps: float) -> tuple[np.ndarray, np.ndarray]:
 def _rows(config: Any, recs: list[dict]) -> tuple[list[dict], list[dict]]:
     """Per video the host arrays (labels, clip times) and the model's input rows."""
     d = config.data
+    tok = symon_data.tokenizer_of(d)
     videos, rows = [], []
     for vi, rec in enumerate(recs):
         from tfds_builders.msymon import fixed_clips, gt_clip_labels
@@ -173,12 +195,13 @@ def _rows(config: Any, recs: list[dict]) -> tuple[list[dict], list[dict]]:
                 row["frame_mask"] = np.zeros((d.max_frames,), bool)
                 mem = np.zeros((0, d.dim), np.float32)
             row["mem_frames"], row["mem_frame_mask"] = symon_data._pad(mem, d.max_frames)  # noqa: SLF001
-            row["tokens"] = text.tokenize(sents[k] if k < len(sents) else "", d.vocab_size,
-                                          d.max_tokens)
+            row["tokens"] = symon_data.tokens_of(sents[k] if k < len(sents) else "",
+                                                 d.vocab_size, d.max_tokens, tok)
             js = range(max(0, k - d.memory_window), min(k, len(sents)))
             jm = max(js, key=lambda j: (len(names[k] & names[j]), j)) if (
                 d.memory and k < len(sents) and len(js)) else -1
-            row["mem_tokens"] = (text.tokenize(sents[jm], d.vocab_size, d.max_tokens)
+            row["mem_tokens"] = (symon_data.tokens_of(sents[jm], d.vocab_size, d.max_tokens,
+                                                      tok, memory=True)
                                  if jm >= 0 else np.zeros((d.max_tokens,), np.int32))
             row["valid"] = np.bool_(True)
             rows.append(row)
