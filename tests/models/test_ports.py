@@ -69,9 +69,11 @@ def test_cclm_ports():
     _same(ports.read("cclm_text", test_swin.CKPT, _shapes(text)), _params(text))
 
 
-@pytest.mark.parametrize("name", ["videomae", "timesformer"])
-def test_hugging_face_ports(name):
-    directory = GOLDEN / name / ("pretraining" if name == "videomae" else "")
+@pytest.mark.parametrize("name,sub", [("videomae", "pretraining"),
+                                      ("videomae", "classification"), ("timesformer", "")])
+def test_hugging_face_ports(name, sub):
+    """Pre-training and fine-tuned (fc_norm outside the tower) files, safetensors and .bin."""
+    directory = GOLDEN / name / sub
     mod = {"videomae": videomae, "timesformer": timesformer}[name]
     model = mod.from_pretrained(directory)
     _same(ports.read(name, directory, _shapes(model)), _params(model))

@@ -41,6 +41,8 @@ def describe(cfg: dict[str, Any]) -> str:
     mod = "+".join("V" if x == "vision" else "T" for x in mods)
     if task in ("moviepuzzle.pairwise", "moviepuzzle"):  # as older runs name it (vnr.task)
         return f"pair model ({mod}, late fusion; main job)"
+    if task == "moviepuzzle.video_pairs":
+        return f"video pair {m.get('head', 'nsp').upper()}-style ({m.get('encoder', '?')})"
     if kind == "random":
         return "random"
     if kind == "text_pair":

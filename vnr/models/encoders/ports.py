@@ -74,6 +74,8 @@ def _hugging_face(module: str) -> Reader:
 
         mod = importlib.import_module(f"vnr.models.encoders.{module}")
         tensors, where = videomae.read_tensors(path)
+        if module == "videomae" and any(n.startswith("fc_norm.") for n in shapes):
+            tensors = videomae.head_inside(tensors)  # a fine-tuned (classification) file
         return videomae.match(shapes, tensors, where, mod.PREFIXES, mod.HEADS)
 
     return read

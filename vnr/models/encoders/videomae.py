@@ -330,6 +330,14 @@ PREFIXES = ("", "videomae.")
 HEADS = ("decoder.", "encoder_to_decoder.", "mask_token", "classifier.")
 
 
+def head_inside(tensors: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """A classification checkpoint keeps `fc_norm.*` outside its `videomae.` tower: moved in,
+    so one prefix covers the encoder and its mean-pooling norm."""
+    if not any(k.startswith(PREFIXES[1]) for k in tensors):
+        return dict(tensors)
+    return {(PREFIXES[1] + k if k.startswith("fc_norm.") else k): v for k, v in tensors.items()}
+
+
 def from_pretrained(name_or_dir: str | Path, *, dtype: Any = jnp.float32,
                     param_dtype: Any = jnp.float32, key: jax.Array | None = None,
                     mesh: Mesh | None = None, rules: Rules | None = None) -> VideoMAEModel:
@@ -349,9 +357,7 @@ def from_pretrained(name_or_dir: str | Path, *, dtype: Any = jnp.float32,
             raise disagree(where, hit[0], hit[1].shape, f"{p[0]}x{p[1]} patches",
                            "patch_size", cfg.patch_size)
     fc_norm = cfg.use_mean_pooling and "fc_norm.weight" in tensors
-    if fc_norm and any(k.startswith(PREFIXES[1]) for k in tensors):  # the head sits outside
-        tensors = {(PREFIXES[1] + k if k.startswith("fc_norm.") else k): v
-                   for k, v in tensors.items()}
+    tensors = head_inside(tensors) if fc_norm else tensors
 
     def ctor(rngs: nnx.Rngs) -> VideoMAEModel:
         return VideoMAEModel(cfg, fc_norm=fc_norm, dtype=dtype, param_dtype=param_dtype,
