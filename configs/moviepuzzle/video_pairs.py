@@ -4,7 +4,7 @@
       --config configs/moviepuzzle/video_pairs.py:ROW,movienet,checkpoint=CKPT \
       --config.data.manual_dir=$MOVIENET
 
-ROW is `videomae` or `timesformer`; CKPT a Hugging Face checkpoint directory of that model
+ROW is `videomae` (default) or `timesformer`; CKPT a Hugging Face checkpoint directory of that model
 (config.json + model.safetensors or pytorch_model.bin; preprocessor_config.json is read when
 present). Nothing downloads at run time; fetch it once where there is internet:
 
@@ -24,7 +24,7 @@ Algorithm 3 (per-start beam, width 10) on Eq. 5 scores read as "directly before"
 
 ARGS is a comma-separated list of:
   videomae | timesformer   the row (one of them)
-  checkpoint=DIR           the checkpoint directory (required)
+  checkpoint=DIR           the checkpoint directory (required: `validate` says so)
   sop                      ALBERT's SOP labels instead of NSP (ours)
   clips | movienet         the public per-clip release / raw MovieNet (add
                            --config.data.manual_dir=DIR); default: the generated corpus
@@ -50,11 +50,7 @@ VALUES = {"checkpoint": str}
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     args = common.parse_arg(arg, __file__, FLAGS, VALUES)
-    row = args.pick(ROWS, "row")
-    if row is None:
-        raise args.error(f"needs exactly one row of {ROWS}, got none")
-    if not args.values.get("checkpoint"):
-        raise args.error(f"needs checkpoint=<a Hugging Face {row} checkpoint directory>")
+    row = args.pick(ROWS, "row", "videomae")  # the checkpoint is checked by `validate`
     c = common.base("moviepuzzle.video_pairs", log_every=25)
     c.data = dict(
         config=args.pick(("clips", "movienet"), "data source", "synthetic"),
@@ -65,7 +61,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
         max_tokens=16, vocab_size=4096,  # subtitles are batched (figures), never modelled
         num_workers=2,
     )
-    c.model = dict(encoder=row, checkpoint=args.values["checkpoint"],
+    c.model = dict(encoder=row, checkpoint=args.values.get("checkpoint", ""),
                    head="sop" if "sop" in args else "nsp")
     # §4.1 Setup: AdamW, lr 1e-4, betas 0.9 / 0.999, eps 1e-6, 5 epochs (`epochs`: total
     # steps from the built train split, `data.resolve_epochs`).

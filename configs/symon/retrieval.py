@@ -5,10 +5,10 @@
 ARGS (comma-separated): univl (the paper's encoders: UniVL's text and video towers from
 --config.model.univl_checkpoint=PATH/univl.pretrained.bin, tokens from
 --config.data.tokenizer=DIR holding UniVL's bert-base-uncased vocab.txt, and Appendix E's
-SGD: momentum 0.9, weight decay 0.5, lr 5e-5, cosine after a warm-up, batch 1024; set
-total_steps to 20 epochs and warmup_steps to 1 epoch of your train split's clips, which
-the log prints; add total_steps=0 for the zero-shot UniVL row); exclude_yms (remove the
-summary videos of the YMS movies from training for the §7.3 transfer: set
+SGD: momentum 0.9, weight decay 0.5, lr 5e-5, cosine after a warm-up, batch 1024, 20 epochs
+with 1 of warm-up counted on the built train split (`epochs`, `warmup_epochs`; epochs=0
+gives total_steps directly: epochs=0,total_steps=0 is the zero-shot UniVL row); exclude_yms
+(remove the summary videos of the YMS movies from training for the §7.3 transfer: set
 --config.data.exclude_movies=YMS_DIR/movie_list.txt; YMS's url_list.txt beside it is
 required and removes the YMS videos themselves by id); memory (default: UniVL-SYMON-memory,
 the Eq. 6 memory and the 60 % masking) or no_memory (UniVL-SYMON); mask_memory_only (our
@@ -39,6 +39,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.temperature = 1.0  # the paper's plain dot product
     c.memory_mask_rate = 0.6  # Appendix E, memory model only
     c.memory_mask_scope = "memory" if "mask_memory_only" in args else "all"
+    c.epochs, c.warmup_epochs = 0, 0  # > 0: step counts from the built train split
     c.data.tokenizer = "hash"  # or a tokenizer directory (UniVL: its bert-base-uncased)
     # "scratch" (our dual encoder) or "univl" (UniVL's towers, `univl_checkpoint`; its
     # heads are not in the file: 12 for the released model)
@@ -47,8 +48,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
         c.model.encoder = "univl"
         c.update(optimizer="sgd", momentum=0.9, weight_decay=0.5, lr=5e-5,
                  schedule="warmup_cosine", end_lr_factor=0.0, grad_clip=0.0)
-        if "smoke" not in args:
-            c.batch_size = 1024
+        if "smoke" not in args:  # 20 epochs, the first one warm-up (`data.resolve_epochs`)
+            c.update(batch_size=1024, epochs=20, warmup_epochs=1)
     if "smoke" not in args:  # the paper tunes on validation R@5
         c.select = dict(metric="val/v2t_r@5", mode="max")
     return c

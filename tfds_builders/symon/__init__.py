@@ -10,7 +10,8 @@ What a trainer reads of the builder is this module's `__all__` (tests/test_layer
 readers, `CONFIGS` and `metadata`, and the helpers other code shares with the builder: movie
 keys of titles and the movies of a title list (`movie_key`, `same_movie`, `split_key`,
 `merge_movie_keys`, `group_titles`, `movies_of`, `title_of`, `TitleMovie`), person names of
-sentences, feature-distance `scene_cuts`, and the WebVTT reader (`parse_vtt`, `Word`).
+sentences, feature-distance `scene_cuts`, the WebVTT reader (`parse_vtt`, `Word`), and the
+generated corpus in the release layout (`write_generated_release`, for smoke inputs).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from tfds_builders.symon.symon import (
     check_manual_dir,
     detect_cuts,
 )
+from tfds_builders.symon.synthetic import write_corpus as write_generated_release
 from tfds_builders.symon.titles import Movie as TitleMovie
 from tfds_builders.symon.titles import group as group_titles
 from tfds_builders.symon.titles import merge as merge_movie_keys
@@ -39,7 +41,8 @@ from tfds_builders.symon.vtt import parse as parse_vtt
 __all__ = ["CONFIGS", "Builder", "ManualDirError", "Symon", "SymonConfig", "TitleMovie", "Word",
            "data_source", "group_titles", "merge_movie_keys", "metadata", "movie_key",
            "movie_titles", "movies_of", "parse_vtt", "person_names", "prepare", "same_movie",
-           "scene_cuts", "split_key", "split_names", "title_of", "to_record"]
+           "scene_cuts", "split_key", "split_names", "title_of", "to_record",
+           "write_generated_release"]
 
 CONFIGS = {c.name: c for c in Symon.BUILDER_CONFIGS}
 

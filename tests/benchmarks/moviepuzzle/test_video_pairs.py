@@ -135,10 +135,12 @@ def test_bad_checkpoints_are_one_line_before_anything_compiles(data_dir, tmp_pat
     assert "model_type 'videomae'" in _one_line(_config("timesformer", ckpt, data_dir))
     (ckpt / "preprocessor_config.json").write_text('{"image_mean": [0.5, 0.5]}')
     assert "preprocessor_config.json" in _one_line(_config("videomae", ckpt, data_dir))
-    with pytest.raises(ValueError, match="needs checkpoint="):
-        configs.get_config("videomae,smoke")
-    with pytest.raises(ValueError, match="exactly one row"):
-        configs.get_config(f"smoke,checkpoint={ckpt}")
+    empty = _config("videomae", ckpt, data_dir)
+    empty.model.checkpoint = ""
+    assert "model.checkpoint is empty" in _one_line(empty)
+    assert configs.get_config("smoke").model.encoder == "videomae"  # the default row
+    with pytest.raises(ValueError, match="pick one row"):
+        configs.get_config(f"videomae,timesformer,checkpoint={ckpt}")
 
 
 def test_pixel_constants_come_from_the_preprocessor_config_else_imagenet(tmp_path):

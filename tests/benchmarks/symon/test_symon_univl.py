@@ -152,3 +152,55 @@ def test_yms_alignment_with_univl_itself_and_a_univl_symon_run(release, tmp_path
     train.run(src, str(tmp_path / "symon"))
     tuned = transfer(str(tmp_path / "symon"))
     assert tuned["videos"] == 2 and 0 <= tuned["clip_accuracy"] <= 100
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("arg", ["text_video", "video_only"])
+def test_univl_ordering_trains_and_evaluates(release, tmp_path, arg):
+    """Table 6's UniVL-SYMON (Fig. 10): the three towers load, train and order every pair."""
+    c = config_lib.load(f"{ROOT / 'configs' / 'symon' / 'order.py'}:univl,{arg},a_to_b,smoke")
+    c.data.update(config="features", manual_dir=str(release), data_dir=str(tmp_path / "tfds"),
+                  tokenizer=str(GOLDEN), max_tokens=16)
+    c.model.update(univl_checkpoint=str(CKPT), univl_heads=HEADS)
+    c.update(total_steps=2, warmup_steps=1, batch_size=8, log_every=1, eval_every=100,
+             ckpt_every=100, progress=False)
+    c.evals.val.max_examples, c.evals.test.max_examples = 0, 0
+    res = train.run(c, str(tmp_path / "run"))
+    from vnr.benchmarks.symon import data
+
+    pairs = len(data.ItemSource(c.data, "setB", "order"))
+    assert res["setB"]["pairs"] == pairs > 0 and 0 <= res["setB"]["accuracy"] <= 100
+
+
+def test_center_tokens_keep_cls_and_sep_around_the_middle_pieces():
+    from vnr.benchmarks.symon import data
+
+    text = "the man cuts onions into small pieces then heat oil in a pan"
+    ids = data.center_tokens(text, 0, 8, str(GOLDEN))
+    full = data.tokens_of(text, 0, 64, str(GOLDEN))
+    n = int((full > 0).sum())
+    assert ids[0] == full[0] and ids[7] == full[n - 1]  # [CLS] ... [SEP]
+    lo = 1 + (n - 2 - 6) // 2
+    assert ids[1:7].tolist() == full[lo:lo + 6].tolist()
+
+
+def test_univl_presets_count_the_papers_epochs_on_the_built_split(release, tmp_path):
+    """Appendix E (20 epochs, 1 warm-up) and D (30, 6) become steps of this release."""
+    from vnr.benchmarks.symon import data, order
+
+    c = _config(release, tmp_path / "tfds", "univl,no_memory")
+    assert (c.epochs, c.warmup_epochs, c.batch_size, c.optimizer) == (20, 1, 1024, "sgd")
+    c.batch_size, c.evals.val.every = 16, 1
+    retrieval.validate(c)
+    per = -(-len(data.ItemSource(c.data, "train", "retrieval")) // 16)
+    assert (c.total_steps, c.warmup_steps) == (20 * per, per) and per > 1
+    o = config_lib.load(f"{ROOT / 'configs' / 'symon' / 'order.py'}:univl,video_only,a_to_b")
+    assert (o.epochs, o.warmup_epochs, o.batch_size, o.lr) == (30, 6, 256, 1e-5)
+    o.data.update(config="features", manual_dir=str(release), data_dir=str(tmp_path / "tfds"),
+                  tokenizer=str(GOLDEN), max_tokens=16)
+    o.model.update(univl_checkpoint=str(CKPT), univl_heads=HEADS)
+    o.batch_size = 8
+    o.evals.val.every = 1
+    order.validate(o)
+    per = -(-len(data.ItemSource(o.data, "setA", "order")) // 8)
+    assert (o.total_steps, o.warmup_steps) == (30 * per, 6 * per)

@@ -6,8 +6,9 @@
   ¼ P(¬K_t ∧ ¬K_v) and P(¬C_v) = ½ P(¬K_v), so the gap 1 − P(K_t | ¬K_v) =
   P(¬K_t | ¬K_v) = 2 P(¬C_t ∧ ¬C_v) / P(¬C_v).
 * Story coverage (§4.2, Eq. 2, Appendix A): WikiPlots sentences A and narration
-  sentences B aligned by `skip_dtw` (cost 1 − cosine of sentence embeddings, skip costs
-  δ_A, δ_B); coverage = mean over WikiPlots movies of matched / all WikiPlots sentences.
+  sentences B aligned by `skip_dtw` (cost 1 − cosine of sentence embeddings, or the
+  symmetric-entailment cost of `entailment.py`; skip costs δ_A, δ_B); coverage = mean
+  over WikiPlots movies of matched / all WikiPlots sentences.
   `dtw_accuracy` is Eq. 1 and `grid_search` picks δ_A, δ_B from labelled correspondences.
 * Mental-state words (§5, Table 3): occurrences per 1,000 words of the words of
   user-supplied lexicon files (WordNet-feelings; the fastText neighbour lists).
@@ -17,6 +18,8 @@ Command line (the resources are the user's: nothing is downloaded):
     python -m vnr.benchmarks.symon.analysis gap 75.6 7.2 14.5 2.7
     python -m vnr.benchmarks.symon.analysis coverage --config features --manual_dir DIR \\
         --wikiplots WIKIDIR --encoder MINILM_DIR [--delta_a 0.6 --delta_b 0.6]
+    python -m vnr.benchmarks.symon.analysis entailment --config text_only --manual_dir DIR \\
+        --wikiplots WIKIDIR --nli NLI_DIR [--delta_a 0.6 --delta_b 0.6]
     python -m vnr.benchmarks.symon.analysis mental --config text_only --manual_dir DIR \\
         --lexicon emotion=feelings.txt --lexicon motivation=mot.txt
 """
@@ -182,12 +185,19 @@ def read_wikiplots(directory: pathlib.Path | str) -> list[tuple[str, list[str]]]
 
 
 def story_coverage(videos: Sequence[dict], plots: Sequence[tuple[str, list[str]]],
-                   embed: Callable[[list[str]], np.ndarray], delta_a: float,
-                   delta_b: float) -> dict:
+                   embed: Callable[[list[str]], np.ndarray] | None, delta_a: float,
+                   delta_b: float,
+                   cost: Callable[[list[str], list[str]], np.ndarray] | None = None) -> dict:
     """Eq. 2 over the WikiPlots movies that have a video (matched by `movie_name` of the
-    video's `movie_id`). Several videos of one movie: their per-video coverages are
-    averaged first (our choice; the paper does not say). Entries matching no video and
-    videos with no entry are counted and named, never an error."""
+    video's `movie_id`). The DTW cost is `cost(A, B)` when given (e.g.
+    `entailment.symmetric_cost`), else the cosine distance of `embed`'s embeddings.
+    Several videos of one movie: their per-video coverages are averaged first (our choice;
+    the paper does not say). Entries matching no video and videos with no entry are counted
+    and named, never an error."""
+    if cost is None:
+        if embed is None:
+            raise ValueError("story_coverage needs `embed` or `cost`")
+        cost = lambda a, b: cosine_cost(embed(a), embed(b))  # noqa: E731
     by_key: dict[str, list[str]] = collections.defaultdict(list)
     for title, _ in plots:
         by_key[movie_name(title)].append(title)
@@ -200,7 +210,7 @@ def story_coverage(videos: Sequence[dict], plots: Sequence[tuple[str, list[str]]
             no_plot.append(v["video_id"])
             continue
         a, b = plot_of[key], list(v["sentences"])
-        _, pairs = skip_dtw(cosine_cost(embed(a), embed(b)), delta_a, delta_b)
+        _, pairs = skip_dtw(cost(a, b), delta_a, delta_b)
         per_movie[key].append(len({i for i, _ in pairs}) / len(a))
     unmatched = sorted(t for k, ts in by_key.items() if k not in per_movie for t in ts)
     cov = [float(np.mean(x)) for x in per_movie.values()]
@@ -305,6 +315,18 @@ def _coverage_flags(fv: flags.FlagValues) -> None:
     flags.DEFINE_float("delta_b", 0.6, "skip cost of a narration sentence", flag_values=fv)
 
 
+def _entailment_flags(fv: flags.FlagValues) -> None:
+    _data_flags(fv)
+    flags.DEFINE_string("wikiplots", None, "WikiPlots directory", required=True, flag_values=fv)
+    flags.DEFINE_string("nli", None, "RoBERTa NLI classifier directory (Nie et al.'s, or "
+                        "roberta-large-mnli)", required=True, flag_values=fv)
+    flags.DEFINE_integer("entailment_label", None, "index of the entailment label (default: "
+                         "the id2label entry named entailment)", flag_values=fv)
+    flags.DEFINE_integer("max_len", 256, "tokens of a premise-hypothesis pair", flag_values=fv)
+    flags.DEFINE_float("delta_a", 0.6, "skip cost of a WikiPlots sentence", flag_values=fv)
+    flags.DEFINE_float("delta_b", 0.6, "skip cost of a narration sentence", flag_values=fv)
+
+
 def _mental_flags(fv: flags.FlagValues) -> None:
     _data_flags(fv)
     flags.DEFINE_multi_string("lexicon", None, "NAME=FILE (repeatable)", required=True,
@@ -313,6 +335,8 @@ def _mental_flags(fv: flags.FlagValues) -> None:
 
 COMMANDS = {"gap": ("the semantic gap of four counts: v✓t✓ v✓t✗ v✗t✓ v✗t✗", lambda fv: None),
             "coverage": ("story coverage of WikiPlots by the narrations", _coverage_flags),
+            "entailment": ("story coverage with the symmetric-entailment distance",
+                           _entailment_flags),
             "mental": ("mental-state words per 1,000 words", _mental_flags)}
 
 
@@ -332,6 +356,15 @@ def main(argv: Sequence[str] | None = None) -> dict:
     elif args.command == "coverage":
         out = story_coverage(_videos(args), read_wikiplots(args.wikiplots),
                              minilm_embedder(args.encoder), args.delta_a, args.delta_b)
+    elif args.command == "entailment":
+        from vnr.benchmarks.symon import entailment
+
+        try:
+            probs = entailment.entailment_prober(args.nli, args.entailment_label, args.max_len)
+        except (OSError, ValueError) as e:
+            cli.fail(str(e))
+        out = story_coverage(_videos(args), read_wikiplots(args.wikiplots), None, args.delta_a,
+                             args.delta_b, cost=entailment.symmetric_cost(probs))
     else:
         lex, multi = {}, {}
         for item in args.lexicon:

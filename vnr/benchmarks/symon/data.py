@@ -208,9 +208,21 @@ def order_items(rec: dict, fps: float, seconds: float) -> list[tuple[float, str]
     return out
 
 
-def center_tokens(narration: str, vocab_size: int, max_len: int) -> np.ndarray:
+def center_tokens(narration: str, vocab_size: int, max_len: int,
+                  tokenizer: str = "hash") -> np.ndarray:
     """Tokens trimmed from both ends to `max_len` (Appendix D: extra tokens removed from
-    the start and the end), zero-padded at the end."""
+    the start and the end), zero-padded at the end. With a checkpoint tokenizer the pieces
+    are trimmed and `[CLS]` / `[SEP]` kept around them."""
+    if tokenizer != "hash":
+        from vnr.models.encoders import tokenizers
+
+        ids = tokenizers.encode(tokenizer, [narration], 1 << 16)[0][0]
+        n = int((ids > 0).sum())
+        keep = min(n - 2, max_len - 2)
+        lo = 1 + max(0, (n - 2 - keep) // 2)
+        out = np.zeros((max_len,), np.int32)
+        out[:keep + 2] = [ids[0], *ids[lo:lo + keep], ids[n - 1]]
+        return out
     ids = text.tokenize(narration, vocab_size, 1 << 16)
     n = int((ids > 0).sum())
     lo = max(0, (n - max_len) // 2)
@@ -415,6 +427,7 @@ class EncodeOrder(grain.transforms.RandomMap):
     max_tokens: int
     vocab_size: int
     fixed: bool = False  # evaluation: the order is fixed by the item index
+    tokenizer: str = "hash"  # or a checkpoint tokenizer's directory (UniVL)
 
     def random_map(self, item: dict, rng: np.random.Generator) -> dict:
         rec = self.source.video(item["video"])
@@ -425,7 +438,8 @@ class EncodeOrder(grain.transforms.RandomMap):
         swap = (item["index"] % 2 == 1) if self.fixed else bool(rng.random() < 0.5)
         a, b = (second, first) if swap else (first, second)
         return {"seg_a": np.asarray(a, np.float32), "seg_b": np.asarray(b, np.float32),
-                "tokens": center_tokens(item["narration"], self.vocab_size, self.max_tokens),
+                "tokens": center_tokens(item["narration"], self.vocab_size, self.max_tokens,
+                                        self.tokenizer),
                 "label": np.int32(0 if swap else 1), "valid": np.bool_(True)}
 
 
@@ -473,7 +487,7 @@ class EncodeRetrieval(grain.transforms.Map):
 
 def _encoder(cfg: Any, source: ItemSource, task: str, fixed: bool):
     if task == "order":
-        return EncodeOrder(source, cfg.max_tokens, cfg.vocab_size, fixed)
+        return EncodeOrder(source, cfg.max_tokens, cfg.vocab_size, fixed, tokenizer_of(cfg))
     return EncodeRetrieval(source, cfg.max_frames, cfg.max_tokens, cfg.vocab_size,
                            cfg.memory_window, cfg.memory, tokenizer_of(cfg))
 
@@ -515,3 +529,34 @@ def eval_dataset(cfg: Any, task: str, split: str, batch_size: int,
     source = ItemSource(cfg, split, task)
     return pipeline.eval_stream(source, [_encoder(cfg, source, task, fixed=True)], batch_size,
                                 max_examples=max_examples, num_workers=cfg.num_workers)
+
+
+def resolve_epochs(config: Any, task: str) -> None:
+    """`config.epochs` > 0 (the univl presets: Appendix E's 20 for retrieval, Appendix D's 30
+    for ordering): total_steps = epochs x ceil(items of the built train split / batch_size),
+    warmup_steps the same for `warmup_epochs`, on whatever release the run reads (so the
+    rows need no step counts). Process 0 counts (building the dataset if needed), the others
+    wait and count the built one. `epochs` 0: total_steps and warmup_steps stand."""
+    epochs = config.get("epochs", 0)
+    if not epochs:
+        return
+    import jax
+
+    from vnr import distributed
+
+    def count() -> int:
+        return len(ItemSource(config.data, config.data.train_split, task))
+
+    n = count() if jax.process_index() == 0 else 0
+    if jax.process_count() > 1:
+        distributed.barrier("vnr:symon_epochs")
+        n = n or count()
+    per_epoch = -(-n // config.batch_size)
+    config.total_steps = epochs * per_epoch
+    config.warmup_steps = config.get("warmup_epochs", 0) * per_epoch
+    val = (config.get("evals") or {}).get("val") or {}
+    if (config.get("select") or {}).get("metric") and val.get("every", 0) > config.total_steps:
+        raise ValueError(f"epochs={epochs} of {n} {task} items at batch {config.batch_size} "
+                         f"is {config.total_steps} steps, fewer than evals.val.every="
+                         f"{val['every']}: set --config.eval_every to at most "
+                         f"{config.total_steps}")

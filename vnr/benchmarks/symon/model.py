@@ -152,3 +152,38 @@ class UniVLRetrievalModel(nnx.Module):
         h = self.univl.encode_text(ids, m.astype(jnp.int32),
                                    deterministic=not train).last_hidden_state
         return univl.pool_text(h, m)
+
+
+class UniVLOrderModel(nnx.Module):
+    """§6.2 with UniVL's text, video and cross encoders (Fig. 10): each segment's video
+    states beside the text states through the cross encoder, f = its pooled output,
+    logit = wᵀf_a − wᵀf_b (Eq. 4, `w` new); video-only: the text states are zeros."""
+
+    def __init__(self, cfg: univl.UniVLConfig, *, use_text: bool, dtype: Any = jnp.float32,
+                 rngs: nnx.Rngs):
+        from vnr.models.encoders.towers import raw_rng_keys
+
+        if not cfg.cross_layers:
+            raise ValueError("the ordering model needs UniVL's cross encoder: the checkpoint "
+                             "has none (cross.*)")
+        self.use_text = use_text
+        self.univl = raw_rng_keys(univl.UniVL(dataclasses.replace(cfg, decoder_layers=0),
+                                              dtype=dtype, rngs=rngs))
+        self.w = dense(cfg.hidden_size, 1, ("embed", None), rngs)
+
+    def __call__(self, seg_a: jax.Array, seg_b: jax.Array, tokens: jax.Array, *, train: bool,
+                 rngs: nnx.Rngs | None) -> jax.Array:
+        b, det = seg_a.shape[0], not train
+        mask = tokens > 0
+        text = self.univl.encode_text(tokens, mask.astype(jnp.int32),
+                                      deterministic=det).last_hidden_state
+        if not self.use_text:
+            text = jnp.zeros_like(text)
+        seg = jnp.concatenate([seg_a, seg_b])
+        vmask = jnp.ones(seg.shape[:2], bool)
+        video = self.univl.encode_video(seg, vmask, deterministic=det).last_hidden_state
+        two = lambda x: jnp.concatenate([x, x])  # noqa: E731
+        f = self.univl.cross_encode(two(text), two(mask), video, vmask,
+                                    deterministic=det).pooler_output
+        s = self.w(f)[..., 0]
+        return s[:b] - s[b:]

@@ -20,7 +20,7 @@ from flax import nnx
 
 from vnr.benchmarks.symon import data
 from vnr.benchmarks.symon import retrieval as symon_retrieval
-from vnr.benchmarks.symon.model import OrderModel
+from vnr.benchmarks.symon.model import OrderModel, UniVLOrderModel
 from vnr.models.compute import float32
 from vnr.reports import results as results_lib
 
@@ -29,19 +29,44 @@ METRICS = ("accuracy", "pairs")  # what `evaluate` reports
 check_splits = symon_retrieval.check_splits
 
 
+def _univl(config: Any) -> bool:
+    return config.model.get("encoder", "scratch") == "univl"
+
+
 def validate(config: Any) -> None:
     d = config.data
     symon_retrieval.validate_data(d)
     if d.segment_seconds <= 0:
         raise ValueError(f"data.segment_seconds={d.segment_seconds} must be > 0")
+    if config.model.get("encoder", "scratch") not in symon_retrieval.ENCODERS:
+        raise ValueError(f"model.encoder={config.model.encoder!r}: one of "
+                         f"{symon_retrieval.ENCODERS}")
+    if _univl(config):
+        cfg = symon_retrieval.univl_config(config, halves=1)
+        if not cfg.cross_layers:
+            raise ValueError(f"{config.model.univl_checkpoint} has no cross encoder "
+                             "(cross.*): the ordering model of Fig. 10 needs it")
+    data.resolve_epochs(config, TASK)  # last: it may build the dataset
 
 
-def make_model(config: Any, rngs: nnx.Rngs) -> OrderModel:
+def pretrained(config: Any) -> dict[str, tuple[str, str]]:
+    """UniVL's text, video and cross encoders from `univl.pretrained.bin` (`univl`)."""
+    return {"univl": (config.model.univl_checkpoint, "univl")} if _univl(config) else {}
+
+
+def make_model(config: Any, rngs: nnx.Rngs) -> OrderModel | UniVLOrderModel:
     from tfds_builders import symon
 
     m, d = config.model, config.data
     dim, fps, _ = symon.metadata(d.config, d.data_dir, d.manual_dir or None)
     frames = int(round(d.segment_seconds * fps))
+    if _univl(config):
+        cfg = symon_retrieval.univl_config(config, halves=1)
+        if cfg.video_dim != dim or 2 * frames + d.max_tokens > cfg.cross_positions:
+            raise ValueError(f"symon/{d.config}: {dim}-d features, {frames} rows + "
+                             f"{d.max_tokens} tokens; {m.univl_checkpoint} reads "
+                             f"{cfg.video_dim}-d rows, {cfg.cross_positions} cross positions")
+        return UniVLOrderModel(cfg, use_text=m.use_text, rngs=rngs)
     return OrderModel(feature_dim=dim, vocab_size=d.vocab_size,
                       max_len=max(frames, d.max_tokens), width=m.width, layers=m.layers,
                       heads=m.heads, mlp=m.mlp, dropout=m.dropout, use_text=m.use_text,

@@ -68,12 +68,13 @@ def validate(config: Any) -> None:
         raise ValueError(f"model.encoder={encoder!r}: one of {ENCODERS}")
     if encoder == "univl":
         univl_config(config)  # the checkpoint is there and fits the inputs: one line if not
+    data.resolve_epochs(config, TASK)  # last: it may build the dataset
 
 
 ENCODERS = ("scratch", "univl")  # our from-scratch dual encoder, or UniVL's towers (§7.1)
 
 
-def univl_config(config: Any) -> Any:
+def univl_config(config: Any, halves: int | None = None) -> Any:
     """The sizes of `model.univl_checkpoint` (read from its tensor shapes, not its weights),
     checked against the data: a WordPiece tokenizer, and room in the position tables for
     the clip and memory inputs. One-line ValueError naming the key otherwise."""
@@ -90,9 +91,9 @@ def univl_config(config: Any) -> Any:
         raise ValueError("model.encoder='univl' reads BERT WordPiece ids: set "
                          "--config.data.tokenizer=DIR (a directory with UniVL's "
                          "bert-base-uncased vocab.txt)")
-    halves = 2 if d.memory else 1
+    halves = halves or (2 if d.get("memory") else 1)
     for what, n, have in (("data.max_tokens", d.max_tokens, cfg.text_positions),
-                          ("data.max_frames", d.max_frames, cfg.visual_positions)):
+                          ("data.max_frames", d.get("max_frames", 0), cfg.visual_positions)):
         if n * halves > have:
             raise ValueError(f"{what}={n}{' (x2 with the memory)' if halves > 1 else ''} "
                              f"exceeds the {have} positions of {path}")

@@ -73,10 +73,10 @@ def univl_inputs(path: str | pathlib.Path) -> pathlib.Path:
 
     import numpy as np
 
-    from tfds_builders.symon import synthetic
+    from tfds_builders import symon
 
     root = pathlib.Path(path)
-    synthetic.write_corpus(root / "release", "tiny", seed=3)
+    symon.write_generated_release(root / "release", "tiny", seed=3)
     for f in (root / "release" / "features").glob("*.npy"):
         np.save(f, np.load(f)[:, :UNIVL_SMOKE_DIM].astype(np.float16))
     golden = pathlib.Path(__file__).resolve().parents[3] / "tests" / "golden" / "univl"

@@ -22,7 +22,8 @@ honest count for a transfer row). Builds the SYMON dataset `--config` if needed.
 
 `steps`: the retrieval train split's clip count and, at `--batch_size` (1024), the
 `total_steps` / `warmup_steps` of Appendix E's 20 epochs with 1 of warm-up, as JSON: the
-values the UniVL-SYMON rows pass (`$STEPS_20_EPOCHS`, `$STEPS_1_EPOCH`).
+values the univl presets set themselves (`epochs`, `data.resolve_epochs`). With `--task order
+--train_split setA --epochs 30 --warmup_epochs 6 --batch_size 128` (256 video only): Table 6's.
 """
 
 from __future__ import annotations
@@ -87,18 +88,24 @@ def _contamination_flags(fv: flags.FlagValues) -> None:
 
 
 def steps(config: str, data_dir: str, manual_dir: str, exclude_movies: str, epochs: int,
-          warmup_epochs: int, batch_size: int) -> dict[str, int]:
-    """The retrieval train split's clip count and the step counts of `epochs` and
-    `warmup_epochs` epochs at `batch_size` (Appendix E: 20 and 1 at 1024): what
-    `total_steps` and `warmup_steps` are for the paper's schedule."""
+          warmup_epochs: int, batch_size: int, task: str = "retrieval",
+          train_split: str = "train") -> dict[str, int]:
+    """The `task` train split's item count and the step counts of `epochs` and
+    `warmup_epochs` epochs at `batch_size` (Appendix E retrieval: 20 and 1 at 1024;
+    Appendix D ordering: 30 and 6 at 128 or 256 on setA / setB): what `total_steps` and
+    `warmup_steps` are for the paper's schedule."""
+    from configs.symon import order as order_config
     from configs.symon import retrieval as retrieval_config
 
-    d = retrieval_config.get_config("exclude_yms" if exclude_movies else "").data
-    d.update(config=config, data_dir=data_dir, manual_dir=manual_dir,
-             exclude_movies=exclude_movies)
-    clips = len(data.ItemSource(d, d.train_split, "retrieval"))
-    per_epoch = -(-clips // batch_size)  # the last partial batch counted as a step
-    return {"train_clips": clips, "batch_size": batch_size, "steps_per_epoch": per_epoch,
+    if task == "order":
+        d = order_config.get_config("").data
+    else:
+        d = retrieval_config.get_config("exclude_yms" if exclude_movies else "").data
+        d.exclude_movies = exclude_movies
+    d.update(config=config, data_dir=data_dir, manual_dir=manual_dir)
+    items = len(data.ItemSource(d, train_split, task))
+    per_epoch = -(-items // batch_size)  # the last partial batch counted as a step
+    return {"train_items": items, "batch_size": batch_size, "steps_per_epoch": per_epoch,
             "total_steps": epochs * per_epoch, "warmup_steps": warmup_epochs * per_epoch}
 
 
@@ -113,6 +120,10 @@ def _steps_flags(fv: flags.FlagValues) -> None:
     flags.DEFINE_integer("warmup_epochs", 1, "epochs of warm-up (Appendix E: 1)",
                          flag_values=fv)
     flags.DEFINE_integer("batch_size", 1024, "global batch (Appendix E: 1024)", flag_values=fv)
+    flags.DEFINE_enum("task", "retrieval", ["retrieval", "order"], "the SYMON task",
+                      flag_values=fv)
+    flags.DEFINE_string("train_split", "train", "its training split (order: setA or setB)",
+                        flag_values=fv)
 
 
 COMMANDS = {"movie_keys": ("title -> movie key of every line of a movie list",
@@ -130,7 +141,8 @@ def main(argv: list[str] | None = None) -> int:
             cli.fail("--epochs and --batch_size must be >= 1, --warmup_epochs >= 0")
         try:
             report = steps(args.config, args.data_dir, args.manual_dir, args.exclude_movies,
-                           args.epochs, args.warmup_epochs, args.batch_size)
+                           args.epochs, args.warmup_epochs, args.batch_size, args.task,
+                           args.train_split)
         except (OSError, ValueError) as e:
             cli.fail(str(e))
         print(json.dumps(report, indent=1))
