@@ -14,6 +14,15 @@ ARGS is a comma-separated list of one training regime (§5.2, Table 3) and optio
   two_stage:<l>      fine-tune a translate run (--config.init_from=RUN) on l's weak data
   two_stage_supervision:<l>  fine-tune a two_stage:<l> run on l's annotated train split
   annotated          (ours) train on the annotated `<l>_train` splits instead of the weak data
+  cclm               §5.1's model (every paper row): clips from the release's videos (builder
+                     config `videos`), 3 frames per clip (at random of a stored pool of 9 in
+                     training, the centres of the clip's thirds at evaluation: ours) through
+                     CCLM's Swin-B, the mean over the frames; sentences through CCLM's XLM-R
+                     text layers, their [CLS]; both towers from CCLM's checkpoint
+                     (--config.model.cclm_checkpoint=FILE.th; the XLM-R tokenizer:
+                     --config.data.tokenizer=DIR). Without it (the default, ours) clips are
+                     per-second features (features/<id>.npy) and the text encoder is
+                     model.text_encoder (`vnr/benchmarks/msymon/frames.py`, README)
   paper              §6.1's hyperparameters: AdamW, lr 4e-5 (4e-6 when fine-tuning a run),
                      cosine decay, no warmup, weight decay 0.2 (set total_steps to 20 epochs)
   window             §6.5: clips may only match sentences narrated within eval.window = 1 s
@@ -67,7 +76,7 @@ def _regime(args) -> tuple[str, str | None]:
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     args = common.parse_arg(arg, __file__, (*REGIMES, "annotated", "paper", "window",
                                             "percentile", "context", "synthetic", "smoke",
-                                            "punctuation"),
+                                            "punctuation", "cclm"),
                             dict.fromkeys(PER_LANGUAGE, LANGUAGES), sep=":")
     if "punctuation" in args:
         return punctuation_config("smoke" in args)
@@ -103,14 +112,28 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
         vocab_size=8192,
         tokenizer="hash",  # a checkpoint text encoder needs its own: the same name as it
         num_workers=2,
+        # clips from frames (`cclm`, frames.py): per_clip frames of a stored pool per clip
+        frames=dict(per_clip=0, pool=9, image_size=224, interpolation="bicubic",
+                    pick="shown", workers=-1),
     )
     # clip_layers / sentence_layers: context across a video's clips / sentences (`context`,
     # ours); 0 = each clip and sentence encoded on its own, as the paper's model.
     context = "context" in args
     c.model = dict(width=256, embed=256, text_layers=2, clip_layers=2 if context else 0,
                    sentence_layers=1 if context else 0, heads=4, dropout=0.1,
-                   text_encoder="hash")  # or "scratch:bert-small", or a checkpoint (the
-    # paper's XLM-R; set data.tokenizer to the same name; weights via the pretrained hook)
+                   text_encoder="hash",  # or "scratch:bert-small", or a checkpoint (the
+                   # paper's XLM-R; set data.tokenizer to the same name; weights via the
+                   # pretrained hook)
+                   encoder="features",  # or "cclm": §5.1's towers (the `cclm` arg)
+                   cclm_checkpoint="",  # CCLM's released .th (both towers)
+                   cclm_head="none",  # the towers' features compared directly; "linear" (ours)
+                   # CCLM-base's sizes (configs/config_swinB_224.json, 6 text layers of
+                   # XLM-R large); the loader refuses a checkpoint of other shapes
+                   swin=dict(image_size=224, embed_dim=128, depths=(2, 2, 18, 2),
+                             num_heads=(4, 8, 16, 32), window_size=7),
+                   cclm_text=dict(vocab_size=250002, hidden_size=1024, layers=6, heads=16,
+                                  intermediate_size=4096, max_positions=514),
+                   image_chunk=32)  # clips per Swin call at evaluation (memory)
     c.loss = dict(temperature=0.07, num_negatives=16,  # K: the paper gives no value (ours)
                   directions="sum")  # Eq. 2 as printed; "mean" halves it (ours)
     common.evals(c)  # max_examples counts videos
@@ -130,6 +153,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     )
     if regime in FROM_RUN:  # fine-tuning a run (ours unless `paper`)
         c.lr, c.total_steps, c.warmup_steps = 1e-4, 1000, 50
+    if "cclm" in args:
+        _cclm(c, regime in FROM_RUN)
     if "paper" in args:  # §6.1; 20 epochs: set total_steps = 20 * videos / batch_size
         c.optimizer, c.schedule, c.warmup_steps, c.end_lr_factor = "adamw", "cosine", 0, 0.0
         c.lr = 4e-6 if regime in FROM_RUN else 4e-5
@@ -154,6 +179,19 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
         c.eval.drop_grid = (0.3, 0.7, 1.1)
         c.progress = False
     return c
+
+
+def _cclm(c: ml_collections.ConfigDict, from_run: bool) -> None:
+    """§5.1's model (the `cclm` arg). Sizes the paper leaves open are ours: a training window
+    of 32 clips (a batch of 8 videos: 768 frames a step), CCLM's 40 tokens a sentence, a
+    fine-tuning lr (4e-5, §6.1's; 4e-6 from a run) without `paper`, the Swin and XLM-R
+    layers recomputed in the backward pass (`remat`)."""
+    c.data.update(config="videos", features=False, tokenizer="", max_clips=32, max_tokens=40)
+    c.data.frames.per_clip = 3
+    c.model.update(encoder="cclm", text_encoder="cclm")  # the text tower is CCLM's
+    c.batch_size, c.eval_batch_size = 8, 2
+    c.lr = 4e-6 if from_run else 4e-5
+    c.remat = "towers"
 
 
 def punctuation_config(smoke: bool = False) -> ml_collections.ConfigDict:

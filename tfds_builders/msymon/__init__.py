@@ -1,8 +1,10 @@
-"""M-SyMoN TFDS builder (configs text_only / features* / synthetic) and the trainer's reader.
+"""M-SyMoN TFDS builder (configs text_only / features* / synthetic / videos) and the trainer's
+reader.
 
 `data_source(config, split, data_dir)` returns a picklable random-access source of plain
 dicts: `{video_id, language: str, sentences: list[str], begin/end/narr_begin/narr_end:
-float32 [S], matched: bool [S], duration: float, features: float32 [T, D] (feature configs)}`.
+float32 [S], matched: bool [S], duration: float, features: float32 [T, D] (feature configs),
+video_file: str (the `videos` config: the file under the release's `videos/`)}`.
 `config` is a config name or an `MSymonConfig` (see `builder_config` for any dim / fps).
 
 What a trainer reads of the builder is this module's `__all__` (tests/test_layers.py): the
@@ -40,6 +42,8 @@ def to_record(raw: dict) -> dict:
         rec[k] = np.asarray(raw[k], np.float32)
     if "features" in raw:
         rec["features"] = np.asarray(raw["features"], np.float32)
+    if "video_file" in raw:
+        rec["video_file"] = common.text(raw["video_file"])
     for k in ("clip_begin", "clip_end"):  # YMS records share this reader's consumers
         if k in raw:
             rec[k] = np.asarray(raw[k], np.float32)

@@ -32,12 +32,15 @@ MANUAL_DOWNLOAD_INSTRUCTIONS = """\
 Point --manual_dir at a directory holding `annotations/<lang>/{train,val,test}.json` (the
 M-SyMoN release), optionally `subtitles/<lang>/<video_id>.json` (timed narration sentences),
 `movies.json` ({video_id: movie name}) and, for feature configs, `features/<video_id>.npy`
-([T, dim] float, `fps` rows per second)."""
+([T, dim] float, `fps` rows per second); for the `videos` config, `videos/<video_id>.<ext>`
+(yt-dlp's downloads)."""
 
 
 @dataclasses.dataclass(eq=False)
 class MSymonConfig(tfds.core.BuilderConfig):
     """`features`: store [T, dim] video features at `fps` rows/s (False: text side only).
+    `videos`: store the name of each video's file under `videos/` and take its duration from
+    the file (the frames themselves are read by the trainer's frame store).
     `source`: "manual" (read manual_dir) or "synthetic" (write the generated corpus first)."""
 
     features: bool = True
@@ -45,6 +48,7 @@ class MSymonConfig(tfds.core.BuilderConfig):
     fps: float = 1.0
     source: str = "manual"
     seed: int = 0
+    videos: bool = False
 
 
 def builder_config(features: bool, dim: int = 512, fps: float = 1.0) -> MSymonConfig:
@@ -188,6 +192,11 @@ def _complete(root: pathlib.Path, config: MSymonConfig, lang: str, vid: str, vid
             return None
         duration = len(feats) / config.fps
         video["features"] = feats
+    elif config.videos:
+        got = parse.video_duration(root, vid, need, counts, f"video {vid} ({where})")
+        if got is None:
+            return None
+        video["video_file"], duration = got
     else:
         duration = need
         if duration <= 0:
@@ -228,6 +237,14 @@ def _weak_videos(root: pathlib.Path, config: MSymonConfig, lang: str, annotated:
 def _complete_weak(root: pathlib.Path, config: MSymonConfig, video: dict,
                    counts: collections.Counter) -> dict | None:
     need = parse.spans_end(video)
+    if config.videos:
+        got = parse.video_duration(root, video["video_id"], need, counts,
+                                   f"weak video {video['video_id']}")
+        if got is None:
+            return None
+        video["video_file"], duration = got
+        video["duration"] = np.float32(duration)
+        return video
     if not config.features:
         video["duration"] = np.float32(need)
         return video
@@ -253,6 +270,8 @@ def make_example(video: dict, with_features: bool) -> dict:
     }
     if with_features:
         ex["features"] = np.asarray(video["features"], np.float32)
+    if "video_file" in video:
+        ex["video_file"] = video["video_file"]
     return ex
 
 
@@ -270,6 +289,8 @@ def feature_specs(config: Any) -> dict:
     }
     if config.features:
         feats["features"] = tfds.features.Tensor(shape=(None, config.dim), dtype=np.float32)
+    if getattr(config, "videos", False):
+        feats["video_file"] = tfds.features.Text()
     return feats
 
 
@@ -291,6 +312,9 @@ class MSymon(common.SummaryBuilder, tfds.core.GeneratorBasedBuilder):
                      description="Per-second 1024-d features (e.g. S3D mixed_5c)."),
         MSymonConfig(name="synthetic", dim=32, fps=1.0, source="synthetic",
                      description="Generated corpus with known alignment (no manual_dir)."),
+        MSymonConfig(name="videos", features=False, dim=0, videos=True,
+                     description="Text side and each video's file under videos/ (frames "
+                                 "are read by the trainer's frame store)."),
     ]
     DEFAULT_CONFIG_NAME = "text_only"
 

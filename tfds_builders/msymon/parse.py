@@ -1,4 +1,4 @@
-"""Parsing and validation of the M-SyMoN release (annotations, subtitles, features).
+"""Parsing and validation of the M-SyMoN release (annotations, subtitles, features, videos).
 
 Everything here is plain Python/NumPy so the transcript baseline and the tests can use it
 without building a dataset. Each problem is counted in a `collections.Counter` under a fixed
@@ -9,6 +9,7 @@ reason name (see README.md, "Defects and skips"): either a *skip* (the input is 
 from __future__ import annotations
 
 import collections
+import glob
 import math
 import pathlib
 from typing import Any
@@ -16,7 +17,7 @@ from typing import Any
 import numpy as np
 from pydantic_core import PydanticCustomError
 
-from tfds_builders import arrays, common
+from tfds_builders import VIDEO_EXTS, arrays, common
 from tfds_builders.msymon import schema
 from tfds_builders.schema import Invalid, Unreadable, check, detail, each, load_json, skip
 
@@ -202,6 +203,59 @@ def video_features(root: pathlib.Path, vid: str, dim: int, fps: float, need: flo
                            f"narration spans {need:.1f} s")
         return None
     return feats
+
+
+def video_file(root: pathlib.Path, vid: str) -> pathlib.Path | None:
+    """`root/videos/<vid>.<ext>` (yt-dlp's layout; of several extensions the first in
+    alphabetical order, as `vnr.extract` picks), or None."""
+    folder = root / "videos"
+    if not folder.is_dir() or vid not in common.video_ids(folder):
+        return None
+    return min(p for p in folder.glob(f"{glob.escape(vid)}.*")
+               if p.suffix.lower() in VIDEO_EXTS and p.stem == vid)
+
+
+def probe_duration(path: pathlib.Path) -> float:
+    """Seconds of the first video stream (its own duration, else the container's), read
+    from the container without decoding; ValueError (one line) when it cannot be read."""
+    import av
+
+    try:
+        with av.open(str(path)) as c:
+            if not c.streams.video:
+                raise ValueError("no video stream")
+            s = c.streams.video[0]
+            if s.duration is not None and s.time_base is not None:
+                seconds = float(s.duration * s.time_base)
+            else:
+                seconds = (c.duration or 0) / 1_000_000
+    except (av.error.FFmpegError, UnicodeDecodeError) as e:
+        raise ValueError(f"not a readable video ({str(e).splitlines()[0]})") from None
+    if not seconds > 0:
+        raise ValueError("the container states no duration")
+    return seconds
+
+
+def video_duration(root: pathlib.Path, vid: str, need: float, counts: collections.Counter,
+                   what: str) -> tuple[str, float] | None:
+    """(file name under `root/videos/`, duration in seconds) of video `vid`, or None counted
+    as `missing_video` (no file), `unreadable_video` or `video_too_short` (more than
+    SHORT_TOLERANCE shorter than the annotated/narrated spans); `what` names the video."""
+    path = video_file(root, vid)
+    if path is None:
+        common.record_skip(counts, "missing_video", root / "videos" / f"{vid}.*", what)
+        return None
+    try:
+        seconds = probe_duration(path)
+    except ValueError as e:
+        common.record_skip(counts, "unreadable_video", path, f"{what}: {e}")
+        return None
+    if seconds + SHORT_TOLERANCE < need:
+        common.record_skip(counts, "video_too_short", path,
+                           f"{what}: {seconds:.1f} s of video, the annotation or narration "
+                           f"spans {need:.1f} s")
+        return None
+    return path.name, seconds
 
 
 def spans_end(video: dict) -> float:

@@ -1,9 +1,12 @@
 """Clip/sentence alignment (M-SyMoN §5, Appendix E; SYMON §7.3 on YMS, `configs/msymon/yms.py`).
 
-Training (Eq. 2): clips and sentences are embedded by `model.Aligner` (unit vectors, so a
-dot product is a cosine). For every clip c annotated with sentence s, an InfoNCE term in
-each direction with temperature tau and K hard negatives from the SAME video, sampled
-uniformly without replacement each step:
+Training (Eq. 2): clips and sentences are embedded by `model.Aligner` (per-second features
+and a text encoder) or, with `model.encoder="cclm"`, §5.1's `model.FrameAligner` (frames
+through CCLM's Swin, sentences through its XLM-R layers, both loaded from CCLM's checkpoint
+by the `pretrained` hook; `frames.py`), as unit vectors, so a dot product is a cosine. For
+every clip c annotated with sentence s, an InfoNCE term in each direction with temperature
+tau and K hard negatives from the SAME video (its training window, `data.max_clips` clips),
+sampled uniformly without replacement each step:
 
     clip->text: -log e^{cos(v_c,t_s)/tau} / (e^{cos(v_c,t_s)/tau} + sum_k e^{cos(v_c,t_k)/tau})
                 t_k: K of the video's other sentences (matched or not);
@@ -67,7 +70,7 @@ from flax import nnx
 from vnr import config as config_lib
 from vnr import evaluation
 from vnr import task as task_lib
-from vnr.benchmarks.msymon import data, retrieval_metrics
+from vnr.benchmarks.msymon import data, frames, retrieval_metrics
 from vnr.benchmarks.msymon import metrics as am
 from vnr.benchmarks.msymon.inference import (
     SCORES,
@@ -81,17 +84,26 @@ from vnr.benchmarks.msymon.inference import (
     tune_drop_costs,
     tune_threshold,
 )
-from vnr.benchmarks.msymon.model import Aligner
+from vnr.benchmarks.msymon.model import Aligner, FrameAligner
 from vnr.models.compute import float32
 from vnr.reports import results as results_lib
 
 METRICS = am.SUMMARY  # clip_accuracy, sentence_iou, f1: the paper's
+ENCODERS = ("features", "cclm")  # per-second features + a text encoder; §5.1's CCLM towers
 DROP_RULES = ("tune", "fixed", "percentile")
 
 
 def validate(config: Any) -> None:
     d, e = config.data, config.eval
-    if not d.features:
+    cclm = _encoder(config) == "cclm"
+    if _encoder(config) not in ENCODERS:
+        raise ValueError(f"model.encoder={_encoder(config)!r}: one of {ENCODERS}")
+    if cclm:
+        frames.check_model(config)
+    elif frames.per_clip(d) or config.model.text_encoder == "cclm":
+        raise ValueError("data.frames.per_clip > 0 and model.text_encoder='cclm' are the "
+                         "CCLM towers': set model.encoder='cclm' (the `cclm` config arg)")
+    elif not d.features:
         raise ValueError("data.features=False (text_only) cannot train an aligner; it serves the "
                          "transcript baseline: "
                          "python -m vnr.benchmarks.msymon.tools baseline --data_dir ...")
@@ -112,14 +124,17 @@ def validate(config: Any) -> None:
     if not _is_number(e.window) or float(e.window) < 0:
         raise ValueError(f"eval.window={e.window!r} must be a number of seconds >= 0")
     te, tok = config.model.text_encoder, d.get("tokenizer", "hash")
-    if te == "hash" or te.startswith("scratch:"):
+    if cclm:
+        pass  # the text tower is CCLM's (frames.check_model)
+    elif te == "hash" or te.startswith("scratch:"):
         if tok != "hash":
             raise ValueError(f"data.tokenizer={tok!r}: model.text_encoder={te!r} reads hashed "
                              "words: set data.tokenizer='hash'")
     elif tok != te:
         raise ValueError(f"model.text_encoder={te!r} (a checkpoint) needs its own tokenizer: "
                          f"set data.tokenizer={te!r} (it is {tok!r})")
-    config_lib.fits_positions(config, "data.max_tokens", "model.text_encoder")
+    if not cclm:
+        config_lib.fits_positions(config, "data.max_tokens", "model.text_encoder")
     if not 0 <= e.keep_percentile <= 1:
         raise ValueError(f"eval.keep_percentile={e.keep_percentile} must be in [0, 1]")
     if config.get("require_init_from") and not config.get("init_from"):
@@ -168,7 +183,13 @@ def split_names(d: Any) -> list[str]:
                               d.manual_dir or None)
 
 
-def _new_model(config: Any, rngs: nnx.Rngs) -> Aligner:
+def _encoder(config: Any) -> str:
+    return config.model.get("encoder", "features")
+
+
+def _new_model(config: Any, rngs: nnx.Rngs) -> Aligner | FrameAligner:
+    if _encoder(config) == "cclm":
+        return frames.make_model(config, rngs)
     m, d = config.model, config.data
     return Aligner(feature_dim=d.dim, vocab_size=d.vocab_size, max_tokens=d.max_tokens,
                    width=m.width, embed=m.embed, text_layers=m.text_layers,
@@ -201,11 +222,13 @@ def pretrained(config: Any) -> dict[str, tuple[str, str | None]]:
     if config.get("init_from"):
         return {"": pretrained_lib.run_source(config.init_from,
                                               config.get("init_step", "selected"))}
+    if _encoder(config) == "cclm":  # both towers from CCLM's .th (§5.1)
+        return frames.sources(config)
     name = config.model.text_encoder
     return {"text": (name, None)} if towers.is_checkpoint(name) else {}
 
 
-def make_model(config: Any, rngs: nnx.Rngs) -> Aligner:
+def make_model(config: Any, rngs: nnx.Rngs) -> Aligner | FrameAligner:
     return _new_model(config, rngs)
 
 
@@ -255,7 +278,7 @@ def info_nce(v: jax.Array, t: jax.Array, batch: dict, key: jax.Array, tau: float
     return total, {"loss_c2t": c2t, "loss_t2c": t2c, "clip_top1": acc}
 
 
-def loss_fn(config: Any, model: Aligner, batch: dict, rngs: nnx.Rngs):
+def loss_fn(config: Any, model: Aligner | FrameAligner, batch: dict, rngs: nnx.Rngs):
     v, t = model(batch, train=True, rngs=rngs)
     return info_nce(v, t, batch, rngs.dropout(), config.loss.temperature,
                     config.loss.num_negatives, config.loss.get("directions", "sum"))
@@ -265,7 +288,7 @@ _HOST_KEYS = ("clip_mask", "sent_mask", "labels", "clip_begin", "clip_end", "nar
               "narr_end", "narr_known", "matched", "language")
 
 
-def predict(config: Any, model: Aligner, batch: dict) -> dict[str, jax.Array]:
+def predict(config: Any, model: Aligner | FrameAligner, batch: dict) -> dict[str, jax.Array]:
     """Cosine similarities [B, C, S] plus what the host needs for alignment and metrics."""
     v, t = model(batch, train=False, rngs=None)
     return {"sim": jnp.einsum("bce,bse->bcs", v, t), "v": v, "t": t,

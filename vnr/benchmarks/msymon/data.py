@@ -19,6 +19,9 @@ annotated span holds the clip's midpoint (`tfds_builders.msymon.gt_clip_labels`)
   narr_begin, narr_end float32 [B, S] narration times (`narration_times` fills unknowns)
   narr_known   bool    [B, S]      the narration time came from subtitles
   language     int32   [B]         index in `LANGUAGES` (-1 unknown)
+  frames       uint8   [B, C, F, S, S, 3]  clips from frames (`data.frames.per_clip` = F > 0,
+                                   `frames.py`): F frames of each clip's stored pool, at
+                                   random in training, the fixed `eval_picks` otherwise
 
 Training takes a random window of at most `max_clips` clips and the sentences around it
 (at most `max_sentences`); clips whose sentence falls outside get label -2 (ignored).
@@ -33,6 +36,7 @@ from typing import Any
 import grain
 import numpy as np
 
+from vnr.benchmarks.msymon import frames
 from vnr.data import pipeline, text
 
 LANGUAGES = ("en", "ch", "es", "fr", "pt", "hi", "ru")
@@ -81,18 +85,27 @@ def pool_features(feats: np.ndarray | None, cb: np.ndarray, ce: np.ndarray, fps:
     return out
 
 
-def video_arrays(rec: dict, clip_seconds: float, fps: float, dim: int) -> dict[str, Any]:
-    """Unpadded per-video arrays (clips, labels, narration) of one record."""
+def video_arrays(rec: dict, clip_seconds: float, fps: float, dim: int,
+                 pool: int = 0) -> dict[str, Any]:
+    """Unpadded per-video arrays (clips, labels, narration) of one record; with `pool` > 0
+    its stored frames as `frames` [C, pool, S, S, 3] (`frames.py`)."""
     from tfds_builders.msymon import gt_clip_labels
 
     cb, ce = cut_clips(rec, clip_seconds)
     labels = gt_clip_labels(rec["begin"], rec["end"], rec["matched"], cb, ce)
     nb, ne, known = narration_times(rec["sentences"], rec["narr_begin"], rec["narr_end"],
                                     float(rec["duration"]))
-    return {"clip_begin": cb, "clip_end": ce, "labels": labels,
-            "features": pool_features(rec.get("features"), cb, ce, fps, dim),
-            "narr_begin": nb, "narr_end": ne, "narr_known": known,
-            "matched": rec["matched"].astype(bool), "sentences": rec["sentences"]}
+    out = {"clip_begin": cb, "clip_end": ce, "labels": labels,
+           "features": pool_features(rec.get("features"), cb, ce, fps, dim),
+           "narr_begin": nb, "narr_end": ne, "narr_known": known,
+           "matched": rec["matched"].astype(bool), "sentences": rec["sentences"]}
+    if pool:
+        f = rec["frames"]
+        if len(f) != len(cb) * pool:
+            raise ValueError(f"video {rec['video_id']!r}: its frame store holds {len(f)} frames, "
+                             f"{len(cb)} clips x {pool} expected (delete the store to rebuild)")
+        out["frames"] = f.reshape(len(cb), pool, *f.shape[1:])
+    return out
 
 
 def _pad(x: np.ndarray, n: int, fill: Any = 0) -> np.ndarray:
@@ -122,7 +135,7 @@ def crop(v: dict, max_clips: int, max_sentences: int, rng: np.random.Generator) 
         hi = lo + max_sentences
     labels = np.where(labels >= 0, np.where((labels >= lo) & (labels < hi), labels - lo, -2),
                       labels)
-    out = {k: v[k][cs] for k in ("clip_begin", "clip_end", "features")}
+    out = {k: v[k][cs] for k in ("clip_begin", "clip_end", "features", "frames") if k in v}
     out.update({k: v[k][lo:hi] for k in ("narr_begin", "narr_end", "narr_known", "matched")})
     out.update(labels=labels.astype(np.int32), sentences=v["sentences"][lo:hi])
     return out
@@ -141,9 +154,12 @@ class Encode(grain.transforms.RandomMap):
     vocab_size: int
     train: bool = False
     tokenizer: str = "hash"  # or a checkpoint tokenizer (`vnr.models.encoders.tokenizers`)
+    per_clip: int = 0  # frames per clip from the stored pools (0: features only)
+    pool: int = 0
 
     def random_map(self, rec: dict, rng: np.random.Generator) -> dict[str, np.ndarray]:
-        v = video_arrays(rec, self.clip_seconds, self.fps, self.dim)
+        v = video_arrays(rec, self.clip_seconds, self.fps, self.dim,
+                         self.pool if self.per_clip else 0)
         c, s = len(v["labels"]), len(v["sentences"])
         if self.train:
             v = crop(v, self.max_clips, self.max_sentences, rng)
@@ -164,7 +180,7 @@ class Encode(grain.transforms.RandomMap):
                                           list(v["sentences"]), self.max_tokens)
             tokens[:s], token_mask[:s] = ids, mask
         lang = rec.get("language", "")
-        return {
+        out = {
             "features": _pad(v["features"], self.max_clips),
             "clip_mask": np.arange(self.max_clips) < c,
             "clip_begin": _pad(v["clip_begin"], self.max_clips),
@@ -179,6 +195,18 @@ class Encode(grain.transforms.RandomMap):
             "narr_known": _pad(v["narr_known"], self.max_sentences, False),
             "language": np.int32(LANGUAGES.index(lang) if lang in LANGUAGES else -1),
         }
+        if self.per_clip:
+            out["frames"] = self._frames(v["frames"], rng)
+        return out
+
+    def _frames(self, pools: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """uint8 [max_clips, per_clip, S, S, 3]: each clip's frames (`frames.py`)."""
+        c = len(pools)
+        idx = (frames.train_picks(rng, c, self.pool, self.per_clip) if self.train else
+               np.tile(frames.eval_picks(self.pool, self.per_clip), (c, 1)))
+        out = np.zeros((self.max_clips, self.per_clip, *pools.shape[2:]), np.uint8)
+        out[:c] = pools[np.arange(c)[:, None], idx]
+        return out
 
 
 class Concat:
@@ -212,13 +240,18 @@ def source(cfg: Any, split: str):
 
         bc = builder.resolve_config(cfg.config, cfg.dim, cfg.fps)
         srcs = [builder.data_source(bc, s, cfg.data_dir, cfg.manual_dir or None) for s in names]
+        if frames.per_clip(cfg):  # clips from frames: each split's stored pools
+            srcs = [frames.StoredPools(cfg, s, src, cut_clips)
+                    for s, src in zip(names, srcs, strict=True)]
     return srcs[0] if len(srcs) == 1 else Concat(srcs)
 
 
 def _encode(cfg: Any, max_clips: int, max_sentences: int, train: bool) -> Encode:
+    per_clip = frames.per_clip(cfg)
     return Encode(max_clips, max_sentences, cfg.clip_seconds, cfg.fps,
                   cfg.dim if cfg.features else 1, cfg.max_tokens, cfg.vocab_size, train,
-                  cfg.get("tokenizer", text.HASH))
+                  cfg.get("tokenizer", text.HASH), per_clip,
+                  int(cfg.frames.pool) if per_clip else 0)
 
 
 def train_dataset(cfg: Any, batch_size: int, seed: int, process_index: int = 0,

@@ -11,6 +11,15 @@ projection. Both land in one `embed`-dim space, L2 normalised, so a dot product 
 similarity the paper aligns with. The paper encodes each clip and each sentence on its own:
 its rows run with `clip_layers = sentence_layers = 0` (no `Context` block); the context
 layers are our option (`configs/msymon/main.py:context`).
+
+`FrameAligner` is §5.1's model itself (`model.encoder="cclm"`): each clip's frames through
+CCLM's Swin-B (its patch projection, the "trainable MLP projection layer" that maps each
+frame's 4x4 patches to tokens, then the Swin stages), a frame's representation being CCLM's
+image feature (the mean over the last stage's tokens, `image_embeds[:, 0]` upstream), the
+mean over the clip's frames; each sentence through CCLM's XLM-R text layers, its [CLS] (first
+token) last hidden state. `head="none"` compares the two directly (the paper's v_i and t_i;
+both 1024-d in CCLM-base); `head="linear"` (ours) adds a trainable linear map of each to
+`embed` dims, as CCLM's contrastive heads (not loaded: the ports read the towers only).
 """
 
 from __future__ import annotations
@@ -19,7 +28,11 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from vnr.data import images
+from vnr.models.encoders import cclm, swin
 from vnr.models.layers import Block, TextEncoder, dense, layer_norm
+
+HEADS = ("none", "linear")
 
 
 def l2_normalize(x: jax.Array, eps: float = 1e-6) -> jax.Array:
@@ -95,4 +108,83 @@ class Aligner(nnx.Module):
         v = self.encode_clips(batch["features"], batch["clip_mask"], train=train, rngs=rngs)
         t = self.encode_sentences(batch["tokens"], batch["sent_mask"], train=train, rngs=rngs,
                                   token_mask=batch.get("token_mask"))
+        return v, t
+
+
+def frame_features(tower: swin.SwinTransformer, frames: jax.Array, train: bool
+                   ) -> jax.Array:
+    """uint8 [..., S, S, 3] -> float32 [..., D]: CCLM's image feature of each frame (CLIP's
+    normalisation, as CCLM's transforms; the Swin's pooled token)."""
+    lead, (h, w) = frames.shape[:-3], frames.shape[-3:-1]
+    x = images.clip_normalize(frames.reshape(-1, h, w, 3), jnp.asarray(images.CLIP_TABLE))
+    return tower(x, deterministic=not train).pooled.astype(jnp.float32).reshape(*lead, -1)
+
+
+class FrameAligner(nnx.Module):
+    """Clips from frames `[B, C, F, S, S, 3]` uint8 and sentences `[B, S, L]` (XLM-R ids) ->
+    unit vectors `[B, *, E]` (see the module docstring).
+
+    Args:
+      swin_cfg: the Swin's widths (`vnr.models.encoders.swin.SwinConfig`).
+      text_cfg: the text tower's (`vnr.models.encoders.cclm.TextConfig`).
+      head: "none" (the towers' features, equal widths) or "linear" (ours, to `embed`).
+      chunk: clips per Swin call at evaluation (0: every clip of the batch at once).
+      remat: recompute each Swin block's activations in the backward pass.
+    """
+
+    def __init__(self, swin_cfg: swin.SwinConfig, text_cfg: cclm.TextConfig, *, head: str,
+                 embed: int, chunk: int, remat: bool, rngs: nnx.Rngs):
+        if head not in HEADS:
+            raise ValueError(f"model.cclm_head={head!r}: one of {HEADS}")
+        width, text_width = swin_cfg.num_features, text_cfg.hidden_size
+        if head == "none" and width != text_width:
+            raise ValueError(f"model.cclm_head='none' compares the Swin's {width}-d and the "
+                             f"text tower's {text_width}-d features directly: they must be "
+                             "equal (or use model.cclm_head='linear')")
+        self.swin = swin.SwinTransformer(swin_cfg, remat=remat, rngs=rngs)
+        self.text = cclm._text_model(text_cfg, rngs=rngs)
+        self.head, self.chunk = head, int(chunk)
+        self.clip_proj = dense(width, embed, (None, "embed"), rngs) if head == "linear" else None
+        self.text_proj = (dense(text_width, embed, (None, "embed"), rngs)
+                          if head == "linear" else None)
+
+    def encode_clips(self, frames: jax.Array, mask: jax.Array, *, train: bool) -> jax.Array:
+        b, c = frames.shape[:2]
+        k = self.chunk
+        if train or not k or c <= k:
+            feats = frame_features(self.swin, frames, train)
+        else:  # evaluation: k clips per Swin call (`lax.map`), memory bound by the chunk
+            n = -(-c // k)
+            x = jnp.pad(frames, ((0, 0), (0, n * k - c)) + ((0, 0),) * (frames.ndim - 2))
+            x = jnp.moveaxis(x.reshape(b, n, k, *frames.shape[2:]), 1, 0)
+            graphdef, state = nnx.split(self.swin)
+
+            def chunk(xc: jax.Array) -> jax.Array:
+                tower = nnx.merge(graphdef, state)  # a functional copy inside the map
+                for block in tower.blocks():
+                    block.remat = False  # no backward pass here (nnx.remat cannot nest)
+                return frame_features(tower, xc, False)
+
+            feats = jax.lax.map(chunk, x)
+            feats = jnp.moveaxis(feats, 0, 1).reshape(b, n * k, *feats.shape[3:])[:, :c]
+        v = feats.mean(axis=2)  # the clip: the mean over its frames
+        if self.clip_proj is not None:
+            v = self.clip_proj(v)
+        return l2_normalize(jnp.where(mask[..., None], v, 0.0))
+
+    def encode_sentences(self, tokens: jax.Array, token_mask: jax.Array, *,
+                         train: bool) -> jax.Array:
+        b, s, length = tokens.shape
+        out = self.text(tokens.reshape(b * s, length),
+                        token_mask.reshape(b * s, length).astype(jnp.int32),
+                        deterministic=not train)
+        t = out.pooled.reshape(b, s, -1)  # the first token: XLM-R's <s>, its [CLS]
+        if self.text_proj is not None:
+            t = self.text_proj(t)
+        return l2_normalize(t)
+
+    def __call__(self, batch: dict, *, train: bool, rngs: nnx.Rngs | None
+                 ) -> tuple[jax.Array, jax.Array]:
+        v = self.encode_clips(batch["frames"], batch["clip_mask"], train=train)
+        t = self.encode_sentences(batch["tokens"], batch["token_mask"], train=train)
         return v, t

@@ -44,8 +44,9 @@ def _config(get_config: Callable, regime: str, args: Any, translated: bool,
     c = get_config(",".join(x for x in (regime, args.config_args) if x))
     root = args.translated_dir if translated else args.manual_dir
     data_dir = pathlib.Path(args.workdir) / ("tfds_translated" if translated else "tfds")
-    c.data.update(config="features", manual_dir=str(root), data_dir=str(data_dir),
-                  dim=args.dim)
+    c.data.update(manual_dir=str(root), data_dir=str(data_dir))
+    if c.model.get("encoder", "features") == "features":  # `cclm` reads the videos instead
+        c.data.update(config="features", dim=args.dim)
     config_lib.override(c, args.set)
     if init_from:
         c.init_from = init_from

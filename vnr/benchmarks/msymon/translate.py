@@ -7,7 +7,7 @@
 Writes `RELEASE_EN/annotations/<lang>/{train,val,test}.json` and
 `RELEASE_EN/subtitles/<lang>/<id>.json` with every `text` translated and every other field
 (times, matched, ids) unchanged, copies English files as they are, links `features/` and
-copies `movies.json`: the result is a release the builder reads like the original (the
+`videos/` and copies `movies.json`: the result is a release the builder reads like the original (the
 `translate` configs build it under data/tfds_translated). A file already in `--out` with as
 many sentences as its source is kept (resumable); one whose count differs is counted as
 `translated_count_mismatch`, named, and translated again.
@@ -149,8 +149,9 @@ def translate_release(src: pathlib.Path, out: pathlib.Path,
                          f"translated, {done['translated_sentences']} sentences; "
                          f"{done['kept_existing']} kept, {done['copied_english']} copied) in "
                          f"{every.took()}")
-    if (src / "features").is_dir() and not (out / "features").exists():
-        os.symlink((src / "features").resolve(), out / "features")
+    for folder in ("features", "videos"):  # the same footage: per-second features, videos
+        if (src / folder).is_dir() and not (out / folder).exists():
+            os.symlink((src / folder).resolve(), out / folder)
     if (src / "movies.json").is_file():
         shutil.copyfile(src / "movies.json", out / "movies.json")
     return counts

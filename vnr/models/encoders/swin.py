@@ -272,7 +272,7 @@ class SwinTransformer(nnx.Module):
     def __call__(self, images: jax.Array, *, deterministic: bool | None = None
                  ) -> EncoderOutput:
         """Encodes channels-last images [B, image_size, image_size, 3] (CCLM normalises with
-        ImageNet's mean and std)."""
+        CLIP's mean and std: its `dataset/__init__.py`)."""
         s = self.config.image_size
         if images.shape[1:] != (s, s, self.config.in_chans):
             raise ValueError(f"expected channels-last images of {s}x{s}x"

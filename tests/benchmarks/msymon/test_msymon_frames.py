@@ -1,0 +1,241 @@
+"""M-SYMON §5.1's model (`configs/msymon/main.py:cclm`): clips from the release's videos
+through a frame store, CCLM's Swin and XLM-R text towers loaded from a CCLM `.th` by the
+trainer's `pretrained` hook, Eq. 2, every test video evaluated.
+
+The checkpoint is the port's golden fixture (tests/golden/swin/model_state_epoch_0.th:
+upstream's classes, tiny and random, saved as CCLM saves; its Swin is 64-d and its text
+tower 16-d, so these runs use `model.cclm_head="linear"`; the paper's "none" needs equal
+widths, as CCLM-base's 1024 and 1024). The release is the generated corpus in the release
+layout with `videos/<id>.mp4` whose frames spell their index."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+
+import jax
+import numpy as np
+import pytest
+from flax import nnx
+
+from configs.msymon.main import get_config
+from tfds_builders.msymon import synthetic
+from vnr import train
+from vnr.benchmarks.msymon import alignment as task
+from vnr.benchmarks.msymon import data, frames
+from vnr.data import synthetic_video as sv
+from vnr.models.encoders import cclm, swin, torch_checkpoint
+
+GOLDEN = pathlib.Path(__file__).resolve().parents[2] / "golden" / "swin"
+CKPT = GOLDEN / "model_state_epoch_0.th"
+META = json.loads((GOLDEN / "meta.json").read_text())
+SIZES = {"train": 2, "val": 1, "test": 2, "weak": 1}
+FPS = 4.0  # frames a second of the generated videos
+
+
+def _tokenizer(directory: pathlib.Path, words: list[str]) -> None:
+    """An XLM-R-style word-level tokenizer (<s>=0, <pad>=1, </s>=2, <unk>=3) of at most the
+    golden text tower's 40 ids."""
+    import transformers as tf
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors
+
+    vocab = {t: i for i, t in enumerate(["<s>", "<pad>", "</s>", "<unk>", *words[:36]])}
+    core = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    core.pre_tokenizer = pre_tokenizers.Whitespace()
+    core.post_processor = processors.TemplateProcessing(
+        single="<s> $A </s>", special_tokens=[("<s>", 0), ("</s>", 2)])
+    tf.PreTrainedTokenizerFast(tokenizer_object=core, cls_token="<s>", sep_token="</s>",
+                               pad_token="<pad>", unk_token="<unk>").save_pretrained(directory)
+
+
+@pytest.fixture(scope="module")
+def release(tmp_path_factory) -> tuple[pathlib.Path, pathlib.Path, pathlib.Path]:
+    """(release with videos/, data_dir, tokenizer directory)."""
+    d = tmp_path_factory.mktemp("msymon_frames")
+    root = synthetic.write_corpus(d / "release", seed=4, dim=8, languages=("en",),
+                                  sizes=SIZES)
+    frames.write_videos(root, fps=FPS)
+    words = sorted({w.strip(".") for f in (root / "annotations" / "en").glob("*.json")
+                    for v in json.loads(f.read_text()).values() for e in v
+                    for w in e["text"].split()})
+    _tokenizer(d / "tokenizer", words)
+    return root, d / "tfds", d / "tokenizer"
+
+
+def tiny_config(release, tmp_path, head: str = "linear"):
+    """The paper row's config (`individual:en,paper,cclm`) at smoke sizes, on the golden
+    checkpoint's widths, annotated splits."""
+    root, data_dir, tok = release
+    c = get_config("individual:en,annotated,paper,cclm,smoke")
+    s, t = META["swin"], META["text"]
+    c.model.update(cclm_checkpoint=str(CKPT), cclm_head=head, image_chunk=8)
+    c.model.swin.update(image_size=s["img_size"], embed_dim=s["embed_dim"],
+                        depths=tuple(s["depths"]), num_heads=tuple(s["num_heads"]),
+                        window_size=s["window_size"])
+    c.model.cclm_text.update(vocab_size=t["vocab_size"], hidden_size=t["hidden_size"],
+                             layers=t["fusion_layer"], heads=t["num_attention_heads"],
+                             intermediate_size=t["intermediate_size"],
+                             max_positions=t["max_position_embeddings"])
+    c.data.update(manual_dir=str(root), data_dir=str(data_dir), tokenizer=str(tok),
+                  max_clips=6, max_tokens=12, clip_seconds=3.0)
+    c.data.frames.update(image_size=s["img_size"], workers=0)
+    c.update(total_steps=2, eval_every=2, ckpt_every=2, log_every=1, batch_size=8,
+             eval_batch_size=8)
+    return c
+
+
+def test_missing_checkpoint_is_one_line(release, tmp_path):
+    c = tiny_config(release, tmp_path)
+    c.model.cclm_checkpoint = str(tmp_path / "cclm_3m_epoch_29.th")
+    with pytest.raises(ValueError) as e:
+        task.validate(c)
+    msg = str(e.value)
+    assert "\n" not in msg and "model.cclm_checkpoint=" in msg and "no such file" in msg
+    c.model.cclm_checkpoint = ""
+    with pytest.raises(ValueError, match="needs model.cclm_checkpoint="):
+        task.validate(c)
+
+
+def test_the_store_holds_each_clips_pool_and_eval_takes_the_thirds(release, tmp_path):
+    c = tiny_config(release, tmp_path)
+    src = data.source(c.data, "en_test")
+    rec = src[0]
+    cb, ce = data.cut_clips(rec, c.data.clip_seconds)
+    pool = c.data.frames.pool
+    assert rec["frames"].shape == (len(cb) * pool, 64, 64, 3)
+    times = frames.clip_times(cb, ce, pool)
+    want = np.floor(times * FPS + 1e-6).astype(int)  # the frame shown at each time
+    got = np.array([sv.read_index(f) for f in rec["frames"]]).reshape(len(cb), pool)
+    np.testing.assert_array_equal(got, want)
+    enc = data._encode(c.data, 64, 32, False).random_map(rec, np.random.default_rng(0))
+    mid = frames.eval_picks(pool, 3)
+    np.testing.assert_allclose(times[0, mid], cb[0] + (np.arange(3) + 0.5) * (ce[0] - cb[0]) / 3)
+    first = [sv.read_index(f) for f in enc["frames"][0]]
+    assert first == want[0, mid].tolist()
+    tr = data._encode(c.data, 64, 32, True)
+    picks = {tuple(sv.read_index(f) for f in tr.random_map(rec, np.random.default_rng(k))
+                   ["frames"][0]) for k in range(6)}
+    assert len(picks) > 1  # other frames each draw
+
+
+def _params(state: nnx.State, under: str) -> dict[str, np.ndarray]:
+    return {".".join(map(str, p[2:])): np.asarray(v.get_value())
+            for p, v in nnx.to_flat_state(state)
+            if p[:2] == (0, under) and isinstance(v, nnx.Param)}
+
+
+@pytest.mark.e2e  # two training steps and an evaluation: ~35 s on the shared CPU
+def test_train_loads_the_towers_and_evaluates_every_test_video(release, tmp_path, capfd):
+    c = tiny_config(release, tmp_path)
+    assert task.pretrained(c) == {"swin": (str(CKPT), "cclm_vision"),
+                                  "text": (str(CKPT), "cclm_text")}
+    state = train.setup(c, load_pretrained=True).state
+    tensors = torch_checkpoint.read_torch_checkpoint(CKPT)
+    s = META["swin"]
+    swin_cfg = swin.SwinConfig(image_size=s["img_size"], embed_dim=s["embed_dim"],
+                               depths=tuple(s["depths"]), num_heads=tuple(s["num_heads"]),
+                               window_size=s["window_size"])
+    want = cclm.match_swin(tensors, swin_cfg, str(CKPT))
+    got = _params(state, "swin")
+    assert got.keys() == want.keys()
+    for k in want:
+        np.testing.assert_array_equal(got[k], want[k], err_msg=k)
+    text = _params(state, "text")
+    np.testing.assert_array_equal(
+        text["embeddings.word_embeddings.embedding"],
+        tensors["text_encoder.bert.embeddings.word_embeddings.weight"])
+    capfd.readouterr()
+    res = train.run(c, str(tmp_path / "run"))
+    out = "".join(capfd.readouterr())
+    assert "pretrained: swin <- " in out and "pretrained: text <- " in out
+    test = res["en_test"]
+    assert test["videos"] == SIZES["test"]
+    n_clips = sum(len(data.cut_clips(r, c.data.clip_seconds)[0])
+                  for r in data.source(c.data, "en_test"))
+    assert test["pool_clips"] == n_clips and 0 <= test["f1"] <= 1
+
+
+def _tiny_model(head: str, chunk: int = 0, text_width: int = 64, remat: bool = False):
+    from vnr.benchmarks.msymon.model import FrameAligner
+
+    s = META["swin"]
+    sw = swin.SwinConfig(image_size=s["img_size"], embed_dim=s["embed_dim"],
+                         depths=tuple(s["depths"]), num_heads=tuple(s["num_heads"]),
+                         window_size=s["window_size"])
+    tc = cclm.TextConfig(vocab_size=40, hidden_size=text_width, num_hidden_layers=1,
+                         num_attention_heads=2, intermediate_size=64,
+                         max_position_embeddings=20)
+    return FrameAligner(sw, tc, head=head, embed=16, chunk=chunk, remat=remat,
+                        rngs=nnx.Rngs(0))
+
+
+def test_a_clip_is_the_mean_of_its_frames_features_and_a_sentence_its_cls():
+    """head="none" (the paper's v_i, t_i): the unit mean of the frames' Swin features and
+    the unit [CLS] state; evaluation in chunks of clips (jitted, a model whose Swin blocks
+    recompute activations for training) gives the same vectors."""
+    from vnr.benchmarks.msymon.model import frame_features
+
+    model = _tiny_model("none")
+    rng = np.random.default_rng(0)
+    clips = rng.integers(0, 256, (2, 5, 3, 64, 64, 3), np.uint8)
+    mask = np.array([[1, 1, 1, 1, 0], [1, 1, 1, 0, 0]], bool)
+    v = np.asarray(model.encode_clips(clips, mask, train=False))
+    per_frame = np.asarray(frame_features(model.swin, clips, False))
+    want = per_frame.mean(2)
+    want /= np.linalg.norm(want, axis=-1, keepdims=True)
+    np.testing.assert_allclose(v[mask], want[mask], atol=1e-5)
+    assert not v[~mask].any()
+    chunked = _tiny_model("none", chunk=2, remat=True)
+    nnx.update(chunked, nnx.state(model))
+    encode = nnx.jit(lambda m, x, k: m.encode_clips(x, k, train=False))
+    np.testing.assert_allclose(np.asarray(encode(chunked, clips, mask)), v, atol=1e-5)
+    tokens = np.array([[[0, 5, 9, 2, 1], [0, 7, 2, 1, 1]]], np.int32)
+    t = np.asarray(model.encode_sentences(tokens, tokens != 1, train=False))
+    cls = np.asarray(model.text(tokens[0], (tokens[0] != 1).astype(np.int32)).last_hidden_state)
+    np.testing.assert_allclose(t[0], cls[:, 0] / np.linalg.norm(cls[:, 0], axis=-1,
+                                                                 keepdims=True), atol=1e-5)
+
+
+def test_unequal_widths_need_the_linear_head():
+    with pytest.raises(ValueError, match="must be equal .or use model.cclm_head='linear'"):
+        _tiny_model("none", text_width=16)
+    m = _tiny_model("linear", text_width=16)
+    assert m.clip_proj.kernel.shape == (64, 16) and m.text_proj.kernel.shape == (16, 16)
+
+
+def test_videos_config_counts_missing_unreadable_and_short_videos(tmp_path):
+    from tfds_builders import msymon
+
+    root = synthetic.write_corpus(tmp_path / "release", seed=1, dim=8, languages=("en",),
+                                  sizes={"train": 4, "val": 1, "test": 1, "weak": 0})
+    frames.write_videos(root, fps=2.0, width=32, height=32)
+    vids = sorted(p.stem for p in (root / "videos").glob("*.mp4"))
+    (root / "videos" / f"{vids[0]}.mp4").unlink()
+    (root / "videos" / f"{vids[1]}.mp4").write_bytes(b"not a video")
+    sv.write(root / "videos" / f"{vids[2]}.mp4", np.arange(4) / 2.0, width=32, height=32)
+    builder = msymon.prepare("videos", tmp_path / "tfds", root)
+    summary = json.loads((pathlib.Path(builder.data_dir) / "build_summary.json").read_text())
+    skipped = summary["skipped"]
+    assert (skipped["missing_video"], skipped["unreadable_video"],
+            skipped["video_too_short"]) == (1, 1, 1)
+    kept = [r for s in msymon.split_names("videos", tmp_path / "tfds", root)
+            for r in msymon.data_source("videos", s, tmp_path / "tfds", root)]
+    assert {r["video_id"] for r in kept} == set(vids[3:])
+    for r in kept:
+        assert r["video_file"] == f"{r['video_id']}.mp4"
+        assert r["duration"] == pytest.approx(len(np.load(root / "features" /
+                                                          f"{r['video_id']}.npy")), abs=0.5)
+
+
+def test_the_defaults_are_cclm_base():
+    """`cclm`'s declared sizes are the released model's (the port's key-set test checks
+    SWIN_B_224 against upstream's Swin-B keys; the text defaults are XLM-R large's widths
+    and CCLM's 6 text layers), and the paper's head compares the two 1024-d features."""
+    c = get_config("individual:en,paper,cclm")
+    sw, tc = frames.tower_configs(c)
+    assert sw == swin.SWIN_B_224 and tc == cclm.TextConfig()
+    assert (c.model.cclm_head, c.data.max_tokens, c.data.frames.per_clip) == ("none", 40, 3)
+    model = nnx.eval_shape(lambda: frames.make_model(c, nnx.Rngs(0)))
+    n = sum(int(np.prod(v.shape)) for v in jax.tree.leaves(nnx.state(model.swin, nnx.Param)))
+    assert n == 86_743_224 and model.clip_proj is None
+    assert model.text.embeddings.word_embeddings.embedding.shape == (250002, 1024)
