@@ -17,6 +17,7 @@ SMOKE = {
     "moviepuzzle.pairwise": "configs/moviepuzzle/main.py:smoke",
     "moviepuzzle.hcmc": "configs/moviepuzzle/hcmc.py:smoke",
     "moviepuzzle.synopsis": "configs/moviepuzzle/synopsis.py:smoke",
+    "moviepuzzle.video_pairs": "configs/moviepuzzle/video_pairs.py:smoke",
     "sc2st.task": "configs/sc2st/main.py:smoke",
     "symon.order": "configs/symon/order.py:smoke",
     "symon.retrieval": "configs/symon/retrieval.py:smoke",
