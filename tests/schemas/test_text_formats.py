@@ -243,9 +243,9 @@ BAD_BYTES = b"0000\n\xff\xfe\xfa not utf-8\n"
 
 def _movie_list(path: pathlib.Path) -> list:
     """YMS movie_list.txt, read by the SYMON retrieval tools (`--movie_list`)."""
-    from vnr.benchmarks.symon import data
+    from vnr.benchmarks.symon import exclusion
 
-    return data.read_movie_list(str(path))
+    return exclusion.read_movie_list(str(path))
 
 
 @pytest.mark.parametrize("reader", [

@@ -28,9 +28,10 @@ behaviours this module works around:
 from __future__ import annotations
 
 import dataclasses
+import math
 import mmap
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import grain
@@ -191,3 +192,34 @@ def eval_batch_count(n: int, process_count: int, local_batch: int) -> int:
     the largest shard in `local_batch` rows (a process whose shard ends first pads)."""
     largest_shard = -(-n // process_count)
     return -(-largest_shard // local_batch)
+
+
+def resolve_epochs(config: Any, count: Callable[[], int], what: str, barrier: str
+                   ) -> int | None:
+    """`config.epochs` > 0 (a paper's epoch count): total_steps = ceil(epochs x `count()` /
+    batch_size), and with `warmup_epochs` > 0 warmup_steps the same way, on whatever corpus
+    the run reads; returns the steps (None: `epochs` is 0 and the step counts stand).
+    `count` (the items of the built train split, named `what` in errors) runs on process 0
+    first, which may build the dataset; the others wait at `barrier`, then count. A count
+    shorter than the validation cadence of a selecting run is one ValueError line."""
+    epochs = config.get("epochs", 0)
+    if not epochs:
+        return None
+    import jax
+
+    from vnr import distributed
+
+    n = count() if jax.process_index() == 0 else 0
+    if jax.process_count() > 1:
+        distributed.barrier(barrier)
+        n = n or count()
+    steps = math.ceil(epochs * n / config.batch_size)
+    val = (config.get("evals") or {}).get("val") or {}
+    if (config.get("select") or {}).get("metric") and val.get("every", 0) > steps:
+        raise ValueError(f"epochs={epochs} of {n} {what} at batch {config.batch_size} is "
+                         f"{steps} steps, fewer than evals.val.every={val['every']}: set "
+                         f"--config.eval_every to at most {steps}")
+    config.total_steps = steps
+    if warmup := config.get("warmup_epochs", 0):
+        config.warmup_steps = math.ceil(warmup * n / config.batch_size)
+    return steps

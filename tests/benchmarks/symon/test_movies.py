@@ -14,7 +14,7 @@ from tfds_builders import common
 from tfds_builders import symon as builder
 from tfds_builders.symon import synthetic, titles
 from tfds_builders.symon.symon import SymonConfig
-from vnr.benchmarks.symon import data, tools
+from vnr.benchmarks.symon import exclusion, tools
 
 # The layout of YMS movie_list.txt: the two channels' title formats, one movie twice.
 MOVIE_LIST = """0000\tAnt-Man in 4 minutes - (Marvel Phase Two Recap)
@@ -148,7 +148,7 @@ def test_real_yms_movie_list(shared_data):
                "Thor": 2, "Avengers": 2, "Alien": 2, "Dark Knight": 2, "Guardians": 1}
     assert {e: len({k for t, k in rows if e in t}) for e in entries} == entries
     # Official titles a SYMON video would carry find their YMS movie, each by its rule.
-    movies = data.listed_movies(data.read_movie_list(path))
+    movies = exclusion.listed_movies(exclusion.read_movie_list(path))
     official = {"The Hunger Games: Mockingjay – Part 1": ("mockingjayhungergames (2014)",
                                                           "reordered"),
                 "The Hunger Games: Catching Fire": ("catchingfirehungergames (2013)",
@@ -255,13 +255,13 @@ def test_yms_exclusion_logs_what_it_removed_and_what_matched_nothing(release, bu
     listed = tmp_path / "movie_list.txt"
     listed.write_text(MOVIE_LIST, encoding="utf-8")
     with pytest.raises(ValueError, match=r"url_list.txt is missing: the YMS test videos"):
-        data.exclude_movies(videos, str(listed), "train")
+        exclusion.exclude_movies(videos, str(listed), "train")
     # YMS's own videos by id (two of them are videos of this release with no movie name).
     (tmp_path / "url_list.txt").write_text(
         f"0000\thttps://youtu.be/{ids[5]}\n0001\thttps://www.youtube.com/watch?v={ids[6]}\n"
         "0002\thttps://youtu.be/AAAAAAAAAAA\n")
     with caplog.at_level(logging.WARNING):
-        keep, info = data.exclude_movies(videos, str(listed), "train")
+        keep, info = exclusion.exclude_movies(videos, str(listed), "train")
     assert sorted(info["removed"]) == sorted([ids[0], ids[2], ids[3], ids[4], ids[9], ids[5],
                                               ids[6]])
     assert info["removed_by_id"] == sorted([ids[5], ids[6]], key=[v["video_id"] for v in

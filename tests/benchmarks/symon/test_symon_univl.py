@@ -6,6 +6,7 @@ generated SYMON corpus in the release layout with its features cut to the checkp
 12-d input (the real ones are S3D's 1024-d rows)."""
 
 import json
+import math
 import pathlib
 
 import jax
@@ -192,8 +193,9 @@ def test_univl_presets_count_the_papers_epochs_on_the_built_split(release, tmp_p
     assert (c.epochs, c.warmup_epochs, c.batch_size, c.optimizer) == (20, 1, 1024, "sgd")
     c.batch_size, c.evals.val.every = 16, 1
     retrieval.validate(c)
-    per = -(-len(data.ItemSource(c.data, "train", "retrieval")) // 16)
-    assert (c.total_steps, c.warmup_steps) == (20 * per, per) and per > 1
+    n = len(data.ItemSource(c.data, "train", "retrieval"))
+    assert (c.total_steps, c.warmup_steps) == (math.ceil(20 * n / 16), math.ceil(n / 16))
+    assert n > 16
     o = config_lib.load(f"{ROOT / 'configs' / 'symon' / 'order.py'}:univl,video_only,a_to_b")
     assert (o.epochs, o.warmup_epochs, o.batch_size, o.lr) == (30, 6, 256, 1e-5)
     o.data.update(config="features", manual_dir=str(release), data_dir=str(tmp_path / "tfds"),
@@ -202,5 +204,5 @@ def test_univl_presets_count_the_papers_epochs_on_the_built_split(release, tmp_p
     o.batch_size = 8
     o.evals.val.every = 1
     order.validate(o)
-    per = -(-len(data.ItemSource(o.data, "setA", "order")) // 8)
-    assert (o.total_steps, o.warmup_steps) == (30 * per, 6 * per)
+    n = len(data.ItemSource(o.data, "setA", "order"))
+    assert (o.total_steps, o.warmup_steps) == (math.ceil(30 * n / 8), math.ceil(6 * n / 8))

@@ -10,7 +10,7 @@ import pytest
 from tests import ROOT
 from vnr import config as config_lib
 from vnr import train
-from vnr.benchmarks.symon import data
+from vnr.benchmarks.symon import data, exclusion
 
 
 def _config(name, arg):
@@ -20,11 +20,12 @@ def _config(name, arg):
 
 
 def test_yms_movie_list_keys(tmp_path):
-    assert data.title_key("The Dark Knight") == data.title_key("dark knight") == "darkknight"
+    key = exclusion.title_key
+    assert key("The Dark Knight") == key("dark knight") == "darkknight"
     lst = tmp_path / "movie_list.txt"
     lst.write_text("0000\tAnt-Man in 4 minutes - (Marvel Phase Two Recap)\n"
                    "0003\tBlade Runner in 4 minutes (Movie Recap)\n")
-    assert data.excluded_movie_keys(str(lst)) == {"antman", "bladerunner"}
+    assert exclusion.excluded_movie_keys(str(lst)) == {"antman", "bladerunner"}
 
 
 def test_new_segmentation_is_two_scene_clips():

@@ -34,7 +34,6 @@ With `data.feature_cache` (`vnr.feature_cache`; a frozen tower's outputs compute
 from __future__ import annotations
 
 import dataclasses
-import math
 import pathlib
 from collections.abc import Mapping
 from typing import Any
@@ -252,32 +251,11 @@ class _StorePrepare:
 
 
 def resolve_epochs(config: Any) -> int | None:
-    """`config.epochs` > 0 (the `paper` preset's 5, Table 7): total_steps = ceil(epochs x
-    clips of the built train split / batch_size) on whatever corpus the run uses; returns
-    the steps (None: `epochs` is 0 and total_steps stands). Builds the dataset first if
-    needed (process 0 builds, the others wait and open it)."""
-    epochs = config.get("epochs", 0)
-    if not epochs:
-        return None
-    import jax
-
-    from vnr import distributed
-
-    def count() -> int:
-        return len(source(config.data, config.data.train_split))
-
-    n = count() if jax.process_index() == 0 else 0
-    if jax.process_count() > 1:
-        distributed.barrier("vnr:moviepuzzle_epochs")
-        n = n or count()
-    steps = math.ceil(epochs * n / config.batch_size)
-    val = (config.get("evals") or {}).get("val") or {}
-    if (config.get("select") or {}).get("metric") and val.get("every", 0) > steps:
-        raise ValueError(f"epochs={epochs} of {n} train clips at batch {config.batch_size} is "
-                         f"{steps} steps, fewer than evals.val.every={val['every']}: set "
-                         f"--config.eval_every to at most {steps}")
-    config.total_steps = steps
-    return steps
+    """`config.epochs` > 0 (the `paper` preset's 5, Table 7): total_steps from the clips of
+    the built train split (`pipeline.resolve_epochs`); None when `epochs` is 0."""
+    return pipeline.resolve_epochs(
+        config, lambda: len(source(config.data, config.data.train_split)), "train clips",
+        "vnr:moviepuzzle_epochs")
 
 
 def _records(cfg: Any, split: str, cached: Mapping[str, Any] | None):

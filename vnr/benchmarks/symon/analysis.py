@@ -37,7 +37,7 @@ import numpy as np
 from absl import flags
 
 from vnr import cli
-from vnr.benchmarks.symon.data import title_key
+from vnr.benchmarks.symon.exclusion import title_key
 
 _WORD = re.compile(r"[a-z]+(?:'[a-z]+)?")
 EOS = "<EOS>"
@@ -154,7 +154,7 @@ def grid_search(costs: Sequence[np.ndarray], golds: Sequence[dict[int, int | Non
 
 # ---------------------------------------------------------------------- WikiPlots
 def movie_name(title: str) -> str:
-    """The name of a title's movie key (`data.title_key`) without its year: WikiPlots titles
+    """The name of a title's movie key (`exclusion.title_key`) without its year: WikiPlots titles
     carry none."""
     from tfds_builders import symon
 

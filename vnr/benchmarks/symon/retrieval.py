@@ -27,7 +27,7 @@ from flax import nnx
 
 from vnr import evaluation
 from vnr import task as task_lib
-from vnr.benchmarks.symon import data
+from vnr.benchmarks.symon import data, exclusion
 from vnr.benchmarks.symon.model import RetrievalModel, UniVLRetrievalModel
 from vnr.ops import contrastive, retrieval_metrics
 from vnr.reports import results as results_lib
@@ -58,7 +58,7 @@ def validate(config: Any) -> None:
         raise ValueError(f"data.exclude_movies={em!r} is not a file (exclude_yms needs "
                          "--config.data.exclude_movies=YMS_DIR/movie_list.txt)")
     if em:
-        data.yms_video_ids(em)  # YMS's url_list.txt beside it, readable: one line if not
+        exclusion.yms_video_ids(em)  # YMS's url_list.txt beside it, readable: one line if not
     if config.memory_mask_scope not in ("all", "memory"):
         raise ValueError(f"memory_mask_scope={config.memory_mask_scope!r}: 'all' or 'memory'")
     if config.temperature <= 0:

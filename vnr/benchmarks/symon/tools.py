@@ -5,7 +5,7 @@
 `movie_keys`: `title<TAB>movie key` for every line of a movie list (YMS `movie_list.txt`,
 `<id>\\t<YouTube title>`, or one title per line): the key of the movie the title is one of,
 as the YMS exclusion of `configs/symon/retrieval.py:exclude_yms` groups them
-(`data.listed_movies`, rules in `tfds_builders/symon/titles.py`). To stderr: the titles
+(`exclusion.listed_movies`, rules in `tfds_builders/symon/titles.py`). To stderr: the titles
 merged by a non-exact rule or an alias (one line each) and a summary (titles, distinct
 movies, titles left without a key).
 
@@ -37,13 +37,13 @@ from typing import Any
 from absl import flags
 
 from vnr import cli
-from vnr.benchmarks.symon import data
+from vnr.benchmarks.symon import data, exclusion
 
 
 def movie_keys(path: str) -> tuple[list[tuple[str, str]], dict[str, int], list[str]]:
     """([(title, its movie's key)], counts, the non-exact joins) of a movie list."""
-    rows = data.read_movie_list(path)
-    movies = data.listed_movies(rows)
+    rows = exclusion.read_movie_list(path)
+    movies = exclusion.listed_movies(rows)
     key_of = {t: m.key for m in movies for t in m.titles}
     out = [(t, key_of[t] if k else "") for t, k in rows]
     counts = {"titles": len(out), "movies": len(movies),
@@ -62,7 +62,7 @@ def contamination(yms_dir: str, config: str, data_dir: str, manual_dir: str
     and by id, and the YMS videos it would leave in training."""
     from tfds_builders import symon
 
-    ids = data.listed_video_ids(pathlib.Path(yms_dir) / data.YMS_URLS)
+    ids = exclusion.listed_video_ids(pathlib.Path(yms_dir) / exclusion.YMS_URLS)
     out: dict[str, Any] = {"yms_videos": len(ids), "splits": {}}
     for split in symon.split_names(config, data_dir, manual_dir):
         src = symon.data_source(config, split, data_dir, manual_dir)
@@ -70,7 +70,7 @@ def contamination(yms_dir: str, config: str, data_dir: str, manual_dir: str
         out["splits"][split] = sum(v["video_id"] in ids for v in videos)
         if split == "train":
             listed = str(pathlib.Path(yms_dir) / "movie_list.txt")
-            keep, info = data.exclude_movies(videos, listed, split)
+            keep, info = exclusion.exclude_movies(videos, listed, split)
             by_id = set(info["removed_by_id"])
             out["train_removed_by_title"] = len(info["removed"]) - len(by_id)
             out["train_removed_by_id"] = len(by_id)
