@@ -82,6 +82,7 @@ def _matched(state: nnx.State, sources: Sources, root: tuple):
     """Per source: (prefix, directory, {state path: array in the Flax layout}), checked
     against the state's parameter shapes. Arrays are memory-mapped views where possible."""
     flat = list(nnx.to_flat_state(state))
+    files: dict = {}  # a port file read once for all its towers (CCLM's image and text)
     for prefix, source in sources.items():
         name, part, step = unpack(source)
         want = tuple(int(p) if p.isdigit() else p for p in prefix.split(".")) if prefix else ()
@@ -98,7 +99,7 @@ def _matched(state: nnx.State, sources: Sources, root: tuple):
             continue
         if ports.is_port(part):  # an upstream's own file (univl.pretrained.bin, a .th)
             shapes = {k: tuple(v.get_value().shape) for k, (_, v) in targets.items()}
-            arrays = ports.read(part, name, shapes)
+            arrays = ports.read(part, name, shapes, files)
             yield prefix, f"{name} ({part})", {p: arrays[k] for k, (p, _) in targets.items()}
             continue
         _, prefixes, ignore, cfg, directory = towers.spec(name, part)

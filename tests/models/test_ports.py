@@ -110,3 +110,22 @@ def test_pretrained_hook_loads_a_port_source():
                            test_swin.TINY, "x")
     _same(_params(model.tower), want)
     assert lines and "(cclm_vision)" in lines[0]
+
+
+def test_one_file_is_read_once_for_two_towers(monkeypatch):
+    """CCLM's image and text towers come from one .th: the loader reads it once."""
+    reads: list[str] = []
+    real = torch_checkpoint.read_torch_checkpoint
+
+    def counted(path):
+        reads.append(str(path))
+        return real(path)
+
+    monkeypatch.setattr(torch_checkpoint, "read_torch_checkpoint", counted)
+    text = cclm.text_from_checkpoint(test_swin.CKPT, heads=2)
+    reads.clear()
+    files: dict = {}
+    shapes = loading.param_shapes(lambda r: swin.SwinTransformer(test_swin.TINY, rngs=r))
+    ports.read("cclm_vision", test_swin.CKPT, shapes, files)
+    _same(ports.read("cclm_text", test_swin.CKPT, _shapes(text), files), _params(text))
+    assert reads == [str(test_swin.CKPT)]

@@ -27,67 +27,61 @@ import numpy as np
 from vnr.models.encoders.loading import CheckpointError
 
 Shapes = Mapping[str, tuple[int, ...]]
-Reader = Callable[[Path, Shapes], dict[str, np.ndarray]]
+Tensors = Mapping[str, np.ndarray]
+Match = Callable[[Tensors, str, Shapes], dict[str, np.ndarray]]
 
 
-def _torch(path: Path) -> dict[str, np.ndarray]:
-    from vnr.models.encoders.torch_checkpoint import read_torch_checkpoint
-
-    return read_torch_checkpoint(path)
-
-
-def _univl(path: Path, shapes: Shapes) -> dict[str, np.ndarray]:
+def _univl(tensors: Tensors, where: str, shapes: Shapes) -> dict[str, np.ndarray]:
     from vnr.models.encoders import univl
 
-    return univl.match(_torch(path), shapes, str(path))
+    return univl.match(tensors, shapes, where)
 
 
-def _s3d(path: Path, shapes: Shapes) -> dict[str, np.ndarray]:
+def _s3d(tensors: Tensors, where: str, shapes: Shapes) -> dict[str, np.ndarray]:
     from vnr.models.encoders import s3d
 
-    return s3d.match(_torch(path), shapes, str(path))
+    return s3d.match(dict(tensors), dict(shapes), where)
 
 
-def _cclm_vision(path: Path, shapes: Shapes) -> dict[str, np.ndarray]:
+def _cclm_vision(tensors: Tensors, where: str, shapes: Shapes) -> dict[str, np.ndarray]:
     from vnr.models.encoders import cclm
 
-    tensors = _torch(path)
     buffers = {k: tuple(v.shape) for k, v in tensors.items() if k.startswith(cclm.VISION_PREFIX)
                and k.endswith(cclm.SWIN_BUFFERS)}
-    return cclm.match(tensors, shapes, str(path), cclm.VISION_PREFIX, buffers=buffers,
+    return cclm.match(tensors, shapes, where, cclm.VISION_PREFIX, buffers=buffers,
                       what="Swin image tower")
 
 
-def _cclm_text(path: Path, shapes: Shapes) -> dict[str, np.ndarray]:
+def _cclm_text(tensors: Tensors, where: str, shapes: Shapes) -> dict[str, np.ndarray]:
     from vnr.models.encoders import cclm
 
-    tensors = _torch(path)
     layers = {int(n.split(".")[2]) for n in shapes if n.startswith("encoder.layer.")}
-    return cclm.match_text_shapes(tensors, shapes, len(layers), str(path))
+    return cclm.match_text_shapes(tensors, shapes, len(layers), where)
 
 
-def _hugging_face(module: str) -> Reader:
-    def read(path: Path, shapes: Shapes) -> dict[str, np.ndarray]:
+def _hugging_face(module: str) -> Match:
+    def match(tensors: Tensors, where: str, shapes: Shapes) -> dict[str, np.ndarray]:
         import importlib
 
         from vnr.models.encoders import videomae
 
         mod = importlib.import_module(f"vnr.models.encoders.{module}")
-        tensors, where = videomae.read_tensors(path)
         if module == "videomae" and any(n.startswith("fc_norm.") for n in shapes):
             tensors = videomae.head_inside(tensors)  # a fine-tuned (classification) file
-        return videomae.match(shapes, tensors, where, mod.PREFIXES, mod.HEADS)
+        return videomae.match(shapes, tensors, Path(where), mod.PREFIXES, mod.HEADS)
 
-    return read
+    return match
 
 
-PORTS: dict[str, tuple[str, Reader]] = {
-    "univl": ("a UniVL state dict (univl.pretrained.bin)", _univl),
-    "s3d": ("an S3D state dict (s3d_howto100m.pth)", _s3d),
-    "cclm_vision": ("a CCLM checkpoint (.th), its Swin image tower", _cclm_vision),
-    "cclm_text": ("a CCLM checkpoint (.th), its XLM-R text layers", _cclm_text),
-    "videomae": ("a Hugging Face VideoMAE directory", _hugging_face("videomae")),
-    "timesformer": ("a Hugging Face TimeSformer directory", _hugging_face("timesformer")),
+TORCH, HUGGING_FACE = "torch", "hugging_face"  # how a port's files are read
+PORTS: dict[str, tuple[str, str, Match]] = {
+    "univl": ("a UniVL state dict (univl.pretrained.bin)", TORCH, _univl),
+    "s3d": ("an S3D state dict (s3d_howto100m.pth)", TORCH, _s3d),
+    "cclm_vision": ("a CCLM checkpoint (.th), its Swin image tower", TORCH, _cclm_vision),
+    "cclm_text": ("a CCLM checkpoint (.th), its XLM-R text layers", TORCH, _cclm_text),
+    "videomae": ("a Hugging Face VideoMAE directory", HUGGING_FACE, _hugging_face("videomae")),
+    "timesformer": ("a Hugging Face TimeSformer directory", HUGGING_FACE,
+                    _hugging_face("timesformer")),
 }
 
 
@@ -96,13 +90,34 @@ def is_port(part: str | None) -> bool:
     return part in PORTS
 
 
-def read(port: str, path: str | Path, shapes: Shapes) -> dict[str, np.ndarray]:
+def _tensors(kind: str, path: Path) -> tuple[Tensors, str]:
+    if kind == TORCH:
+        from vnr.models.encoders.torch_checkpoint import read_torch_checkpoint
+
+        return read_torch_checkpoint(path), str(path)
+    from vnr.models.encoders import videomae
+
+    tensors, where = videomae.read_tensors(path)
+    return tensors, str(where)
+
+
+def read(port: str, path: str | Path, shapes: Shapes,
+         files: dict[tuple[str, str], tuple[Tensors, str]] | None = None
+         ) -> dict[str, np.ndarray]:
     """NNX name -> array (NNX layout) for every entry of `shapes`, from the `port` checkpoint
-    at `path`; one-line `CheckpointError` when it is absent or does not fit."""
+    at `path`; one-line `CheckpointError` when it is absent or does not fit. `files` keeps
+    what was read for a caller loading several towers of one file (CCLM's two), so the
+    file is read once."""
     if port not in PORTS:
         raise ValueError(f"unknown checkpoint port {port!r}: one of {sorted(PORTS)}")
-    what, reader = PORTS[port]
+    what, kind, match = PORTS[port]
     p = Path(path).expanduser()
     if not p.exists():
         raise CheckpointError(f"{p}: no such checkpoint ({what}; nothing is downloaded)")
-    return reader(p, shapes)
+    key = (kind, str(p.resolve()))
+    if files is None or key not in files:
+        got = _tensors(kind, p)
+        if files is None:
+            return match(*got, shapes)
+        files[key] = got
+    return match(*files[key], shapes)
