@@ -86,7 +86,7 @@ def make(size: tuple[int, ...], batch: int, length: int, seed: int = 0):
     model = RMN(frame_dim=32, face_dim=32, faces=1, genres=4, vocab=vocab, max_roles=roles,
                 width=width, enc_layers=1, dec_layers=layers, heads=heads, mlp=mlp,
                 max_frames=frames, max_len=length + 1, dropout=0.0, pointer=True,
-                rngs=nnx.Rngs(seed))
+                max_genres=1, rngs=nnx.Rngs(seed))
     ks = jax.random.split(jax.random.key(seed + 1), 2)
     ex = {"mem": jax.random.normal(ks[0], (batch, frames + 1, width)),
           "mem_mask": jnp.ones((batch, frames + 1), bool),

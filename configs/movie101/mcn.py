@@ -1,4 +1,4 @@
-"""Movie101 MCN: RMN (role-aware narrator with the Eq. 1 role pointer), beam decoding.
+"""Movie101 MCN: RMN (role-aware narrator with the Eq. 1 role pointer), greedy decoding.
 
     python -m vnr.train --config configs/movie101/mcn.py[:ARGS] --workdir DIR
 
@@ -8,11 +8,13 @@ ARGS, comma-separated:
   vt          Vanilla Transformer: video only, fixed encoder memory, no pointer
   ovp         OVP: video only, dynamic memory bank, no pointer
   no_faces    RMN w/o f_v (no frame face features)
-  no_genre    RMN w/o g (no genre token); `no_faces,no_genre` is Table 3's first RMN row
+  no_genre    RMN w/o g (no genre tokens); `no_faces,no_genre` is Table 3's first RMN row
   Our ablations / options (not rows of the paper):
   no_pointer  RMN without the role pointer (names must come from the vocabulary)
   no_bank     RMN with the fixed encoder memory instead of the memory bank
   uniform     64 frames sampled uniformly over a long clip instead of its first 40 s
+  beam        beam search (5 beams) instead of upstream's greedy decoding
+  plain_loss  cross-entropy instead of upstream's label smoothing 0.1 + unlikelihood
   aug         (with v1) train on narration_role/train_merge.json's augmentation clips too
               (split train_clips), as upstream's RMN training does
   v1          Movie101-N (v1_narration; add --config.data.manual_dir=<Movie101v1 with features/>)
@@ -23,7 +25,12 @@ ARGS, comma-separated:
 Frames: the paper rows keep a clip's first 40 one-second feature rows (upstream's reader,
 `max_v_l = 40`; 168 of the 1,416 val paragraphs are longer); text: at most 150 tokens + EOS
 (upstream's `max_words_in_sent = 150`). Training data of the paper rows: Movie101-N train
-(the paper is silent on upstream's augmentation clips: `aug`).
+(the paper is silent on upstream's augmentation clips: `aug`). Where the paper is silent the
+rows follow upstream RMN (Movie101v1/baseline/RMN): d_model 512, 3 + 3 layers, 8 heads
+(modules/transformer.py TransformerConfig), FFN 2048 (modules/common.py FeedForward),
+dropout 0.1, up to 4 genre tokens (modules/transformer_encoder.py TagsEncoder, tags_len 4),
+label smoothing 0.1 + unlikelihood (models/transformer.py build_loss), greedy decoding
+(models/transformer.py evaluate).
 
 Defaults train on the generated `synthetic_narration` corpus (planted role/face signal, built
 on first use into data.data_dir). Real data needs the release's features (see
@@ -63,7 +70,7 @@ from configs import common
 from tfds_builders.movie101 import feature_dims
 
 ARGS = ("smoke", "vt", "ovp", "no_faces", "no_genre", "no_pointer", "no_bank", "v1", "v2", "en",
-        "mnscore", "uniform", "aug")
+        "mnscore", "uniform", "aug", "beam", "plain_loss")
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
@@ -100,18 +107,20 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
         pointer=model == "rmn" and "no_pointer" not in args, num_workers=0,
         l2_frames=True,  # upstream L2-normalises each second's CLIP ⊕ S3D ⊕ faces row
     )
-    # upstream's TransformerConfig for real data (d_model 512, 3 + 3 layers, 8 heads; the
-    # FFN width is not stated: 2048); smaller for the generated corpus
+    # upstream's TransformerConfig for real data (d_model 512, 3 + 3 layers, 8 heads) and
+    # FeedForward's d_ff 2048; smaller for the generated corpus
     c.model = dict(width=512 if real else 256, enc_layers=3 if real else 2,
                    dec_layers=3 if real else 2, heads=8 if real else 4,
                    mlp=2048 if real else 1024, dropout=0.1,
                    genre_token=model == "rmn" and "no_genre" not in args,
-                   memory_bank=model == "ovp" or (model == "rmn" and "no_bank" not in args))
+                   memory_bank=model == "ovp" or (model == "rmn" and "no_bank" not in args),
+                   label_smoothing=0.0 if "plain_loss" in args else 0.1,
+                   unlikelihood="plain_loss" not in args)
     common.evals(c, val_max=256)
     if real:  # the paper does not say how a model is selected (Appendix C: "<= 100"
         # epochs); ours: the step of best validation CIDEr-D (every run has it, not MNScore)
         c.select = dict(metric="val/cider_d", mode="max")
-    c.eval.update(beam_size=5, alpha=0.0, bert_model="", bert_layer=0,
+    c.eval.update(beam_size=5 if "beam" in args else 1, alpha=0.0, bert_model="", bert_layer=0,
                   bert_baseline=-1.0, clip_model="", em_frames=10, em_idf=False,
                   mnscore_em="fine")
     if "mnscore" in args:
@@ -127,7 +136,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
         c.model.update(width=32, enc_layers=1, dec_layers=1, heads=2, mlp=64, dropout=0.0)
         common.smoke(c)
         c.evals.val.max_examples, c.evals.test.max_examples = 8, 10
-        c.eval.beam_size = 2
+        c.eval.beam_size = 2 if "beam" in args else 1
     # the feature widths are the builder's (BuilderConfig), never a second literal here
     c.data.frame_dim, c.data.face_dim = feature_dims(c.data.movies_config)
     return c

@@ -188,7 +188,7 @@ def test_slot_cache_matches_full_recompute_under_reordering() -> None:
 
 def test_rmn_role_scores_use_the_decoders_attention() -> None:
     """Eq. 1: role scores from the decoder's own cross-attention α_t (last layer, head mean,
-    genre token dropped, renormalised over real frames) weighting the video memory, equal
+    genre slots dropped, renormalised over real frames) weighting the video memory, equal
     to the explicit projected form; the cached decode step gives the teacher-forced α."""
     from flax import nnx
 
@@ -196,7 +196,7 @@ def test_rmn_role_scores_use_the_decoders_attention() -> None:
 
     m = RMN(frame_dim=8, face_dim=6, faces=2, genres=3, vocab=9, max_roles=4, width=16,
             enc_layers=1, dec_layers=2, heads=2, mlp=32, max_frames=5, max_len=6, dropout=0.0,
-            pointer=True, rngs=nnx.Rngs(0))
+            pointer=True, max_genres=2, rngs=nnx.Rngs(0))
     m.portrait.bias[...] = jax.random.normal(jax.random.key(7), m.portrait.bias.shape)
     k = jax.random.split(jax.random.key(3), 4)
     frames, faces = jax.random.normal(k[0], (2, 5, 8)), jax.random.normal(k[1], (2, 5, 2, 6))
@@ -207,10 +207,10 @@ def test_rmn_role_scores_use_the_decoders_attention() -> None:
     mem, mask = m.encode(frames, faces, fmask, jnp.array([[0, -1], [1, 2]]))
     x = m.embed_tokens(tokens, por)
     h, alpha = m.decoder.hidden_x(x, mem, mask, return_attn=True)
-    assert alpha.shape == (2, 4, 6) and np.allclose(alpha.sum(-1), 1, atol=1e-5)
-    a = alpha[..., 1:] * fmask[:, None]
+    assert alpha.shape == (2, 4, 7) and np.allclose(alpha.sum(-1), 1, atol=1e-5)
+    a = alpha[..., 2:] * fmask[:, None]  # the two genre slots dropped
     a = a / a.sum(-1, keepdims=True)
-    c = jnp.einsum("bst,btw->bsw", a, mem[:, 1:])
+    c = jnp.einsum("bst,btw->bsw", a, mem[:, 2:])
     s = jnp.einsum("bsw,brw->bsr", m.pq(c), m.portrait(por)) / 4.0
     want = jnp.where(role_mask[:, None], jax.nn.sigmoid(m.gate(h)) * s, NEG)
     got = m.role_scores(h, alpha, mem, mask, por, role_mask)

@@ -78,10 +78,11 @@ def test_frame_window_first_40_or_uniform_and_150_tokens_plus_eos() -> None:
              "portrait_face": np.zeros((0, df)), "portrait_face_mask": np.zeros((0,), bool)}
     words = tuple(data.SPECIALS) + ("甲",)
     enc = data.Encode({"m": movie}, words, max_frames=40, max_tokens=150, max_roles=4,
-                      max_genres=2, genres=8, frame_dim=dc + 2, face_dim=df, faces=3,
-                      pointer=True, keep_text=True, l2_frames=False)
+                      max_genres=2, genres=("剧情", "喜剧", "爱情"), frame_dim=dc + 2,
+                      face_dim=df, faces=3, pointer=True, keep_text=True, l2_frames=False)
     ex = enc.map({"movie_id": "m", "start": 100.0, "end": 190.0, "pointer_text": "甲" * 200,
-                  "cast_names": [], "genre": [], "text": ""})
+                  "cast_names": [], "genre": ["爱情", "剧情", "喜剧"], "text": ""})
+    np.testing.assert_array_equal(ex["genre"], [2, 0])  # the vocabulary's rows, first G
     np.testing.assert_array_equal(ex["frames"][:, 0], np.arange(100, 140))  # the first 40 s
     np.testing.assert_array_equal(ex["clip_frames"][:, 0], uni)  # EMScore: the whole clip
     assert ex["clip_mask"].all() and ex["clip_frames"].shape == (40, dc)

@@ -58,7 +58,7 @@ def test_memory_bank_update_by_hand() -> None:
 def test_bank_teacher_forcing_equals_step_decoding() -> None:
     m = RMN(frame_dim=8, face_dim=6, faces=2, genres=3, vocab=9, max_roles=4, width=16,
             enc_layers=1, dec_layers=2, heads=2, mlp=32, max_frames=5, max_len=6, dropout=0.0,
-            pointer=True, memory_bank=True, rngs=nnx.Rngs(0))
+            pointer=True, memory_bank=True, max_genres=2, rngs=nnx.Rngs(0))
     k = jax.random.split(jax.random.key(5), 3)
     batch = {"frames": jax.random.normal(k[0], (2, 5, 8)),
              "faces": jax.random.normal(k[1], (2, 5, 2, 6)),
@@ -74,7 +74,29 @@ def test_bank_teacher_forcing_equals_step_decoding() -> None:
     step = jax.jit(functools.partial(rmn_bank_step, graph))
     consts = {"params": params, "mem": mem, "mem_mask": mask, "portraits": batch["portraits"],
               "role_mask": batch["role_mask"]}
-    state = set_beam({"cache": m.decoder.init_cache(2), "bank": m.bank.init(mem[:, 1:])}, 1)
+    state = set_beam({"cache": m.decoder.init_cache(2),
+                      "bank": m.bank.init(mem[:, m.video_offset:])}, 1)
     for t in range(5):
         lp, state = step(batch["tokens_in"][:, t], state, t, consts)
         np.testing.assert_allclose(lp, jax.nn.log_softmax(want[:, t]), rtol=1e-4, atol=1e-4)
+
+
+def test_paper_rows_follow_upstream_rmn_where_the_paper_is_silent() -> None:
+    """Each value names the upstream file it follows (yuezih/Movie101 d773b91,
+    Movie101v1/baseline/RMN)."""
+    from configs.movie101 import mcn
+
+    c = mcn.get_config("v1")
+    m = c.model
+    assert (m.width, m.enc_layers, m.dec_layers, m.heads) == (512, 3, 3, 8)  # modules/
+    # transformer.py TransformerConfig: d_model 512, enc/dec_n_layers 3, heads 8
+    assert m.mlp == 2048 and m.dropout == 0.1  # modules/common.py FeedForward d_ff=2048
+    assert c.data.max_genres == 4  # readers/caption_data.py: tags padded to 4 (commented
+    # out there, as is modules/transformer_encoder.py TagsEncoder: embedding + Norm)
+    assert m.label_smoothing == 0.1 and m.unlikelihood  # models/transformer.py build_loss:
+    # metrics/criterion.py UnlikelihoodLoss(0.1, ...)
+    assert c.eval.beam_size == 1  # models/transformer.py evaluate: decoding='greedy'
+    assert c.data.max_frames == 40 and c.data.max_tokens == 150  # readers/caption_data.py
+    ours = mcn.get_config("v1,beam,plain_loss")
+    assert ours.eval.beam_size == 5 and not ours.model.unlikelihood
+    assert ours.model.label_smoothing == 0.0

@@ -1,14 +1,17 @@
 """Movie101 MCN task: RMN (role pointer) trained by teacher forcing, beam-decoded, scored.
 
-Training: cross-entropy of the one softmax over vocabulary + cast outputs against the next
-token of the narration (`@k` role mentions are the pointer outputs V + k when the model has
-the pointer, plain name tokens otherwise), masked to the real tokens and EOS.
+Training: the one softmax over vocabulary + cast outputs against the next token of the
+narration (`@k` role mentions are the pointer outputs V + k when the model has the pointer,
+plain name tokens otherwise), masked to the real tokens and EOS: cross-entropy, or with
+model.label_smoothing / model.unlikelihood upstream RMN's criterion (`vnr.ops.sequence_loss`:
+smoothing mass on the vocabulary except PAD and on the cast slots that exist).
 
-Evaluation: `vnr.ops.beam_decode.beam_search` (eval.beam_size, length penalty eval.alpha,
-KV cache) decodes every narration inside the jitted `predict`; pointer outputs become the
-cast member's full name. Metrics (`caption_metrics`, x100): BLEU@1-4, CIDEr-D, RoleF1 as
-upstream's rolef1.py (`role_f1`, shown in the table and used by MNScore; our micro variant
-`role_*_micro`), and when configured
+Evaluation: `vnr.ops.beam_decode.beam_search` (eval.beam_size, 1 = greedy as upstream's
+`decoding='greedy'`; length penalty eval.alpha, KV cache) decodes every narration inside
+the jitted `predict`; pointer outputs become the cast member's full name. Metrics
+(`caption_metrics`, x100): BLEU@1-4, CIDEr-D, RoleF1 as upstream's rolef1.py (`role_f1`,
+shown in the table and used by MNScore; our micro variant `role_*_micro`), and when
+configured
   * eval.bert_model: `bertscore` at eval.bert_layer (0 = last), rescaled by
     eval.bert_baseline (< 0: estimated from mismatched reference pairs, `bert_baseline`);
   * eval.clip_model (a CLIP or Chinese-CLIP checkpoint, resolved offline): EMScore(X, V) of
@@ -46,6 +49,7 @@ from vnr.benchmarks.movie101 import records
 from vnr.benchmarks.movie101.mcn_model import RMN, rmn_bank_step, rmn_step
 from vnr.models.compute import float32
 from vnr.models.encoders import loading
+from vnr.ops import sequence_loss
 from vnr.ops.beam_decode import beam_search, tile_beams
 from vnr.reports import results as results_lib
 
@@ -113,7 +117,7 @@ def make_model(config: Any, rngs: nnx.Rngs) -> RMN:
                enc_layers=m.enc_layers, dec_layers=m.dec_layers, heads=m.heads, mlp=m.mlp,
                max_frames=d.max_frames, max_len=d.max_tokens + 1, dropout=m.dropout,
                pointer=d.pointer, genre_token=m.genre_token, memory_bank=m.memory_bank,
-               rngs=rngs)
+               max_genres=d.max_genres, rngs=rngs)
 
 
 def prepare_data(config: Any) -> None:
@@ -127,9 +131,21 @@ def train_data(config: Any, local_batch: int, process_index: int, process_count:
 
 def loss_fn(config: Any, model: RMN, batch: dict, rngs: nnx.Rngs):
     logits = float32(model(batch, train=True, rngs=rngs))
-    ce = optax.softmax_cross_entropy_with_integer_labels(logits, batch["targets"])
     m = batch["target_mask"].astype(jnp.float32)
-    loss = (ce * m).sum() / jnp.maximum(m.sum(), 1)
+    smoothing = config.model.get("label_smoothing", 0.0)
+    if smoothing or config.model.get("unlikelihood", False):  # upstream RMN's criterion
+        v = config.data.vocab_size
+        roles = batch["role_mask"] & config.data.pointer
+        classes = jnp.concatenate([jnp.broadcast_to(jnp.arange(v) != data.PAD,
+                                                    (roles.shape[0], v)), roles], -1)
+        loss = sequence_loss.smoothed_kl(logits, batch["targets"], batch["target_mask"],
+                                         smoothing, classes[:, : logits.shape[-1]])
+        if config.model.get("unlikelihood", False):
+            loss = loss + sequence_loss.unlikelihood(logits, batch["targets"],
+                                                     batch["target_mask"])
+    else:
+        ce = optax.softmax_cross_entropy_with_integer_labels(logits, batch["targets"])
+        loss = (ce * m).sum() / jnp.maximum(m.sum(), 1)
     acc = ((logits.argmax(-1) == batch["targets"]) * m).sum() / jnp.maximum(m.sum(), 1)
     is_role = (batch["targets"] >= config.data.vocab_size) & batch["target_mask"]
     role_acc = ((logits.argmax(-1) == batch["targets"]) & is_role).sum() / \

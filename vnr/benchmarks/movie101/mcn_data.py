@@ -21,7 +21,9 @@ max_tokens text tokens in, those tokens + EOS out, as upstream's `pad_sent`):
                                   over it ("uniform", ours); frame_mask bool [B,T]
   faces      float32 [B,T,F,Df]   face features per second, confidence order
   (with `l2_frames`, default, as upstream: each second's CLIP ⊕ S3D ⊕ faces row has unit norm)
-  genre      int32 [B,G]          crc32(genre) % genres, -1 = pad
+  genre      int32 [B,G]          the movie's first G genres as indices into `genre_vocab`
+                                  (every genre of every split, sorted: no two share an
+                                  embedding), -1 = pad
   portraits  float32 [B,R,Df], role_mask bool [B,R]
   tokens_in, targets int32 [B,S], target_mask bool [B,S]
   (eval only) ref, cast: object [B] reference text and the cast names joined by "\\t";
@@ -36,7 +38,6 @@ import dataclasses
 import json
 import os
 import re
-import zlib
 from typing import Any
 
 import grain
@@ -52,6 +53,7 @@ SPECIALS = ("<pad>", "<bos>", "<eos>", "<unk>")
 FRAME_SAMPLING = ("first", "uniform")
 _POINTER = re.compile(r"(@\d+)")
 _NAMES: dict[tuple, list[str]] = {}
+_GENRES: dict[tuple, tuple[str, ...]] = {}
 
 
 def segments(pointer_text: str) -> list[str]:
@@ -114,7 +116,7 @@ class Encode(grain.transforms.Map):
     max_tokens: int
     max_roles: int
     max_genres: int
-    genres: int
+    genres: tuple[str, ...]
     frame_dim: int
     face_dim: int
     faces: int
@@ -148,8 +150,9 @@ class Encode(grain.transforms.Map):
             norm = np.where(norm > 0, norm, 1.0)
             frames, faces = frames / norm, faces / norm[..., None]
         genre = np.full((self.max_genres,), -1, np.int32)
+        index = {g: i for i, g in enumerate(self.genres)}
         for j, g in enumerate(rec["genre"][: self.max_genres]):
-            genre[j] = zlib.crc32(g.encode()) % self.genres
+            genre[j] = index[g]
         R = self.max_roles
         portraits = np.zeros((R, self.face_dim), np.float32)
         role_mask = np.zeros((R,), bool)
@@ -211,7 +214,7 @@ def frame_seconds(lo: int, hi: int, max_frames: int, sampling: str) -> np.ndarra
 
 def _encode(cfg: Any, keep_text: bool) -> Encode:
     return Encode(MovieTable(cfg), tuple(vocab(cfg)), cfg.max_frames, cfg.max_tokens,
-                  cfg.max_roles, cfg.max_genres, cfg.genres, cfg.frame_dim, cfg.face_dim,
+                  cfg.max_roles, cfg.max_genres, genre_vocab(cfg), cfg.frame_dim, cfg.face_dim,
                   cfg.faces, cfg.pointer, keep_text, cfg.get("l2_frames", True),
                   cfg.get("frame_sampling", "first"))
 
@@ -227,6 +230,26 @@ def clip_width(cfg: Any) -> int:
             return int(clip.shape[1])
     raise ValueError(f"no movie of movie101/{cfg.movies_config} has CLIP features: EMScore "
                      "needs features/clip/<movie>.mp4.npy.npz in data.manual_dir")
+
+
+def genre_vocab(cfg: Any) -> tuple[str, ...]:
+    """Every genre named by a narration of any split, sorted: genre g is embedding row
+    `index(g)`, so no two genres share a row (upstream embeds 42 tags). ValueError naming
+    `data.genres` when the embedding table has fewer rows than there are genres."""
+    from tfds_builders import movie101
+
+    key = (cfg.config, os.path.abspath(cfg.data_dir))
+    if key not in _GENRES:
+        seen: set[str] = set()
+        for split in movie101.split_names(cfg.config, cfg.data_dir, cfg.manual_dir or None):
+            src = _source(cfg, cfg.config, split)
+            for i in range(len(src)):
+                seen.update(src[i]["genre"])
+        _GENRES[key] = tuple(sorted(seen))
+    if len(_GENRES[key]) > cfg.genres:
+        raise ValueError(f"movie101/{cfg.config} names {len(_GENRES[key])} genres but "
+                         f"data.genres={cfg.genres} embedding rows: raise data.genres")
+    return _GENRES[key]
 
 
 def all_cast_names(cfg: Any) -> list[str]:
@@ -295,6 +318,7 @@ def prepare(cfg: Any) -> None:
 
     movie101.prepare(cfg.movies_config, cfg.data_dir, cfg.manual_dir or None)
     vocab(cfg)
+    genre_vocab(cfg)
 
 
 def train_dataset(cfg: Any, batch_size: int, seed: int, process_index: int = 0,

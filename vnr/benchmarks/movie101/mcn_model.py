@@ -1,9 +1,11 @@
 """RMN, the role-aware narrator of Movie101 (§4.2), and a transformer decoder with a KV cache.
 
 Encoder: per second, CLIP ⊕ S3D ⊕ the frame's F face features (already in descending
-detection-confidence order) -> one linear projection + learned positions; a learned genre
-embedding (mean over the movie's genres) is prepended as one more token; a pre-LN transformer
-encoder (`vnr.models.layers.Block`) gives the memory M [T+1, W].
+detection-confidence order) -> one linear projection + learned positions; the movie's genres
+as a sequence of G learned genre embeddings, each layer-normalised (upstream's TagsEncoder:
+embedding + Norm, G = 4), padded slots masked, are prepended (§4.2: "a sequence of genre
+features"); a pre-LN transformer encoder (`vnr.models.layers.Block`) gives the memory
+M [G+T, W].
 
 Decoder: pre-LN layers of causal self-attention (KV cache for decoding), cross-attention to
 M and an MLP; vocabulary scores `W_o h_t`.
@@ -287,15 +289,17 @@ class RMN(nnx.Module):
     def __init__(self, *, frame_dim: int, face_dim: int, faces: int, genres: int, vocab: int,
                  max_roles: int, width: int, enc_layers: int, dec_layers: int, heads: int,
                  mlp: int, max_frames: int, max_len: int, dropout: float, pointer: bool,
-                 genre_token: bool = True, memory_bank: bool = False, rngs: nnx.Rngs):
+                 genre_token: bool = True, memory_bank: bool = False, max_genres: int = 4,
+                 rngs: nnx.Rngs):
         init = nnx.initializers.normal(0.02)
         self.vocab, self.max_roles, self.pointer, self.width = vocab, max_roles, pointer, width
-        self.genre_token = genre_token
+        self.genre_token, self.max_genres = genre_token, max_genres
         self.inp = dense(frame_dim + faces * face_dim, width, ("mlp", "embed"), rngs)
         self.frame_pos = nnx.Param(annotate(init, (None, "embed"))(rngs.params(),
                                                                    (max_frames, width)))
         self.genre = nnx.Embed(genres, width, embedding_init=annotate(init, ("vocab", "embed")),
                                rngs=rngs)
+        self.genre_ln = layer_norm(width, rngs)
         self.encoder = nnx.List([Block(width, heads, mlp, dropout, rngs)
                                  for _ in range(enc_layers)])
         self.enc_ln = layer_norm(width, rngs)
@@ -308,21 +312,23 @@ class RMN(nnx.Module):
 
     @property
     def video_offset(self) -> int:
-        """Memory rows before the video (the genre token)."""
-        return 1 if self.genre_token else 0
+        """Memory rows before the video (the G genre slots)."""
+        return self.max_genres if self.genre_token else 0
 
     def encode(self, frames, faces, frame_mask, genre, *, train: bool = False, rngs=None):
         """frames [B,T,Dv], faces [B,T,F,Df], frame_mask [B,T], genre [B,G] (-1 = pad)
-        -> memory [B,T(+1),W], mask [B,T(+1)] (genre token first when `genre_token`)."""
+        -> memory [B,G+T,W], mask [B,G+T] (the G genre slots first when `genre_token`)."""
         b, t = frames.shape[:2]
         x = self.inp(jnp.concatenate([frames, faces.reshape(b, t, -1)], -1))
         x = x + self.frame_pos[None, :t]
         mask = frame_mask
         if self.genre_token:
-            gmask = (genre >= 0)[..., None]
-            g = (self.genre(jnp.maximum(genre, 0)) * gmask).sum(1) / jnp.maximum(gmask.sum(1), 1)
-            x = jnp.concatenate([g[:, None], x], 1)
-            mask = jnp.concatenate([jnp.ones((b, 1), bool), frame_mask], 1)
+            if genre.shape[1] != self.max_genres:
+                raise ValueError(f"genre has {genre.shape[1]} slots, the model "
+                                 f"max_genres={self.max_genres}")
+            g = self.genre_ln(self.genre(jnp.maximum(genre, 0)))
+            x = jnp.concatenate([g.astype(x.dtype), x], 1)
+            mask = jnp.concatenate([genre >= 0, frame_mask], 1)
         for blk in self.encoder:
             x = blk(x, mask, train=train, rngs=rngs)
         return self.enc_ln(x), mask
