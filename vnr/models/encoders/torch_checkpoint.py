@@ -12,7 +12,12 @@
 The object pickle is read with a restricted unpickler: it resolves only the few globals a
 state dict needs (tensor/parameter rebuild functions, typed ``torch.*Storage`` classes,
 ``collections.OrderedDict``) and refuses every other class with one error naming the file
-and the class, so a checkpoint can never run code. Tensors are rebuilt as NumPy arrays
+and the class, so a checkpoint can never run code. Training checkpoints (fairseq's
+``checkpoint_best.pt``) also pickle bookkeeping objects next to the weights (an argparse
+``Namespace``, NumPy scalars in meters, config enums): with ``foreign="skip"`` every other
+class becomes an inert placeholder (``_Foreign``: it takes the pickled arguments and state,
+runs none of that class's code and is dropped), allowed only outside the tensor dict that is
+returned. Tensors are rebuilt as NumPy arrays
 (their storage viewed with the tensor's offset, shape and strides, then copied, so
 transposed or sliced tensors come out right and own their memory).
 
@@ -61,8 +66,33 @@ STORAGE_DTYPES: dict[str, Any] = {
 }
 
 
+FOREIGN = ("refuse", "skip")  # what the reader does with a class outside _ALLOWED
+
+
 class _Refused(Exception):
     """An unpickler request outside the allowed set (turned into a CheckpointError)."""
+
+
+class _Foreign:
+    """Inert stand-in for an object of a class the reader does not resolve (``foreign="skip"``):
+    it absorbs what the pickle passes (constructor arguments, state, items) and runs no code."""
+
+    qualname = "?"
+
+    def __init__(self, *_args: Any, **_kwargs: Any) -> None:
+        pass
+
+    def __setstate__(self, _state: Any) -> None:
+        pass
+
+    def __setitem__(self, _key: Any, _value: Any) -> None:
+        pass
+
+    def append(self, _value: Any) -> None:
+        pass
+
+    def extend(self, _values: Any) -> None:
+        pass
 
 
 @dataclass(frozen=True)
@@ -129,15 +159,19 @@ _ALLOWED: dict[tuple[str, str], Any] = {
 class _Unpickler(pickle.Unpickler):
     """Resolves only ``_ALLOWED`` and the typed storage classes; storages come from ``load``."""
 
-    def __init__(self, f: IO[bytes], storages: dict[str, _Storage] | None = None):
+    def __init__(self, f: IO[bytes], storages: dict[str, _Storage] | None = None,
+                 foreign: str = "refuse"):
         super().__init__(f)
         self.storages = {} if storages is None else storages
+        self.foreign = foreign
 
     def find_class(self, module: str, name: str) -> Any:
         if (module, name) in _ALLOWED:
             return _ALLOWED[(module, name)]
         if module == "torch" and name in STORAGE_DTYPES:
             return _StorageType(name, STORAGE_DTYPES[name])
+        if self.foreign == "skip":
+            return type(name, (_Foreign,), {"qualname": f"{module}.{name}"})
         raise _Refused(f"refusing to unpickle {module}.{name} (only tensors, storages and "
                        "dicts are read from torch checkpoints)")
 
@@ -187,7 +221,7 @@ def _bytes(raw: bytes, s: _Storage, what: str) -> np.ndarray:
     return np.frombuffer(raw, np.uint8, count=want)
 
 
-def _read_zip(f: IO[bytes], storages: bool = True) -> Any:
+def _read_zip(f: IO[bytes], storages: bool = True, foreign: str = "refuse") -> Any:
     with zipfile.ZipFile(f) as z:
         pkls = [n for n in z.namelist() if n == "data.pkl" or n.endswith("/data.pkl")]
         if len(pkls) != 1:
@@ -197,7 +231,7 @@ def _read_zip(f: IO[bytes], storages: bool = True) -> Any:
         names = set(z.namelist())
         if f"{prefix}byteorder" in names and z.read(f"{prefix}byteorder") != b"little":
             raise _Refused("big-endian checkpoint")
-        u = _Unpickler(io.BytesIO(z.read(pkls[0])))
+        u = _Unpickler(io.BytesIO(z.read(pkls[0])), foreign=foreign)
         tree = u.load()
         buffers = {}
         for key, s in u.storages.items() if storages else ():
@@ -209,7 +243,7 @@ def _read_zip(f: IO[bytes], storages: bool = True) -> Any:
     return tree, buffers
 
 
-def _read_legacy(f: IO[bytes]) -> Any:
+def _read_legacy(f: IO[bytes], foreign: str = "refuse") -> Any:
     def small() -> Any:
         return _Unpickler(f).load()
 
@@ -220,7 +254,7 @@ def _read_legacy(f: IO[bytes]) -> Any:
     info = small()
     if isinstance(info, Mapping) and not info.get("little_endian", True):
         raise _Refused("big-endian checkpoint")
-    u = _Unpickler(f)
+    u = _Unpickler(f, foreign=foreign)
     tree = u.load()
     keys = small()
     buffers = {}
@@ -241,14 +275,14 @@ def _read_legacy(f: IO[bytes]) -> Any:
     return tree, buffers
 
 
-def _read_object(f: IO[bytes]) -> tuple[Any, dict[str, np.ndarray]]:
+def _read_object(f: IO[bytes], foreign: str = "refuse") -> tuple[Any, dict[str, np.ndarray]]:
     """(unpickled tree with _TensorRef leaves, root key -> bytes) of a torch.save stream."""
     head = f.read(262)
     f.seek(0)
     if head.startswith(b"PK"):
-        return _read_zip(f)
+        return _read_zip(f, foreign=foreign)
     if head[:1] == b"\x80":
-        return _read_legacy(f)
+        return _read_legacy(f, foreign)
     if head[257:262] == b"ustar":
         raise _Refused("a tar archive: torch < 0.4's format is not supported (load and "
                        "re-save it with a newer torch)")
@@ -258,6 +292,9 @@ def _read_object(f: IO[bytes]) -> tuple[Any, dict[str, np.ndarray]]:
 def _flatten(tree: Any, prefix: str, out: dict[str, Any]) -> None:
     if isinstance(tree, np.ndarray | _Shape):
         out[prefix[:-1]] = tree
+    elif isinstance(tree, _Foreign):
+        raise _Refused(f"a {tree.qualname} object at {prefix[:-1]!r}, inside the tensor dict "
+                       "(foreign='skip' skips other classes only outside it)")
     elif isinstance(tree, Mapping):
         for k, v in tree.items():
             _flatten(v, f"{prefix}{k}.", out)
@@ -266,11 +303,14 @@ def _flatten(tree: Any, prefix: str, out: dict[str, Any]) -> None:
             _flatten(v, f"{prefix}{i}.", out)
 
 
-def read_torch_checkpoint(path: str | os.PathLike) -> dict[str, np.ndarray]:
+def read_torch_checkpoint(path: str | os.PathLike, *,
+                          foreign: str = "refuse") -> dict[str, np.ndarray]:
     """Every tensor of a ``torch.save`` file, by dotted name, as NumPy arrays.
 
     Args:
       path: a ``.pth`` / ``.bin`` / ``.th`` file in the zip or the legacy format.
+      foreign: ``"refuse"`` any class beyond tensors and dicts, or ``"skip"`` such objects
+        (inert placeholders, left out) when they lie outside the returned tensor dict.
 
     Returns:
       ``name -> array`` (own memory, C-contiguous); a top-level ``state_dict`` or ``model``
@@ -279,27 +319,30 @@ def read_torch_checkpoint(path: str | os.PathLike) -> dict[str, np.ndarray]:
     Raises:
       CheckpointError: one line naming the file and the problem.
     """
-    return _read(Path(path), shapes_only=False)
+    return _read(Path(path), shapes_only=False, foreign=foreign)
 
 
-def read_torch_shapes(path: str | os.PathLike) -> dict[str, tuple[int, ...]]:
+def read_torch_shapes(path: str | os.PathLike, *,
+                      foreign: str = "refuse") -> dict[str, tuple[int, ...]]:
     """``name -> shape`` of every tensor of a ``torch.save`` file, from its object pickle
     alone (a zip file's storages are not read): a model's sizes without its weights.
-    Same names and errors as ``read_torch_checkpoint``."""
-    return _read(Path(path), shapes_only=True)
+    Same names, ``foreign`` and errors as ``read_torch_checkpoint``."""
+    return _read(Path(path), shapes_only=True, foreign=foreign)
 
 
-def _read(path: Path, shapes_only: bool) -> dict[str, Any]:
+def _read(path: Path, shapes_only: bool, foreign: str = "refuse") -> dict[str, Any]:
+    if foreign not in FOREIGN:
+        raise ValueError(f"foreign must be one of {FOREIGN}, got {foreign!r}")
     if not path.is_file():
         raise CheckpointError(f"{path}: no such checkpoint file")
     try:
         with open(path, "rb") as f:
             if shapes_only and f.read(2) == b"PK":
                 f.seek(0)
-                tree = _read_zip(f, storages=False)[0]
+                tree = _read_zip(f, storages=False, foreign=foreign)[0]
             else:
                 f.seek(0)
-                tree, buffers = _read_object(f)
+                tree, buffers = _read_object(f, foreign)
                 tree = _shapes(tree) if shapes_only else _materialise(tree, buffers)
         if shapes_only:
             tree = _shapes(tree)
@@ -316,7 +359,10 @@ def _read(path: Path, shapes_only: bool) -> dict[str, Any]:
     if isinstance(tree, np.ndarray | _Shape):
         raise CheckpointError(f"{path}: holds a single tensor, not a dict of tensors")
     out: dict[str, Any] = {}
-    _flatten(tree, "", out)
+    try:
+        _flatten(tree, "", out)
+    except _Refused as e:
+        raise CheckpointError(f"{path}: {e}") from None
     return {k: tuple(v) for k, v in out.items()} if shapes_only else out
 
 
