@@ -95,10 +95,20 @@ class BertLayer(layers.TransformerLayer):
     def __call__(
         self, x: jax.Array, mask: attention.Mask | None, deterministic: bool | None
     ) -> jax.Array:
+        return self.feed_forward(self.self_attention(x, mask, deterministic), deterministic)
+
+    def self_attention(
+        self, x: jax.Array, mask: attention.Mask | None, deterministic: bool | None
+    ) -> jax.Array:
+        """The attention sublayer (with its residual and LayerNorm), shared with layers that
+        add a sublayer between it and the feed-forward one (xbert's cross-attention)."""
         sa, so = self.attention.self, self.attention.output
         a = self.attend(x, (sa.query, sa.key, sa.value), mask, sa.dropout, deterministic)
         a = so.dropout(so.dense(a), deterministic=deterministic)
-        x = so.LayerNorm(a + x)
+        return so.LayerNorm(a + x)
+
+    def feed_forward(self, x: jax.Array, deterministic: bool | None) -> jax.Array:
+        """The feed-forward sublayer with its residual and LayerNorm."""
         y = self.act(self.intermediate.dense(x))
         y = self.output.dropout(self.output.dense(y), deterministic=deterministic)
         return self.output.LayerNorm(y + x)
