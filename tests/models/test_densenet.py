@@ -2,11 +2,14 @@
 forward, from a torchvision-layout state dict the test writes (random weights; a small
 DenseNet so the NumPy loops stay fast)."""
 
+import dataclasses
 import json
+from pathlib import Path
 
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from flax import nnx
 from safetensors.numpy import save_file
 
 from bench.reference.conv_np import np_conv
@@ -125,3 +128,74 @@ def test_densenet121_shape_and_bad_checkpoints(tmp_path):
         densenet.load_densenet(tmp_path)
     with pytest.raises(FileNotFoundError, match="torchvision"):
         densenet.load_densenet(tmp_path / "nowhere")
+
+
+# ------------------------------------------------- DenseNet-161, Places365 checkpoint layout
+# Golden files (tests/golden/make_densenet161.py, run by hand with torch): torchvision's
+# DenseNet at growth 8, blocks (1, 2, 2, 1), 365 classes, random weights, saved as CSAIL's
+# Places365 file is (`{'state_dict': {'module.' + legacy name: tensor}, ...}`, legacy format).
+GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "densenet161"
+META = json.loads((GOLDEN / "meta.json").read_text())
+SMALL161 = densenet.DenseNetConfig(**{k: tuple(v) if k == "block_config" else v
+                                      for k, v in META["small"].items()})
+PLACES = GOLDEN / densenet.PLACES365_FILE
+
+
+@pytest.fixture(scope="module")
+def places_model():
+    return densenet.load_places365(PLACES, cfg=SMALL161)
+
+
+@pytest.mark.parametrize("name", list(META["inputs"]))
+def test_places365_checkpoint_matches_torchvision(places_model, name):
+    with np.load(GOLDEN / "io.npz") as f:
+        io = dict(f)
+    mean = np.array(META["mean"], np.float32)[:, None, None]
+    std = np.array(META["std"], np.float32)[:, None, None]
+    x = (io[f"{name}_images"].astype(np.float32) / np.float32(255) - mean) / std
+    out = nnx.jit(lambda m, v: m(v))(places_model, jnp.asarray(x.transpose(0, 2, 3, 1)))
+    got = {"feature_map": np.asarray(out.feature_map).transpose(0, 3, 1, 2),
+           "pooled": np.asarray(out.pooled), "logits": np.asarray(out.logits)}
+    for field, value in got.items():
+        ref = io[f"{name}_{field}"]
+        assert value.shape == ref.shape, field
+        diff = float(np.abs(value - ref).max())
+        print(f"densenet161 {name} {field}: max |diff| {diff:.3g} (max |ref| "
+              f"{np.abs(ref).max():.3g})")
+        assert diff <= 1e-5 * max(1.0, float(np.abs(ref).max())), (field, diff)
+
+
+def test_densenet161_places365_keys_match_the_full_checkpoint():
+    full = json.loads((GOLDEN / "full_keys.json").read_text())
+    assert len(full) == len({k.removeprefix("module.") for k in full})
+    assert all(k.startswith("module.") for k in full) and any(".norm.1." in k for k in full)
+    want = {k: tuple(v) for k, v in densenet.places365_tensors(full).items()}
+    shapes = loading.param_shapes(lambda r: densenet.DenseNet(densenet.DENSENET161_PLACES365, r))
+    ours = {loading.torch_key(k): loading.torch_shape(k, s) for k, s in shapes.items()}
+    assert ours == want
+    assert densenet.DENSENET161.num_features == 2208
+    assert shapes["classifier.kernel"] == (2208, 365)
+    assert sum(int(np.prod(s)) for k, s in shapes.items()
+               if "running" not in k) == META["full_params"] == 27_278_285
+
+
+def test_places365_wrong_class_count_is_one_line_naming_the_file():
+    cfg = dataclasses.replace(SMALL161, num_classes=1000)
+    with pytest.raises(loading.CheckpointError) as e:
+        densenet.load_places365(PLACES, cfg=cfg)
+    msg = str(e.value)
+    assert "\n" not in msg and msg.startswith(str(PLACES))
+    assert "365 classes" in msg and "1000" in msg
+
+
+def test_places365_features_only_and_missing_file(tmp_path, monkeypatch):
+    model = densenet.load_places365(PLACES, cfg=dataclasses.replace(SMALL161, num_classes=0))
+    assert not hasattr(model, "classifier")
+    with pytest.raises(loading.CheckpointError, match="densenet161_places365.pth.tar: "):
+        densenet.load_places365(PLACES, cfg=dataclasses.replace(SMALL161, growth_rate=4))
+    monkeypatch.setenv("VNR_ENCODERS_DIR", str(tmp_path))
+    with pytest.raises(FileNotFoundError, match="Places365"):
+        densenet.load_places365("nowhere")
+    (tmp_path / "places").mkdir()
+    (tmp_path / "places" / densenet.PLACES365_FILE).write_bytes(PLACES.read_bytes())
+    assert densenet.load_places365("places", cfg=SMALL161).config == SMALL161

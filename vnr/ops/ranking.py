@@ -33,6 +33,10 @@ Two ways to the same counts:
   counts; both compute each block's scores with the same dot, so s* and the candidates'
   scores are compared within one consistent set of float32 values. With a mesh, queries
   are split over a mesh axis (`jax.shard_map`; candidates replicated).
+
+A training loss on the same kind of scores lives here too: `max_margin_ranking_loss`, the
+bidirectional hinge of MoEE (Miech et al. 2018) on a square text x video matrix, and
+`candidate_max_margin_loss`, the same hinge for a query scored against its own candidates.
 """
 
 from __future__ import annotations
@@ -321,3 +325,50 @@ def reciprocal_rank(stats: RankStats, tie: str) -> jax.Array:
                                 lambda x, c: body(x.astype(jnp.float32), c),
                                 (jnp.zeros_like(g), jnp.ones_like(g)))
     return jnp.where(stats.valid, jnp.where(t > 1, many, one), jnp.nan)
+
+
+# ----------------------------------------------------------------------------- losses
+
+
+def max_margin_ranking_loss(scores: jax.Array, margin: float = 0.2) -> jax.Array:
+    """MoEE's max-margin ranking loss of a square score matrix.
+
+    Args:
+      scores: [n, n], row i a text, column j a video; the diagonal holds the matching pairs.
+      margin: the hinge's margin (MoEE trained with 0.2).
+
+    Returns:
+      The mean over i, j of max(0, margin - s_ii + s_ij) and max(0, margin - s_ii + s_ji):
+      2 n^2 terms, the n diagonal ones (each `margin`, no gradient) included as MoEE does.
+    """
+    s = jnp.asarray(scores, jnp.float32)
+    n = s.shape[0]
+    if s.shape != (n, n):
+        raise ValueError(f"max_margin_ranking_loss: scores of shape {s.shape}, not square")
+    pos = jnp.diagonal(s)[:, None]
+    hinge = jax.nn.relu(margin - pos + s).sum() + jax.nn.relu(margin - pos + s.T).sum()
+    return hinge / (2 * n * n)
+
+
+def candidate_max_margin_loss(scores: jax.Array, positive: jax.Array, margin: float = 0.2,
+                              valid: jax.Array | None = None) -> jax.Array:
+    """The same hinge for queries each scored against their own candidates (ours).
+
+    Args:
+      scores: [..., C] candidate scores of each query.
+      positive: int [...] (the positive's index) or bool [..., C] (exactly one True).
+      margin: the hinge's margin.
+      valid: bool [...] queries to count (None: all).
+
+    Returns:
+      The mean over counted queries and their C - 1 negatives of
+      max(0, margin - s_pos + s_neg); 0 when no query counts.
+    """
+    s = jnp.asarray(scores, jnp.float32)
+    c, positive = s.shape[-1], jnp.asarray(positive)
+    if positive.dtype != jnp.bool_:
+        positive = jax.nn.one_hot(positive, c, dtype=jnp.bool_)
+    pos = jnp.sum(jnp.where(positive, s, 0.0), axis=-1, keepdims=True)
+    hinge = jnp.where(positive, 0.0, jax.nn.relu(margin - pos + s)).sum(-1) / max(c - 1, 1)
+    w = jnp.ones(hinge.shape, jnp.float32) if valid is None else valid.astype(jnp.float32)
+    return (hinge * w).sum() / jnp.maximum(w.sum(), 1.0)

@@ -18,12 +18,20 @@ own loader does). Batch norm is the inference form with the stored running stati
 (`FrozenBatchNorm`, eps 1e-5): the model is a frozen feature extractor, never trained here.
 No weights ship with vnr and none can be downloaded from this machine: put the converted
 file in `$VNR_ENCODERS_DIR/densenet121/`.
+
+DenseNet-161 (`DENSENET161`: growth 48, blocks (6, 12, 36, 24), 96 initial features, 2208-d
+`pooled`) is Sc2St's scene expert for the MoEE baselines (paper §4.3.2), with CSAIL's
+Places365 weights (`densenet161_places365.pth.tar`, 365 scene classes). That file is a
+`torch.save`d training checkpoint read here without torch (`load_places365`): a dict whose
+`state_dict` was taken from a `DataParallel` wrapper (every key starts with `module.`) of the
+torchvision of its day (legacy `norm.1` / `conv.1` layer names, no `num_batches_tracked`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
@@ -31,7 +39,8 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from vnr.models.encoders import torchvision_ckpt
+from vnr.models.encoders import loading, torchvision_ckpt
+from vnr.models.encoders.loading import CheckpointError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,6 +64,9 @@ class DenseNetConfig:
 
 
 DENSENET121 = DenseNetConfig()
+DENSENET161 = DenseNetConfig(growth_rate=48, block_config=(6, 12, 36, 24), num_init_features=96)
+DENSENET161_PLACES365 = dataclasses.replace(DENSENET161, num_classes=365)
+PLACES365_FILE = "densenet161_places365.pth.tar"
 
 
 class DenseNetOutput(NamedTuple):
@@ -191,3 +203,64 @@ def load_densenet(name_or_dir: str | Path, *, key: jax.Array | None = None,
     return torchvision_ckpt.load(directory, ctor, torchvision_tensors,
                                  ignore=() if cfg.num_classes else ("classifier.",),
                                  key=key, mesh=mesh)
+
+
+# ----------------------------------------------------------------------------- Places365
+
+
+def places365_tensors(tensors: dict) -> dict:
+    """A Places365 training checkpoint's state dict as `match_tensors` reads it: the
+    `module.` prefix of its DataParallel wrapper dropped, then `torchvision_tensors`."""
+    return torchvision_tensors({k.removeprefix("module."): v for k, v in tensors.items()})
+
+
+def find_checkpoint_file(name_or_path: str | Path, filename: str, what: str, source: str
+                         ) -> Path:
+    """A checkpoint file: the path itself, `filename` inside that directory, or the same under
+    `$VNR_ENCODERS_DIR`. `source` says where the published file comes from (in the error)."""
+    root = loading.encoders_root()
+    for base in (Path(name_or_path).expanduser(), root / str(name_or_path)):
+        for p in (base, base / filename):
+            if p.is_file():
+                return p
+    raise FileNotFoundError(
+        f"no {what} checkpoint {str(name_or_path)!r} (neither a file nor a directory holding "
+        f"{filename}, here or under {root}); runs never download. Get {source} and put "
+        f"it at {root / filename} or pass its path")
+
+
+def check_classes(path: Path, tensors: dict, key: str, want: int) -> None:
+    """One-line error naming the file when the classifier `key` is not `want` classes."""
+    if want and key in tensors and tensors[key].shape[0] != want:
+        raise CheckpointError(f"{path}: classifier {key!r} has {tensors[key].shape[0]} classes "
+                              f"but the config says {want}")
+
+
+def match_file(path: Path, ctor: Callable[[nnx.Rngs], nnx.Module], tensors: dict,
+               ignore: tuple[str, ...]) -> dict:
+    """`loading.match_tensors` of a file's PyTorch-layout tensors, errors naming the file."""
+    try:
+        return loading.match_tensors(loading.param_shapes(ctor), tensors, "pt", ignore=ignore)
+    except CheckpointError as e:
+        raise CheckpointError(f"{path}: {e}") from None
+
+
+def load_places365(name_or_path: str | Path = PLACES365_FILE, *,
+                   cfg: DenseNetConfig = DENSENET161_PLACES365, key: jax.Array | None = None,
+                   mesh: jax.sharding.Mesh | None = None) -> DenseNet:
+    """DenseNet with the weights of CSAIL's Places365 checkpoint (read without torch; legacy
+    or zip `torch.save` format). A checkpoint whose classifier has another class count than
+    `cfg.num_classes` is an error; `num_classes=0` drops the classifier (features only)."""
+    from vnr.models.encoders.torch_checkpoint import read_torch_checkpoint
+
+    path = find_checkpoint_file(name_or_path, PLACES365_FILE, "DenseNet-161 Places365",
+                                f"CSAIL's Places365 release ({PLACES365_FILE})")
+    tensors = places365_tensors(read_torch_checkpoint(path))
+    check_classes(path, tensors, "classifier.weight", cfg.num_classes)
+
+    def ctor(rngs: nnx.Rngs) -> DenseNet:
+        return DenseNet(cfg, rngs)
+
+    arrays = match_file(path, ctor, tensors, () if cfg.num_classes else ("classifier.",))
+    return loading.instantiate(ctor, arrays, key=jax.random.key(0) if key is None else key,
+                               mesh=mesh)
