@@ -129,3 +129,35 @@ def test_one_file_is_read_once_for_two_towers(monkeypatch):
     ports.read("cclm_vision", test_swin.CKPT, shapes, files)
     _same(ports.read("cclm_text", test_swin.CKPT, _shapes(text), files), _params(text))
     assert reads == [str(test_swin.CKPT)]
+
+
+def test_videoclip_singularity_and_chinese_clip_ports():
+    """The three training-checkpoint / hub ports return their loaders' own reading, whole
+    and for one tower (VideoCLIP's fairseq file carries training state beside the weights)."""
+    from tests.models import test_singularity, test_videoclip
+    from vnr.models.encoders import chinese_clip, singularity, videoclip
+
+    tensors = videoclip.read_checkpoint(test_videoclip.CKPT)
+    full = loading.param_shapes(lambda r: videoclip.VideoCLIP(
+        test_videoclip.TINY, dtype=np.float32, param_dtype=np.float32, rngs=r))
+    _same(ports.read("videoclip", test_videoclip.CKPT, full),
+          videoclip.match(tensors, full, "x"))
+    text = {k: v for k, v in full.items() if k.startswith("text_encoder.")}
+    assert set(ports.read("videoclip", test_videoclip.CKPT, text)) == set(text)
+
+    t = singularity.read_tensors(test_singularity.PT)
+    cfg = singularity.config_from_tensors(t, "x")
+    shapes = loading.param_shapes(lambda r: singularity.Singularity(
+        cfg, dtype=np.float32, param_dtype=np.float32, rngs=r))
+    _same(ports.read("singularity", test_singularity.PT, shapes),
+          singularity.match(t, shapes, "x"))
+
+    tiny = GOLDEN / "chinese_clip" / "tiny"
+    ccfg = chinese_clip.read_config(tiny)
+    vision = loading.param_shapes(lambda r: chinese_clip.ChineseCLIPVisionModel(ccfg, rngs=r))
+    got = ports.read("chinese_clip", tiny, vision)
+    assert set(got) == set(vision)
+    want = chinese_clip.from_pretrained(tiny, tower="vision")
+    _same(got, _params(want))
+    with pytest.raises(CheckpointError, match="nothing is downloaded"):
+        ports.read("chinese_clip", tiny.parent / "absent", vision)

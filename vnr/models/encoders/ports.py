@@ -15,6 +15,13 @@ offending key. Nothing is downloaded: the path must be on this machine.
 | `cclm_text` | CCLM's `.th` | CCLM's text tower (`cclm.text_from_checkpoint`'s model) |
 | `videomae` | a Hugging Face VideoMAE directory | `videomae.VideoMAEModel` |
 | `timesformer` | a Hugging Face TimeSformer directory | `timesformer.TimesformerModel` |
+| `videoclip` | `checkpoint_best.pt` (fairseq examples/MMPT) | `videoclip.VideoCLIP` or one tower |
+| `singularity` | `singularity[_temporal]_{5m,17m}.pth`, `ft_*.pth` | `singularity.Singularity` |
+| `chinese_clip` | a Hugging Face Chinese-CLIP directory | `chinese_clip.ChineseCLIPModel` or a tower |
+
+Training checkpoints (fairseq's, Singularity's) pickle bookkeeping next to the weights
+(argparse / OmegaConf objects, NumPy scalars): their readers skip such objects as inert
+placeholders (`torch_checkpoint.read_torch_checkpoint(..., foreign="skip")`).
 """
 
 from __future__ import annotations
@@ -59,6 +66,24 @@ def _cclm_text(tensors: Tensors, where: str, shapes: Shapes) -> dict[str, np.nda
     return cclm.match_text_shapes(tensors, shapes, len(layers), where)
 
 
+def _videoclip(tensors: Tensors, where: str, shapes: Shapes) -> dict[str, np.ndarray]:
+    from vnr.models.encoders import videoclip
+
+    return videoclip.match(tensors, shapes, where)
+
+
+def _singularity(tensors: Tensors, where: str, shapes: Shapes) -> dict[str, np.ndarray]:
+    from vnr.models.encoders import singularity
+
+    return singularity.match(tensors, shapes, where)
+
+
+def _chinese_clip(tensors: Tensors, where: str, shapes: Shapes) -> dict[str, np.ndarray]:
+    from vnr.models.encoders import chinese_clip
+
+    return chinese_clip.match(tensors, shapes, where)
+
+
 def _hugging_face(module: str) -> Match:
     def match(tensors: Tensors, where: str, shapes: Shapes) -> dict[str, np.ndarray]:
         import importlib
@@ -73,7 +98,9 @@ def _hugging_face(module: str) -> Match:
     return match
 
 
-TORCH, HUGGING_FACE = "torch", "hugging_face"  # how a port's files are read
+# how a port's files are read: a plain torch state dict, a Hugging Face directory, or a
+# training checkpoint through its module's own reader (unwraps `model`, skips bookkeeping)
+TORCH, HUGGING_FACE, VIDEOCLIP, SINGULARITY = "torch", "hugging_face", "videoclip", "singularity"
 PORTS: dict[str, tuple[str, str, Match]] = {
     "univl": ("a UniVL state dict (univl.pretrained.bin)", TORCH, _univl),
     "s3d": ("an S3D state dict (s3d_howto100m.pth)", TORCH, _s3d),
@@ -82,6 +109,9 @@ PORTS: dict[str, tuple[str, str, Match]] = {
     "videomae": ("a Hugging Face VideoMAE directory", HUGGING_FACE, _hugging_face("videomae")),
     "timesformer": ("a Hugging Face TimeSformer directory", HUGGING_FACE,
                     _hugging_face("timesformer")),
+    "videoclip": ("a VideoCLIP fairseq checkpoint (checkpoint_best.pt)", VIDEOCLIP, _videoclip),
+    "singularity": ("a Singularity checkpoint (.pth)", SINGULARITY, _singularity),
+    "chinese_clip": ("a Hugging Face Chinese-CLIP directory", HUGGING_FACE, _chinese_clip),
 }
 
 
@@ -95,6 +125,14 @@ def _tensors(kind: str, path: Path) -> tuple[Tensors, str]:
         from vnr.models.encoders.torch_checkpoint import read_torch_checkpoint
 
         return read_torch_checkpoint(path), str(path)
+    if kind == VIDEOCLIP:
+        from vnr.models.encoders import videoclip
+
+        return videoclip.read_checkpoint(path), str(path)
+    if kind == SINGULARITY:
+        from vnr.models.encoders import singularity
+
+        return singularity.read_tensors(path), str(path)
     from vnr.models.encoders import videomae
 
     tensors, where = videomae.read_tensors(path)
