@@ -17,7 +17,7 @@ offending key. Nothing is downloaded: the path must be on this machine.
 | `timesformer` | a Hugging Face TimeSformer directory | `timesformer.TimesformerModel` |
 | `videoclip` | `checkpoint_best.pt` (fairseq examples/MMPT) | `videoclip.VideoCLIP` or one tower |
 | `singularity` | `singularity[_temporal]_{5m,17m}.pth`, `ft_*.pth` | `singularity.Singularity` |
-| `chinese_clip` | a Hugging Face Chinese-CLIP directory | `chinese_clip.ChineseCLIPModel` or a tower |
+| `chinese_clip` | a Hugging Face Chinese-CLIP directory | `chinese_clip.ChineseCLIPModel`, towers |
 
 Training checkpoints (fairseq's, Singularity's) pickle bookkeeping next to the weights
 (argparse / OmegaConf objects, NumPy scalars): their readers skip such objects as inert
