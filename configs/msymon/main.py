@@ -35,6 +35,10 @@ ARGS is a comma-separated list of one training regime (§5.2, Table 3) and optio
                      each sentence on its own, so every paper row runs without them
   punctuation        a different task: Appendix C's punctuation restoration
                      (`vnr/benchmarks/msymon/punctuation.py`; data.corpus, model.encoder)
+  shots / grid       clips are the video's shots (Appendix A: TransNetV2's hard cuts in
+                     cuts/<id>.txt, `python -m vnr.extract --model transnetv2`; the default
+                     with `cclm`) or consecutive data.clip_seconds clips (ours; the default
+                     of the feature model)
   synthetic          the generated corpus with known alignment (no manual_dir; dim 32)
   smoke              tiny sizes for tests (implies synthetic unless a manual_dir is given)
 
@@ -76,7 +80,7 @@ def _regime(args) -> tuple[str, str | None]:
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     args = common.parse_arg(arg, __file__, (*REGIMES, "annotated", "paper", "window",
                                             "percentile", "context", "synthetic", "smoke",
-                                            "punctuation", "cclm"),
+                                            "punctuation", "cclm", "grid", "shots"),
                             dict.fromkeys(PER_LANGUAGE, LANGUAGES), sep=":")
     if "punctuation" in args:
         return punctuation_config("smoke" in args)
@@ -103,6 +107,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
         dim=32 if synthetic else 512,  # feature width of features/<id>.npy
         fps=1.0,  # feature rows per second
         clip_seconds=3.0 if not synthetic else 2.0,
+        # clips: "shots" (Appendix A: TransNetV2's shots, cuts/<id>.txt; the `cclm` paper rows)
+        # or "grid" (consecutive clip_seconds clips: ours, the feature model's default)
+        clips="shots" if "shots" in args else "grid",
         train_split="+".join(f"{x}_{split}" for x in langs),
         val_split="+".join(f"{x}_val" for x in langs),
         test_splits=tuple(f"{x}_test" for x in langs),
@@ -155,6 +162,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
         c.lr, c.total_steps, c.warmup_steps = 1e-4, 1000, 50
     if "cclm" in args:
         _cclm(c, regime in FROM_RUN)
+        c.data.clips = "grid" if "grid" in args else "shots"
+    elif "grid" in args and "shots" in args:
+        raise args.error("grid and shots are two ways to cut clips: name one")
     if "paper" in args:  # §6.1; 20 epochs: set total_steps = 20 * videos / batch_size
         c.optimizer, c.schedule, c.warmup_steps, c.end_lr_factor = "adamw", "cosine", 0, 0.0
         c.lr = 4e-6 if regime in FROM_RUN else 4e-5

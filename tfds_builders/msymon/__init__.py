@@ -44,7 +44,7 @@ def to_record(raw: dict) -> dict:
         rec["features"] = np.asarray(raw["features"], np.float32)
     if "video_file" in raw:
         rec["video_file"] = common.text(raw["video_file"])
-    for k in ("clip_begin", "clip_end"):  # YMS records share this reader's consumers
+    for k in ("clip_begin", "clip_end", "shot_begin", "shot_end"):  # YMS: its clips
         if k in raw:
             rec[k] = np.asarray(raw[k], np.float32)
     return rec

@@ -24,7 +24,7 @@ from tfds_builders import common, schema
 from tfds_builders.msymon import parse
 from tfds_builders.schema import Invalid, Unreadable, check, detail, each, load_json
 
-VERSION = tfds.core.Version("1.1.0")
+VERSION = tfds.core.Version("1.2.0")
 MOVIES_FILE = "movies.json"
 VAL_FRACTION = 0.1  # of a language's train videos, when its val.json is empty
 
@@ -33,7 +33,8 @@ Point --manual_dir at a directory holding `annotations/<lang>/{train,val,test}.j
 M-SyMoN release), optionally `subtitles/<lang>/<video_id>.json` (timed narration sentences),
 `movies.json` ({video_id: movie name}) and, for feature configs, `features/<video_id>.npy`
 ([T, dim] float, `fps` rows per second); for the `videos` config, `videos/<video_id>.<ext>`
-(yt-dlp's downloads)."""
+(yt-dlp's downloads); `cuts/<video_id>.txt` (hard cuts in seconds, one a line: `python -m
+vnr.extract --model transnetv2` writes them) gives the video's shots (Appendix A)."""
 
 
 @dataclasses.dataclass(eq=False)
@@ -204,6 +205,30 @@ def _complete(root: pathlib.Path, config: MSymonConfig, lang: str, vid: str, vid
                                f"{vid}: no span or narration time gives a duration")
             return None
     video["duration"] = np.float32(duration)
+    return _shots(root, video, counts)
+
+
+def _shots(root: pathlib.Path, video: dict, counts: collections.Counter) -> dict:
+    """Adds `shot_begin` / `shot_end`: the shots between the hard cuts of
+    `cuts/<id>.txt` over [0, duration) (Appendix A: TransNetV2's cuts); none without the
+    file (counted `kept_without_cuts`); a cut at or past the video's end, or at or before
+    0, is dropped and counted (`cuts:outside_video`)."""
+    from tfds_builders.symon.symon import read_cuts
+
+    path = root / "cuts" / f"{video['video_id']}.txt"
+    duration = float(video["duration"])
+    if not path.is_file():
+        counts["kept_without_cuts"] += 1
+        video["shot_begin"] = video["shot_end"] = np.zeros((0,), np.float32)
+        return video
+    cuts = read_cuts(path, counts)
+    inside = (cuts > 0) & (cuts < duration)
+    if (~inside).any():
+        for c in cuts[~inside]:  # each dropped cut counted, the file named
+            common.record_skip(counts, "cuts:outside_video", path,
+                               f"cut {float(c):g} s outside (0, {duration:g}) s")
+    edges = np.concatenate([[0.0], cuts[inside], [duration]]).astype(np.float32)
+    video["shot_begin"], video["shot_end"] = edges[:-1], edges[1:]
     return video
 
 
@@ -244,19 +269,19 @@ def _complete_weak(root: pathlib.Path, config: MSymonConfig, video: dict,
             return None
         video["video_file"], duration = got
         video["duration"] = np.float32(duration)
-        return video
+        return _shots(root, video, counts)
     if not config.features:
         video["duration"] = np.float32(need)
-        return video
+        return _shots(root, video, counts)
     feats = parse.video_features(root, video["video_id"], config.dim, config.fps, need, counts,
                                  f"weak video {video['video_id']}")
     if feats is None:
         return None
     video.update(features=feats, duration=np.float32(len(feats) / config.fps))
-    return video
+    return _shots(root, video, counts)
 
 
-def make_example(video: dict, with_features: bool) -> dict:
+def make_example(video: dict, with_features: bool, shots: bool = True) -> dict:
     ex = {
         "video_id": video["video_id"],
         "language": video["language"],
@@ -268,6 +293,9 @@ def make_example(video: dict, with_features: bool) -> dict:
         "narr_end": np.asarray(video["narr_end"], np.float32),
         "duration": np.float32(video["duration"]),
     }
+    if shots:
+        ex["shot_begin"] = np.asarray(video.get("shot_begin", ()), np.float32)
+        ex["shot_end"] = np.asarray(video.get("shot_end", ()), np.float32)
     if with_features:
         ex["features"] = np.asarray(video["features"], np.float32)
     if "video_file" in video:
@@ -275,7 +303,7 @@ def make_example(video: dict, with_features: bool) -> dict:
     return ex
 
 
-def feature_specs(config: Any) -> dict:
+def feature_specs(config: Any, shots: bool = True) -> dict:
     """The stored features of a video (YMS stores these too, plus clip boundaries);
     `config.features` / `config.dim` add the [T, dim] video features."""
     f32 = tfds.features.Tensor(shape=(None,), dtype=np.float32)
@@ -287,6 +315,8 @@ def feature_specs(config: Any) -> dict:
         "matched": tfds.features.Tensor(shape=(None,), dtype=np.int32),
         "duration": tfds.features.Scalar(np.float32),
     }
+    if shots:  # M-SyMoN's shots from cuts/ (YMS stores its own clips instead)
+        feats.update(shot_begin=f32, shot_end=f32)
     if config.features:
         feats["features"] = tfds.features.Tensor(shape=(None, config.dim), dtype=np.float32)
     if getattr(config, "videos", False):
@@ -302,7 +332,8 @@ class MSymon(common.SummaryBuilder, tfds.core.GeneratorBasedBuilder):
     VERSION = VERSION
     RELEASE_NOTES = {"1.0.0": "Initial release.",
                      "1.1.0": "Validation carved by movie when val is empty; weak overlap "
-                              "removal by movie."}
+                              "removal by movie.",
+                     "1.2.0": "Shots from cuts/<id>.txt (shot_begin, shot_end)."}
     MANUAL_DOWNLOAD_INSTRUCTIONS = MANUAL_DOWNLOAD_INSTRUCTIONS
     BUILDER_CONFIGS = [
         builder_config(False),

@@ -100,7 +100,7 @@ def test_the_store_holds_each_clips_pool_and_eval_takes_the_thirds(release, tmp_
     c = tiny_config(release, tmp_path)
     src = data.source(c.data, "en_test")
     rec = src[0]
-    cb, ce = data.cut_clips(rec, c.data.clip_seconds)
+    cb, ce = data.cut_clips(rec, c.data.clip_seconds, data.shots(c.data))
     pool = c.data.frames.pool
     assert rec["frames"].shape == (len(cb) * pool, 64, 64, 3)
     times = frames.clip_times(cb, ce, pool)
@@ -150,7 +150,7 @@ def test_train_loads_the_towers_and_evaluates_every_test_video(release, tmp_path
     assert "pretrained: swin <- " in out and "pretrained: text <- " in out
     test = res["en_test"]
     assert test["videos"] == SIZES["test"]
-    n_clips = sum(len(data.cut_clips(r, c.data.clip_seconds)[0])
+    n_clips = sum(len(data.cut_clips(r, c.data.clip_seconds, data.shots(c.data))[0])
                   for r in data.source(c.data, "en_test"))
     assert test["pool_clips"] == n_clips and 0 <= test["f1"] <= 1
 
@@ -239,3 +239,38 @@ def test_the_defaults_are_cclm_base():
     n = sum(int(np.prod(v.shape)) for v in jax.tree.leaves(nnx.state(model.swin, nnx.Param)))
     assert n == 86_743_224 and model.clip_proj is None
     assert model.text.embeddings.word_embeddings.embedding.shape == (250002, 1024)
+
+
+def test_paper_rows_cut_shots_from_the_cuts_files(release, tmp_path):
+    """Appendix A: clips are the shots between the hard cuts of cuts/<id>.txt (what
+    `vnr.extract --model transnetv2` writes); `grid` keeps the 3-s clips as our option."""
+    c = tiny_config(release, tmp_path)
+    assert c.data.clips == "shots" and get_config("individual:en,cclm,grid").data.clips == "grid"
+    root = pathlib.Path(c.data.manual_dir)
+    rec = data.source(c.data, "en_test")[0]
+    cuts = np.loadtxt(root / "cuts" / f"{rec['video_id']}.txt", ndmin=1)
+    cb, ce = data.cut_clips(rec, c.data.clip_seconds, data.shots(c.data))
+    np.testing.assert_allclose(cb, np.concatenate([[0.0], cuts]), atol=1e-3)
+    np.testing.assert_allclose(ce, np.concatenate([cuts, [rec["duration"]]]), atol=1e-3)
+    assert len(cb) != len(data.cut_clips(rec, 3.0)[0])  # not the grid
+    bare = {k: v for k, v in rec.items() if k not in ("shot_begin", "shot_end")}
+    with pytest.raises(ValueError, match="has no shots: its cuts/<id>.txt") as e:
+        data.cut_clips(bare, 3.0, True)
+    assert "\n" not in str(e.value)
+    with pytest.raises(ValueError, match="data.clips='scenes'"):
+        data.shots({"clips": "scenes"})
+
+
+def test_cuts_outside_the_video_and_missing_cuts_files_are_counted(tmp_path):
+    from tfds_builders.msymon import msymon as builder
+
+    root = tmp_path / "r"
+    (root / "cuts").mkdir(parents=True)
+    (root / "cuts" / "a.txt").write_text("0\n1.5\n3.0\n9.5\n")
+    counts = __import__("collections").Counter()
+    v = builder._shots(root, {"video_id": "a", "duration": 4.0}, counts)
+    np.testing.assert_allclose(v["shot_begin"], [0.0, 1.5, 3.0])
+    np.testing.assert_allclose(v["shot_end"], [1.5, 3.0, 4.0])
+    assert counts["cuts:outside_video"] == 2  # 0 and 9.5
+    w = builder._shots(root, {"video_id": "b", "duration": 4.0}, counts)
+    assert counts["kept_without_cuts"] == 1 and len(w["shot_begin"]) == 0

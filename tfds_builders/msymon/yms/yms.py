@@ -224,7 +224,8 @@ class Yms(common.SummaryBuilder, tfds.core.GeneratorBasedBuilder):
         from tfds_builders.msymon.msymon import feature_specs
 
         f32 = tfds.features.Tensor(shape=(None,), dtype=np.float32)
-        feats = dict(feature_specs(self.builder_config), clip_begin=f32, clip_end=f32)
+        feats = dict(feature_specs(self.builder_config, shots=False), clip_begin=f32,
+                     clip_end=f32)
         return self.dataset_info_from_configs(
             features=tfds.features.FeaturesDict(feats),
             homepage="https://github.com/RubbyJ/Data-efficient-Alignment")
@@ -242,7 +243,7 @@ class Yms(common.SummaryBuilder, tfds.core.GeneratorBasedBuilder):
         from tfds_builders.msymon.msymon import make_example
 
         for v in videos:
-            ex = make_example(v, self.builder_config.features)
+            ex = make_example(v, self.builder_config.features, shots=False)
             ex["clip_begin"] = np.asarray(v["clip_begin"], np.float32)
             ex["clip_end"] = np.asarray(v["clip_end"], np.float32)
             yield v["video_id"], ex

@@ -1,11 +1,13 @@
 """Grain pipelines for clip/sentence alignment (M-SyMoN and YMS records).
 
 A video is cut into clips: YMS records carry their own clip boundaries
-(`clip_segmentation.txt`); M-SyMoN records are cut into consecutive clips of
-`clip_seconds` (the last one shorter). A clip's feature is the mean of the feature rows
-(`fps` per second) it covers. Its ground-truth sentence is the matched sentence whose
-annotated span holds the clip's midpoint (`tfds_builders.msymon.gt_clip_labels`), else
--1. Batches (padded to `max_clips` / `max_sentences`; eval pads to the split's largest video):
+(`clip_segmentation.txt`); M-SyMoN records are cut into their shots (`data.clips="shots"`:
+the builder's `shot_begin` / `shot_end` from `cuts/<id>.txt`, Appendix A) or into
+consecutive clips of `clip_seconds` (`"grid"`, the last one shorter). A clip's feature is
+the mean of the feature rows (`fps` per second) it covers. Its ground-truth sentence is the
+matched sentence whose annotated span holds the clip's midpoint
+(`tfds_builders.msymon.gt_clip_labels`), else -1. Batches (padded to `max_clips` /
+`max_sentences`; eval pads to the split's largest video):
 
   features     float32 [B, C, D]   mean feature per clip (zeros in text_only)
   clip_mask    bool    [B, C]
@@ -30,6 +32,7 @@ Training takes a random window of at most `max_clips` clips and the sentences ar
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from typing import Any
 
@@ -62,10 +65,23 @@ def narration_times(sentences: list[str], begin: np.ndarray, end: np.ndarray,
     return nb, ne, known
 
 
-def cut_clips(rec: dict, clip_seconds: float) -> tuple[np.ndarray, np.ndarray]:
-    """The record's clip boundaries, or fixed-length clips over its duration."""
+CLIPS = ("grid", "shots")
+
+
+def cut_clips(rec: dict, clip_seconds: float, shots: bool = False
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """The record's clip boundaries (YMS), its shots (`shots`), or fixed-length clips over
+    its duration. A video without shots under `shots` is a one-line error naming its
+    missing cuts file."""
     if len(rec.get("clip_begin", ())):
         return rec["clip_begin"].astype(np.float32), rec["clip_end"].astype(np.float32)
+    if shots:
+        if "shot_begin" not in rec or not len(rec["shot_begin"]):
+            raise ValueError(f"video {rec.get('video_id', '?')!r} has no shots: its "
+                             "cuts/<id>.txt was absent when the dataset was built (write it "
+                             "with `python -m vnr.extract --model transnetv2`, then rebuild; or "
+                             "cut a 3-s grid with data.clips=grid)")
+        return rec["shot_begin"].astype(np.float32), rec["shot_end"].astype(np.float32)
     from tfds_builders.msymon import fixed_clips
 
     return fixed_clips(float(rec["duration"]), clip_seconds)
@@ -86,12 +102,12 @@ def pool_features(feats: np.ndarray | None, cb: np.ndarray, ce: np.ndarray, fps:
 
 
 def video_arrays(rec: dict, clip_seconds: float, fps: float, dim: int,
-                 pool: int = 0) -> dict[str, Any]:
+                 pool: int = 0, shots: bool = False) -> dict[str, Any]:
     """Unpadded per-video arrays (clips, labels, narration) of one record; with `pool` > 0
     its stored frames as `frames` [C, pool, S, S, 3] (`frames.py`)."""
     from tfds_builders.msymon import gt_clip_labels
 
-    cb, ce = cut_clips(rec, clip_seconds)
+    cb, ce = cut_clips(rec, clip_seconds, shots)
     labels = gt_clip_labels(rec["begin"], rec["end"], rec["matched"], cb, ce)
     nb, ne, known = narration_times(rec["sentences"], rec["narr_begin"], rec["narr_end"],
                                     float(rec["duration"]))
@@ -156,10 +172,11 @@ class Encode(grain.transforms.RandomMap):
     tokenizer: str = "hash"  # or a checkpoint tokenizer (`vnr.models.encoders.tokenizers`)
     per_clip: int = 0  # frames per clip from the stored pools (0: features only)
     pool: int = 0
+    shots: bool = False  # clips are the record's shots (else the clip_seconds grid)
 
     def random_map(self, rec: dict, rng: np.random.Generator) -> dict[str, np.ndarray]:
         v = video_arrays(rec, self.clip_seconds, self.fps, self.dim,
-                         self.pool if self.per_clip else 0)
+                         self.pool if self.per_clip else 0, self.shots)
         c, s = len(v["labels"]), len(v["sentences"])
         if self.train:
             v = crop(v, self.max_clips, self.max_sentences, rng)
@@ -241,9 +258,22 @@ def source(cfg: Any, split: str):
         bc = builder.resolve_config(cfg.config, cfg.dim, cfg.fps)
         srcs = [builder.data_source(bc, s, cfg.data_dir, cfg.manual_dir or None) for s in names]
         if frames.per_clip(cfg):  # clips from frames: each split's stored pools
-            srcs = [frames.StoredPools(cfg, s, src, cut_clips)
+            cut = functools.partial(_cut, shots=shots(cfg))
+            srcs = [frames.StoredPools(cfg, s, src, cut)
                     for s, src in zip(names, srcs, strict=True)]
     return srcs[0] if len(srcs) == 1 else Concat(srcs)
+
+
+def shots(cfg: Any) -> bool:
+    """Whether `cfg` cuts M-SyMoN videos into their shots (`data.clips`)."""
+    clips = cfg.get("clips", "grid")
+    if clips not in CLIPS:
+        raise ValueError(f"data.clips={clips!r}: one of {CLIPS}")
+    return clips == "shots"
+
+
+def _cut(rec: dict, clip_seconds: float, shots: bool) -> tuple[np.ndarray, np.ndarray]:
+    return cut_clips(rec, clip_seconds, shots)
 
 
 def _encode(cfg: Any, max_clips: int, max_sentences: int, train: bool) -> Encode:
@@ -251,7 +281,7 @@ def _encode(cfg: Any, max_clips: int, max_sentences: int, train: bool) -> Encode
     return Encode(max_clips, max_sentences, cfg.clip_seconds, cfg.fps,
                   cfg.dim if cfg.features else 1, cfg.max_tokens, cfg.vocab_size, train,
                   cfg.get("tokenizer", text.HASH), per_clip,
-                  int(cfg.frames.pool) if per_clip else 0)
+                  int(cfg.frames.pool) if per_clip else 0, shots(cfg))
 
 
 def train_dataset(cfg: Any, batch_size: int, seed: int, process_index: int = 0,
@@ -268,7 +298,7 @@ def eval_sizes(src: Any, cfg: Any, max_examples: int = 0) -> tuple[int, int]:
     c = s = 1
     for i in range(n):
         rec = src[i]
-        c = max(c, len(cut_clips(rec, cfg.clip_seconds)[0]))
+        c = max(c, len(cut_clips(rec, cfg.clip_seconds, shots(cfg))[0]))
         s = max(s, len(rec["sentences"]))
     up = lambda x: -(-x // 16) * 16  # noqa: E731
     return up(c), up(s)

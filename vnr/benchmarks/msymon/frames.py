@@ -1,7 +1,7 @@
 """Clips from video frames (M-SyMoN §5.1, `model.encoder="cclm"`): which frames a clip is
 seen through, stored once per split, and the checks of the frame path's config.
 
-**Which frames.** A clip [b, e) (the pipeline's clip grid, `data.clip_seconds`) keeps a pool
+**Which frames.** A clip [b, e) (a shot, or a cell of the `data.clip_seconds` grid) keeps a pool
 of `data.frames.pool` frames, the frames shown at the centres of `pool` equal parts of the
 clip (`clip_times`). §5.1 represents a clip by "randomly selecting three frames from it";
 training draws `data.frames.per_clip` (3) distinct frames of the pool at random per clip and
@@ -182,7 +182,7 @@ def store_directory(d: Any, split: str, records: Sequence[dict], clips: Clips
     dataset = f"msymon/{bc.name}/{built.name}"
     size = resize(d)
     ident = {"dataset": dataset, "split": split, "clip_seconds": float(d.clip_seconds),
-             "pool": int(d.frames.pool),
+             "clips": d.get("clips", "grid"), "pool": int(d.frames.pool),
              "built": {f: feature_cache.digest(built / f) for f in
                        ("dataset_info.json", "build_summary.json") if (built / f).is_file()},
              **video.describe_store(size, d.frames.pick, "pool: centres of equal parts")}
@@ -214,9 +214,11 @@ class StoredPools:
 
 
 def write_videos(root: str | pathlib.Path, fps: float = 4.0, width: int = 96,
-                 height: int = 64) -> pathlib.Path:
+                 height: int = 64, shot_seconds: float = 2.5) -> pathlib.Path:
     """`root/videos/<id>.mp4` for every `root/features/<id>.npy` of a generated release, as
-    long as its features (one row a second), `fps` frames a second spelling their index."""
+    long as its features (one row a second), `fps` frames a second spelling their index,
+    and `root/cuts/<id>.txt`: hard cuts every `shot_seconds` x 0.6, 1.4, 0.6, ... (shots of
+    two lengths, as TransNetV2 would write them; 0: no cuts files)."""
     from vnr.data import synthetic_video
 
     root = pathlib.Path(root)
@@ -226,4 +228,10 @@ def write_videos(root: str | pathlib.Path, fps: float = 4.0, width: int = 96,
         times = np.arange(max(1, round(seconds * fps))) / fps
         synthetic_video.write(root / "videos" / f"{path.stem}.mp4", times, width=width,
                               height=height, gop=int(2 * fps))
+        if shot_seconds > 0:
+            steps = np.resize([0.6, 1.4], int(seconds / shot_seconds) * 2 + 2) * shot_seconds
+            cuts = np.cumsum(steps)
+            (root / "cuts").mkdir(exist_ok=True)
+            (root / "cuts" / f"{path.stem}.txt").write_text(
+                "".join(f"{c:.3f}\n" for c in cuts[cuts < seconds]))
     return root
