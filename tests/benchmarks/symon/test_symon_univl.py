@@ -124,7 +124,7 @@ def test_univl_errors_are_one_line(release, tmp_path):
     with pytest.raises(train.ConfigError, match=r"max_tokens=16 \(x2 with the memory\) "
                        "exceeds the 24 positions"):
         train.setup(c)
-    assert retrieval.ENCODERS == ("scratch", "univl")
+    assert retrieval.ENCODERS == ("scratch", "univl", "videoclip")
 
 
 @pytest.mark.e2e

@@ -27,7 +27,7 @@ from flax import nnx
 
 from vnr import evaluation
 from vnr import task as task_lib
-from vnr.benchmarks.symon import data, exclusion
+from vnr.benchmarks.symon import data, exclusion, videoclip_model
 from vnr.benchmarks.symon.model import RetrievalModel, UniVLRetrievalModel
 from vnr.ops import contrastive, retrieval_metrics
 from vnr.reports import results as results_lib
@@ -68,10 +68,13 @@ def validate(config: Any) -> None:
         raise ValueError(f"model.encoder={encoder!r}: one of {ENCODERS}")
     if encoder == "univl":
         univl_config(config)  # the checkpoint is there and fits the inputs: one line if not
+    if encoder == "videoclip":
+        videoclip_model.videoclip_config(config)  # checkpoint, tokenizer, no memory, sizes
     data.resolve_epochs(config, TASK)  # last: it may build the dataset
 
 
-ENCODERS = ("scratch", "univl")  # our from-scratch dual encoder, or UniVL's towers (§7.1)
+# our from-scratch dual encoder, UniVL's towers (§7.1), or VideoCLIP's (the zero-shot rows)
+ENCODERS = ("scratch", "univl", "videoclip")
 
 
 def univl_config(config: Any, halves: int | None = None) -> Any:
@@ -115,6 +118,8 @@ def make_model(config: Any, rngs: nnx.Rngs) -> RetrievalModel | UniVLRetrievalMo
 
     m, d = config.model, config.data
     dim = symon.metadata(d.config, d.data_dir, d.manual_dir or None)[0]
+    if m.get("encoder", "scratch") == "videoclip":
+        return videoclip_model.make(config, dim, rngs)
     if m.get("encoder", "scratch") == "univl":
         cfg = univl_config(config)
         if cfg.video_dim != dim:
@@ -130,7 +135,10 @@ def make_model(config: Any, rngs: nnx.Rngs) -> RetrievalModel | UniVLRetrievalMo
 
 def pretrained(config: Any) -> dict[str, tuple[str, str]]:
     """UniVL's text and video towers from `univl.pretrained.bin` (its cross encoder,
-    decoder and pre-training heads are left unread), for a fresh run."""
+    decoder and pre-training heads are left unread), or VideoCLIP's from its
+    `checkpoint_best.pt`, for a fresh run."""
+    if config.model.get("encoder", "scratch") == "videoclip":
+        return videoclip_model.pretrained(config)
     if config.model.get("encoder", "scratch") != "univl":
         return {}
     return {"univl": (config.model.univl_checkpoint, "univl")}

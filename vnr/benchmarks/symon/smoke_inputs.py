@@ -8,6 +8,10 @@ narration of its first video with every third sentence left out, plus one plot o
 video has), `encoder/` (a random tiny BERT with a WordPiece vocabulary of the corpus's words,
 standing in for all-MiniLM-L6-v2: the numbers are plumbing, not semantics) and `lexicons/`
 (`emotion.txt`, `motivation.txt`, `intention.txt`: corpus words, one multi-word entry).
+
+`univl_inputs` / `videoclip_inputs` (`UNIVL_SMOKE` / `VIDEOCLIP_SMOKE`): the generated
+releases in the width each model reads and the golden tiny checkpoints of the UniVL and
+VideoCLIP rows.
 """
 
 from __future__ import annotations
@@ -87,3 +91,40 @@ def univl_inputs(path: str | pathlib.Path) -> pathlib.Path:
 
 
 UNIVL_SMOKE_DIM = 12  # the golden UniVL's video_dim
+
+
+def videoclip_inputs(path: str | pathlib.Path) -> pathlib.Path:
+    """The inputs of the VideoCLIP rows at smoke scale, under `path`: `release/` (the
+    generated SYMON corpus in the release layout, its 32-d features carried into 512 columns by
+    a fixed orthonormal map and L2-normalised, stored as float16: the shape VideoCLIP's S3D
+    writes), `yms/` (the generated YMS release with 512-d features) and `videoclip/` (the
+    golden VideoCLIP of tests/golden/videoclip: upstream's MMFusionSeparate at width 32 with
+    random weights, saved as fairseq saves `checkpoint_best.pt`, its WordPiece vocab.txt; 2
+    heads, max_video_len 8, max_len 24)."""
+    import shutil
+
+    import numpy as np
+
+    from tfds_builders import symon
+    from tfds_builders.msymon.yms import synthetic as yms_synthetic
+
+    root = pathlib.Path(path)
+    symon.write_generated_release(root / "release", "tiny", seed=3)
+    rot = None
+    for f in sorted((root / "release" / "features").glob("*.npy")):
+        x = np.load(f).astype(np.float64)
+        if rot is None:
+            rot = np.linalg.qr(np.random.default_rng(5).normal(
+                size=(VIDEOCLIP_SMOKE_DIM, x.shape[1])))[0]
+        y = x @ rot.T
+        y /= np.maximum(np.linalg.norm(y, axis=1, keepdims=True), 1e-12)
+        np.save(f, y.astype(np.float16))
+    yms_synthetic.write_corpus(root / "yms", seed=1, dim=VIDEOCLIP_SMOKE_DIM)
+    golden = pathlib.Path(__file__).resolve().parents[3] / "tests" / "golden" / "videoclip"
+    (root / "videoclip").mkdir(parents=True, exist_ok=True)
+    for name in ("checkpoint_best.pt", "vocab.txt"):
+        shutil.copyfile(golden / name, root / "videoclip" / name)
+    return root
+
+
+VIDEOCLIP_SMOKE_DIM = 512  # the golden VideoCLIP's video_dim (S3D's video_embedding)

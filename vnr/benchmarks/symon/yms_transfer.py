@@ -1,9 +1,10 @@
 """Zero-shot transfer of a SYMON retrieval run to YMS alignment (SYMON §7.3, Table 9).
 
-The model is the SYMON retrieval model (`model.RetrievalModel`, or with `univl`
-`model.UniVLRetrievalModel`), copied whole from a finished SYMON retrieval run
-(`transfer.source_run`; for Table 9's UniVL rows, none: `univl.pretrained.bin`'s towers,
-with nothing fine-tuned) through the trainer's `pretrained` hook
+The model is the SYMON retrieval model (`model.RetrievalModel`, with `univl`
+`model.UniVLRetrievalModel`, with `videoclip` `videoclip_model.VideoCLIPRetrievalModel`),
+copied whole from a finished SYMON retrieval run (`transfer.source_run`; for Table 9's UniVL
+and VideoCLIP rows, none: `univl.pretrained.bin`'s or `checkpoint_best.pt`'s towers, with
+nothing fine-tuned) through the trainer's `pretrained` hook
 (`vnr/pretrained.py:run_source`) at `transfer.source_step` (default `selected`: the step the
 run's results.json reports, its model selected by validation; or best, last, a number);
 nothing is trained (`total_steps` 0). Each YMS clip is embedded like a SYMON clip (its first
@@ -51,7 +52,7 @@ from vnr import evaluation
 from vnr import pretrained as pretrained_lib
 from vnr import task as task_lib
 from vnr.benchmarks.symon import data as symon_data
-from vnr.benchmarks.symon import retrieval
+from vnr.benchmarks.symon import retrieval, videoclip_model
 from vnr.benchmarks.symon.model import RetrievalModel, UniVLRetrievalModel
 from vnr.data import pipeline
 from vnr.reports import results as results_lib
@@ -66,16 +67,19 @@ def _univl(config: Any) -> bool:
 
 def validate(config: Any) -> None:
     d = config.data
+    encoder = config.model.get("encoder", "scratch")
     if _univl(config):
         retrieval.univl_config(config)  # checkpoint, tokenizer, positions: one line each
-    elif config.model.get("encoder", "scratch") != "scratch":
+    elif encoder == "videoclip":
+        videoclip_model.videoclip_config(config)  # checkpoint, tokenizer, no memory, sizes
+    elif encoder != "scratch":
         raise ValueError(f"model.encoder={config.model.encoder!r}: one of "
                          f"{retrieval.ENCODERS}")
-    zero_shot_univl = _univl(config) and not config.transfer.source_run
-    if not (config.transfer.source_run or zero_shot_univl or config.get("allow_random_init")):
+    zero_shot = encoder in ("univl", "videoclip") and not config.transfer.source_run
+    if not (config.transfer.source_run or zero_shot or config.get("allow_random_init")):
         raise ValueError("transfer.source_run is required: the workdir of a finished SYMON "
-                         "retrieval run (configs/symon/retrieval.py); only the univl "
-                         "preset runs without one (UniVL itself, zero-shot)")
+                         "retrieval run (configs/symon/retrieval.py); only the univl and "
+                         "videoclip presets run without one (the checkpoint itself, zero-shot)")
     if config.transfer.source_run and not pathlib.Path(config.transfer.source_run).is_dir():
         raise ValueError(f"transfer.source_run={config.transfer.source_run!r} does not exist")
     if config.total_steps:
@@ -86,16 +90,21 @@ def validate(config: Any) -> None:
 
 def pretrained(config: Any) -> dict[str, tuple[str, str | None]]:
     """The whole model from the SYMON retrieval run; without one, the univl preset's towers
-    from `univl.pretrained.bin` (the UniVL rows: no fine-tuning at all)."""
+    from `univl.pretrained.bin` or the videoclip preset's from `checkpoint_best.pt` (the
+    UniVL and VideoCLIP rows: no fine-tuning at all)."""
     run = config.transfer.source_run
     step = config.transfer.get("source_step", "selected")
     if run:
         return {"": pretrained_lib.run_source(str(pathlib.Path(run).absolute()), step)}
+    if config.model.get("encoder", "scratch") == "videoclip":
+        return videoclip_model.pretrained(config)
     return {"univl": (config.model.univl_checkpoint, "univl")} if _univl(config) else {}
 
 
 def make_model(config: Any, rngs: nnx.Rngs) -> RetrievalModel | UniVLRetrievalModel:
     m, d = config.model, config.data
+    if m.get("encoder", "scratch") == "videoclip":
+        return videoclip_model.make(config, d.dim, rngs)
     if _univl(config):
         cfg = retrieval.univl_config(config)
         if cfg.video_dim != d.dim:
