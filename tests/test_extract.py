@@ -134,29 +134,35 @@ def test_kill_9_then_rerun_completes_without_recomputing(corpus, tmp_path):
     assert not list(out.rglob(".*.tmp-*"))  # the killed writer's temporary file removed
 
 
-@pytest.mark.e2e  # 12 s: 224 px clips through S3D on the CPU
-def test_s3d_rows_are_univl_seconds(corpus, tmp_path, monkeypatch):
-    """`--model s3d_howto100m` (the golden small-width weights) equals S3D's own
-    `features_per_second` on the frames UniVL's extractor takes: 16 a second (nearest),
-    shorter side 224 bicubic, centre crop, the last second padded black."""
+@pytest.mark.e2e  # 12 s a case: 224 px clips through S3D on the CPU
+@pytest.mark.parametrize("name,sampling", [("s3d_howto100m", "UNIVL"),
+                                           ("s3d_videoclip", "VIDEOCLIP")])
+def test_s3d_rows_are_the_upstream_extractors_seconds(corpus, tmp_path, monkeypatch, name,
+                                                      sampling):
+    """`--model s3d_howto100m` / `s3d_videoclip` (the golden small-width weights) equal S3D's
+    own `features_per_second` on the frames UniVL's / VideoCLIP's extractor takes: 16 / 30 a
+    second (nearest), shorter side 224 bicubic, centre crop, the last second padded black;
+    `mixed_5c` / the `video_embedding`."""
     from tests.models.test_s3d import GOLDEN, TINY
     from vnr.data import video
     from vnr.models.encoders import s3d
 
     monkeypatch.setattr(s3d, "S3D_HOWTO100M", TINY)
+    smp = getattr(s3d, sampling)
     videos = tmp_path / "videos"
     videos.mkdir()
     sv.write(videos / "a.mp4", np.arange(23) / 10, width=64, height=48)  # 2.3 s: 3 rows
     ckpt = GOLDEN / "weights_zip.pth"
-    got = extract.run("s3d_howto100m", str(ckpt), str(videos), str(tmp_path / "out"),
+    got = extract.run(name, str(ckpt), str(videos), str(tmp_path / "out"),
                       batch=2, say=lambda s: 0)
     assert got["extracted"] == 1
     rows = np.load(tmp_path / "out" / "features" / "a.npy")
-    times = np.arange(0, 2.3 - 1e-9, 1 / 16)  # ffmpeg's fps=16 output frames
+    times = np.arange(0, 2.3 - 1e-9, 1 / smp.fps)  # ffmpeg's fps filter's output frames
     frames = video.decode_at(videos / "a.mp4", times, pick="nearest", resize=video.Resize(
         "short_side_crop", size=224, crop=224, interpolation="bicubic")).frames
-    want = s3d.features_per_second(s3d.from_checkpoint(ckpt, cfg=TINY), frames, batch_size=2)
-    assert rows.shape == want.shape == (3, TINY.num_features)
+    want = s3d.features_per_second(s3d.from_checkpoint(ckpt, cfg=TINY), frames, smp,
+                                   batch_size=2)
+    assert rows.shape == want.shape and len(rows) == 3
     np.testing.assert_allclose(rows, want, rtol=1e-4, atol=1e-5)
 
 

