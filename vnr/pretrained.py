@@ -185,7 +185,7 @@ def load(state: nnx.State, shardings: Any, sources: Sources, *, root: tuple = (0
             # Each process builds only its addressable shards, from slices of the memmap.
             value = jax.make_array_from_callback(
                 tuple(arr.shape), shard[path],
-                lambda idx, a=arr, dt=dtype: np.ascontiguousarray(a[idx], dtype=dt))
+                lambda idx, a=arr, dt=dtype: np.asarray(a[idx], dtype=dt, order="C"))
             new[path] = var.replace(value)
             count += int(np.prod(arr.shape))
         say(f"pretrained: {prefix or '<model>'} <- {directory} ({count:,} parameters)")

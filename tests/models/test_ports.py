@@ -161,3 +161,33 @@ def test_videoclip_singularity_and_chinese_clip_ports():
     _same(got, _params(want))
     with pytest.raises(CheckpointError, match="nothing is downloaded"):
         ports.read("chinese_clip", tiny.parent / "absent", vision)
+
+
+def test_pretrained_hook_loads_scalar_parameters():
+    """A 0-d parameter (Singularity's `temp`) keeps its shape through the sharded load."""
+    import jax
+
+    from tests.models import test_singularity
+    from vnr.models.encoders import singularity
+
+    t = singularity.read_tensors(test_singularity.PT)
+    cfg = singularity.config_from_tensors(t, "x")
+
+    class Holder(nnx.Module):
+        def __init__(self, rngs: nnx.Rngs):
+            self.sg = singularity.Singularity(cfg, dtype=np.float32, param_dtype=np.float32,
+                                              rngs=rngs)
+
+    model = Holder(nnx.Rngs(0))
+    state = nnx.state(model)
+    scalars = [p for p, v in nnx.to_flat_state(nnx.state(model, nnx.Param))
+               if np.ndim(v.get_value()) == 0]
+    assert scalars, "the tiny Singularity has no 0-d parameter to test"
+    sh = sharding.state_shardings(state, sharding.make_mesh((1, 1), ("data", "model"),
+                                                            jax.devices()[:1]))
+    new = pretrained.load(state, sh, {"sg": (str(test_singularity.PT), "singularity")},
+                          root=(), say=lambda s: None)
+    nnx.update(model, new)
+    _same(_params(model.sg), singularity.match(t, loading.param_shapes(
+        lambda r: singularity.Singularity(cfg, dtype=np.float32, param_dtype=np.float32,
+                                          rngs=r)), "x"))
