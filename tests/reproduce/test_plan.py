@@ -30,9 +30,9 @@ def test_rows_that_differ_only_in_evaluation_train_once():
     assert r["t10-lambda-0.00"].owner == "t2-no-cl"  # lambda 0 is the w/o CL run
     assert r["t10-lambda-0.75"].action == "train"
     order = [x.id for x in p.order(["t3-softdtw-shot", "t4-singularity-reordering"])]
-    assert order == ["t1-hcmc-frame-shot", "t3-softdtw-shot", "hcmc-small-movienet",
+    assert order == ["t1-hcmc-frame-shot", "t3-softdtw-shot", "t1-singularity-fusion",
                      "t4-singularity-reordering"]
-    assert "init_from=/runs/hcmc-small-movienet" in r["t4-singularity-reordering"].set
+    assert "init_from=/runs/t1-singularity-fusion" in r["t4-singularity-reordering"].set
 
 
 def test_smoke_commands_and_shared_smoke_trainings():
@@ -106,7 +106,7 @@ def test_command_line_bad_input_is_one_line(tmp_path):
         (("list", "--colour"), "Unknown command line flag 'colour'"),
         (("frobnicate",), "give one command of list, run, report, docs"),
         (("run", "--benchmark", "sc2st", "--table", "3"), "--root is required"),
-        (("list", "--table", "99"), "no benchmark has a table '99' (movie101: 3, 4, 5, 6; "
+        (("list", "--table", "99"), "no benchmark has a table '99' (movie101: 2, 3, 4, 5, 6; "
                                     "moviepuzzle: 1, 2, 3, 4, 5, 10; msymon: 3, 4, 10, 11, "
                                     "12, 13; sc2st: 3, 4, 5; symon: 2, 3, 4, 6, 8, 9)"),
         (("run", "--benchmark", "sc2st", "--table", "3", "--root", str(tmp_path / "f")),

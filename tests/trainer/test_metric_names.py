@@ -18,6 +18,8 @@ SMOKE = {
     "moviepuzzle.hcmc": "configs/moviepuzzle/hcmc.py:smoke",
     "moviepuzzle.synopsis": "configs/moviepuzzle/synopsis.py:smoke",
     "moviepuzzle.video_pairs": "configs/moviepuzzle/video_pairs.py:smoke",
+    "moviepuzzle.singularity_pairs": "configs/moviepuzzle/singularity_pairs.py:smoke",
+    "moviepuzzle.singularity_synopsis": "configs/moviepuzzle/singularity_synopsis.py:smoke",
     "sc2st.task": "configs/sc2st/main.py:smoke",
     "symon.order": "configs/symon/order.py:smoke",
     "symon.retrieval": "configs/symon/retrieval.py:smoke",

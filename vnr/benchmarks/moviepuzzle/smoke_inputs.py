@@ -104,3 +104,28 @@ def tiny_timesformer(path: Path) -> Path:
     """[smoke.vars] TIMESFORMER: a tiny TimeSformer (4 frames) checkpoint at `path`."""
     write_checkpoint(path, "timesformer", seed=2)
     return path
+
+
+GOLDEN_SINGULARITY = (Path(__file__).resolve().parents[3] / "tests" / "golden" / "singularity"
+                      / "singularity_tiny_pt.pth")
+TINY_VOCAB = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]",
+              *"abcdefghijklmnopqrstuvwxyz", *(f"##{c}" for c in "abcdefghijklmnopqrs"))
+
+
+def tiny_singularity(path: Path) -> Path:
+    """[smoke.vars] SINGULARITY: the golden tiny pre-training checkpoint (upstream's own
+    classes, tests/golden/singularity: 16 px frames, a 50-token vocabulary) copied to
+    `path`."""
+    import shutil
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(GOLDEN_SINGULARITY, path)
+    return path
+
+
+def tiny_bert_vocab(path: Path) -> Path:
+    """[smoke.vars] BERT: a WordPiece vocab.txt of 50 entries (read as BERT-uncased), inside
+    the golden tiny Singularity's vocabulary."""
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "vocab.txt").write_text("\n".join(TINY_VOCAB) + "\n")
+    return path
