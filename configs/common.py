@@ -28,7 +28,8 @@ def base(task: str, **overrides: Any) -> ml_collections.ConfigDict:
     c.seed = 0
     # Optimizer and schedule (vnr/optim.py): AdamW ("adam": no weight
     # decay), linear warmup then cosine decay to lr * end_lr_factor ("cosine": no warmup,
-    # "constant": neither), global-norm clipping (grad_clip 0: none).
+    # "constant": neither; "step_decay": lr * lr_decay every decay_steps), global-norm
+    # clipping (grad_clip 0: none).
     c.batch_size = 32
     c.eval_batch_size = 32
     c.total_steps = 1000

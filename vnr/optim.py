@@ -9,7 +9,7 @@ import ml_collections
 import optax
 
 OPTIMIZERS = ("adamw", "adam", "sgd")
-SCHEDULES = ("warmup_cosine", "cosine", "constant")
+SCHEDULES = ("warmup_cosine", "cosine", "constant", "step_decay")
 
 
 def make_optimizer(config: ml_collections.ConfigDict) -> optax.GradientTransformation:
@@ -37,8 +37,9 @@ def make_optimizer(config: ml_collections.ConfigDict) -> optax.GradientTransform
 
 def make_lr(config: ml_collections.ConfigDict) -> optax.Schedule:
     """`config.schedule`: "warmup_cosine" (linear warmup over `warmup_steps` to `lr`, cosine
-    decay to `lr * end_lr_factor` at `total_steps`), "cosine" (the same with no warmup) or
-    "constant" (`lr` throughout; `warmup_steps` must be 0)."""
+    decay to `lr * end_lr_factor` at `total_steps`), "cosine" (the same with no warmup),
+    "constant" (`lr` throughout; `warmup_steps` must be 0) or "step_decay" (`lr` times
+    `lr_decay` after every `decay_steps` steps, e.g. MoEE's 0.95 per epoch; no warmup)."""
     kind = config.get("schedule", "warmup_cosine")
     end = config.lr * config.get("end_lr_factor", 0.01)
     if kind == "constant":
@@ -46,6 +47,13 @@ def make_lr(config: ml_collections.ConfigDict) -> optax.Schedule:
             raise ValueError(f"schedule='constant' has no warmup: set warmup_steps=0 "
                              f"(it is {config.warmup_steps})")
         return optax.constant_schedule(config.lr)
+    if kind == "step_decay":
+        decay, every = config.get("lr_decay", 1.0), config.get("decay_steps", 0)
+        if config.warmup_steps or every < 1 or not 0 < decay <= 1:
+            raise ValueError(f"schedule='step_decay' needs decay_steps >= 1 (it is {every}), "
+                             f"0 < lr_decay <= 1 (it is {decay}) and warmup_steps=0 (it is "
+                             f"{config.warmup_steps})")
+        return optax.exponential_decay(config.lr, every, decay, staircase=True)
     if kind == "cosine":
         return optax.cosine_decay_schedule(config.lr, max(config.total_steps, 1),
                                            alpha=end / config.lr if config.lr else 0.0)

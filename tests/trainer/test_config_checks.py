@@ -173,3 +173,21 @@ def test_the_corrected_command_runs_in_the_same_workdir(tmp_path):
     results = train.run(_smoke(tmp_path / "tfds", total_steps=2, ckpt_every=2, eval_every=2),
                         str(run))
     assert (run / "config.json").is_file() and results["test_in_domain"]["clips"] == 10
+
+
+def test_step_decay_schedule_is_moees_per_epoch_decay():
+    """`schedule="step_decay"`: lr x lr_decay after every decay_steps (staircase), no
+    warmup; a bad setting is one line."""
+    import ml_collections
+
+    from vnr.optim import make_lr
+
+    c = ml_collections.ConfigDict(dict(lr=1e-4, schedule="step_decay", lr_decay=0.95,
+                                       decay_steps=128, warmup_steps=0, total_steps=1000))
+    lr = make_lr(c)
+    assert float(lr(0)) == pytest.approx(1e-4) and float(lr(127)) == pytest.approx(1e-4)
+    assert float(lr(128)) == pytest.approx(0.95e-4)
+    assert float(lr(5 * 128 + 3)) == pytest.approx(1e-4 * 0.95**5)
+    c.decay_steps = 0
+    with pytest.raises(ValueError, match="needs decay_steps >= 1"):
+        make_lr(c)
