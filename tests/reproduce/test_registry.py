@@ -181,12 +181,13 @@ def test_hcmc_paper_rows_switch_our_additions_off():
 
 
 def test_sc2st_baselines_use_the_densenet_candidates():
-    """Sc2St's Prior and Similarity rows are scored on `lsmdc_paper` (§4.1.3's DenseNet-121
-    candidates), the corpus of the paper rows."""
+    """Sc2St's Prior and Similarity rows are scored on §4.1.3's DenseNet-121 candidates:
+    `lsmdc_paper`, the corpus of the paper rows, or `lsmdc_paper_densenet` (the same
+    storyboards and candidates, with DenseNet-121's pooled features stored for Similarity)."""
     reg = registry.load("sc2st")
-    for rid in ("t3-prior", "t3-similarity"):
+    for rid, corpus in (("t3-prior", "lsmdc_paper"), ("t3-similarity", "lsmdc_paper_densenet")):
         (flat,) = _built(reg, reg.row(rid))
-        assert flat["data.config"] == "lsmdc_paper"
+        assert flat["data.config"] == corpus
 
 
 RULE_ROW = '[[table.row]]\nid = "r"\nname = "R"\npaper = "1 2"\nconfig = "c.py"\n'

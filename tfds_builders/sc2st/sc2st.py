@@ -26,10 +26,6 @@ from tfds_builders.sc2st.examples import Pair, check_dim, make_example
 from tfds_builders.sc2st.skips import Skips, record
 
 VERSION = tfds.core.Version("1.1.0")
-MANUAL_DOWNLOAD_INSTRUCTIONS = """\
-Point --manual_dir at LSMDC 2016 (LSMDC16_annos_{training,val,test}.csv plus frames/ or
-features/) for the `lsmdc*` configs, or at the released Sc2St files (story10_all_*_no.json,
-lsmdc.json, frames/) for `released`: tfds_builders/sc2st/README.md."""
 STATS_FILE = "sc2st_stats.json"
 FORMATION_KEYS = ("stories", "breaks", "storyboards", "dropped_pairs", "overflow_pairs",
                   "short_group_pairs", "short_group_tails")
@@ -62,6 +58,9 @@ class Sc2StConfig(tfds.core.BuilderConfig):
     # MoEE experts (§4.3.2): (name, width) each; their features come from the builder's
     # `experts[name]` (e.g. scene, object, character) and are stored as `expert_<name>`.
     experts: tuple[tuple[str, int], ...] = ()
+    # Per expert, the name its `experts[name]` is called with instead of `encoder` (the
+    # paper's networks: their architecture, e.g. ("scene", "densenet161_places365")).
+    expert_encoders: tuple[tuple[str, str], ...] = ()
     # Isolated keyframes (in no storyboard) join the candidate pool (§4.1.3).
     isolated: bool = True
     seed: int = 0
@@ -275,6 +274,11 @@ def build_storyboards(root: pathlib.Path, cfg: Sc2StConfig, skips: collections.C
 
 # The default experts' widths with CLIP ViT-B/32 (`vnr.benchmarks.sc2st.embedders`).
 EXPERTS_CLIP = (("scene", 512), ("object", 512), ("character", 100))
+# The paper's (§4.3.2): DenseNet-161 Places365 and SENet-154 pooled, top-100 characters
+# (`vnr.benchmarks.sc2st.experts`); the tiny networks of smoke runs and tests.
+EXPERTS_PAPER = (("scene", 2208), ("object", 2048), ("character", 100))
+ENCODERS_PAPER = (("scene", "densenet161_places365"), ("object", "senet154"))
+EXPERTS_TINY = (("scene", 23), ("object", 64), ("character", 100))
 
 
 class Sc2St(common.SummaryBuilder, tfds.core.GeneratorBasedBuilder):
@@ -285,7 +289,6 @@ class Sc2St(common.SummaryBuilder, tfds.core.GeneratorBasedBuilder):
     MANUAL_DOWNLOAD_INSTRUCTIONS = MANUAL_DOWNLOAD_INSTRUCTIONS
     RELEASE_NOTES = {"1.0.0": "Storyboards from LSMDC 2016 and a generated corpus.",
                      "1.1.0": "Isolated keyframes in the candidate pools; MoEE expert columns."}
-    MANUAL_DOWNLOAD_INSTRUCTIONS = MANUAL_DOWNLOAD_INSTRUCTIONS
     BUILDER_CONFIGS = [
         Sc2StConfig(name="lsmdc", description="LSMDC 2016 in manual_dir, CLIP ViT-B/32 "
                     "keyframes (local checkpoint: $VNR_ENCODERS_DIR/clip-vit-base-patch32)."),
@@ -301,6 +304,20 @@ class Sc2St(common.SummaryBuilder, tfds.core.GeneratorBasedBuilder):
                     "ranked by DenseNet-121 (§4.1.3) and Inception-v3 pooled features stored "
                     "for the models (Appendix A.1); their torchvision weights under "
                     "$VNR_ENCODERS_DIR/{densenet121,inception_v3}."),
+        Sc2StConfig(name="lsmdc_paper_densenet", candidate_encoder="densenet121",
+                    feature_encoder="densenet121", feature_dim=1024,
+                    description="As lsmdc_paper (the same storyboards and candidates), with "
+                    "DenseNet-121's 1024-d pooled features stored (§4.1.3's similarity)."),
+        Sc2StConfig(name="lsmdc_paper_experts", candidate_encoder="densenet121",
+                    experts=EXPERTS_PAPER, expert_encoders=ENCODERS_PAPER,
+                    description="As lsmdc_paper's storyboards and candidates, plus the "
+                    "paper's MoEE experts: DenseNet-161 Places365 scene, SENet-154 object, "
+                    "top-100 characters (vnr.benchmarks.sc2st.experts)."),
+        Sc2StConfig(name="lsmdc_scratch_experts", encoder="scratch:tiny", feature_dim=32,
+                    candidate_encoder="scratch:tiny", num_candidates=20,
+                    experts=EXPERTS_TINY, expert_encoders=(("scene", "tiny"), ("object", "tiny")),
+                    description="lsmdc_paper_experts' plumbing with tiny networks (random "
+                    "CLIP and DenseNet, the expert checkpoints given): smoke runs and tests."),
         Sc2StConfig(name="lsmdc_experts", experts=EXPERTS_CLIP,
                     description="As lsmdc, plus the MoEE expert columns scene / object / "
                     "character (vnr.benchmarks.sc2st.embedders.DEFAULT_EXPERTS)."),
@@ -439,7 +456,8 @@ class Sc2St(common.SummaryBuilder, tfds.core.GeneratorBasedBuilder):
                         if self.candidate_embedder is not None else None)
                 examples = build_storyboards(
                     root, c, self.skips, self.stats, scorer, cand,
-                    {n: self.experts[n](c.encoder, c.seed) for n, _ in c.experts},
+                    {n: self.experts[n](dict(c.expert_encoders).get(n, c.encoder), c.seed)
+                     for n, _ in c.experts},
                     self.isolated,
                     self.feature_embedder(c.feature_encoder, c.seed) if c.feature_encoder
                     else None)

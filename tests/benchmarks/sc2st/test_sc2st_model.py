@@ -117,14 +117,26 @@ def test_sa_is_eq2_eq3(normalise):
         np.testing.assert_allclose(got[b], np.concatenate(out), rtol=1e-4, atol=1e-5)
 
 
-def test_moee_rows():
-    """GEU as Miech et al.; V-MoEE ignores the history, C-CMoEE reads keyframes 1..t-1 only."""
-    unit = baselines.GEU(5, 4, nnx.Rngs(0))
-    x = np.random.default_rng(2).normal(size=(3, 5)).astype(np.float32)
+def _geu(unit, x):
+    """A GatedEmbeddingUnit at evaluation (running statistics) in NumPy."""
     y = _lin(unit.fc, x)
-    y = y * _sig(_lin(unit.gate, y))
-    np.testing.assert_allclose(unit(jnp.asarray(x)), y / np.linalg.norm(y, axis=-1,
-                                                                       keepdims=True),
+    g = _lin(unit.cg.fc, y)
+    bn = unit.cg.batch_norm
+    if bn is not None:
+        g = ((g - np.asarray(bn.mean.value)) / np.sqrt(np.asarray(bn.var.value) + 1e-5)
+             * np.asarray(bn.scale.value) + np.asarray(bn.bias.value))
+    y = y * _sig(g)
+    return y / np.maximum(np.linalg.norm(y, axis=-1, keepdims=True), 1e-6)
+
+
+def test_moee_rows():
+    """Units as Miech et al.'s (batch norm in the gate); V-MoEE ignores the history,
+    C-CMoEE reads keyframes 1..t-1 only."""
+    model = task.make_model(get_config("smoke,moee"), nnx.Rngs(0))
+    unit = model.image_units[0]
+    assert unit.cg.batch_norm is not None
+    x = np.random.default_rng(2).normal(size=(3, 32)).astype(np.float32)
+    np.testing.assert_allclose(unit(jnp.asarray(x), train=False), _geu(unit, x),
                                rtol=1e-5, atol=1e-6)
     batch = fake_batch()
     changed = dict(batch, features=batch["features"].copy())
@@ -178,7 +190,7 @@ def test_smoke_run_end_to_end(tmp_path):
 
 
 def test_moee_experts_mask_and_renormalise():
-    """N experts from N columns: per-expert GEUs, text mixture weights softmax(W s); an
+    """N experts from N columns: per-expert gated units, text mixture weights softmax(W s); an
     expert missing for a candidate (all zero) is masked and the weights renormalised.
     Checked against a NumPy transcription."""
     cfg = get_config("smoke,moee")
@@ -196,16 +208,11 @@ def test_moee_experts_mask_and_renormalise():
     sent = np.asarray(model.text(jnp.asarray(tok), jnp.asarray((tok > 0).astype(np.int32))
                                  ).pooled).reshape(2, 9, -1)
 
-    def geu(unit, x):
-        y = _lin(unit.fc, x)
-        y = y * _sig(_lin(unit.gate, y))
-        return y / np.maximum(np.linalg.norm(y, axis=-1, keepdims=True), 1e-6)
-
     logits = _lin(model.weights, sent)
     w = np.exp(logits - logits.max(-1, keepdims=True))
     w /= w.sum(-1, keepdims=True)
-    sims = [np.einsum("brw,brcw->brc", geu(model.text_units[e], sent),
-                      geu(model.image_units[e], batch[f"c_{n}"]))
+    sims = [np.einsum("brw,brcw->brc", _geu(model.text_units[e], sent),
+                      _geu(model.image_units[e], batch[f"c_{n}"]))
             for e, n in enumerate(("scene", "character"))]
     present = np.stack([np.ones((2, 9, 12)), batch["c_character"].any(-1)], -1)
     wt = w[:, :, None, :] * present
@@ -218,5 +225,5 @@ def test_moee_experts_mask_and_renormalise():
     assert ctx.weights.kernel.shape == (width, 4)  # current + context per expert
     # an expert missing everywhere: zero input, zero-initialised bias, y = 0 in its GEU; the
     # gradient must stay finite (that of ||y|| at 0 is NaN)
-    grads = nnx.grad(lambda u: u(jnp.zeros((3, 4))).sum())(ctx.image_units[1])
+    grads = nnx.grad(lambda u: u(jnp.zeros((3, 4)), train=True).sum())(ctx.image_units[1])
     assert all(np.isfinite(np.asarray(g)).all() for g in jax.tree.leaves(grads))

@@ -16,6 +16,8 @@ index). Each record becomes (NumPy, per storyboard):
   x_<e>    float32 [L, D_e]    expert e's features of the 10 keyframes (`*_experts`
                                builder configs only: MoEE rows)
   c_<e>    float32 [L-1, C, D_e] expert e's candidate features
+  words    float32 [L, 30, D_w]  each sentence's word vectors, zero padded (only with
+                               `data.word_vectors`: the MoEE rows' text, `words.py`)
 
 The split's pools (`pool_<split>[_expert_<e>].npy`: its storyboards' keyframes, then its
 isolated keyframes; written on first use next to the built dataset) are memory-mapped
@@ -31,6 +33,7 @@ from typing import Any
 import grain
 import numpy as np
 
+from vnr.benchmarks.sc2st import words
 from vnr.data import pipeline, text
 from vnr.models.encoders import tokenizers
 
@@ -62,6 +65,7 @@ class Encode(grain.transforms.Map):
     vocab_size: int
     max_tokens: int
     expert_pools: tuple[tuple[str, str], ...] = ()  # (expert name, its pool path)
+    word_table: Any = None  # the corpus's word vectors (`words.corpus_table`), or None
 
     def map(self, rec: dict[str, Any]) -> dict[str, np.ndarray]:
         pool = _pool(self.pool_path)
@@ -75,6 +79,8 @@ class Encode(grain.transforms.Map):
             experts[f"x_{name}"] = rec[f"expert_{name}"].astype(np.float32)
             experts[f"c_{name}"] = np.asarray(epool[cands.reshape(-1)], np.float32).reshape(
                 *cands.shape, -1)
+        if self.word_table is not None:
+            experts["words"] = words.embed(self.word_table, rec["sentences"])
         return {
             **experts,
             "tokens": tokenize(rec["sentences"], self.encoder, self.vocab_size, self.max_tokens),
@@ -96,7 +102,7 @@ def _source(cfg: Any, split: str):
     from tfds_builders import sc2st as builder
     from vnr.benchmarks.sc2st.embedders import builder_models
 
-    models = builder_models(builder.CONFIGS[cfg.config])
+    models = builder_models(builder.CONFIGS[cfg.config], cfg)
     return builder.data_source(cfg.config, split, data_dir=cfg.data_dir,
                                manual_dir=cfg.manual_dir or None, build=True, **models)
 
@@ -108,7 +114,8 @@ def _encode(cfg: Any, split: str, text_encoder: str) -> Encode:
     names = [n for n, _ in builder.CONFIGS[cfg.config].experts]
     pools = tuple((n, str(builder.pool(cfg.config, split, cfg.data_dir, f"expert_{n}")))
                   for n in names)
-    return Encode(str(path), text_encoder, cfg.vocab_size, cfg.max_tokens, pools)
+    table = words.corpus_table(cfg) if cfg.get("word_vectors") else None
+    return Encode(str(path), text_encoder, cfg.vocab_size, cfg.max_tokens, pools, table)
 
 
 def train_dataset(cfg: Any, text_encoder: str, batch_size: int, seed: int,

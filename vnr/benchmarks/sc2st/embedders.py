@@ -9,8 +9,9 @@ hashed word tokenizer `vnr.data.text`. Images go through CLIP's image processor 
 (`vnr.data.images`, resize="clip": shorter side to the encoder's size, bicubic, centre crop,
 CLIP's mean/std): keyframes are not square, and a squashed frame shifts every feature.
 
-MoEE experts (`DEFAULT_EXPERTS`, for the `*_experts` builder configs, §4.3.2). What stands
-in for what, honestly:
+MoEE experts (`DEFAULT_EXPERTS`, for the `*_experts` builder configs, §4.3.2; the paper's
+networks, DenseNet-161 Places365 and SENet-154, are `experts.py`, bound by `paper_experts`
+for the configs naming `expert_encoders`). What the CLIP stand-ins stand in for, honestly:
 
 * `scene`: the paper's scene expert is DenseNet-161 trained on Places365; no such weights are
   here, so the CLIP image embedding of the whole keyframe stands in (a general image
@@ -339,12 +340,34 @@ def image_embedder(encoder: str, seed: int = 0) -> TorchvisionImageScorer:
                      "checkpoint (or scratch:inception_v3 / scratch:densenet121)")
 
 
-def builder_models(config: Any) -> dict[str, Any]:
+def paper_experts(data: Any = None) -> dict[str, Any]:
+    """The paper's experts (§4.3.2): scene and object bound to the checkpoint files the
+    training config's `data.scene_checkpoint` / `data.object_checkpoint` name (default the
+    published file names under $VNR_ENCODERS_DIR; `experts.py`), and the character expert.
+    The bound paths are recorded with the build, so a dataset built from other files is
+    not reused silently."""
+    from vnr.benchmarks.sc2st import experts
+
+    get = (lambda k: (data.get(k) or "")) if data is not None else (lambda k: "")
+    return {"scene": functools.partial(experts.places365_expert,
+                                       checkpoint=get("scene_checkpoint") or
+                                       experts.PLACES365_FILE),
+            "object": functools.partial(experts.senet_expert,
+                                        checkpoint=get("object_checkpoint") or
+                                        experts.SENET154_FILE),
+            "character": character_expert}
+
+
+def builder_models(config: Any, data: Any = None) -> dict[str, Any]:
     """The model functions the Sc2St builder `config` (a `Sc2StConfig`) needs: the keyframe
-    `embedder` and `experts` always (used only when the config stores experts), and
-    `image_embedder` as `candidate_embedder` / `feature_embedder` when the config names a
-    `candidate_encoder` / `feature_encoder`."""
+    `embedder` and `experts` always (used only when the config stores experts: the paper's
+    networks, `paper_experts(data)`, when the config names `expert_encoders`, else the CLIP
+    stand-ins), and `image_embedder` as `candidate_embedder` / `feature_embedder` when the
+    config names a `candidate_encoder` / `feature_encoder`. `data`: the training config's
+    `data` (the expert checkpoint files)."""
     models: dict[str, Any] = {"embedder": clip_embedder, "experts": DEFAULT_EXPERTS}
+    if getattr(config, "expert_encoders", ()):
+        models["experts"] = paper_experts(data)
     if config.candidate_encoder:
         models["candidate_embedder"] = image_embedder
     if config.feature_encoder:

@@ -1,7 +1,8 @@
 """Sc2St's task: contextual retrieval over 100 candidates per round, rounds t = 2..10.
 
 Training: softmax cross-entropy of the context gist's dot-product scores against
-the correct candidate, averaged over the 9 rounds and the real storyboards.
+the correct candidate, averaged over the 9 rounds and the real storyboards; the MoEE rows
+with `paper_experts` use MoEE's max-margin hinge over the candidates (`model.loss`).
 Models: the recurrent LF / GF (Eq. 1) / SA (Eq. 2-3) and their options (`model.py`,
 `fusion.py`), the MoEE rows V-MoEE / C-CMoEE (`baselines.py`).
 Evaluation: every round of every storyboard of a split is scored; R@1/5/10 (%),
@@ -26,7 +27,7 @@ from flax import nnx
 from vnr import config as config_lib
 from vnr import evaluation
 from vnr import task as task_lib
-from vnr.benchmarks.sc2st import baselines, data
+from vnr.benchmarks.sc2st import baselines, data, words
 from vnr.benchmarks.sc2st import metrics as rank_metrics
 from vnr.benchmarks.sc2st.model import (
     FUSIONS,
@@ -36,7 +37,10 @@ from vnr.benchmarks.sc2st.model import (
     prior_scores,
 )
 from vnr.models.compute import float32
+from vnr.ops import ranking
 from vnr.reports import results as results_lib
+
+LOSSES = ("softmax", "max_margin")
 
 
 def validate(config: Any) -> None:
@@ -54,6 +58,16 @@ def validate(config: Any) -> None:
     if d.max_tokens < 2:
         raise ValueError(f"data.max_tokens={d.max_tokens} must be >= 2 ([CLS] and a word)")
     config_lib.fits_positions(config, "data.max_tokens", "model.text_encoder")
+    if m.fusion in MOEE and m.get("moee_text", "encoder") not in baselines.TEXTS:
+        raise ValueError(f"model.moee_text={m.moee_text!r}: choose one of {baselines.TEXTS}")
+    if m.fusion in MOEE and m.get("moee_text") == "netvlad":
+        if not d.get("word_vectors"):
+            raise ValueError("model.moee_text='netvlad' needs data.word_vectors: a GloVe text "
+                             "or word2vec binary file (MoEE used 300-d word2vec)")
+        if not pathlib.Path(d.word_vectors).is_file():
+            raise FileNotFoundError(f"data.word_vectors={d.word_vectors}: no such file")
+    if m.get("loss", "softmax") not in LOSSES:
+        raise ValueError(f"model.loss={m.loss!r}: choose one of {LOSSES}")
 
 
 def check_splits(config: Any) -> None:
@@ -62,8 +76,13 @@ def check_splits(config: Any) -> None:
 
     d = config.data
     have = builder.split_names(d.config, d.data_dir, manual_dir=d.manual_dir or None,
-                               **builder_models(builder_config(config)))
+                               **builder_models(builder_config(config), d))
     task_lib.require_splits(config, have, f"sc2st/{d.config}")
+    if config.model.get("moee_text") == "netvlad":  # a bad word-vector file: one line, now
+        table, want = words.corpus_table(d), config.model.word_dim
+        if table.dim != want:
+            raise ValueError(f"{d.word_vectors}: {table.dim}-d word vectors, but "
+                             f"model.word_dim={want}")
 
 
 def text_encoder(config: Any, rngs: nnx.Rngs) -> tuple[nnx.Module, int]:
@@ -110,11 +129,16 @@ def pretrained(config: Any) -> dict[str, tuple[str, str | None]]:
 
 def make_model(config: Any, rngs: nnx.Rngs) -> StoryboardModel | baselines.MoEE:
     m, b = config.model, builder_config(config)
-    text, text_width = text_encoder(config, rngs)
     if m.fusion in MOEE:
-        return baselines.MoEE(context=m.fusion == "cmoee", text_encoder=text,
-                              text_width=text_width, feature_dim=b.feature_dim, width=m.width,
-                              rngs=rngs, experts=dict(b.experts) or None)
+        kw = dict(context=m.fusion == "cmoee", feature_dim=b.feature_dim,
+                  width=m.get("moee_width", m.width), rngs=rngs,
+                  experts=dict(b.experts) or None, gate_norm=m.get("moee_gate_norm", True))
+        if m.get("moee_text", "encoder") == "netvlad":
+            return baselines.MoEE(text="netvlad", word_dim=m.word_dim,
+                                  clusters=m.get("netvlad_clusters", 32), **kw)
+        text, text_width = text_encoder(config, rngs)
+        return baselines.MoEE(text="encoder", text_encoder=text, text_width=text_width, **kw)
+    text, text_width = text_encoder(config, rngs)
     return StoryboardModel(
         fusion=m.fusion, text_encoder=text, text_width=text_width, feature_dim=b.feature_dim,
         width=m.width, mlp=m.mlp, length=b.length, heads=m.heads, dropout=m.dropout, rngs=rngs,
@@ -128,16 +152,24 @@ def train_data(config: Any, local_batch: int, process_index: int, process_count:
 
 
 def loss_fn(config: Any, model: StoryboardModel, batch: dict, rngs: nnx.Rngs):
-    """Mean cross-entropy over rounds and real storyboards; R@1 of the training batch.
+    """Mean cross-entropy over rounds and real storyboards (`model.loss="softmax"`), or
+    MoEE's max-margin ranking hinge of the correct candidate against each of the others
+    (`"max_margin"`, margin `model.margin`, `vnr.ops.ranking.candidate_max_margin_loss`);
+    R@1 of the training batch.
 
     Baselines give their own scores (no parameter is used: the gradient is zero)."""
     scores = (_prior(batch, config) if config.model.fusion == "prior"
               else model(batch, train=True, rngs=rngs))
     scores = float32(scores)  # a bfloat16 model's loss stays float32
-    ce = optax.softmax_cross_entropy_with_integer_labels(scores, batch["answer"])  # [B, R]
     w = batch["mask"].astype(jnp.float32)[:, None]
-    n = jnp.maximum(w.sum() * ce.shape[1], 1.0)
+    n = jnp.maximum(w.sum() * scores.shape[1], 1.0)
     hit = jnp.argmax(scores, -1) == batch["answer"]
+    if config.model.get("loss", "softmax") == "max_margin":
+        valid = jnp.broadcast_to(batch["mask"][:, None], batch["answer"].shape)
+        loss = ranking.candidate_max_margin_loss(scores, batch["answer"],
+                                                 config.model.get("margin", 0.2), valid)
+        return loss, {"r1": 100 * (hit * w).sum() / n}
+    ce = optax.softmax_cross_entropy_with_integer_labels(scores, batch["answer"])  # [B, R]
     return (ce * w).sum() / n, {"r1": 100 * (hit * w).sum() / n}
 
 
