@@ -343,6 +343,7 @@ def prepare(builder: Any, data_dir: os.PathLike | str, manual_dir: os.PathLike |
     builder's one-line check of `manual_dir`), else a FileNotFoundError giving the command."""
     if progress.is_built(builder):
         fingerprint.check(builder, manual_dir)  # built from another source: one line
+        fingerprint.note_used(builder)
         return builder
     name, config = builder.name, builder.builder_config.name
     if not build:
@@ -354,6 +355,7 @@ def prepare(builder: Any, data_dir: os.PathLike | str, manual_dir: os.PathLike |
     check(manual_dir)
     builder.download_and_prepare(
         download_config=tfds.download.DownloadConfig(manual_dir=manual_dir))
+    fingerprint.note_used(builder)
     return builder
 
 

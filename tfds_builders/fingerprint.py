@@ -200,6 +200,30 @@ def describe(builder: Any, manual_dir: os.PathLike | str | None) -> dict[str, An
             "functions": functions(builder)}
 
 
+USED: dict[str, str] = {}  # "<name>/<config>" -> identity: the datasets this process opened
+
+
+def identity(builder: Any) -> str:
+    """What a built dataset was made from, as one digest: its source files' digest (names,
+    sizes, times: an `rsync -a` copy is the same source), builder options and functions,
+    version and split sizes. A run records it (`used`) so that resuming it on other data is
+    refused; "" when the build has no `build_source.json`."""
+    path = pathlib.Path(os.fspath(builder.data_dir)) / SOURCE_FILE
+    try:
+        rec = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return ""
+    splits = {k: int(v.num_examples) for k, v in builder.info.splits.items()}
+    keep = {k: rec.get(k) for k in ("files_digest", "options", "functions", "version")}
+    return hashlib.sha256(json.dumps([keep, splits], sort_keys=True, default=repr)
+                          .encode()).hexdigest()[:16]
+
+
+def note_used(builder: Any) -> None:
+    """Adds a dataset this process opened to `USED` (`tfds_builders.common.prepare`)."""
+    USED[f"{builder.name}/{_config_name(builder)}"] = identity(builder)
+
+
 def record(builder: Any, manual_dir: os.PathLike | str | None) -> dict[str, Any]:
     """Writes `build_source.json` beside the dataset `builder` just built (atomically)."""
     rec = describe(builder, manual_dir)

@@ -1,7 +1,11 @@
 """A run's directory: `config.json` (what ran), `results.json` (what it scored).
 
 `check_workdir` refuses a workdir holding a run of another config and writes
-`config.json`; `load_config` reads it back as a ConfigDict (for evaluate-only runs);
+`config.json`; `check_data` records in `data.json` the identity of every dataset the run
+read (`tfds_builders.fingerprint.identity`: its source files, options, version and split
+sizes) and refuses to resume or re-evaluate the run on a dataset built from other data (a
+`data_dir` or `manual_dir` may change between resumptions only to the same data);
+`load_config` reads config.json back as a ConfigDict (for evaluate-only runs);
 `write_results` writes `results.json`: split -> metric -> value, plus `selection`, the
 step whose model produced them and why (`vnr.evaluators`, `config.select`).
 
@@ -77,6 +81,36 @@ def check_workdir(workdir: pathlib.Path, config: ml_collections.ConfigDict,
         workdir.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".config.json.tmp{jax.process_index()}")
         tmp.write_text(json.dumps(json.loads(config.to_json_best_effort()), indent=2))
+        tmp.replace(path)
+
+
+DATA_FILE = "data.json"
+
+
+def check_data(workdir: pathlib.Path, used: dict[str, str], write: bool = True) -> None:
+    """Refuses, in one line, a workdir whose run read a dataset (by `name/config`) built
+    from other data than the same dataset now; then records `used` (merged) in data.json
+    (`write`, process 0). A dataset without a recorded identity ("") is not compared."""
+    path = workdir / DATA_FILE
+    old: dict[str, str] = {}
+    if path.exists():
+        try:
+            old = dict(json.loads(path.read_text())["datasets"])
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise ConfigError(f"{path} is unreadable ({e}): which data this run trained on is "
+                              "unknown; use a new --workdir") from None
+    for key in sorted(set(old) & set(used)):
+        if old[key] and used[key] and old[key] != used[key]:
+            raise ConfigError(
+                f"workdir {workdir} holds a run on {key} built from other data (identity "
+                f"{old[key]} there, {used[key]} now: another release, or a changed one); "
+                f"continuing or re-evaluating it would rewrite its results; use a new "
+                f"--workdir, or score it on this data with python -m vnr.evaluate --workdir "
+                f"{workdir} --out FILE")
+    if write and jax.process_index() == 0 and set(used) - set(old):
+        workdir.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{DATA_FILE}.tmp{os.getpid()}")
+        tmp.write_text(json.dumps({"datasets": {**old, **used}}, indent=1, sort_keys=True))
         tmp.replace(path)
 
 

@@ -140,3 +140,28 @@ def test_trainer_stops_on_another_manual_dir_until_rebuilt(releases, tmp_path, c
     capsys.readouterr()
     results = train.run(_clips(data, b), str(tmp_path / "run_b"))
     assert results["test_in_domain"]["clips"] == 2
+
+
+@pytest.mark.e2e  # three short trainings
+def test_a_run_is_never_resumed_or_reevaluated_on_other_data(releases, tmp_path, capsys):
+    """#44: rerunning a finished run's command with another manual_dir and a new data_dir
+    refuses in one line, before config.json or results.json are rewritten; the same data
+    at another path (an `rsync -a` copy, another data_dir) resumes."""
+    a, b = releases
+    run = tmp_path / "run"
+    train.run(_clips(tmp_path / "data_a", a), str(run))
+    recorded = json.loads((run / "data.json").read_text())["datasets"]
+    assert list(recorded) == ["moviepuzzle/clips"] and recorded["moviepuzzle/clips"]
+    config, results = (run / "config.json").read_text(), (run / "results.json").read_text()
+    with pytest.raises(train.ConfigError) as e:
+        train.run(_clips(tmp_path / "data_b", b), str(run))
+    msg = str(e.value)
+    assert "\n" not in msg and "holds a run on moviepuzzle/clips built from other data" in msg
+    assert "python -m vnr.evaluate --workdir" in msg
+    assert (run / "config.json").read_text() == config
+    assert (run / "results.json").read_text() == results
+    copy = tmp_path / "copy_of_a"
+    shutil.copytree(a, copy, copy_function=shutil.copy2)  # names, sizes and times kept
+    capsys.readouterr()
+    train.run(_clips(tmp_path / "data_copy", copy), str(run))
+    assert "resumed from step" in "".join(capsys.readouterr())
