@@ -6,14 +6,22 @@ ARGS, comma-separated:
   smoke         tiny sizes for tests (tiny generated corpus, a few steps)
   no_portraits  the query without portrait tokens (Table 5: RNL w/o f_t)
   no_faces      no frame face features (Table 5: RNL w/o f_v; with no_portraits: the base)
-  tan2d         Table 5's 2D-TAN row (`grounding.TAN2D`: clips only; Appendix C: batch 64,
-                lr 1e-4 on real data)
+  tan2d         2D-TAN (`tng_model.TAN2D`: clips only; Appendix C: batch 64, lr 1e-4 on
+                real data); alone: our option, one LSTM layer on hashed-word embeddings
+  glove         (with tan2d) Table 5's 2D-TAN row: 2D-TAN's 3-layer LSTM over pretrained
+                word vectors, --config.data.word_vectors=<GloVe-format file of
+                data.word_dim (300) values a word> (`vnr/benchmarks/movie101/tng_glove.py`:
+                how Chinese is cut into the file's words)
   v1            Movie101-G (v1_grounding; --config.data.manual_dir=<Movie101v1 with features/>)
   v2            Movie101v2 short Chinese narrations as queries (v2_short_zh)
   global        §5.2 global shot retrieval: 20-s shots, ShotDualEncoder, InfoNCE; R@1/5/10
   rtemp         (with v1; implies global) trained and evaluated on the release's
                 Movie101-R-temp/{train,val,test}.json shots and captions (builder config
                 v1_shots; each movie's own shot grid offset), Table 4's GSR(temp)
+  cnclip        (implies global) Table 4's CNCLIP: Chinese-CLIP fine-tuned on 10 frames a
+                shot (`vnr/benchmarks/movie101/tng_cnclip.py`), --config.model.cnclip=<the
+                chinese-clip-vit-huge-patch14 directory>; frames from
+                --config.data.videos=<dir of <movie_id>.mp4> (default <manual_dir>/videos)
 
 Table 6 (two stages), after a `global` run A and a local run B on the same data config:
 
@@ -32,7 +40,8 @@ import ml_collections
 from configs import common
 from tfds_builders.movie101 import feature_dims
 
-ARGS = ("smoke", "no_portraits", "no_faces", "v1", "v2", "global", "rtemp", "tan2d")
+ARGS = ("smoke", "no_portraits", "no_faces", "v1", "v2", "global", "rtemp", "tan2d", "glove",
+        "cnclip")
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
@@ -41,6 +50,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     if "rtemp" in args:
         if release != "v1":
             raise ValueError("tng.py:rtemp reads Movie101v1's Movie101-R-temp files: add v1")
+        args = dataclasses.replace(args, flags=args.flags | {"global"})
+    if "cnclip" in args:
         args = dataclasses.replace(args, flags=args.flags | {"global"})
     real = release is not None
     config, movies = {None: ("synthetic_narration", "synthetic_movies"),
@@ -67,6 +78,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     tan2d = "tan2d" in args
     if tan2d and "global" in args:
         raise ValueError("tng.py:tan2d is a local-grounding row: drop global / rtemp")
+    if "glove" in args and not tan2d:
+        raise ValueError("tng.py:glove is the 2D-TAN row's text input: add tan2d")
     if real and "global" not in args:  # Appendix C: 2D-TAN batch 64, lr 1e-4; RNL 64, 8e-4
         c.batch_size, c.lr = 64, 1e-4 if tan2d else 8e-4
     if tan2d:
@@ -79,6 +92,13 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
                    # RNL's IA-Net base as upstream's run (train.sh: 4 heads, 2 local
                    # self-attention layers; gcn_final.py: 3 co-/self-attention blocks)
                    heads=4, blocks=3, local_layers=2)
+    if "glove" in args:  # 2D-TAN's text encoder: 3 LSTM layers over 300-d GloVe vectors
+        c.model.update(text="glove", text_layers=3)
+        if real:  # 2D-TAN's ActivityNet config: hidden size 512 throughout
+            c.model.width = 512
+        c.data.update(word_vectors="", word_dim=300, max_word_chars=4)
+    if "cnclip" in args:
+        cnclip(c, real)
     common.evals(c, val_max=512)
     if real:  # the paper does not say how a model is selected; ours: the step of best
         # validation R@1 (global retrieval) or R@1 at IoU 0.5 (local grounding)
@@ -90,7 +110,14 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
         c.model.update(width=32, map_layers=2, map_kernel=3, blocks=1, local_layers=1)
         common.smoke(c)
         c.evals.val.max_examples, c.evals.test.max_examples = 8, 10
-        if "global" in args:  # enough steps to learn the planted action/text link
+        if "glove" in args:
+            c.data.word_dim = 16  # the smoke GloVe file's (tng_glove.write_smoke_vectors)
+        if "cnclip" in args:  # the golden tiny Chinese-CLIP: 16-px frames
+            common.smoke(c, batch=8, steps=(4, 1), every=2)
+            c.epochs, c.lr = 0, 1e-4
+            c.data.frames.image_size = 16
+            c.evals.val.max_examples, c.evals.test.max_examples = 8, 0
+        elif "global" in args:  # enough steps to learn the planted action/text link
             common.smoke(c, batch=16, steps=(60, 10), every=30)
             c.eval_batch_size = 8
             c.lr = 3e-3
@@ -98,3 +125,21 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     # the feature widths are the builder's (BuilderConfig), never a second literal here
     c.data.frame_dim, c.data.face_dim = feature_dims(c.data.movies_config)
     return c
+
+
+def cnclip(c: ml_collections.ConfigDict, real: bool) -> None:
+    """Table 4's CNCLIP (§5.2, Appendix C, yuezih/Movie101 CNCLIP+RNL/README.md; where both
+    are silent, the official Chinese-CLIP fine-tuning code the README points to)."""
+    # context_length: the text tower's tokens (Chinese-CLIP's --context-length default, 52);
+    # data.max_tokens stays the local rows' (Table 6's tool compares the two runs' data)
+    c.model.update(arch="cnclip", cnclip="", context_length=52)
+    c.data.update(videos="", frames=dict(per_shot=10, image_size=224, workers=0))  # README: 10
+    c.batch_size, c.lr, c.epochs = 16, 2e-6, 1  # Appendix C: batch 16, lr 2e-6, <= 1 epoch
+    c.eval_batch_size = 16
+    # Chinese-CLIP's training (cn_clip/training/params.py for ViT-H-14: Adam betas 0.9 / 0.98,
+    # eps 1e-6; its fine-tuning scripts: weight decay 0.001, 100 warmup steps, cosine to 0;
+    # no gradient clipping)
+    c.b1, c.b2, c.eps, c.weight_decay = 0.9, 0.98, 1e-6, 0.001
+    c.warmup_steps, c.end_lr_factor, c.grad_clip = 100, 0.0, 0.0
+    c.eval_every = c.ckpt_every = 250 if real else 200
+

@@ -17,8 +17,12 @@ same (movie, shot) are masked, not negatives), positives by `shot_alignment`; ev
 ranks all shots of the narration's own movie: R@1/5/10 in percent and the exact
 `random_R@k`. Narrations with no aligned shot (`no_positive`) count as misses. With
 `data.shot_source = "rtemp"` (configs/movie101/tng.py:v1,rtemp) the records are the
-release's Movie101-R-temp shots and captions instead (`evaluate_global`).
+release's Movie101-R-temp shots and captions instead (`evaluate_global`). With
+`model.arch = "cnclip"` (configs/movie101/tng.py:v1,rtemp,cnclip, Table 4's row) the model is
+Chinese-CLIP over each shot's frames, trained with Chinese-CLIP's contrastive loss
+(`_clip_loss`; `tng_cnclip`).
 """
+
 
 from __future__ import annotations
 
@@ -35,7 +39,7 @@ from flax import nnx
 from vnr import evaluation
 from vnr import task as task_lib
 from vnr.benchmarks.movie101 import grounding_metrics as gm
-from vnr.benchmarks.movie101 import records
+from vnr.benchmarks.movie101 import records, tng_cnclip, tng_glove
 from vnr.benchmarks.movie101 import tng_data as data
 from vnr.benchmarks.movie101.tng_model import RNL, TAN2D, ShotDualEncoder
 from vnr.models.compute import float32
@@ -67,17 +71,40 @@ def validate(config: Any) -> None:
         raise ValueError("data.shot_source='rtemp' is the global stage on data.config="
                          f"'v1_shots' (got stage={config.get('stage')!r}, "
                          f"config={d.config!r})")
+    if config.model.get("arch") == "cnclip" and not _global(config):
+        raise ValueError("model.arch='cnclip' is the global stage (config.stage='global')")
+    if tng_cnclip.enabled(config):
+        tng_cnclip.check(config)
+        from vnr.data import pipeline
+
+        def count() -> int:
+            data.prepare(d)
+            return len(records.usable_source(d, d.train_split))
+
+        pipeline.resolve_epochs(config, count, "train shots", "vnr:movie101_cnclip_epochs")
+    glove = config.model.get("text", "hashed") == "glove"
+    if glove and not tng_glove.requested(d):
+        raise ValueError("model.text='glove' (tng.py:tan2d,glove) needs data.word_vectors=<a "
+                         f"GloVe-format file of data.word_dim={d.word_dim} values a word>")
+    if tng_glove.requested(d) and (not glove or config.model.get("arch") != "tan2d"):
+        raise ValueError("data.word_vectors is read by the 2D-TAN row only (model.arch="
+                         "'tan2d', model.text='glove': tng.py:tan2d,glove)")
 
 
-def make_model(config: Any, rngs: nnx.Rngs) -> RNL | TAN2D | ShotDualEncoder:
+def make_model(config: Any, rngs: nnx.Rngs) -> RNL | TAN2D | ShotDualEncoder | Any:
     d, m = config.data, config.model
+    if tng_cnclip.enabled(config):
+        return tng_cnclip.make_model(config, rngs)
     if _global(config):
         return ShotDualEncoder(frame_dim=d.frame_dim, vocab=d.vocab_size, width=m.width,
                                rngs=rngs)
     arch = m.get("arch", "rnl")
     if arch == "tan2d":
+        glove = m.get("text", "hashed") == "glove"
         return TAN2D(frame_dim=d.frame_dim, vocab=d.vocab_size, width=m.width,
-                     layers=m.map_layers, kernel=m.map_kernel, rngs=rngs)
+                     layers=m.map_layers, kernel=m.map_kernel, rngs=rngs,
+                     word_dim=int(d.word_dim) if glove else 0,
+                     text_layers=int(m.get("text_layers", 1)))
     if arch != "rnl":
         raise ValueError(f"model.arch={arch!r}: choose 'rnl' or 'tan2d'")
     return RNL(frame_dim=d.frame_dim, face_dim=d.face_dim, faces=d.faces, vocab=d.vocab_size,
@@ -94,6 +121,14 @@ def check_splits(config: Any) -> None:
     task_lib.require_splits(config, have, f"movie101/{d.config}")
     data.check(d, faces=not _global(config))  # per-split counts in the log; stops a run
     # that cannot mean what its config says
+    tng_glove.check(d)  # a bad word-vector file: one line naming it
+    if tng_cnclip.enabled(config):
+        tng_cnclip.check_videos(d, sorted({d.train_split, d.val_split, *d.test_splits}))
+
+
+def pretrained(config: Any) -> dict[str, tuple[str, str]]:
+    """The trainer's hook: Chinese-CLIP's weights for Table 4's CNCLIP, else none."""
+    return tng_cnclip.sources(config) if tng_cnclip.enabled(config) else {}
 
 
 def prepare_data(config: Any) -> None:
@@ -101,6 +136,9 @@ def prepare_data(config: Any) -> None:
 
 
 def train_data(config: Any, local_batch: int, process_index: int, process_count: int):
+    if tng_cnclip.enabled(config):
+        return tng_cnclip.train_dataset(config, local_batch, config.seed, process_index,
+                                        process_count)
     if _global(config):
         return data.shot_train_dataset(config.data, local_batch, config.seed, process_index,
                                        process_count)
@@ -132,7 +170,22 @@ def _infonce(model: ShotDualEncoder, batch: dict, config: Any):
     return loss, {"batch_t2v_acc": (jnp.argmax(logits, 1) == labels).mean()}
 
 
+def _clip_loss(model: Any, batch: dict, config: Any):
+    """Chinese-CLIP's contrastive loss: the mean of the text->shot and shot->text
+    cross-entropies of the batch's scaled cosine logits (the in-batch pairs as they come)."""
+    v = model.shots(batch["frames"], batch["frame_mask"])
+    t = model.text_features(batch["ids"], batch["id_mask"])
+    logits = float32(t) @ float32(v).T * model.scale()
+    labels = jnp.arange(len(v))
+    loss = 0.5 * (optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean()
+                  + optax.softmax_cross_entropy_with_integer_labels(logits.T, labels).mean())
+    return loss, {"batch_t2v_acc": (jnp.argmax(logits, 1) == labels).mean(),
+                  "logit_scale": model.scale()}
+
+
 def loss_fn(config: Any, model: RNL, batch: dict, rngs: nnx.Rngs):
+    if tng_cnclip.enabled(config):
+        return _clip_loss(model, batch, config)
     if _global(config):
         return _infonce(model, batch, config)
     scores = float32(model(batch))
@@ -145,6 +198,10 @@ def loss_fn(config: Any, model: RNL, batch: dict, rngs: nnx.Rngs):
 
 
 def predict(config: Any, model: RNL, batch: dict) -> dict[str, jax.Array]:
+    if tng_cnclip.enabled(config):
+        return {"shot": model.shots(batch["frames"], batch["frame_mask"]),
+                "text": model.text_features(batch["ids"], batch["id_mask"]),
+                "valid": batch["valid"]}
     if _global(config):
         return {"shot": model.shots(batch["shot"], batch["shot_mask"]),
                 "text": model.text(batch["tokens"]), "valid": batch["valid"]}
@@ -238,7 +295,11 @@ def embed_movies(config: Any, movies: dict[str, list[dict]], predict_fn: Callabl
     [S, 2] (`movie_shot_spans`) and the duration in seconds.
 
     Shots and narrations are packed row-wise into global batches of eval_batch_size; process
-    p feeds the p-th block of each (the loop's layout), every process gets all outputs."""
+    p feeds the p-th block of each (the loop's layout), every process gets all outputs.
+    Table 4's CNCLIP (`model.arch = "cnclip"`) embeds the shots' frames instead
+    (`tng_cnclip.embed_movies`)."""
+    if tng_cnclip.enabled(config):
+        return tng_cnclip.embed_movies(config, movies, predict_fn, mesh, offsets)
     from vnr.benchmarks.movie101.records import MovieTable
     from vnr.data import text
 

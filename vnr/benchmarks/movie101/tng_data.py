@@ -7,6 +7,8 @@ average-pooled into `n_clips` clips. Batches:
 
   clips     float32 [B,n,Dc+Ds]   faces float32 [B,n,F,Df] (clip means)
   tokens    int32 [B,L]           hashed words of the narration (`vnr.data.text.tokenize`)
+  words     float32 [B,L,Dw], word_mask bool [B,L]   with data.word_vectors only: the
+                                  narration's word vectors (`tng_glove`, Table 5's 2D-TAN)
   portraits float32 [B,R,Df], portrait_mask bool [B,R]   the named roles' portrait features
   gt        float32 [B,2]         the narration span in clip units (0..n)
   valid     bool [B]              False for eval padding
@@ -32,7 +34,7 @@ import grain
 import numpy as np
 
 from vnr.benchmarks.movie101 import grounding_metrics as gm
-from vnr.benchmarks.movie101 import records
+from vnr.benchmarks.movie101 import records, tng_glove
 from vnr.benchmarks.movie101.records import MovieTable
 from vnr.data import pipeline, text
 
@@ -48,6 +50,8 @@ class Window(grain.transforms.RandomMap):
     face_dim: int
     faces: int
     train: bool
+    words: Any = None  # tng_glove's WordVectors (data.word_vectors), else None
+    max_word_chars: int = 4
 
     def random_map(self, rec: dict, rng: np.random.Generator) -> dict[str, np.ndarray]:
         movie = self.table[rec["movie_id"]]
@@ -67,10 +71,14 @@ class Window(grain.transforms.RandomMap):
         if gt[1] <= gt[0]:
             gt[1] = min(n, gt[0] + scale)
         portraits, pmask = portrait_features(movie, rec["roles"], self.max_roles, self.face_dim)
-        return {"clips": clips, "faces": faces,
-                "tokens": text.tokenize(rec["text"], self.vocab_size, self.max_tokens),
-                "portraits": portraits, "portrait_mask": pmask, "gt": gt,
-                "window_start": np.float32(ws), "valid": np.array(True)}
+        out = {"clips": clips, "faces": faces,
+               "tokens": text.tokenize(rec["text"], self.vocab_size, self.max_tokens),
+               "portraits": portraits, "portrait_mask": pmask, "gt": gt,
+               "window_start": np.float32(ws), "valid": np.array(True)}
+        if self.words is not None:
+            out["words"], out["word_mask"] = tng_glove.embed(
+                self.words, rec["text"], self.max_tokens, self.max_word_chars)
+        return out
 
 
 def portrait_features(movie: dict, roles: Any, max_roles: int, face_dim: int
@@ -106,8 +114,10 @@ def _window(cfg: Any, train: bool) -> Window:
     if cfg.window % cfg.n_clips:
         raise ValueError(f"data.window={cfg.window} must be a multiple of data.n_clips="
                          f"{cfg.n_clips}")
+    words = tng_glove.load(cfg) if tng_glove.requested(cfg) else None
     return Window(MovieTable(cfg), cfg.window, cfg.n_clips, cfg.max_tokens, cfg.vocab_size,
-                  cfg.max_roles, cfg.face_dim, cfg.faces, train)
+                  cfg.max_roles, cfg.face_dim, cfg.faces, train, words,
+                  int(cfg.get("max_word_chars", 4)))
 
 
 def prepare(cfg: Any) -> None:

@@ -88,36 +88,47 @@ class TAN2D(nnx.Module):
     zeroed after each); a 1x1 convolution scores every moment. Trained like RNL with BCE
     against the IoU scaled from [0.5, 1] (`tng._targets`).
 
+    The sentence: with `word_dim` > 0 (configs/movie101/tng.py:tan2d,glove, the paper row)
+    2D-TAN's text encoder, `text_layers` (3) stacked LSTM layers over the narration's
+    pretrained word vectors (`batch["words"]`, `batch["word_mask"]`: `tng_glove`); with
+    `word_dim` = 0 (tan2d alone, our option) one LSTM layer over learned hashed-word
+    embeddings of `batch["tokens"]`.
+
     Our choices where the paper and Movie101's release are silent (no 2D-TAN code or config
     for Movie101 is released): ActivityNet's map settings (4 layers, kernel 9) on the real
-    200-s / 50-clip window, dense map instead of 2D-TAN's sparse sampling (n = 50 is small),
-    one LSTM layer (2D-TAN: 3) on learned hashed-word embeddings (2D-TAN: GloVe)."""
+    200-s / 50-clip window, dense map instead of 2D-TAN's sparse sampling (n = 50 is small)."""
 
     def __init__(self, *, frame_dim: int, vocab: int, width: int, layers: int, kernel: int,
-                 rngs: nnx.Rngs):
+                 rngs: nnx.Rngs, word_dim: int = 0, text_layers: int = 1):
         init = nnx.initializers.normal(0.02)
         self.fc = dense(frame_dim, width, ("mlp", "embed"), rngs)
-        self.embed = nnx.Embed(vocab, width, embedding_init=annotate(init, ("vocab", "embed")),
-                               rngs=rngs)
-        self.lstm = nnx.RNN(nnx.OptimizedLSTMCell(width, width, rngs=rngs), return_carry=True,
-                            rngs=False)
+        self.word_dim = word_dim
+        self.embed = (None if word_dim else nnx.Embed(
+            vocab, width, embedding_init=annotate(init, ("vocab", "embed")), rngs=rngs))
+        ins = [word_dim or width] + [width] * (text_layers - 1)
+        self.lstms = nnx.List([nnx.RNN(nnx.OptimizedLSTMCell(d, width, rngs=rngs),
+                                       return_carry=True, rngs=False) for d in ins])
         self.map_fc = dense(width, width, ("embed", "mlp"), rngs)
         self.text_fc = dense(width, width, ("embed", "mlp"), rngs)
         self.convs = nnx.List([nnx.Conv(width, width, (kernel, kernel), padding="SAME",
                                         rngs=rngs) for _ in range(layers)])
         self.pred = nnx.Conv(width, 1, (1, 1), rngs=rngs)
 
-    def sentence(self, tokens: jax.Array) -> jax.Array:
-        """The LSTM's hidden state after the last real token [B, W]."""
-        x = self.embed(tokens)
-        zero = jnp.zeros((x.shape[0], self.lstm.cell.hidden_features), x.dtype)
-        (_, h), _ = self.lstm(x, initial_carry=(zero, zero),
-                              seq_lengths=jnp.maximum((tokens > 0).sum(1), 1))
+    def sentence(self, batch: dict) -> jax.Array:
+        """The last LSTM layer's hidden state after the last real word [B, W]."""
+        if self.word_dim:
+            x, n = batch["words"], batch["word_mask"].sum(1)
+        else:
+            x, n = self.embed(batch["tokens"]), (batch["tokens"] > 0).sum(1)
+        h = None
+        for lstm in self.lstms:
+            zero = jnp.zeros((x.shape[0], lstm.cell.hidden_features), x.dtype)
+            (_, h), x = lstm(x, initial_carry=(zero, zero), seq_lengths=jnp.maximum(n, 1))
         return h
 
     def __call__(self, batch: dict) -> jax.Array:
         grid, valid = proposal_map(jax.nn.relu(self.fc(batch["clips"])))
-        q = self.text_fc(self.sentence(batch["tokens"]))
+        q = self.text_fc(self.sentence(batch))
         m = valid[None, :, :, None]
         f = _unit(self.map_fc(grid) * q[:, None, None]) * m
         for conv in self.convs:
