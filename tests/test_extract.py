@@ -134,15 +134,15 @@ def test_kill_9_then_rerun_completes_without_recomputing(corpus, tmp_path):
     assert not list(out.rglob(".*.tmp-*"))  # the killed writer's temporary file removed
 
 
-@pytest.mark.e2e  # 12 s a case: 224 px clips through S3D on the CPU
-@pytest.mark.parametrize("name,sampling", [("s3d_howto100m", "UNIVL"),
+@pytest.mark.e2e  # 12 s a case: 224 (112) px clips through S3D on the CPU
+@pytest.mark.parametrize("name,sampling", [("s3d_howto100m", "UNIVL"), ("s3d_symon", "SYMON"),
                                            ("s3d_videoclip", "VIDEOCLIP")])
 def test_s3d_rows_are_the_upstream_extractors_seconds(corpus, tmp_path, monkeypatch, name,
                                                       sampling):
-    """`--model s3d_howto100m` / `s3d_videoclip` (the golden small-width weights) equal S3D's
-    own `features_per_second` on the frames UniVL's / VideoCLIP's extractor takes: 16 / 30 a
-    second (nearest), shorter side 224 bicubic, centre crop, the last second padded black;
-    `mixed_5c` / the `video_embedding`."""
+    """`--model s3d_howto100m` / `s3d_symon` / `s3d_videoclip` (the golden small-width
+    weights) equal S3D's own `features_per_second` on the frames UniVL's extractor (at 224
+    px, or SYMON's 112) / VideoCLIP's takes: 16 / 30 a second (nearest), shorter side
+    bicubic, centre crop, the last second padded black; `mixed_5c` / the `video_embedding`."""
     from tests.models.test_s3d import GOLDEN, TINY
     from vnr.data import video
     from vnr.models.encoders import s3d
@@ -159,7 +159,7 @@ def test_s3d_rows_are_the_upstream_extractors_seconds(corpus, tmp_path, monkeypa
     rows = np.load(tmp_path / "out" / "features" / "a.npy")
     times = np.arange(0, 2.3 - 1e-9, 1 / smp.fps)  # ffmpeg's fps filter's output frames
     frames = video.decode_at(videos / "a.mp4", times, pick="nearest", resize=video.Resize(
-        "short_side_crop", size=224, crop=224, interpolation="bicubic")).frames
+        "short_side_crop", size=smp.size, crop=smp.crop, interpolation="bicubic")).frames
     want = s3d.features_per_second(s3d.from_checkpoint(ckpt, cfg=TINY), frames, smp,
                                    batch_size=2)
     assert rows.shape == want.shape and len(rows) == 3

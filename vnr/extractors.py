@@ -10,6 +10,8 @@ Registered:
 * `s3d_howto100m` — the HowTo100M S3D-G (`s3d_howto100m.pth`, `vnr.models.encoders.s3d`) as
   UniVL's features were made (`s3d.UNIVL`: 16 frames a second, shorter side 224 bicubic,
   centre crop, [0, 1], `mixed_5c` L2-normalised, the last second padded black): 1024-d.
+* `s3d_symon` — as `s3d_howto100m` at SYMON's stated frame size (Appendices D and E: 112 x
+  112; `s3d.SYMON`: shorter side 112, centre crop 112), the input of SYMON's UniVL rows.
 * `s3d_videoclip` — the same network as VideoCLIP's features were made (`s3d.VIDEOCLIP`,
   fairseq MMPT's extractor `--type=s3d`: 30 frames a second, the 512-d `video_embedding`
   L2-normalised), the input of SYMON's VideoCLIP rows.
@@ -198,6 +200,11 @@ REGISTRY: dict[str, Extractor] = {
                                frames_per_unit=16, load=_s3d_loader("UNIVL", 1024),
                                checkpoint_files=_file, times=_grid, pick="nearest",
                                zero_past_end=True),
+    # SYMON's UniVL rows (Tables 6, 8, 9): UniVL's extraction at 112 x 112 (Appendices D-E)
+    "s3d_symon": Extractor(name="s3d_symon", layout="features", unit_seconds=1.0,
+                           frames_per_unit=16, load=_s3d_loader("SYMON", 1024),
+                           checkpoint_files=_file, times=_grid, pick="nearest",
+                           zero_past_end=True),
     # VideoCLIP's inputs (SYMON Tables 8-9): MMPT's extractor, 30 frames a second, 512-d
     "s3d_videoclip": Extractor(name="s3d_videoclip", layout="features", unit_seconds=1.0,
                                frames_per_unit=30, load=_s3d_loader("VIDEOCLIP", 512),

@@ -83,6 +83,8 @@ class Sampling:
 
 
 UNIVL = Sampling()
+# SYMON's Appendices D-E: UniVL's extraction, but "a frame size of 112 x 112"
+SYMON = Sampling(size=112, crop=112)
 VIDEOCLIP = Sampling(fps=30, clip_frames=30, output="video_embedding")
 
 # One inception block: (1x1x1, 3x3x3-branch reduce, its 3x3x3, second reduce, its 3x3x3, pool).
@@ -437,7 +439,7 @@ def features_per_second(model: S3D, frames: np.ndarray, sampling: Sampling = UNI
       frames: [N, H, W, 3] decoded at `sampling.fps`, scaled so the shorter side is
         `sampling.size` and centre-cropped to `sampling.crop` squared (224x224), RGB, uint8
         (divided by 255 here) or floats in [0, 1].
-      sampling: `UNIVL` (default) or `VIDEOCLIP`.
+      sampling: `UNIVL` (default), `SYMON` (112 px) or `VIDEOCLIP`.
       batch_size: clips per forward; the last batch is padded so one shape compiles.
 
     Returns:
