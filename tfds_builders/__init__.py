@@ -9,4 +9,20 @@ from tfds_builders.data_dir import check as check_data_dir
 # what `vnr.extract` reads and what builders count as downloaded (`common.missing_features`).
 VIDEO_EXTS = (".mp4", ".webm", ".mkv", ".mov", ".m4v", ".avi")
 
-__all__ = ["VIDEO_EXTS", "DataDirError", "check_data_dir", "failed_write"]
+__all__ = ["VIDEO_EXTS", "DataDirError", "check_data_dir", "failed_write", "forget_used",
+           "used_datasets"]
+
+
+def used_datasets() -> dict[str, str]:
+    """`name/config` -> identity of every dataset this process opened since `forget_used`
+    (`tfds_builders.fingerprint.identity`; a run records them, `vnr.workdir.check_data`)."""
+    from tfds_builders import fingerprint
+
+    return dict(fingerprint.USED)
+
+
+def forget_used() -> None:
+    """Starts a new list for `used_datasets` (a run's start)."""
+    from tfds_builders import fingerprint
+
+    fingerprint.USED.clear()

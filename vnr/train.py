@@ -34,7 +34,7 @@ import optax
 from absl import flags, logging
 from flax import nnx
 
-from tfds_builders import fingerprint
+from tfds_builders import forget_used, used_datasets
 from vnr import (
     checkpoint,
     cli,
@@ -215,7 +215,7 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
 def _run(config: ml_collections.ConfigDict, workdir: pathlib.Path,
          owner: workdir_lib.Owner | None) -> dict[str, Any]:
     primary = owner is not None
-    fingerprint.USED.clear()  # the datasets this run opens (`workdir_lib.check_data`)
+    forget_used()  # the datasets this run opens (`workdir_lib.check_data`)
     if plots := sys.modules.get("vnr.reports.plots"):  # imported by an earlier run
         plots.new_run()  # a report warning is one line per run
     data_dir = (config.get("data") or {}).get("data_dir") or None
@@ -235,7 +235,7 @@ def _run(config: ml_collections.ConfigDict, workdir: pathlib.Path,
     if owner is not None:
         owner.acquire()  # one run per workdir, from its first write to its end
     # the datasets the run reads are built now: the same data as the run's before, if any
-    workdir_lib.check_data(workdir, dict(fingerprint.USED))
+    workdir_lib.check_data(workdir, used_datasets())
     check_workdir(workdir, config)  # config.json: only once every check above passed
     warn = functools.partial(_warn, primary)
     say = functools.partial(_say, primary)

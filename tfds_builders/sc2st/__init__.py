@@ -21,7 +21,10 @@ import numpy as np
 
 from tfds_builders import common
 from tfds_builders.common import ManualDirError
-from tfds_builders.sc2st import extras
+from tfds_builders.sc2st import (
+    extras,
+    synthetic,  # the generated corpus (smoke inputs, tests)
+)
 from tfds_builders.sc2st.keyframes import (
     Embedder,
     Expert,
@@ -34,7 +37,7 @@ from tfds_builders.sc2st.sc2st import Builder, Sc2St, Sc2StConfig
 
 __all__ = ["CONFIGS", "Builder", "Embedder", "Expert", "Keyframe", "MakeEmbedder",
            "MakeExpert", "ManualDirError", "Sc2St", "Sc2StConfig", "data_source",
-           "isolated_keyframes", "normalise", "pool", "prepare", "split_names", "to_record"]
+           "isolated_keyframes", "normalise", "pool", "prepare", "split_names", "to_record", "synthetic"]
 
 CONFIGS = {c.name: c for c in Sc2St.BUILDER_CONFIGS}
 

@@ -138,9 +138,9 @@ def write_smoke_vectors(path: os.PathLike | str, dim: int = 16, seed: int = 0) -
     """A tiny GloVe text file for smoke runs: the words of the generated corpus's narrations
     (`tfds_builders.movie101.synthetic.ACTIONS`) and a few Chinese words and characters,
     random `dim`-d vectors; returns its path."""
-    from tfds_builders.movie101.synthetic import ACTIONS
+    from tfds_builders.movie101 import synthetic
 
-    words = sorted({w for phrase, _ in ACTIONS for w in phrase.split()}
+    words = sorted({w for phrase, _ in synthetic.ACTIONS for w in phrase.split()}
                    | {"老李", "小猫", "老", "李", "小", "猫", "走", "进", "房间"})
     rng = np.random.default_rng(seed)
     path = os.fspath(path)

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from vnr.benchmarks.sc2st.embedders import TorchvisionImageScorer
+from vnr.benchmarks.sc2st.scorers import TorchvisionImageScorer
 
 PLACES365_FILE = "densenet161_places365.pth.tar"
 SENET154_FILE = "senet154-c7b49a05.pth"
@@ -78,7 +78,7 @@ class ImageExpert(TorchvisionImageScorer):
             return super().pixels(jpeg)
         from PIL import Image
 
-        from vnr.benchmarks.sc2st.embedders import IMAGENET_MEAN, IMAGENET_STD
+        from vnr.benchmarks.sc2st.scorers import IMAGENET_MEAN, IMAGENET_STD
 
         side = round(self.image_size * self.resize_ratio)
         img = Image.open(io.BytesIO(jpeg)).convert("RGB").resize((side, side), Image.BILINEAR)

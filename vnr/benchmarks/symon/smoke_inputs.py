@@ -106,7 +106,7 @@ def videoclip_inputs(path: str | pathlib.Path) -> pathlib.Path:
     import numpy as np
 
     from tfds_builders import symon
-    from tfds_builders.msymon.yms import synthetic as yms_synthetic
+    from tfds_builders.msymon import yms
 
     root = pathlib.Path(path)
     symon.write_generated_release(root / "release", "tiny", seed=3)
@@ -119,7 +119,7 @@ def videoclip_inputs(path: str | pathlib.Path) -> pathlib.Path:
         y = x @ rot.T
         y /= np.maximum(np.linalg.norm(y, axis=1, keepdims=True), 1e-12)
         np.save(f, y.astype(np.float16))
-    yms_synthetic.write_corpus(root / "yms", seed=1, dim=VIDEOCLIP_SMOKE_DIM)
+    yms.synthetic.write_corpus(root / "yms", seed=1, dim=VIDEOCLIP_SMOKE_DIM)
     golden = pathlib.Path(__file__).resolve().parents[3] / "tests" / "golden" / "videoclip"
     (root / "videoclip").mkdir(parents=True, exist_ok=True)
     for name in ("checkpoint_best.pt", "vocab.txt"):
