@@ -37,7 +37,8 @@ from tfds_builders.sc2st.sc2st import Builder, Sc2St, Sc2StConfig
 
 __all__ = ["CONFIGS", "Builder", "Embedder", "Expert", "Keyframe", "MakeEmbedder",
            "MakeExpert", "ManualDirError", "Sc2St", "Sc2StConfig", "data_source",
-           "isolated_keyframes", "normalise", "pool", "prepare", "split_names", "to_record", "synthetic"]
+           "isolated_keyframes", "normalise", "pool", "prepare", "split_names", "synthetic",
+           "to_record"]
 
 CONFIGS = {c.name: c for c in Sc2St.BUILDER_CONFIGS}
 
