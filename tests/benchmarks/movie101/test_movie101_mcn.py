@@ -322,8 +322,12 @@ def test_chinese_clip_text_tower_matches_flax_bert(tmp_path) -> None:
     cfg = tf.ChineseCLIPConfig(text_config=text, vision_config=dict(
         hidden_size=32, num_hidden_layers=1, num_attention_heads=4, intermediate_size=64,
         image_size=32, patch_size=16), projection_dim=16)
+    from vnr.models.encoders import chinese_clip
+
     rng = np.random.default_rng(0)
-    shapes = loading.param_shapes(lambda r: task.ChineseCLIPText(cfg, rngs=r))
+    cfg.save_pretrained(tmp_path)
+    shapes = loading.param_shapes(lambda r: chinese_clip.ChineseCLIPTextModel(
+        chinese_clip.read_config(tmp_path), rngs=r))
     flat = {k: (rng.normal(size=s) * 0.05 + (k.endswith("scale"))).astype(np.float32)
             for k, s in shapes.items()}
     tensors = to_pt_layout(flat)

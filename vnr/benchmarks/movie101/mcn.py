@@ -332,40 +332,15 @@ def clip_config(name: str) -> tuple[pathlib.Path, dict]:
     return path, conf
 
 
-class ChineseCLIPText(nnx.Module):
-    """Chinese-CLIP's text tower as Hugging Face's `ChineseCLIPModel` holds it: a BERT
-    (RoBERTa-wwm) encoder without pooler (`text_model.*`) and a bias-free `text_projection`
-    of the [CLS] state. Built from `vnr.models.encoders` blocks (the encoders package has no
-    `chinese_clip` builder); tensor names match the checkpoint's."""
-
-    def __init__(self, cfg: Any, *, rngs: nnx.Rngs):
-        from vnr.models.encoders import BertModel
-        from vnr.models.encoders.layers import dense
-
-        tc = cfg.text_config
-        self.text_model = BertModel(tc, add_pooling_layer=False, pooling="cls", rngs=rngs)
-        self.text_projection = dense(tc.hidden_size, cfg.projection_dim, ("embed", None),
-                                     use_bias=False, std=tc.initializer_range, rngs=rngs)
-
-
-def _load_chinese_clip(path: pathlib.Path) -> ChineseCLIPText:
-    from transformers import AutoConfig
-
-    from vnr.models.encoders import loading
-
-    cfg = AutoConfig.from_pretrained(str(path))
-    tensors, layout = loading.read_checkpoint(path)
-
-    def ctor(r):
-        return ChineseCLIPText(cfg, rngs=r)
+def _load_chinese_clip(path: pathlib.Path) -> Any:
+    """Chinese-CLIP's text tower with its projection (`vnr.models.encoders.chinese_clip`;
+    the vision tower and `logit_scale` are left unread)."""
+    from vnr.models.encoders import chinese_clip
 
     try:
-        arrays = loading.match_tensors(loading.param_shapes(ctor), tensors, layout,
-                                       ignore=("vision_model.", "visual_projection.",
-                                               "logit_scale"))
+        return chinese_clip.from_pretrained(path, tower="text")
     except loading.CheckpointError as err:
         raise loading.CheckpointError(f"eval.clip_model={str(path)!r}: {err}") from None
-    return loading.instantiate(ctor, arrays, key=jax.random.key(0))
 
 
 @functools.lru_cache(maxsize=2)
