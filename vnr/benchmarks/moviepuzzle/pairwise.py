@@ -189,7 +189,15 @@ def pair_accuracy(scores: np.ndarray, position: np.ndarray, mask: np.ndarray) ->
 def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.Mesh, *,
              max_examples: int = 0, report_dir: pathlib.Path | None = None) -> dict[str, float]:
     """Orders every clip of `split` and returns the paper's metrics (and pair_acc)."""
-    out = collect(config, split, predict_fn, mesh, max_examples)
+    return score_split(config, split, collect(config, split, predict_fn, mesh, max_examples),
+                       report_dir)
+
+
+def score_split(config: Any, split: str, out: Any,
+                report_dir: pathlib.Path | None = None) -> dict[str, float]:
+    """A split's predicted pair scores (`out`: scores, mask, position, ...) -> each clip
+    ordered (`order_clips`), the paper's metrics and pair_acc; the reports when asked.
+    Every pairwise task's evaluation ends here."""
     pred = np.asarray(order_clips(config, out["scores"], out["mask"]))
     gt = gt_order(out["position"])
     metrics = order_metrics(pred, gt, out)

@@ -30,7 +30,6 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import optax
 from flax import nnx
 
@@ -162,11 +161,4 @@ def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.M
     stream = video_pairs_data.eval_dataset(config.data, split, config.eval_batch_size,
                                            config.seed, max_examples)
     out = evaluation.predict_split(stream, predict_fn, mesh, name=f"moviepuzzle {split}")
-    pred = np.asarray(base.order_clips(config, out["scores"], out["mask"]))
-    gt = base.gt_order(out["position"])
-    metrics = base.order_metrics(pred, gt, out)
-    if report_dir is not None:
-        base.clip_report(split, pred, gt, out, report_dir)
-        if out.first is not None:
-            base.order_report(config, split, out.first, pred, gt, report_dir)
-    return metrics
+    return base.score_split(config, split, out, report_dir)
