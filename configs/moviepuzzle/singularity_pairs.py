@@ -27,12 +27,11 @@ ARGS is a comma-separated list of:
   smoke             tiny sizes for tests (the golden tiny checkpoint reads 16 x 16 frames)
 """
 
-import math
 
 import ml_collections
 
 from configs import common
-from configs.moviepuzzle import hcmc
+from configs.moviepuzzle import video_pairs
 
 FLAGS = ("sop", "clips", "movienet", "smoke")
 VALUES = {"checkpoint": str, "tokenizer": str}
@@ -54,19 +53,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     )
     c.model = dict(checkpoint=args.values.get("checkpoint", ""),
                    head="sop" if "sop" in args else "nsp")
-    # §4.1 Setup: AdamW, lr 1e-4, betas 0.9 / 0.999, eps 1e-6, 5 epochs of the built train
-    # split (`data.resolve_epochs`).
-    c.update(optimizer="adamw", lr=1e-4, b1=0.9, b2=0.999, eps=1e-6, epochs=5)
-    # Ours (as the VideoMAE / Timesformer rows): batch 8 clips of 8 pairs, weight decay
-    # 0.01, constant lr, no warmup, no clipping.
-    c.update(batch_size=8, eval_batch_size=8, weight_decay=0.01, schedule="constant",
-             warmup_steps=0, grad_clip=0.0)
-    c.pairs_per_clip = 8
-    c.total_steps = math.ceil(5 * hcmc.PAPER_TRAIN_CLIPS / 8)  # until the data is built
-    common.evals(c, val_max=200)
-    hcmc.select_by_validation(c)  # ours: the step of best validation OS2
-    c.eval.update(search="beam", beam_size=10, objective="path", starts="per_start",
-                  report_clips=4, pair_chunk=8)
+    video_pairs.pair_training(c)  # §4.1 and ours, as the VideoMAE / TimeSformer rows
     if "smoke" in args:
         c.data.update(config="synthetic_tiny" if c.data.config == "synthetic" else
                       c.data.config, num_workers=0, image_size=16, max_tokens=8)
