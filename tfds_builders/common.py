@@ -37,7 +37,7 @@ import numpy as np
 import tensorflow_datasets as tfds
 from etils import epath
 
-from tfds_builders import VIDEO_EXTS, fingerprint, progress
+from tfds_builders import VIDEO_EXTS, fingerprint, holder, progress
 
 SUMMARY_FILE = "build_summary.json"
 KEPT_PREFIX = "kept_"  # a count of inputs kept (repaired or tolerated), not of skips
@@ -303,13 +303,22 @@ class SummaryBuilder:
         stores `build_summary.json` beside it."""
         self.skips = None  # set by _split_generators when this call generates the data
         manual_dir = getattr(kwargs.get("download_config"), "manual_dir", None)
-        if manual_dir and os.path.isdir(manual_dir) and not progress.is_built(self):
-            fingerprint.check_regular(manual_dir)  # a FIFO would block the build forever
-        with progress.build_lines(self):
-            super().download_and_prepare(*args, **kwargs)
-        if self.skips is not None:
-            write_summary(self, self.skips)
-            fingerprint.record(self, getattr(kwargs.get("download_config"), "manual_dir", None))
+        lock = None
+        if not progress.is_built(self):
+            if manual_dir and os.path.isdir(manual_dir):
+                fingerprint.check_regular(manual_dir)  # a FIFO would block the build forever
+            version_dir = pathlib.Path(self.data_dir)  # one build at a time: the others wait
+            lock = holder.wait_to_build(version_dir.parent / f".{version_dir.name}.building",
+                                        f"{self.name}/{self.builder_config.name}", log.warning)
+        try:  # after a wait, TFDS reuses what the other build made (and says nothing)
+            with progress.build_lines(self):
+                super().download_and_prepare(*args, **kwargs)
+            if self.skips is not None:  # before the lock goes: a waiter reads them
+                write_summary(self, self.skips)
+                fingerprint.record(self, manual_dir)
+        finally:
+            if lock is not None:
+                lock.release()
 
 
 def named_config(builder_cls: type, name: str) -> Any:

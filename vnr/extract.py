@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 from absl import flags
 
+from tfds_builders import alive
 from vnr import cli, extractors
 from vnr.data import video
 
@@ -101,20 +102,10 @@ def _remove_stale(folder: pathlib.Path) -> int:
     n = 0
     for p in folder.glob(f".*.tmp-{_HOST}-*"):
         pid = p.name.rsplit("-", 1)[-1]
-        if pid.isdigit() and not _alive(int(pid)):
+        if pid.isdigit() and not alive(int(pid)):
             p.unlink(missing_ok=True)
             n += 1
     return n
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _write_json(path: pathlib.Path, value: Any) -> None:

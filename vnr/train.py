@@ -247,7 +247,10 @@ def _run(config: ml_collections.ConfigDict, workdir: pathlib.Path,
             say(f"resumed from step {start} ({saver.directory})")
         else:  # a fresh run: pretrained encoders (a resumed one has them in its checkpoint)
             state = startup.load_pretrained(task, config, state, s.state_shardings, say)
-        writer = MetricWriter(workdir, active=primary)
+        writer = MetricWriter(workdir, active=primary, start=start)
+        if writer.dropped:
+            say(f"metrics.jsonl: dropped {writer.dropped} row(s) logged after step {start} "
+                "(the steps are replayed from that checkpoint)")
         state = _loop(config, s, state, start, saver, writer, workdir, say)
     except NonFiniteLoss as e:
         saver.finish()

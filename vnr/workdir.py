@@ -22,16 +22,13 @@ from __future__ import annotations
 import json
 import os
 import pathlib
-import socket
-import threading
-import time
-import uuid
 from collections.abc import Callable
 from typing import Any
 
 import jax
 import ml_collections
 
+from tfds_builders import Holder, LockHeld
 from vnr.config import ConfigError
 
 # Config keys that may change between a run and its resumption.
@@ -165,37 +162,16 @@ def split_results(results: dict[str, Any]) -> dict[str, dict[str, float]]:
 
 
 OWNER = ".owner"
-HEARTBEAT_S = 30.0
-STALE_S = 300.0  # a holder on another host that has not beaten for this long is gone
+HEARTBEAT_S, STALE_S = Holder.HEARTBEAT_S, Holder.STALE_S
 
 
-class Owner:
+class Owner(Holder):
     """The training process that owns `workdir` (process 0 of a run); `check()` refuses a
     live owner before anything is written, `acquire()` takes the directory, `release()`
-    (or leaving the `with` block) gives it back."""
+    (or leaving the `with` block) gives it back (`tfds_builders.Holder`)."""
 
     def __init__(self, workdir: pathlib.Path, say: Callable[[str], None] = print) -> None:
-        self.path, self.say = workdir / OWNER, say
-        self.me = {"host": socket.gethostname(), "pid": os.getpid(),
-                   "token": uuid.uuid4().hex}
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def holder(self) -> dict | None:
-        """The live holder's record, else None (no file, ours, or stale)."""
-        try:
-            raw, age = self.path.read_text(), time.time() - self.path.stat().st_mtime
-            held = json.loads(raw)
-        except FileNotFoundError:
-            return None
-        except (OSError, ValueError):  # half-written by a process killed mid-write
-            return None
-        if not isinstance(held, dict) or held.get("token") == self.me["token"]:
-            return None
-        if age > STALE_S or (held.get("host") == self.me["host"]
-                             and not _alive(held.get("pid"))):
-            return None
-        return held
+        super().__init__(workdir / OWNER, say)
 
     def check(self) -> None:
         """ConfigError naming the holder when another live process owns the workdir (or
@@ -208,65 +184,8 @@ class Owner:
                 f"{held.get('host')}, {self.path}); wait for it, stop it, or use a new --workdir")
 
     def acquire(self) -> None:
-        """Creates `.owner` atomically; a stale one is taken over (one line)."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        data = json.dumps(self.me)
         try:
-            fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-        except FileExistsError:
+            super().acquire()
+        except LockHeld:
             self.check()
-            old = self._read()
-            tmp = self.path.with_name(f"{OWNER}.{self.me['token']}")
-            tmp.write_text(data)
-            tmp.replace(self.path)
-            if self._read().get("token") != self.me["token"]:  # another run took it first
-                self.check()
-            self.say(f"took over {self.path}: its holder (pid {old.get('pid')} on "
-                     f"{old.get('host')}) is gone")
-        else:
-            with os.fdopen(fd, "w") as f:
-                f.write(data)
-        self._thread = threading.Thread(target=self._beat, name="vnr-owner", daemon=True)
-        self._thread.start()
-
-    def release(self) -> None:
-        """Stops the heartbeat and removes `.owner` if it is still ours."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
-        if self._read().get("token") == self.me["token"]:
-            self.path.unlink(missing_ok=True)
-
-    def _read(self) -> dict:
-        try:
-            held = json.loads(self.path.read_text())
-        except (OSError, ValueError):
-            return {}
-        return held if isinstance(held, dict) else {}
-
-    def _beat(self) -> None:
-        while not self._stop.wait(HEARTBEAT_S):
-            try:
-                os.utime(self.path)
-            except OSError:
-                pass  # removed by hand: nothing to keep alive
-
-    def __enter__(self) -> Owner:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.release()
-
-
-def _alive(pid: Any) -> bool:
-    """Whether process `pid` of this host exists."""
-    if not isinstance(pid, int) or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process
-        return True
-    return True
+            raise

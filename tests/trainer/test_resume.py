@@ -125,6 +125,8 @@ def test_sigterm_then_kill9_then_restart_is_bit_exact(reference, tmp_path):
     for name in a:
         np.testing.assert_array_equal(b[name], a[name], err_msg=name)
     want, got = _metrics(ref), _metrics(workdir)
+    pairs = [(r["step"], k) for r in _rows(workdir) for k in r if k not in ("step", "time")]
+    assert len(pairs) == len(set(pairs)), "a (step, metric) logged twice in metrics.jsonl"
     assert got.keys() == want.keys()
     assert {k: v for k, v in got.items() if want[k] != v} == {}
     assert not list(workdir.parent.glob("*.orbax-checkpoint-tmp*"))

@@ -161,3 +161,46 @@ def test_batches_alive_at_exit_leave_no_shared_memory_behind(data_dir):
     assert out.returncode == 0, out.stderr[-3000:]
     assert int(out.stdout.split()[-1]) > 0
     assert "leaked shared_memory" not in out.stderr, out.stderr[-3000:]
+
+
+def test_workers_end_when_their_trainer_is_killed(data_dir):
+    """`kill -9` of the process reading through workers: its workers (and the resource
+    tracker) end within seconds instead of running on as orphans (#44)."""
+    import signal
+    import time
+
+    script = (
+        "import os, sys, time\n"
+        "from configs.moviepuzzle.main import get_config\n"
+        "from vnr.benchmarks.moviepuzzle import pairwise as task\n"
+        "c = get_config('smoke')\n"
+        "c.data.data_dir, c.data.num_workers = sys.argv[1], 2\n"
+        "it = iter(task.train_data(c, 8, 0, 1))\n"
+        "next(it)\n"
+        "print('ready', flush=True)\n"
+        "time.sleep(300)\n")
+    p = subprocess.Popen([sys.executable, "-c", script, data_dir], cwd=ROOT,
+                         env=dict(os.environ, PYTHONPATH=str(ROOT)), stdout=subprocess.PIPE,
+                         text=True)
+    try:
+        assert p.stdout.readline().strip() == "ready"
+        kids = {int(x) for x in subprocess.run(["pgrep", "-P", str(p.pid)], capture_output=True,
+                                              text=True).stdout.split()}
+        assert len(kids) >= 2  # the workers (and the resource tracker)
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and any(_running(k) for k in kids):
+            time.sleep(0.2)
+        assert not [k for k in kids if _running(k)], "orphaned worker processes"
+    finally:
+        if p.poll() is None:
+            p.kill()
+
+
+def _running(pid: int) -> bool:
+    try:
+        stat = pathlib.Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[0] != "Z"

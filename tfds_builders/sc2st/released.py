@@ -230,6 +230,24 @@ def frame_path(frame_id: str, index: dict[tuple[int, int], tuple[str, str]],
     return pathlib.Path("frames") / movie / clip / f"{f}.jpg"
 
 
+def _distinct_and_new(story_: dict, where: str, path: pathlib.Path,
+                      seen: dict[tuple[str, ...], str], skips: collections.Counter) -> bool:
+    """False (counted `repeated_frame`) for a storyboard showing a frame twice; a storyboard
+    given before is noted (`duplicate_storyboard`, with a warning naming both) and kept."""
+    ids = tuple(item["id"] for item in story_["items"])
+    twice = sorted({i for i in ids if ids.count(i) > 1})
+    if twice:
+        record(skips, "repeated_frame", path, where, f"{twice[0]} is shown "
+               f"{ids.count(twice[0])} times ({len(set(ids))} distinct frames of {len(ids)})")
+        return False
+    if ids in seen:
+        common.note(skips, "duplicate_storyboard", what=f"{where} = {seen[ids]}")
+        common.log.warning("%s repeats the storyboard %s (kept as released)", where, seen[ids])
+    else:
+        seen[ids] = where
+    return True
+
+
 def _after(message: str, where: str) -> str:
     """`message` without its leading `where` (a skip names the story once)."""
     return message[len(where):].lstrip(": ") if message.startswith(where) else message
@@ -258,7 +276,10 @@ def build_released(root: pathlib.Path, cfg: Any, skips: collections.Counter,
     the release's candidate format (if any) is undocumented; the release lists no isolated
     keyframes, so the pools are the storyboards' (`isolated` does not apply). A storyboard
     with an id lsmdc.json lacks, a missing frame or no text is skipped (`unknown_id` /
-    `no_frames` / `no_text`).
+    `no_frames` / `no_text`), one that shows a frame twice too (`repeated_frame`: the
+    frame to find would also be context). A storyboard given again, in its own split or
+    an earlier one, is kept as released and counted (`noted_duplicate_storyboard`, naming
+    both places): a test storyboard also in train is a contamination the user should see.
     """
     index_path = _find(root, "lsmdc.json")
     if index_path is None:
@@ -274,6 +295,7 @@ def build_released(root: pathlib.Path, cfg: Any, skips: collections.Counter,
     meta = lsmdc.read_meta(meta_path, skips) if meta_path is not None else {}
     check_dim(scorer, cfg)
     no_meta: set[str] = set()
+    seen: dict[tuple[str, ...], str] = {}  # a storyboard's frame ids -> where first given
     out = {}
     for code, (split, name) in enumerate(RELEASED_SPLITS.items()):
         path = _find(root, name)
@@ -283,6 +305,8 @@ def build_released(root: pathlib.Path, cfg: Any, skips: collections.Counter,
         boards, feats, movies = [], [], []
         for story_ in read_stories(path, cfg.length, skips):
             where = f"{path}[{story_['key']!r}]"  # as read_stories names a story
+            if not _distinct_and_new(story_, where, path, seen, skips):
+                continue
             paths, sents = [], []
             try:
                 for n, item in enumerate(story_["items"]):

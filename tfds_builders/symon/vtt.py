@@ -22,7 +22,10 @@ Malformed cues are skipped with a reason (`bad_timing`: no timing line, or a tim
 minutes or seconds pass 59 or that lies beyond a day (`schema.py`); `end_before_start`,
 `bad_word_timing`: tag times out of range, decreasing or outside the cue by > 1 s), each
 named by file and line (`<id>.en.vtt:12 (cue 4: ...)`); rolling duplicates are information
-(`noted`), not skips. NOTE/STYLE/REGION blocks are ignored.
+(`noted`), not skips. NOTE/STYLE/REGION blocks are ignored. WebVTT requires cues in order
+of start time; cues given out of order are read in that order (a stable sort) and noted
+(`cue:out_of_order`, naming the first such cue), where reading them as given would make
+the rolling-duplicate rule and the words' end times drop most of them.
 """
 
 from __future__ import annotations
@@ -118,6 +121,32 @@ def _blocks(text: str) -> list[tuple[int, str]]:
     return out
 
 
+def _start(block: str) -> float | None:
+    k = next((i for i, ln in enumerate(block.split("\n")[:2]) if "-->" in ln), None)
+    timing = _timing(block.split("\n")[k]) if k is not None else None
+    return None if timing is None else timing[0]
+
+
+def _in_time_order(blocks: list[tuple[int, str]], skips: collections.Counter,
+                   path: os.PathLike | str) -> list[tuple[int, str]]:
+    """The blocks sorted by cue start (stable; a block without a valid timing stays after
+    the cue before it); each cue that starts before an earlier one is noted."""
+    keys, last, late = [], float("-inf"), 0
+    for line, block in blocks:
+        t = _start(block)
+        if t is not None and t < last:
+            late += 1
+            if late == 1:
+                common.log.warning("%s:%d: cue starts at %.3f s, before an earlier cue's "
+                                   "%.3f s: cues read in time order", path, line, t, last)
+        last = max(last, t) if t is not None else last
+        keys.append(last if t is None else t)
+    if late:
+        common.note(skips, "cue:out_of_order", late, what=path)
+        return [b for _, b in sorted(zip(keys, blocks), key=lambda kb: kb[0])]
+    return blocks
+
+
 def parse(text: str, skips: collections.Counter | None = None,
           path: os.PathLike | str = "<vtt>") -> list[Word]:
     """Timed words of a WebVTT document in reading order (duplicates removed).
@@ -129,6 +158,7 @@ def parse(text: str, skips: collections.Counter | None = None,
     blocks = _blocks(text)
     if not blocks or not blocks[0][1].lstrip("\ufeff").startswith("WEBVTT"):
         raise ValueError("not a WebVTT file (no WEBVTT header)")
+    blocks = blocks[:1] + _in_time_order(blocks[1:], skips, path)
     words: list[Word] = []
     prev: list[str] = []
 

@@ -23,14 +23,21 @@ behaviours this module works around:
   unless absl parsed the command line (`python -m vnr.train` does; pytest, notebooks
   and scripts calling `vnr.train.run` do not). `_readable_grain_flags` makes that
   one flag read its default instead.
+* Orphans: a worker outlives a trainer killed with `kill -9` (the kernel kills neither
+  children nor daemon processes); `_exit_with_parent` makes each worker end itself within
+  `PARENT_POLL_S` of its parent's death, and the resource tracker then exits and unlinks
+  what they left in shared memory.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import mmap
 import os
+import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
@@ -50,6 +57,7 @@ _MAIN_PROCESS_GRAIN_FLAGS = ("grain_enable_multiprocess_worker_profiling",)
 # Cores a host keeps for the training process itself (the main loop that receives batches
 # and feeds the devices, and the device runtime's threads): the rest can be input workers.
 RESERVED_CORES = 2
+PARENT_POLL_S = 1.0  # how often a worker checks that its trainer is still there
 
 
 def host_cores() -> int:
@@ -82,9 +90,22 @@ def to_iter(ds: grain.MapDataset, num_workers: int,
         num_workers = suggested_workers()
     if num_workers > 0:
         _readable_grain_flags()
-        it = it.mp_prefetch(grain.MultiprocessingOptions(num_workers=num_workers))
+        it = it.mp_prefetch(grain.MultiprocessingOptions(num_workers=num_workers),
+                            worker_init_fn=functools.partial(_exit_with_parent, os.getpid()))
         return it.map(_own_shared_memory)
     return it
+
+
+def _exit_with_parent(parent: int, worker_index: int, worker_count: int) -> None:
+    """grain worker start: a thread that ends this worker once `parent`, the process that
+    started it, is gone. Workers are not killed with a `kill -9`ed trainer (nor is a daemon
+    process), and would otherwise run on, orphaned, holding memory and shared memory."""
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_POLL_S)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="vnr-parent-watch", daemon=True).start()
 
 
 def _readable_grain_flags() -> None:
@@ -150,6 +171,17 @@ def train_stream(source: Any, transforms: Sequence[Transform], local_batch: int,
     ds = grain.MapDataset.source(source).seed(seed).shuffle().repeat(None)
     ds = transformed(ds, transforms).batch(local_batch, drop_remainder=True)
     return to_iter(ds[process_index::process_count], num_workers)
+
+
+def require_supervision(source: Any, supervised: Callable[[Any], bool], what: str,
+                        lacks: str) -> None:
+    """Refuses, in one line, a training split in which no record is `supervised`: its loss
+    would be 0 at every step and its metrics NaN. Stops at the first supervised record (the
+    first, in a real split), so it costs one read; an empty split says so too."""
+    n = len(source)
+    if not any(supervised(source[i]) for i in range(n)):
+        raise ValueError(f"{what}: none of its {n} records {lacks}, so there is nothing to "
+                         "train on (check the annotations the dataset was built from)")
 
 
 @dataclasses.dataclass

@@ -278,3 +278,20 @@ def test_retrieval_pool_is_every_clip_of_the_test_split(corpus, en_run):
     # A larger pool never ranks a sentence's clip higher than its own video alone does.
     assert res["mean_rank"] >= res["video_pool_mean_rank"]
     assert res["r1"] <= res["video_pool_r1"]
+
+
+def test_a_training_split_without_supervision_is_refused(monkeypatch):
+    """Every sentence unmatched: one line naming the split, not a run at loss 0 (#44)."""
+    import ml_collections
+
+    def rec(matched: bool) -> dict:
+        return {"video_id": "v", "duration": 9.0, "begin": np.array([1.0, 5.0]),
+                "end": np.array([4.0, 8.0]), "matched": np.array([False, matched])}
+
+    cfg = ml_collections.ConfigDict({"builder": "msymon", "config": "smoke", "clips": "grid",
+                                     "train_split": "train", "clip_seconds": 3.0})
+    monkeypatch.setattr(data, "source", lambda cfg, split: [rec(False)] * 3)
+    with pytest.raises(ValueError, match=r"training split 'train' of msymon/smoke: none of "
+                       r"its 3 records has a clip inside a sentence annotated as matched"):
+        data.train_dataset(cfg, 2, 0)
+    assert data._supervised(cfg, rec(True)) and not data._supervised(cfg, rec(False))

@@ -274,3 +274,18 @@ def test_cuts_outside_the_video_and_missing_cuts_files_are_counted(tmp_path):
     assert counts["cuts:outside_video"] == 2  # 0 and 9.5
     w = builder._shots(root, {"video_id": "b", "duration": 4.0}, counts)
     assert counts["kept_without_cuts"] == 1 and len(w["shot_begin"]) == 0
+
+
+def test_clips_shorter_than_three_frames_are_counted_in_one_line(release):
+    """A 2-frame shot cannot give 3 distinct frames: counted and named (kept, #41)."""
+    root = release[0]
+    video = sorted((root / "videos").glob("*.mp4"))[0]
+    cut = {"a": (np.array([0.0, 0.5]), np.array([0.5, 3.0])),  # 2 frames, then 10 at 4 fps
+           "b": (np.array([0.0]), np.array([2.0]))}
+    prep = frames._Prepare(str(root / "videos"), lambda rec, s: cut[rec["video_id"]], 3.0, 9,
+                           frames.resize(tiny_config(release, None).data), "shown")
+    recs = [{"video_id": k, "video_file": video.name} for k in cut]
+    assert frames.short_clips(recs, prep, 3) == (
+        "1 of 3 clips are shorter than 3 frames, so their 3 frames repeat (kept); the first: "
+        "a clip 0 [0.000, 0.500) s at 4 fps")
+    assert frames.short_clips(recs[1:], prep, 3) == ""

@@ -93,6 +93,7 @@ def test_build_released_storyboards(tmp_path):
     import numpy as np
     from PIL import Image
 
+    from tfds_builders import common
     from tfds_builders.sc2st.released import build_released
     from tfds_builders.sc2st.sc2st import Sc2StConfig
     from vnr.benchmarks.sc2st import embedders
@@ -125,15 +126,20 @@ def test_build_released_storyboards(tmp_path):
                "val": [board(1, 20, True), board(2, 20, False)],
                "test": [board(1, 30, True), board(2, 30, False),
                         [f"l_2_{k}_5" for k in range(10)],  # frame 5 is not on disk
-                        [f"l_2_{35 + k}_0" for k in range(10)]]}  # clips 40.. not indexed
+                        [f"l_2_{35 + k}_0" for k in range(10)],  # clips 40.. not indexed
+                        ["l_2_3_0"] * 10,  # one frame ten times: repeated_frame
+                        board(2, 0, False)]}  # train's third storyboard again: kept, noted
     for split, s in stories.items():
         _write(tmp_path / "story10_all", f"story10_all_{split}_no.json", s)
     cfg = Sc2StConfig(name="t", source="released", encoder="scratch:tiny", feature_dim=32,
                       num_candidates=10)
-    skips, stats = collections.Counter(), collections.Counter()
+    skips, stats = common.Counts(), collections.Counter()
     out = build_released(tmp_path, cfg, skips, stats, embedders.ClipScorer("scratch:tiny"))
-    assert {k: len(v) for k, v in out.items()} == {"train": 4, "val": 2, "test": 2}
-    assert skips == {"no_frames": 1, "unknown_id": 1}
+    assert {k: len(v) for k, v in out.items()} == {"train": 4, "val": 2, "test": 3}
+    assert skips == {"no_frames": 1, "unknown_id": 1, "repeated_frame": 1,
+                     "noted_duplicate_storyboard": 1}
+    (dup,) = skips.named["noted_duplicate_storyboard"]  # names both places
+    assert "test_no.json['5'] = " in dup and "train_no.json['2']" in dup, dup
     b = out["train"][2]
     assert b["movie"] == "0002_Movie_B" and b["sentences"][0] == "Bo waves 0."  # names kept
     assert out["train"][0]["sentences"][3] == "SOMEONE runs 3."

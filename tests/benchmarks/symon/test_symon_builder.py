@@ -86,6 +86,21 @@ def test_vtt_uploaded_captions_spread_and_repeat():
     assert skips == {"noted_cue:rolling_duplicate": 1}
 
 
+def test_vtt_cues_out_of_order_are_read_in_time_order_and_noted():
+    """Cues given in reverse read as the same words (not lost to the rolling-duplicate rule
+    and the word end times), noted once per late cue and named by file and line."""
+    head, *cues = ASR.split("\n\n")
+    timed = [c for c in cues if "-->" in c and "1x" not in c][:6]  # the well-formed ones
+    in_order = vtt.parse("\n\n".join([head, *timed]), common.Counts())
+    skips = common.Counts()
+    words = vtt.parse("\n\n".join([head, *timed[::-1]]), skips, "v.en.vtt")
+    assert [(w.text, w.start, w.end) for w in words] == [
+        (w.text, w.start, w.end) for w in in_order]
+    assert len(words) == 8
+    assert skips["noted_cue:out_of_order"] == 5
+    assert skips.named["noted_cue:out_of_order"] == ["v.en.vtt"]
+
+
 def test_sentences_names_titles():
     assert narration.split_sentences("[Music]. the end. Dr. Who came! Then “hi.” ok") == [
         "[Music].", "the end.", "Dr. Who came!", "Then “hi.”", "ok"]

@@ -276,6 +276,14 @@ def _cut(rec: dict, clip_seconds: float, shots: bool) -> tuple[np.ndarray, np.nd
     return cut_clips(rec, clip_seconds, shots)
 
 
+def _supervised(cfg: Any, rec: dict) -> bool:
+    """Whether some clip of `rec` has a ground-truth sentence (`video_arrays`' labels)."""
+    from tfds_builders.msymon import gt_clip_labels
+
+    cb, ce = cut_clips(rec, cfg.clip_seconds, shots(cfg))
+    return bool((gt_clip_labels(rec["begin"], rec["end"], rec["matched"], cb, ce) >= 0).any())
+
+
 def _encode(cfg: Any, max_clips: int, max_sentences: int, train: bool) -> Encode:
     per_clip = frames.per_clip(cfg)
     return Encode(max_clips, max_sentences, cfg.clip_seconds, cfg.fps,
@@ -286,8 +294,13 @@ def _encode(cfg: Any, max_clips: int, max_sentences: int, train: bool) -> Encode
 
 def train_dataset(cfg: Any, batch_size: int, seed: int, process_index: int = 0,
                   process_count: int = 1) -> grain.IterDataset:
-    """Endless, per-epoch reshuffled batches of random crops for one process."""
-    return pipeline.train_stream(source(cfg, cfg.train_split),
+    """Endless, per-epoch reshuffled batches of random crops for one process (a split with
+    no clip inside a matched sentence's span is refused: `pipeline.require_supervision`)."""
+    src = source(cfg, cfg.train_split)
+    pipeline.require_supervision(
+        src, functools.partial(_supervised, cfg), f"training split {cfg.train_split!r} of "
+        f"{cfg.builder}/{cfg.config}", "has a clip inside a sentence annotated as matched")
+    return pipeline.train_stream(src,
                                  [_encode(cfg, cfg.max_clips, cfg.max_sentences, True)],
                                  batch_size, seed, process_index, process_count, cfg.num_workers)
 

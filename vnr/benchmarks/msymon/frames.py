@@ -8,7 +8,10 @@ training draws `data.frames.per_clip` (3) distinct frames of the pool at random 
 epoch (`train_picks`: ours, the paper draws from every frame of the clip, which would mean
 decoding the videos at every step). The paper does not say which frames it evaluates with;
 ours (`eval_picks`): the frames at the centres of the clip's three equal thirds, which are
-in the pool when `pool` is 3 times an odd number (9 by default).
+in the pool when `pool` is 3 times an odd number (9 by default). A clip shorter than
+`per_clip` frames of its video (a shot of 1 or 2 frames: TransNetV2 can cut one) has fewer
+distinct frames than it is seen through, so its frames repeat (ours: kept, not dropped, so
+that every sentence keeps its footage); building the store counts them in one line.
 
 **Stored once.** `store_directory` decodes the pools of every video of a split from the
 release's `videos/<file>` (`vnr.data.video.decode_at`, frames resized in the worker to
@@ -193,9 +196,36 @@ def store_directory(d: Any, split: str, records: Sequence[dict], clips: Clips
             workers = min(pipeline.host_cores(), math.ceil(len(records) / 8))
         prep = _Prepare(str(pathlib.Path(d.manual_dir).absolute() / "videos"), clips,
                         float(d.clip_seconds), int(d.frames.pool), size, d.frames.pick)
+        if line := short_clips(records, prep, int(d.frames.per_clip)):
+            print(f"frame store {directory.name}: {split}: {line}", flush=True)
         frame_store.build(directory, {split: records}, prep, ident, id_key="video_id",
                           workers=workers)
     return directory
+
+
+def short_clips(records: Sequence[dict], prep: _Prepare, per_clip: int) -> str:
+    """One line counting the clips shorter than `per_clip` frames at their video's frame
+    rate (`video.probe`), naming the first; "" when there are none. A video that cannot be
+    probed is left to the decoder, which names it."""
+    n = total = 0
+    first = ""
+    for rec in records:
+        cb, ce = prep.clips(rec, prep.clip_seconds)
+        total += len(cb)
+        try:
+            fps = video.probe(pathlib.Path(prep.videos) / rec["video_file"]).fps
+        except (ValueError, OSError):
+            continue
+        short = np.flatnonzero((ce - cb) * fps < per_clip)
+        n += len(short)
+        if len(short) and not first:
+            c = int(short[0])
+            first = (f"; the first: {rec['video_id']} clip {c} [{cb[c]:.3f}, {ce[c]:.3f}) s "
+                     f"at {fps:.3g} fps")
+    if not n:
+        return ""
+    return (f"{n} of {total} clips are shorter than {per_clip} frames, so their {per_clip} "
+            f"frames repeat (kept){first}")
 
 
 class StoredPools:
