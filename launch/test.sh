@@ -6,5 +6,6 @@ source "$(dirname "$0")/venv.sh"
 # Two pytest workers, each running whole test files (a file's module fixtures and
 # compiled shapes stay in one process): 12-35% faster than one process on the 2-core
 # CI machine, measured side by side. Pass -n 0 to run in one process, -m "not e2e" for
-# the fast subset (no test that trains; the e2e marker is declared in pyproject.toml).
+# the fast subset (no test that trains or took 2 s or more: tests/durations.py; the e2e
+# marker is declared in pyproject.toml).
 exec python -m pytest -q -p no:cacheprovider --timeout=900 -n 2 --dist loadfile tests "$@"

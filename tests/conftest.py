@@ -22,6 +22,8 @@ import pathlib  # noqa: E402
 import pytest  # noqa: E402
 from hypothesis import settings  # noqa: E402
 
+from tests import durations  # noqa: E402
+
 # Property tests (tests/schemas): reproducible (derandomized), no example database written
 # into the checkout, no per-example deadline (the 2-core CI machine is slow and shared).
 settings.register_profile("vnr", max_examples=60, deadline=None, derandomize=True,
@@ -39,26 +41,21 @@ def shared_data() -> pathlib.Path:
     return SHARED_DATA
 
 
-# The longest test files (minutes of compile on the 2-core CI machine) are handed to the
-# pytest-xdist workers first: with `--dist loadfile` files go out in collection order, and a
-# long file collected last leaves the other worker idle at the end of the run.
-_LONG_FIRST = (  # longest first, by the seconds of a whole run (`--durations`, 2026-11-28)
-    "tests/reproduce/test_smoke_moviepuzzle.py", "tests/trainer/test_pretrained.py",
-    "tests/reproduce/test_smoke_movie101.py", "tests/trainer/test_multihost.py",
-    "tests/benchmarks/movie101/test_movie101_mcn.py", "tests/benchmarks/symon/test_symon_tasks.py",
-    "tests/schemas/test_bad_input.py", "tests/benchmarks/moviepuzzle/test_hcmc_train.py",
-    "tests/trainer/test_resume.py", "tests/benchmarks/moviepuzzle/test_hcmc.py",
-    "tests/trainer/test_evaluators.py", "tests/benchmarks/sc2st/test_sc2st_model.py",
-    "tests/trainer/test_faults.py", "tests/reproduce/test_smoke_sc2st.py",
-    "tests/reproduce/test_smoke_symon.py", "tests/trainer/test_train.py",
-    "tests/trainer/test_precision.py", "tests/bench/test_accelerator.py",
-    "tests/benchmarks/movie101/test_release_e2e.py", "tests/benchmarks/msymon/test_msymon.py",
-    "tests/test_install.py", "tests/trainer/test_workers.py", "tests/ops/test_beam_decode.py",
-    "tests/benchmarks/movie101/test_grounding.py", "tests/reproduce/test_smoke_msymon.py",
-    "tests/trainer/test_feature_cache.py")
+# Measured durations (tests/durations.py, tests/durations.json): a test that took
+# `slow_s` seconds or more is marked e2e, so `-m "not e2e"` is the quick subset; and the
+# longest test files go to the pytest-xdist workers first (`--dist loadfile` hands files out
+# in collection order: a long file collected last leaves the other worker idle at the end).
+_MEASURED = durations.load()
+_SLOW = frozenset(_MEASURED.get("slow", ()))
+_LONG_FIRST = tuple(_MEASURED.get("files_longest_first", ()))
 
 
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
 def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.nodeid in _SLOW:
+            item.add_marker(pytest.mark.e2e)
+
     def rank(item) -> int:
         path = item.nodeid.split("::")[0]
         return _LONG_FIRST.index(path) if path in _LONG_FIRST else len(_LONG_FIRST)
