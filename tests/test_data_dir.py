@@ -55,3 +55,40 @@ def test_only_errors_inside_the_data_dir_are_named_as_its(tmp_path):
     assert data_dir.failed_write(OSError(28, "No space left on device"), tmp_path) is None
     data_dir.check(tmp_path / "new" / "deeper")  # creatable: fine, nothing created
     assert not (tmp_path / "new").exists()
+
+
+@pytest.mark.parametrize("error", [
+    RuntimeError("Failed to finalize: INTERNAL: file write failed: No space left on device"),
+    OSError(28, "No space left on device", "/data/moviepuzzle/x.array_record-00000-of-00001"),
+], ids=["array_record", "oserror"])
+def test_a_full_disk_during_a_build_is_one_line(tmp_path, capfd, monkeypatch, error):
+    """A disk that fills while TFDS writes a split (simulated: the writer raises what
+    array_record or the OS raise): one line, exit 2, no lock or partial build left (#44)."""
+    import tensorflow_datasets as tfds
+
+    def full(cls, path, iterator):
+        raise error
+
+    adapter = tfds.core.file_adapters.ArrayRecordFileAdapter
+    monkeypatch.setattr(adapter, "write_examples", classmethod(full))
+    line = _build(tmp_path, capfd)
+    assert line.startswith(f"error: moviepuzzle/synthetic_tiny: the build ran out of disk "
+                           f"space under {tmp_path} (") and line.endswith(
+        "); free space or choose another data_dir, then build again"), line
+    assert "No space left on device" in line
+    assert not list(tmp_path.rglob("*.building"))
+    assert not list(tmp_path.rglob("*.array_record*")), sorted(tmp_path.rglob("*"))
+    monkeypatch.undo()
+    assert build_cli.main(["build", "moviepuzzle", "--config", "synthetic_tiny", "--data_dir",
+                           str(tmp_path)]) == 0  # space freed: the same command builds
+
+
+def test_out_of_space_finds_the_cause_in_a_chain():
+    try:
+        try:
+            raise OSError(28, "No space left on device", "/d/f")
+        except OSError as e:
+            raise RuntimeError("Failed to finalize") from e
+    except RuntimeError as e:
+        assert data_dir.out_of_space(e) == "No space left on device: /d/f"
+    assert data_dir.out_of_space(ValueError("bad value")) is None

@@ -156,6 +156,10 @@ def build_flags() -> flags.FlagValues:
     flags.DEFINE_multi_string("expert", None, "name=module:function, one per MoEE expert the "
                               "config stores (Sc2St: scene=vnr.benchmarks.sc2st.embedders:"
                               "scene_expert, object=..., character=...)", flag_values=fv)
+    flags.DEFINE_bool("verify", False, "record the release files' contents (sha256) when "
+                      "building, and compare them when reusing: for releases edited in place "
+                      "at the same sizes and times (reads every byte of the release)",
+                      flag_values=fv)
     flags.DEFINE_bool("verbose", False, "show TFDS's own log lines", short_name="v",
                       flag_values=fv)
     return fv
@@ -186,6 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
     if not fv.verbose:
         logging.getLogger("absl").setLevel(logging.ERROR)
+    fingerprint.VERIFY = fv.verify
     try:
         data_dir.check(fv.data_dir)  # before any input is read
         summary = build(names[0], fv.config, fv.data_dir, fv.manual_dir, fv.download_dir,

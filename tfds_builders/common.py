@@ -38,6 +38,7 @@ import tensorflow_datasets as tfds
 from etils import epath
 
 from tfds_builders import VIDEO_EXTS, fingerprint, holder, progress
+from tfds_builders import data_dir as data_dir_lib
 
 SUMMARY_FILE = "build_summary.json"
 KEPT_PREFIX = "kept_"  # a count of inputs kept (repaired or tolerated), not of skips
@@ -304,21 +305,35 @@ class SummaryBuilder:
         self.skips = None  # set by _split_generators when this call generates the data
         manual_dir = getattr(kwargs.get("download_config"), "manual_dir", None)
         lock = None
+        version_dir = pathlib.Path(self.data_dir)
         if not progress.is_built(self):
             if manual_dir and os.path.isdir(manual_dir):
                 fingerprint.check_regular(manual_dir)  # a FIFO would block the build forever
-            version_dir = pathlib.Path(self.data_dir)  # one build at a time: the others wait
-            lock = holder.wait_to_build(version_dir.parent / f".{version_dir.name}.building",
-                                        f"{self.name}/{self.builder_config.name}", log.warning)
-        try:  # after a wait, TFDS reuses what the other build made (and says nothing)
-            with progress.build_lines(self):
-                super().download_and_prepare(*args, **kwargs)
+            lock = holder.wait_to_build(  # one build at a time: the others wait
+                version_dir.parent / f".{version_dir.name}.building",
+                f"{self.name}/{self.builder_config.name}", log.warning)
+        try:
+            self._build(version_dir, *args, **kwargs)
             if self.skips is not None:  # before the lock goes: a waiter reads them
                 write_summary(self, self.skips)
                 fingerprint.record(self, manual_dir)
         finally:
             if lock is not None:
                 lock.release()
+
+    def _build(self, version_dir: pathlib.Path, *args: Any, **kwargs: Any) -> None:
+        """TFDS' build (after a wait, it reuses what the other build made, silently); a full
+        disk, which surfaces as TFDS' or array_record's own error, is one line."""
+        try:
+            with progress.build_lines(self):
+                super().download_and_prepare(*args, **kwargs)
+        except Exception as e:
+            if (full := data_dir_lib.out_of_space(e)) is None:
+                raise
+            raise data_dir_lib.DataDirError(
+                f"{self.name}/{self.builder_config.name}: the build ran out of disk space under "
+                f"{version_dir.parents[2]} ({full}); free space or choose another data_dir, "
+                "then build again") from None
 
 
 def named_config(builder_cls: type, name: str) -> Any:

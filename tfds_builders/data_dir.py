@@ -13,12 +13,29 @@ to `data.data_dir` through the package's API (`from tfds_builders import check_d
 
 from __future__ import annotations
 
+import errno
 import os
 import pathlib
 
 
 class DataDirError(ValueError):
     """The data_dir cannot hold a build (one line naming it)."""
+
+
+def out_of_space(error: BaseException) -> str | None:
+    """The "no space left" message of `error` or of an error it was raised from (TFDS and
+    array_record wrap the writer's ENOSPC in their own exceptions); None otherwise."""
+    seen: set[int] = set()
+    e: BaseException | None = error
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
+            return f"{e.strerror}" + (f": {os.fsdecode(e.filename)}" if e.filename else "")
+        text = " ".join(str(e).split())
+        if "No space left on device" in text or "Disk quota exceeded" in text:
+            return text[:300]
+        e = e.__cause__ or e.__context__
+    return None
 
 
 def check(data_dir: str | os.PathLike, name: str = "--data_dir") -> None:

@@ -9,6 +9,11 @@ the dataset with a `manual_dir` (the trainer's `prepare`, a `python -m tfds_buil
 that would reuse it) compares: another source stops with one `SourceChanged` line saying what
 differs and how to rebuild.
 
+`--verify` (`VERIFY`) adds the contents: a build records a digest of every file's bytes, and
+a reuse reads them all again and compares, for releases edited in place where sizes and
+times cannot be trusted (a build made without `--verify` is then refused: nothing to
+compare with).
+
 The fingerprint of a `manual_dir` is the relative name, size and modification time (ns) of
 every file under it (symbolic links followed; a `data_dir` inside it excluded), hashed per
 top-level entry, so a mismatch names the entries that differ. File contents are not read: a
@@ -83,11 +88,12 @@ def functions(builder: Any) -> dict[str, str]:
     return {k: function_name(f) for k, f in get().items()} if get is not None else {}
 
 
-def scan(root: os.PathLike | str, exclude: Iterable[os.PathLike | str] = ()
-         ) -> dict[str, list]:
+def scan(root: os.PathLike | str, exclude: Iterable[os.PathLike | str] = (),
+         contents: bool = False) -> dict[str, list]:
     """{top-level entry of `root`: [files, bytes, digest]}: every file below it by relative
     name, size and mtime (ns), symbolic links followed (each directory once); directories
-    in `exclude` (e.g. a data_dir kept inside the release) are skipped."""
+    in `exclude` (e.g. a data_dir kept inside the release) are skipped. With `contents` the
+    digest is of every file's name and bytes instead (`--verify`: reads the whole release)."""
     root = pathlib.Path(root)
     skip = {os.path.realpath(p) for p in exclude}
     seen: set[tuple[int, int]] = set()
@@ -97,10 +103,27 @@ def scan(root: os.PathLike | str, exclude: Iterable[os.PathLike | str] = ()
             continue
         h, count, size = hashlib.sha256(), 0, 0
         for rel, st in _files(os.path.join(root, top), top, skip, seen):
-            h.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+            if contents:
+                h.update(f"{rel}\0{_content(os.path.join(root, rel), st)}\n".encode())
+            else:
+                h.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
             count, size = count + 1, size + st.st_size
         out[top] = [count, size, h.hexdigest()[:16]]
     return out
+
+
+def _content(path: str, st: os.stat_result) -> str:
+    """sha256 of a regular file's bytes ("" for anything else or an unreadable file)."""
+    if st is _UNREADABLE or not stat.S_ISREG(st.st_mode):
+        return ""
+    h = hashlib.sha256()
+    try:
+        with open(path, "rb") as f:
+            while block := f.read(1 << 20):
+                h.update(block)
+    except OSError:
+        return ""
+    return h.hexdigest()
 
 
 def special_files(root: os.PathLike | str) -> list[str]:
@@ -187,17 +210,23 @@ def _reads_manual_dir(builder: Any) -> bool:
     return False
 
 
-def describe(builder: Any, manual_dir: os.PathLike | str | None) -> dict[str, Any]:
-    """The source record of a build of `builder` from `manual_dir`."""
+def describe(builder: Any, manual_dir: os.PathLike | str | None,
+             contents: bool = False) -> dict[str, Any]:
+    """The source record of a build of `builder` from `manual_dir` (with `contents`, also
+    the digests of its files' bytes: `contents`, top-level entry -> digest)."""
     source = None
     files = None
+    rec: dict[str, Any] = {}
     if manual_dir and _reads_manual_dir(builder):
         source = os.path.realpath(manual_dir)
         files = scan(source, exclude=[builder.data_dir_root])
+        if contents:
+            rec["contents"] = {k: v[2] for k, v in scan(
+                source, exclude=[builder.data_dir_root], contents=True).items()}
     return {"dataset": builder.name, "config": _config_name(builder),
             "version": str(builder.version), "manual_dir": source, "files": files,
             "files_digest": _digest(files), "options": options(builder),
-            "functions": functions(builder)}
+            "functions": functions(builder), **rec}
 
 
 USED: dict[str, str] = {}  # "<name>/<config>" -> identity: the datasets this process opened
@@ -224,9 +253,13 @@ def note_used(builder: Any) -> None:
     USED[f"{builder.name}/{_config_name(builder)}"] = identity(builder)
 
 
+VERIFY = False  # `python -m tfds_builders build --verify`: record and compare file contents
+
+
 def record(builder: Any, manual_dir: os.PathLike | str | None) -> dict[str, Any]:
-    """Writes `build_source.json` beside the dataset `builder` just built (atomically)."""
-    rec = describe(builder, manual_dir)
+    """Writes `build_source.json` beside the dataset `builder` just built (atomically); with
+    `VERIFY`, with its files' content digests."""
+    rec = describe(builder, manual_dir, contents=VERIFY)
     path = pathlib.Path(os.fspath(builder.data_dir)) / SOURCE_FILE
     tmp = path.with_name(f".{SOURCE_FILE}.tmp{os.getpid()}")
     tmp.write_text(json.dumps(rec, indent=1, sort_keys=True))
@@ -255,7 +288,9 @@ def check(builder: Any, manual_dir: os.PathLike | str | None) -> None:
                             f"({_first_diff(old['functions'], now)}); "
                             f"{rebuild_hint(builder, manual_dir or old.get('manual_dir'))}")
     key = (where, os.path.realpath(manual_dir) if manual_dir else None, old.get("files_digest"))
-    if key in _checked:
+    if VERIFY and manual_dir and _reads_manual_dir(builder):
+        _verify(builder, manual_dir, old)
+    elif key in _checked:
         return
     if old.get("options") != options(builder):
         raise SourceChanged(f"{_name(builder)} in {where} was built with other builder options "
@@ -267,6 +302,24 @@ def check(builder: Any, manual_dir: os.PathLike | str | None) -> None:
             raise SourceChanged(f"{_name(builder)} in {where} was built from "
                                 f"{_differs(old, new)}; {rebuild_hint(builder, manual_dir)}")
     _checked.add(key)
+
+
+def _verify(builder: Any, manual_dir: str, old: dict) -> None:
+    """SourceChanged when the release's bytes differ from those recorded at the build (an
+    edit that kept sizes and times), or when the build recorded none."""
+    where = os.fspath(builder.data_dir)
+    if "contents" not in old:
+        raise SourceChanged(f"{_name(builder)} in {where} was built without --verify, so the "
+                            "contents of its files were not recorded; "
+                            f"{rebuild_hint(builder, manual_dir, verify=True)}")
+    now = describe(builder, manual_dir, contents=True)["contents"]
+    changed = sorted(k for k in set(old["contents"]) | set(now)
+                     if old["contents"].get(k) != now.get(k))
+    if changed:
+        more = f" and {len(changed) - 3} more" if len(changed) > 3 else ""
+        raise SourceChanged(f"{_name(builder)} in {where} was built from other file contents "
+                            f"({', '.join(changed[:3])}{more} changed since, whatever their "
+                            f"sizes and times); {rebuild_hint(builder, manual_dir, verify=True)}")
 
 
 def _adopt(builder: Any, manual_dir: str | None) -> None:
@@ -333,7 +386,7 @@ _FLAGS = {"embedder": "--embedder {}", "candidate_embedder": "--candidate_embedd
           "feature_embedder": "--feature_embedder {}"}
 
 
-def rebuild_hint(builder: Any, manual_dir: str | None) -> str:
+def rebuild_hint(builder: Any, manual_dir: str | None, verify: bool = False) -> str:
     """How to rebuild the dataset of `builder` in place (or where else to build it), with
     the flags naming the model functions handed now (those the command line can name)."""
     parts = type(builder).__module__.split(".")
@@ -348,4 +401,5 @@ def rebuild_hint(builder: Any, manual_dir: str | None) -> str:
     return (f"rebuild it: python -m tfds_builders build {module}"
             f"{f' --config {config}' if config else ''}"
             f"{f' --manual_dir {manual_dir}' if manual_dir else ''} "
-            f"--data_dir {builder.data_dir_root}{flags} --rebuild (or use another data_dir)")
+            f"--data_dir {builder.data_dir_root}{flags} --rebuild{' --verify' if verify else ''}"
+            " (or use another data_dir)")

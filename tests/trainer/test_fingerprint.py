@@ -116,6 +116,40 @@ def test_build_cli_stops_on_another_source_and_rebuilds(releases, tmp_path, caps
     assert code == 2 and f"built from manual_dir {os.path.realpath(b)}" in err
 
 
+def test_verify_catches_an_edit_that_keeps_sizes_and_times(releases, tmp_path, capsys,
+                                                           new_process, monkeypatch):
+    """A release file edited in place at the same size and modification time: the default
+    fingerprint (names, sizes, times) reuses the build; `--verify` compares the bytes (#44)."""
+    monkeypatch.setattr(fingerprint, "VERIFY", False)  # the CLI sets it per command
+    release = tmp_path / "release"
+    shutil.copytree(releases[0], release)
+    data = str(tmp_path / "data")
+
+    def build(*args: str) -> tuple[int, str, str]:
+        code = cli.main(["build", "moviepuzzle", "--config", "clips", "--data_dir", data,
+                         "--manual_dir", str(release), *args])
+        fingerprint._checked.clear()  # each command is a new process
+        out = capsys.readouterr()
+        return code, out.out, out.err
+
+    assert build()[0] == 0
+    code, _, err = build("--verify")  # nothing recorded to compare with: one line
+    assert code == 2 and "was built without --verify" in err and "--rebuild --verify" in err
+    assert build("--rebuild", "--verify")[0] == 0
+    assert "contents" in _record(pathlib.Path(data))
+    edited = next(p for p in sorted(release.rglob("*.json")))
+    st = edited.stat()
+    text = edited.read_text()
+    edited.write_text(text.replace("1", "2", 1) if "1" in text else text.replace("0", "1", 1))
+    os.utime(edited, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert edited.stat().st_size == st.st_size and edited.read_text() != text
+    assert build()[0] == 0  # sizes and times alike: the stale build is reused
+    code, _, err = build("--verify")
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and "was built from other file contents (" in lines[0]
+    assert edited.relative_to(release).parts[0] in lines[0]
+
+
 def _clips(data_dir: pathlib.Path, manual_dir: pathlib.Path):
     c = get_config("clips,smoke")
     c.data.data_dir, c.data.manual_dir, c.progress = str(data_dir), str(manual_dir), False
