@@ -180,7 +180,9 @@ def load_clip(
 def scan_split(
     root: pathlib.Path, split: str, clip_ids: list[str], skips: collections.Counter
 ) -> list[dict]:
-    """Validated metadata of a split's readable clips; every unreadable one is warned + counted."""
+    """Validated metadata of a split's readable clips; every unreadable one is warned + counted,
+    and so are the clip folders the split's list does not name (`noted_clip_dir_not_in_clip_id`,
+    left out)."""
     split_dir = root / split
     if not split_dir.is_dir():
         if clip_ids:
@@ -192,6 +194,12 @@ def scan_split(
             )
             common.count(skips, "missing_split_dir", split_dir, len(clip_ids))
         return []
+    listed = set(clip_ids)
+    unlisted = sorted(p.name for p in split_dir.iterdir() if p.is_dir() and p.name not in listed)
+    if unlisted:  # the release's index decides the split: a folder outside it is left out
+        common.note(skips, "clip_dir_not_in_clip_id", len(unlisted), split_dir / unlisted[0])
+        common.log.warning("split %s: %d clip folder(s) not listed in clip_id.json are left "
+                           "out: %s", split, len(unlisted), ", ".join(unlisted[:5]))
     metas, seen = [], set()
     for clip_id in clip_ids:
         if clip_id in seen:

@@ -59,6 +59,7 @@ def make_fixture(root: pathlib.Path) -> pathlib.Path:
     ids = json.loads((root / "clip_id.json").read_text())
     ids["train"] += [int(c) for c in BROKEN]
     (root / "clip_id.json").write_text(json.dumps(ids))
+    _copy_clip(good, train / "907", "907")  # a clip folder clip_id.json does not list
     return root
 
 
@@ -77,6 +78,7 @@ def test_fixture_builds_and_counts_skips(fixture_build, caplog) -> None:
     assert counts == {"train": 4, "val": 2, "test_in_domain": 2, "test_out_domain": 2}
     summary = json.loads((pathlib.Path(builder.data_dir) / "build_summary.json").read_text())
     assert summary["skipped"] == {reason: 1 for reason in BROKEN.values()}
+    assert summary["noted"]["clip_dir_not_in_clip_id"] == 1  # left out, named
     assert summary["examples"] == counts
 
 
@@ -91,6 +93,7 @@ def test_skip_warnings_name_file_and_reason(tmp_path: pathlib.Path, caplog) -> N
     assert "904/info.json: too_few_frames" in text
     assert "905_0.jpg: bad_frame" in text
     assert "906: missing_clip_dir" in text
+    assert "split train: 1 clip folder(s) not listed in clip_id.json are left out: 907" in text
 
 
 def test_records_match_files_in_true_order(fixture_build) -> None:
