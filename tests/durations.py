@@ -6,12 +6,18 @@
   sends files out in collection order: a long file collected last leaves the other
   worker idle at the end).
 
-Regenerate `durations.json` on the 2-core CI machine after adding slow tests:
+Regenerate `durations.json` on the 2-core CI machine, with nothing else running, after
+adding slow tests:
 
-    bash launch/test.sh --durations=0 > /tmp/d.txt; python -m tests.durations /tmp/d.txt
+    bash launch/test.sh --durations=0 > /tmp/full.txt
+    bash launch/test.sh -m "not e2e" --durations=0 > /tmp/fast.txt
+    python -m tests.durations /tmp/full.txt /tmp/fast.txt
 
-Several outputs may be given (e.g. a full run and a fast-subset run): a test keeps its
-longest time. Timings are scheduling hints and a marker, never assertions.
+The first output (a whole-suite run) orders the files; the slow marks come from the others
+(the fast-subset runs; from the first when it is the only one), a test keeping its longest
+time: a module fixture's set-up is charged to the first test that runs in its module, and
+once that test is marked the next one may take the set-up over, which a second fast-subset
+run shows. Timings are scheduling hints and a marker, never assertions.
 """
 
 from __future__ import annotations
@@ -43,14 +49,15 @@ def load() -> dict:
 
 
 def main(paths: list[str]) -> None:
+    runs = [parse(pathlib.Path(p).read_text()) for p in paths]
+    if not runs or not runs[0]:
+        sys.exit(f"no durations in {paths[:1]}: run pytest with --durations=0")
     seconds: dict[str, float] = {}
-    for p in paths:
-        for test, s in parse(pathlib.Path(p).read_text()).items():
+    for run in runs[1:] or runs:  # the fast-subset runs when given (the full run orders)
+        for test, s in run.items():
             seconds[test] = max(s, seconds.get(test, 0.0))
-    if not seconds:
-        sys.exit(f"no durations in {paths}: run pytest with --durations=0")
     files: dict[str, float] = collections.defaultdict(float)
-    for test, s in seconds.items():
+    for test, s in runs[0].items():
         files[test.split("::")[0]] += s
     data = {"measured": datetime.date.today().isoformat(), "slow_s": SLOW_S,
             "slow": sorted(t for t, s in seconds.items() if s >= SLOW_S),
