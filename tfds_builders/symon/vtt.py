@@ -122,8 +122,10 @@ def _blocks(text: str) -> list[tuple[int, str]]:
 
 
 def _start(block: str) -> float | None:
-    k = next((i for i, ln in enumerate(block.split("\n")[:2]) if "-->" in ln), None)
-    timing = _timing(block.split("\n")[k]) if k is not None else None
+    """A cue block's start time (None: not a cue, or a malformed timing line)."""
+    lines = block.split("\n")
+    k = next((i for i, ln in enumerate(lines[:2]) if "-->" in ln), None)
+    timing = _timing(lines[k]) if k is not None else None
     return None if timing is None else timing[0]
 
 
