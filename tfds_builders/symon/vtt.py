@@ -24,8 +24,9 @@ minutes or seconds pass 59 or that lies beyond a day (`schema.py`); `end_before_
 named by file and line (`<id>.en.vtt:12 (cue 4: ...)`); rolling duplicates are information
 (`noted`), not skips. NOTE/STYLE/REGION blocks are ignored. WebVTT requires cues in order
 of start time; cues given out of order are read in that order (a stable sort) and noted
-(`cue:out_of_order`, naming the first such cue), where reading them as given would make
-the rolling-duplicate rule and the words' end times drop most of them.
+(`cue:out_of_order`, naming the first such cue): read as given, the rolling repeats survive
+(each cue is compared with the one before it) and the words run backwards in time, so the
+narration's sentences no longer match them.
 """
 
 from __future__ import annotations
