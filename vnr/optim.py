@@ -5,11 +5,13 @@ presets set them (MoviePuzzle Table 7, Sc2St Appendix A.1, M-SYMON §6.1)."""
 
 from __future__ import annotations
 
+import jax
+import jax.numpy as jnp
 import ml_collections
 import optax
 
 OPTIMIZERS = ("adamw", "adam", "sgd")
-SCHEDULES = ("warmup_cosine", "cosine", "constant", "step_decay")
+SCHEDULES = ("warmup_cosine", "cosine", "constant", "step_decay", "inverse_sqrt")
 
 
 def make_optimizer(config: ml_collections.ConfigDict) -> optax.GradientTransformation:
@@ -38,8 +40,10 @@ def make_optimizer(config: ml_collections.ConfigDict) -> optax.GradientTransform
 def make_lr(config: ml_collections.ConfigDict) -> optax.Schedule:
     """`config.schedule`: "warmup_cosine" (linear warmup over `warmup_steps` to `lr`, cosine
     decay to `lr * end_lr_factor` at `total_steps`), "cosine" (the same with no warmup),
-    "constant" (`lr` throughout; `warmup_steps` must be 0) or "step_decay" (`lr` times
-    `lr_decay` after every `decay_steps` steps, e.g. MoEE's 0.95 per epoch; no warmup)."""
+    "constant" (`lr` throughout; `warmup_steps` must be 0), "step_decay" (`lr` times
+    `lr_decay` after every `decay_steps` steps, e.g. MoEE's 0.95 per epoch; no warmup) or
+    "inverse_sqrt" (fairseq's: linear warmup from `warmup_init_lr` to `lr` over
+    `warmup_steps`, then `lr * sqrt(warmup_steps / step)`, e.g. upstream RNL's)."""
     kind = config.get("schedule", "warmup_cosine")
     end = config.lr * config.get("end_lr_factor", 0.01)
     if kind == "constant":
@@ -54,6 +58,8 @@ def make_lr(config: ml_collections.ConfigDict) -> optax.Schedule:
                              f"0 < lr_decay <= 1 (it is {decay}) and warmup_steps=0 (it is "
                              f"{config.warmup_steps})")
         return optax.exponential_decay(config.lr, every, decay, staircase=True)
+    if kind == "inverse_sqrt":
+        return _inverse_sqrt(config.lr, config.get("warmup_init_lr", 0.0), config.warmup_steps)
     if kind == "cosine":
         return optax.cosine_decay_schedule(config.lr, max(config.total_steps, 1),
                                            alpha=end / config.lr if config.lr else 0.0)
@@ -62,3 +68,16 @@ def make_lr(config: ml_collections.ConfigDict) -> optax.Schedule:
     return optax.warmup_cosine_decay_schedule(
         0.0, config.lr, config.warmup_steps, max(config.total_steps, config.warmup_steps + 1),
         end_value=end)
+
+
+def _inverse_sqrt(lr: float, init: float, warmup: int) -> optax.Schedule:
+    if warmup < 1 or not 0 <= init <= lr:
+        raise ValueError(f"schedule='inverse_sqrt' needs warmup_steps >= 1 (it is {warmup}) and "
+                         f"0 <= warmup_init_lr <= lr (it is {init}, lr {lr})")
+
+    def schedule(step: jax.Array) -> jax.Array:
+        t = jnp.asarray(step, jnp.float32)
+        warm = init + (lr - init) * t / warmup
+        return jnp.where(t < warmup, warm, lr * jnp.sqrt(warmup / jnp.maximum(t, 1.0)))
+
+    return schedule

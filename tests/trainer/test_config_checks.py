@@ -191,3 +191,22 @@ def test_step_decay_schedule_is_moees_per_epoch_decay():
     c.decay_steps = 0
     with pytest.raises(ValueError, match="needs decay_steps >= 1"):
         make_lr(c)
+
+
+def test_inverse_sqrt_schedule_is_fairseqs():
+    """`schedule="inverse_sqrt"` (upstream RNL's fairseq schedule): linear warmup from
+    warmup_init_lr, then lr x sqrt(warmup / step); a bad setting is one line."""
+    import ml_collections
+
+    from vnr.optim import make_lr
+
+    c = ml_collections.ConfigDict(dict(lr=8e-4, schedule="inverse_sqrt", warmup_init_lr=1e-6,
+                                       warmup_steps=300, total_steps=10_000))
+    lr = make_lr(c)
+    assert float(lr(0)) == pytest.approx(1e-6)
+    assert float(lr(150)) == pytest.approx(1e-6 + (8e-4 - 1e-6) / 2)
+    assert float(lr(300)) == pytest.approx(8e-4)
+    assert float(lr(1200)) == pytest.approx(8e-4 * 0.5)
+    c.warmup_init_lr = 1e-3
+    with pytest.raises(ValueError, match="0 <= warmup_init_lr <= lr"):
+        make_lr(c)

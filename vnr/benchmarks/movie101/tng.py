@@ -2,10 +2,15 @@
 base, or Table 5's 2D-TAN row with model.arch = "tan2d").
 
 Training: binary cross-entropy of every valid proposal's score against its scaled IoU
-(2D-TAN, t_min = 0.5, t_max = 1.0). Evaluation as Movie101's RNL code (`score_windows`):
-index boxes with both ends included, NMS at m - 0.05 for each IoU threshold m, "R@n, IoU@m"
-for n in {1, 5}, m in {0.1, 0.3, 0.5, 0.7} (in percent), plus `random_R@1,IoU@m`: the exact
-expected value of a uniformly random valid proposal on the same windows (the chance level).
+(2D-TAN, t_min = 0.5, t_max = 1.0). With model.arch = "release" (configs/movie101/tng.py:
+release) the model is upstream's RNL itself (`rnl.py`: anchors of 8/16/32/64 clips at every
+clip, boundary regression) with its own loss (`rnl.loss`, as `gcn_final.py` computes it) on
+upstream's clip labels (`gt_index`), and evaluation scores its refined boxes as
+`runner_final.eval_new` does (`rnl.index_boxes`, then the same NMS and recall).
+
+Evaluation as Movie101's RNL code (`score_windows`): index boxes with both ends included, NMS
+at m - 0.05 for each IoU threshold m, "R@n, IoU@m" for n in {1, 5}, m in {0.1, 0.3, 0.5, 0.7}
+(percent), plus `random_R@1,IoU@m`: the chance level (a uniformly random valid proposal).
 
 The local stage uses the oracle anchor (the window is placed around the ground truth at a
 fixed, id-hashed offset).
@@ -39,7 +44,7 @@ from flax import nnx
 from vnr import evaluation
 from vnr import task as task_lib
 from vnr.benchmarks.movie101 import grounding_metrics as gm
-from vnr.benchmarks.movie101 import records, tng_cnclip, tng_glove
+from vnr.benchmarks.movie101 import records, rnl, tng_cnclip, tng_glove
 from vnr.benchmarks.movie101 import tng_data as data
 from vnr.benchmarks.movie101.tng_model import RNL, TAN2D, ShotDualEncoder
 from vnr.models.compute import float32
@@ -59,6 +64,22 @@ def _global(config: Any) -> bool:
     return stage == "global"
 
 
+def _release(config: Any) -> bool:
+    """Upstream's RNL with its loss and box evaluation (model.arch = "release")."""
+    return not _global(config) and config.model.get("arch", "rnl") == "release"
+
+
+def release_config(config: Any) -> rnl.RNLConfig:
+    """The `rnl.RNLConfig` of a model.arch = "release" config."""
+    d, m = config.data, config.model
+    return rnl.RNLConfig(
+        clip_dim=int(d.s3d_dim) if d.get("s3d_only", False) else int(d.frame_dim),
+        face_dim=int(d.faces) * int(d.face_dim), word_dim=int(m.word_dim), width=int(m.width),
+        heads=int(m.heads), attn_layers=int(m.local_layers), blocks=int(m.blocks),
+        portraits=bool(m.portraits), portrait_fc=bool(m.get("portrait_fc", False)),
+        portrait_dim=int(d.face_dim), dropout=float(m.dropout))
+
+
 def validate(config: Any) -> None:
     d = config.data
     if d.config.startswith(("v1_", "v2_")) and not d.manual_dir:
@@ -73,6 +94,24 @@ def validate(config: Any) -> None:
                          f"config={d.config!r})")
     if config.model.get("arch") == "cnclip" and not _global(config):
         raise ValueError("model.arch='cnclip' is the global stage (config.stage='global')")
+    if _release(config):
+        from vnr.data import pipeline
+
+        if not d.get("index_gt", False):
+            raise ValueError("model.arch='release' trains on upstream's clip labels: set "
+                             "data.index_gt=True (tng.py:release does)")
+        m = config.model
+        if m.portraits and not m.get("portrait_fc", False) and d.face_dim != m.width:
+            raise ValueError(f"model.arch='release' with model.portrait_fc=False appends the "
+                             f"portrait features as they are (upstream's code): model.width="
+                             f"{m.width} must be data.face_dim={d.face_dim}")
+
+        def narrations() -> int:
+            data.prepare(d)
+            return len(records.usable_source(d, d.train_split))
+
+        pipeline.resolve_epochs(config, narrations, "train narrations",
+                                "vnr:movie101_rnl_epochs")
     if tng_cnclip.enabled(config):
         tng_cnclip.check(config)
         from vnr.data import pipeline
@@ -99,6 +138,8 @@ def make_model(config: Any, rngs: nnx.Rngs) -> RNL | TAN2D | ShotDualEncoder | A
         return ShotDualEncoder(frame_dim=d.frame_dim, vocab=d.vocab_size, width=m.width,
                                rngs=rngs)
     arch = m.get("arch", "rnl")
+    if arch == "release":
+        return rnl.WindowRNL(release_config(config), d.vocab_size, rngs)
     if arch == "tan2d":
         glove = m.get("text", "hashed") == "glove"
         return TAN2D(frame_dim=d.frame_dim, vocab=d.vocab_size, width=m.width,
@@ -106,7 +147,7 @@ def make_model(config: Any, rngs: nnx.Rngs) -> RNL | TAN2D | ShotDualEncoder | A
                      word_dim=int(d.word_dim) if glove else 0,
                      text_layers=int(m.get("text_layers", 1)))
     if arch != "rnl":
-        raise ValueError(f"model.arch={arch!r}: choose 'rnl' or 'tan2d'")
+        raise ValueError(f"model.arch={arch!r}: choose 'rnl', 'release' or 'tan2d'")
     return RNL(frame_dim=d.frame_dim, face_dim=d.face_dim, faces=d.faces, vocab=d.vocab_size,
                width=m.width, n_clips=d.n_clips, portraits=m.portraits,
                heads=m.get("heads", 4), blocks=m.get("blocks", 3),
@@ -188,6 +229,14 @@ def loss_fn(config: Any, model: RNL, batch: dict, rngs: nnx.Rngs):
         return _clip_loss(model, batch, config)
     if _global(config):
         return _infonce(model, batch, config)
+    if _release(config):
+        out = model(batch, train=True, rngs=rngs)
+        out = {k: float32(out[k]) for k in ("logits", "boxes")}
+        gt = batch["gt_index"]
+        y, legal, _ = rnl.targets(gt, config.data.n_clips, rnl.RNLConfig.anchors)
+        best = jnp.argmax(jnp.where(legal, out["logits"], NEG), -1)  # its target: IoU/max
+        top = jnp.take_along_axis(y, best[:, None], 1)[:, 0]
+        return rnl.loss(out, gt, release_config(config), train=True), {"top1_target": top.mean()}
     scores = float32(model(batch))
     y, valid = _targets(batch["gt"], config.data.n_clips)
     bce = optax.sigmoid_binary_cross_entropy(jnp.where(valid, scores, 0.0), y)
@@ -205,6 +254,10 @@ def predict(config: Any, model: RNL, batch: dict) -> dict[str, jax.Array]:
     if _global(config):
         return {"shot": model.shots(batch["shot"], batch["shot_mask"]),
                 "text": model.text(batch["tokens"]), "valid": batch["valid"]}
+    if _release(config):
+        out = model(batch)
+        return {"scores": out["scores"], "boxes": out["boxes"], "gt": batch["gt_index"],
+                "valid": batch["valid"]}
     return {"scores": model(batch), "gt": batch["gt"], "valid": batch["valid"]}
 
 
@@ -215,9 +268,12 @@ def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.M
                                report_dir=report_dir)
     stream = data.eval_dataset(config.data, split, config.eval_batch_size, max_examples)
     out = evaluation.predict_split(stream, predict_fn, mesh, name=f"movie101 tng {split}")
-    metrics = score_windows(out["scores"], out["gt"], config.data.n_clips)
+    if _release(config):
+        metrics = score_boxes(out["scores"], out["boxes"], out["gt"], config.data.n_clips)
+    else:
+        metrics = score_windows(out["scores"], out["gt"], config.data.n_clips)
     metrics["left_out"] = float(sum(records.usable(config.data, split)[1].values()))
-    if report_dir is not None and out.first is not None:
+    if report_dir is not None and out.first is not None and not _release(config):
         local_report(config, split, out, report_dir)
     return metrics
 
@@ -270,6 +326,23 @@ def score_windows(scores: np.ndarray, gt: np.ndarray, n: int) -> dict[str, float
                                                      IOUS).items()}
     for m in IOUS:
         out[f"random_R@1,IoU@{m}"] = 100 * gm.random_recall_upstream(boxes, gt_boxes, m)
+    out["narrations"] = float(len(gt))
+    return out
+
+
+def score_boxes(scores: np.ndarray, boxes: np.ndarray, gt: np.ndarray, n: int
+                ) -> dict[str, float]:
+    """Upstream RNL's evaluation (`runner_final.eval_new`, `criteria.compute_IoU_recall`):
+    scores [Q, P] (illegal proposals 0, still candidates), refined boxes [Q, P, 2]
+    (`rnl.index_boxes`), gt [Q, 2] index boxes -> R@n IoU@m in percent, and the chance level
+    of one uniformly random legal anchor proposal (before regression)."""
+    gt = np.asarray(gt, np.float64)
+    out = {k: 100 * v for k, v in gm.recall_upstream(
+        np.asarray(scores, np.float64), rnl.index_boxes(boxes, n), gt, LOCAL_NS, IOUS).items()}
+    props, legal = rnl.proposals(n, rnl.RNLConfig.anchors)
+    for m in IOUS:
+        out[f"random_R@1,IoU@{m}"] = 100 * gm.random_recall_upstream(
+            np.trunc(props[legal]), gt, m)
     out["narrations"] = float(len(gt))
     return out
 

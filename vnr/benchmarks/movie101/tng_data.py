@@ -11,7 +11,13 @@ average-pooled into `n_clips` clips. Batches:
                                   narration's word vectors (`tng_glove`, Table 5's 2D-TAN)
   portraits float32 [B,R,Df], portrait_mask bool [B,R]   the named roles' portrait features
   gt        float32 [B,2]         the narration span in clip units (0..n)
+  gt_index  int32 [B,2]           with data.index_gt only (`rnl.py`, upstream's RNL): the
+                                  first and last clip it touches as upstream's loader
+                                  labels it, int(t) of each end, clipped to 0..n-1
   valid     bool [B]              False for eval padding
+
+With data.s3d_only the clips are the S3D part alone (the last data.s3d_dim values of each
+second; upstream's RNL reads S3D only, its CLIP load commented out).
 
 Global shot retrieval (§5.2): `shot_train_dataset` pairs each narration with one of the
 `shot_len`-second shots of its movie aligned with it (`grounding_metrics.shot_alignment`;
@@ -52,6 +58,8 @@ class Window(grain.transforms.RandomMap):
     train: bool
     words: Any = None  # tng_glove's WordVectors (data.word_vectors), else None
     max_word_chars: int = 4
+    s3d_dim: int = 0  # > 0: clips are the last s3d_dim values (S3D) only
+    index_gt: bool = False  # add gt_index (upstream RNL's clip labels)
 
     def random_map(self, rec: dict, rng: np.random.Generator) -> dict[str, np.ndarray]:
         movie = self.table[rec["movie_id"]]
@@ -64,6 +72,11 @@ class Window(grain.transforms.RandomMap):
             u = (zlib.crc32(rec["id"].encode()) % 1000) / 999.0
         ws = int(np.floor(lo + u * max(hi - lo, 0.0))) if hi >= lo else int(max(0.0, T - W))
         clips, faces = window_features(movie, ws, W, self.n_clips, self.faces, self.face_dim)
+        if self.s3d_dim:
+            if movie["s3d"].shape[-1] != self.s3d_dim:
+                raise ValueError(f"movie {rec['movie_id']}: S3D features of width "
+                                 f"{movie['s3d'].shape[-1]}, data.s3d_dim={self.s3d_dim}")
+            clips = np.ascontiguousarray(clips[:, -self.s3d_dim:])
         n = self.n_clips
         scale = n / W
         gt = np.array([np.clip((s - ws) * scale, 0, n), np.clip((e - ws) * scale, 0, n)],
@@ -75,6 +88,10 @@ class Window(grain.transforms.RandomMap):
                "tokens": text.tokenize(rec["text"], self.vocab_size, self.max_tokens),
                "portraits": portraits, "portrait_mask": pmask, "gt": gt,
                "window_start": np.float32(ws), "valid": np.array(True)}
+        if self.index_gt:  # ClipDataset1: int(fps * (t - window start)), fps = clips / s
+            first = min(int((s - ws) * scale), n - 1)
+            out["gt_index"] = np.array([max(first, 0), min(max(int((e - ws) * scale), first),
+                                                          n - 1)], np.int32)
         if self.words is not None:
             out["words"], out["word_mask"] = tng_glove.embed(
                 self.words, rec["text"], self.max_tokens, self.max_word_chars)
@@ -117,7 +134,9 @@ def _window(cfg: Any, train: bool) -> Window:
     words = tng_glove.load(cfg) if tng_glove.requested(cfg) else None
     return Window(MovieTable(cfg), cfg.window, cfg.n_clips, cfg.max_tokens, cfg.vocab_size,
                   cfg.max_roles, cfg.face_dim, cfg.faces, train, words,
-                  int(cfg.get("max_word_chars", 4)))
+                  int(cfg.get("max_word_chars", 4)),
+                  int(cfg.s3d_dim) if cfg.get("s3d_only", False) else 0,
+                  bool(cfg.get("index_gt", False)))
 
 
 def prepare(cfg: Any) -> None:

@@ -17,7 +17,7 @@ from absl import flags
 
 from vnr import cli, evaluate, evaluation
 from vnr.benchmarks.movie101 import grounding_metrics as gm
-from vnr.benchmarks.movie101 import tng, tng_data
+from vnr.benchmarks.movie101 import rnl, tng, tng_data
 from vnr.benchmarks.movie101.records import MovieTable
 from vnr.data import text
 
@@ -35,6 +35,10 @@ def two_stage(global_workdir: str, local_workdir: str, split: str = "test", k: i
     confidence (`grounding_metrics.two_stage_candidates`; `weight` > 0 adds our shot-cosine
     prior, a named option) and scored with the upstream protocol (`recall_upstream`) on
     index boxes of whole seconds against the narration's span. Table 6 has k = 1, 2, 3.
+    A local run of upstream's RNL (model.arch = "release", `rnl.py`) gives refined boxes per
+    window instead of a shared proposal grid: each window's boxes (`rnl.index_boxes`) are
+    moved to the movie's clock and pooled with their scores (log-sigmoid, plus the same
+    optional prior), the narration's box upstream's label int(start), int(end).
     Each run is restored by `vnr.evaluate.restore` at `step` (default: the step its
     results.json reports).
     """
@@ -51,15 +55,15 @@ def two_stage(global_workdir: str, local_workdir: str, split: str = "test", k: i
         offsets = tng_data.shot_offsets(gc.data, split)
         gc = ml_collections.ConfigDict(gc.to_dict())
         gc.data.update(config=lc.data.config, shot_source="cut")
-    if (gc.data.config, gc.data.vocab_size, gc.data.max_tokens) != (
-            lc.data.config, lc.data.vocab_size, lc.data.max_tokens):
-        raise ValueError("the two runs use different data configs / tokenizers")
+    if gc.data.config != lc.data.config:  # each run tokenizes with its own settings
+        raise ValueError("the two runs use different data configs")
     d = lc.data
     movies = tng_data.split_movies(d, split, max_examples)
     vs, ts, shot_spans, durations = tng.embed_movies(
         gc, movies, glob.predict, glob.setup.mesh, offsets)
     table = MovieTable(d)
     W, n = d.window, d.n_clips
+    release = tng._release(lc)
     spans, valid = gm.proposal_spans(n)
     rel = spans[valid] * (W / n)
     items, meta = [], []
@@ -74,26 +78,38 @@ def two_stage(global_workdir: str, local_workdir: str, split: str = "test", k: i
                 centre = float(sp[j].mean())
                 ws = int(np.clip(round(centre - W / 2), 0, max(T - W, 0)))
                 clips, faces = tng_data.window_features(movie, ws, W, n, d.faces, d.face_dim)
+                if release and d.get("s3d_only", False):
+                    clips = clips[:, -int(d.s3d_dim):]
                 por, pm = tng_data.portrait_features(movie, r["roles"], d.max_roles, d.face_dim)
                 items.append({"clips": clips, "faces": faces, "portraits": por,
                               "portrait_mask": pm, "gt": np.zeros(2, np.float32),
                               "valid": np.array(True),
-                              "tokens": text.tokenize(r["text"], d.vocab_size, d.max_tokens)})
+                              "tokens": text.tokenize(r["text"], d.vocab_size, d.max_tokens),
+                              **({"gt_index": np.zeros(2, np.int32)} if release else {})})
                 starts.append(ws)
             meta.append((row[top], np.array(starts, float),
                          np.array([float(r["start"]), float(r["end"])])))
     stream = evaluation.global_rows(
         {key: np.stack([it[key] for it in items]) for key in items[0] if key != "valid"},
         lc.eval_batch_size)
-    scores = evaluation.predict_split(stream, local.predict, local.setup.mesh,
-                                      name="movie101 two-stage windows")["scores"]
-    sc = scores.reshape(len(meta), k, n, n)[:, :, valid]
+    pred = evaluation.predict_split(stream, local.predict, local.setup.mesh,
+                                    name="movie101 two-stage windows")
+    if release:  # per window: its refined index boxes on the movie's clock, log-sigmoid
+        sc = np.log(np.maximum(pred["scores"], 1e-30)).reshape(len(meta), k, -1)
+        boxes = rnl.index_boxes(pred["boxes"], n).reshape(len(meta), k, -1, 2) * (W / n)
+    else:
+        sc = pred["scores"].reshape(len(meta), k, n, n)[:, :, valid]
     res = {key: 0.0 for key in gm.recall_upstream(np.zeros((1, 1)), np.zeros((1, 2)),
                                                   np.zeros((1, 2)), (1, 5), tng.IOUS)}
-    for m, s in zip(meta, sc):
-        cand, score = gm.two_stage_candidates(m[0], m[1], rel, s, k, weight)
-        r = gm.recall_upstream(score[None], gm.to_index_boxes(cand),
-                               gm.to_index_boxes(m[2][None]), (1, 5), tng.IOUS)
+    for q, (m, s) in enumerate(zip(meta, sc)):
+        if release:
+            cand = (boxes[q] + m[1][:, None, None]).reshape(-1, 2)
+            score = (s + weight * np.asarray(m[0], np.float64)[:, None]).reshape(-1)
+            r = gm.recall_upstream(score[None], cand, np.floor(m[2][None]), (1, 5), tng.IOUS)
+        else:
+            cand, score = gm.two_stage_candidates(m[0], m[1], rel, s, k, weight)
+            r = gm.recall_upstream(score[None], gm.to_index_boxes(cand),
+                                   gm.to_index_boxes(m[2][None]), (1, 5), tng.IOUS)
         for key in res:
             res[key] += r[key]
     gt = np.stack([m[2] for m in meta])
