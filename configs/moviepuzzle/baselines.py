@@ -91,6 +91,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
             c.model.encoder = c.model.encoder.replace("-small", "-tiny")
         if encoder is not None:  # tiny test checkpoints have 40 positions: pairs of 31
             c.data.max_tokens = 16
+            c.warmup_steps = 0  # §4.1's constant lr (pair_training) has no warmup
         if row == "random":
             c.total_steps = c.warmup_steps = 0
     return c
