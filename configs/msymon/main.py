@@ -40,7 +40,8 @@ ARGS is a comma-separated list of one training regime (§5.2, Table 3) and optio
                      with `cclm`) or consecutive data.clip_seconds clips (ours; the default
                      of the feature model)
   synthetic          the generated corpus with known alignment (no manual_dir; dim 32)
-  smoke              tiny sizes for tests (implies synthetic unless a manual_dir is given)
+  smoke              tiny sizes for tests (implies synthetic: the generated corpus; with a
+                     manual_dir, set data.config to the release's config)
 
 Val/test splits are the regime's languages' `<l>_val` / `<l>_test`. The public release has
 test.json for every language but an empty val.json for every language except ru: the builder

@@ -295,3 +295,16 @@ def test_a_training_split_without_supervision_is_refused(monkeypatch):
                        r"its 3 records has a clip inside a sentence annotated as matched"):
         data.train_dataset(cfg, 2, 0)
     assert data._supervised(cfg, rec(True)) and not data._supervised(cfg, rec(False))
+
+
+def test_a_manual_dir_the_generated_corpus_would_ignore_is_refused():
+    """`smoke` trains on the generated corpus: a manual_dir given with it is one line, not
+    silently unread (#44)."""
+    c = get_config("individual:en,smoke")
+    assert c.data.config == "synthetic"
+    c.data.manual_dir = "/data/msymon_release"
+    with pytest.raises(ValueError, match=r"data.manual_dir='/data/msymon_release' would not be "
+                       r"read: data.config='synthetic'"):
+        task.validate(c)
+    c.data.manual_dir = ""
+    task.validate(c)  # the generated corpus alone is fine

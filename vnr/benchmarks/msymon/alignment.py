@@ -95,6 +95,11 @@ DROP_RULES = ("tune", "fixed", "percentile")
 
 def validate(config: Any) -> None:
     d, e = config.data, config.eval
+    if d.builder == "msymon" and d.config == "synthetic" and d.manual_dir:
+        raise ValueError(f"data.manual_dir={d.manual_dir!r} would not be read: data.config="
+                         "'synthetic' (set by `smoke` / `synthetic`) trains on the generated "
+                         "corpus; set data.config='features' (or 'videos', 'text_only') to "
+                         "train on the release")
     cclm = _encoder(config) == "cclm"
     if _encoder(config) not in ENCODERS:
         raise ValueError(f"model.encoder={_encoder(config)!r}: one of {ENCODERS}")
