@@ -55,12 +55,5 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
                    head="sop" if "sop" in args else "nsp")
     video_pairs.pair_training(c)  # §4.1 and ours, as the VideoMAE / TimeSformer rows
     if "smoke" in args:
-        c.data.update(config="synthetic_tiny" if c.data.config == "synthetic" else
-                      c.data.config, num_workers=0, image_size=16, max_tokens=8)
-        c.pairs_per_clip = 4
-        c.epochs = 0
-        common.smoke(c)
-        c.warmup_steps = 0
-        c.evals.val.max_examples, c.evals.test.max_examples = 8, 10
-        c.eval.update(report_clips=2, pair_chunk=64)
+        video_pairs.pair_smoke(c, image_size=16, max_tokens=8)
     return c

@@ -65,15 +65,20 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
                    head="sop" if "sop" in args else "nsp")
     pair_training(c)
     if "smoke" in args:
-        c.data.update(config="synthetic_tiny" if c.data.config == "synthetic" else
-                      c.data.config, num_workers=0, image_size=32)
-        c.pairs_per_clip = 4
-        c.epochs = 0
-        common.smoke(c)
-        c.warmup_steps = 0
-        c.evals.val.max_examples, c.evals.test.max_examples = 8, 10
-        c.eval.update(report_clips=2, pair_chunk=64)
+        pair_smoke(c, image_size=32)
     return c
+
+
+def pair_smoke(c: ml_collections.ConfigDict, **data: object) -> None:
+    """Test sizes of every pretrained-pair row (`data`: the row's own tiny data sizes)."""
+    c.data.update(config="synthetic_tiny" if c.data.config == "synthetic" else c.data.config,
+                  num_workers=0, **data)
+    c.pairs_per_clip = 4
+    c.epochs = 0
+    common.smoke(c)
+    c.warmup_steps = 0
+    c.evals.val.max_examples, c.evals.test.max_examples = 8, 10
+    c.eval.update(report_clips=2, pair_chunk=64)
 
 
 def pair_training(c: ml_collections.ConfigDict) -> None:
