@@ -136,15 +136,25 @@ def global_batch(local: dict[str, np.ndarray], mesh: jax.sharding.Mesh) -> dict[
 def create_sharded(make: Any, mesh: jax.sharding.Mesh, rules: Rules) -> tuple[Any, Any, Any]:
     """Initialises `make()` (an NNX graph node) directly into its shardings.
 
-    The shape is traced with `nnx.eval_shape`, shardings are derived from the
-    logical names and `rules`, and a jitted init writes every parameter
-    straight onto its devices (no full host copy).
+    One trace: the jitted init derives each parameter's sharding from its logical names
+    and `rules` while tracing and constrains it there, so every parameter is written
+    straight onto its devices (no full host copy) and the model is traced once, not a
+    second time by `nnx.eval_shape` (tracing an NNX init is quadratic in the model's size
+    with jax <= 0.10: every RNG draw probes a tracer's `.sharding`, whose error message
+    walks all the equations traced so far).
 
     Returns:
       (graphdef, state, state_shardings).
     """
+    found: dict[str, Any] = {}
+
+    def init() -> Any:
+        graphdef, state = nnx.split(make())
+        found["graphdef"], found["shardings"] = graphdef, state_shardings(state, mesh, rules)
+        return jax.lax.with_sharding_constraint(state, found["shardings"])
+
     with nnx.use_eager_sharding(False):
-        graphdef, abstract = nnx.split(nnx.eval_shape(make))
-        shardings = state_shardings(abstract, mesh, rules)
-        state = jax.jit(lambda: nnx.split(make())[1], out_shardings=shardings)()
-    return graphdef, state, shardings
+        state = jax.jit(init)()
+    # The same placement, under the exact shardings (XLA may name P("model", None) P("model")).
+    state = jax.device_put(state, found["shardings"])
+    return found["graphdef"], state, found["shardings"]
