@@ -20,11 +20,14 @@ screening cannot be reproduced, so the top-ranked frame is the keyframe.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import pathlib
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
+
+from tfds_builders import common
 
 
 class Embedder(Protocol):
@@ -73,6 +76,84 @@ class Expert(Protocol):
 
 # (builder config's encoder name, seed) -> Expert; one per name in the config's `experts`
 MakeExpert = Callable[[str, int], Expert]
+
+
+class EmbedderError(ValueError):
+    """An embedder or expert the build cannot use (one line naming it and what is wrong)."""
+
+
+def _name(fn: Any) -> str:
+    return f"{getattr(fn, '__module__', '?')}:{getattr(fn, '__qualname__', repr(fn))}"
+
+
+def made(factory: Callable[[str, int], Any], role: str, encoder: str, seed: int,
+         methods: Sequence[str]) -> Any:
+    """`factory(encoder, seed)` (a `MakeEmbedder` or `MakeExpert` the caller passed as
+    `role`), checked before any frame is read: it takes those two arguments, returns an
+    object with an int `dim` and the `methods`, each of whose results is then checked to
+    be a finite [n, dim] array (`_Checked`). Anything else is an `EmbedderError`."""
+    where = f"{role} {_name(factory)}"
+    try:
+        inspect.signature(factory).bind(encoder, seed)
+    except TypeError:
+        raise EmbedderError(f"{where}{inspect.signature(factory)} cannot be called as "
+                            f"({role} of encoder {encoder!r}, seed {seed}): it must take "
+                            f"(encoder: str, seed: int)") from None
+    except ValueError:  # no signature to read (a builtin): calling it tells
+        pass
+    try:
+        made_ = factory(encoder, seed)
+    except Exception as e:  # noqa: BLE001 - the caller's code: one line naming it
+        raise EmbedderError(f"{where}({encoder!r}, {seed}) failed: {type(e).__name__}: "
+                            f"{' '.join(str(e).split())}") from None
+    lacking = [m for m in methods if not callable(getattr(made_, m, None))]
+    dim = getattr(made_, "dim", None)
+    if lacking or not isinstance(dim, int | np.integer) or dim <= 0:
+        what = [f"no method {m}" for m in lacking] + (
+            [] if isinstance(dim, int | np.integer) and dim > 0 else [f"dim={dim!r}"])
+        raise EmbedderError(f"{where}({encoder!r}, {seed}) returned a "
+                            f"{type(made_).__name__} with {', '.join(what)} (it needs an int "
+                            f"dim > 0 and {', '.join(methods)})")
+    return _Checked(made_, where, int(dim), methods)
+
+
+class _Checked:
+    """An embedder or expert whose outputs are checked ([len(inputs), dim], finite)."""
+
+    def __init__(self, inner: Any, where: str, dim: int, methods: Sequence[str]):
+        self.inner, self.where, self.dim = inner, where, dim
+        for m in methods:
+            setattr(self, m, lambda items, m=m: self._call(m, items))
+
+    def _call(self, method: str, items: Sequence[Any]) -> np.ndarray:
+        try:
+            out = np.asarray(getattr(self.inner, method)(items))
+        except Exception as e:  # noqa: BLE001 - the caller's code: one line naming it
+            raise EmbedderError(f"{self.where}: {method} of {len(items)} input(s) failed: "
+                                f"{type(e).__name__}: {' '.join(str(e).split())}") from None
+        if out.shape != (len(items), self.dim) or out.dtype.kind not in "fiu":
+            raise EmbedderError(f"{self.where}: {method} of {len(items)} input(s) returned "
+                                f"{out.dtype} {out.shape}, not [{len(items)}, {self.dim}] "
+                                f"(its dim) floats")
+        if not np.isfinite(out).all():
+            raise EmbedderError(f"{self.where}: {method} returned non-finite values")
+        return out.astype(np.float32)
+
+
+def encode_frames(scorer: Embedder, paths: Sequence[pathlib.Path]
+                  ) -> tuple[np.ndarray | None, tuple[pathlib.Path, str] | None]:
+    """`scorer`'s image features [len(paths), dim] of the JPEG files `paths`, or
+    (None, (path, problem)) when the embedder failed on them and one of them does not
+    decode (a bad frame, skipped by the caller); the embedder failing on decodable frames
+    is its own error (`EmbedderError`)."""
+    data = [p.read_bytes() for p in paths]
+    try:
+        return scorer.encode_images(data), None
+    except EmbedderError:
+        for p, d in zip(paths, data, strict=True):
+            if problem := common.jpeg_problem(d):
+                return None, (p, problem)
+        raise
 
 
 def align_monotone(sim: np.ndarray) -> np.ndarray:

@@ -275,11 +275,12 @@ def build_released(root: pathlib.Path, cfg: Any, skips: collections.Counter,
     candidate sets follow this builder's protocol (`candidates`) within each split, since
     the release's candidate format (if any) is undocumented; the release lists no isolated
     keyframes, so the pools are the storyboards' (`isolated` does not apply). A storyboard
-    with an id lsmdc.json lacks, a missing frame or no text is skipped (`unknown_id` /
-    `no_frames` / `no_text`), one that shows a frame twice too (`repeated_frame`: the
-    frame to find would also be context). A storyboard given again, in its own split or
-    an earlier one, is kept as released and counted (`noted_duplicate_storyboard`, naming
-    both places): a test storyboard also in train is a contamination the user should see.
+    with an id lsmdc.json lacks, a missing or undecodable frame or no text is skipped
+    (`unknown_id` / `no_frames` / `bad_frame` / `no_text`), one that shows a frame twice
+    too (`repeated_frame`: the frame to find would also be context). A storyboard given
+    again, in its own split or an earlier one, is kept as released and counted
+    (`noted_duplicate_storyboard`, naming both places): a test storyboard also in train is a
+    contamination the user should see.
     """
     index_path = _find(root, "lsmdc.json")
     if index_path is None:
@@ -325,7 +326,11 @@ def build_released(root: pathlib.Path, cfg: Any, skips: collections.Counter,
                 record(skips, "no_text", path, where, f"[{empty}] {story_['items'][empty]['id']}"
                        " has no text (none in the story, none in parsed_text.json)")
                 continue
-            feats.append(scorer.encode_images([p.read_bytes() for p in paths]))
+            got, bad = keyframes.encode_frames(scorer, paths)
+            if bad is not None:
+                record(skips, "bad_frame", path, where, f"{bad[0]}: {bad[1]}")
+                continue
+            feats.append(got)
             movie = paths[0].parent.parent.name
             movies.append(movie)
             if lsmdc.normalise_movie(movie) not in meta:

@@ -99,10 +99,9 @@ def _clip_frames(root: pathlib.Path, clip: lsmdc.Clip, scorer: keyframes.Embedde
     frame_dir = root / "frames" / clip.movie / clip.clip_id
     paths = lsmdc.list_frames(frame_dir)
     if paths:
-        try:
-            feats = scorer.encode_images([p.read_bytes() for p in paths])
-        except Exception as e:  # noqa: BLE001 - any decoder failure makes the clip unusable
-            return None, [], ("bad_frame", frame_dir, f"{type(e).__name__}: {e}")
+        feats, bad = keyframes.encode_frames(scorer, paths)
+        if bad is not None:  # a frame that does not decode makes the clip unusable
+            return None, [], ("bad_frame", bad[0], bad[1])
         return feats, [str(p.relative_to(root)) for p in paths], ()
     npy = root / "features" / clip.movie / f"{clip.clip_id}.npy"
     if npy.is_file():
@@ -445,22 +444,25 @@ class Sc2St(common.SummaryBuilder, tfds.core.GeneratorBasedBuilder):
                 raise ValueError(f"sc2st/{c.name} stores the MoEE experts {lacking}: pass "
                                  "experts={name: function} to the builder (or --expert "
                                  "name=module:function)")
-            scorer = self.embedder(c.encoder, c.seed)
+            made = keyframes.made
+            both, images = ("encode_texts", "encode_images"), ("encode_images",)
+            scorer = made(self.embedder, "embedder", c.encoder, c.seed, both)
             self.isolated = {}
             if c.source == "released":
                 from tfds_builders.sc2st.released import build_released
 
                 examples = build_released(root, c, self.skips, self.stats, scorer)
             else:
-                cand = (self.candidate_embedder(c.candidate_encoder, c.seed)
+                cand = (made(self.candidate_embedder, "candidate_embedder",
+                             c.candidate_encoder, c.seed, images)
                         if self.candidate_embedder is not None else None)
                 examples = build_storyboards(
                     root, c, self.skips, self.stats, scorer, cand,
-                    {n: self.experts[n](dict(c.expert_encoders).get(n, c.encoder), c.seed)
-                     for n, _ in c.experts},
+                    {n: made(self.experts[n], f"expert {n}", dict(c.expert_encoders).get(
+                        n, c.encoder), c.seed, ("encode_keyframes",)) for n, _ in c.experts},
                     self.isolated,
-                    self.feature_embedder(c.feature_encoder, c.seed) if c.feature_encoder
-                    else None)
+                    made(self.feature_embedder, "feature_embedder", c.feature_encoder,
+                         c.seed, images) if c.feature_encoder else None)
         except ValueError as e:
             raise common.ManualDirError(str(e)) from None
         return {split: self._generate_examples(ex) for split, ex in examples.items()}

@@ -144,7 +144,7 @@ def main(argv: list[str] | None = None) -> None:
         out = two_stage(a.global_workdir, a.local_workdir, a.split, a.k, a.weight, a.max_clips,
                         a.step)
     except (evaluate.EvaluateError, ValueError, FileNotFoundError) as e:
-        raise SystemExit(f"error: {e}") from None
+        cli.fail(f"{e}")
     print(json.dumps(out, indent=1))
 
 

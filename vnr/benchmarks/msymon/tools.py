@@ -280,7 +280,7 @@ def main(argv: list[str] | None = None) -> int:
                                            args.width, args.layers, max_tokens=args.max_tokens,
                                            seed=args.seed))
         except (OSError, ValueError) as e:
-            raise SystemExit(f"error: {args.command}: {' '.join(str(e).split())}") from None
+            cli.fail(f"{args.command}: {e}")
         print(json.dumps(res))
         return 0
     if args.command == "punctuate":
@@ -296,13 +296,13 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 print("\n".join(show_punctuation(cfg, pathlib.Path(args.corpus), args.show)))
             except (OSError, ValueError) as e:
-                raise SystemExit(f"error: {' '.join(str(e).split())}") from None
+                cli.fail(f"{e}")
             return 0
         try:
             res = punctuate(cfg, pathlib.Path(args.src), args.lang,
                             pathlib.Path(args.out) if args.out else None)
         except (train.ConfigError, ValueError, FileNotFoundError) as e:
-            raise SystemExit(f"error: {' '.join(str(e).split())}") from None
+            cli.fail(f"{e}")
         print(json.dumps(res))
         return 0
     if args.command.startswith("table3"):
@@ -315,7 +315,10 @@ def main(argv: list[str] | None = None) -> int:
             manual_dir=args.manual_dir, features=args.builder_config != "text_only", dim=512,
             fps=1.0, clip_seconds=args.clip_seconds, max_tokens=4, vocab_size=64,
             num_workers=0))
-        res = baseline(cfg, args.splits.split(","))
+        try:
+            res = baseline(cfg, args.splits.split(","))
+        except (OSError, ValueError) as e:  # a manual_dir that is not the release, ...
+            cli.fail(f"baseline: {e}")
         print(json.dumps(res, indent=2))
         print("| split | videos | clip accuracy | sentence IoU | F1 | narration from subtitles |")
         print("|---|---|---|---|---|---|")
@@ -342,7 +345,7 @@ def main(argv: list[str] | None = None) -> int:
         _, table = crosslingual(cfg, dict(w.split("=", 1) for w in args.workdirs),
                                 args.split, args.metric, args.step)
     except (evaluate.EvaluateError, train.ConfigError, ValueError, FileNotFoundError) as e:
-        raise SystemExit(f"error: {' '.join(str(e).split())}") from None
+        cli.fail(f"{e}")
     print(table)
     return 0
 

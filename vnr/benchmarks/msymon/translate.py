@@ -160,7 +160,7 @@ def translate_release(src: pathlib.Path, out: pathlib.Path,
 def _pairs(items: list[str], name: str) -> dict[str, str]:
     bad = [x for x in items if "=" not in x or x.split("=")[0] not in LANGUAGES]
     if bad:
-        raise SystemExit(f"error: {name} takes <lang>=VALUE with lang in {LANGUAGES}: {bad}")
+        cli.fail(f"{name} takes <lang>=VALUE with lang in {LANGUAGES}: {bad}")
     return dict(x.split("=", 1) for x in items)
 
 

@@ -62,6 +62,11 @@ def contamination(yms_dir: str, config: str, data_dir: str, manual_dir: str
     and by id, and the YMS videos it would leave in training."""
     from tfds_builders import symon
 
+    lacking = [f for f in (exclusion.YMS_URLS, "movie_list.txt")
+               if not (pathlib.Path(yms_dir) / f).is_file()]
+    if lacking:
+        raise ValueError(f"--yms_dir {yms_dir} is not the YMS release: it has no "
+                         f"{' or '.join(lacking)}")
     ids = exclusion.listed_video_ids(pathlib.Path(yms_dir) / exclusion.YMS_URLS)
     out: dict[str, Any] = {"yms_videos": len(ids), "splits": {}}
     for split in symon.split_names(config, data_dir, manual_dir):
@@ -96,7 +101,11 @@ def steps(config: str, data_dir: str, manual_dir: str, exclude_movies: str, epoc
     `warmup_steps` are for the paper's schedule."""
     from configs.symon import order as order_config
     from configs.symon import retrieval as retrieval_config
+    from tfds_builders.symon import CONFIGS
 
+    if config in CONFIGS and not CONFIGS[config].with_features:
+        raise ValueError(f"--config {config}: steps counts the clips of a config with video "
+                         f"features (e.g. features); {config} has none")
     if task == "order":
         d = order_config.get_config("").data
     else:
