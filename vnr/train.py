@@ -58,6 +58,11 @@ from vnr.saver import CheckpointError, Preempted, Saver
 from vnr.workdir import RESUMABLE, check_workdir, flatten  # noqa: F401
 
 
+class InputError(ConfigError):
+    """A training batch could not be made (a record the config cannot take: a clip longer
+    than data.max_frames, features of another width): one line, not a worker's traceback."""
+
+
 class NonFiniteLoss(RuntimeError):
     """NaN/inf in the loss, gradients or parameters; the run stops, checkpoints stay good."""
 
@@ -252,6 +257,11 @@ def _run(config: ml_collections.ConfigDict, workdir: pathlib.Path,
             say(f"metrics.jsonl: dropped {writer.dropped} row(s) logged after step {start} "
                 "(the steps are replayed from that checkpoint)")
         state = _loop(config, s, state, start, saver, writer, workdir, say)
+    except InputError:
+        saver.finish()
+        if primary and start == 0:  # nothing trained: the corrected command may use this dir
+            workdir_lib.unclaim_if_empty(workdir)
+        raise
     except NonFiniteLoss as e:
         saver.finish()
         writer.close()
@@ -311,7 +321,12 @@ def _loop(config: Any, s: Setup, state: nnx.State, start: int, saver: Saver,
     t0, n0 = time.perf_counter(), start
     try:
         for step in range(start + 1, config.total_steps + 1):
-            batch = sharding.global_batch(next(data_iter), mesh)
+            try:
+                local = next(data_iter)
+            except ValueError as e:  # a transform's check of a record against the config
+                raise InputError(f"the training input failed before step {step}: "
+                                 f"{type(e).__name__}: {e}") from None
+            batch = sharding.global_batch(local, mesh)
             step_arr = jnp.asarray(step, jnp.int32)
             if step == start + 1 and jax.process_count() > 1:
                 # Compile first, then start the first collective on every process

@@ -84,6 +84,22 @@ def check_workdir(workdir: pathlib.Path, config: ml_collections.ConfigDict,
 DATA_FILE = "data.json"
 
 
+def unclaim_if_empty(workdir: pathlib.Path) -> bool:
+    """Removes the config.json and data.json a run wrote when it left nothing else of value
+    (no checkpoint step, no metrics row, no results.json): a run that failed before its
+    first step (its training input, a first compile) then does not refuse the corrected
+    command in the same workdir. Returns whether it removed them."""
+    ckpts = workdir / "checkpoints"
+    metrics = workdir / "metrics.jsonl"
+    if ((workdir / "results.json").exists()
+            or (ckpts.is_dir() and any(p.name.isdigit() for p in ckpts.iterdir()))
+            or (metrics.is_file() and metrics.stat().st_size)):
+        return False
+    for name in ("config.json", DATA_FILE):
+        (workdir / name).unlink(missing_ok=True)
+    return True
+
+
 def check_data(workdir: pathlib.Path, used: dict[str, str], write: bool = True) -> None:
     """Refuses, in one line, a workdir whose run read a dataset (by `name/config`) built
     from other data than the same dataset now; then records `used` (merged) in data.json

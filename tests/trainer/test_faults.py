@@ -123,3 +123,18 @@ def test_disk_full_on_the_final_save_is_an_error_naming_the_last_good_step(
     assert "No space left on device" in capsys.readouterr().err
     assert (tmp_path / "results.json").exists()  # evaluation still ran on the final state
     assert train.checkpoint.good_steps(tmp_path / "checkpoints") == [3]
+
+
+def test_a_record_the_config_cannot_take_is_one_line_and_leaves_the_workdir_free(tmp_path):
+    """A clip longer than data.max_frames fails in the training input: one line (not a
+    grain worker's traceback), and the workdir keeps no config.json, so the corrected
+    command runs there (#44)."""
+    data_dir = str(tmp_path / "data")
+    bad = smoke(data_dir, total_steps=1, eval_every=1, ckpt_every=1)
+    bad.data.max_frames = 2
+    with pytest.raises(train.InputError, match=r"^the training input failed before step 1: "
+                       r"ValueError: clip '\w+' has \d+ frames > data.max_frames=2$"):
+        train.run(bad, str(tmp_path / "run"))
+    assert not (tmp_path / "run" / "config.json").exists()
+    good = smoke(data_dir, total_steps=1, eval_every=1, ckpt_every=1)
+    assert train.run(good, str(tmp_path / "run"))["test_in_domain"]

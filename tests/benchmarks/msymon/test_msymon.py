@@ -308,3 +308,13 @@ def test_a_manual_dir_the_generated_corpus_would_ignore_is_refused():
         task.validate(c)
     c.data.manual_dir = ""
     task.validate(c)  # the generated corpus alone is fine
+
+
+def test_a_feature_width_the_built_dataset_does_not_have_is_refused():
+    """The generated corpus stores 32-d features: data.dim=16 is one line at validation, not
+    a broadcast error in an input worker after config.json is written (#44)."""
+    c = get_config("individual:en,smoke")
+    c.data.dim = 16
+    with pytest.raises(ValueError, match=r"data.dim=16: msymon/synthetic stores 32-d features "
+                       r"\(set data.dim=32\)"):
+        task.validate(c)

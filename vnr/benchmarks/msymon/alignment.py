@@ -100,6 +100,13 @@ def validate(config: Any) -> None:
                          "'synthetic' (set by `smoke` / `synthetic`) trains on the generated "
                          "corpus; set data.config='features' (or 'videos', 'text_only') to "
                          "train on the release")
+    if d.builder == "msymon" and d.dim:  # a named config's width is fixed (synthetic: 32)
+        from tfds_builders import msymon
+
+        stored = msymon.resolve_config(d.config, d.dim, d.fps)
+        if stored.features and stored.dim != d.dim:
+            raise ValueError(f"data.dim={d.dim}: msymon/{d.config} stores {stored.dim}-d "
+                             f"features (set data.dim={stored.dim})")
     cclm = _encoder(config) == "cclm"
     if _encoder(config) not in ENCODERS:
         raise ValueError(f"model.encoder={_encoder(config)!r}: one of {ENCODERS}")
