@@ -70,7 +70,6 @@ from vnr.benchmarks.movie101.rnl_layers import (
     linear,
 )
 from vnr.models.encoders import loading
-from vnr.models.encoders.loading import CheckpointError
 from vnr.models.layers import annotate
 
 UNUSED_PREFIXES = ("sentence_encoder.tran_face.",)  # defined upstream, never applied
@@ -303,9 +302,7 @@ def match(tensors: Mapping[str, np.ndarray], cfg: RNLConfig, where: str
         () if cfg.portraits and cfg.portrait_fc else UNUSED_PREFIXES)
     problems += [f"unexpected key {k!r} (shape {tuple(tensors[k].shape)})"
                  for k in sorted(tensors) if k not in wanted and not k.startswith(spare)]
-    if problems:
-        more = f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else ""
-        raise CheckpointError(f"{where}: {problems[0]}{more}")
+    loading.refuse(where, problems)
     return arrays
 
 

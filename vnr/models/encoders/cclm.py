@@ -84,9 +84,7 @@ def match(tensors: Mapping[str, np.ndarray], shapes: Mapping[str, tuple[int, ...
                             f"expects {want}")
             continue
         out[name] = loading.to_nnx_layout(name, np.asarray(tensors[key], np.float32))
-    if problems:
-        more = f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else ""
-        raise CheckpointError(f"{where}: {problems[0]}{more}")
+    loading.refuse(where, problems)
     return out
 
 

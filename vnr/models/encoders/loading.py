@@ -55,6 +55,16 @@ class CheckpointError(ValueError):
     """A checkpoint that does not fit the model (missing, misshapen or unused tensors)."""
 
 
+def refuse(where: str | Path, problems: Sequence[str], total: int | None = None) -> None:
+    """Raises the first of a checkpoint's `problems` as one CheckpointError line naming
+    `where`, with the count of the others (`total`: all of them, when `problems` lists
+    fewer); nothing when there are none."""
+    if problems:
+        n = len(problems) if total is None else total
+        more = f" (and {n - 1} more problems)" if n > 1 else ""
+        raise CheckpointError(f"{where}: {problems[0]}{more}")
+
+
 # ----------------------------------------------------------------------------- sharding
 
 

@@ -270,9 +270,7 @@ def match_state_dict(shapes: Mapping[str, tuple[int, ...]],
     problems += [f"unexpected tensor {k!r} of shape {tuple(v.shape)}"
                  for k, v in tensors.items()
                  if k not in used and not k.endswith("num_batches_tracked")]
-    if problems:
-        more = f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else ""
-        raise CheckpointError(f"{path}: {problems[0]}{more}")
+    loading.refuse(path, problems)
     return out
 
 

@@ -396,9 +396,7 @@ def match(tensors: Mapping[str, np.ndarray], shapes: Mapping[str, tuple[int, ...
     problems += [f"unexpected key {k!r} (shape {tuple(tensors[k].shape)})" for k in
                  sorted(tensors) if k not in wanted and not k.startswith(spare)
                  and not (decoder and k in TIED_KEYS)]
-    if problems:
-        more = f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else ""
-        raise CheckpointError(f"{where}: {problems[0]}{more}")
+    loading.refuse(where, problems)
     return arrays
 
 

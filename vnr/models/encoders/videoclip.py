@@ -329,9 +329,7 @@ def match(tensors: Mapping[str, np.ndarray], shapes: Mapping[str, tuple[int, ...
     problems += [f"unexpected key {k!r} (shape {tuple(tensors[k].shape)})" for k in
                  sorted(tensors) if k not in wanted and k not in IGNORED_KEYS
                  and not k.startswith(spare)]
-    if problems:
-        more = f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else ""
-        raise CheckpointError(f"{where}: {problems[0]}{more}")
+    loading.refuse(where, problems)
     return arrays
 
 

@@ -299,8 +299,7 @@ def match(shapes: Mapping[str, tuple[int, ...]], tensors: Mapping[str, np.ndarra
     except CheckpointError as e:
         head, *problems = str(e).split("\n  ")
         total = int(m.group(1)) if (m := re.search(r"\((\d+) problems\)", head)) else 1
-        more = f" (and {total - 1} more problems)" if total > 1 else ""
-        raise CheckpointError(f"{where}: {problems[0] if problems else head}{more}") from None
+        loading.refuse(where, problems or [head], total)
     return {n: loading.to_nnx_layout(n, np.asarray(got[k])) for k, n in wanted.items()}
 
 
