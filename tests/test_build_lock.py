@@ -10,7 +10,11 @@ import subprocess
 import sys
 import threading
 
+import pytest
+
 from tfds_builders import holder, moviepuzzle
+
+pytestmark = pytest.mark.faults  # the fault-injection suite (-m faults)
 
 
 def test_a_second_build_waits_for_the_live_builder_then_holds(tmp_path):

@@ -12,6 +12,8 @@ import pytest
 from tfds_builders import __main__ as build_cli
 from tfds_builders import data_dir
 
+pytestmark = pytest.mark.faults  # the fault-injection suite (-m faults)
+
 
 def _build(data: pathlib.Path, capfd: pytest.CaptureFixture) -> str:
     """The one error line of a MoviePuzzle build into `data` (exit status 2)."""

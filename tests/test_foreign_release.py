@@ -10,6 +10,8 @@ import pathlib
 
 import pytest
 
+pytestmark = pytest.mark.faults  # the fault-injection suite (-m faults)
+
 
 def _msymon(root: pathlib.Path) -> pathlib.Path:
     (root / "annotations" / "en").mkdir(parents=True)

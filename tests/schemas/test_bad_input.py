@@ -12,6 +12,8 @@ from tests.schemas import bad_input_runs as runs
 from tests.schemas.bad_input import CASES, Case
 from tfds_builders.__main__ import build, main
 
+pytestmark = pytest.mark.faults  # the fault-injection suite (-m faults)
+
 
 @pytest.mark.parametrize("case", CASES, ids=[f"{c.builder}-{c.refused}" for c in CASES])
 def test_bad_input_is_refused_by_name(case: Case, request, tmp_path, capsys):

@@ -19,7 +19,8 @@ from tests.helpers import checkpoint_arrays, train_once
 from vnr import train
 from vnr.workdir import split_results
 
-pytestmark = pytest.mark.e2e  # every test here trains (in process or in subprocesses)
+# every test here trains (in process or in subprocesses) and injects a fault
+pytestmark = [pytest.mark.e2e, pytest.mark.faults]
 
 
 def smoke(data_dir: str, **overrides):

@@ -116,6 +116,7 @@ def test_build_cli_stops_on_another_source_and_rebuilds(releases, tmp_path, caps
     assert code == 2 and f"built from manual_dir {os.path.realpath(b)}" in err
 
 
+@pytest.mark.faults
 def test_verify_catches_an_edit_that_keeps_sizes_and_times(releases, tmp_path, capsys,
                                                            new_process, monkeypatch):
     """A release file edited in place at the same size and modification time: the default
@@ -176,6 +177,7 @@ def test_trainer_stops_on_another_manual_dir_until_rebuilt(releases, tmp_path, c
     assert results["test_in_domain"]["clips"] == 2
 
 
+@pytest.mark.faults
 @pytest.mark.e2e  # three short trainings
 def test_a_run_is_never_resumed_or_reevaluated_on_other_data(releases, tmp_path, capsys):
     """#44: rerunning a finished run's command with another manual_dir and a new data_dir

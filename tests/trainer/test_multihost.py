@@ -154,6 +154,7 @@ def _rows(run: pathlib.Path) -> int:
     return path.read_text().count("train/loss") if path.exists() else 0
 
 
+@pytest.mark.faults
 def test_sigterm_saves_everywhere_then_a_dead_peer_stops_the_other(reference, tmp_path):
     """SIGTERM to process 1 only: both processes save the same step and exit 0. The same
     command resumes there; kill -9 of process 1 then makes process 0 exit with an error

@@ -13,6 +13,8 @@ import pytest
 from vnr import config as config_lib
 from vnr import train, workdir
 
+pytestmark = pytest.mark.faults  # the fault-injection suite (-m faults)
+
 
 def _hold(path, pid, host=None, age=0.0):
     path.write_text(json.dumps({"host": host or socket.gethostname(), "pid": pid,

@@ -95,6 +95,7 @@ def reference(tmp_path_factory) -> tuple[str, pathlib.Path]:
     return train_once(tmp_path_factory, "uninterrupted", _config)
 
 
+@pytest.mark.faults
 def test_sigterm_then_kill9_then_restart_is_bit_exact(reference, tmp_path):
     data_dir, ref = reference
     rng = random.Random()

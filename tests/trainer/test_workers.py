@@ -163,6 +163,7 @@ def test_batches_alive_at_exit_leave_no_shared_memory_behind(data_dir):
     assert "leaked shared_memory" not in out.stderr, out.stderr[-3000:]
 
 
+@pytest.mark.faults
 def test_workers_end_when_their_trainer_is_killed(data_dir):
     """`kill -9` of the process reading through workers: its workers (and the resource
     tracker) end within seconds instead of running on as orphans (#44)."""

@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from vnr.reports.writer import MetricWriter, read_jsonl
 
 
@@ -9,6 +11,7 @@ def _pairs(path):
     return [(r["step"], k) for r in read_jsonl(path) for k in r if k not in ("step", "time")]
 
 
+@pytest.mark.faults
 def test_a_resumed_run_drops_the_rows_it_replays_and_a_cut_line(tmp_path):
     w = MetricWriter(tmp_path)
     for step in range(1, 7):

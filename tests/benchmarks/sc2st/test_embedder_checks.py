@@ -16,6 +16,8 @@ from tfds_builders import common
 from tfds_builders import sc2st as sc2st_lib
 from tfds_builders.__main__ import build
 
+pytestmark = pytest.mark.faults  # the fault-injection suite (-m faults)
+
 HERE = __name__
 GOOD = "tests.benchmarks.sc2st.release_layout:numpy_embedder"
 

@@ -261,6 +261,7 @@ def test_real_symon_files_build(shared_data, tmp_path):
     assert n_sent > 3000
 
 
+@pytest.mark.faults
 def test_a_fifo_in_the_release_is_refused_before_the_build(tmp_path):
     """A FIFO where a release file is expected would block the build forever (nothing ever
     writes to it): the build stops first, naming it; the same for any builder (`common`)."""
@@ -278,6 +279,7 @@ def test_a_fifo_in_the_release_is_refused_before_the_build(tmp_path):
         (tmp_path / "d" / "symon").rglob("dataset_info.json"))
 
 
+@pytest.mark.faults
 def test_movie_keys_refuses_a_fifo(tmp_path, capsys):
     import os
 
