@@ -33,6 +33,13 @@ def test_entailment_label_from_id2label_and_errors(tmp_path):
 
     cfg = AutoConfig.from_pretrained(str(tmp_path / "mnli"))
     assert entailment.entailment_index(cfg) == 2  # roberta-large-mnli's order
+    # Nie et al.'s checkpoint (ynie/roberta-large-snli_mnli_fever_anli_R1_R2_R3-nli) orders
+    # its labels entailment, neutral, contradiction (its config.json's id2label, as the
+    # configs of models fine-tuned from it repeat): found by name, not by position.
+    nie = {0: "entailment", 1: "neutral", 2: "contradiction"}
+    entailment.write_tiny_classifier(tmp_path / "nie", id2label=nie,
+                                     label2id={v: k for k, v in nie.items()})
+    assert entailment.entailment_index(AutoConfig.from_pretrained(str(tmp_path / "nie"))) == 0
     entailment.write_tiny_classifier(tmp_path / "plain", id2label={0: "LABEL_0", 1: "LABEL_1"},
                                      label2id={"LABEL_0": 0, "LABEL_1": 1})
     with pytest.raises(ValueError, match="not an NLI checkpoint") as e:
