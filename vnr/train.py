@@ -51,7 +51,7 @@ from vnr import progress as progress_lib
 from vnr import task as task_lib
 from vnr import workdir as workdir_lib
 from vnr.config import ConfigError
-from vnr.models import compute
+from vnr.models import compute, rng
 from vnr.optim import make_lr, make_optimizer
 from vnr.reports.writer import MetricWriter
 from vnr.saver import CheckpointError, Preempted, Saver
@@ -78,7 +78,7 @@ def train_step(graphdef: Any, task: Any, config: Any, state: nnx.State, batch: d
     per-step sync) and before every checkpoint, so no bad state is saved.
     """
     model, opt = nnx.merge(graphdef, state)
-    rngs = nnx.Rngs(dropout=jax.random.fold_in(jax.random.key(config.seed), step))
+    rngs = rng.rngs(dropout=jax.random.fold_in(jax.random.key(config.seed), step))
 
     def loss(m, r):
         value, aux = task.loss_fn(config, m, batch, r)
@@ -168,7 +168,7 @@ def setup(config: ml_collections.ConfigDict, devices: list | None = None,
         raise ConfigError(str(e)) from e
 
     def make():
-        model = compute.configure(task.make_model(config, nnx.Rngs(config.seed)), config)
+        model = compute.configure(task.make_model(config, rng.rngs(config.seed)), config)
         return model, nnx.Optimizer(model, tx, wrt=wrt)
 
     rules = [tuple(r) for r in config.sharding_rules]

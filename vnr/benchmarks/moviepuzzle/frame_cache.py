@@ -14,6 +14,7 @@ from vnr import feature_cache
 from vnr.benchmarks.moviepuzzle import data, hcmc_model
 from vnr.benchmarks.moviepuzzle import pairwise as base
 from vnr.data import text
+from vnr.models import rng
 from vnr.models.encoders import tokenizers
 
 
@@ -61,7 +62,7 @@ def _embed(tower: str, model: hcmc_model.HCMC, inputs: dict, train: bool) -> jax
     enc = model.encoders["frame"]
     if tower == "image":
         return enc.embed_image(inputs["frames"], train)
-    rngs = nnx.Rngs(dropout=jax.random.key(0)) if train else None
+    rngs = rng.rngs(dropout=jax.random.key(0)) if train else None
     return enc.embed_text(inputs["tokens"], inputs.get("token_mask"), train, rngs)
 
 

@@ -46,6 +46,7 @@ from vnr.benchmarks.moviepuzzle import synopsis
 from vnr.benchmarks.moviepuzzle.data import check_splits  # noqa: F401 (task hook)
 from vnr.benchmarks.moviepuzzle.synopsis_metrics import NAMES, retrieval_metrics
 from vnr.data import pipeline
+from vnr.models import rng
 from vnr.models.compute import float32
 from vnr.models.encoders import singularity, tokenizers
 from vnr.models.encoders.layers import param
@@ -135,7 +136,7 @@ def validate(config: Any) -> None:
                          "implemented)")
     inputs.check(config, text_len=d.synopsis_tokens)
     if config.init_from:
-        model = nnx.eval_shape(lambda: make_model(config, nnx.Rngs(0)))
+        model = nnx.eval_shape(lambda: make_model(config, rng.rngs(0)))
         try:
             pretrained_lib.check(nnx.state(model), pretrained(config), root=())
         except ValueError as e:

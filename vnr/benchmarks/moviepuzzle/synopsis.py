@@ -43,6 +43,7 @@ from vnr.benchmarks.moviepuzzle import synopsis_data as data
 from vnr.benchmarks.moviepuzzle.data import check_splits  # noqa: F401 (task hook)
 from vnr.benchmarks.moviepuzzle.pairwise_model import ImageEncoder, TextEncoder
 from vnr.benchmarks.moviepuzzle.synopsis_metrics import NAMES, retrieval_metrics
+from vnr.models import rng
 from vnr.models.compute import float32
 from vnr.models.layers import Block, annotate, dense, layer_norm
 from vnr.reports import results as results_lib
@@ -178,7 +179,7 @@ def validate(config: Any) -> None:
         raise ValueError(f"batch_size={config.batch_size}: the in-batch loss needs >= 2 pairs")
     if config.init_from:
         _check_run_config(config)
-        model = nnx.eval_shape(lambda: make_model(config, nnx.Rngs(0)))
+        model = nnx.eval_shape(lambda: make_model(config, rng.rngs(0)))
         missing = [n for n in config.init_params
                    if getattr(model, str(n).split(".")[0], None) is None]
         if missing:

@@ -85,6 +85,7 @@ from vnr.benchmarks.msymon.inference import (
     tune_threshold,
 )
 from vnr.benchmarks.msymon.model import Aligner, FrameAligner
+from vnr.models import rng
 from vnr.models.compute import float32
 from vnr.reports import results as results_lib
 
@@ -216,7 +217,7 @@ def _check_init_from(config: Any) -> None:
     if not pathlib.Path(config.init_from).is_dir():
         raise ValueError(f"init_from={config.init_from!r} is not a directory (the workdir of a "
                          "trained alignment run)")
-    abstract = nnx.state(nnx.eval_shape(lambda: _new_model(config, nnx.Rngs(0))))
+    abstract = nnx.state(nnx.eval_shape(lambda: _new_model(config, rng.rngs(0))))
     try:
         pretrained_lib.check(abstract, pretrained(config), root=())
     except (ValueError, FileNotFoundError) as err:

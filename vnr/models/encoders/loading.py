@@ -34,6 +34,7 @@ import numpy as np
 from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from vnr.models import rng
 from vnr.sharding import Rules, var_names
 from vnr.sharding import named_sharding as sharding_for
 
@@ -328,7 +329,7 @@ def _key(path: tuple) -> str:
 
 def _rngs(key: jax.Array) -> nnx.Rngs:
     pk, dk = jax.random.split(key)
-    return nnx.Rngs(params=pk, dropout=dk)
+    return rng.rngs(params=pk, dropout=dk)
 
 
 def abstract_params(ctor: Callable[[nnx.Rngs], nnx.Module]) -> dict[str, nnx.Variable]:
