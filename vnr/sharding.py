@@ -139,9 +139,8 @@ def create_sharded(make: Any, mesh: jax.sharding.Mesh, rules: Rules) -> tuple[An
     One trace: the jitted init derives each parameter's sharding from its logical names
     and `rules` while tracing and constrains it there, so every parameter is written
     straight onto its devices (no full host copy) and the model is traced once, not a
-    second time by `nnx.eval_shape` (tracing an NNX init is quadratic in the model's size
-    with jax <= 0.10: every RNG draw probes a tracer's `.sharding`, whose error message
-    walks all the equations traced so far).
+    second time by `nnx.eval_shape` (with `vnr.models.rng.rngs` that trace is linear in
+    the model's size; with `nnx.Rngs` and jax 0.10 it is quadratic).
 
     Returns:
       (graphdef, state, state_shardings).
