@@ -259,6 +259,7 @@ def _run(config: ml_collections.ConfigDict, workdir: pathlib.Path,
         state = _loop(config, s, state, start, saver, writer, workdir, say)
     except InputError:
         saver.finish()
+        writer.close()
         if primary and start == 0:  # nothing trained: the corrected command may use this dir
             workdir_lib.unclaim_if_empty(workdir)
         raise

@@ -4,7 +4,8 @@ Each draw of an NNX RNG stream increments its counter (`count[...] += 1`), and N
 the new value's `.sharding`. Under `jax.jit` or `nnx.eval_shape` the counter is a tracer,
 whose `.sharding` raises an error whose message walks every equation traced so far (jax
 0.10; removed upstream later): building a model under a trace is then quadratic in its
-size (BERT-base's jitted init: 5.4 s, 2.2 s without it). Here the counter is kept and
+size (`nnx.eval_shape` of a 1024-wide BERT of 12 / 24 / 48 layers: 0.43 / 1.34 / 4.84 s,
+against 0.17 / 0.31 / 0.59 s with these counters). Here the counter is kept and
 incremented outside the trace (`jax.ensure_compile_time_eval`); the keys it is folded into
 stay traced, so the draws, and every initial value, are the same as `nnx.Rngs`' bit for
 bit (`tests/models/test_rng.py`).
@@ -26,7 +27,6 @@ class CountedStream(nnx.RngStream):
             super().__init__(key, tag=tag)
 
     def __call__(self) -> jax.Array:
-        self.count._check_can_update()
         with jax.ensure_compile_time_eval():
             count = self.count[...]
             self.count[...] = count + 1
