@@ -106,11 +106,11 @@ def made(factory: Callable[[str, int], Any], role: str, encoder: str, seed: int,
     except Exception as e:  # noqa: BLE001 - the caller's code: one line naming it
         raise EmbedderError(f"{where}({encoder!r}, {seed}) failed: {type(e).__name__}: "
                             f"{' '.join(str(e).split())}") from None
-    lacking = [m for m in methods if not callable(getattr(made_, m, None))]
     dim = getattr(made_, "dim", None)
-    if lacking or not isinstance(dim, int | np.integer) or dim <= 0:
-        what = [f"no method {m}" for m in lacking] + (
-            [] if isinstance(dim, int | np.integer) and dim > 0 else [f"dim={dim!r}"])
+    what = [f"no method {m}" for m in methods if not callable(getattr(made_, m, None))]
+    if not (isinstance(dim, int | np.integer) and dim > 0):
+        what.append(f"dim={dim!r}")
+    if what:
         raise EmbedderError(f"{where}({encoder!r}, {seed}) returned a "
                             f"{type(made_).__name__} with {', '.join(what)} (it needs an int "
                             f"dim > 0 and {', '.join(methods)})")
