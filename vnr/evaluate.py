@@ -50,11 +50,12 @@ class Model:
         return self.setup.predict_fn(self.state, batch)
 
 
-def _setup(config: ml_collections.ConfigDict, load_pretrained: bool) -> Any:
+def _setup(config: ml_collections.ConfigDict, load_pretrained: bool,
+           abstract: bool = False) -> Any:
     from vnr.train import ConfigError, setup  # the trainer builds the model the same way
 
     try:
-        return setup(config, load_pretrained=load_pretrained)
+        return setup(config, load_pretrained=load_pretrained, abstract=abstract)
     except ConfigError as e:
         raise EvaluateError(str(e)) from None
 
@@ -71,7 +72,7 @@ def restore(workdir: str | pathlib.Path, step: str = "selected",
     config = config if config is not None else workdir_lib.load_config(workdir)
     if task is not None and config.task != task:
         raise EvaluateError(f"{workdir}: task={config.task!r}, expected {task}")
-    s = _setup(config, load_pretrained=False)
+    s = _setup(config, load_pretrained=False, abstract=True)  # the checkpoint fills it
     select = config.get("select") or {}
     try:
         chosen = run_reader.run_step(workdir, step, "--workdir", select, "--step")

@@ -133,7 +133,8 @@ def global_batch(local: dict[str, np.ndarray], mesh: jax.sharding.Mesh) -> dict[
     return {k: jax.make_array_from_process_local_data(sharding, v) for k, v in local.items()}
 
 
-def create_sharded(make: Any, mesh: jax.sharding.Mesh, rules: Rules) -> tuple[Any, Any, Any]:
+def create_sharded(make: Any, mesh: jax.sharding.Mesh, rules: Rules,
+                   abstract: bool = False) -> tuple[Any, Any, Any]:
     """Initialises `make()` (an NNX graph node) directly into its shardings.
 
     One trace: the jitted init derives each parameter's sharding from its logical names
@@ -141,6 +142,9 @@ def create_sharded(make: Any, mesh: jax.sharding.Mesh, rules: Rules) -> tuple[An
     straight onto its devices (no full host copy) and the model is traced once, not a
     second time by `nnx.eval_shape` (with `vnr.models.rng.rngs` that trace is linear in
     the model's size; with `nnx.Rngs` and jax 0.10 it is quadratic).
+
+    `abstract`: the state's shapes and dtypes only (`jax.ShapeDtypeStruct`s, to restore a
+    checkpoint into with the returned shardings): nothing is compiled or allocated.
 
     Returns:
       (graphdef, state, state_shardings).
@@ -153,6 +157,9 @@ def create_sharded(make: Any, mesh: jax.sharding.Mesh, rules: Rules) -> tuple[An
         return jax.lax.with_sharding_constraint(state, found["shardings"])
 
     with nnx.use_eager_sharding(False):
+        if abstract:
+            shapes = jax.eval_shape(init)
+            return found["graphdef"], shapes, found["shardings"]
         state = jax.jit(init)()
     # The same placement, under the exact shardings (XLA may name P("model", None) P("model")).
     state = jax.device_put(state, found["shardings"])

@@ -126,18 +126,20 @@ class Setup:
     step_fn: Any  # (state, global batch, step) -> (state, metrics); donates state
     predict_fn: Any  # (state, global batch) -> task outputs, replicated
     evaluators: list[evaluators.Evaluator] = dataclasses.field(default_factory=list)
+    fresh: Any = None  # () -> a freshly initialised state (where `state` is abstract)
 
 
 def setup(config: ml_collections.ConfigDict, devices: list | None = None,
           workdir: pathlib.Path | None = None, load_pretrained: bool = True,
-          check_splits: bool = False) -> Setup:
+          check_splits: bool = False, abstract: bool = False) -> Setup:
     """Validates the config and workdir (one-line ConfigError, before any compile),
     builds the mesh, the sharded model and optimizer state and the jitted steps.
 
     `load_pretrained`: put the task's pretrained encoder weights into the state
     (`run` passes False and loads them itself only when no checkpoint is restored).
     `check_splits`: run the task's `check_splits` too (it may build the dataset), still
-    before anything compiles (`run` passes True)."""
+    before anything compiles (`run` passes True). `abstract`: the state as shapes and
+    shardings only, for a checkpoint to be restored into (no random init is compiled)."""
     try:
         task = task_lib.load(config.task)
     except task_lib.TaskError as e:
@@ -173,7 +175,8 @@ def setup(config: ml_collections.ConfigDict, devices: list | None = None,
 
     rules = [tuple(r) for r in config.sharding_rules]
     try:  # a model's own size checks (e.g. image_size vs its stride) raise ValueError
-        graphdef, state, state_sh = sharding.create_sharded(make, mesh, rules)
+        graphdef, state, state_sh = sharding.create_sharded(make, mesh, rules, abstract)
+        fresh = lambda: sharding.create_sharded(make, mesh, rules)[1]  # noqa: E731
         pretrained.check_frozen(state, config)
         if feature_cache.requested(config):  # and now every parameter of those towers
             feature_cache.check(config, task, functools.partial(pretrained.all_frozen, state,
@@ -195,7 +198,7 @@ def setup(config: ml_collections.ConfigDict, devices: list | None = None,
         _under_mesh(mesh, lambda st, b: task.predict(config, nnx.merge(graphdef, st)[0], b)),
         in_shardings=(state_sh, batch_sh), out_shardings=repl)
     return Setup(task, mesh, local_batch, graphdef, state, state_sh, step_fn, predict_fn,
-                 evals)
+                 evals, fresh)
 
 
 def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
@@ -227,7 +230,10 @@ def _run(config: ml_collections.ConfigDict, workdir: pathlib.Path,
     if data_dir is not None:  # before anything compiles: the build would fail after it
         startup.check_data_dir(data_dir)
     startup.resolve_workers(config, workdir, functools.partial(_say, primary))
-    s = setup(config, workdir=workdir, load_pretrained=False, check_splits=True)
+    # A workdir with checkpoints resumes: the state is their shape, no random init compiles.
+    resuming = distributed.all_true(bool(checkpoint.good_steps(workdir / "checkpoints")))
+    s = setup(config, workdir=workdir, load_pretrained=False, check_splits=True,
+              abstract=resuming)
     task, mesh, state = s.task, s.mesh, s.state
     n_params = sum(x.size for x in jax.tree.leaves(
         nnx.state(nnx.merge(s.graphdef, state)[0], nnx.Param)))
@@ -248,6 +254,8 @@ def _run(config: ml_collections.ConfigDict, workdir: pathlib.Path,
     writer = None  # opened once the run's state is there (a failed restore leaves no tb/ file)
     try:
         start, state = saver.restore(state, s.state_shardings)
+        if resuming and not start:  # no step could be read: a fresh run after all
+            state = s.fresh()
         if start:
             say(f"resumed from step {start} ({saver.directory})")
         else:  # a fresh run: pretrained encoders (a resumed one has them in its checkpoint)

@@ -84,6 +84,26 @@ def test_damaged_latest_checkpoint_falls_back_to_the_previous(finished, tmp_path
         json.loads((full / "results.json").read_text()))
 
 
+def test_every_checkpoint_damaged_trains_from_scratch_bit_exact(finished, tmp_path, capsys):
+    """A workdir with checkpoints resumes from their shapes (no random init); when no step
+    can be read, the run initialises after all: the uninterrupted run, bit for bit."""
+    data_dir, full = finished
+    run = tmp_path / "run"
+    shutil.copytree(full, run)
+    for step in (3, 6):
+        d = run / "checkpoints" / str(step)
+        _replace_bytes(max((p for p in (d / "state").rglob("*") if p.is_file()),
+                           key=lambda p: p.stat().st_size))
+    capsys.readouterr()
+    results = train.run(smoke(data_dir), str(run))
+    err = capsys.readouterr().err
+    assert "resumed" not in err and err.count("is unreadable (") == 2, err
+    a, b = checkpoint_arrays(full, 6), checkpoint_arrays(run, 6)
+    for key in a:
+        np.testing.assert_array_equal(b[key], a[key], err_msg=key)
+    assert json.loads(json.dumps(results)) == split_results(
+        json.loads((full / "results.json").read_text()))
+
 def _disk_full_at(monkeypatch, step_dir: str) -> None:
     """Every file write inside a checkpoint directory of `step_dir` fails with ENOSPC."""
     original = epath.Path.write_text

@@ -81,6 +81,20 @@ def test_parameters_follow_rules():
     assert params["blocks"][0]["up"]["kernel"].sharding.mesh.shape == mesh.shape
 
 
+def test_abstract_state_has_the_shapes_and_shardings_of_the_real_one():
+    """`abstract=True` (a state a checkpoint is restored into) compiles no init: shapes and
+    dtypes of the real state, the same shardings."""
+    config = _config()
+    mesh = sharding.make_mesh((4, 2))
+    rules = [tuple(r) for r in config.sharding_rules]
+    make = lambda: task.make_model(config, nnx.Rngs(0))  # noqa: E731
+    _, real, real_sh = sharding.create_sharded(make, mesh, rules)
+    _, shapes, shapes_sh = sharding.create_sharded(make, mesh, rules, abstract=True)
+    pairs = zip(jax.tree.leaves(real), jax.tree.leaves(shapes), strict=True)
+    assert all(isinstance(b, jax.ShapeDtypeStruct) and (a.shape, a.dtype) == (b.shape, b.dtype)
+               for a, b in pairs)
+    assert jax.tree.leaves(real_sh) == jax.tree.leaves(shapes_sh)
+
 def test_bad_mesh_and_batch_fail_with_clear_errors():
     with pytest.raises(ValueError, match=r"mesh.shape \(3, 1\) needs 3 devices but there are 8"):
         sharding.make_mesh((3, 1))
