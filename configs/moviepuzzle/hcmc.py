@@ -15,6 +15,10 @@ ARGS is a comma-separated list of:
   Table 3     euclidean (default), cosine, softdtw: k-means distance at inference
   Table 10    lambda=<v>: lambda of Eq. 4 (default 1.0; 0.75 is Table 10's best)
   Appendix E  separate_mlp, separate_transformer: one frame encoder + pair model per level
+              (Tables 8, 9; with `paper`, one block / one hidden layer: "a simple
+              transformer block", "a simple MLP"); evaluate a level alone with
+              --config.eval.alone=shot (every other level from the ground truth), or fewer
+              levels with --config.eval.levels='("frame","shot")'
   encoders    clip: scratch CLIP towers (`vnr.models.encoders`) instead of the small ones;
               clip=<checkpoint>: pretrained CLIP towers (image + text), subtitles through
               CLIP's own tokenizer (32 tokens), 224x224 frames; frozen unless `finetune`
@@ -107,6 +111,8 @@ def paper_preset() -> dict[str, object]:
         "schedule": "constant", "warmup_steps": 0, "grad_clip": 0.0,
         "eval.kmeans_iters": 1000, "eval.distance": "euclidean",  # Max Cluster Steps, Distance
         "cl_lambda": 1.0,  # Tables 1/2 equal the lambda = 1.00 row of Table 10
+        # ψ is "a multi-class classifier" with ψ(P) in R_+ (§3.2): its class probabilities
+        "model.cluster_out": "softmax",
         "frozen": (),  # CLIP towers trained end to end (§3.2)
         # the paper names no augmentation: ours (flip + colour permutation) is off
         "data.augment": False,
@@ -169,7 +175,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
                    text_encoder=encoder, cluster_dim=64,
                    pair_arch="mlp" if separate == "separate_mlp" else "transformer",
                    separate=separate is not None, frame_parent=frame_parent,
-                   shot_pool="mean" if ours else "concat")  # App. C: concatenated frames
+                   shot_pool="mean" if ours else "concat",  # App. C: concatenated frames
+                   cluster_out="real")  # the `paper` preset: "softmax" (ψ(P) in R_+, §3.2)
     c.within_frac = 0.5
     c.use_cl = "no_cl" not in args
     c.cl_lambda = args.values.get("lambda", 0.75 if ours else 1.0)
@@ -178,7 +185,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.cl_negatives = 8  # n of Eq. 3: the paper gives no value
     c.eval.update(cluster_count="silhouette" if "silhouette" in args else "gt",
                   distance=distance, max_clusters=8, min_silhouette=0.5, dtw_segments=4,
-                  dtw_gamma=0.1, max_pairs=16384,
+                  dtw_gamma=0.1, max_pairs=16384, levels=(), alone="",
                   kmeans_init="kmeans++" if ours else "random",  # Algorithm 2: "randomly"
                   kmeans_iters=100 if ours else 1000)  # Table 7: max cluster steps 1000
     if "clip" in args.values:
@@ -194,6 +201,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
         if "lambda" in args.values:  # a Table 10 row: its lambda is deliberate
             preset.pop("cl_lambda")
             c.cl_lambda = args.values["lambda"]
+        if separate:  # App. E: "a simple MLP" / "a simple transformer block", not Table 7's 2
+            preset.pop("model.pair_layers")
+            c.model.pair_layers = 1
         if "augment" in args:  # our addition, asked for by name: not warned, not a paper row
             preset.pop("data.augment")
             c.data.augment = True

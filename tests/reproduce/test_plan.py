@@ -107,7 +107,7 @@ def test_command_line_bad_input_is_one_line(tmp_path):
         (("frobnicate",), "give one command of list, run, report, docs"),
         (("run", "--benchmark", "sc2st", "--table", "3"), "--root is required"),
         (("list", "--table", "99"), "no benchmark has a table '99' (movie101: 2, 3, 4, 5, 6; "
-                                    "moviepuzzle: 1, 2, 3, 4, 5, 10; msymon: 3, 4, 5, 6, 8, "
+                                    "moviepuzzle: 1, 2, 3, 4, 5, 8, 9, 10; msymon: 3, 4, 5, 6, 8, "
                                     "9, 10, 11, 12, 13, 14, 15, 16; sc2st: 3, 4, 5; symon: 2, "
                                     "3, 4, 6, 7, 8, 9, 10)"),
         (("run", "--benchmark", "sc2st", "--table", "3", "--root", str(tmp_path / "f")),

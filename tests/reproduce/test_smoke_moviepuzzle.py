@@ -1,4 +1,4 @@
-"""Every runnable MoviePuzzle row (Tables 1-5, 10) trains a few steps on the generated
+"""Every runnable MoviePuzzle row (Tables 1-5, 8-10) trains a few steps on the generated
 corpus through `python -m vnr.reproduce`'s planner, executor and report."""
 
 import json

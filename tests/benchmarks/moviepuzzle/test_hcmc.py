@@ -123,6 +123,47 @@ def test_paper_preset_is_table7_and_overrides_warn_once():
         task.check_paper_preset(c)  # named once per process
 
 
+def test_paper_psi_is_a_classifiers_probabilities():
+    """§3.2: ψ is a multi-class classifier and ψ(P) ∈ ℝ₊: the paper rows cluster its class
+    probabilities (positive, summing to 1); our rows keep the head's real outputs."""
+    batch = {k: jnp.asarray(v) for k, v in _batch(3).items()}
+    for arg, probs in (("smoke,frame_shot,paper", True), ("smoke,frame_shot", False)):
+        config = _config(arg)
+        assert config.model.cluster_out == ("softmax" if probs else "real")
+        out = task.predict(config, _model(config), batch)["shot_embed"]
+        assert bool((out > 0).all()) == probs
+        if probs:
+            np.testing.assert_allclose(np.asarray(out).sum(-1), 1.0, rtol=1e-5)
+    config = _config("smoke,frame_shot")
+    config.model.cluster_out = "relu"
+    with pytest.raises(ValueError, match="model.cluster_out='relu'"):
+        task.validate(config)
+
+
+def test_appendix_e_rows_one_block_and_levels_evaluated_alone_or_fewer():
+    """Tables 8 / 9: one block ("a simple transformer block" / "a simple MLP") without a
+    Table 7 warning; `eval.alone` and `eval.levels` name the model's own levels."""
+    for arch in ("mlp", "transformer"):
+        config = _config(f"smoke,frame_shot_scene,separate_{arch},paper")
+        assert config.model.pair_layers == 1 and config.model.pair_arch == arch
+        _validate_quietly(config)
+        config.eval.alone = "shot"
+        assert "shot_iou" not in task.metric_names(config)  # nothing is clustered
+        task.validate(config)
+    config = _config("smoke,frame_shot")
+    config.eval.alone = "scene"
+    with pytest.raises(ValueError, match="eval.alone='scene': one of the model's levels"):
+        task.validate(config)
+    config.eval.alone = ""
+    config.eval.levels = ("shot",)
+    with pytest.raises(ValueError, match="eval.levels=\\('shot',\\): 'frame' plus"):
+        task.validate(config)
+    config = _config("smoke,frame_shot_scene")
+    config.eval.levels = ("frame", "scene")
+    assert task.inference_levels(config) == ("frame", "scene")
+    assert "scene_iou" in task.metric_names(config) and "shot_iou" not in task.metric_names(
+        config)
+
 def test_paper_rows_read_stored_frames_with_a_worker_per_spare_core():
     """Ours, for input speed (the same batches): `paper` trains the towers on pixels, so it
     reads the frame store with data.num_workers=-1; `cached` features need no pixels."""

@@ -101,6 +101,27 @@ def test_single_unit_levels_skip_work():
         )  # fmt: skip
 
 
+
+@pytest.mark.parametrize("alone", ["frame", "shot", "scene"])
+def test_one_level_ordered_alone_the_others_from_the_truth(alone):
+    """Ground-truth partitions, one level scored (here: backwards), every other level in
+    its true order: the result reverses exactly that level's units inside their parents."""
+    feat, mask, _, _, scene_id, shot_id, gt = _clips(7)
+    truth = np.argsort(gt, 1)  # true position of each input frame
+    every = hierarchical_order(feat, mask, None, shot_labels=shot_id, scene_labels=scene_id,
+                               truth=truth)
+    np.testing.assert_array_equal(np.asarray(every), gt)
+    backwards = jax.jit(lambda m, mm: -before_scores(m, mm))
+    fns = {f"{lv}_score_fn": backwards if lv == alone else None
+           for lv in ("frame", "shot", "scene")}
+    order = np.asarray(hierarchical_order(feat, mask, shot_labels=shot_id, scene_labels=scene_id,
+                                          truth=truth, objective="linear", search="exact",
+                                          **fns))
+    for b, n in enumerate(LENS):
+        t, sc, sh = truth[b, :n], scene_id[b, :n], shot_id[b, :n]
+        key = {"frame": (-t, sh, sc), "shot": (t, -sh, sc), "scene": (t, sh, -sc)}[alone]
+        np.testing.assert_array_equal(order[b, :n], np.lexsort(key))
+
 def test_bad_input():
     feat, mask, scene_emb, *_ = _clips(6)
     with pytest.raises(ValueError, match="features"):

@@ -102,6 +102,9 @@ def validate(config: Any) -> None:
         if config.cl_form not in ("dot", "cosine"):
             raise ValueError(f"cl_form={config.cl_form!r}: use 'dot' (Eq. 3 as printed) or "
                              "'cosine' (ours: cosine / cl_tau)")
+        if m.get("cluster_out", "real") not in hcmc_model.CLUSTER_OUTS:
+            raise ValueError(f"model.cluster_out={m.cluster_out!r}: use one of "
+                             f"{hcmc_model.CLUSTER_OUTS}")
         if m.shot_pool not in ("concat", "mean"):
             raise ValueError(f"model.shot_pool={m.shot_pool!r}: use 'concat' or 'mean'")
         if not 0.0 <= config.within_frac <= 1.0:
@@ -113,6 +116,13 @@ def validate(config: Any) -> None:
             raise ValueError(f"eval.distance={e.distance!r}: euclidean, cosine or softdtw")
         if e.kmeans_init not in ("random", "kmeans++"):
             raise ValueError(f"eval.kmeans_init={e.kmeans_init!r}: use 'random' or 'kmeans++'")
+        used = inference_levels(config)
+        if "frame" not in used or set(used) - set(levels):
+            raise ValueError(f"eval.levels={tuple(e.levels)}: 'frame' plus any of the model's "
+                             f"other levels {levels}")
+        if e.get("alone") and e.alone not in levels:
+            raise ValueError(f"eval.alone={e.alone!r}: one of the model's levels {levels} "
+                             "(ordered by its model, every other level from the ground truth)")
         if e.kmeans_iters < 1:
             raise ValueError(f"eval.kmeans_iters={e.kmeans_iters} must be >= 1")
         if e.distance == "softdtw" and m.cluster_dim % e.dtw_segments:
@@ -197,6 +207,7 @@ def make_model(config: Any, rngs: nnx.Rngs) -> nnx.Module:
                            pair_arch=m.pair_arch, separate=m.separate,
                            shot_pool=m.shot_pool, max_shot_frames=d.max_frames,
                            cluster_norm=config.cl_form == "cosine",
+                           cluster_out=m.get("cluster_out", "real"),
                            eos_id=None if tok is None else
                            tok["eos"] if tok["eos"] is not None else tok["sep"], **common)
 
@@ -389,12 +400,18 @@ def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.M
     from vnr.benchmarks.moviepuzzle.hierarchical import hierarchical_order
 
     cat = base.collect(config, split, predict_fn, mesh, max_examples, cached=_cached(config))
-    levels, e = tuple(config.model.levels), config.eval
-    fns = {lv: _score_fn(lv, predict_fn, mesh, e.max_pairs) for lv in levels}
+    e = config.eval
+    levels, alone = inference_levels(config), e.get("alone", "")
+    fns = {lv: _score_fn(lv, predict_fn, mesh, e.max_pairs) for lv in levels
+           if not alone or lv == alone}
     gt = e.cluster_count == "gt"
+    embed = {f"{lv}_embed": None if alone or lv not in levels else cat.get(f"{lv}_embed")
+             for lv in ("shot", "scene")}
+    oracle = dict(shot_labels=cat["shot_id"], scene_labels=cat["scene_id"],
+                  truth=cat["position"]) if alone else {}
     pred, clusters = hierarchical_order(
-        cat["features"], cat["mask"], fns["frame"], fns.get("shot"), fns.get("scene"),
-        shot_embed=cat.get("shot_embed"), scene_embed=cat.get("scene_embed"),
+        cat["features"], cat["mask"], fns.get("frame"), fns.get("shot"), fns.get("scene"),
+        **embed, **oracle,
         gt_shot_ids=cat["shot_id"] if gt and "shot" in levels else None,
         gt_scene_ids=cat["scene_id"] if gt and "scene" in levels else None,
         key=jax.random.key(config.seed), search=e.search, beam_size=e.beam_size,
@@ -406,7 +423,7 @@ def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.M
     order = base.gt_order(cat["position"])
     metrics = base.order_metrics(pred, order, cat)
     for level in ("shot", "scene"):
-        if f"{level}_embed" in cat:
+        if embed[f"{level}_embed"] is not None:
             iou = matched_iou(cat[f"{level}_embed"], clusters[level], cat[f"{level}_id"],
                               cat["mask"])
             metrics[f"{level}_iou"] = float(np.mean(iou))
@@ -424,10 +441,17 @@ def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.M
     return metrics
 
 
+def inference_levels(config: Any) -> tuple[str, ...]:
+    """The levels Algorithm 1 runs: `eval.levels` (a subset of the model's, with "frame"),
+    else the model's own."""
+    return tuple(config.eval.get("levels") or config.model.get("levels", ()))
+
+
 def metric_names(config: Any) -> tuple[str, ...]:
     """What `evaluate` reports (checked against `config.select` before anything compiles);
-    the unit clustering metrics only where the level exists."""
-    units = [f"{lv}_{m}" for lv in ("shot", "scene") if lv in config.model.get("levels", ())
+    the unit clustering metrics only where a level is clustered (not with `eval.alone`)."""
+    clustered = () if config.eval.get("alone") else inference_levels(config)
+    units = [f"{lv}_{m}" for lv in ("shot", "scene") if lv in clustered
              for m in ("iou", "os2", "os3", "os2_clips", "os3_clips")]
     return (*base.metric_names(config), *units)
 

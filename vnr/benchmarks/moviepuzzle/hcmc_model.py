@@ -37,7 +37,9 @@ both output tokens: class 1 = u before v. `pair_arch="mlp"` replaces the transfo
 MLP over [u, v] (Appendix E). Cluster heads (shot, scene) map frame features to unit-norm
 embeddings trained with the contrastive loss of Eq. 3 (`contrastive_cluster_loss`) and
 clustered by k-means at inference: raw head outputs for the printed Eq. 3
-(`cluster_norm=False`), unit-norm ones for our cosine / temperature form.
+(`cluster_norm=False`), unit-norm ones for our cosine / temperature form. `cluster_out=
+"softmax"` (the paper rows) makes ψ a `cluster_dim`-class classifier whose probabilities are
+ψ(P), positive as §3.2's ψ(P) ∈ ℝ₊ (the seed code's head is linear).
 
 `separate=True` gives every level its own frame encoder, pair encoder and cluster head
 (Appendix E's separately trained variants): the summed loss then has disjoint gradients
@@ -58,6 +60,7 @@ from vnr.models.layers import Block, TextEncoder, annotate, dense, layer_norm
 
 LEVELS = ("frame", "shot", "scene")
 CLUSTER_LEVELS = ("shot", "scene")
+CLUSTER_OUTS = ("real", "softmax")
 
 
 def _clip_tower(name: str, tower: str, rngs: nnx.Rngs, vocab_size: int, max_tokens: int,
@@ -241,11 +244,14 @@ class HCMC(nnx.Module):
                  dropout: float = 0.1, cluster_dim: int = 64, pair_arch: str = "transformer",
                  separate: bool = False, eos_id: int | None = None,
                  shot_pool: str = "concat", max_shot_frames: int = 20,
-                 cluster_norm: bool = False, rngs: nnx.Rngs):
+                 cluster_norm: bool = False, cluster_out: str = "real", rngs: nnx.Rngs):
         if "frame" not in levels or set(levels) - set(LEVELS):
             raise ValueError(f"model.levels={levels}: 'frame' plus any of 'shot', 'scene'")
         if shot_pool not in ("concat", "mean"):
             raise ValueError(f"model.shot_pool={shot_pool!r}: use 'concat' or 'mean'")
+        if cluster_out not in CLUSTER_OUTS:
+            raise ValueError(f"model.cluster_out={cluster_out!r}: use one of {CLUSTER_OUTS}")
+        self.cluster_out = cluster_out
         self.levels = tuple(lv for lv in LEVELS if lv in levels)
         self.shot_pool, self.max_shot_frames = shot_pool, int(max_shot_frames)
         self.cluster_norm = cluster_norm
@@ -349,10 +355,13 @@ class HCMC(nnx.Module):
         return self.pair_logits(level, first, second, train=False, rngs=None)
 
     def cluster_embed(self, level: str, feats: jax.Array) -> jax.Array:
-        """Clustering embedding ψ [B, N, D] of every frame for `level` (unit norm when
-        `cluster_norm`)."""
+        """Clustering embedding ψ [B, N, D] of every frame for `level`: the head's D outputs
+        ("real"), or its class probabilities ("softmax": ψ as a D-class classifier, ψ(P) in
+        ℝ₊ as §3.2 writes); then unit norm when `cluster_norm`."""
         a, b = self.cluster_heads[level]
         z = b(jax.nn.gelu(a(self.level_features(feats, level))))
+        if self.cluster_out == "softmax":
+            z = jax.nn.softmax(float32(z), -1)
         if not self.cluster_norm:
             return z
         return z / jnp.maximum(jnp.linalg.norm(z, axis=-1, keepdims=True), 1e-6)

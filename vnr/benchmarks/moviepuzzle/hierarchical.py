@@ -106,8 +106,11 @@ def _order_level(
     score_fn: ScoreFn | None,
     opts: dict,
     level: str,
+    truth: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Orders the units of every parent group at once; returns each frame's unit rank."""
+    """Orders the units of every parent group at once; returns each frame's unit rank.
+    Without `score_fn`, units are ranked by their first true position (`truth`, one per
+    frame), when given."""
     b, i = frames
     upar = _dense(parent, unit)  # unit id over all parents, ordered by (parent, unit)
     unit_parent = parent[np.unique(upar, return_index=True)[1]]
@@ -117,6 +120,10 @@ def _order_level(
     rank = np.zeros(parent.size, np.int64)
     if work.size == 0:
         return rank
+    if score_fn is None and truth is not None:
+        first = np.full(unit_parent.size, np.iinfo(np.int64).max)
+        np.minimum.at(first, upar, truth)
+        return _rank_within(unit_parent, first)[upar]
     if score_fn is None:
         raise ValueError(f"{level}_score_fn is needed: some {level} level has several units")
     pos = np.full(n_units.size, -1)
@@ -149,13 +156,16 @@ def _order_level(
 def hierarchical_order(
     features,
     mask,
-    frame_score_fn: ScoreFn,
+    frame_score_fn: ScoreFn | None,
     shot_score_fn: ScoreFn | None = None,
     scene_score_fn: ScoreFn | None = None,
     shot_embed=None,
     scene_embed=None,
     gt_shot_ids=None,
     gt_scene_ids=None,
+    shot_labels=None,
+    scene_labels=None,
+    truth=None,
     key: Array | None = None,
     search: str = "beam",
     beam_size: int = 10,
@@ -175,7 +185,10 @@ def hierarchical_order(
     A level is used when its clustering embedding is given: `scene_embed` and `shot_embed`
     (frame_shot_scene), only `shot_embed` (frame_shot: one scene per clip), only
     `scene_embed` (frame_scene: frames ordered directly inside scenes), or neither (plain
-    frame ordering). Cluster counts: with `gt_scene_ids`, the number of distinct ids in
+    frame ordering). `shot_labels` / `scene_labels` give a level's partition instead (e.g.
+    the ground truth: no k-means). A level without a score function (None) orders its units
+    by their first position in `truth` (the oracle of every level but one). Cluster counts:
+    with `gt_scene_ids`, the number of distinct ids in
     the clip; with `gt_shot_ids`, the number of distinct ids among the frames of each
     predicted scene (both as the seed code does); without them, estimated per group by
     the best silhouette over k = 2..max_clusters (k = 1 below `min_silhouette`).
@@ -186,6 +199,8 @@ def hierarchical_order(
       frame_score_fn, shot_score_fn, scene_score_fn: see the module docstring.
       shot_embed, scene_embed: [B, N, D] clustering embeddings or None (level unused).
       gt_shot_ids, gt_scene_ids: int [B, N] ground-truth ids for the counts, or None.
+      shot_labels, scene_labels: int [B, N] partitions used as they are, or None.
+      truth: int [B, N] true positions for the levels without a score function, or None.
       key: PRNG key for k-means (default key 0).
       search: "beam" or "exact". beam_size, objective, starts: passed to the search
         (`beam_search_order`; starts "per_start" is Algorithm 3, "shared" is ours).
@@ -217,7 +232,9 @@ def hierarchical_order(
             if a.ndim != 3 or a.shape[:2] != (B, N):
                 raise ValueError(f"{name} must be [{B}, {N}, D], got shape {a.shape}")
             arrays[name] = a
-    for name, a in (("gt_shot_ids", gt_shot_ids), ("gt_scene_ids", gt_scene_ids)):
+    for name, a in (("gt_shot_ids", gt_shot_ids), ("gt_scene_ids", gt_scene_ids),
+                    ("shot_labels", shot_labels), ("scene_labels", scene_labels),
+                    ("truth", truth)):
         if a is not None:
             a = np.asarray(a)
             if a.shape != (B, N):
@@ -230,6 +247,8 @@ def hierarchical_order(
 
     def clusters(level: str, parent: np.ndarray, salt: int) -> np.ndarray:
         """Frames' ``level`` clusters within their ``parent`` group (0 without embeddings)."""
+        if f"{level}_labels" in arrays:
+            return _dense(parent, arrays[f"{level}_labels"][b, i])
         if f"{level}_embed" not in arrays:
             return zero
         return _cluster(arrays[f"{level}_embed"], frames, parent, arrays.get(f"gt_{level}_ids"),
@@ -241,10 +260,14 @@ def hierarchical_order(
     shot_id = _dense(b, scene, shot)
 
     # bottom-up: frames in shots, shots in scenes, scenes in clips
-    r_frame = _order_level(features, frames, shot_id, i, zero, frame_score_fn, opts, "frame")
-    r_shot = _order_level(features, frames, scene_id, shot_id, r_frame, shot_score_fn, opts, "shot")
+    true = arrays["truth"][b, i] if "truth" in arrays else None
+    r_frame = _order_level(features, frames, shot_id, i, zero, frame_score_fn, opts, "frame",
+                           true)
+    r_shot = _order_level(features, frames, scene_id, shot_id, r_frame, shot_score_fn, opts,
+                          "shot", true)
     in_scene = _rank_within(scene_id, r_shot * N + r_frame)
-    r_scene = _order_level(features, frames, b, scene_id, in_scene, scene_score_fn, opts, "scene")
+    r_scene = _order_level(features, frames, b, scene_id, in_scene, scene_score_fn, opts,
+                           "scene", true)
 
     pos = _rank_within(b, (r_scene * N + r_shot) * N + r_frame)
     order = np.tile(np.arange(N, dtype=np.int32), (B, 1))
