@@ -176,7 +176,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
                    pair_arch="mlp" if separate == "separate_mlp" else "transformer",
                    separate=separate is not None, frame_parent=frame_parent,
                    shot_pool="mean" if ours else "concat",  # App. C: concatenated frames
-                   cluster_out="real")  # the `paper` preset: "softmax" (ψ(P) in R_+, §3.2)
+                   cluster_out="real",  # the `paper` preset: "softmax" (ψ(P) in R_+, §3.2)
+                   frame_repr="pooled")  # `paper` with CLIP towers: "tokens" (§3.2)
     c.within_frac = 0.5
     c.use_cl = "no_cl" not in args
     c.cl_lambda = args.values.get("lambda", 0.75 if ours else 1.0)
@@ -201,6 +202,10 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
         if "lambda" in args.values:  # a Table 10 row: its lambda is deliberate
             preset.pop("cl_lambda")
             c.cl_lambda = args.values["lambda"]
+        if ("clip" in args or "clip" in args.values) and separate != "separate_mlp":
+            # §3.2: a frame is its image and utterance token sequences, a pair of frames both
+            # sequences through the transformer (an MLP reads one vector per frame: pooled)
+            preset["model.frame_repr"] = c.model.frame_repr = "tokens"
         if separate:  # App. E: "a simple MLP" / "a simple transformer block", not Table 7's 2
             preset.pop("model.pair_layers")
             c.model.pair_layers = 1

@@ -172,6 +172,9 @@ def test_hcmc_paper_rows_switch_our_additions_off():
         for flat in _built(reg, row):
             assert flat["data.augment"] is False, row.id
             assert registry.additions_on(reg, flat) == [], row.id
+            # §3.2's frames as token sequences wherever a transformer pairs them
+            assert flat["model.frame_repr"] == (
+                "tokens" if flat["model.pair_arch"] == "transformer" else "pooled"), row.id
     on = runconfig.flat(config_lib.load(
         "configs/moviepuzzle/hcmc.py:frame_shot,paper,augment,clip=/nonexistent/clip"))
     assert [x.split(":")[0] for x in registry.additions_on(reg, on)] == ["data.augment=True"]

@@ -148,7 +148,7 @@ def test_scratch_clip_text_tower_has_a_position_for_the_appended_eos():
     tower needs max_tokens + 1 positions (with 16 of 16 every output was NaN)."""
     from flax import nnx
 
-    from vnr.benchmarks.moviepuzzle.hcmc_model import FrameEncoder
+    from vnr.benchmarks.moviepuzzle.frame_encoder import FrameEncoder
 
     enc = FrameEncoder(modalities=("text",), image_encoder="small",
                        text_encoder="scratch:clip-tiny", image_size=16, stem=1, conv="patch",

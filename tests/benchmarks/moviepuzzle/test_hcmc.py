@@ -12,6 +12,7 @@ from flax import nnx
 
 from configs.moviepuzzle.hcmc import get_config
 from vnr.benchmarks.moviepuzzle import hcmc as task
+from vnr.benchmarks.moviepuzzle import hcmc_scores
 from vnr.benchmarks.moviepuzzle.hcmc_model import contrastive_cluster_loss, group_mean
 
 B, N, S, L = 2, 8, 16, 6
@@ -139,6 +140,73 @@ def test_paper_psi_is_a_classifiers_probabilities():
     with pytest.raises(ValueError, match="model.cluster_out='relu'"):
         task.validate(config)
 
+
+def test_token_frames_pair_both_sequences_and_padding_does_not_leak():
+    """§3.2 on CLIP towers (`paper` + clip): a frame is its image tokens then its utterance
+    tokens; a frame pair is both sequences through the transformer, read at each frame's
+    first token. The all-pairs pass equals pair-by-pair; padded frames change nothing."""
+    config = _config("smoke,frame_shot,paper,clip")
+    assert config.model.frame_repr == "tokens"
+    model = _model(config)
+    batch = {k: jnp.asarray(v) for k, v in _batch(4).items()}
+    feats, seq, mask = model.encode_tokens(batch["frames"], batch["tokens"], train=False,
+                                           rngs=None)
+    side = 16 // 8  # scratch clip-tiny: patch 8 at 16 px
+    assert seq.shape[:3] == (B, N, 1 + side * side + L + 1) and mask.shape == seq.shape[:3]
+    assert feats.shape == (B, N, 2, config.model.width)
+    every = model.all_frame_sequence_logits(seq, mask)
+    i, j = jnp.array([[0, 3], [1, 5]]), jnp.array([[3, 0], [2, 4]])
+    one = model.frame_sequence_logits(seq, mask, i, j, train=False, rngs=None)
+    np.testing.assert_allclose(one, every[jnp.arange(B)[:, None], i, j], rtol=1e-5, atol=1e-5)
+    assert not np.allclose(one[:, 0], one[:, 1])  # (u, v) and (v, u) differ: order is read
+    pad = ~np.asarray(batch["mask"])
+    other = dict(batch, frames=jnp.where(pad[..., None, None, None], 7, batch["frames"]),
+                 tokens=jnp.where(pad[..., None], 9, batch["tokens"]))
+    real = np.asarray(batch["mask"])
+    for b in (batch, other):
+        out = task.predict(config, model, b)["scores"]
+        if b is batch:
+            first = np.asarray(out)
+        else:
+            both = real[:, :, None] & real[:, None, :]
+            np.testing.assert_allclose(np.asarray(out)[both], first[both], rtol=1e-5)
+
+
+def test_token_frames_need_clip_towers_a_transformer_and_no_cache():
+    for arg, key, value, msg in [
+            ("smoke,frame_shot", "frame_repr", "tokens", "small encoders have none"),
+            ("smoke,frame_shot,paper,clip", "pair_arch", "mlp", "needs model.pair_arch"),
+            ("smoke,frame_shot,paper,clip", "frame_repr", "bogus", "frame_repr='bogus'")]:
+        config = _config(arg)
+        config.model[key] = value
+        with pytest.raises(ValueError, match=msg):
+            task.validate(config)
+    config = _config("smoke,frame_shot,paper,clip")
+    config.data.feature_cache = "image"
+    with pytest.raises(ValueError, match="the cache holds pooled tower outputs"):
+        task.validate(config)
+    # the MLP of Table 8 reads one vector per frame: its paper rows keep pooled frames
+    assert _config("smoke,frame_shot_scene,separate_mlp,paper,clip").model.frame_repr == "pooled"
+    assert _config("smoke,frame_shot_scene,separate_transformer,paper,clip"
+                   ).model.frame_repr == "tokens"
+
+
+def test_algorithm1_reads_token_frame_scores_by_index():
+    """With token frames, Algorithm 1's frame level looks the clip pass's scores up by
+    (clip, frame); the shot level gets the features without the two index columns."""
+    rng = np.random.default_rng(0)
+    cat = {"mask": np.ones((2, 4), bool), "features": rng.normal(size=(2, 4, 3)),
+           "scores": rng.normal(size=(2, 4, 4)).astype(np.float32)}
+    seen = []
+    feats, fns = hcmc_scores.frame_scores_by_index(
+        cat, {"frame": None, "shot": lambda m, mm: seen.append(m.shape[-1]) or m})
+    members = jnp.asarray(feats)[jnp.array([[1, 1, 0]]), jnp.array([[2, 0, 3]])][:, :, None]
+    got = np.asarray(fns["frame"](members, jnp.ones((1, 3, 1), bool)))
+    want = [[cat["scores"][1, 2, 2], cat["scores"][1, 2, 0]], [cat["scores"][1, 0, 2],
+                                                               cat["scores"][1, 0, 0]]]
+    np.testing.assert_allclose(got[0, :2, :2], want)
+    fns["shot"](members, None)
+    assert seen == [3]
 
 def test_appendix_e_rows_one_block_and_levels_evaluated_alone_or_fewer():
     """Tables 8 / 9: one block ("a simple transformer block" / "a simple MLP") without a
@@ -283,7 +351,7 @@ def test_algorithm1_with_the_heads_keeps_predicted_shots_contiguous():
     mesh = sharding.make_mesh((-1, 1), ("data", "model"))
     fn = lambda b: predict({k: jnp.asarray(v) for k, v in b.items()})  # noqa: E731
     out = jax.device_get(predict(batch))
-    fns = {lv: task._score_fn(lv, fn, mesh, 64) for lv in ("frame", "shot", "scene")}
+    fns = {lv: hcmc_scores.score_fn(lv, fn, mesh, 64) for lv in ("frame", "shot", "scene")}
     order, clusters = hierarchical_order(
         out["features"], out["mask"], fns["frame"], fns["shot"], fns["scene"],
         shot_embed=out["shot_embed"], scene_embed=out["scene_embed"],
@@ -457,7 +525,7 @@ def test_frame_shot_rows_share_one_step():
     out = jax.device_get(predict(batch))
     mesh = sharding.make_mesh((-1, 1), ("data", "model"))
     fn = lambda b: predict({k: jnp.asarray(v) for k, v in b.items()})  # noqa: E731
-    fns = {lv: task._score_fn(lv, fn, mesh, 64) for lv in ("frame", "shot")}
+    fns = {lv: hcmc_scores.score_fn(lv, fn, mesh, 64) for lv in ("frame", "shot")}
     gt = np.argsort(batch["position"], axis=1)  # padded positions are N.. at the end
     for distance in ("euclidean", "cosine", "softdtw"):
         assert diff(f"frame_shot,paper,{distance}") == (

@@ -25,10 +25,12 @@ def data_dir(tmp_path_factory) -> str:
 
 @pytest.mark.e2e
 def test_hcmc_row_runs_end_to_end_and_reaches_the_table(data_dir, tmp_path, capsys):
-    """The Table 1 HCMC frame+shot row with the paper preset (smoke sizes, 2 steps) through
-    the trainer, reporting the Table 3 columns (shot IoU, shot-stage OS); then the Random
-    row (no training by design) and the table generator."""
-    c = hcmc.get_config("smoke,frame_shot,paper")
+    """The Table 1 HCMC frame+shot row with the paper preset on CLIP towers (tiny scratch
+    ones: frames as token sequences, §3.2; smoke sizes, 2 steps) through the trainer,
+    reporting the Table 3 columns (shot IoU, shot-stage OS); then the Random row (no
+    training by design) and the table generator."""
+    c = hcmc.get_config("smoke,frame_shot,paper,clip")
+    assert c.model.frame_repr == "tokens" and ("model.frame_repr", "tokens") in c.paper_preset
     c.data.data_dir = data_dir
     c.total_steps = c.eval_every = c.ckpt_every = 2  # two steps, one validation pass
     results = train.run(c, str(tmp_path / "hcmc"))

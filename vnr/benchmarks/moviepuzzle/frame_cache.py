@@ -75,8 +75,12 @@ def directories(config: Any, task: Any) -> dict[str, pathlib.Path]:
 
 
 def encode_batch(model: hcmc_model.HCMC, batch: dict, train: bool,
-                 rngs: nnx.Rngs | None) -> jax.Array:
-    """HCMC frame features of a batch: towers on frames/tokens, or their cached outputs."""
+                 rngs: nnx.Rngs | None, tokens: bool = False) -> Any:
+    """HCMC frame features of a batch: towers on frames/tokens, or their cached outputs;
+    `tokens`: with the frame level's token sequences and mask (`HCMC.encode_tokens`)."""
+    if tokens:
+        return model.encode_tokens(batch.get("frames"), batch["tokens"], train=train,
+                                   rngs=rngs, token_mask=batch.get("token_mask"))
     return model.encode(batch.get("frames"), batch["tokens"], train=train, rngs=rngs,
                         token_mask=batch.get("token_mask"),
                         image_features=batch.get("image_features"),

@@ -64,8 +64,14 @@ import optax
 from flax import nnx
 
 from vnr import config as config_lib
-from vnr import feature_cache, sharding
-from vnr.benchmarks.moviepuzzle import data, encoder_checks, frame_cache, hcmc_model
+from vnr import feature_cache
+from vnr.benchmarks.moviepuzzle import (
+    data,
+    encoder_checks,
+    frame_cache,
+    hcmc_model,
+    hcmc_scores,
+)
 from vnr.benchmarks.moviepuzzle import pairwise as base
 from vnr.benchmarks.moviepuzzle.frame_cache import feature_towers  # noqa: F401 (task hook)
 from vnr.benchmarks.moviepuzzle.pairwise_model import PairOrderModel, TextPairModel
@@ -102,6 +108,15 @@ def validate(config: Any) -> None:
         if config.cl_form not in ("dot", "cosine"):
             raise ValueError(f"cl_form={config.cl_form!r}: use 'dot' (Eq. 3 as printed) or "
                              "'cosine' (ours: cosine / cl_tau)")
+        if m.get("frame_repr", "pooled") not in hcmc_model.FRAME_REPRS:
+            raise ValueError(f"model.frame_repr={m.frame_repr!r}: use one of "
+                             f"{hcmc_model.FRAME_REPRS}")
+        if m.get("frame_repr") == "tokens" and m.pair_arch != "transformer":
+            raise ValueError("model.frame_repr='tokens' needs model.pair_arch='transformer' "
+                             "(an MLP reads one vector per unit)")
+        if m.get("frame_repr") == "tokens" and "small" in (m.image_encoder, m.text_encoder):
+            raise ValueError("model.frame_repr='tokens' reads CLIP towers' token sequences: "
+                             "use clip or clip=<checkpoint> (the small encoders have none)")
         if m.get("cluster_out", "real") not in hcmc_model.CLUSTER_OUTS:
             raise ValueError(f"model.cluster_out={m.cluster_out!r}: use one of "
                              f"{hcmc_model.CLUSTER_OUTS}")
@@ -135,6 +150,10 @@ def validate(config: Any) -> None:
             raise ValueError(f"data.feature_cache={config.data.feature_cache!r}: only the "
                              "shared HCMC frame encoder's towers are cached (model.kind='hcmc', "
                              "model.separate=False)")
+        if m.get("frame_repr") == "tokens":
+            raise ValueError(f"data.feature_cache={config.data.feature_cache!r}: the cache holds "
+                             "pooled tower outputs, model.frame_repr='tokens' reads the towers' "
+                             "token sequences")
         if "image" in cache and config.data.get("augment", False):
             raise ValueError("data.feature_cache='image' with data.augment=True: augmentation "
                              "changes the frames, cached features cannot follow")
@@ -208,6 +227,7 @@ def make_model(config: Any, rngs: nnx.Rngs) -> nnx.Module:
                            shot_pool=m.shot_pool, max_shot_frames=d.max_frames,
                            cluster_norm=config.cl_form == "cosine",
                            cluster_out=m.get("cluster_out", "real"),
+                           frame_repr=m.get("frame_repr", "pooled"),
                            eos_id=None if tok is None else
                            tok["eos"] if tok["eos"] is not None else tok["sep"], **common)
 
@@ -245,7 +265,10 @@ def _parents(levels: tuple[str, ...], batch: dict,
 def hcmc_loss(config: Any, model: hcmc_model.HCMC, batch: dict, rngs: nnx.Rngs):
     """Eq. 4 over the batch; metrics per level."""
     mask, pos = batch["mask"], batch["position"]
-    feats = frame_cache.encode_batch(model, batch, True, rngs)
+    if model.frame_tokens:  # the frame level pairs token sequences (§3.2)
+        feats, seq, seq_mask = frame_cache.encode_batch(model, batch, True, rngs, tokens=True)
+    else:
+        feats = frame_cache.encode_batch(model, batch, True, rngs)
     groups = _parents(model.levels, batch, config.model.get("frame_parent", ""))
     key = rngs.dropout()
     order_loss, metrics = 0.0, {}
@@ -254,8 +277,12 @@ def hcmc_loss(config: Any, model: hcmc_model.HCMC, batch: dict, rngs: nnx.Rngs):
         vecs = model.units_from_groups(level, feats, unit, mask, pos)
         i, j, valid = sample_unit_pairs(jax.random.fold_in(key, k), unit, parent, mask,
                                         config.pairs_per_clip, config.within_frac)
-        logits = float32(model.pair_logits(level, _take(vecs, i), _take(vecs, j), train=True,
-                                           rngs=rngs))
+        if level == "frame" and model.frame_tokens:
+            logits = float32(model.frame_sequence_logits(seq, seq_mask, i, j, train=True,
+                                                         rngs=rngs))
+        else:
+            logits = float32(model.pair_logits(level, _take(vecs, i), _take(vecs, j),
+                                               train=True, rngs=rngs))
         first = first_position(unit, pos, mask)
         labels = (_take(first, i) < _take(first, j)).astype(jnp.int32)
         ce = optax.softmax_cross_entropy_with_integer_labels(logits, labels)
@@ -336,9 +363,13 @@ def predict(config: Any, model: nnx.Module, batch: dict) -> dict[str, jax.Array]
             units = model.units_from_members(level, batch[f"{level}_members"],
                                              batch[f"{level}_member_mask"])
             return {"scores": pair_scores_to_matrix(model.all_pair_logits(level, units))}
-    feats = frame_cache.encode_batch(model, batch, False, None)
-    frame = model.level_features(feats, "frame")
-    out = {"scores": pair_scores_to_matrix(model.all_pair_logits("frame", frame)),
+    if model.frame_tokens:
+        feats, seq, seq_mask = frame_cache.encode_batch(model, batch, False, None, tokens=True)
+        logits = model.all_frame_sequence_logits(seq, seq_mask)
+    else:
+        feats = frame_cache.encode_batch(model, batch, False, None)
+        logits = model.all_pair_logits("frame", model.level_features(feats, "frame"))
+    out = {"scores": pair_scores_to_matrix(logits),
            "features": feats.reshape(*feats.shape[:2], -1)}
     for level in model.cluster_levels:
         out[f"{level}_embed"] = model.cluster_embed(level, feats)
@@ -346,34 +377,6 @@ def predict(config: Any, model: nnx.Module, batch: dict) -> dict[str, jax.Array]
         out[k] = batch[k]
     out["valid"] = batch["mask"].any(-1)
     return out
-
-
-def _score_fn(level: str, predict_fn: Callable, mesh: jax.sharding.Mesh, max_pairs: int):
-    """Algorithm 1's score callable for `level`: chunks of sub-problems through predict_fn."""
-    pc, pi = jax.process_count(), jax.process_index()
-    step = mesh.shape["data"] * pc  # chunks split evenly over the data axis and processes
-
-    def fn(members: jax.Array, member_mask: jax.Array) -> jax.Array:
-        members, member_mask = np.asarray(members), np.asarray(member_mask)
-        p, g, _ = member_mask.shape
-        chunk = max(step, (max(max_pairs // (g * g), 1) // step) * step)
-        total = -(-p // chunk) * chunk
-        pad = total - p
-        members = np.concatenate([members, np.zeros((pad, *members.shape[1:]), members.dtype)])
-        member_mask = np.concatenate([member_mask, np.zeros((pad, *member_mask.shape[1:]),
-                                                            bool)])
-        member_mask[p:, 0, 0] = True
-        out = []
-        for s in range(0, total, chunk):
-            per = chunk // pc
-            lo = s + pi * per
-            host = {f"{level}_members": members[lo:lo + per].astype(np.float32),
-                    f"{level}_member_mask": member_mask[lo:lo + per]}
-            out.append(np.asarray(jax.device_get(
-                predict_fn(sharding.global_batch(host, mesh))["scores"])))
-        return jnp.asarray(np.concatenate(out)[:p])
-
-    return fn
 
 
 def _random_metrics(config: Any, split: str, max_examples: int) -> dict[str, float]:
@@ -402,15 +405,18 @@ def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.M
     cat = base.collect(config, split, predict_fn, mesh, max_examples, cached=_cached(config))
     e = config.eval
     levels, alone = inference_levels(config), e.get("alone", "")
-    fns = {lv: _score_fn(lv, predict_fn, mesh, e.max_pairs) for lv in levels
+    fns = {lv: hcmc_scores.score_fn(lv, predict_fn, mesh, e.max_pairs) for lv in levels
            if not alone or lv == alone}
     gt = e.cluster_count == "gt"
     embed = {f"{lv}_embed": None if alone or lv not in levels else cat.get(f"{lv}_embed")
              for lv in ("shot", "scene")}
     oracle = dict(shot_labels=cat["shot_id"], scene_labels=cat["scene_id"],
                   truth=cat["position"]) if alone else {}
+    features = cat["features"]
+    if config.model.get("frame_repr") == "tokens":  # token sequences are not in `features`
+        features, fns = hcmc_scores.frame_scores_by_index(cat, fns)
     pred, clusters = hierarchical_order(
-        cat["features"], cat["mask"], fns.get("frame"), fns.get("shot"), fns.get("scene"),
+        features, cat["mask"], fns.get("frame"), fns.get("shot"), fns.get("scene"),
         **embed, **oracle,
         gt_shot_ids=cat["shot_id"] if gt and "shot" in levels else None,
         gt_scene_ids=cat["scene_id"] if gt and "scene" in levels else None,

@@ -30,8 +30,13 @@ so the same function serves training, where groups are the ground truth, and Alg
 where they are predicted clusters). Inside a batch pooling is a masked [N, N] average
 over frames with the same group id (no Python loops).
 
-A pair of units (u, v) of one level is two tokens (unit vector + segment + level
-embeddings) through the video-dialogue transformer encoder (`pair_layers` pre-LN blocks,
+With `frame_repr="tokens"` (the paper rows on CLIP towers) a frame is also its token
+sequence (the image tower's hidden states, then the utterance's, projected to `width`: §3.2),
+and a frame pair is both sequences (+ segment and level embeddings) through the transformer,
+its head reading each frame's first output token (as the seed code's); Algorithm 1 then
+takes the frame scores of the clip pass. Otherwise (and for shots and scenes, whose unit
+is one vector) a pair of units (u, v) of one level is two tokens (unit vector + segment +
+level embeddings) through the video-dialogue transformer encoder (`pair_layers` pre-LN blocks,
 default 2 layers, width 512, 8 heads as Table 7); the per-level binary order head reads
 both output tokens: class 1 = u before v. `pair_arch="mlp"` replaces the transformer by an
 MLP over [u, v] (Appendix E). Cluster heads (shot, scene) map frame features to unit-norm
@@ -53,127 +58,15 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from vnr.benchmarks.moviepuzzle.pairwise_model import ImageEncoder
-from vnr.data import images
+from vnr.benchmarks.moviepuzzle.frame_encoder import FrameEncoder
+from vnr.benchmarks.moviepuzzle.sampling import _take
 from vnr.models.compute import float32
-from vnr.models.layers import Block, TextEncoder, annotate, dense, layer_norm
+from vnr.models.layers import Block, annotate, dense, layer_norm
 
 LEVELS = ("frame", "shot", "scene")
 CLUSTER_LEVELS = ("shot", "scene")
 CLUSTER_OUTS = ("real", "softmax")
-
-
-def _clip_tower(name: str, tower: str, rngs: nnx.Rngs, vocab_size: int, max_tokens: int,
-                eos_id: int | None):
-    """(CLIP tower, its output width): from a checkpoint (architecture from its config.json,
-    weights through the task's `pretrained` hook) or a `scratch:clip-<size>` name (random init).
-
-    Scratch text towers pool the EOS token: `eos_id` of a checkpoint tokenizer, or, for
-    hashed ids (`eos_id=None`), the largest id (legacy CLIP rule: `_text` appends it)."""
-    from vnr.models.encoders import builder, scratch_config, towers
-
-    if towers.is_checkpoint(name):
-        module, cfg = towers.build(name, tower, rngs)
-    elif name.startswith("scratch:clip"):
-        size = name.removeprefix("scratch:").rpartition("-")[2]
-        over = {} if tower == "vision" else {
-            # + 1: hashed ids get an EOS appended after the last real token (`embed_text`)
-            "vocab_size": vocab_size, "max_position_embeddings": max(max_tokens + 1, 16),
-            "eos_token_id": 2 if eos_id is None else eos_id}
-        cfg = scratch_config("clip", size, **over)
-        ctor, _, _ = builder(cfg, tower=tower)
-        module = towers.raw_rng_keys(ctor(rngs))  # restorable dropout streams
-    else:
-        raise ValueError(f"encoder {name!r}: use 'small', 'scratch:clip-<size>' or a CLIP "
-                         "checkpoint directory")
-    proj = module.visual_projection if tower == "vision" else module.text_projection
-    return module, proj.kernel.shape[-1] if proj is not None else cfg.hidden_size
-
-
-class FrameEncoder(nnx.Module):
-    """Image and utterance towers, concatenated and projected: [B, N, ...] -> [B, N, W]."""
-
-    def __init__(self, *, modalities: tuple[str, ...], image_encoder: str, text_encoder: str,
-                 image_size: int, stem: int, conv: str, channels: tuple[int, ...],
-                 vocab_size: int, max_tokens: int, width: int, text_layers: int, heads: int,
-                 dropout: float, rngs: nnx.Rngs, eos_id: int | None = None):
-        unknown = set(modalities) - {"vision", "text"}
-        if unknown or not modalities:
-            raise ValueError(f"model.modalities={modalities}: use 'vision' and/or 'text'")
-        self.modalities = tuple(modalities)
-        image = text = None
-        dims = []
-        if "vision" in modalities:
-            if image_encoder == "small":
-                image = ImageEncoder(image_size, channels, width, rngs, stem, conv)
-                dims.append(width)
-            else:
-                image, dim = _clip_tower(image_encoder, "vision", rngs, vocab_size, max_tokens,
-                                         eos_id)
-                dims.append(dim)
-        if "text" in modalities:
-            if text_encoder == "small":
-                text = TextEncoder(vocab_size, max_tokens, width, text_layers, heads, dropout,
-                                   rngs)
-                dims.append(width)
-            else:
-                text, dim = _clip_tower(text_encoder, "text", rngs, vocab_size, max_tokens,
-                                        eos_id)
-                dims.append(dim)
-        self.image, self.text = nnx.data(image), nnx.data(text)
-        self.image_kind, self.text_kind = image_encoder, text_encoder
-        self.fuse = dense(sum(dims), width, ("mlp", "embed"), rngs)
-        self.ln = layer_norm(width, rngs)
-
-    def embed_image(self, frames: jax.Array, train: bool) -> jax.Array:
-        """The image tower on uint8 frames [..., S, S, 3] -> [..., D] (what the feature cache
-        stores for a frozen tower)."""
-        if self.image_kind == "small":
-            return self.image(frames)
-        lead, side = frames.shape[:-3], self.image.vision_model.image_size
-        x = images.clip_normalize(frames.reshape(-1, *frames.shape[-3:]),
-                                  jnp.asarray(images.CLIP_TABLE))
-        if x.shape[1] != side:
-            x = jax.image.resize(x, (x.shape[0], side, side, 3), "bilinear")
-        return self.image(x, deterministic=not train).pooled.reshape(*lead, -1)
-
-    def embed_text(self, tokens: jax.Array, token_mask: jax.Array | None, train: bool,
-                   rngs: nnx.Rngs | None) -> jax.Array:
-        """The text tower on token ids [..., L] -> [..., D]."""
-        if self.text_kind == "small":
-            return self.text(tokens, train=train, rngs=rngs, mask=token_mask)
-        lead = tokens.shape[:-1]
-        t = tokens.reshape(-1, tokens.shape[-1])
-        if token_mask is not None:  # a checkpoint tokenizer: its own BOS ... EOS
-            m = token_mask.reshape(t.shape).astype(jnp.int32)
-            return self.text(t, m, deterministic=not train).pooled.reshape(*lead, -1)
-        # The tower pools the token with the largest id (legacy CLIP EOS rule, set for hashed
-        # ids by `_clip_tower`); hashed ids have no EOS, so the last real token is made the
-        # largest-id one by appending vocab_size - 1 after it.
-        n = (t > 0).sum(-1)
-        eos = self.text.text_model.embeddings.token_embedding.num_embeddings - 1
-        t = jnp.concatenate([t, jnp.zeros_like(t[:, :1])], -1)
-        t = t.at[jnp.arange(t.shape[0]), n].set(eos)
-        out = self.text(t, (t > 0).astype(jnp.int32), deterministic=not train)
-        return out.pooled.reshape(*lead, -1)
-
-    def __call__(self, frames: jax.Array | None, tokens: jax.Array | None, *, train: bool,
-                 rngs: nnx.Rngs | None, token_mask: jax.Array | None = None,
-                 image_features: jax.Array | None = None,
-                 text_features: jax.Array | None = None) -> jax.Array:
-        """token_mask: with a checkpoint tokenizer (else tokens > 0 are the real ones).
-        `image_features` / `text_features`: a frozen tower's outputs read from the feature
-        cache (`vnr.feature_cache`), used instead of running that tower."""
-        parts = []
-        if self.image is not None:
-            parts.append(self.embed_image(frames, train) if image_features is None
-                         else image_features)
-        if self.text is not None:
-            parts.append(self.embed_text(tokens, token_mask, train, rngs) if text_features is None
-                         else text_features)
-        dtype = self.fuse.dtype or jnp.float32
-        return self.ln(jax.nn.gelu(self.fuse(jnp.concatenate(
-            [p.astype(dtype) for p in parts], -1))))
+FRAME_REPRS = ("pooled", "tokens")
 
 
 class PairEncoder(nnx.Module):
@@ -196,6 +89,26 @@ class PairEncoder(nnx.Module):
         self.drop = nnx.Dropout(dropout)
         self.heads = nnx.Dict({lv: dense(2 * width if arch == "transformer" else mlp, 2,
                                          ("embed", None), rngs) for lv in levels})
+
+    def sequences(self, level: str, first: jax.Array, first_mask: jax.Array,
+                  second: jax.Array, second_mask: jax.Array, *, train: bool,
+                  rngs: nnx.Rngs | None) -> jax.Array:
+        """Token sequences [..., T, W] (masks [..., T]) of u and v, concatenated through the
+        transformer -> logits [..., 2]; the head reads the output at each one's first token
+        (as the seed code's pair head). Class 1 = u before v."""
+        if self.arch != "transformer":
+            raise ValueError("model.frame_repr='tokens' needs model.pair_arch='transformer'")
+        lead, (t, w) = first.shape[:-2], first.shape[-2:]
+        lvl = self.level_embed.value[self.levels.index(level)]
+        seg = self.segment.value
+        x = jnp.concatenate([first + seg[0], second + seg[1]], -2) + lvl
+        x = x.reshape(-1, 2 * t, w)
+        mask = jnp.concatenate([first_mask, second_mask], -1).reshape(-1, 2 * t)
+        for block in self.blocks:
+            x = block(x, mask, train=train, rngs=rngs)
+        x = self.ln(x)
+        heads = jnp.concatenate([x[:, 0], x[:, t]], -1)
+        return self.heads[level](heads).reshape(*lead, 2)
 
     def __call__(self, level: str, first: jax.Array, second: jax.Array, *, train: bool,
                  rngs: nnx.Rngs | None) -> jax.Array:
@@ -244,7 +157,8 @@ class HCMC(nnx.Module):
                  dropout: float = 0.1, cluster_dim: int = 64, pair_arch: str = "transformer",
                  separate: bool = False, eos_id: int | None = None,
                  shot_pool: str = "concat", max_shot_frames: int = 20,
-                 cluster_norm: bool = False, cluster_out: str = "real", rngs: nnx.Rngs):
+                 cluster_norm: bool = False, cluster_out: str = "real",
+                 frame_repr: str = "pooled", rngs: nnx.Rngs):
         if "frame" not in levels or set(levels) - set(LEVELS):
             raise ValueError(f"model.levels={levels}: 'frame' plus any of 'shot', 'scene'")
         if shot_pool not in ("concat", "mean"):
@@ -252,6 +166,12 @@ class HCMC(nnx.Module):
         if cluster_out not in CLUSTER_OUTS:
             raise ValueError(f"model.cluster_out={cluster_out!r}: use one of {CLUSTER_OUTS}")
         self.cluster_out = cluster_out
+        if frame_repr not in FRAME_REPRS:
+            raise ValueError(f"model.frame_repr={frame_repr!r}: use one of {FRAME_REPRS}")
+        if frame_repr == "tokens" and pair_arch != "transformer":
+            raise ValueError("model.frame_repr='tokens' needs model.pair_arch='transformer' "
+                             "(an MLP reads one vector per unit)")
+        self.frame_tokens = frame_repr == "tokens"
         self.levels = tuple(lv for lv in LEVELS if lv in levels)
         self.shot_pool, self.max_shot_frames = shot_pool, int(max_shot_frames)
         self.cluster_norm = cluster_norm
@@ -259,8 +179,9 @@ class HCMC(nnx.Module):
         self.separate = separate
         owners = self.levels if separate else ("frame",)
 
-        def frame_encoder():
+        def frame_encoder(owner):
             return FrameEncoder(
+                tokens=self.frame_tokens and owner == "frame",
                 modalities=tuple(modalities), image_encoder=image_encoder,
                 text_encoder=text_encoder, image_size=image_size, stem=stem, conv=conv,
                 channels=tuple(channels), vocab_size=vocab_size, max_tokens=max_tokens,
@@ -272,7 +193,7 @@ class HCMC(nnx.Module):
                                layers=pair_layers, heads=heads, mlp=mlp, dropout=dropout,
                                arch=pair_arch, rngs=rngs)
 
-        self.encoders = nnx.Dict({o: frame_encoder() for o in owners})
+        self.encoders = nnx.Dict({o: frame_encoder(o) for o in owners})
         self.pairs = nnx.Dict({o: pair_encoder(o) for o in owners})
         self.poolers = nnx.Dict({lv: _mlp2(width, width, rngs) for lv in CLUSTER_LEVELS
                                  if lv in self.levels})
@@ -295,6 +216,38 @@ class HCMC(nnx.Module):
                       image_features=image_features, text_features=text_features)
                for o, enc in self.encoders.items()}
         return jnp.stack([out[self._owner(lv)] for lv in self.levels], -2)
+
+    def encode_tokens(self, frames: jax.Array | None, tokens: jax.Array | None, *,
+                      train: bool, rngs: nnx.Rngs | None,
+                      token_mask: jax.Array | None = None):
+        """`frame_repr="tokens"`: (frame features [B, N, L, W] as `encode`, the frame
+        level's token sequences [B, N, T, W], their mask [B, N, T])."""
+        fused, seq, mask = self.encoders["frame"](frames, tokens, train=train, rngs=rngs,
+                                                  token_mask=token_mask, with_tokens=True)
+        out = {"frame": fused}
+        for o, enc in self.encoders.items():
+            if o != "frame":
+                out[o] = enc(frames, tokens, train=train, rngs=rngs, token_mask=token_mask)
+        return jnp.stack([out[self._owner(lv)] for lv in self.levels], -2), seq, mask
+
+    def frame_sequence_logits(self, seq: jax.Array, mask: jax.Array, i: jax.Array,
+                              j: jax.Array, *, train: bool, rngs: nnx.Rngs | None) -> jax.Array:
+        """Frame pairs (i, j) [B, P] of the token sequences [B, N, T, W] -> logits [B, P, 2]."""
+        return self.pairs["frame"].sequences("frame", _take(seq, i), _take(mask, i),
+                                             _take(seq, j), _take(mask, j), train=train,
+                                             rngs=rngs)
+
+    def all_frame_sequence_logits(self, seq: jax.Array, mask: jax.Array) -> jax.Array:
+        """Every ordered frame pair of each clip -> logits [B, N, N, 2], one first frame at
+        a time (N pair batches of [B, N] instead of one of [B, N, N] sequences)."""
+        n = seq.shape[1]
+        j = jnp.broadcast_to(jnp.arange(n), seq.shape[:2])
+
+        def row(k):
+            i = jnp.full(seq.shape[:2], k)
+            return self.frame_sequence_logits(seq, mask, i, j, train=False, rngs=None)
+
+        return jnp.moveaxis(jax.lax.map(row, jnp.arange(n)), 0, 1)
 
     def level_features(self, feats: jax.Array, level: str) -> jax.Array:
         return feats[..., self.levels.index(level), :]

@@ -70,7 +70,7 @@ class SynopsisModel(nnx.Module):
             raise ValueError(f"model.frame_encoder={frame_encoder!r}: use 'pair' or 'hcmc'")
         image = text = fuse = encoders = None
         if frame_encoder == "hcmc":  # HCMC's frame encoder, under HCMC's path encoders.frame
-            from vnr.benchmarks.moviepuzzle.hcmc_model import FrameEncoder
+            from vnr.benchmarks.moviepuzzle.frame_encoder import FrameEncoder
 
             encoders = nnx.Dict({"frame": FrameEncoder(
                 modalities=tuple(modalities), image_encoder="small", text_encoder="small",
