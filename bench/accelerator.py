@@ -56,7 +56,7 @@ flags.DEFINE_list("only", [], "Run only these sections (train, attention, decode
                   "contrastive, input, extract), e.g. to fit a time limit; versions and targets "
                   "always.")
 
-PAPER_ROW = "frame_shot,paper"  # configs/moviepuzzle/hcmc.py args
+PAPER_ROW = "frame_shot,paper,clip"  # configs/moviepuzzle/hcmc.py args (clip: token frames)
 TARGET_DEVICE = "NVIDIA H100"
 VERSIONS = ("jax", "jaxlib", "flax", "optax", "orbax-checkpoint", "grain",
             "tensorflow-datasets", "transformers", "numpy", "ml_dtypes", "ott-jax")
@@ -88,7 +88,7 @@ FULL = Sizes(PAPER_ROW, "scratch:clip-b32", 224, steps=20, warmup=3, input_batch
              soft_sizes=((64, 64, 64), (64, 256, 256), (8, 1024, 1024)),
              drop_size=(24, 200, 20), contrastive_batch=4096, repeats=5)
 # smoke: the frame level alone (half the compile time of frame_shot), 2 clips per device
-SMOKE = Sizes("frame,paper,smoke", "scratch:clip-tiny", 32, steps=2, warmup=1,
+SMOKE = Sizes("frame,paper,smoke,clip", "scratch:clip-tiny", 32, steps=2, warmup=1,
               input_batches=2, matmul=128, decode=(32, 1, 2, 64, 100, 4, 8),
               decode_run=dict(batch=4, beam=2, length=6, loop_examples=2, repeats=1),
               soft_sizes=((4, 16, 16),), drop_size=(2, 16, 4), contrastive_batch=64,

@@ -31,7 +31,7 @@ def main(argv: list[str]) -> None:
     config = flag_config(argv)
     if config.task != "moviepuzzle.hcmc" or config.model.kind != "hcmc":
         cli.fail("the hcmc benchmark needs a row of configs/moviepuzzle/hcmc.py")
-    from vnr.benchmarks.moviepuzzle import hcmc as task
+    from vnr.benchmarks.moviepuzzle import hcmc_scores
     from vnr.benchmarks.moviepuzzle import pairwise as base
     from vnr.benchmarks.moviepuzzle.hierarchical import hierarchical_order
     from vnr.ops.kmeans import kmeans
@@ -45,12 +45,15 @@ def main(argv: list[str]) -> None:
     t_pass = wall_times(lambda: base.collect(config, split, predict, s.mesh, FLAGS.clips),
                         FLAGS.repeats).min()
     e, levels = config.eval, tuple(config.model.levels)
-    fns = {lv: task._score_fn(lv, predict, s.mesh, e.max_pairs) for lv in levels}
+    fns = {lv: hcmc_scores.score_fn(lv, predict, s.mesh, e.max_pairs) for lv in levels}
+    features = cat["features"]
+    if config.model.get("frame_repr") == "tokens":  # as hcmc.evaluate: frame scores by index
+        features, fns = hcmc_scores.frame_scores_by_index(cat, fns)
     emb_level = "shot" if "shot" in levels else "scene" if "scene" in levels else None
 
     def algorithm1(distance: str):
         return hierarchical_order(
-            cat["features"], cat["mask"], fns["frame"], fns.get("shot"), fns.get("scene"),
+            features, cat["mask"], fns["frame"], fns.get("shot"), fns.get("scene"),
             shot_embed=cat.get("shot_embed"), scene_embed=cat.get("scene_embed"),
             gt_shot_ids=cat["shot_id"] if "shot" in levels else None,
             gt_scene_ids=cat["scene_id"] if "scene" in levels else None,

@@ -86,7 +86,7 @@ def restore(workdir: str | pathlib.Path, step: str = "selected",
         state = checkpoint.restore(mgr, chosen.step, s.state, s.state_shardings, None)
     finally:
         mgr.close()
-    return Model(config, s, state, chosen.record)
+    return Model(config, dataclasses.replace(s, state=state), state, chosen.record)
 
 
 def from_config(config: ml_collections.ConfigDict) -> Model:

@@ -69,7 +69,8 @@ Table 1 HCMC rows on MovieNet:
 
 The CLI equivalent of clip=DIR is --config.model.image_encoder=DIR
 --config.model.text_encoder=DIR --config.data.tokenizer=DIR --config.data.vocab_size=0
---config.data.max_tokens=32 --config.data.image_size=224 --config.data.image_resize=clip and
+--config.data.max_tokens=32 --config.data.image_size=224 --config.data.image_resize=clip
+(with `paper`, also --config.model.frame_repr=tokens: frames as token sequences) and
 config.frozen set to the towers' paths (`pretrained_clip` below: encoders.<level>.image /
 .text). Input speed for towers trained end to end: `paper` sets data.frame_store=True (the
 frames preprocessed once into <data_dir>/frame_store/, `vnr/data/frame_store.py`: the same
@@ -113,6 +114,7 @@ def paper_preset() -> dict[str, object]:
         "cl_lambda": 1.0,  # Tables 1/2 equal the lambda = 1.00 row of Table 10
         # ψ is "a multi-class classifier" with ψ(P) in R_+ (§3.2): its class probabilities
         "model.cluster_out": "softmax",
+        "model.phi_out": "softplus",  # ϕ(P) in R_+ too: positive outputs, read by Eq. 2 and 5
         "frozen": (),  # CLIP towers trained end to end (§3.2)
         # the paper names no augmentation: ours (flip + colour permutation) is off
         "data.augment": False,
@@ -177,7 +179,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
                    separate=separate is not None, frame_parent=frame_parent,
                    shot_pool="mean" if ours else "concat",  # App. C: concatenated frames
                    cluster_out="real",  # the `paper` preset: "softmax" (ψ(P) in R_+, §3.2)
-                   frame_repr="pooled")  # `paper` with CLIP towers: "tokens" (§3.2)
+                   frame_repr="pooled",  # `paper` with CLIP towers: "tokens" (§3.2)
+                   phi_out="real")  # the `paper` preset: "softplus" (ϕ(P) in R_+, §3.2)
     c.within_frac = 0.5
     c.use_cl = "no_cl" not in args
     c.cl_lambda = args.values.get("lambda", 0.75 if ours else 1.0)

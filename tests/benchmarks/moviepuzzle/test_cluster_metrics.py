@@ -89,3 +89,30 @@ def test_shot_stage_os_scores_the_order_of_predicted_shots():
                                np.asarray(ordering_score(pred, gt, 3, mask)), atol=1e-6)
     with pytest.raises(ValueError, match="unit_labels"):
         unit_ordering_score(pred, labels[:, :4], position, mask)
+
+
+def test_nested_ordering_score_scores_units_inside_each_true_parent():
+    """Tables 8 / 9's single-level rows: frames reversed inside shot 0, in order inside
+    shot 1 (the shots themselves in order): OS 0 and 1 per shot, 50 % on average, while
+    the whole clip's OS counts the right shot order too."""
+    from vnr.benchmarks.moviepuzzle.cluster_metrics import (
+        level_alone_scores,
+        nested_ordering_score,
+    )
+
+    shot = np.array([[0, 0, 0, 1, 1, 1, -1]])
+    mask = shot >= 0
+    position = np.array([[0, 1, 2, 3, 4, 5, 6]])
+    pred = np.array([[2, 1, 0, 3, 4, 5, 6]])
+    frame = np.arange(7)[None]
+    for beta in (2, 3):
+        np.testing.assert_array_equal(
+            nested_ordering_score(pred, frame, shot, position, mask, beta), [0.0, 1.0])
+    cat = {"mask": mask, "shot_id": shot, "scene_id": np.zeros_like(shot), "position": position}
+    got = level_alone_scores("frame", pred, cat)
+    assert got == {"level_os2_groups": 2.0, "level_os2": 50.0,
+                   "level_os3_groups": 2.0, "level_os3": 50.0}
+    # a shot order inside one scene: shot 1 first is all wrong for the two shots
+    shots_swapped = np.array([[3, 4, 5, 0, 1, 2, 6]])
+    assert level_alone_scores("shot", shots_swapped, cat)["level_os2"] == 0.0
+    assert "level_os3" not in level_alone_scores("shot", shots_swapped, cat)  # 2 units < 3

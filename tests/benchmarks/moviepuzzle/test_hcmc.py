@@ -11,8 +11,8 @@ import pytest
 from flax import nnx
 
 from configs.moviepuzzle.hcmc import get_config
+from vnr.benchmarks.moviepuzzle import frame_cache, hcmc_scores
 from vnr.benchmarks.moviepuzzle import hcmc as task
-from vnr.benchmarks.moviepuzzle import hcmc_scores
 from vnr.benchmarks.moviepuzzle.hcmc_model import contrastive_cluster_loss, group_mean
 
 B, N, S, L = 2, 8, 16, 6
@@ -131,8 +131,14 @@ def test_paper_psi_is_a_classifiers_probabilities():
     for arg, probs in (("smoke,frame_shot,paper", True), ("smoke,frame_shot", False)):
         config = _config(arg)
         assert config.model.cluster_out == ("softmax" if probs else "real")
-        out = task.predict(config, _model(config), batch)["shot_embed"]
+        model = _model(config)
+        out = task.predict(config, model, batch)["shot_embed"]
         assert bool((out > 0).all()) == probs
+        # ϕ(P) ∈ ℝ₊ too on the paper rows: positive outputs (softplus)
+        units = model.units_from_groups("frame", frame_cache.encode_batch(
+            model, batch, False, None), batch["shot_id"], batch["mask"])
+        phi = model.all_pair_logits("frame", units)
+        assert bool((phi > 0).all()) == probs
         if probs:
             np.testing.assert_allclose(np.asarray(out).sum(-1), 1.0, rtol=1e-5)
     config = _config("smoke,frame_shot")
@@ -154,6 +160,11 @@ def test_token_frames_pair_both_sequences_and_padding_does_not_leak():
     side = 16 // 8  # scratch clip-tiny: patch 8 at 16 px
     assert seq.shape[:3] == (B, N, 1 + side * side + L + 1) and mask.shape == seq.shape[:3]
     assert feats.shape == (B, N, 2, config.model.width)
+    # a frame's vector (for ψ, shots and scenes) is the transformer's output over its own
+    # sequence at its first token (§3.2: ψ reads "the output representation")
+    own = model.pairs["frame"].embed_frames("frame", seq, mask, train=False, rngs=None)
+    np.testing.assert_allclose(feats[:, :, 0], own, rtol=1e-6)
+    np.testing.assert_allclose(feats[:, :, 1], own, rtol=1e-6)  # shared by frame and shot
     every = model.all_frame_sequence_logits(seq, mask)
     i, j = jnp.array([[0, 3], [1, 5]]), jnp.array([[3, 0], [2, 4]])
     one = model.frame_sequence_logits(seq, mask, i, j, train=False, rngs=None)
@@ -222,8 +233,11 @@ def test_appendix_e_rows_one_block_and_levels_evaluated_alone_or_fewer():
     config.eval.alone = "scene"
     with pytest.raises(ValueError, match="eval.alone='scene': one of the model's levels"):
         task.validate(config)
-    config.eval.alone = ""
-    config.eval.levels = ("shot",)
+    config = _config("smoke,frame_shot_scene")
+    config.eval.update(alone="scene", levels=("frame", "shot"))
+    with pytest.raises(ValueError, match="must be one of eval.levels"):
+        task.validate(config)
+    config.eval.update(alone="", levels=("shot",))
     with pytest.raises(ValueError, match="eval.levels=\\('shot',\\): 'frame' plus"):
         task.validate(config)
     config = _config("smoke,frame_shot_scene")

@@ -24,6 +24,8 @@ it is left out (NaN) and the caller reports how many clips were scored.
 
 from __future__ import annotations
 
+from typing import Any
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -123,4 +125,53 @@ def unit_ordering_score(pred_order, unit_labels, position, mask=None, beta: int 
     if ok.any():
         out[ok] = np.asarray(ordering_score(pred_u[ok].astype(np.int32),
                                             gt_u[ok].astype(np.int32), int(beta), umask[ok]))
+    return out
+
+
+def nested_ordering_score(pred_order, unit_labels, parent_labels, position, mask=None,
+                          beta: int = 2) -> np.ndarray:
+    """OS_beta of the order of units inside each parent group (frames in a shot, shots in a
+    scene, scenes in the clip): one value per (clip, parent) group, NaN for a group with
+    fewer than beta units. Arguments as `unit_ordering_score`, plus `parent_labels` [B, N]."""
+    pred = np.asarray(pred_order)
+    if pred.ndim != 2:
+        raise ValueError(f"pred_order must be [B, N], got shape {pred.shape}")
+    B, N = pred.shape
+    mask = np.asarray(check_mask(mask, (B, N)))
+    units, parents, position = (np.asarray(a) for a in (unit_labels, parent_labels, position))
+    placed = np.empty((B, N), np.int64)
+    placed[np.arange(B)[:, None], pred] = np.arange(N)[None]
+    b, i = np.nonzero(mask)
+    _, gid = np.unique(np.stack([b, parents[b, i]], 1), axis=0, return_inverse=True)
+    gid = gid.reshape(-1)
+    order = np.lexsort((i, gid))  # members of each group by input index
+    start = np.searchsorted(gid[order], gid[order])
+    slot = np.empty_like(gid)
+    slot[order] = np.arange(gid.size) - start
+    G, M = int(gid.max()) + 1, int(slot.max()) + 1
+    big = np.iinfo(np.int64).max // 2
+    labels, pos, where = (np.zeros((G, M), np.int64) for _ in range(3))
+    where[:] = big
+    member = np.zeros((G, M), bool)
+    labels[gid, slot], pos[gid, slot] = units[b, i], position[b, i]
+    where[gid, slot], member[gid, slot] = placed[b, i], True
+    group_pred = np.argsort(where, axis=1, kind="stable")  # members first, by predicted place
+    return unit_ordering_score(group_pred, labels, pos, member, beta)
+
+
+def level_alone_scores(level: str, pred: np.ndarray, cat: Any) -> dict[str, float]:
+    """`level_os2` / `level_os3`: the mean OS of `level`'s units (frames, shots, scenes)
+    inside their true parents (shots, scenes, the clip) over the groups with enough units
+    (`level_os<beta>_groups`), where the clip OS also counts the levels taken from the truth."""
+    mask, n = cat["mask"], cat["mask"].shape[1]
+    unit, parent = {"frame": (np.broadcast_to(np.arange(n), mask.shape), cat["shot_id"]),
+                    "shot": (cat["shot_id"], cat["scene_id"]),
+                    "scene": (cat["scene_id"], np.zeros_like(cat["scene_id"]))}[level]
+    out = {}
+    for beta in (2, 3):
+        os_g = nested_ordering_score(pred, unit, parent, cat["position"], mask, beta)
+        scored = ~np.isnan(os_g)
+        out[f"level_os{beta}_groups"] = float(scored.sum())
+        if scored.any():
+            out[f"level_os{beta}"] = 100.0 * float(os_g[scored].mean())
     return out

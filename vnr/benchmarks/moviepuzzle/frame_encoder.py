@@ -85,8 +85,9 @@ class FrameEncoder(nnx.Module):
                 dims.append(dim)
         self.image, self.text = nnx.data(image), nnx.data(text)
         self.image_kind, self.text_kind = image_encoder, text_encoder
-        self.fuse = dense(sum(dims), width, ("mlp", "embed"), rngs)
-        self.ln = layer_norm(width, rngs)
+        # a `tokens` encoder's frame vector comes from the pair transformer (`HCMC`)
+        self.fuse = nnx.data(None if tokens else dense(sum(dims), width, ("mlp", "embed"), rngs))
+        self.ln = nnx.data(None if tokens else layer_norm(width, rngs))
         self.tokens = tokens
         self.seq_proj = nnx.Dict({k: dense(h, width, ("mlp", "embed"), rngs)
                                   for k, h in hidden.items()} if tokens else {})
@@ -139,9 +140,12 @@ class FrameEncoder(nnx.Module):
         """token_mask: with a checkpoint tokenizer (else tokens > 0 are the real ones).
         `image_features` / `text_features`: a frozen tower's outputs read from the feature
         cache (`vnr.feature_cache`), used instead of running that tower. `with_tokens`
-        (a `tokens` encoder): (fused [B, N, W], sequence [B, N, T, W], its mask [B, N, T])."""
+        (a `tokens` encoder): (sequence [B, N, T, W], its mask [B, N, T])."""
         if with_tokens:
             return self._with_tokens(frames, tokens, token_mask, train)
+        if self.tokens:
+            raise ValueError("a tokens=True frame encoder gives token sequences "
+                             "(with_tokens=True); its frame vector is the pair transformer's")
         parts = []
         if self.image is not None:
             parts.append(self.embed_image(frames, train) if image_features is None
@@ -158,23 +162,20 @@ class FrameEncoder(nnx.Module):
 
     def _with_tokens(self, frames: jax.Array | None, tokens: jax.Array | None,
                      token_mask: jax.Array | None, train: bool):
-        """Each tower run once: its pooled output to the fused vector, its hidden states to
-        the frame's token sequence (image tokens, then the utterance's)."""
+        """The frame's token sequence: the image tower's hidden states, then the utterance's
+        (each tower run once)."""
         if not self.tokens:
             raise ValueError("this frame encoder was built without tokens=True")
         lead = (frames if frames is not None else tokens).shape[:2]
-        parts, seqs, masks = [], [], []
+        seqs, masks = [], []
         if self.image is not None:
             out = self._image_out(frames, train)
-            parts.append(out.pooled.reshape(*lead, -1))
             seqs.append(self.seq_proj["image"](out.last_hidden_state))
             masks.append(jnp.ones(seqs[-1].shape[:2], bool))
         if self.text is not None:
             out, m = self._text_out(tokens, token_mask, train)
-            parts.append(out.pooled.reshape(*lead, -1))
             seqs.append(self.seq_proj["text"](out.last_hidden_state))
             masks.append(m.astype(bool))
         seq = self.seq_ln(jnp.concatenate(seqs, -2))
         mask = jnp.concatenate(masks, -1).at[:, 0].set(True)  # never an empty frame
-        return (self._fuse(parts), seq.reshape(*lead, *seq.shape[-2:]),
-                mask.reshape(*lead, mask.shape[-1]))
+        return seq.reshape(*lead, *seq.shape[-2:]), mask.reshape(*lead, mask.shape[-1])

@@ -117,6 +117,8 @@ def validate(config: Any) -> None:
         if m.get("frame_repr") == "tokens" and "small" in (m.image_encoder, m.text_encoder):
             raise ValueError("model.frame_repr='tokens' reads CLIP towers' token sequences: "
                              "use clip or clip=<checkpoint> (the small encoders have none)")
+        if m.get("phi_out", "real") not in hcmc_model.PHI_OUTS:
+            raise ValueError(f"model.phi_out={m.phi_out!r}: use one of {hcmc_model.PHI_OUTS}")
         if m.get("cluster_out", "real") not in hcmc_model.CLUSTER_OUTS:
             raise ValueError(f"model.cluster_out={m.cluster_out!r}: use one of "
                              f"{hcmc_model.CLUSTER_OUTS}")
@@ -138,6 +140,9 @@ def validate(config: Any) -> None:
         if e.get("alone") and e.alone not in levels:
             raise ValueError(f"eval.alone={e.alone!r}: one of the model's levels {levels} "
                              "(ordered by its model, every other level from the ground truth)")
+        if e.get("alone") and e.alone not in used:
+            raise ValueError(f"eval.alone={e.alone!r} with eval.levels={tuple(e.levels)}: the "
+                             "level evaluated alone must be one of eval.levels")
         if e.kmeans_iters < 1:
             raise ValueError(f"eval.kmeans_iters={e.kmeans_iters} must be >= 1")
         if e.distance == "softdtw" and m.cluster_dim % e.dtw_segments:
@@ -228,6 +233,7 @@ def make_model(config: Any, rngs: nnx.Rngs) -> nnx.Module:
                            cluster_norm=config.cl_form == "cosine",
                            cluster_out=m.get("cluster_out", "real"),
                            frame_repr=m.get("frame_repr", "pooled"),
+                           phi_out=m.get("phi_out", "real"),
                            eos_id=None if tok is None else
                            tok["eos"] if tok["eos"] is not None else tok["sep"], **common)
 
@@ -360,6 +366,9 @@ def predict(config: Any, model: nnx.Module, batch: dict) -> dict[str, jax.Array]
         return base.predict(config, model, batch)
     for level in model.levels:
         if f"{level}_members" in batch:
+            if level == "frame" and model.frame_tokens:  # pooled vectors: not its input
+                raise ValueError("frame_repr='tokens': frame scores come from the clip pass "
+                                 "(hcmc_scores.frame_scores_by_index), not frame_members")
             units = model.units_from_members(level, batch[f"{level}_members"],
                                              batch[f"{level}_member_mask"])
             return {"scores": pair_scores_to_matrix(model.all_pair_logits(level, units))}
@@ -399,6 +408,7 @@ def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.M
     if kind != "hcmc":
         return base.evaluate(config, split, predict_fn, mesh, max_examples=max_examples,
                              report_dir=report_dir)
+    from vnr.benchmarks.moviepuzzle import cluster_metrics
     from vnr.benchmarks.moviepuzzle.cluster_metrics import matched_iou, unit_ordering_score
     from vnr.benchmarks.moviepuzzle.hierarchical import hierarchical_order
 
@@ -428,6 +438,8 @@ def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.M
     pred = np.asarray(pred)
     order = base.gt_order(cat["position"])
     metrics = base.order_metrics(pred, order, cat)
+    if alone:  # Tables 8 / 9: the OS of the level's units inside each true parent group
+        metrics.update(cluster_metrics.level_alone_scores(alone, pred, cat))
     for level in ("shot", "scene"):
         if embed[f"{level}_embed"] is not None:
             iou = matched_iou(cat[f"{level}_embed"], clusters[level], cat[f"{level}_id"],
@@ -459,6 +471,8 @@ def metric_names(config: Any) -> tuple[str, ...]:
     clustered = () if config.eval.get("alone") else inference_levels(config)
     units = [f"{lv}_{m}" for lv in ("shot", "scene") if lv in clustered
              for m in ("iou", "os2", "os3", "os2_clips", "os3_clips")]
+    if config.eval.get("alone"):
+        units += ["level_os2", "level_os3", "level_os2_groups", "level_os3_groups"]
     return (*base.metric_names(config), *units)
 
 

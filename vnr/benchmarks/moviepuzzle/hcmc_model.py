@@ -33,7 +33,8 @@ over frames with the same group id (no Python loops).
 With `frame_repr="tokens"` (the paper rows on CLIP towers) a frame is also its token
 sequence (the image tower's hidden states, then the utterance's, projected to `width`: §3.2),
 and a frame pair is both sequences (+ segment and level embeddings) through the transformer,
-its head reading each frame's first output token (as the seed code's); Algorithm 1 then
+its head reading both frames' first output tokens; a frame's own vector (for ψ, shots and
+scenes) is the transformer's output at the first token of its sequence alone. Algorithm 1
 takes the frame scores of the clip pass. Otherwise (and for shots and scenes, whose unit
 is one vector) a pair of units (u, v) of one level is two tokens (unit vector + segment +
 level embeddings) through the video-dialogue transformer encoder (`pair_layers` pre-LN blocks,
@@ -44,7 +45,8 @@ embeddings trained with the contrastive loss of Eq. 3 (`contrastive_cluster_loss
 clustered by k-means at inference: raw head outputs for the printed Eq. 3
 (`cluster_norm=False`), unit-norm ones for our cosine / temperature form. `cluster_out=
 "softmax"` (the paper rows) makes ψ a `cluster_dim`-class classifier whose probabilities are
-ψ(P), positive as §3.2's ψ(P) ∈ ℝ₊ (the seed code's head is linear).
+ψ(P), positive as §3.2's ψ(P) ∈ ℝ₊; `phi_out="softplus"` makes the order head's outputs
+positive as ϕ(P) ∈ ℝ₊ (the seed code's heads have real outputs).
 
 `separate=True` gives every level its own frame encoder, pair encoder and cluster head
 (Appendix E's separately trained variants): the summed loss then has disjoint gradients
@@ -67,15 +69,19 @@ LEVELS = ("frame", "shot", "scene")
 CLUSTER_LEVELS = ("shot", "scene")
 CLUSTER_OUTS = ("real", "softmax")
 FRAME_REPRS = ("pooled", "tokens")
+PHI_OUTS = ("real", "softplus")
 
 
 class PairEncoder(nnx.Module):
     """Video-dialogue transformer over a pair of unit vectors (or an MLP), per-level heads."""
 
     def __init__(self, *, levels: tuple[str, ...], width: int, layers: int, heads: int,
-                 mlp: int, dropout: float, arch: str, rngs: nnx.Rngs):
+                 mlp: int, dropout: float, arch: str, rngs: nnx.Rngs, phi_out: str = "real"):
         if arch not in ("transformer", "mlp"):
             raise ValueError(f"model.pair_arch={arch!r}: use 'transformer' or 'mlp'")
+        if phi_out not in PHI_OUTS:
+            raise ValueError(f"model.phi_out={phi_out!r}: use one of {PHI_OUTS}")
+        self.phi_out = phi_out
         self.arch, self.levels = arch, tuple(levels)
         init = annotate(nnx.initializers.normal(0.02), (None, "embed"))
         self.segment = nnx.Param(init(rngs.params(), (2, width)))
@@ -89,6 +95,17 @@ class PairEncoder(nnx.Module):
         self.drop = nnx.Dropout(dropout)
         self.heads = nnx.Dict({lv: dense(2 * width if arch == "transformer" else mlp, 2,
                                          ("embed", None), rngs) for lv in levels})
+
+    def embed_frames(self, level: str, seq: jax.Array, mask: jax.Array, *, train: bool,
+                     rngs: nnx.Rngs | None) -> jax.Array:
+        """Each frame's own token sequence [..., T, W] (mask [..., T]) through the
+        transformer -> its output at the first token [..., W]."""
+        lead, (t, w) = seq.shape[:-2], seq.shape[-2:]
+        x = (seq + self.segment.value[0] + self.level_embed.value[self.levels.index(level)])
+        x, mask = x.reshape(-1, t, w), mask.reshape(-1, t)
+        for block in self.blocks:
+            x = block(x, mask, train=train, rngs=rngs)
+        return self.ln(x)[:, 0].reshape(*lead, w)
 
     def sequences(self, level: str, first: jax.Array, first_mask: jax.Array,
                   second: jax.Array, second_mask: jax.Array, *, train: bool,
@@ -108,7 +125,7 @@ class PairEncoder(nnx.Module):
             x = block(x, mask, train=train, rngs=rngs)
         x = self.ln(x)
         heads = jnp.concatenate([x[:, 0], x[:, t]], -1)
-        return self.heads[level](heads).reshape(*lead, 2)
+        return self._phi(self.heads[level](heads)).reshape(*lead, 2)
 
     def __call__(self, level: str, first: jax.Array, second: jax.Array, *, train: bool,
                  rngs: nnx.Rngs | None) -> jax.Array:
@@ -118,13 +135,18 @@ class PairEncoder(nnx.Module):
             x = jnp.concatenate([first, second], -1).reshape(-1, 2 * w)
             for layer in self.mlp:
                 x = self.drop(jax.nn.gelu(layer(x)), deterministic=not train, rngs=rngs)
-            return self.heads[level](x).reshape(*lead, 2)
+            return self._phi(self.heads[level](x)).reshape(*lead, 2)
         lvl = self.level_embed.value[self.levels.index(level)]
         x = jnp.stack([first, second], axis=-2) + self.segment.value + lvl
         x = x.reshape(-1, 2, w)
         for block in self.blocks:
             x = block(x, None, train=train, rngs=rngs)
-        return self.heads[level](self.ln(x).reshape(x.shape[0], -1)).reshape(*lead, 2)
+        return self._phi(self.heads[level](self.ln(x).reshape(x.shape[0], -1))).reshape(*lead, 2)
+
+    def _phi(self, logits: jax.Array) -> jax.Array:
+        """ϕ's two outputs: the head's ("real") or made positive ("softplus": ϕ ∈ ℝ₊, §3.2;
+        Eq. 2's cross-entropy and Eq. 5's softmax difference read them as before)."""
+        return jax.nn.softplus(float32(logits)) if self.phi_out == "softplus" else logits
 
 
 def _mlp2(din: int, dout: int, rngs: nnx.Rngs) -> nnx.List:
@@ -158,7 +180,7 @@ class HCMC(nnx.Module):
                  separate: bool = False, eos_id: int | None = None,
                  shot_pool: str = "concat", max_shot_frames: int = 20,
                  cluster_norm: bool = False, cluster_out: str = "real",
-                 frame_repr: str = "pooled", rngs: nnx.Rngs):
+                 frame_repr: str = "pooled", phi_out: str = "real", rngs: nnx.Rngs):
         if "frame" not in levels or set(levels) - set(LEVELS):
             raise ValueError(f"model.levels={levels}: 'frame' plus any of 'shot', 'scene'")
         if shot_pool not in ("concat", "mean"):
@@ -181,7 +203,7 @@ class HCMC(nnx.Module):
 
         def frame_encoder(owner):
             return FrameEncoder(
-                tokens=self.frame_tokens and owner == "frame",
+                tokens=self.frame_tokens,
                 modalities=tuple(modalities), image_encoder=image_encoder,
                 text_encoder=text_encoder, image_size=image_size, stem=stem, conv=conv,
                 channels=tuple(channels), vocab_size=vocab_size, max_tokens=max_tokens,
@@ -191,7 +213,7 @@ class HCMC(nnx.Module):
         def pair_encoder(lv):
             return PairEncoder(levels=(lv,) if separate else self.levels, width=width,
                                layers=pair_layers, heads=heads, mlp=mlp, dropout=dropout,
-                               arch=pair_arch, rngs=rngs)
+                               arch=pair_arch, rngs=rngs, phi_out=phi_out)
 
         self.encoders = nnx.Dict({o: frame_encoder(o) for o in owners})
         self.pairs = nnx.Dict({o: pair_encoder(o) for o in owners})
@@ -220,15 +242,17 @@ class HCMC(nnx.Module):
     def encode_tokens(self, frames: jax.Array | None, tokens: jax.Array | None, *,
                       train: bool, rngs: nnx.Rngs | None,
                       token_mask: jax.Array | None = None):
-        """`frame_repr="tokens"`: (frame features [B, N, L, W] as `encode`, the frame
-        level's token sequences [B, N, T, W], their mask [B, N, T])."""
-        fused, seq, mask = self.encoders["frame"](frames, tokens, train=train, rngs=rngs,
-                                                  token_mask=token_mask, with_tokens=True)
-        out = {"frame": fused}
+        """`frame_repr="tokens"`: (frame features [B, N, L, W], the frame level's token
+        sequences [B, N, T, W], their mask [B, N, T]). A frame's feature is the transformer's
+        output at its first token over its own sequence (the representation §3.2 feeds ψ
+        and aggregates into shots and scenes)."""
+        out, seqs = {}, {}
         for o, enc in self.encoders.items():
-            if o != "frame":
-                out[o] = enc(frames, tokens, train=train, rngs=rngs, token_mask=token_mask)
-        return jnp.stack([out[self._owner(lv)] for lv in self.levels], -2), seq, mask
+            seqs[o] = enc(frames, tokens, train=train, rngs=rngs, token_mask=token_mask,
+                          with_tokens=True)
+            out[o] = self.pairs[o].embed_frames(o, *seqs[o], train=train, rngs=rngs)
+        feats = jnp.stack([out[self._owner(lv)] for lv in self.levels], -2)
+        return feats, *seqs["frame"]
 
     def frame_sequence_logits(self, seq: jax.Array, mask: jax.Array, i: jax.Array,
                               j: jax.Array, *, train: bool, rngs: nnx.Rngs | None) -> jax.Array:
