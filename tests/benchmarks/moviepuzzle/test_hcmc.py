@@ -228,6 +228,7 @@ def test_appendix_e_rows_one_block_and_levels_evaluated_alone_or_fewer():
         _validate_quietly(config)
         config.eval.alone = "shot"
         assert "shot_iou" not in task.metric_names(config)  # nothing is clustered
+        assert {"level_os2", "level_os3"} <= set(task.metric_names(config))
         task.validate(config)
     config = _config("smoke,frame_shot")
     config.eval.alone = "scene"
