@@ -40,10 +40,55 @@ def test_skip_dtw_matches_skips_and_many_to_one():
     # Expensive skips force matches; cheap skips leave everything unmatched.
     assert len(analysis.skip_dtw(cost, 5.0, 5.0)[1]) >= 4
     assert analysis.skip_dtw(cost, 0.01, 0.01)[1] == [(0, 0)]
-    assert analysis.dtw_accuracy(pairs, {0: 0, 1: 1, 2: None}, 3, 4) == pytest.approx(
-        0.5 * (2 / 3 + 3 / 4))  # a1 also took b2: a1 and b2 wrong
+    assert analysis.dtw_accuracy([(0, 0), (1, 1), (1, 2)], {0: 0, 1: 1, 2: None}, 3, 4) == \
+        pytest.approx(0.5 * (2 / 3 + 3 / 4))  # a1 also took b2: a1 and b2 wrong
     da, db, acc = analysis.grid_search([cost], [{0: 0, 1: 1, 2: None}])
     assert acc >= 0.5 * (2 / 3 + 3 / 4) and 0.1 <= da <= 1.2 and 0.1 <= db <= 1.2
+
+
+def test_skip_dtw_follows_appendix_a_graph_edge_by_edge():
+    """The edges the paper lists, the paper's "(i, j+1, ε) -> (i, j+2)" among them (a_i
+    matched on both sides of a skipped b), and ours for skipped a's: checked against an
+    exhaustive search over the graph's nodes and edges."""
+    both_sides = np.array([[0.0, 1, 0.0], [1, 1, 1]])
+    assert analysis.skip_dtw(both_sides, 0.3, 0.3) == (pytest.approx(0.6), [(0, 0), (0, 2)])
+    rng = np.random.default_rng(0)
+    for _ in range(40):
+        n, m = rng.integers(1, 5, size=2)
+        cost = rng.random((n, m)).round(2)
+        da, db = rng.choice([0.1, 0.4, 0.9], size=2)
+        assert analysis.skip_dtw(cost, da, db)[0] == pytest.approx(_brute(cost, da, db))
+
+
+def _brute(cost: np.ndarray, da: float, db: float) -> float:
+    """Shortest path by relaxing every edge of Appendix A's graph to a fixed point. Nodes:
+    m match, b skipped b (a_i matched), a skipped a (b_j matched), x skipped both."""
+    n, m = cost.shape
+
+    def edges(node):
+        k, i, j = node
+        diag = [(("m", i + 1, j + 1), "c")]
+        if k == "m":
+            out = diag + [(("b", i, j + 1), db), (("a", i + 1, j), da)]
+            out += [(("m", i + 1, j), "c"), (("m", i, j + 1), "c")] if i and j else []
+        elif k == "b":
+            out = diag + [(("b", i, j + 1), db), (("x", i + 1, j), da)]
+            out += [(("m", i, j + 1), "c")] if i else []
+        elif k == "a":
+            out = diag + [(("a", i + 1, j), da), (("x", i, j + 1), db)]
+            out += [(("m", i + 1, j), "c")] if j else []
+        else:
+            out = diag + [(("x", i + 1, j), da), (("x", i, j + 1), db)]
+        return [(t, cost[t[1] - 1, t[2] - 1] if w == "c" else w) for t, w in out
+                if t[1] <= n and t[2] <= m]
+
+    best = {("m", 0, 0): 0.0}
+    for _ in range(2 * (n + m) + 2):
+        for node, v in list(best.items()):
+            for t, w in edges(node):
+                if v + w < best.get(t, np.inf):
+                    best[t] = v + w
+    return min(best.get((k, n, m), np.inf) for k in "mbax")
 
 
 @pytest.fixture(scope="module")

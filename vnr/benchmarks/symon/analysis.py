@@ -65,48 +65,52 @@ def semantic_gap(counts: Sequence[Sequence[float]]) -> float:
 # -------------------------------------------------------------------------- DTW
 def skip_dtw(cost: np.ndarray, delta_a: float, delta_b: float
              ) -> tuple[float, list[tuple[int, int]]]:
-    """Min-cost monotone correspondence of A (rows) and B (columns) with skips.
+    """Min-cost monotone correspondence of A (rows) and B (columns) with skips: the
+    shortest path of Appendix A's graph. Returns (total cost, matched pairs).
 
-    cost [N, M] (1 − similarity). A path may match (i, j) after (i−1, j−1), (i−1, j) or
-    (i, j−1) (DTW steps: many-to-one in both directions) and may leave any sentence of A
-    (cost δ_A) or of B (cost δ_B) unmatched. Returns (total cost, matched pairs).
-    Our reading of Appendix A: after a skipped B sentence the next match starts a new
-    diagonal step (the paper's (i, j+1, ε) -> (i, j+2) edge, i.e. a_i matched on both
-    sides of a skipped b, is not modelled).
+    cost [N, M] (1 − similarity). Nodes: a match (i, j) and a skipped b (i, j, ε), with the
+    paper's edges: from (i, j) to the matches (i+1, j+1), (i+1, j), (i, j+1) (cost c of the
+    new match) and to (i, j+1, ε) (δ_B); from (i, j+1, ε) to (i, j+2, ε), (i, j+2) (a_i
+    matched on both sides of the skipped b) and (i+1, j+2). Ours, where the paper gives
+    δ_A but no edges: a skipped a mirrors a skipped b, and runs of skipped a's and b's may
+    follow each other (a node that has skipped both only continues diagonally). The path
+    runs from the dummy (0, 0) to the dummy (N+1, M+1), reached from any node at (N, M).
     """
     cost = np.asarray(cost, np.float64)
     n, m = cost.shape
     inf = np.inf
-    best = np.full((n + 1, m + 1), inf)  # any end state
-    match = np.full((n + 1, m + 1), inf)  # (i, j) matched last
-    best[0, :] = np.arange(m + 1) * delta_b
-    best[:, 0] = np.arange(n + 1) * delta_a
-    move = np.zeros((n + 1, m + 1), np.int8)  # back-pointers of `match`: 0 diag, 1 up, 2 left
-    how = np.zeros((n + 1, m + 1), np.int8)  # of `best`: 0 match, 1 skip a, 2 skip b
-    for i in range(1, n + 1):
-        for j in range(1, m + 1):
-            opts = (best[i - 1, j - 1], match[i - 1, j], match[i, j - 1])
-            k = int(np.argmin(opts))
-            match[i, j], move[i, j] = cost[i - 1, j - 1] + opts[k], k
-            alts = (match[i, j], best[i - 1, j] + delta_a, best[i, j - 1] + delta_b)
-            k = int(np.argmin(alts))
-            best[i, j], how[i, j] = alts[k], k
+    # kinds: 0 match, 1 skipped b (a_i matched), 2 skipped a (b_j matched), 3 skipped both
+    d = np.full((4, n + 1, m + 1), inf)
+    back = np.zeros((4, n + 1, m + 1, 3), np.int64)  # predecessor (kind, i, j)
+    d[0, 0, 0] = 0.0  # the dummy start, a match of nothing
+
+    def relax(k: int, i: int, j: int, add: float, preds: list[tuple[int, int, int]]) -> None:
+        best = min(preds, key=lambda q: d[q]) if preds else None
+        if best is not None and d[best] + add < d[k, i, j]:
+            d[k, i, j], back[k, i, j] = d[best] + add, best
+
+    for i in range(n + 1):
+        for j in range(m + 1):
+            if i and j:  # match (i, j); a skip of row 0 / column 0 left only the dummy
+                relax(0, i, j, cost[i - 1, j - 1],
+                      [(0, i - 1, j - 1), (0, i - 1, j), (0, i, j - 1), (1, i - 1, j - 1),
+                       (2, i - 1, j - 1), (3, i - 1, j - 1)]
+                      + ([(1, i, j - 1)] if i > 0 else []) + [(2, i - 1, j)])
+            if j:
+                relax(1, i, j, delta_b, [(0, i, j - 1), (1, i, j - 1)])
+                relax(3, i, j, delta_b, [(2, i, j - 1), (3, i, j - 1)])
+            if i:
+                relax(2, i, j, delta_a, [(0, i - 1, j), (2, i - 1, j)])
+                relax(3, i, j, delta_a, [(1, i - 1, j), (3, i - 1, j)])
+    end = min(((k, n, m) for k in range(4)), key=lambda q: d[q])
     pairs: list[tuple[int, int]] = []
-    i, j, in_match = n, m, False
-    while i > 0 and j > 0:
-        if not in_match:
-            h = how[i, j]
-            if h == 1:
-                i -= 1
-                continue
-            if h == 2:
-                j -= 1
-                continue
-        pairs.append((i - 1, j - 1))
-        mv = move[i, j]
-        in_match = mv != 0
-        i, j = (i - 1, j - 1) if mv == 0 else (i - 1, j) if mv == 1 else (i, j - 1)
-    return float(best[n, m]), pairs[::-1]
+    node = end
+    while node != (0, 0, 0):
+        k, i, j = node
+        if k == 0:
+            pairs.append((i - 1, j - 1))
+        node = tuple(int(x) for x in back[node])
+    return float(d[end]), pairs[::-1]
 
 
 def cosine_cost(a: np.ndarray, b: np.ndarray) -> np.ndarray:
