@@ -54,9 +54,6 @@ import jax
 import numpy as np
 from flax import nnx
 
-from vnr.models.encoders import ports, towers
-from vnr.models.encoders.loading import CheckpointError, match_tensors, read_checkpoint
-
 Source = tuple[str, str | None] | tuple[str, str, str]
 Sources = Mapping[str, Source]
 RUN = "run"  # the `part` that names another vnr run's workdir as the source
@@ -83,6 +80,10 @@ def _matched(state: nnx.State, sources: Sources, root: tuple):
     """Per source: (prefix, directory, {state path: array in the Flax layout}), checked
     against the state's parameter shapes. Arrays are memory-mapped views where possible."""
     flat = list(nnx.to_flat_state(state))
+    # the encoder machinery only where a checkpoint is read (a scratch run never imports it)
+    from vnr.models.encoders import ports, towers
+    from vnr.models.encoders.loading import CheckpointError, match_tensors, read_checkpoint
+
     files: dict = {}  # a port file read once for all its towers (CCLM's image and text)
     for prefix, source in sources.items():
         name, part, step = unpack(source)
