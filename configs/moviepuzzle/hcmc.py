@@ -32,8 +32,10 @@ ARGS is a comma-separated list of:
   presets     paper: Table 7 (2 layers, hidden 512, 8 heads of 64, lr 1e-4, batch 8 clips
               of pairs_per_clip = 64 pairs per level, 5 epochs of the built train split
               (`epochs`), AdamW eps 1e-6 / 0.9 / 0.999, weight decay 0.01, no warmup, constant
-              lr, no clipping, k-means 1000 steps Euclidean, towers trained) and none of our
-              additions: no training augmentation (the paper names none); any config
+              lr, no clipping, k-means 1000 steps Euclidean, towers trained), §3.2's ψ(P) and
+              ϕ(P) in R_+ (softmax / softplus outputs) and, with CLIP towers (`clip`,
+              `clip=`), frames as token sequences (`model.frame_repr="tokens"`), and none of
+              our additions: no training augmentation (the paper names none); any config
               value that contradicts it is named once in a warning (`hcmc.validate`).
               ours: our training choices instead of the paper's (linear objective, shared
               beam, cosine/tau Eq. 3, mean-pooled shots, k-means++ x 100, lambda 0.75)
