@@ -80,6 +80,39 @@ def test_entailment_coverage_tool_end_to_end(smoke, capsys):
     assert out["plots_without_video_titles"] == ["Nobody Filmed This"]
 
 
+@pytest.mark.e2e
+def test_cost_cache_gives_the_same_coverage_without_the_classifier(smoke, tmp_path, capsys,
+                                                                   monkeypatch):
+    """`--cost_cache DIR`: the first run stores each video's cost matrix, a rerun with other
+    skip costs reads every one back (the classifier is not called), a damaged entry is
+    recomputed, and another checkpoint never reads the first one's matrices."""
+    inputs, nli = smoke
+    cache = tmp_path / "costs"
+    argv = ["entailment", "--config", "synthetic_tiny", "--data_dir", str(inputs / "tfds"),
+            "--wikiplots", str(inputs / "wikiplots"), "--nli", str(nli),
+            "--cost_cache", str(cache)]
+    plain = analysis.main(argv[:-2])
+    first = analysis.main(argv)
+    assert first["coverage"] == pytest.approx(plain["coverage"])
+    n = first["cost_cache"]["computed"]
+    assert n >= 1 and first["cost_cache"]["hits"] == 0 and len(list(cache.glob("*.npy"))) == n
+
+    def no_classifier(*a, **k):
+        raise AssertionError("the classifier ran although every matrix is cached")
+
+    with monkeypatch.context() as m:
+        m.setattr(entailment, "symmetric_cost", lambda probs: no_classifier)
+        again = analysis.main([*argv, "--delta_a", "0.3", "--delta_b", "0.9"])
+    assert again["cost_cache"] == {"dir": str(cache), "hits": n, "computed": 0}
+    damaged = sorted(cache.glob("*.npy"))[0]
+    damaged.write_bytes(b"not an array")
+    assert analysis.main(argv)["cost_cache"]["computed"] == 1
+    other = entailment.smoke_checkpoint(tmp_path / "other", seed=1)
+    assert analysis.main([*argv[:7], "--nli", str(other), *argv[-2:]])["cost_cache"][
+        "hits"] == 0
+    capsys.readouterr()
+
+
 def test_tool_fails_in_one_line_on_a_non_nli_checkpoint(smoke, tmp_path, capsys):
     inputs, _ = smoke
     entailment.write_tiny_classifier(tmp_path, id2label={0: "positive", 1: "negative"},

@@ -327,6 +327,8 @@ def _entailment_flags(fv: flags.FlagValues) -> None:
     flags.DEFINE_integer("entailment_label", None, "index of the entailment label (default: "
                          "the id2label entry named entailment)", flag_values=fv)
     flags.DEFINE_integer("max_len", 256, "tokens of a premise-hypothesis pair", flag_values=fv)
+    flags.DEFINE_string("cost_cache", None, "keep each video's entailment cost matrix here and "
+                        "read it back on a rerun (e.g. other delta_a / delta_b)", flag_values=fv)
     flags.DEFINE_float("delta_a", 0.6, "skip cost of a WikiPlots sentence", flag_values=fv)
     flags.DEFINE_float("delta_b", 0.6, "skip cost of a narration sentence", flag_values=fv)
 
@@ -367,8 +369,13 @@ def main(argv: Sequence[str] | None = None) -> dict:
             probs = entailment.entailment_prober(args.nli, args.entailment_label, args.max_len)
         except (OSError, ValueError) as e:
             cli.fail(str(e))
+        cost = entailment.symmetric_cost(probs)
+        if args.cost_cache:
+            cost = entailment.cached_cost(cost, args.cost_cache, probs.identity)
         out = story_coverage(_videos(args), read_wikiplots(args.wikiplots), None, args.delta_a,
-                             args.delta_b, cost=entailment.symmetric_cost(probs))
+                             args.delta_b, cost=cost)
+        if args.cost_cache:
+            out["cost_cache"] = {"dir": args.cost_cache, **cost.stats}
     else:
         lex, multi = {}, {}
         for item in args.lexicon:

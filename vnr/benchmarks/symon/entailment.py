@@ -15,6 +15,9 @@ checkpoint with a byte-level BPE tokenizer (rows.toml `[smoke.vars] SYMON_NLI`).
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 import pathlib
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -122,6 +125,7 @@ def entailment_prober(name_or_dir: str, entailment_label: int | None = None,
     """`probs(premises, hypotheses)` -> P(entailment) [n] of the checkpoint, jitted batches
     of `BATCH` pairs padded to a multiple of 64 tokens (few traces)."""
     model, tok, cfg, label = load_nli(name_or_dir, entailment_label)
+    directory = loading.resolve(name_or_dir, key="--nli")
     if tok is None:
         raise FileNotFoundError(f"--nli={name_or_dir!r}: no tokenizer files (vocab.json + "
                                 "merges.txt or tokenizer.json) beside the weights")
@@ -148,6 +152,8 @@ def entailment_prober(name_or_dir: str, entailment_label: int | None = None,
             out.append(np.asarray(prob(state, ids, mask))[:len(got)])
         return np.concatenate(out) if out else np.zeros((0,), np.float32)
 
+    # what a cached cost depends on (`cached_cost`): the weights, the label and the length
+    probs.identity = {"nli": str(directory), "label": int(label), "max_len": int(max_len)}
     return probs
 
 
@@ -217,3 +223,40 @@ def write_tiny_classifier(directory: str | pathlib.Path, vocab_size: int = 96, s
     else:
         model.save_pretrained(d, params=params, safe_serialization=True)
     return model, params
+
+
+def cached_cost(cost: Callable[[Sequence[str], Sequence[str]], np.ndarray],
+                directory: str | pathlib.Path, identity: dict[str, Any]
+                ) -> Callable[[Sequence[str], Sequence[str]], np.ndarray]:
+    """`cost` with its matrices kept in `directory` (one `.npy` per pair of sentence lists,
+    named by the SHA-256 of `identity` and both lists): a second run, e.g. with other
+    δ_A / δ_B, reads them instead of ~2 N M classifier passes per video. `identity` names
+    the classifier (its directory is hashed, file names, sizes and contents). A damaged
+    entry is recomputed; `fn.stats` counts hits and computed matrices."""
+    from vnr.feature_cache import digest
+
+    d = pathlib.Path(directory)
+    d.mkdir(parents=True, exist_ok=True)
+    key = dict(identity, nli_sha256=digest(identity["nli"]), nli=None, kind="symmetric-v1")
+    stats = {"hits": 0, "computed": 0}
+
+    def fn(a: Sequence[str], b: Sequence[str]) -> np.ndarray:
+        name = hashlib.sha256(json.dumps([key, list(a), list(b)], sort_keys=True).encode())
+        path = d / f"{name.hexdigest()}.npy"
+        try:
+            got = np.load(path)
+            if got.shape == (len(a), len(b)) and np.isfinite(got).all():
+                stats["hits"] += 1
+                return got
+        except (OSError, ValueError):
+            pass  # absent or damaged: computed again
+        got = np.asarray(cost(a, b), np.float32)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        with open(tmp, "wb") as f:
+            np.save(f, got)
+        os.replace(tmp, path)  # readers see a whole matrix or none
+        stats["computed"] += 1
+        return got
+
+    fn.stats = stats
+    return fn
