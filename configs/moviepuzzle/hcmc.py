@@ -34,7 +34,8 @@ ARGS is a comma-separated list of:
               (`epochs`), AdamW eps 1e-6 / 0.9 / 0.999, weight decay 0.01, no warmup, constant
               lr, no clipping, k-means 1000 steps Euclidean, towers trained), §3.2's ψ(P) and
               ϕ(P) in R_+ (softmax / softplus outputs) and, with CLIP towers (`clip`,
-              `clip=`), frames as token sequences (`model.frame_repr="tokens"`), and none of
+              `clip=`), frames as token sequences (`model.frame_repr="tokens"`; not
+              `separate_mlp`: its MLP reads one pooled vector per frame), and none of
               our additions: no training augmentation (the paper names none); any config
               value that contradicts it is named once in a warning (`hcmc.validate`).
               ours: our training choices instead of the paper's (linear objective, shared

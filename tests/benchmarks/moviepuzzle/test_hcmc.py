@@ -11,38 +11,14 @@ import pytest
 from flax import nnx
 
 from configs.moviepuzzle.hcmc import get_config
+from tests.benchmarks.moviepuzzle.hcmc_helpers import B, N
+from tests.benchmarks.moviepuzzle.hcmc_helpers import batch as _batch
+from tests.benchmarks.moviepuzzle.hcmc_helpers import config as _config
+from tests.benchmarks.moviepuzzle.hcmc_helpers import model as _model
+from tests.benchmarks.moviepuzzle.hcmc_helpers import validate_quietly as _validate_quietly
 from vnr.benchmarks.moviepuzzle import hcmc as task
 from vnr.benchmarks.moviepuzzle import hcmc_scores
 from vnr.benchmarks.moviepuzzle.hcmc_model import contrastive_cluster_loss, group_mean
-
-B, N, S, L = 2, 8, 16, 6
-
-
-def _config(arg="smoke,frame_shot_scene"):
-    return get_config(arg)
-
-
-def _model(config, seed=0):
-    return task.make_model(config, nnx.Rngs(seed))
-
-
-def _batch(seed=0):
-    """Two clips: 8 and 6 real frames; shots contiguous in true order; frames shuffled."""
-    rng = np.random.default_rng(seed)
-    shot = np.array([[0, 0, 1, 1, 1, 2, 3, 3], [5, 5, 6, 7, 7, 7, -1, -1]])
-    scene = np.array([[0, 0, 0, 0, 0, 1, 1, 1], [2, 2, 2, 3, 3, 3, -1, -1]])
-    mask = shot >= 0
-    position = np.tile(np.arange(N), (B, 1))
-    for b in range(B):  # shuffle the real frames of each clip
-        n = mask[b].sum()
-        perm = np.r_[rng.permutation(n), np.arange(n, N)]
-        shot[b], scene[b], position[b] = shot[b][perm], scene[b][perm], position[b][perm]
-    frames = rng.integers(0, 255, (B, N, S, S, 3), dtype=np.uint8)
-    frames[~mask] = 0
-    tokens = rng.integers(2, 100, (B, N, L), dtype=np.int32)
-    tokens[~mask] = 0
-    return {"frames": frames, "tokens": tokens, "mask": mask, "position": position.astype(
-        np.int32), "shot_id": shot.astype(np.int32), "scene_id": scene.astype(np.int32)}
 
 
 def test_shapes_and_padding_does_not_leak():
@@ -355,13 +331,6 @@ def _check_trained(config, runs, lams):
 # runs through the trainer in test_hcmc_train, and so does Random (which trains nothing).
 PAPER_ROWS = ["frame_scene,paper", "frame_shot_scene,paper",  # Table 1
               "paper,no_shot", "paper,no_text", "paper,no_vision"]  # Table 2
-
-
-def _validate_quietly(config):
-    """Validates; a warning (a value contradicting Table 7) fails the test."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        task.validate(config)
 
 
 @pytest.mark.e2e

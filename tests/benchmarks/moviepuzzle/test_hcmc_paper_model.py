@@ -5,15 +5,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from tests.benchmarks.moviepuzzle.test_hcmc import (
-    B,
-    L,
-    N,
-    _batch,
-    _config,
-    _model,
-    _validate_quietly,
-)
+from tests.benchmarks.moviepuzzle.hcmc_helpers import B, L, N
+from tests.benchmarks.moviepuzzle.hcmc_helpers import batch as _batch
+from tests.benchmarks.moviepuzzle.hcmc_helpers import config as _config
+from tests.benchmarks.moviepuzzle.hcmc_helpers import model as _model
+from tests.benchmarks.moviepuzzle.hcmc_helpers import validate_quietly as _validate_quietly
 from vnr.benchmarks.moviepuzzle import frame_cache, hcmc_scores
 from vnr.benchmarks.moviepuzzle import hcmc as task
 
@@ -112,6 +108,7 @@ def test_algorithm1_reads_token_frame_scores_by_index():
     np.testing.assert_allclose(got[0, :2, :2], want)
     fns["shot"](members, None)
     assert seen == [3]
+
 
 def test_appendix_e_rows_one_block_and_levels_evaluated_alone_or_fewer():
     """Tables 8 / 9: one block ("a simple transformer block" / "a simple MLP") without a
