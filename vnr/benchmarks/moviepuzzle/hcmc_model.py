@@ -102,10 +102,15 @@ class PairEncoder(nnx.Module):
         transformer -> its output at the first token [..., W]."""
         lead, (t, w) = seq.shape[:-2], seq.shape[-2:]
         x = (seq + self.segment.value[0] + self.level_embed.value[self.levels.index(level)])
-        x, mask = x.reshape(-1, t, w), mask.reshape(-1, t)
+        x = self._transformer(x.reshape(-1, t, w), mask.reshape(-1, t), train, rngs)
+        return x[:, 0].reshape(*lead, w)
+
+    def _transformer(self, x: jax.Array, mask: jax.Array | None, train: bool,
+                     rngs: nnx.Rngs | None) -> jax.Array:
+        """The pre-LN blocks, then the final layer norm: [B', T, W] -> [B', T, W]."""
         for block in self.blocks:
             x = block(x, mask, train=train, rngs=rngs)
-        return self.ln(x)[:, 0].reshape(*lead, w)
+        return self.ln(x)
 
     def sequences(self, level: str, first: jax.Array, first_mask: jax.Array,
                   second: jax.Array, second_mask: jax.Array, *, train: bool,
@@ -113,17 +118,12 @@ class PairEncoder(nnx.Module):
         """Token sequences [..., T, W] (masks [..., T]) of u and v, concatenated through the
         transformer -> logits [..., 2]; the head reads the output at each one's first token
         (as the seed code's pair head). Class 1 = u before v."""
-        if self.arch != "transformer":
-            raise ValueError("model.frame_repr='tokens' needs model.pair_arch='transformer'")
         lead, (t, w) = first.shape[:-2], first.shape[-2:]
         lvl = self.level_embed.value[self.levels.index(level)]
         seg = self.segment.value
         x = jnp.concatenate([first + seg[0], second + seg[1]], -2) + lvl
-        x = x.reshape(-1, 2 * t, w)
         mask = jnp.concatenate([first_mask, second_mask], -1).reshape(-1, 2 * t)
-        for block in self.blocks:
-            x = block(x, mask, train=train, rngs=rngs)
-        x = self.ln(x)
+        x = self._transformer(x.reshape(-1, 2 * t, w), mask, train, rngs)
         heads = jnp.concatenate([x[:, 0], x[:, t]], -1)
         return self._phi(self.heads[level](heads)).reshape(*lead, 2)
 
@@ -138,10 +138,8 @@ class PairEncoder(nnx.Module):
             return self._phi(self.heads[level](x)).reshape(*lead, 2)
         lvl = self.level_embed.value[self.levels.index(level)]
         x = jnp.stack([first, second], axis=-2) + self.segment.value + lvl
-        x = x.reshape(-1, 2, w)
-        for block in self.blocks:
-            x = block(x, None, train=train, rngs=rngs)
-        return self._phi(self.heads[level](self.ln(x).reshape(x.shape[0], -1))).reshape(*lead, 2)
+        x = self._transformer(x.reshape(-1, 2, w), None, train, rngs)
+        return self._phi(self.heads[level](x.reshape(x.shape[0], -1))).reshape(*lead, 2)
 
     def _phi(self, logits: jax.Array) -> jax.Array:
         """ϕ's two outputs: the head's ("real") or made positive ("softplus": ϕ ∈ ℝ₊, §3.2;
@@ -201,7 +199,7 @@ class HCMC(nnx.Module):
         self.separate = separate
         owners = self.levels if separate else ("frame",)
 
-        def frame_encoder(owner):
+        def frame_encoder():
             return FrameEncoder(
                 tokens=self.frame_tokens,
                 modalities=tuple(modalities), image_encoder=image_encoder,
@@ -215,7 +213,7 @@ class HCMC(nnx.Module):
                                layers=pair_layers, heads=heads, mlp=mlp, dropout=dropout,
                                arch=pair_arch, rngs=rngs, phi_out=phi_out)
 
-        self.encoders = nnx.Dict({o: frame_encoder(o) for o in owners})
+        self.encoders = nnx.Dict({o: frame_encoder() for o in owners})
         self.pairs = nnx.Dict({o: pair_encoder(o) for o in owners})
         self.poolers = nnx.Dict({lv: _mlp2(width, width, rngs) for lv in CLUSTER_LEVELS
                                  if lv in self.levels})
