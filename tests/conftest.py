@@ -1,6 +1,7 @@
 """Test setup: 8 simulated CPU devices, set before jax is imported anywhere."""
 
 import os
+import tempfile
 
 # Backend optimisation level 0: the suite is dominated by XLA:CPU compiles of small models,
 # which LLVM's optimisation passes make 30 % slower than the runs they speed up (measured on
@@ -16,6 +17,8 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", os.path.join(
     __import__("tempfile").gettempdir(), f"vnr-tests-jax-cache-{os.getuid()}"))
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.5")
+# vnr.contamination keeps release inventories here: one fresh folder per test session
+os.environ["VNR_CACHE_DIR"] = tempfile.mkdtemp(prefix="vnr-tests-cache-")
 
 import pathlib  # noqa: E402
 

@@ -3,6 +3,8 @@ them reads each builder through its package's `__all__` (`from tfds_builders imp
 and the rule every build applies to its `data_dir` through the names below, as well as the
 lock file the builders and the trainer share (`holder`)."""
 
+from typing import NamedTuple
+
 from tfds_builders.data_dir import DataDirError, failed_write
 from tfds_builders.data_dir import check as check_data_dir
 from tfds_builders.holder import Holder, LockHeld, alive
@@ -11,8 +13,20 @@ from tfds_builders.holder import Holder, LockHeld, alive
 # what `vnr.extract` reads and what builders count as downloaded (`common.missing_features`).
 VIDEO_EXTS = (".mp4", ".webm", ".mkv", ".mov", ".m4v", ".avi")
 
-__all__ = ["VIDEO_EXTS", "DataDirError", "Holder", "LockHeld", "alive", "check_data_dir",
-           "failed_write", "forget_used", "used_datasets"]
+
+
+class Held(NamedTuple):
+    """One video of a release's split, as `vnr.contamination` compares releases: its id with
+    the id space named (`youtube:<id>`, `xigua:<album>`, `moviepuzzle:<clip>`,
+    `lsmdc:<movie>/<clip>`), the movie titles it is known by, its IMDb id ("" if unknown)."""
+
+    video: str
+    titles: tuple[str, ...] = ()
+    imdb: str = ""
+
+
+__all__ = ["VIDEO_EXTS", "DataDirError", "Held", "Holder", "LockHeld", "alive", "check_data_dir",
+           "failed_write", "forget_used", "release_fingerprint", "used_datasets"]
 
 
 def used_datasets() -> dict[str, str]:
@@ -28,3 +42,15 @@ def forget_used() -> None:
     from tfds_builders import fingerprint
 
     fingerprint.USED.clear()
+
+
+def release_fingerprint(manual_dir: str) -> str:
+    """A digest of a release directory's file names, sizes and modification times (what a
+    build records of its `manual_dir`, `tfds_builders.fingerprint.scan`; no file is read)."""
+    import hashlib
+    import json
+
+    from tfds_builders import fingerprint
+
+    return hashlib.sha256(json.dumps(fingerprint.scan(manual_dir), sort_keys=True)
+                          .encode()).hexdigest()[:20]

@@ -101,6 +101,7 @@ TOOLS = [
     ("vnr.train", [], "--multihost"),
     ("vnr.cache_features", [], "--towers"),
     ("vnr.evaluate", [], "--report_dir"),
+    ("vnr.contamination", [], "--manual_dir"),
     *((f"bench.{name}", [name], flag) for name, flag in (
         ("contrastive", "--repeats"), ("decode", "--loop_examples"), ("dtw", "--quick"),
         ("encoders", "--patch"), ("ordering", "--gap_batch"), ("retrieval", "--dense_sizes"),

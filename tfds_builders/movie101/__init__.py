@@ -21,6 +21,7 @@ import numpy as np
 from tfds_builders import common
 from tfds_builders.common import ManualDirError
 from tfds_builders.movie101 import synthetic  # the generated corpus (smoke inputs, tests)
+from tfds_builders.movie101.inventory import inventory
 from tfds_builders.movie101.movie101 import (
     Builder,
     Movie101,
@@ -31,7 +32,7 @@ from tfds_builders.movie101.movie101 import (
 from tfds_builders.movie101.roles import looked_for as role_files_looked_for
 from tfds_builders.movie101.roles import role_file
 
-__all__ = ["Builder", "ManualDirError", "Movie101", "Movie101Config", "data_source",
+__all__ = ["inventory", "Builder", "ManualDirError", "Movie101", "Movie101Config", "data_source",
            "feature_dims", "pointer_targets", "prepare", "role_file", "role_files_looked_for",
            "split_names", "to_record", "synthetic"]
 

@@ -19,6 +19,7 @@ import tensorflow_datasets as tfds
 
 from tfds_builders import common
 from tfds_builders.common import ManualDirError
+from tfds_builders.moviepuzzle.inventory import inventory
 from tfds_builders.moviepuzzle.moviepuzzle import (
     VERSION,
     Builder,
@@ -26,7 +27,7 @@ from tfds_builders.moviepuzzle.moviepuzzle import (
     MoviePuzzleConfig,
 )
 
-__all__ = [
+__all__ = ["inventory",
     "Builder",
     "ManualDirError",
     "MoviePuzzle",

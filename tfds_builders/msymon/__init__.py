@@ -21,13 +21,14 @@ import numpy as np
 
 from tfds_builders import common
 from tfds_builders.common import ManualDirError
+from tfds_builders.msymon.inventory import inventory
 from tfds_builders.msymon.msymon import Builder, MSymon, MSymonConfig, builder_config
 from tfds_builders.msymon.parse import LANGUAGES, SPLITS, fixed_clips, gt_clip_labels
 from tfds_builders.msymon.synthetic import write_corpus as write_synthetic
 
 __all__ = ["LANGUAGES", "SPLITS", "Builder", "MSymon", "MSymonConfig", "ManualDirError",
            "builder_config", "data_source", "fixed_clips", "gt_clip_labels", "prepare",
-           "resolve_config", "split_names", "to_record", "write_synthetic"]
+           "resolve_config", "split_names", "to_record", "write_synthetic", "inventory"]
 
 _FLOATS = ("begin", "end", "narr_begin", "narr_end")
 

@@ -25,6 +25,7 @@ from tfds_builders.sc2st import (
     extras,
     synthetic,  # the generated corpus (smoke inputs, tests)
 )
+from tfds_builders.sc2st.inventory import inventory
 from tfds_builders.sc2st.keyframes import (
     Embedder,
     Expert,
@@ -35,7 +36,7 @@ from tfds_builders.sc2st.keyframes import (
 )
 from tfds_builders.sc2st.sc2st import Builder, Sc2St, Sc2StConfig
 
-__all__ = ["CONFIGS", "Builder", "Embedder", "Expert", "Keyframe", "MakeEmbedder",
+__all__ = ["inventory", "CONFIGS", "Builder", "Embedder", "Expert", "Keyframe", "MakeEmbedder",
            "MakeExpert", "ManualDirError", "Sc2St", "Sc2StConfig", "data_source",
            "isolated_keyframes", "normalise", "pool", "prepare", "split_names", "synthetic",
            "to_record"]

@@ -22,6 +22,7 @@ import numpy as np
 
 from tfds_builders import common
 from tfds_builders.common import ManualDirError
+from tfds_builders.symon.inventory import inventory
 from tfds_builders.symon.narration import person_names
 from tfds_builders.symon.symon import (
     Builder,
@@ -42,7 +43,7 @@ __all__ = ["CONFIGS", "Builder", "ManualDirError", "Symon", "SymonConfig", "Titl
            "data_source", "group_titles", "merge_movie_keys", "metadata", "movie_key",
            "movie_titles", "movies_of", "parse_vtt", "person_names", "prepare", "same_movie",
            "scene_cuts", "split_key", "split_names", "title_of", "to_record",
-           "write_generated_release"]
+           "write_generated_release", "inventory"]
 
 CONFIGS = {c.name: c for c in Symon.BUILDER_CONFIGS}
 

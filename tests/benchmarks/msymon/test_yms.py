@@ -46,3 +46,31 @@ def test_generated_yms_with_features_and_defects(tmp_path):
     assert np.all(np.diff(rec["clip_begin"]) > 0) and rec["clip_end"][-1] <= rec["duration"]
     assert json.loads(json.dumps(s))["config"] == "sentences_d32_fps1"
     assert seconds("01", "02", "03", "5") == 3723.5
+
+
+def test_zero_shot_from_a_run_that_trained_on_a_yms_test_video_is_refused(tmp_path):
+    """`tools.evaluate_run` checks the source run's training split against YMS `test`
+    (`vnr.contamination.check_transfer`) before it reads a weight: one line, the counts."""
+    import pytest
+
+    from configs.msymon.main import get_config as msymon_config
+    from configs.msymon.yms import get_config as yms_config
+    from tfds_builders import msymon
+    from vnr.benchmarks.msymon import tools
+
+    release = msymon.write_synthetic(tmp_path / "msymon", seed=1, languages=("en",))
+    shared = msymon.inventory(release)["en_train"][0].video.split(":")[1]
+    root = synthetic.write_corpus(tmp_path / "yms", seed=1, dim=32)
+    first = read_split(root / "test_split.txt")[0]
+    urls = root / "url_list.txt"
+    urls.write_text("".join(f"{first}    https://youtu.be/{shared}\n" if line.startswith(first)
+                            else f"{line}\n" for line in urls.read_text().splitlines()))
+    src = msymon_config("smoke")
+    src.data.update(config="features", manual_dir=str(release), train_split="en_train")
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "config.json").write_text(src.to_json())
+    c = yms_config("smoke,zeroshot")
+    c.data.update(manual_dir=str(root), data_dir=str(tmp_path / "tfds"))
+    c.init_from = str(tmp_path / "run")
+    with pytest.raises(ValueError, match=r"^refused: .*msymon en_train.* shares 1 video\(s\)"):
+        tools.evaluate_run(c)

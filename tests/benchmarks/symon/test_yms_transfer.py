@@ -108,3 +108,36 @@ def test_zero_shot_from_a_symon_retrieval_run_without_the_yms_movies(tmp_path):
     c.transfer.source_run = ""
     with pytest.raises(train.ConfigError, match="source_run is required"):
         train.setup(c)
+
+
+def test_a_source_run_trained_on_yms_test_videos_is_refused(tmp_path):
+    """The check `check_splits` makes (before anything compiles): a SYMON run whose training
+    split holds a YMS test video is refused in one line; with `exclude_yms` it passes."""
+    from tfds_builders import symon
+    from tfds_builders.msymon.yms import synthetic as yms_synthetic
+    from vnr.benchmarks.symon import yms_transfer
+
+    release = tmp_path / "symon_release"
+    symon.write_generated_release(release, "tiny", seed=2)
+    shared = symon.inventory(release)["train"][0].video.split(":")[1]
+    root = yms_synthetic.write_corpus(tmp_path / "yms", seed=1, dim=32)
+    test = (root / "test_split.txt").read_text().split()
+    urls = [f"{i}    https://youtu.be/{shared if i == test[0] else f'Y{i:0>10}'}"
+            for i in sorted({*test, *(root / "training_split.txt").read_text().split(),
+                             *(root / "val_split.txt").read_text().split()})]
+    (root / "url_list.txt").write_text("\n".join(urls) + "\n")
+    (root / "movie_list.txt").write_text("".join(f"{i}    Film {i}\n" for i, _ in
+                                                 (u.split(None, 1) for u in urls)))
+    src = _config("retrieval", "smoke")
+    src.data.update(config="features", manual_dir=str(release))
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "config.json").write_text(src.to_json())
+    c = _config("yms_transfer", "smoke")
+    c.data.update(manual_dir=str(root), data_dir=str(tmp_path / "tfds"))
+    c.transfer.source_run = str(tmp_path / "run")
+    with pytest.raises(train.ConfigError, match=r"^refused: .* shares 1 video\(s\)") as e:
+        train.setup(c, check_splits=True)
+    assert "\n" not in str(e.value) and f"youtube:{shared}" in str(e.value)
+    src.data.exclude_movies = str(root / "movie_list.txt")
+    (tmp_path / "run" / "config.json").write_text(src.to_json())
+    yms_transfer.check_source(c)  # the YMS videos left the source's training split

@@ -13,10 +13,11 @@ from tfds_builders import common
 from tfds_builders.common import ManualDirError
 from tfds_builders.msymon import to_record
 from tfds_builders.msymon.yms import synthetic  # the generated corpus (smoke inputs, tests)
+from tfds_builders.msymon.yms.inventory import inventory
 from tfds_builders.msymon.yms.yms import Builder, Yms, YmsConfig, builder_config
 
 __all__ = ["Builder", "ManualDirError", "Yms", "YmsConfig", "builder_config", "data_source",
-           "prepare", "resolve_config", "split_names", "synthetic"]
+           "prepare", "resolve_config", "split_names", "synthetic", "inventory"]
 
 
 def resolve_config(config: str | YmsConfig, dim: int = 0, fps: float = 1.0) -> YmsConfig:

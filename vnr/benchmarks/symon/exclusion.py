@@ -132,3 +132,19 @@ def exclude_movies(videos: Any, path: str, split: str) -> tuple[list[int], dict]
     return keep, {"removed": removed, "movies": len(movies), "unmatched": unmatched,
                   "non_exact": non_exact, "unknown_movie_videos": unknown,
                   "removed_by_id": by_id, "listed_videos": len(own)}
+
+
+def excluded_held(path: str) -> Any:
+    """A function keeping the `tfds_builders.common.Held` SYMON videos (`symon.inventory`)
+    that `exclude_movies` keeps for the movie list at `path`: what `vnr.contamination`
+    checks of a source run trained with `data.exclude_movies`."""
+    from tfds_builders import symon
+
+    def keep(held: list[Any]) -> list[Any]:
+        recs = [{"video_id": h.video.split(":", 1)[-1], "movie_id": h.titles[0] if h.titles
+                 else "", "movie_key": symon.movie_key(h.titles[0]) if h.titles else ""}
+                for h in held]
+        kept, _ = exclude_movies(recs, path, "train (contamination check)")
+        return [held[i] for i in kept]
+
+    return keep

@@ -46,13 +46,15 @@ from typing import Any
 import grain
 import jax
 import numpy as np
+from absl import logging
 from flax import nnx
 
-from vnr import evaluation
+from vnr import contamination, evaluation
 from vnr import pretrained as pretrained_lib
 from vnr import task as task_lib
+from vnr import workdir as workdir_lib
 from vnr.benchmarks.symon import data as symon_data
-from vnr.benchmarks.symon import retrieval, videoclip_model
+from vnr.benchmarks.symon import exclusion, retrieval, videoclip_model
 from vnr.benchmarks.symon.model import RetrievalModel, UniVLRetrievalModel
 from vnr.data import pipeline
 from vnr.reports import results as results_lib
@@ -324,6 +326,20 @@ def check_splits(config: Any) -> None:
     d = config.data
     have = yms.split_names(d.config, d.data_dir, d.manual_dir or None, dim=d.dim, fps=d.fps)
     task_lib.require_splits(config, [*have, *NEW_SPLITS], f"yms/{d.config}", train=False)
+    check_source(config)
+
+
+def check_source(config: Any) -> None:
+    """A source run whose SYMON training split (after its `data.exclude_movies`) shares a
+    video or movie with the YMS videos evaluated is refused in one line with the counts
+    (`vnr.contamination.check_transfer`); what was checked is logged."""
+    run = config.transfer.source_run
+    if not run:
+        return
+    source = workdir_lib.load_config(pathlib.Path(run))
+    path = source.data.get("exclude_movies")
+    keep = exclusion.excluded_held(path) if path else None
+    logging.info("%s", contamination.check_transfer(source, config, keep))
 
 
 def metric_names(config: Any) -> tuple[str, ...]:
