@@ -12,7 +12,11 @@ ARGS, comma-separated:
                 S3D clips, 3 frame faces a second, 80 word slots, 3 portrait slots (through
                 the FC §5.2 names); Adam lr 8e-4, weight decay 1e-7, 300 warmup updates,
                 batch 64, 15 epochs (Appendix C), dropout 0.2 (with no_faces / no_portraits:
-                the ablations)
+                the ablations); words are BERT-base-Chinese's (§5.3), frozen:
+                --config.data.text_encoder=<the bert-base-chinese directory>
+                (`vnr/benchmarks/movie101/tng_bert.py`)
+  hashed_words  (with release) our stand-in for those words: a learned table over hashed
+                words (no checkpoint needed)
   tan2d         2D-TAN (`tng_model.TAN2D`: clips only; Appendix C: batch 64, lr 1e-4 on
                 real data); alone: our option, one LSTM layer on hashed-word embeddings
   glove         (with tan2d) Table 5's 2D-TAN row: 2D-TAN's 3-layer LSTM over pretrained
@@ -48,7 +52,7 @@ from configs import common
 from tfds_builders.movie101 import feature_dims, synthetic
 
 ARGS = ("smoke", "no_portraits", "no_faces", "v1", "v2", "global", "rtemp", "tan2d", "glove",
-        "cnclip", "release")
+        "cnclip", "release", "hashed_words")
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
@@ -104,6 +108,10 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
             raise ValueError("tng.py:release is the RNL / IA-Net local-grounding rows: drop "
                              "tan2d / global / rtemp / cnclip")
         upstream_rnl(c, real)
+        if "hashed_words" in args:
+            c.data.text_encoder, c.frozen = "", ()
+    elif "hashed_words" in args:
+        raise ValueError("tng.py:hashed_words replaces the release rows' BERT words: add release")
     if "glove" in args:  # 2D-TAN's text encoder: 3 LSTM layers over 300-d GloVe vectors
         c.model.update(text="glove", text_layers=3)
         if real:  # 2D-TAN's ActivityNet config: hidden size 512 throughout
@@ -152,6 +160,11 @@ def upstream_rnl(c: ml_collections.ConfigDict, real: bool) -> None:
     # §5.2: portraits "encoded as visual token representations with a FC layer" (upstream
     # builds that FC, tran_face, and leaves it unapplied; model.portrait_fc=False: its code)
     c.model.portrait_fc = True
+    # §5.3: the text feature extractor is a pre-trained BERT-base-Chinese (upstream reads its
+    # features pre-extracted): the tower, frozen, through `tng_bert` (model.word_dim is then
+    # the checkpoint's width)
+    c.data.text_encoder = "BERT_BASE_CHINESE_REQUIRED"
+    c.frozen = (r"text\.",)
     # clip_loader / ActivityNetGCN: 200 one-second S3D rows (1024-d, the release's
     # s3d/<m>-4.npz) and frame faces; max_num_words 80; at most 3 portraits (max_num_faces)
     window = 200 if real else 48

@@ -326,21 +326,34 @@ class WindowRNL(nnx.Module):
     """`RNL` on `tng_data` window batches (configs/movie101/tng.py:release): clips
     [B, n, clip_dim] all valid (upstream's loader masks none), faces [B, n, F, Df] flattened to
     F * Df per clip (upstream's frame-face rows: 3 x 512), portraits [B, R, Df] with their
-    mask. Words: a learned table of `word_dim` values over the hashed tokens
-    (`vnr.data.text.tokenize`, 0 = padding), standing in for upstream's pre-extracted 768-d
-    text features (downloaded, their extractor not named)."""
+    mask. Words: with `text` (a frozen BERT-base-Chinese tower, `tng_bert`), its last-layer
+    states over the batch's `tokens` / `token_mask`, as upstream's pre-extracted 768-d text
+    features; without, a learned table of `word_dim` values over the hashed tokens
+    (`vnr.data.text.tokenize`, 0 = padding: our stand-in)."""
 
-    def __init__(self, cfg: RNLConfig, vocab: int, rngs: nnx.Rngs):
-        init = annotate(nnx.initializers.normal(1.0), ("vocab", "embed"))  # torch's N(0, 1)
-        self.embed = nnx.Embed(vocab, cfg.word_dim, embedding_init=init, rngs=rngs)
+    def __init__(self, cfg: RNLConfig, vocab: int, rngs: nnx.Rngs,
+                 text: nnx.Module | None = None):
+        if text is None:
+            init = annotate(nnx.initializers.normal(1.0), ("vocab", "embed"))  # torch N(0, 1)
+            self.embed = nnx.Embed(vocab, cfg.word_dim, embedding_init=init, rngs=rngs)
+        self.text = text
         self.rnl = RNL(cfg, rngs)
+
+    def words(self, batch: dict) -> tuple[jax.Array, jax.Array]:
+        """(word features [B, L, word_dim], mask [B, L])."""
+        tokens = batch["tokens"]
+        if self.text is None:
+            return self.embed(tokens), tokens > 0
+        mask = batch["token_mask"]
+        out = self.text(tokens, mask.astype(jnp.int32), deterministic=True)
+        return out.last_hidden_state.astype(jnp.float32), mask
 
     def __call__(self, batch: dict, *, train: bool = False, rngs: nnx.Rngs | None = None
                  ) -> dict[str, jax.Array]:
-        cfg, clips, tokens = self.rnl.cfg, batch["clips"], batch["tokens"]
+        cfg, clips = self.rnl.cfg, batch["clips"]
         b, n = clips.shape[:2]
         faces = batch["faces"].reshape(b, n, -1) if cfg.face_dim else None
-        return self.rnl(clips, jnp.ones((b, n), jnp.int32), self.embed(tokens), tokens > 0,
+        return self.rnl(clips, jnp.ones((b, n), jnp.int32), *self.words(batch),
                         faces=faces, portraits=batch["portraits"] if cfg.portraits else None,
                         portrait_mask=batch["portrait_mask"] if cfg.portraits else None,
                         train=train, rngs=rngs)

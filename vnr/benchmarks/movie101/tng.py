@@ -4,16 +4,13 @@ base, or Table 5's 2D-TAN row with model.arch = "tan2d").
 Training: binary cross-entropy of every valid proposal's score against its scaled IoU
 (2D-TAN, t_min = 0.5, t_max = 1.0). With model.arch = "release" (configs/movie101/tng.py:
 release) the model is upstream's RNL itself (`rnl.py`: anchors of 8/16/32/64 clips at every
-clip, boundary regression) with its own loss (`rnl.loss`, as `gcn_final.py` computes it) on
-upstream's clip labels (`gt_index`), and evaluation scores its refined boxes as
-`runner_final.eval_new` does (`rnl.index_boxes`, then the same NMS and recall).
-
+clip, boundary regression; words from BERT-base-Chinese, `tng_bert`) with its own loss
+(`rnl.loss`, as `gcn_final.py`) on upstream's clip labels (`gt_index`); its refined boxes
+are scored as `runner_final.eval_new` does (`rnl.index_boxes`, then the same NMS and recall).
 Evaluation as Movie101's RNL code (`score_windows`): index boxes with both ends included, NMS
 at m - 0.05 for each IoU threshold m, "R@n, IoU@m" for n in {1, 5}, m in {0.1, 0.3, 0.5, 0.7}
 (percent), plus `random_R@1,IoU@m`: the chance level (a uniformly random valid proposal).
-
-The local stage uses the oracle anchor (the window is placed around the ground truth at a
-fixed, id-hashed offset).
+The local stage uses the oracle anchor (a window around the truth at an id-hashed offset).
 
 `config.stage = "global"` (configs/movie101/tng.py:global) is §5.2's global shot retrieval:
 every movie cut into `data.shot_len`-second shots, `ShotDualEncoder` trained with a
@@ -27,7 +24,6 @@ release's Movie101-R-temp shots and captions instead (`evaluate_global`). With
 Chinese-CLIP over each shot's frames, trained with Chinese-CLIP's contrastive loss
 (`_clip_loss`; `tng_cnclip`).
 """
-
 
 from __future__ import annotations
 
@@ -44,7 +40,7 @@ from flax import nnx
 from vnr import evaluation
 from vnr import task as task_lib
 from vnr.benchmarks.movie101 import grounding_metrics as gm
-from vnr.benchmarks.movie101 import records, rnl, tng_cnclip, tng_glove
+from vnr.benchmarks.movie101 import records, rnl, tng_bert, tng_cnclip, tng_glove
 from vnr.benchmarks.movie101 import tng_data as data
 from vnr.benchmarks.movie101.tng_model import RNL, TAN2D, ShotDualEncoder
 from vnr.models.compute import float32
@@ -70,14 +66,15 @@ def _release(config: Any) -> bool:
 
 
 def release_config(config: Any) -> rnl.RNLConfig:
-    """The `rnl.RNLConfig` of a model.arch = "release" config."""
+    """The `rnl.RNLConfig` of a model.arch = "release" config (words: `tng_bert`'s width)."""
     d, m = config.data, config.model
     return rnl.RNLConfig(
         clip_dim=int(d.s3d_dim) if d.get("s3d_only", False) else int(d.frame_dim),
-        face_dim=int(d.faces) * int(d.face_dim), word_dim=int(m.word_dim), width=int(m.width),
-        heads=int(m.heads), attn_layers=int(m.local_layers), blocks=int(m.blocks),
-        portraits=bool(m.portraits), portrait_fc=bool(m.get("portrait_fc", False)),
-        portrait_dim=int(d.face_dim), dropout=float(m.dropout))
+        face_dim=int(d.faces) * int(d.face_dim), width=int(m.width), heads=int(m.heads),
+        word_dim=tng_bert.width(config) if tng_bert.enabled(config) else int(m.word_dim),
+        attn_layers=int(m.local_layers), blocks=int(m.blocks), portraits=bool(m.portraits),
+        portrait_fc=bool(m.get("portrait_fc", False)), portrait_dim=int(d.face_dim),
+        dropout=float(m.dropout))
 
 
 def validate(config: Any) -> None:
@@ -105,6 +102,7 @@ def validate(config: Any) -> None:
             raise ValueError(f"model.arch='release' with model.portrait_fc=False appends the "
                              f"portrait features as they are (upstream's code): model.width="
                              f"{m.width} must be data.face_dim={d.face_dim}")
+        tng_bert.check(config)
 
         def narrations() -> int:
             data.prepare(d)
@@ -139,7 +137,8 @@ def make_model(config: Any, rngs: nnx.Rngs) -> RNL | TAN2D | ShotDualEncoder | A
                                rngs=rngs)
     arch = m.get("arch", "rnl")
     if arch == "release":
-        return rnl.WindowRNL(release_config(config), d.vocab_size, rngs)
+        return rnl.WindowRNL(release_config(config), d.vocab_size, rngs,
+                             tng_bert.tower(config, rngs))
     if arch == "tan2d":
         glove = m.get("text", "hashed") == "glove"
         return TAN2D(frame_dim=d.frame_dim, vocab=d.vocab_size, width=m.width,
@@ -168,8 +167,10 @@ def check_splits(config: Any) -> None:
 
 
 def pretrained(config: Any) -> dict[str, tuple[str, str]]:
-    """The trainer's hook: Chinese-CLIP's weights for Table 4's CNCLIP, else none."""
-    return tng_cnclip.sources(config) if tng_cnclip.enabled(config) else {}
+    """The trainer's hook: Chinese-CLIP's weights for Table 4's CNCLIP, BERT-base-Chinese's
+    for Table 5's RNL rows, else none."""
+    return (tng_bert.sources(config) if tng_bert.enabled(config) else
+            tng_cnclip.sources(config) if tng_cnclip.enabled(config) else {})
 
 
 def prepare_data(config: Any) -> None:

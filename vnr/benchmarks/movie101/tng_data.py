@@ -6,7 +6,9 @@ the narration id, i.e. the oracle anchor of the paper's local-grounding protocol
 average-pooled into `n_clips` clips. Batches:
 
   clips     float32 [B,n,Dc+Ds]   faces float32 [B,n,F,Df] (clip means)
-  tokens    int32 [B,L]           hashed words of the narration (`vnr.data.text.tokenize`)
+  tokens    int32 [B,L]           hashed words of the narration (`vnr.data.text.tokenize`);
+                                  with data.text_encoder its BERT ids, and token_mask bool
+                                  [B,L] (`tng_bert`, Table 5's RNL rows)
   words     float32 [B,L,Dw], word_mask bool [B,L]   with data.word_vectors only: the
                                   narration's word vectors (`tng_glove`, Table 5's 2D-TAN)
   portraits float32 [B,R,Df], portrait_mask bool [B,R]   the named roles' portrait features
@@ -40,7 +42,7 @@ import grain
 import numpy as np
 
 from vnr.benchmarks.movie101 import grounding_metrics as gm
-from vnr.benchmarks.movie101 import records, tng_glove
+from vnr.benchmarks.movie101 import records, tng_bert, tng_glove
 from vnr.benchmarks.movie101.records import MovieTable
 from vnr.data import pipeline, text
 
@@ -60,6 +62,7 @@ class Window(grain.transforms.RandomMap):
     max_word_chars: int = 4
     s3d_dim: int = 0  # > 0: clips are the last s3d_dim values (S3D) only
     index_gt: bool = False  # add gt_index (upstream RNL's clip labels)
+    text_encoder: str = ""  # a BERT checkpoint (`tng_bert`): its ids + token_mask
 
     def random_map(self, rec: dict, rng: np.random.Generator) -> dict[str, np.ndarray]:
         movie = self.table[rec["movie_id"]]
@@ -85,7 +88,7 @@ class Window(grain.transforms.RandomMap):
             gt[1] = min(n, gt[0] + scale)
         portraits, pmask = portrait_features(movie, rec["roles"], self.max_roles, self.face_dim)
         out = {"clips": clips, "faces": faces,
-               "tokens": text.tokenize(rec["text"], self.vocab_size, self.max_tokens),
+               **query_tokens(rec["text"], self.text_encoder, self.vocab_size, self.max_tokens),
                "portraits": portraits, "portrait_mask": pmask, "gt": gt,
                "window_start": np.float32(ws), "valid": np.array(True)}
         if self.index_gt:  # ClipDataset1: int(fps * (t - window start)), fps = clips / s
@@ -96,6 +99,16 @@ class Window(grain.transforms.RandomMap):
             out["words"], out["word_mask"] = tng_glove.embed(
                 self.words, rec["text"], self.max_tokens, self.max_word_chars)
         return out
+
+
+def query_tokens(narration: str, text_encoder: str, vocab_size: int, max_tokens: int
+                 ) -> dict[str, np.ndarray]:
+    """A narration's `tokens`: hashed words, or with `text_encoder` (a BERT checkpoint,
+    `tng_bert`) its ids and their `token_mask`."""
+    if text_encoder:
+        ids, mask = tng_bert.encode(text_encoder, narration, max_tokens)
+        return {"tokens": ids, "token_mask": mask}
+    return {"tokens": text.tokenize(narration, vocab_size, max_tokens)}
 
 
 def portrait_features(movie: dict, roles: Any, max_roles: int, face_dim: int
@@ -136,7 +149,7 @@ def _window(cfg: Any, train: bool) -> Window:
                   cfg.max_roles, cfg.face_dim, cfg.faces, train, words,
                   int(cfg.get("max_word_chars", 4)),
                   int(cfg.s3d_dim) if cfg.get("s3d_only", False) else 0,
-                  bool(cfg.get("index_gt", False)))
+                  bool(cfg.get("index_gt", False)), str(cfg.get("text_encoder", "")))
 
 
 def prepare(cfg: Any) -> None:

@@ -19,7 +19,6 @@ from vnr import cli, evaluate, evaluation
 from vnr.benchmarks.movie101 import grounding_metrics as gm
 from vnr.benchmarks.movie101 import rnl, tng, tng_data
 from vnr.benchmarks.movie101.records import MovieTable
-from vnr.data import text
 
 
 def two_stage(global_workdir: str, local_workdir: str, split: str = "test", k: int = 1,
@@ -84,7 +83,8 @@ def two_stage(global_workdir: str, local_workdir: str, split: str = "test", k: i
                 items.append({"clips": clips, "faces": faces, "portraits": por,
                               "portrait_mask": pm, "gt": np.zeros(2, np.float32),
                               "valid": np.array(True),
-                              "tokens": text.tokenize(r["text"], d.vocab_size, d.max_tokens),
+                              **tng_data.query_tokens(r["text"], d.get("text_encoder", ""),
+                                                      d.vocab_size, d.max_tokens),
                               **({"gt_index": np.zeros(2, np.int32)} if release else {})})
                 starts.append(ws)
             meta.append((row[top], np.array(starts, float),
