@@ -10,7 +10,7 @@ import ml_collections
 import pytest
 
 from tfds_builders import symon
-from vnr import contamination
+from vnr import contamination, inventories
 from vnr.benchmarks.symon import exclusion
 
 
@@ -72,9 +72,15 @@ def test_the_report_names_the_shared_videos_and_movies(corpora, tmp_path, capsys
     assert "yms: train 1, val 1, test 3 videos" in printed
 
 
-def _config(task: str, manual_dir: pathlib.Path, **data) -> ml_collections.ConfigDict:
-    return ml_collections.ConfigDict({"task": task, "data": {"manual_dir": str(manual_dir),
-                                                             "config": "features", **data}})
+def _config(task: str, manual_dir: pathlib.Path | str, **data) -> ml_collections.ConfigDict:
+    return ml_collections.ConfigDict({"task": task, "data": {
+        "manual_dir": str(manual_dir), "config": "features", **data}})
+
+
+def _keep(yms: pathlib.Path):
+    """The exclusion of `configs/symon/retrieval.py:exclude_yms` as a `check_transfer` hook."""
+    return lambda cfg: (exclusion.excluded_held(str(yms / "movie_list.txt"))
+                        if cfg.data.get("exclude_movies") else None)
 
 
 def test_a_transfer_from_a_contaminated_source_is_refused_in_one_line(corpora):
@@ -82,27 +88,57 @@ def test_a_transfer_from_a_contaminated_source_is_refused_in_one_line(corpora):
     target = _config("symon.yms_transfer", corpora["yms"], builder="yms",
                      test_splits=("test",))
     with pytest.raises(ValueError) as e:
-        contamination.check_transfer(source, target)
+        contamination.check_transfer(source, target, "run/config.json")
     msg = str(e.value)
     assert "\n" not in msg and msg.startswith("refused:")
     assert "shares 1 video(s)" in msg and corpora["by_id"].video in msg
+    assert "and 1 movie(s)" in msg  # the title-only match
     # The source trained without the YMS videos and movies (`exclude_yms`): nothing shared.
-    keep = exclusion.excluded_held(str(corpora["yms"] / "movie_list.txt"))
-    line = contamination.check_transfer(source, target, keep)
+    source.data.exclude_movies = str(corpora["yms"] / "movie_list.txt")
+    line = contamination.check_transfer(source, target, "run", _keep(corpora["yms"]))
     assert line.startswith("contamination checked") and "share no video" in line
-    kept = keep(symon.inventory(corpora["symon"])["train"])
+    kept = exclusion.excluded_held(source.data.exclude_movies)(
+        symon.inventory(corpora["symon"])["train"])
     assert corpora["by_id"] not in kept and corpora["by_title"] not in kept
     # YMS `new_test` is drawn from every annotated video: all of YMS is checked.
     new = _config("symon.yms_transfer", corpora["yms"], builder="yms",
                   test_splits=("new_test",))
-    assert "new_test = every video" in contamination.check_transfer(source, new, keep)
+    assert "new_test = every video" in contamination.check_transfer(
+        source, new, "run", _keep(corpora["yms"]))
 
 
-def test_generated_sources_are_not_checked(corpora):
-    source = _config("symon.retrieval", "", train_split="train")
+def test_the_runs_a_source_started_from_are_checked_too(corpora, tmp_path):
+    clean = _config("symon.retrieval", corpora["symon"], train_split="train",
+                    exclude_movies=str(corpora["yms"] / "movie_list.txt"))
+    first = _config("symon.retrieval", corpora["symon"], train_split="train")
+    (tmp_path / "first").mkdir()
+    (tmp_path / "first" / "config.json").write_text(first.to_json())
+    clean.init_from = str(tmp_path / "first")  # fine-tuned from a run that saw the tests
     target = _config("symon.yms_transfer", corpora["yms"], builder="yms",
                      test_splits=("test",))
-    assert "not checked" in contamination.check_transfer(source, target)
+    with pytest.raises(ValueError, match=r"^refused: .*excluded; symon train of"):
+        contamination.check_transfer(clean, target, "run", _keep(corpora["yms"]))
+
+
+def test_what_is_not_a_transfer_or_not_a_release_is_not_checked(corpora, tmp_path):
+    target = _config("symon.yms_transfer", corpora["yms"], builder="yms",
+                     test_splits=("test",))
+    generated = _config("symon.retrieval", "", config="synthetic", train_split="train")
+    assert "generated corpus" in contamination.check_transfer(generated, target, "run")
+    yms_run = _config("msymon.alignment", corpora["yms"], builder="yms", train_split="train")
+    assert "one benchmark" in contamination.check_transfer(yms_run, target, "run")
+    # A dataset built earlier (no manual_dir): the release its build recorded
+    built = _config("symon.retrieval", "", train_split="train", data_dir=str(tmp_path))
+    with pytest.raises(ValueError, match="record 0 release directories"):
+        contamination.check_transfer(built, target, "run/config.json")
+    record = tmp_path / "symon" / "features" / "1.3.0" / "build_source.json"
+    record.parent.mkdir(parents=True)
+    record.write_text(json.dumps({"manual_dir": str(corpora["symon"])}))
+    with pytest.raises(ValueError, match="^refused:"):
+        contamination.check_transfer(built, target, "run/config.json")
+    gone = _config("symon.retrieval", tmp_path / "nowhere", train_split="train")
+    with pytest.raises(ValueError, match="run/config.json: data.manual_dir=.* not a directory"):
+        contamination.check_transfer(gone, target, "run/config.json")
 
 
 @pytest.mark.parametrize("argv, needle", [
@@ -111,6 +147,12 @@ def test_generated_sources_are_not_checked(corpora):
     (["--manual_dir", "nope=/tmp", "--manual_dir", "yms=/tmp"], "'nope=/tmp'"),
     (["--manual_dir", "symon=/tmp"], "two releases or more"),
     (["--manual_dir", "symon={tmp}", "--manual_dir", "yms={tmp}"], "symon="),
+    (["--manual_dir", "symon={tmp}", "--manual_dir", "yms={tmp}", "--json", "{tmp}"],
+     "--json {tmp}: a directory"),
+    (["--manual_dir", "symon={tmp}", "--manual_dir", "yms={tmp}", "--json", "{tmp}/no/x"],
+     "no such folder"),
+    (["--manual_dir", "symon:synthetic={tmp}", "--manual_dir", "yms={tmp}"],
+     "does not read a release"),
 ])
 def test_bad_arguments_are_one_line(argv, needle, tmp_path, capsys):
     with pytest.raises(SystemExit) as e:
@@ -120,11 +162,19 @@ def test_bad_arguments_are_one_line(argv, needle, tmp_path, capsys):
     assert needle.format(tmp=tmp_path) in err
 
 
-def test_imdb_ids_compare_with_their_zeros_dropped():
-    assert contamination.imdb_key("https://www.imdb.com/title/tt00000414387/") == "tt0414387"
-    assert contamination.imdb_key("tt0414387") == "tt0414387"
-    assert contamination.imdb_key("") == ""
+def test_an_empty_release_is_refused_not_dropped(tmp_path, capsys):
+    (tmp_path / "symon" / "timestamped_text").mkdir(parents=True)
+    _yms(tmp_path / "yms", {"train": [("AAAAAAAAAAA", "Film A")], "val": [], "test": []})
+    with pytest.raises(SystemExit):
+        contamination.main(["--manual_dir", f"symon={tmp_path / 'symon'}",
+                            "--manual_dir", f"yms={tmp_path / 'yms'}"])
+    assert "no video in any split of this symon release" in capsys.readouterr().err
 
+
+def test_imdb_ids_compare_with_their_zeros_dropped():
+    assert inventories.imdb_key("https://www.imdb.com/title/tt00000414387/") == "tt0414387"
+    assert inventories.imdb_key("tt0414387") == "tt0414387"
+    assert inventories.imdb_key("") == ""
 
 def test_the_real_public_releases(shared_data, tmp_path, capsys):
     d = shared_data
@@ -145,8 +195,10 @@ def test_the_real_public_releases(shared_data, tmp_path, capsys):
              (len(p["videos"]), len(p["movies"])) for p in report["shared"]}
     # Movie101 v2 (hashed split) trains on 3 movies of v1's public test split.
     assert found["movie101#2", "train", "movie101", "test"] == (3, 3)
-    # YMS's own train and val hold one movie twice ("It (1990)": videos 0079 and 0089).
-    assert found["yms", "train", "yms", "val"] == (0, 1)
+    # YMS's own splits share movies under other titles ("Stephen King's It (1990)" and
+    # "Movie Spoiler Alerts - It (1990)"; "Avengers  Age of Ultron" and "... (2015)").
+    assert found["yms", "train", "yms", "val"] == (0, 2)  # It (1990), Man of Steel (2013)
+    assert found["yms", "train", "yms", "test"] == (0, 1)  # Avengers: Age of Ultron
     assert found["yms", "train", "msymon", "en_train"] == (1, 0)
     # The public SYMON sample holds none of YMS's videos.
     assert not any("symon" in (a, b) and "yms" in (a, b) for a, _, b, _ in found)

@@ -29,7 +29,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("vnr.checkpoint", "vnr.checksums", "vnr.selection", "vnr.run_reader", "vnr.pretrained",
      "vnr.reports", "vnr.evaluation", "vnr.task", "vnr.config",
      "vnr.feature_cache", "vnr.workdir", "vnr.evaluators", "vnr.cli", "vnr.startup",
-     "vnr.extractors", "vnr.saver", "vnr.contamination"),
+     "vnr.extractors", "vnr.saver", "vnr.inventories", "vnr.contamination"),
     ("vnr.benchmarks",),  # one package per benchmark
     ("vnr.train", "vnr.cache_features", "vnr.evaluate", "vnr.extract"),  # tasks by importlib only
     ("vnr.reproduce",),  # runs rows through vnr.train / vnr.evaluate

@@ -26,7 +26,8 @@ class Held(NamedTuple):
 
 
 __all__ = ["VIDEO_EXTS", "DataDirError", "Held", "Holder", "LockHeld", "alive", "check_data_dir",
-           "failed_write", "forget_used", "release_fingerprint", "used_datasets"]
+           "failed_write", "forget_used", "recorded_manual_dirs", "release_fingerprint",
+           "used_datasets"]
 
 
 def used_datasets() -> dict[str, str]:
@@ -54,3 +55,20 @@ def release_fingerprint(manual_dir: str) -> str:
 
     return hashlib.sha256(json.dumps(fingerprint.scan(manual_dir), sort_keys=True)
                           .encode()).hexdigest()[:20]
+
+
+def recorded_manual_dirs(data_dir: str, name: str) -> list[str]:
+    """The distinct release directories that the builds of dataset `name` under `data_dir`
+    recorded (`build_source.json` of each config and version), sorted; [] when none."""
+    import json
+    import pathlib
+
+    from tfds_builders import fingerprint
+
+    found = set()
+    for path in pathlib.Path(data_dir, name).glob(f"*/*/{fingerprint.SOURCE_FILE}"):
+        try:
+            found.add(json.loads(path.read_text()).get("manual_dir") or "")
+        except (OSError, ValueError, AttributeError):
+            continue
+    return sorted(found - {""})

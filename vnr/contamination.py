@@ -5,166 +5,42 @@ release's split shares with another's (or with another split of its own).
         [--manual_dir msymon=DIR --manual_dir moviepuzzle=DIR --manual_dir movie101=DIR \\
          --manual_dir sc2st=DIR] [--json FILE]
 
-Each `--manual_dir NAME=DIR` is a release as published (a benchmark named twice, e.g.
-Movie101 v1 and v2, is labelled `movie101`, `movie101#2`). Its splits are the ones the
-builder makes (`tfds_builders.<name>.inventory`: SYMON's franchise split, M-SyMoN's carved
-validation sets and weak videos, YMS's split files, MoviePuzzle's `clip_id.json`, Movie101's
-public split or v2's hashed one, Sc2St's released story files). One table row per pair of
+Each `--manual_dir NAME[:CONFIG]=DIR` is a release as published (a benchmark named twice,
+e.g. Movie101 v1 and v2, is labelled `movie101`, `movie101#2`); CONFIG is the builder config
+whose splits to take where they depend on it (SYMON's franchise split and M-SyMoN's carved
+validation sets are made over the videos a config can use: `symon:features=DIR`; default
+text_only). The splits are the ones the builder makes (`tfds_builders.<name>.inventory`;
+`vnr.inventories` says how videos and movies are compared). One table row per pair of
 splits that share anything: the two benchmarks and splits, the relation (`train/eval`: a
 training split and an evaluation split, the contamination that inflates a transfer number;
-`eval/eval`, `train/train`), and the counts of shared videos and movies; `--json` writes
-the ids themselves.
+`eval/eval`, `train/train`) and the counts of shared videos and movies; `--json` writes the
+ids themselves.
 
-A video is its id in its id space (YouTube for SYMON, M-SyMoN and YMS; Xigua albums for
-both Movie101 releases; MoviePuzzle clips; LSMDC clips). A movie is its IMDb id where the
-release gives one (MoviePuzzle, Sc2St's `meta.csv`) and its title's key
-(`tfds_builders.symon.movie_key`: case, punctuation, "in 4 minutes" recap wording and the
-like removed) where it gives a title: two movies with the same key count as one (remakes
-too), an over-match on purpose: a test movie must not hide in training. Releases that name
-movies in different ways (IMDb ids only vs titles only) cannot share a movie; the
-per-release lines say which identities each has.
-
-`refuse_overlap` is the check a zero-shot or transfer run makes before it evaluates: a source
-whose training data shares a video or movie with the target's evaluation split is refused
-in one line with the counts.
+`check_transfer` is what a run that evaluates another benchmark's model makes before it
+evaluates (SYMON -> YMS `symon.yms_transfer`, M-SyMoN -> YMS `msymon.alignment`): a source
+whose training data (its training splits and those of the runs it started from, after its
+own exclusion) shares a video or a movie with the target's evaluation splits is refused in
+one line with the counts.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import hashlib
-import inspect
 import itertools
 import json
 import os
 import pathlib
-import re
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from absl import flags, logging
+from absl import flags
 
 from vnr import cli
+from vnr import workdir as workdir_lib
+from vnr.inventories import BENCHMARKS, Shared, Split, inventory, shared, splits_of
 
 PROG = "python -m vnr.contamination"
-BENCHMARKS = ("symon", "msymon", "yms", "moviepuzzle", "movie101", "sc2st")
 _SHOWN = 5  # ids named in a refusal
-
-
-def reader(name: str) -> Callable[[str], dict[str, list[Any]]]:
-    """The builder's `inventory` of benchmark `name` ({split: [Held]} of a release dir)."""
-    from tfds_builders import movie101, moviepuzzle, msymon, sc2st, symon
-    from tfds_builders.msymon import yms
-
-    readers = {"symon": symon.inventory, "msymon": msymon.inventory, "yms": yms.inventory,
-               "moviepuzzle": moviepuzzle.inventory, "movie101": movie101.inventory,
-               "sc2st": sc2st.inventory}
-    if name not in readers:
-        raise ValueError(f"unknown benchmark {name!r}: one of {', '.join(BENCHMARKS)}")
-    return readers[name]
-
-
-def cache_dir() -> pathlib.Path:
-    """Where inventories are kept: `$VNR_CACHE_DIR/inventory` (default ~/.cache/vnr)."""
-    return pathlib.Path(os.environ.get("VNR_CACHE_DIR", "~/.cache/vnr")).expanduser() / \
-        "inventory"
-
-
-def inventory(name: str, path: str) -> dict[str, list[Any]]:
-    """`reader(name)(path)`, kept on disk under `cache_dir()` keyed by the release's
-    fingerprint (file names, sizes, times) and the builder's source: a transfer run checks
-    its source on every start, and SYMON's inventory parses every narration file (1.07 s for
-    the 40 public sample videos: some 2.3 minutes for the release's 5,193).
-    An unwritable cache only costs the recomputation (logged)."""
-    from tfds_builders import Held, release_fingerprint
-
-    package = pathlib.Path(inspect.getfile(reader(name))).parent
-    code = hashlib.sha256(b"".join(p.read_bytes() for p in sorted(package.glob("*.py"))))
-    key = hashlib.sha256(json.dumps([name, os.path.realpath(path), release_fingerprint(path),
-                                     code.hexdigest()]).encode()).hexdigest()[:24]
-    cached = cache_dir() / f"{name}-{key}.json"
-    try:
-        return {s: [Held(h[0], tuple(h[1]), h[2]) for h in held]
-                for s, held in json.loads(cached.read_text()).items()}
-    except (OSError, ValueError, TypeError):
-        pass
-    out = reader(name)(path)
-    try:
-        cached.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cached.with_name(f".{cached.name}.{os.getpid()}")
-        tmp.write_text(json.dumps(out))
-        tmp.replace(cached)
-    except OSError as e:
-        logging.warning("inventory cache %s not written (%s): it is recomputed next time",
-                        cached, e)
-    return out
-
-
-def imdb_key(text: str) -> str:
-    """`tt0414387` from an IMDb id or URL (leading zeros beyond 7 digits dropped, as in
-    Sc2St's `tt00000414387`); "" when there is none."""
-    found = re.search(r"tt(\d+)", text or "")
-    return f"tt{int(found.group(1)):07d}" if found else ""
-
-
-def movies_of(held: Any) -> frozenset[str]:
-    """A `Held` video's movie identities: `imdb:<id>` and `title:<movie key>`."""
-    from tfds_builders import symon
-
-    keys = {f"title:{k}" for t in held.titles if (k := symon.movie_key(t))}
-    if imdb := imdb_key(held.imdb):
-        keys.add(f"imdb:{imdb}")
-    return frozenset(keys)
-
-
-def is_training(split: str) -> bool:
-    """A split models train on (`train`, `<lang>_train`, `<lang>_weak`, `training`)."""
-    return re.search(r"(^|_)(train|training|weak)$", split) is not None
-
-
-@dataclasses.dataclass(frozen=True)
-class Split:
-    """One split of one release: video id -> its movie identities."""
-
-    benchmark: str
-    split: str
-    videos: dict[str, frozenset[str]]
-
-    @property
-    def movies(self) -> frozenset[str]:
-        return frozenset().union(*self.videos.values())
-
-    @property
-    def name(self) -> str:
-        return f"{self.benchmark} {self.split}"
-
-
-def splits_of(label: str, inventory: dict[str, list[Any]]) -> list[Split]:
-    return [Split(label, s, {h.video: movies_of(h) for h in held})
-            for s, held in inventory.items()]
-
-
-@dataclasses.dataclass(frozen=True)
-class Shared:
-    """What two splits share; `a` is the training split of a train/eval pair."""
-
-    a: Split
-    b: Split
-    videos: tuple[str, ...]
-    movies: tuple[str, ...]
-
-    @property
-    def relation(self) -> str:
-        roles = ["train" if is_training(s.split) else "eval" for s in (self.a, self.b)]
-        return "/".join(roles)
-
-
-def shared(a: Split, b: Split) -> Shared:
-    if not is_training(a.split) and is_training(b.split):
-        a, b = b, a
-    return Shared(a, b, tuple(sorted(a.videos.keys() & b.videos.keys())),
-                  tuple(sorted(a.movies & b.movies)))
 
 
 def overlaps(splits: Sequence[Split]) -> list[Shared]:
@@ -175,18 +51,19 @@ def overlaps(splits: Sequence[Split]) -> list[Shared]:
                                         -len(s.movies), s.a.name, s.b.name))
 
 
-def read(specs: Sequence[tuple[str, str]]) -> list[Split]:
-    """The splits of each (benchmark, release dir); labels `name`, `name#2`, ..."""
+def read(specs: Sequence[tuple[str, str, str]]) -> list[Split]:
+    """The splits of each (benchmark, builder config, release dir); labels `name`, `name#2`."""
     out, seen = [], {}
-    for name, path in specs:
+    for name, config, path in specs:
+        where = f"--manual_dir {name}{':' + config if config else ''}={path}"
         if not pathlib.Path(path).is_dir():
-            raise ValueError(f"--manual_dir {name}={path}: no such directory")
+            raise ValueError(f"{where}: no such directory")
         seen[name] = seen.get(name, 0) + 1
         label = name if seen[name] == 1 else f"{name}#{seen[name]}"
         try:
-            out += splits_of(label, inventory(name, path))
-        except FileNotFoundError as e:  # the builders' ManualDirError, one line
-            raise ValueError(f"--manual_dir {name}={path}: {e}") from None
+            out += splits_of(label, inventory(name, path, config))
+        except (OSError, ValueError) as e:  # the builders' ManualDirError among them
+            raise ValueError(f"{where}: {e}") from None
     return out
 
 
@@ -194,12 +71,11 @@ def release_lines(splits: Sequence[Split]) -> list[str]:
     """Per release: its splits' video counts and the movie identities it has."""
     lines = []
     for label, group in itertools.groupby(splits, key=lambda s: s.benchmark):
-        group = list(group)
-        vids = [m for s in group for m in s.videos.values()]
-        kinds = [f"{sum(any(k.startswith(p) for k in m) for m in vids)} {p[:-1]}"
-                 for p in ("title:", "imdb:")]
-        lines.append(f"{label}: " + ", ".join(f"{s.split} {len(s.videos)}" for s in group)
-                     + f" videos; movie known by {' and '.join(kinds)} of {len(vids)}")
+        held = [h for s in group for h in s.videos.values()]
+        sizes = ", ".join(f"{s.split} {len(s.videos)}" for s in splits if s.benchmark == label)
+        lines.append(f"{label}: {sizes} videos; a movie title for "
+                     f"{sum(bool(h.titles) for h in held)} and an IMDb id for "
+                     f"{sum(bool(h.imdb) for h in held)} of {len(held)}")
     return lines
 
 
@@ -214,8 +90,8 @@ def table(found: Sequence[Shared]) -> str:
 
 
 def as_json(splits: Sequence[Split], found: Sequence[Shared]) -> dict:
-    return {"splits": [{"benchmark": s.benchmark, "split": s.split, "videos": len(s.videos),
-                        "movies": len(s.movies)} for s in splits],
+    return {"splits": [{"benchmark": s.benchmark, "split": s.split, "videos": len(s.videos)}
+                       for s in splits],
             "shared": [{"a": {"benchmark": s.a.benchmark, "split": s.a.split},
                         "b": {"benchmark": s.b.benchmark, "split": s.b.split},
                         "relation": s.relation, "videos": list(s.videos),
@@ -232,8 +108,8 @@ def refuse_overlap(source: str, train: Iterable[Any], target: str, test: Iterabl
     """Raises one ValueError line with the counts (and the first ids) when the `Held`
     videos a source trained on share a video or a movie with the target's evaluation
     videos; returns quietly when they share nothing."""
-    found = shared(Split("source", "train", {h.video: movies_of(h) for h in train}),
-                   Split("target", "test", {h.video: movies_of(h) for h in test}))
+    found = shared(Split("source", "train", {h.video: h for h in train}),
+                   Split("target", "test", {h.video: h for h in test}))
     if found.videos or found.movies:
         raise ValueError(
             f"refused: the source's training data ({source}) shares {len(found.videos)} "
@@ -250,52 +126,98 @@ def _benchmark(config: Any) -> str:
     return name
 
 
-def check_transfer(source: Any, target: Any,
-                   exclude: Callable[[list[Any]], list[Any]] | None = None) -> str:
-    """Refuses (`refuse_overlap`) a run evaluating `target` (a config) with the model of a
-    run trained with config `source` when the source's training split(s) (`data.train_split`,
-    `a+b` for several, of its `data.manual_dir`; after `exclude`, the source benchmark's own
-    exclusion) share a video or movie with the target's `data.test_splits` (a split the
-    release does not list, such as YMS's `new_test` drawn from every annotated video, is
-    every video of the release). Returns the line saying what was checked."""
-    if not source.data.get("manual_dir") or str(source.data.get("config", "")).startswith(
-            "synthetic"):
-        return ("contamination not checked: the source run trained on a generated corpus "
-                "(no data.manual_dir)")
-    if not target.data.get("manual_dir"):
-        return "contamination not checked: the target is a generated corpus (no manual_dir)"
-    src, dst = _benchmark(source), _benchmark(target)
+def release_of(config: Any, where: str) -> str | None:
+    """The release directory a run config's data came from: `data.manual_dir`, else the one
+    its dataset's build recorded under `data.data_dir`; None for a generated corpus."""
+    from tfds_builders import recorded_manual_dirs
+
+    d = config.data
+    if str(d.get("config", "")).startswith("synthetic"):
+        return None
+    path = d.get("manual_dir") or ""
+    if not path:
+        known = recorded_manual_dirs(str(d.get("data_dir", "")), _benchmark(config))
+        if len(known) != 1:
+            raise ValueError(
+                f"contamination check: {where} names no data.manual_dir and its builds under "
+                f"data.data_dir={d.get('data_dir')!r} record {len(known)} release directories "
+                f"({', '.join(known) or 'none'}): set data.manual_dir in {where} to the "
+                "release the run read")
+        path = known[0]
+    if not pathlib.Path(path).is_dir():
+        raise ValueError(f"contamination check: {where}: data.manual_dir={path!r} is not a "
+                         f"directory here (relative paths are read from {os.getcwd()})")
+    return path
+
+
+def _read(config: Any, path: str, where: str) -> dict[str, list[Any]]:
+    d = config.data
     try:
-        train_inv = inventory(src, source.data.manual_dir)
-        test_inv = inventory(dst, target.data.manual_dir)
-    except FileNotFoundError as e:
-        raise ValueError(f"contamination check: {e}") from None
-    names = str(source.data.train_split).split("+")
-    lacking = [s for s in names if s not in train_inv]
-    if lacking:
-        raise ValueError(f"contamination check: the source's train split {lacking[0]!r} is not "
-                         f"a split of {src} at {source.data.manual_dir} "
-                         f"({', '.join(train_inv)})")
-    train = [h for s in names for h in train_inv[s]]
-    kept = exclude(train) if exclude is not None else train
-    test, where = [], []
+        return inventory(_benchmark(config), path, str(d.get("config", "")),
+                         int(d.get("dim", 0) or 0), float(d.get("fps", 1.0) or 1.0))
+    except OSError as e:
+        raise ValueError(f"contamination check: {where} data.manual_dir: {e}") from None
+
+
+def trained_on(config: Any, where: str, exclude_for: Callable[[Any], Any] | None = None,
+               seen: frozenset[str] = frozenset()) -> tuple[list[str], list[Any]]:
+    """(what was read, the `Held` videos) a run with `config` trained on: its training
+    split(s) (`data.train_split`, `a+b` for several) after `exclude_for(config)` (its
+    benchmark's exclusion, or None), and those of the run it started from (`init_from`),
+    recursively. A run on a generated corpus adds nothing."""
+    path = release_of(config, where)
+    labels, held = [], []
+    if path is not None:
+        inv = _read(config, path, where)
+        names = str(config.data.train_split).split("+")
+        if lacking := [s for s in names if s not in inv]:
+            raise ValueError(f"contamination check: {where}: train split {lacking[0]!r} is not "
+                             f"a split of {_benchmark(config)} at {path} ({', '.join(inv)})")
+        train = [h for s in names for h in inv[s]]
+        exclude = exclude_for(config) if exclude_for is not None else None
+        kept = exclude(train) if exclude is not None else train
+        dropped = f", {len(train) - len(kept)} excluded" if exclude is not None else ""
+        labels.append(f"{_benchmark(config)} {config.data.train_split} of {path}{dropped}")
+        held += kept
+    parent = config.get("init_from") or ""
+    if parent and os.path.realpath(parent) not in seen:
+        src = workdir_lib.load_config(pathlib.Path(parent))
+        more = trained_on(src, f"{parent}/config.json", exclude_for,
+                          seen | {os.path.realpath(parent)})
+        labels, held = labels + more[0], held + more[1]
+    return labels, held
+
+
+def check_transfer(source: Any, target: Any, where: str,
+                   exclude_for: Callable[[Any], Any] | None = None) -> str:
+    """Refuses (`refuse_overlap`) a run with config `target` evaluating the model of a run
+    trained with config `source` (read from `where`) on another benchmark when what the
+    source trained on (`trained_on`) shares a video or movie with the target's
+    `data.test_splits` (a split the release does not list, such as YMS's `new_test` drawn from
+    every annotated video, is every video of the release). Returns what was checked."""
+    if _benchmark(source) == _benchmark(target):
+        return "contamination not checked: source and target are one benchmark"
+    dst = _benchmark(target)
+    path = release_of(target, "the target config")
+    if path is None:
+        return "contamination not checked: the target is a generated corpus"
+    labels, train = trained_on(source, where, exclude_for)
+    if not labels:
+        return "contamination not checked: the source trained on a generated corpus"
+    test_inv = _read(target, path, "the target config")
+    test, named = [], []
     for s in target.data.test_splits:
-        if s in test_inv:
-            test += test_inv[s]
-            where.append(s)
-        else:
-            test += [h for held in test_inv.values() for h in held]
-            where.append(f"{s} = every video")
-    src_label = f"{src} {source.data.train_split} of {source.data.manual_dir}"
-    if exclude is not None:
-        src_label += f", {len(train) - len(kept)} of {len(train)} videos excluded"
-    refuse_overlap(src_label, kept, f"{dst} {', '.join(where)}", test)
-    return (f"contamination checked: the source's {len(kept)} training videos ({src_label}) "
-            f"share no video or movie with the {len(test)} of {dst} {', '.join(where)}")
+        every = s not in test_inv
+        test += [h for held in test_inv.values() for h in held] if every else test_inv[s]
+        named.append(f"{s} = every video" if every else s)
+    refuse_overlap("; ".join(labels), train, f"{dst} {', '.join(named)}", test)
+    return (f"contamination checked: the source's {len(train)} training videos "
+            f"({'; '.join(labels)}) share no video or movie with the {len(test)} of {dst} "
+            f"{', '.join(named)}")
 
 
 def _flags(fv: flags.FlagValues) -> None:
-    flags.DEFINE_multi_string("manual_dir", [], "NAME=DIR: a benchmark's release "
+    flags.DEFINE_multi_string("manual_dir", [], "NAME[:CONFIG]=DIR: a benchmark's release "
                               f"({', '.join(BENCHMARKS)}); two or more", flag_values=fv)
     flags.DEFINE_string("json", None, "Also write the shared ids to this JSON file",
                         flag_values=fv)
@@ -306,12 +228,16 @@ def main(argv: list[str] | None = None) -> int:
     specs = []
     for spec in args.manual_dir:
         name, sep, path = spec.partition("=")
+        name, _, config = name.partition(":")
         if not sep or not path or name not in BENCHMARKS:
-            cli.fail(f"--manual_dir {spec!r}: expected NAME=DIR with NAME one of "
+            cli.fail(f"--manual_dir {spec!r}: expected NAME[:CONFIG]=DIR with NAME one of "
                      f"{', '.join(BENCHMARKS)}")
-        specs.append((name, path))
+        specs.append((name, config, path))
     if len(specs) < 2:
         cli.fail("--manual_dir: give two releases or more (NAME=DIR each)")
+    out = pathlib.Path(args.json) if args.json else None
+    if out is not None and (out.is_dir() or not out.parent.is_dir()):
+        cli.fail(f"--json {args.json}: {'a directory' if out.is_dir() else 'no such folder'}")
     try:
         splits = read(specs)
     except ValueError as e:
@@ -319,8 +245,11 @@ def main(argv: list[str] | None = None) -> int:
     found = overlaps(splits)
     print("\n".join(release_lines(splits)))
     print(table(found) if found else "no two splits share a video or a movie")
-    if args.json:
-        pathlib.Path(args.json).write_text(json.dumps(as_json(splits, found), indent=1))
+    if out is not None:
+        try:
+            out.write_text(json.dumps(as_json(splits, found), indent=1))
+        except OSError as e:
+            cli.fail(f"--json {args.json}: {e.strerror or e}")
     return 0
 
 

@@ -1,5 +1,7 @@
 """What a Movie101 release's splits hold, for `vnr.contamination`: movies (Xigua album ids,
-the same id space in v1 and v2), in v1 by `public_split.json`, in v2 by the builder's
+the same id space in v1 and v2), in v1 by `public_split.json` and the movies of each split's
+Movie101-N / -G rows (the builder keeps a row whose movie the split file puts elsewhere, and
+`train_clips` holds train_merge.json's augmentation entries), in v2 by the builder's
 `parsing.movie_split` of each `metadata/meta/<movie>.json`; titles from v1's
 `video_src.json` or v2's metadata, without the " 无障碍版" (accessible version) suffix every
 title carries."""
@@ -46,9 +48,13 @@ def inventory(manual_dir: os.PathLike | str) -> dict[str, list[Held]]:
     counts = common.Counts()
     if (root / "public_split.json").is_file():
         split_movies, _ = v1.v1_read(root, counts)
+        movies = {s: dict.fromkeys(ms) for s, ms in split_movies.items()}
+        for kind in ("narration", "grounding"):  # a split's rows may name other movies
+            for split, rows in v1.v1_examples(root, kind, counts).items():
+                movies.setdefault(split, {}).update(dict.fromkeys(r["movie_id"] for r in rows))
         titles = _v1_titles(root)
         return {s: [Held(f"xigua:{m}", tuple(filter(None, [_title(titles.get(m, ""))])))
-                    for m in ms] for s, ms in split_movies.items()}
+                    for m in ms] for s, ms in movies.items() if ms}
     if (root / "metadata" / "meta").is_dir():
         out: dict[str, list[Held]] = {}
         for m, meta in v2_movies_meta(root, counts).items():

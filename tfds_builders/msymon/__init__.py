@@ -21,7 +21,7 @@ import numpy as np
 
 from tfds_builders import common
 from tfds_builders.common import ManualDirError
-from tfds_builders.msymon.inventory import inventory
+from tfds_builders.msymon import inventory as _inventory
 from tfds_builders.msymon.msymon import Builder, MSymon, MSymonConfig, builder_config
 from tfds_builders.msymon.parse import LANGUAGES, SPLITS, fixed_clips, gt_clip_labels
 from tfds_builders.msymon.synthetic import write_corpus as write_synthetic
@@ -81,3 +81,10 @@ def data_source(config: str | MSymonConfig, split: str, data_dir: os.PathLike | 
 def split_names(config: str | MSymonConfig, data_dir: os.PathLike | str,
                 manual_dir: os.PathLike | str | None = None, build: bool = True) -> list[str]:
     return list(prepare(config, data_dir, manual_dir, build).info.splits)
+
+
+def inventory(manual_dir: os.PathLike | str, config: str | MSymonConfig = "text_only",
+              dim: int = 0, fps: float = 1.0) -> dict[str, list]:
+    """{split: [tfds_builders.Held]} of a release as config `config` (with `dim` / `fps`)
+    splits it (`tfds_builders.msymon.inventory`)."""
+    return _inventory.inventory(manual_dir, resolve_config(config, dim, fps))

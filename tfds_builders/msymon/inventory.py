@@ -1,20 +1,24 @@
-"""What an M-SyMoN release's splits hold, for `vnr.contamination`: the builder's splits
-(`<lang>_<split>`, a carved `<lang>_val`, `<lang>_weak`) from `msymon.scan` of the text
-release, one `Held` per video (its YouTube id; its movie from `movies.json`, which the
-public release does not ship, so usually none)."""
+"""What an M-SyMoN release's splits hold, for `vnr.contamination`: the splits the builder
+makes of it under one config (`<lang>_<split>`, a carved `<lang>_val`, `<lang>_weak`:
+`msymon.scan`, which keeps only the videos the config can use), one `Held` per video (its
+YouTube id; its movie from `movies.json`, which the public release does not ship)."""
 
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from tfds_builders import Held, common
-from tfds_builders.msymon.msymon import MSymon, check_manual_dir, read_movies, scan
+from tfds_builders.msymon.msymon import check_manual_dir, read_movies, scan
 
 
-def inventory(manual_dir: os.PathLike | str) -> dict[str, list[Held]]:
-    """{split: [Held]} of the release at `manual_dir` (`ManualDirError` if it is not one)."""
+def inventory(manual_dir: os.PathLike | str, cfg: Any) -> dict[str, list[Held]]:
+    """{split: [Held]} of the release at `manual_dir` as builder config `cfg` (an
+    `MSymonConfig`: `tfds_builders.msymon.inventory` resolves a name, dim and fps) splits it
+    (`ManualDirError` if it is not a release)."""
+    if cfg.source != "manual":
+        raise common.ManualDirError(f"msymon config {cfg.name!r} does not read a release")
     root = check_manual_dir(manual_dir)
-    cfg = next(c for c in MSymon.BUILDER_CONFIGS if c.name == "text_only")
     counts = common.Counts()
     movies = read_movies(root, counts)
     return {split: [Held(f"youtube:{v['video_id']}", tuple(

@@ -49,14 +49,15 @@ def test_generated_yms_with_features_and_defects(tmp_path):
 
 
 def test_zero_shot_from_a_run_that_trained_on_a_yms_test_video_is_refused(tmp_path):
-    """`tools.evaluate_run` checks the source run's training split against YMS `test`
-    (`vnr.contamination.check_transfer`) before it reads a weight: one line, the counts."""
+    """A YMS run from another run's model (`init_from`) checks the source run's training
+    split against YMS `test` in `check_splits` (`vnr.contamination.check_transfer`), before
+    anything compiles: one line, the counts."""
     import pytest
 
     from configs.msymon.main import get_config as msymon_config
     from configs.msymon.yms import get_config as yms_config
     from tfds_builders import msymon
-    from vnr.benchmarks.msymon import tools
+    from vnr.benchmarks.msymon import alignment
 
     release = msymon.write_synthetic(tmp_path / "msymon", seed=1, languages=("en",))
     shared = msymon.inventory(release)["en_train"][0].video.split(":")[1]
@@ -73,4 +74,4 @@ def test_zero_shot_from_a_run_that_trained_on_a_yms_test_video_is_refused(tmp_pa
     c.data.update(manual_dir=str(root), data_dir=str(tmp_path / "tfds"))
     c.init_from = str(tmp_path / "run")
     with pytest.raises(ValueError, match=r"^refused: .*msymon en_train.* shares 1 video\(s\)"):
-        tools.evaluate_run(c)
+        alignment.check_splits(c)  # the hook vnr.train and vnr.evaluate call before compiling

@@ -13,7 +13,7 @@ from tfds_builders import Held, common
 from tfds_builders import schema as S
 from tfds_builders.msymon.yms.yms import SPLIT_FILES, read_split
 
-_URL_ID = re.compile(r"(?:youtu\.be/|[?&]v=|/shorts/)([\w-]+)")
+_URL_ID = re.compile(r"(?:youtu\.be/|[?&]v=|/shorts/|/embed/|/v/)([\w-]+)")
 NEEDED = (*SPLIT_FILES.values(), "url_list.txt", "movie_list.txt")
 
 
@@ -41,12 +41,18 @@ def inventory(manual_dir: os.PathLike | str) -> dict[str, list[Held]]:
     if missing:
         raise common.ManualDirError(f"{root} is not a YMS release: it lacks {', '.join(missing)}")
     urls, titles = _indexed(root / "url_list.txt"), _indexed(root / "movie_list.txt")
-    out = {}
+    out, unresolved = {}, []
     for split, name in SPLIT_FILES.items():
         held = []
         for index in read_split(root / name):
             found = _URL_ID.search(urls.get(index, ""))
+            if not found:
+                unresolved.append(f"{index} ({urls.get(index, 'no line')!r})")
             video = f"youtube:{found.group(1)}" if found else f"yms:{index}"
             held.append(Held(video, tuple(filter(None, [titles.get(index)]))))
         out[split] = held
+    if unresolved:
+        common.log.warning("%s: %d listed video(s) have no YouTube id in url_list.txt and are "
+                           "compared by title only: %s", root, len(unresolved),
+                           "; ".join(unresolved[:5]))
     return out

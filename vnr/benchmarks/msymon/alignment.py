@@ -68,8 +68,9 @@ import numpy as np
 from flax import nnx
 
 from vnr import config as config_lib
-from vnr import evaluation
+from vnr import contamination, evaluation
 from vnr import task as task_lib
+from vnr import workdir as workdir_lib
 from vnr.benchmarks.msymon import data, frames, retrieval_metrics
 from vnr.benchmarks.msymon import metrics as am
 from vnr.benchmarks.msymon.inference import (
@@ -183,6 +184,10 @@ def check_splits(config: Any) -> None:
                 "`annotated` to the config args to train on the annotated train splits")
     task_lib.require_splits(config, sorted(set(split_names(d))), f"{d.builder}/{d.config}",
                             joined=True)
+    if d.builder == "yms" and config.get("init_from"):  # a model trained elsewhere
+        source = workdir_lib.load_config(pathlib.Path(config.init_from))
+        logging.info("%s", contamination.check_transfer(
+            source, config, f"init_from={config.init_from}: config.json"))
 
 
 def split_names(d: Any) -> list[str]:

@@ -34,11 +34,10 @@ import pathlib
 from typing import Any
 
 import numpy as np
-from absl import flags, logging
+from absl import flags
 
-from vnr import cli, contamination, evaluate, progress, train
+from vnr import cli, evaluate, progress, train
 from vnr import config as config_lib
-from vnr import workdir as workdir_lib
 from vnr.benchmarks.msymon import alignment, data, table3
 from vnr.reports import results
 
@@ -97,9 +96,6 @@ def evaluate_run(config: Any) -> dict[str, dict[str, float]]:
     {split: metrics}."""
     if not config.get("init_from"):
         raise ValueError("evaluation needs init_from=<workdir of a trained alignment run>")
-    if config.data.get("builder") == "yms":  # zero-shot from another benchmark's run
-        source = workdir_lib.load_config(pathlib.Path(config.init_from))
-        logging.info("%s", contamination.check_transfer(source, config))
     results = evaluate.final_results(evaluate.from_config(config))
     return {k: v for k, v in results.items() if k != "selection"}
 

@@ -330,16 +330,22 @@ def check_splits(config: Any) -> None:
 
 
 def check_source(config: Any) -> None:
-    """A source run whose SYMON training split (after its `data.exclude_movies`) shares a
-    video or movie with the YMS videos evaluated is refused in one line with the counts
+    """A source run whose training data (its SYMON training split after its
+    `data.exclude_movies`, and that of any run it started from) shares a video or movie with
+    the YMS videos evaluated is refused in one line with the counts
     (`vnr.contamination.check_transfer`); what was checked is logged."""
     run = config.transfer.source_run
     if not run:
         return
     source = workdir_lib.load_config(pathlib.Path(run))
-    path = source.data.get("exclude_movies")
-    keep = exclusion.excluded_held(path) if path else None
-    logging.info("%s", contamination.check_transfer(source, config, keep))
+    logging.info("%s", contamination.check_transfer(source, config, f"{run}/config.json",
+                                                    _exclusion))
+
+
+def _exclusion(config: Any) -> Callable[[list[Any]], list[Any]] | None:
+    """The YMS exclusion a SYMON run applied to its training split (`data.exclude_movies`)."""
+    path = config.data.get("exclude_movies")
+    return exclusion.excluded_held(path) if path else None
 
 
 def metric_names(config: Any) -> tuple[str, ...]:
