@@ -131,6 +131,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
         common.smoke(c)
         if "release" in args:
             c.model.update(word_dim=16, heads=2)
+            c.data.text_encoder_tokens = 96  # the smoke BERT's 128 positions
         c.evals.val.max_examples, c.evals.test.max_examples = 8, 10
         if "glove" in args:
             c.data.word_dim = 16  # the smoke GloVe file's (tng_glove.write_smoke_vectors)
@@ -164,6 +165,7 @@ def upstream_rnl(c: ml_collections.ConfigDict, real: bool) -> None:
     # features pre-extracted): the tower, frozen, through `tng_bert` (model.word_dim is then
     # the checkpoint's width)
     c.data.text_encoder = "BERT_BASE_CHINESE_REQUIRED"
+    c.data.text_encoder_tokens = 512  # the tower reads the whole narration; RNL its first 80
     c.frozen = (r"text\.",)
     # clip_loader / ActivityNetGCN: 200 one-second S3D rows (1024-d, the release's
     # s3d/<m>-4.npz) and frame faces; max_num_words 80; at most 3 portraits (max_num_faces)

@@ -326,17 +326,18 @@ class WindowRNL(nnx.Module):
     """`RNL` on `tng_data` window batches (configs/movie101/tng.py:release): clips
     [B, n, clip_dim] all valid (upstream's loader masks none), faces [B, n, F, Df] flattened to
     F * Df per clip (upstream's frame-face rows: 3 x 512), portraits [B, R, Df] with their
-    mask. Words: with `text` (a frozen BERT-base-Chinese tower, `tng_bert`), its last-layer
-    states over the batch's `tokens` / `token_mask`, as upstream's pre-extracted 768-d text
-    features; without, a learned table of `word_dim` values over the hashed tokens
+    mask. Words: with `text` (a frozen BERT-base-Chinese tower, `tng_bert`), the first
+    `max_words` of its last-layer states over the batch's `tokens` / `token_mask` (the whole
+    narration), as upstream's pre-extracted 768-d text features cut to max_num_words;
+    without, a learned table of `word_dim` values over the hashed tokens
     (`vnr.data.text.tokenize`, 0 = padding: our stand-in)."""
 
     def __init__(self, cfg: RNLConfig, vocab: int, rngs: nnx.Rngs,
-                 text: nnx.Module | None = None):
+                 text: nnx.Module | None = None, max_words: int = 0):
         if text is None:
             init = annotate(nnx.initializers.normal(1.0), ("vocab", "embed"))  # torch N(0, 1)
             self.embed = nnx.Embed(vocab, cfg.word_dim, embedding_init=init, rngs=rngs)
-        self.text = text
+        self.text, self.max_words = text, max_words  # max_words: the states RNL reads
         self.rnl = RNL(cfg, rngs)
 
     def words(self, batch: dict) -> tuple[jax.Array, jax.Array]:
@@ -346,7 +347,8 @@ class WindowRNL(nnx.Module):
             return self.embed(tokens), tokens > 0
         mask = batch["token_mask"]
         out = self.text(tokens, mask.astype(jnp.int32), deterministic=True)
-        return out.last_hidden_state.astype(jnp.float32), mask
+        n = self.max_words or tokens.shape[1]
+        return out.last_hidden_state[:, :n].astype(jnp.float32), mask[:, :n]
 
     def __call__(self, batch: dict, *, train: bool = False, rngs: nnx.Rngs | None = None
                  ) -> dict[str, jax.Array]:

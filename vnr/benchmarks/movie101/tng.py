@@ -89,6 +89,7 @@ def validate(config: Any) -> None:
         raise ValueError("data.shot_source='rtemp' is the global stage on data.config="
                          f"'v1_shots' (got stage={config.get('stage')!r}, "
                          f"config={d.config!r})")
+    tng_bert.check(config)  # data.text_encoder: the release RNL's BERT words only
     if config.model.get("arch") == "cnclip" and not _global(config):
         raise ValueError("model.arch='cnclip' is the global stage (config.stage='global')")
     if _release(config):
@@ -102,7 +103,6 @@ def validate(config: Any) -> None:
             raise ValueError(f"model.arch='release' with model.portrait_fc=False appends the "
                              f"portrait features as they are (upstream's code): model.width="
                              f"{m.width} must be data.face_dim={d.face_dim}")
-        tng_bert.check(config)
 
         def narrations() -> int:
             data.prepare(d)
@@ -138,7 +138,7 @@ def make_model(config: Any, rngs: nnx.Rngs) -> RNL | TAN2D | ShotDualEncoder | A
     arch = m.get("arch", "rnl")
     if arch == "release":
         return rnl.WindowRNL(release_config(config), d.vocab_size, rngs,
-                             tng_bert.tower(config, rngs))
+                             tng_bert.tower(config, rngs), d.max_tokens)
     if arch == "tan2d":
         glove = m.get("text", "hashed") == "glove"
         return TAN2D(frame_dim=d.frame_dim, vocab=d.vocab_size, width=m.width,

@@ -1,16 +1,20 @@
 """BERT-base-Chinese word features for Table 5's RNL rows (configs/movie101/tng.py:release).
 
 §5.3 names RNL's text feature extractor: pre-trained BERT-base-Chinese. Upstream's RNL reads
-its outputs pre-extracted (768 values a token; neither the files nor the extraction script
-are released). Here `data.text_encoder` names the checkpoint directory (bert-base-chinese as
-Hugging Face publishes it: config.json, its weights, vocab.txt). Its tokenizer cuts a
-narration into at most `data.max_tokens` tokens (80, upstream's max_num_words; one token a
-Chinese character as that tokenizer does; [CLS] and [SEP] kept: ours); the tower
-(`towers.build`, weights through the trainer's `pretrained` hook) is frozen (`config.frozen`
-matches `text.`: a feature extractor, as upstream's pre-extracted features are) and runs
-without dropout; its last layer's states are the words RNL reads (which layer upstream took
-is not said: the last, ours). An empty `data.text_encoder` (`tng.py:release,hashed_words`)
-is our earlier stand-in: a learned table over hashed words.
+its outputs pre-extracted: the README releases them (`grounding_text_feature.zip` on
+TeraBox), but its loader finds a narration's file by a `text_feat_id` that only the
+unreleased `data/movie101/*_role.json` holds, so they cannot be matched to the release's
+narrations; the extraction script is not released. Here `data.text_encoder` names the
+checkpoint directory (bert-base-chinese as Hugging Face publishes it: config.json, its
+weights, vocab.txt). Its tokenizer reads the whole narration (up to
+`data.text_encoder_tokens`, default 512, the checkpoint's positions; one token a Chinese
+character; [CLS] and [SEP] kept: ours), the tower (`towers.build`, weights through the
+trainer's `pretrained` hook) runs frozen (`config.frozen` matches `text.`: a feature
+extractor, as upstream's pre-extracted features are) without dropout, and RNL reads the
+first `data.max_tokens` (80, upstream's max_num_words, which cuts its extracted features
+the same way) of its last layer's states (which layer upstream took is not said: the
+last, ours). An empty `data.text_encoder` (`tng.py:release,hashed_words`) is our earlier
+stand-in: a learned table over hashed words.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import pathlib
 from typing import Any
 
 import numpy as np
+from absl import logging
 from flax import nnx
 
 from vnr import config as config_lib
@@ -36,13 +41,18 @@ def enabled(config: Any) -> bool:
 
 
 def check(config: Any) -> None:
-    """One line for a missing, placeholder or non-BERT `data.text_encoder`, a
-    `data.max_tokens` past its positions, or a tower left trainable; nothing without one."""
-    from vnr.models.encoders import towers
+    """One line for a missing, placeholder or non-BERT `data.text_encoder` (or one whose
+    tokenizer is missing), one on a model other than the release RNL, token counts past its
+    positions, or a tower left trainable; a warning for a tokenizer without Chinese."""
+    from vnr.models.encoders import tokenizers, towers
 
     name = config.data.get("text_encoder", "")
     if not name:
         return
+    if config.model.get("arch") != "release":
+        raise ValueError(f"data.text_encoder={name!r} is read by the RNL rows only (model.arch"
+                         f"='release', tng.py:release), not model.arch="
+                         f"{config.model.get('arch', 'rnl')!r}")
     if name == REQUIRED:
         raise ValueError("data.text_encoder: the RNL rows read BERT-base-Chinese word "
                          "features (§5.3): set it to the bert-base-chinese directory "
@@ -52,7 +62,17 @@ def check(config: Any) -> None:
     if cfg.model_type != "bert":
         raise ValueError(f"data.text_encoder={name!r} is a {cfg.model_type!r} checkpoint; the "
                          "RNL rows read BERT-base-Chinese (a 'bert' checkpoint)")
-    config_lib.fits_positions(config, "data.max_tokens", "data.text_encoder")
+    if tokens(config) < config.data.max_tokens:
+        raise ValueError(f"data.text_encoder_tokens={tokens(config)} is below data.max_tokens="
+                         f"{config.data.max_tokens}: the tower must see every word RNL reads")
+    config_lib.fits_positions(config, "data.text_encoder_tokens", "data.text_encoder")
+    try:
+        tok = tokenizers.load_tokenizer(str(tokenizers.resolve(name)))
+    except (OSError, ValueError) as e:
+        raise ValueError(f"data.text_encoder={name!r}: no usable tokenizer ({e})") from None
+    if set(tok("电影的人")["input_ids"]) <= set(tok.all_special_ids):
+        logging.warning("data.text_encoder=%r: its tokenizer maps Chinese to [UNK] (an "
+                        "English BERT?); §5.3's is bert-base-chinese", name)
     if FROZEN not in tuple(config.get("frozen", ()) or ()):
         raise ValueError(f"data.text_encoder: the BERT words are a frozen extractor's (§5.3): "
                          f"config.frozen must hold {FROZEN!r} (tng.py:release sets it)")
@@ -66,10 +86,17 @@ def width(config: Any) -> int:
                .hidden_size)
 
 
+def tokens(config: Any) -> int:
+    """How many tokens of a narration the tower reads (`data.text_encoder_tokens`)."""
+    return int(config.data.get("text_encoder_tokens", 512) or 512)
+
+
 def tower(config: Any, rngs: nnx.Rngs) -> nnx.Module | None:
     """The BERT tower (structure; weights through `sources`), or None without one."""
     from vnr.models.encoders import towers
 
+    if config.data.get("text_encoder") == REQUIRED:
+        check(config)  # the placeholder's one line
     return towers.build(config.data.text_encoder, None, rngs)[0] if enabled(config) else None
 
 
@@ -78,7 +105,8 @@ def sources(config: Any) -> dict[str, tuple[str, None]]:
 
 
 def encode(name: str, text: str, max_tokens: int) -> tuple[np.ndarray, np.ndarray]:
-    """(ids int32 [max_tokens], mask bool [max_tokens]) of one narration."""
+    """(ids int32 [max_tokens], mask bool [max_tokens]) of one narration (the tower's input:
+    `max_tokens` is `tokens(config)`)."""
     from vnr.models.encoders import tokenizers
 
     ids, mask = tokenizers.encode(tokenizers.resolve(name), [text], max_tokens)

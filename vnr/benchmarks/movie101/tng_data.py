@@ -63,6 +63,7 @@ class Window(grain.transforms.RandomMap):
     s3d_dim: int = 0  # > 0: clips are the last s3d_dim values (S3D) only
     index_gt: bool = False  # add gt_index (upstream RNL's clip labels)
     text_encoder: str = ""  # a BERT checkpoint (`tng_bert`): its ids + token_mask
+    text_tokens: int = 0  # how many of them (`tng_bert.tokens`)
 
     def random_map(self, rec: dict, rng: np.random.Generator) -> dict[str, np.ndarray]:
         movie = self.table[rec["movie_id"]]
@@ -88,7 +89,8 @@ class Window(grain.transforms.RandomMap):
             gt[1] = min(n, gt[0] + scale)
         portraits, pmask = portrait_features(movie, rec["roles"], self.max_roles, self.face_dim)
         out = {"clips": clips, "faces": faces,
-               **query_tokens(rec["text"], self.text_encoder, self.vocab_size, self.max_tokens),
+               **query_tokens(rec["text"], self.text_encoder, self.vocab_size, self.max_tokens,
+                              self.text_tokens),
                "portraits": portraits, "portrait_mask": pmask, "gt": gt,
                "window_start": np.float32(ws), "valid": np.array(True)}
         if self.index_gt:  # ClipDataset1: int(fps * (t - window start)), fps = clips / s
@@ -101,12 +103,12 @@ class Window(grain.transforms.RandomMap):
         return out
 
 
-def query_tokens(narration: str, text_encoder: str, vocab_size: int, max_tokens: int
-                 ) -> dict[str, np.ndarray]:
-    """A narration's `tokens`: hashed words, or with `text_encoder` (a BERT checkpoint,
-    `tng_bert`) its ids and their `token_mask`."""
+def query_tokens(narration: str, text_encoder: str, vocab_size: int, max_tokens: int,
+                 text_tokens: int = 0) -> dict[str, np.ndarray]:
+    """A narration's `tokens`: `max_tokens` hashed words, or with `text_encoder` (a BERT
+    checkpoint, `tng_bert`) its first `text_tokens` ids and their `token_mask`."""
     if text_encoder:
-        ids, mask = tng_bert.encode(text_encoder, narration, max_tokens)
+        ids, mask = tng_bert.encode(text_encoder, narration, text_tokens or max_tokens)
         return {"tokens": ids, "token_mask": mask}
     return {"tokens": text.tokenize(narration, vocab_size, max_tokens)}
 
@@ -149,7 +151,8 @@ def _window(cfg: Any, train: bool) -> Window:
                   cfg.max_roles, cfg.face_dim, cfg.faces, train, words,
                   int(cfg.get("max_word_chars", 4)),
                   int(cfg.s3d_dim) if cfg.get("s3d_only", False) else 0,
-                  bool(cfg.get("index_gt", False)), str(cfg.get("text_encoder", "")))
+                  bool(cfg.get("index_gt", False)), str(cfg.get("text_encoder", "")),
+                  int(cfg.get("text_encoder_tokens", 512) or 512))
 
 
 def prepare(cfg: Any) -> None:

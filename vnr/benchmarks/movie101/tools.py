@@ -83,8 +83,9 @@ def two_stage(global_workdir: str, local_workdir: str, split: str = "test", k: i
                 items.append({"clips": clips, "faces": faces, "portraits": por,
                               "portrait_mask": pm, "gt": np.zeros(2, np.float32),
                               "valid": np.array(True),
-                              **tng_data.query_tokens(r["text"], d.get("text_encoder", ""),
-                                                      d.vocab_size, d.max_tokens),
+                              **tng_data.query_tokens(
+                                  r["text"], d.get("text_encoder", ""), d.vocab_size,
+                                  d.max_tokens, int(d.get("text_encoder_tokens", 512) or 512)),
                               **({"gt_index": np.zeros(2, np.int32)} if release else {})})
                 starts.append(ws)
             meta.append((row[top], np.array(starts, float),
