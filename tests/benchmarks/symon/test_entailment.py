@@ -73,7 +73,8 @@ def test_entailment_coverage_tool_end_to_end(smoke, capsys):
     assert p.shape == (2,) and ((p > 0) & (p < 1)).all()
     out = analysis.main(["entailment", "--config", "synthetic_tiny",
                          "--data_dir", str(inputs / "tfds"), "--wikiplots",
-                         str(inputs / "wikiplots"), "--nli", str(nli)])
+                         str(inputs / "wikiplots"), "--nli", str(nli),
+                         "--max_len", "48"])  # the generated sentences' pairs fit
     printed = json.loads(capsys.readouterr().out)
     assert printed["coverage"] == pytest.approx(out["coverage"])
     assert 0.0 <= out["coverage"] <= 100.0 and out["movies"] >= 1
@@ -89,7 +90,7 @@ def test_cost_cache_gives_the_same_coverage_without_the_classifier(smoke, tmp_pa
     inputs, nli = smoke
     cache = tmp_path / "costs"
     argv = ["entailment", "--config", "synthetic_tiny", "--data_dir", str(inputs / "tfds"),
-            "--wikiplots", str(inputs / "wikiplots"), "--nli", str(nli),
+            "--wikiplots", str(inputs / "wikiplots"), "--nli", str(nli), "--max_len", "48",
             "--cost_cache", str(cache)]
     plain = analysis.main(argv[:-2])
     first = analysis.main(argv)
@@ -108,7 +109,7 @@ def test_cost_cache_gives_the_same_coverage_without_the_classifier(smoke, tmp_pa
     damaged.write_bytes(b"not an array")
     assert analysis.main(argv)["cost_cache"]["computed"] == 1
     other = entailment.smoke_checkpoint(tmp_path / "other", seed=1)
-    assert analysis.main([*argv[:7], "--nli", str(other), *argv[-2:]])["cost_cache"][
+    assert analysis.main([*argv[:7], "--nli", str(other), *argv[-4:]])["cost_cache"][
         "hits"] == 0
     capsys.readouterr()
 
