@@ -167,8 +167,7 @@ def check_splits(config: Any) -> None:
 
 
 def pretrained(config: Any) -> dict[str, tuple[str, str]]:
-    """The trainer's hook: Chinese-CLIP's weights for Table 4's CNCLIP, BERT-base-Chinese's
-    for Table 5's RNL rows, else none."""
+    """The trainer's hook: Table 4's Chinese-CLIP, Table 5's BERT-base-Chinese, or none."""
     return (tng_bert.sources(config) if tng_bert.enabled(config) else
             tng_cnclip.sources(config) if tng_cnclip.enabled(config) else {})
 
