@@ -15,9 +15,11 @@ adding slow tests:
 
 The first output (a whole-suite run) orders the files; the slow marks come from the others
 (the fast-subset runs; from the first when it is the only one), a test keeping its longest
-time: a module fixture's set-up is charged to the first test that runs in its module, and
-once that test is marked the next one may take the set-up over, which a second fast-subset
-run shows. Timings are scheduling hints and a marker, never assertions.
+time, and a test marked before keeping its mark while the whole-suite run still has it (the
+fast runs deselect it, so they cannot time it): a module fixture's set-up is charged to the
+first test that runs in its module, and once that test is marked the next one may take the
+set-up over, which a second fast-subset run shows. Timings are scheduling hints and a
+marker, never assertions.
 """
 
 from __future__ import annotations
@@ -56,6 +58,8 @@ def main(paths: list[str]) -> None:
     for run in runs[1:] or runs:  # the fast-subset runs when given (the full run orders)
         for test, s in run.items():
             seconds[test] = max(s, seconds.get(test, 0.0))
+    kept = set(load().get("slow", ())) & set(runs[0])  # marked before: the fast runs
+    seconds.update({t: max(SLOW_S, seconds.get(t, 0.0)) for t in kept})  # deselected them
     files: dict[str, float] = collections.defaultdict(float)
     for test, s in runs[0].items():
         files[test.split("::")[0]] += s
