@@ -13,7 +13,7 @@ is a local Hugging Face directory, a name under `$VNR_ENCODERS_DIR` (default
 take one tower of a CLIP checkpoint, None for the whole checkpoint (BERT, ALBERT, XLM-R, a
 single-tower CLIP), a port of `vnr.models.encoders.ports` (`"univl"`, `"s3d"`,
 `"cclm_vision"`, `"cclm_text"`, `"videomae"`, `"timesformer"`, `"videoclip"`,
-`"singularity"`, `"chinese_clip"`: `checkpoint` is then that upstream's own file or
+`"singularity"`, `"chinese_clip"`, `"cn_clip"`: `checkpoint` is then that upstream's own file or
 directory, read by its port's key rules), or `"run"`: `checkpoint` is
 then the workdir of another finished vnr run and the subtree is copied from its model under
 the same path (fine-tuning from a run, two-stage training, zero-shot transfer; read by

@@ -192,6 +192,10 @@ def cnclip(c: ml_collections.ConfigDict, real: bool) -> None:
     # context_length: the text tower's tokens (Chinese-CLIP's --context-length default, 52);
     # data.max_tokens stays the local rows' (Table 6's tool compares the two runs' data)
     c.model.update(arch="cnclip", cnclip="", context_length=52)
+    # model.cnclip_weights: a Chinese-CLIP training checkpoint read into model.cnclip's
+    # architecture instead of its weights, e.g. upstream's fine-tuned cnclip-huge-movie101.pt
+    # (with total_steps=0: Table 4 with upstream's own model)
+    c.model.cnclip_weights = ""
     c.data.update(videos="", frames=dict(per_shot=10, image_size=224, workers=0))  # README: 10
     c.batch_size, c.lr, c.epochs = 16, 2e-6, 1  # Appendix C: batch 16, lr 2e-6, <= 1 epoch
     c.eval_batch_size = 16

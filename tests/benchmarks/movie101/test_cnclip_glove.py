@@ -5,6 +5,7 @@ generated videos, a tiny vector file)."""
 
 from __future__ import annotations
 
+import json
 import math
 import pathlib
 
@@ -128,6 +129,48 @@ def test_cnclip_pools_frame_features_and_takes_the_checkpoints_scale(tiny_clip) 
     one = frames[:, :2].at[1].set(frames[0, :2])  # frame 0 and 1 of shot 0, twice
     np.testing.assert_allclose(np.asarray(shots(model, one, jnp.ones((2, 2), bool))),
                                v[[0, 0]], atol=1e-5)
+
+
+def test_cnclip_reads_upstreams_training_checkpoint(tmp_path) -> None:
+    """model.cnclip_weights: a Chinese-CLIP training checkpoint (the layout of upstream's
+    fine-tuned cnclip-huge-movie101.pt, the `cn_clip` port) into the directory's towers."""
+    import shutil
+
+    import jax
+
+    from vnr import pretrained, sharding
+    from vnr.models.encoders import cn_clip
+
+    golden = pathlib.Path(__file__).resolve().parents[2] / "golden" / "cn_clip"
+    ckpt = tmp_path / "arch"  # the architecture: a Hugging Face directory
+    shutil.copytree(golden / "hf", ckpt)
+    (ckpt / "preprocessor_config.json").write_text(json.dumps(
+        {"image_processor_type": "ChineseCLIPImageProcessor", "size": {"height": 16,
+         "width": 16}, "do_center_crop": False, "image_mean": [0.48, 0.46, 0.41],
+         "image_std": [0.27, 0.26, 0.28]}))
+    (ckpt / "vocab.txt").write_text("\n".join(
+        ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *(f"w{i}" for i in range(95))]) + "\n")
+    c = tng_config.get_config("cnclip,smoke")
+    c.model.update(cnclip=str(ckpt), cnclip_weights=str(golden / "epoch_latest.pt"))
+    assert tng_cnclip.sources(c) == {p: (str(golden / "epoch_latest.pt"), "cn_clip")
+                                     for p in ("text", "vision")}
+    model = tng_cnclip.make_model(c, nnx.Rngs(0))
+    want, _ = cn_clip.read_tensors(golden / "epoch_latest.pt")
+    assert float(model.logit_scale[...]) == pytest.approx(float(want["logit_scale"]))
+    state = nnx.state(model)
+    mesh = sharding.make_mesh((1, 1), devices=jax.devices()[:1])
+    loaded = pretrained.load(state, sharding.state_shardings(state, mesh),
+                             tng_cnclip.sources(c), root=(), say=lambda m: None)
+    nnx.update(model, loaded)
+    with np.load(golden / "io.npz") as f:
+        ids = f["input_ids"]
+        text = model.text_features(ids, ids != 0)
+        ref = f["text_features"] / np.linalg.norm(f["text_features"], axis=-1, keepdims=True)
+    np.testing.assert_allclose(np.asarray(text), ref, atol=1e-5)
+    c.model.cnclip_weights = str(tmp_path / "missing.pt")
+    c.data.videos = str(tmp_path)
+    with pytest.raises(ValueError, match="cnclip_weights=.*no such file"):
+        tng_cnclip.check(c)
 
 
 def test_cnclip_row_config() -> None:

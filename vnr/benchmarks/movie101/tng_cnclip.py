@@ -94,6 +94,10 @@ def check(config: Any) -> None:
     if m.context_length > cfg.text_config.max_position_embeddings:
         raise ValueError(f"model.context_length={m.context_length} exceeds the "
                          f"{cfg.text_config.max_position_embeddings} positions of {ck}")
+    weights = m.get("cnclip_weights", "")
+    if weights and not pathlib.Path(str(weights)).expanduser().is_file():
+        raise ValueError(f"model.cnclip_weights={weights!r}: no such file (a Chinese-CLIP "
+                         "training checkpoint, e.g. upstream's cnclip-huge-movie101.pt)")
     if d.frames.per_shot < 1:
         raise ValueError(f"data.frames.per_shot={d.frames.per_shot} must be >= 1")
     if not videos_dir(d).is_dir():
@@ -116,7 +120,13 @@ def check_videos(d: Any, splits: list[str]) -> None:
 
 
 def sources(config: Any) -> dict[str, tuple[str, str]]:
-    """The trainer's `pretrained` sources: the whole Chinese-CLIP from its directory."""
+    """The trainer's `pretrained` sources: the whole Chinese-CLIP from its directory, or from
+    `model.cnclip_weights`, a Chinese-CLIP training checkpoint (upstream's Movie101-fine-tuned
+    `cnclip-huge-movie101.pt`: the `cn_clip` port) read into the directory's architecture."""
+    weights = str(config.model.get("cnclip_weights", "") or "")
+    if weights:
+        w = str(pathlib.Path(weights).expanduser().absolute())
+        return {"text": (w, "cn_clip"), "vision": (w, "cn_clip")}
     ck = str(checkpoint(config))
     return {"text": (ck, PORT), "vision": (ck, PORT)}
 
@@ -125,15 +135,16 @@ class CNCLIPRetrieval(nnx.Module):
     """Chinese-CLIP over shots of frames (module docstring): `text` and `vision` are the
     checkpoint's towers with their projections (loaded by the `pretrained` hook);
     `logit_scale` is set from the checkpoint's value when the model is built
-    (`checkpoint_logit_scale`)."""
+    (`checkpoint_logit_scale`; from `weights`, a training checkpoint, when given)."""
 
-    def __init__(self, ckpt: str, *, rngs: nnx.Rngs):
+    def __init__(self, ckpt: str, *, rngs: nnx.Rngs, weights: str = ""):
         from vnr.models.encoders import chinese_clip
 
         cfg = chinese_clip.read_config(ckpt)
         self.text = chinese_clip.ChineseCLIPTextModel(cfg, rngs=rngs)
         self.vision = chinese_clip.ChineseCLIPVisionModel(cfg, rngs=rngs)
-        self.logit_scale = nnx.Param(jnp.asarray(checkpoint_logit_scale(ckpt), jnp.float32))
+        self.logit_scale = nnx.Param(jnp.asarray(checkpoint_logit_scale(weights or ckpt),
+                                                 jnp.float32))
         pre = chinese_clip.preprocessing(ckpt)
         self.mean = np.asarray(pre.mean, np.float32) * 255.0
         self.std = np.asarray(pre.std, np.float32) * 255.0
@@ -158,9 +169,11 @@ def checkpoint_logit_scale(ckpt: str) -> float:
     """The checkpoint's `logit_scale`, the model's initial value. The `pretrained` hook loads
     the two towers (port subtrees); this top-level scalar belongs to neither, so it is read
     here (a second read of the file, once per process)."""
-    from vnr.models.encoders import videomae
+    from vnr.models.encoders import cn_clip, videomae
 
-    tensors, where = videomae.read_tensors(pathlib.Path(ckpt))
+    path = pathlib.Path(ckpt)
+    tensors, where = (cn_clip.read_tensors(path) if path.is_file() else
+                      videomae.read_tensors(path))
     if "logit_scale" not in tensors:
         raise ValueError(f"{where}: no 'logit_scale' tensor (not a ChineseCLIPModel file?)")
     return float(np.asarray(tensors["logit_scale"]).reshape(()))
@@ -171,7 +184,10 @@ def _unit(x: jax.Array) -> jax.Array:
 
 
 def make_model(config: Any, rngs: nnx.Rngs) -> CNCLIPRetrieval:
-    return CNCLIPRetrieval(str(checkpoint(config)), rngs=rngs)
+    weights = str(config.model.get("cnclip_weights", "") or "")
+    return CNCLIPRetrieval(str(checkpoint(config)), rngs=rngs,
+                           weights=str(pathlib.Path(weights).expanduser().absolute())
+                           if weights else "")
 
 
 # ----------------------------------------------------------------------------- frames

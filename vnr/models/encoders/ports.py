@@ -18,6 +18,7 @@ offending key. Nothing is downloaded: the path must be on this machine.
 | `videoclip` | `checkpoint_best.pt` (fairseq examples/MMPT) | `videoclip.VideoCLIP` or one tower |
 | `singularity` | `singularity[_temporal]_{5m,17m}.pth`, `ft_*.pth` | `singularity.Singularity` |
 | `chinese_clip` | a Hugging Face Chinese-CLIP directory | `chinese_clip.ChineseCLIPModel`, towers |
+| `cn_clip` | Chinese-CLIP's training `.pt` (`cnclip-huge-movie101.pt`) | as `chinese_clip` |
 
 Training checkpoints (fairseq's, Singularity's) pickle bookkeeping next to the weights
 (argparse / OmegaConf objects, NumPy scalars): their readers skip such objects as inert
@@ -101,6 +102,7 @@ def _hugging_face(module: str) -> Match:
 # how a port's files are read: a plain torch state dict, a Hugging Face directory, or a
 # training checkpoint through its module's own reader (unwraps `model`, skips bookkeeping)
 TORCH, HUGGING_FACE, VIDEOCLIP, SINGULARITY = "torch", "hugging_face", "videoclip", "singularity"
+CN_CLIP = "cn_clip"
 PORTS: dict[str, tuple[str, str, Match]] = {
     "univl": ("a UniVL state dict (univl.pretrained.bin)", TORCH, _univl),
     "s3d": ("an S3D state dict (s3d_howto100m.pth)", TORCH, _s3d),
@@ -112,6 +114,7 @@ PORTS: dict[str, tuple[str, str, Match]] = {
     "videoclip": ("a VideoCLIP fairseq checkpoint (checkpoint_best.pt)", VIDEOCLIP, _videoclip),
     "singularity": ("a Singularity checkpoint (.pth)", SINGULARITY, _singularity),
     "chinese_clip": ("a Hugging Face Chinese-CLIP directory", HUGGING_FACE, _chinese_clip),
+    "cn_clip": ("a Chinese-CLIP training checkpoint (.pt)", CN_CLIP, _chinese_clip),
 }
 
 
@@ -133,6 +136,10 @@ def _tensors(kind: str, path: Path) -> tuple[Tensors, str]:
         from vnr.models.encoders import singularity
 
         return singularity.read_tensors(path), str(path)
+    if kind == CN_CLIP:
+        from vnr.models.encoders import cn_clip
+
+        return cn_clip.read_tensors(path)
     from vnr.models.encoders import videomae
 
     tensors, where = videomae.read_tensors(path)
