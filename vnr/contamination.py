@@ -216,6 +216,13 @@ def check_transfer(source: Any, target: Any, where: str,
             f"{', '.join(named)}")
 
 
+def check_source_run(run: str, target: Any,
+                     exclude_for: Callable[[Any], Any] | None = None) -> str:
+    """`check_transfer` of the finished run at `run` (its config.json) into `target`."""
+    return check_transfer(workdir_lib.load_config(pathlib.Path(run)), target,
+                          f"{run}/config.json", exclude_for)
+
+
 def _flags(fv: flags.FlagValues) -> None:
     flags.DEFINE_multi_string("manual_dir", [], "NAME[:CONFIG]=DIR: a benchmark's release "
                               f"({', '.join(BENCHMARKS)}); two or more", flag_values=fv)

@@ -70,7 +70,6 @@ from flax import nnx
 from vnr import config as config_lib
 from vnr import contamination, evaluation
 from vnr import task as task_lib
-from vnr import workdir as workdir_lib
 from vnr.benchmarks.msymon import data, frames, retrieval_metrics
 from vnr.benchmarks.msymon import metrics as am
 from vnr.benchmarks.msymon.inference import (
@@ -185,9 +184,7 @@ def check_splits(config: Any) -> None:
     task_lib.require_splits(config, sorted(set(split_names(d))), f"{d.builder}/{d.config}",
                             joined=True)
     if d.builder == "yms" and config.get("init_from"):  # a model trained elsewhere
-        source = workdir_lib.load_config(pathlib.Path(config.init_from))
-        logging.info("%s", contamination.check_transfer(
-            source, config, f"init_from={config.init_from}: config.json"))
+        logging.info("%s", contamination.check_source_run(config.init_from, config))
 
 
 def split_names(d: Any) -> list[str]:

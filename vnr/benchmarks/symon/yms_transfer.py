@@ -52,7 +52,6 @@ from flax import nnx
 from vnr import contamination, evaluation
 from vnr import pretrained as pretrained_lib
 from vnr import task as task_lib
-from vnr import workdir as workdir_lib
 from vnr.benchmarks.symon import data as symon_data
 from vnr.benchmarks.symon import exclusion, retrieval, videoclip_model
 from vnr.benchmarks.symon.model import RetrievalModel, UniVLRetrievalModel
@@ -337,9 +336,7 @@ def check_source(config: Any) -> None:
     run = config.transfer.source_run
     if not run:
         return
-    source = workdir_lib.load_config(pathlib.Path(run))
-    logging.info("%s", contamination.check_transfer(source, config, f"{run}/config.json",
-                                                    _exclusion))
+    logging.info("%s", contamination.check_source_run(run, config, _exclusion))
 
 
 def _exclusion(config: Any) -> Callable[[list[Any]], list[Any]] | None:
