@@ -194,7 +194,8 @@ def cnclip(c: ml_collections.ConfigDict, real: bool) -> None:
     c.model.update(arch="cnclip", cnclip="", context_length=52)
     # model.cnclip_weights: a Chinese-CLIP training checkpoint read into model.cnclip's
     # architecture instead of its weights, e.g. upstream's fine-tuned cnclip-huge-movie101.pt
-    # (with total_steps=0: Table 4 with upstream's own model)
+    # (with --config.epochs=0 --config.total_steps=0 --config.warmup_steps=0
+    # --config.select.metric= : Table 4 evaluated with upstream's own model, nothing trained)
     c.model.cnclip_weights = ""
     c.data.update(videos="", frames=dict(per_shot=10, image_size=224, workers=0))  # README: 10
     c.batch_size, c.lr, c.epochs = 16, 2e-6, 1  # Appendix C: batch 16, lr 2e-6, <= 1 epoch

@@ -10,9 +10,9 @@ training code writes checkpoints (`cn_clip/training/main.py`: `epoch`, `step`, `
 `optimizer`), not in the Hugging Face layout. The script copies upstream's `model.py`,
 `modeling_bert.py` and `configuration_bert.py` out of the mirrored repository (`git show
 HEAD:cn_clip/clip/<file>`) into a temporary package whose `__init__` stands in for the
-tokenizer (only its `[PAD]` id is read), builds the CLIP at the widths of
-tests/golden/chinese_clip/tiny (text hidden 32, vision hidden 40 with 4 heads of 10, 2
-layers each, 16-px images, patch 4, vocabulary 100, projection 24), randomises it as
+tokenizer (only its `[PAD]` id is read), builds the CLIP at toy widths (text hidden 32, FFN
+64; vision hidden 40 with 4 heads of 10 and upstream's fixed 4 x width MLP, 160; 2 layers
+each, 16-px images, patch 4, vocabulary 100, projection 24), randomises it as
 make_chinese_clip.py does, and writes `epoch_latest.pt` in the training layout (an Adam
 state included). Outputs: `encode_image` and `encode_text` (upstream masks the text by
 `ids != [PAD]`) and `logit_scale`. `full_keys.json`: the ViT-H-14 + RoBERTa-wwm-ext-large

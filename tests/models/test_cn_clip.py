@@ -79,3 +79,33 @@ def test_other_files_and_keys_are_one_line(tmp_path):
     with pytest.raises(CheckpointError, match="vision_model.encoder.layers.2"):
         ports.read("cn_clip", PT, loading.param_shapes(ctor))
     assert big is not None
+
+
+def test_only_the_weights_storages_are_read_and_an_old_pooler_is_dropped(tmp_path):
+    """The Adam state beside the weights is never read: a copy of the file without the
+    optimizer's storages loads the same; a `bert.pooler.*` (files saved before upstream
+    dropped the pooler) is left out, as upstream's loaders leave it."""
+    import io
+    import zipfile
+
+    from vnr.models.encoders import torch_checkpoint as tc
+
+    full = tc.read_torch_checkpoint(PT, foreign="skip")
+    with zipfile.ZipFile(PT) as z:
+        pkl = next(n for n in z.namelist() if n.endswith("data.pkl"))
+        tree = tc._Unpickler(io.BytesIO(z.read(pkl)), foreign="skip").load()  # noqa: SLF001
+        used = tc._roots(tree["state_dict"])  # noqa: SLF001
+        every = tc._roots(tree)  # noqa: SLF001
+        assert used < every  # the optimizer's moments are storages of their own
+        with zipfile.ZipFile(tmp_path / "weights_only.pt", "w") as out:
+            for n in z.namelist():
+                if "/data/" in n and n.rsplit("/", 1)[-1] in every - used:
+                    continue
+                out.writestr(z.getinfo(n), z.read(n))
+    got = tc.read_torch_checkpoint(tmp_path / "weights_only.pt", foreign="skip")
+    assert got.keys() == full.keys()
+    assert all(np.array_equal(got[k], full[k]) for k in full)
+    state = {**full, "module.bert.pooler.dense.weight": np.zeros((32, 32), np.float32)}
+    assert not any("pooler" in k for k in cn_clip.to_hugging_face(state, "f"))
+    with pytest.raises(CheckpointError, match="a directory; a Hugging Face"):
+        cn_clip.read_tensors(GOLDEN / "hf")

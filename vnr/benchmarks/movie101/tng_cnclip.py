@@ -10,7 +10,9 @@ to replace the original image feature in CNCLIP", the rest as the official Chine
 
 Model (`CNCLIPRetrieval`): `ChineseCLIPModel` (vnr/models/encoders/chinese_clip.py) built from
 the checkpoint directory's config.json, its weights through the trainer's `pretrained` hook
-(port `chinese_clip`: `sources`). A shot = `data.frames.per_shot` (10) frames, each through
+(port `chinese_clip`: `sources`; with `model.cnclip_weights`, a Chinese-CLIP training
+checkpoint such as upstream's fine-tuned cnclip-huge-movie101.pt, port `cn_clip`).
+A shot = `data.frames.per_shot` (10) frames, each through
 the vision tower and `visual_projection` (the image feature), mean-pooled, L2-normalised; a
 narration = the projected [CLS] of the text tower, L2-normalised; logits = cosine x
 exp(logit_scale), logit_scale learned and clamped to [0, ln 100] (Chinese-CLIP's training
@@ -72,8 +74,9 @@ def videos_dir(d: Any) -> pathlib.Path:
 
 
 def check(config: Any) -> None:
-    """One-line ValueError before anything is built or compiled: no checkpoint directory,
-    no tokenizer, sizes that disagree with the checkpoint, no videos directory."""
+    """One-line ValueError before anything is built or compiled: no checkpoint directory
+    (config, tokenizer, preprocessor; its weights unless model.cnclip_weights names a
+    training checkpoint), sizes that disagree with it, no videos directory."""
     from vnr.models.encoders import chinese_clip
 
     d, m = config.data, config.model
@@ -94,10 +97,12 @@ def check(config: Any) -> None:
     if m.context_length > cfg.text_config.max_position_embeddings:
         raise ValueError(f"model.context_length={m.context_length} exceeds the "
                          f"{cfg.text_config.max_position_embeddings} positions of {ck}")
-    weights = m.get("cnclip_weights", "")
-    if weights and not pathlib.Path(str(weights)).expanduser().is_file():
-        raise ValueError(f"model.cnclip_weights={weights!r}: no such file (a Chinese-CLIP "
-                         "training checkpoint, e.g. upstream's cnclip-huge-movie101.pt)")
+    weights = pathlib.Path(str(m.get("cnclip_weights", "") or "")).expanduser()
+    if str(weights) not in ("", ".") and not weights.is_file():
+        raise ValueError(f"model.cnclip_weights={str(weights)!r}: " + (
+            "a directory; a Hugging Face Chinese-CLIP directory goes in model.cnclip"
+            if weights.is_dir() else "no such file") + " (a Chinese-CLIP training "
+            "checkpoint, e.g. upstream's cnclip-huge-movie101.pt)")
     if d.frames.per_shot < 1:
         raise ValueError(f"data.frames.per_shot={d.frames.per_shot} must be >= 1")
     if not videos_dir(d).is_dir():

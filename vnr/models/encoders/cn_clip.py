@@ -10,7 +10,8 @@ transformers' own names:
     visual.conv1 / class_embedding / positional_embedding / ln_pre / ln_post / proj [W, P]
     visual.transformer.resblocks.<i>.attn.in_proj_{weight,bias} (q, k, v stacked),
       attn.out_proj, ln_1, mlp.c_fc, mlp.c_proj, ln_2
-    bert.embeddings.* / bert.encoder.layer.<i>.*  (no pooler: upstream's is commented out)
+    bert.embeddings.* / bert.encoder.layer.<i>.*  (a `bert.pooler.*` of files saved before
+      upstream commented the pooler out is dropped, as its own loaders drop it)
     text_projection [Dt, P], logit_scale
 
 `to_hugging_face` renames them as transformers' `ChineseCLIPModel` names its parameters
@@ -19,7 +20,9 @@ transformers' own names:
 one matcher checks shapes and completeness; an unknown key is one `CheckpointError` line. The
 architecture (sizes, heads, positions) comes from a Hugging Face config, e.g. the
 `OFA-Sys/chinese-clip-vit-huge-patch14` directory for the huge checkpoint: the training file
-holds no config. The optimizer state beside the weights is not read.
+holds no config (and a wrong head count there keeps every shape: it must be that model's).
+The optimizer state beside the weights is not read (`torch_checkpoint` reads only the
+weights' storages).
 """
 
 from __future__ import annotations
@@ -48,6 +51,8 @@ def to_hugging_face(state: dict[str, np.ndarray], where: str) -> dict[str, np.nd
     out: dict[str, np.ndarray] = {}
     for key, value in state.items():
         name = key.removeprefix("module.")
+        if name.startswith("bert.pooler."):
+            continue  # saved before upstream commented the pooler out; its loaders drop it
         if name.startswith("bert."):
             out["text_model." + name.removeprefix("bert.")] = value
         elif name == "text_projection":
@@ -81,8 +86,7 @@ def _vision(name: str, value: np.ndarray, where: str, key: str) -> dict[str, np.
     if m and m.group(2) in _BLOCK:
         i, part, kind = m.groups()
         return {f"vision_model.encoder.layers.{i}.{_BLOCK[part]}.{kind}": value}
-    raise CheckpointError(f"{where}: {key!r} is not a key of Chinese-CLIP's ViT (the ResNet "
-                          "image towers are not ported)")
+    raise CheckpointError(f"{where}: {key!r} is not a key of Chinese-CLIP's ViT")
 
 
 def read_tensors(path: str | Path) -> tuple[dict[str, np.ndarray], str]:
@@ -90,10 +94,16 @@ def read_tensors(path: str | Path) -> tuple[dict[str, np.ndarray], str]:
     without torch; its pickled bookkeeping beside the tensors is skipped."""
     from vnr.models.encoders.torch_checkpoint import read_torch_checkpoint
 
+    if Path(path).is_dir():
+        raise CheckpointError(f"{path}: a directory; a Hugging Face Chinese-CLIP directory is "
+                              "read by the `chinese_clip` port (Movie101: model.cnclip)")
     state = read_torch_checkpoint(path, foreign="skip")  # unwraps `state_dict`
-    if not {"visual.class_embedding", "text_projection"} <= {
-            k.removeprefix("module.") for k in state}:
-        raise CheckpointError(f"{path}: no visual.class_embedding / text_projection: not a "
-                              "Chinese-CLIP training checkpoint (a Hugging Face directory is "
-                              "the `chinese_clip` port)")
+    names = {k.removeprefix("module.") for k in state}
+    if any(n.startswith(("visual.attnpool.", "visual.layer1.")) for n in names):
+        raise CheckpointError(f"{path}: a ResNet Chinese-CLIP (visual.attnpool.*): only the ViT "
+                              "image towers are ported")
+    if not {"visual.class_embedding", "text_projection"} <= names:
+        raise CheckpointError(f"{path}: no visual.class_embedding / text_projection (first keys: "
+                              f"{', '.join(sorted(state)[:2])}): not a Chinese-CLIP training "
+                              "checkpoint")
     return to_hugging_face(state, str(path)), str(path)

@@ -26,7 +26,8 @@ transposed or sliced tensors come out right and own their memory).
 flattened with dots, and non-tensor leaves (epoch counters, strings) are left out. Every
 failure (missing file, not a torch file, truncated or corrupt data, an unsupported class)
 is a one-line ``CheckpointError`` that starts with the path. Storages are read whole (no
-memory map): the checkpoints used here are at most a few hundred MB.
+memory map); of a zip-format training checkpoint (the weights under ``state_dict`` or
+``model`` beside an optimizer state) only the storages of the weights are read.
 """
 
 from __future__ import annotations
@@ -232,15 +233,35 @@ def _read_zip(f: IO[bytes], storages: bool = True, foreign: str = "refuse") -> A
         if f"{prefix}byteorder" in names and z.read(f"{prefix}byteorder") != b"little":
             raise _Refused("big-endian checkpoint")
         u = _Unpickler(io.BytesIO(z.read(pkls[0])), foreign=foreign)
-        tree = u.load()
+        tree = _weights(u.load())
+        used = _roots(tree)  # a training checkpoint's optimizer state beside them: not read
         buffers = {}
         for key, s in u.storages.items() if storages else ():
-            if s.root == key:
+            if s.root == key and key in used:
                 name = f"{prefix}data/{key}"
                 if name not in names:
                     raise _Refused(f"storage {name} missing from the archive")
                 buffers[key] = _bytes(z.read(name), s, name)
     return tree, buffers
+
+
+def _weights(tree: Any) -> Any:
+    """A top-level `state_dict` or `model` dict (training checkpoints), else the tree."""
+    for key in ("state_dict", "model"):
+        if isinstance(tree, Mapping) and isinstance(tree.get(key), Mapping):
+            return tree[key]
+    return tree
+
+
+def _roots(tree: Any) -> set[str]:
+    """The root storage keys the tensors of `tree` read."""
+    if isinstance(tree, _TensorRef):
+        return {tree.storage.root}
+    if isinstance(tree, Mapping):
+        return set().union(*(_roots(v) for v in tree.values()))
+    if isinstance(tree, list | tuple):
+        return set().union(*(_roots(v) for v in tree))
+    return set()
 
 
 def _read_legacy(f: IO[bytes], foreign: str = "refuse") -> Any:
@@ -352,10 +373,7 @@ def _read(path: Path, shapes_only: bool, foreign: str = "refuse") -> dict[str, A
             KeyError, TypeError, IndexError, AttributeError) as e:
         raise CheckpointError(f"{path}: not a readable PyTorch checkpoint, truncated or "
                               f"corrupt ({type(e).__name__}: {str(e)[:120]})") from None
-    for key in ("state_dict", "model"):
-        if isinstance(tree, Mapping) and isinstance(tree.get(key), Mapping):
-            tree = tree[key]
-            break
+    tree = _weights(tree)
     if isinstance(tree, np.ndarray | _Shape):
         raise CheckpointError(f"{path}: holds a single tensor, not a dict of tensors")
     out: dict[str, Any] = {}
