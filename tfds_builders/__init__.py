@@ -48,13 +48,9 @@ def forget_used() -> None:
 def release_fingerprint(manual_dir: str) -> str:
     """A digest of a release directory's file names, sizes and modification times (what a
     build records of its `manual_dir`, `tfds_builders.fingerprint.scan`; no file is read)."""
-    import hashlib
-    import json
-
     from tfds_builders import fingerprint
 
-    return hashlib.sha256(json.dumps(fingerprint.scan(manual_dir), sort_keys=True)
-                          .encode()).hexdigest()[:20]
+    return fingerprint._digest(fingerprint.scan(manual_dir))  # noqa: SLF001  (the build's)
 
 
 def recorded_manual_dirs(data_dir: str, name: str) -> list[str]:

@@ -71,8 +71,9 @@ def release_lines(splits: Sequence[Split]) -> list[str]:
     """Per release: its splits' video counts and the movie identities it has."""
     lines = []
     for label, group in itertools.groupby(splits, key=lambda s: s.benchmark):
+        group = list(group)
         held = [h for s in group for h in s.videos.values()]
-        sizes = ", ".join(f"{s.split} {len(s.videos)}" for s in splits if s.benchmark == label)
+        sizes = ", ".join(f"{s.split} {len(s.videos)}" for s in group)
         lines.append(f"{label}: {sizes} videos; a movie title for "
                      f"{sum(bool(h.titles) for h in held)} and an IMDb id for "
                      f"{sum(bool(h.imdb) for h in held)} of {len(held)}")
