@@ -21,6 +21,8 @@ ARGS, comma-separated:
   v2          Movie101v2 short Chinese narrations (v2_short_zh; manual_dir=<Movie101v2/data>)
   en          with v2: the English narrations (v2_short_en)
   mnscore     also report BERTScore, EMScore and MNScore (Eq. 2) with the checkpoints below
+  em_features (with mnscore) EMScore by OpenAI CLIP's text tower against the release's CLIP
+              frame features instead of Chinese-CLIP on 10 frames a clip of the videos
 
 Frames: the paper rows keep a clip's first 40 one-second feature rows (upstream's reader,
 `max_v_l = 40`; 168 of the 1,416 val paragraphs are longer); text: at most 150 tokens + EOS
@@ -40,8 +42,10 @@ MNScore with real checkpoints. Nothing is downloaded at run time: fetch the dire
 where there is internet and put them under $VNR_ENCODERS_DIR (default
 ~/.cache/vnr/encoders), named as below, or pass a directory to the eval.* key:
 
+  huggingface-cli download OFA-Sys/chinese-clip-vit-huge-patch14 \
+      --local-dir ~/.cache/vnr/encoders/chinese-clip-vit-huge-patch14  # eval.clip_model
   huggingface-cli download openai/clip-vit-base-patch32 \
-      --local-dir ~/.cache/vnr/encoders/clip-vit-base-patch32      # eval.clip_model
+      --local-dir ~/.cache/vnr/encoders/clip-vit-base-patch32      # em_features
   huggingface-cli download google-bert/bert-base-chinese \
       --local-dir ~/.cache/vnr/encoders/bert-base-chinese          # eval.bert_model (zh)
   huggingface-cli download FacebookAI/roberta-large \
@@ -51,17 +55,21 @@ where there is internet and put them under $VNR_ENCODERS_DIR (default
 vocab.json + merges.txt for CLIP/RoBERTa, vocab.txt for BERT). Then
 
   python -m vnr.train --config configs/movie101/mcn.py:v1,mnscore --workdir DIR \
-      --config.data.manual_dir=<Movie101v1 with features/>
+      --config.data.manual_dir=<Movie101v1 with features/> \
+      --config.eval.clip_weights=<cnclip-huge-movie101.pt> --config.data.videos=<videos>
 
-`mnscore` sets eval.clip_model=clip-vit-base-patch32 (the 512-d OpenAI CLIP of the
-release's frame features; use clip-vit-base-patch16 if yours came from B/16) and BERTScore
-as bert_score's `--lang zh --rescale_with_baseline` (bert-base-chinese, layer 8, baseline
-0.54755783) or, for English (`v2,en`; the generated corpus), `--lang en` (roberta-large,
-layer 17, baseline 0.83122575; bert_score adds a prefix space to RoBERTa's first word, we
-do not).
-Upstream computes EMScore with a Movie101-fine-tuned ChineseCLIP-huge on frames it
-extracted itself, so our EMScore (and MNScore) are comparable across runs here, not equal
-to the paper's; see vnr/benchmarks/movie101/mcn.py for every difference.
+`mnscore` scores EMScore as upstream's evaluation/README.md: Chinese-CLIP (the directory
+gives the architecture, tokenizer and processor; eval.clip_weights upstream's
+Movie101-fine-tuned training checkpoint, from CNCLIP+RNL/README.md's link, read without
+torch) on eval.em_frames = 10 frames a clip (Appendix C) decoded from data.videos
+(<movie_id>.mp4, default <manual_dir>/videos; vnr/benchmarks/movie101/emscore.py); with
+`em_features`, eval.clip_model=clip-vit-base-patch32 against the release's 512-d CLIP frame
+features (use clip-vit-base-patch16 if yours came from B/16). BERTScore is bert_score's
+`--lang zh --rescale_with_baseline` (bert-base-chinese, layer 8, baseline 0.54755783) or,
+for English (`v2,en`; the generated corpus), `--lang en` (roberta-large, layer 17, baseline
+0.83122575; bert_score adds a prefix space to RoBERTa's first word, we do not).
+Without eval.clip_weights, EMScore is the base Chinese-CLIP's, not upstream's fine-tuned
+one's; with `em_features` it compares our runs with each other only.
 """
 
 import ml_collections
@@ -70,7 +78,7 @@ from configs import common
 from tfds_builders.movie101 import feature_dims
 
 ARGS = ("smoke", "vt", "ovp", "no_faces", "no_genre", "no_pointer", "no_bank", "v1", "v2", "en",
-        "mnscore", "uniform", "aug", "beam", "plain_loss")
+        "mnscore", "em_features", "uniform", "aug", "beam", "plain_loss")
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
@@ -105,6 +113,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
         vocab_size=8000 if real else 64, max_roles=16 if real else 6, max_genres=4, genres=64,
         faces=0 if model != "rmn" or "no_faces" in args else 3,
         pointer=model == "rmn" and "no_pointer" not in args, num_workers=0,
+        videos="",  # EMScore's frames (eval.em_source="videos"): default <manual_dir>/videos
         l2_frames=True,  # upstream L2-normalises each second's CLIP ⊕ S3D ⊕ faces row
     )
     # upstream's TransformerConfig for real data (d_model 512, 3 + 3 layers, 8 heads) and
@@ -121,14 +130,18 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
         # epochs); ours: the step of best validation CIDEr-D (every run has it, not MNScore)
         c.select = dict(metric="val/cider_d", mode="max")
     c.eval.update(beam_size=5 if "beam" in args else 1, alpha=0.0, bert_model="", bert_layer=0,
-                  bert_baseline=-1.0, clip_model="", em_frames=10, em_idf=False,
-                  mnscore_em="fine")
+                  bert_baseline=-1.0, clip_model="", clip_weights="", em_source="videos",
+                  em_frames=10, em_idf=False, mnscore_em="fine")
+    if "em_features" in args and "mnscore" not in args:
+        raise args.error("em_features changes how mnscore scores EMScore: add mnscore")
     if "mnscore" in args:
         english = not real or (release == "v2" and "en" in args)  # generated corpus: English
         bert = ("roberta-large", 17, 0.83122575) if english else \
             ("bert-base-chinese", 8, 0.54755783)
-        c.eval.update(clip_model="clip-vit-base-patch32", bert_model=bert[0],
-                      bert_layer=bert[1], bert_baseline=bert[2])
+        c.eval.update(bert_model=bert[0], bert_layer=bert[1], bert_baseline=bert[2],
+                      clip_model="chinese-clip-vit-huge-patch14")
+        if "em_features" in args:
+            c.eval.update(clip_model="clip-vit-base-patch32", em_source="features")
     if "smoke" in args:
         if not real:
             c.data.update(config="synthetic_tiny_narration", movies_config="synthetic_tiny_movies")

@@ -20,6 +20,7 @@ from flax import nnx
 from configs.movie101 import mcn as mcn_config
 from vnr import sharding
 from vnr.benchmarks.movie101 import caption_metrics as cm
+from vnr.benchmarks.movie101 import emscore
 from vnr.benchmarks.movie101 import mcn as task
 from vnr.benchmarks.movie101 import mcn_data as data
 
@@ -102,7 +103,8 @@ def test_trainer_end_to_end(data_dir, tmp_path) -> None:
     _tiny_clip(tmp_path / "clip", data.clip_width(c.data))
     write_tiny_checkpoint("bert", tmp_path / "bert", "pt-safetensors")
     _bert_vocab(tmp_path / "bert")
-    c.eval.update(clip_model=str(tmp_path / "clip"), bert_model=str(tmp_path / "bert"))
+    c.eval.update(clip_model=str(tmp_path / "clip"), bert_model=str(tmp_path / "bert"),
+                  em_source="features")
     results = train.run(c, str(tmp_path / "work"))
     m = results["test"]
     assert m["narrations"] == 10 and 0 <= m["role_f1"] <= 100 and "cider_d" in m
@@ -217,7 +219,7 @@ def prepared(data_dir):
 
 def _eval_config(data_dir, clip="", bert=""):
     c = _config(data_dir)
-    c.eval.update(clip_model=str(clip), bert_model=str(bert), em_frames=5)
+    c.eval.update(clip_model=str(clip), bert_model=str(bert), em_frames=5, em_source="features")
     return c
 
 
@@ -262,7 +264,7 @@ def test_evaluate_emscore_mnscore_tiny_clip(prepared, tmp_path, monkeypatch) -> 
     m, hyps, refs, frames, fmask = _rolled_eval(c)
     assert hyps != refs and m["narrations"] == 8
     # reference text embeddings from transformers' Flax CLIP with the same (cut) weights
-    tok = task._clip(str(clip_dir))[1]
+    tok = emscore._clip(str(clip_dir))[1]
     enc = tok(hyps, padding="max_length", truncation=True, max_length=16, return_tensors="np")
     out = ref.module.apply({"params": params}, enc["input_ids"], enc["attention_mask"],
                            np.broadcast_to(np.arange(16), enc["input_ids"].shape),
@@ -338,9 +340,9 @@ def test_chinese_clip_text_tower_matches_flax_bert(tmp_path) -> None:
     save_file(tensors, str(tmp_path / "model.safetensors"), metadata={"format": "pt"})
     _bert_vocab(tmp_path, extra=("老", "李", "看", "着"))
     texts = ["老李看着 tea.", "kalo opens the window."]
-    tok_emb, mask, glob, _ = task.clip_text_embeddings(str(tmp_path), texts)
+    tok_emb, mask, glob, _ = emscore.clip_text_embeddings(str(tmp_path), texts)
     assert mask[0].sum() == 2 + 4 + 3 + 1  # [CLS] 4 chars t ##e ##a . [SEP]
-    tok = task._clip(str(tmp_path))[1]
+    tok = emscore._clip(str(tmp_path))[1]
     enc = tok(texts, padding="max_length", max_length=24, return_tensors="np")
     bert_params = unflatten_dict({tuple(k.split(".")[1:]): v for k, v in flat.items()
                                   if k.startswith("text_model.")})
@@ -349,11 +351,11 @@ def test_chinese_clip_text_tower_matches_flax_bert(tmp_path) -> None:
     want = np.asarray(h) @ flat["text_projection.kernel"]
     np.testing.assert_allclose(tok_emb, want, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(glob, want[:, 0], rtol=1e-4, atol=1e-5)
-    task._clip.cache_clear()
+    emscore._clip.cache_clear()
     tensors.pop("text_projection.weight")
     save_file(tensors, str(tmp_path / "model.safetensors"), metadata={"format": "pt"})
     with pytest.raises(loading.CheckpointError, match="(?s)eval.clip_model=.*text_projection"):
-        task.clip_text_embeddings(str(tmp_path), texts)
+        emscore.clip_text_embeddings(str(tmp_path), texts)
 
 
 def test_evaluate_mnscore_with_real_minilm(prepared, tmp_path) -> None:

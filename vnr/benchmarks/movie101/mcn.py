@@ -29,8 +29,6 @@ Why these defaults (Movie101's scripts, the release's CLIP features, Chinese tex
 from __future__ import annotations
 
 import functools
-import json
-import os
 import pathlib
 from collections.abc import Callable
 from typing import Any
@@ -44,8 +42,8 @@ from flax import nnx
 from vnr import evaluation
 from vnr import task as task_lib
 from vnr.benchmarks.movie101 import caption_metrics as cm
+from vnr.benchmarks.movie101 import emscore, records
 from vnr.benchmarks.movie101 import mcn_data as data
-from vnr.benchmarks.movie101 import records
 from vnr.benchmarks.movie101.mcn_model import RMN, rmn_bank_step, rmn_step
 from vnr.models.compute import float32
 from vnr.models.encoders import loading
@@ -53,7 +51,7 @@ from vnr.ops import sequence_loss
 from vnr.ops.beam_decode import beam_search, tile_beams
 from vnr.reports import results as results_lib
 
-TEXT_KEYS = ("ref", "cast", "clip")
+TEXT_KEYS = ("ref", "cast", "clip", "span")
 BLEU_N = 4  # BLEU@1..4
 BERT = ("bertscore", "bert_baseline")  # what `bert_scores` reports
 
@@ -89,14 +87,9 @@ def validate(config: Any) -> None:
     if config.model.width % config.model.heads:
         raise ValueError(f"model.width={config.model.width} not divisible by model.heads")
     e = config.eval
-    if e.mnscore_em not in EM_KINDS:
-        raise ValueError(f"eval.mnscore_em={e.mnscore_em!r} must be one of {sorted(EM_KINDS)}")
     if e.bert_baseline >= 1:
         raise ValueError(f"eval.bert_baseline={e.bert_baseline} must be < 1 (< 0 = estimate)")
-    if e.em_frames < 0:
-        raise ValueError(f"eval.em_frames={e.em_frames} must be >= 0 (0 = all frames)")
-    if e.clip_model:
-        clip_config(e.clip_model)
+    emscore.check(config)
     if e.bert_model:
         loading.resolve(e.bert_model, key="eval.bert_model")
 
@@ -108,6 +101,7 @@ def check_splits(config: Any) -> None:
     have = movie101.split_names(d.config, d.data_dir, d.manual_dir or None)
     task_lib.require_splits(config, have, f"movie101/{d.config}", joined=True)
     data.check(d)  # per-split counts in the log; a run that cannot mean its config stops
+    emscore.check_videos(config, [s for s in (*d.test_splits, d.val_split) if s])
 
 
 def make_model(config: Any, rngs: nnx.Rngs) -> RMN:
@@ -174,7 +168,7 @@ def predict(config: Any, model: RMN, batch: dict) -> dict[str, jax.Array]:
         max_len=config.data.max_tokens + 1, bos_id=data.BOS, eos_id=data.EOS,
         alpha=config.eval.alpha, consts=consts)
     out = {"tokens": seqs[:, 0], "length": lengths[:, 0], "valid": batch["frame_mask"].any(-1)}
-    if config.eval.clip_model:  # EMScore reads the release's CLIP frame features on the host
+    if config.eval.clip_model and emscore.source(config.eval) == "features":  # on the host
         out.update(frames=batch.get("clip_frames", batch["frames"]),
                    frame_mask=batch.get("clip_mask", batch["frame_mask"]))
     return out
@@ -207,7 +201,8 @@ def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.M
     when their checkpoints are configured)."""
     d, e = config.data, config.eval
     words = data.vocab(d)
-    clip_dim = check_clip_width(config) if e.clip_model else 0  # fails before decoding
+    if e.clip_model and emscore.source(e) == "features":
+        emscore.check_clip_width(config)  # fails before decoding
     stream = data.eval_dataset(d, split, config.eval_batch_size, max_examples)
     out = evaluation.predict_split(stream, predict_fn, mesh, name=f"movie101 {split}",
                                    host_columns=TEXT_KEYS)
@@ -217,12 +212,10 @@ def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.M
     metrics = caption_scores(hyps, refs, casts, data.all_cast_names(d))
     if e.bert_model:
         metrics.update(bert_scores(e.bert_model, hyps, refs, e.bert_layer, e.bert_baseline))
-    if e.clip_model:  # the release's CLIP frame features: the first clip_dim columns
-        frames, masks = cm.sample_frames(out["frames"][:, :, :clip_dim], out["frame_mask"],
-                                         e.em_frames or d.max_frames)
-        metrics.update(em_scores(e.clip_model, hyps, frames, masks, e.em_idf))
+    if e.clip_model:
+        metrics.update(emscore.scores(config, hyps, out))
     if e.clip_model and e.bert_model:
-        em = metrics[EM_KINDS[e.mnscore_em]]
+        em = metrics[emscore.EM_KINDS[e.mnscore_em]]
         metrics["mnscore"] = cm.mnscore(em / 100, metrics["bertscore"] / 100,
                                         metrics["role_f1"] / 100)
     metrics["narrations"] = float(len(hyps))
@@ -310,125 +303,3 @@ def metric_names(config: Any) -> tuple[str, ...]:
 def result_columns(config: Any, results: dict) -> list[results_lib.Column]:
     return results_lib.cols(("bleu4", "cider_d", "role_f1", "role_p", "role_r", "bertscore",
                              "emscore", "em_fine_f", "mnscore"))
-
-
-# ----------------------------------------------------------------------------- EMScore
-
-EM_KINDS = {"fine": "em_fine_f", "full": "emscore"}  # eval.mnscore_em -> reported metric
-CLIP_TYPES = ("clip", "clip_text_model", "chinese_clip")
-_CHUNK = 64  # sentences per jitted text-tower call (the last chunk is padded: one trace)
-
-
-def clip_config(name: str) -> tuple[pathlib.Path, dict]:
-    """(checkpoint directory, config.json) of eval.clip_model; one-line errors otherwise."""
-    path = loading.resolve(name, key="eval.clip_model")
-    if not (path / "config.json").is_file():
-        raise FileNotFoundError(f"eval.clip_model={name!r}: no config.json in {path}")
-    conf = json.loads((path / "config.json").read_text())
-    if conf.get("model_type") not in CLIP_TYPES:
-        raise ValueError(f"eval.clip_model={name!r}: model_type={conf.get('model_type')!r} in "
-                         f"{path / 'config.json'} is not a CLIP text tower (supported: "
-                         f"{', '.join(CLIP_TYPES)})")
-    return path, conf
-
-
-def _load_chinese_clip(path: pathlib.Path) -> Any:
-    """Chinese-CLIP's text tower with its projection (`vnr.models.encoders.chinese_clip`;
-    the vision tower and `logit_scale` are left unread)."""
-    from vnr.models.encoders import chinese_clip
-
-    try:
-        return chinese_clip.from_pretrained(path, tower="text")
-    except loading.CheckpointError as err:
-        raise loading.CheckpointError(f"eval.clip_model={str(path)!r}: {err}") from None
-
-
-@functools.lru_cache(maxsize=2)
-def _clip(name: str):
-    """(jitted ids, mask -> (token [C,L,P], global [C,P]) embeddings, tokenizer, L, P)."""
-    from vnr.models.encoders import load_pretrained
-    from vnr.models.encoders.tokenizers import saved_tokenizer
-
-    path, conf = clip_config(name)
-    kind = conf["model_type"]
-    if kind == "chinese_clip":
-        model, tok = _load_chinese_clip(path), saved_tokenizer(path)
-        tower, proj = model.text_model, model.text_projection
-        max_len = model.text_model.embeddings.position_embeddings.embedding.shape[0]
-    else:
-        model, tok, cfg = load_pretrained(path, tower="text" if kind == "clip" else None)
-        if model.text_projection is None:
-            raise ValueError(f"eval.clip_model={name!r}: {path} has no text_projection, so its "
-                             "token embeddings are not in the joint image-text space")
-        tower, proj = model, model.text_projection
-        tc = cfg.text_config if kind == "clip" else cfg
-        max_len = tc.max_position_embeddings
-    if tok is None:
-        raise FileNotFoundError(f"eval.clip_model={name!r}: no tokenizer files in {path} "
-                                "(vocab.json + merges.txt for CLIP, vocab.txt for Chinese-CLIP)")
-    graph, state = nnx.split((tower, proj))
-
-    @jax.jit
-    def embed(state, ids, mask):
-        tw, pj = nnx.merge(graph, state)
-        h = tw(ids, mask, deterministic=True).last_hidden_state  # CLIP: final-LN'd states
-        tokens = pj(h)
-        if kind == "chinese_clip":  # [CLS] pooled
-            return tokens, tokens[:, 0]
-        eos = jnp.maximum(mask.sum(-1) - 1, 0)  # the tokenizer's last real token is EOS
-        return tokens, tokens[jnp.arange(len(ids)), eos]
-
-    return functools.partial(embed, state), tok, int(max_len), int(proj.kernel.shape[1])
-
-
-def clip_text_embeddings(name: str, texts: list[str]) -> tuple[np.ndarray, np.ndarray,
-                                                                  np.ndarray, np.ndarray]:
-    """Per-token projected embeddings [N,L,P], their mask [N,L] (every real token with the
-    start/end tokens, as Shi et al. keep [SOS]/[EOS]), global embeddings [N,P] and the
-    token ids [N,L]."""
-    embed, tok, max_len, _ = _clip(name)
-    enc = tok(list(texts) or [""], padding="max_length", truncation=True, max_length=max_len,
-              return_tensors="np")
-    ids, mask = enc["input_ids"].astype(np.int32), enc["attention_mask"].astype(np.int32)
-    n = len(texts)
-    pad = -n % _CHUNK
-    ids, mask = (np.concatenate([a, np.repeat(a[:1], pad, 0)]) for a in (ids, mask))
-    toks, glob = [], []
-    for i in range(0, len(ids), _CHUNK):
-        t, g = jax.device_get(embed(ids[i:i + _CHUNK], mask[i:i + _CHUNK]))
-        toks.append(t)
-        glob.append(g)
-    return (np.concatenate(toks)[:n], mask[:n].astype(bool), np.concatenate(glob)[:n],
-            ids[:n])
-
-
-@functools.lru_cache(maxsize=4)
-def _clip_width(movies_config: str, data_dir: str, manual_dir: str) -> int:
-    """`data.clip_width`, once per dataset (it opens the movies table)."""
-    import types
-
-    return data.clip_width(types.SimpleNamespace(movies_config=movies_config,
-                                                 data_dir=data_dir, manual_dir=manual_dir))
-
-
-def check_clip_width(config: Any) -> int:
-    """The release's CLIP feature width, checked against eval.clip_model's projection."""
-    d = config.data
-    width = _clip_width(d.movies_config, os.path.abspath(d.data_dir), d.manual_dir)
-    _, _, _, proj = _clip(config.eval.clip_model)
-    if width != proj:
-        raise ValueError(f"eval.clip_model={config.eval.clip_model!r} projects text to {proj}-d "
-                         f"but the CLIP frame features are {width}-d (column `clip` of "
-                         f"movie101/{d.movies_config}, read from features/clip/"
-                         "<movie>.mp4.npy.npz): EMScore needs the CLIP that made the features")
-    return width
-
-
-def em_scores(name: str, hyps: list[str], frames: np.ndarray, frame_mask: np.ndarray,
-              idf: bool = False) -> dict[str, float]:
-    """Corpus means (x100) of EMScore(X, V) and its parts for hypotheses against frames
-    (fine P idf-weighted over the hypotheses when `idf`)."""
-    tok, tok_mask, glob, ids = clip_text_embeddings(name, hyps)
-    weight = cm.idf_weights(ids, tok_mask) if idf else None
-    em = cm.emscore(frames, frame_mask, glob, tok, tok_mask, weight)
-    return {k: 100 * float(np.mean(v)) for k, v in em.items()}

@@ -180,6 +180,8 @@ class Encode(grain.transforms.Map):
             out["cast"] = np.array("\t".join(rec["cast_names"]), dtype=object)
             out["clip"] = np.array(f"{rec['movie_id']} {float(rec['start']):.0f}-"
                                    f"{float(rec['end']):.0f} s", dtype=object)
+            out["span"] = np.array(f"{rec['movie_id']}\t{float(rec['start'])!r}\t"
+                                   f"{float(rec['end'])!r}", dtype=object)  # EMScore's frames
         return out
 
     def token_ids(self, pointer_text: str, cast: list[str], role_mask: np.ndarray) -> list[int]:

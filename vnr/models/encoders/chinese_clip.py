@@ -264,8 +264,10 @@ TOWERS = {None: ChineseCLIPModel, "vision": ChineseCLIPVisionModel,
 def from_pretrained(name_or_dir: str | Path, *, tower: str | None = None,
                     dtype: Any = jnp.float32, param_dtype: Any = jnp.float32,
                     key: jax.Array | None = None, mesh: Mesh | None = None,
-                    rules: Rules | None = None) -> nnx.Module:
-    """Chinese-CLIP with a Hugging Face checkpoint's weights.
+                    rules: Rules | None = None, weights: str | Path | None = None
+                    ) -> nnx.Module:
+    """Chinese-CLIP with a Hugging Face checkpoint's weights (or, with `weights`, those of a
+    Chinese-CLIP training checkpoint in that directory's architecture).
 
     Args:
       name_or_dir: a directory, or a name / hub id ``loading.resolve`` finds locally.
@@ -273,6 +275,9 @@ def from_pretrained(name_or_dir: str | Path, *, tower: str | None = None,
         its projection (the other tower and ``logit_scale`` are left unread).
       dtype: compute dtype; param_dtype: parameter dtype.
       key: PRNG key for the dropout streams; mesh, rules: placement (``loading.instantiate``).
+      weights: a file saved by Chinese-CLIP's training code (e.g. Movie101's fine-tuned
+        cnclip-huge-movie101.pt; the ``cn_clip`` port); the directory then gives only the
+        architecture (config.json).
 
     Raises:
       CheckpointError: one line naming the file and the offending key.
@@ -281,12 +286,17 @@ def from_pretrained(name_or_dir: str | Path, *, tower: str | None = None,
         raise ValueError(f"tower must be one of {sorted(TOWERS, key=str)}, got {tower!r}")
     directory = loading.resolve(name_or_dir)
     cfg = read_config(directory)
-    tensors, where = videomae.read_tensors(directory)
     cls = TOWERS[tower]
 
     def ctor(rngs: nnx.Rngs) -> nnx.Module:
         return cls(cfg, dtype=dtype, param_dtype=param_dtype, rngs=rngs)
 
-    arrays = match(tensors, loading.param_shapes(ctor), where)
+    if weights:
+        from vnr.models.encoders import ports
+
+        arrays = ports.read("cn_clip", weights, loading.param_shapes(ctor))
+    else:
+        tensors, where = videomae.read_tensors(directory)
+        arrays = match(tensors, loading.param_shapes(ctor), where)
     return loading.instantiate(ctor, arrays, key=jax.random.key(0) if key is None else key,
                                mesh=mesh, rules=rules)
