@@ -14,7 +14,8 @@ ARGS, comma-separated:
   no_bank     RMN with the fixed encoder memory instead of the memory bank
   uniform     64 frames sampled uniformly over a long clip instead of its first 40 s
   beam        beam search (5 beams) instead of upstream's greedy decoding
-  plain_loss  cross-entropy instead of upstream's label smoothing 0.1 + unlikelihood
+  plain_loss  cross-entropy, §4.4's MLE objective (the Table 3 rows), instead of upstream
+              RMN's label smoothing 0.1 + unlikelihood
   aug         (with v1) train on narration_role/train_merge.json's augmentation clips too
               (split train_clips), as upstream's RMN training does
   v1          Movie101-N (v1_narration; add --config.data.manual_dir=<Movie101v1 with features/>)
@@ -23,6 +24,7 @@ ARGS, comma-separated:
   mnscore     also report BERTScore, EMScore and MNScore (Eq. 2) with the checkpoints below
   em_features (with mnscore) EMScore by OpenAI CLIP's text tower against the release's CLIP
               frame features instead of Chinese-CLIP on 10 frames a clip of the videos
+              (always for English narrations: `v2,en` and the generated corpus)
 
 Frames: the paper rows keep a clip's first 40 one-second feature rows (upstream's reader,
 `max_v_l = 40`; 168 of the 1,416 val paragraphs are longer); text: at most 150 tokens + EOS
@@ -31,8 +33,9 @@ Frames: the paper rows keep a clip's first 40 one-second feature rows (upstream'
 rows follow upstream RMN (Movie101v1/baseline/RMN): d_model 512, 3 + 3 layers, 8 heads
 (modules/transformer.py TransformerConfig), FFN 2048 (modules/common.py FeedForward),
 dropout 0.1, up to 4 genre tokens (modules/transformer_encoder.py TagsEncoder, tags_len 4),
-label smoothing 0.1 + unlikelihood (models/transformer.py build_loss), greedy decoding
-(models/transformer.py evaluate).
+greedy decoding (models/transformer.py evaluate). The loss: the rows add `plain_loss`, §4.4's
+MLE; without it, upstream RMN's label smoothing 0.1 + unlikelihood (models/transformer.py
+build_loss).
 
 Defaults train on the generated `synthetic_narration` corpus (planted role/face signal, built
 on first use into data.data_dir). Real data needs the release's features (see
@@ -95,11 +98,13 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     if model != "rmn" and args.flags & {"no_faces", "no_genre", "no_pointer", "no_bank"}:
         raise args.error(f"{model} has no faces, genre, pointer or bank to drop; the "
                          "ablation flags go with RMN")
-    # Appendix C: VT batch 150, OVP / RMN 56, lr 1e-4, <= 100 epochs (Movie101-N train has
-    # ~12k paragraphs: 20k steps of 56 ~ 93 epochs); the generated corpus: our small preset
+    # Appendix C: VT batch 150, OVP / RMN 56, lr 1e-4, <= 100 epochs: 100 epochs of the
+    # built train split (`mcn.validate` turns them into steps); the generated corpus: our
+    # small preset in steps
     c = common.base("movie101.mcn", total_steps=20000 if real else 600,
                     warmup_steps=100 if real else 30, lr=1e-4 if real else 2e-3, b2=0.98,
                     eval_every=2000 if real else 300, ckpt_every=2000 if real else 300)
+    c.epochs = 100 if real else 0
     if real:
         c.batch_size = 150 if model == "vt" else 56
     c.data = dict(
@@ -140,7 +145,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
             ("bert-base-chinese", 8, 0.54755783)
         c.eval.update(bert_model=bert[0], bert_layer=bert[1], bert_baseline=bert[2],
                       clip_model="chinese-clip-vit-huge-patch14")
-        if "em_features" in args:
+        if "em_features" in args or english:  # Chinese-CLIP reads Chinese text only
             c.eval.update(clip_model="clip-vit-base-patch32", em_source="features")
     if "smoke" in args:
         if not real:

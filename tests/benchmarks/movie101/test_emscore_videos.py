@@ -5,7 +5,9 @@ decoded from the videos at the centres of equal parts of each clip."""
 
 from __future__ import annotations
 
+import json
 import pathlib
+import shutil
 
 import jax
 import numpy as np
@@ -46,14 +48,14 @@ def test_towers_from_the_training_checkpoint_match_upstream(cnclip) -> None:
     ids = io["input_ids"].astype(np.int32)
     tokens, glob = text(ids, (ids != 0).astype(np.int32))
     np.testing.assert_allclose(np.asarray(glob), io["text_features"], atol=2e-5)
-    np.testing.assert_allclose(np.asarray(tokens)[:, 0], np.asarray(glob))
+    assert np.asarray(tokens).shape[:2] == ids.shape
 
 
 def _config(data_dir: pathlib.Path, cnclip: str, videos: str):
     c = mcn_config.get_config("smoke,mnscore")
     c.data.update(data_dir=str(data_dir), videos=videos)
     c.eval.update(clip_model=cnclip, clip_weights=str(pathlib.Path(cnclip) / "epoch_latest.pt"),
-                  em_frames=3, bert_model="")
+                  em_frames=3, bert_model="", em_source="videos")
     c.progress = False
     return c
 
@@ -75,6 +77,9 @@ def test_evaluate_scores_frames_decoded_from_the_videos(tmp_path, cnclip) -> Non
     m = task.evaluate(c, "test", _rolled_predict, sharding.make_mesh((-1, 1)), max_examples=8)
     b = next(iter(data.eval_dataset(c.data, "test", 8, 8)))
     spans = emscore.parse_spans(b["span"])
+    src = records.usable_source(c.data, "test")
+    assert spans == [(src[i]["movie_id"], float(src[i]["start"]), float(src[i]["end"]))
+                     for i in range(8)]
     words, tokens = data.vocab(c.data), np.roll(b["targets"], 1, axis=0)
     casts = [str(x).split("\t") for x in b["cast"]]
     hyps = [task.decode_text(tokens[i], words, casts[i]) for i in range(8)]
@@ -126,8 +131,43 @@ def test_bad_emscore_inputs_are_one_line(tmp_path, cnclip) -> None:
             (tmp_path / "partial" / f.name).symlink_to(f)
     with pytest.raises(ValueError, match=rf"{gone}: no such video"):
         task.check_splits(c)
-    # a Hugging Face file where a training checkpoint belongs: named by its key
+    # checked before anything compiles: a Hugging Face file where a training checkpoint
+    # belongs, a training checkpoint of other sizes, no vocab.txt, a processor of another size
     c = _config(tmp_path / "tfds", cnclip, videos)
     c.eval.clip_weights = str(GOLDEN.parent / "chinese_clip" / "tiny" / "pytorch_model.bin")
-    with pytest.raises(Exception, match=r"eval.clip_weights=.*not a Chinese-CLIP training"):
-        emscore._vision(c.eval.clip_model, emscore.weights_file(c.eval))
+    with pytest.raises(ValueError, match=r"eval.clip_weights=.*not a Chinese-CLIP training"):
+        task.validate(c)
+    other = tmp_path / "other"
+    shutil.copytree(cnclip, other)
+    conf = json.loads((other / "config.json").read_text())
+    conf["vision_config"]["hidden_size"] = 48
+    (other / "config.json").write_text(json.dumps(conf))
+    with pytest.raises(ValueError, match=r"eval.clip_weights=.*epoch_latest.pt.*vision_model"):
+        task.validate(_config(tmp_path / "tfds", str(other), videos))
+    shutil.copytree(cnclip, tmp_path / "novocab")
+    (tmp_path / "novocab" / "vocab.txt").unlink()
+    with pytest.raises(ValueError, match=r"novocab.*no vocab.txt"):
+        task.validate(_config(tmp_path / "tfds", str(tmp_path / "novocab"), videos))
+    shutil.copytree(cnclip, tmp_path / "size")
+    pre = json.loads((tmp_path / "size" / "preprocessor_config.json").read_text())
+    (tmp_path / "size" / "preprocessor_config.json").write_text(json.dumps(
+        dict(pre, size={"height": 24, "width": 24})))
+    with pytest.raises(ValueError, match=r"preprocessor size 24 but the vision tower takes 16"):
+        task.validate(_config(tmp_path / "tfds", str(tmp_path / "size"), videos))
+    c = _config(tmp_path / "tfds", cnclip, "")
+    with pytest.raises(ValueError, match=r"data.videos is empty and data.manual_dir unset"):
+        task.validate(c)
+
+
+def test_mnscore_scores_chinese_narrations_on_videos_and_english_on_features() -> None:
+    """`mnscore`: the paper's EMScore (Chinese-CLIP on the videos) for Chinese narrations;
+    OpenAI CLIP on the release's features for English ones and with `em_features`."""
+    zh = mcn_config.get_config("v1,mnscore")
+    assert (zh.eval.clip_model, zh.eval.em_source, zh.eval.em_frames, zh.eval.mnscore_em) == \
+        ("chinese-clip-vit-huge-patch14", "videos", 10, "fine")
+    assert zh.epochs == 100 and zh.batch_size == 56
+    for args in ("v1,mnscore,em_features", "v2,en,mnscore", "mnscore"):
+        c = mcn_config.get_config(args)
+        assert (c.eval.clip_model, c.eval.em_source) == ("clip-vit-base-patch32", "features")
+    with pytest.raises(ValueError, match="em_features .* add mnscore"):
+        mcn_config.get_config("v1,em_features")

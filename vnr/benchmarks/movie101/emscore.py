@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import os
 import pathlib
 from typing import Any
@@ -55,14 +56,25 @@ def clip_config(name: str) -> tuple[pathlib.Path, dict]:
     return path, conf
 
 
+@functools.lru_cache(maxsize=1)
+def _both_towers(path: str, weights: str) -> Any:
+    """The whole Chinese-CLIP from one read of a training checkpoint (both towers come from
+    the file: reading it once per tower would read ~4 GB twice)."""
+    from vnr.models.encoders import chinese_clip
+
+    return chinese_clip.from_pretrained(path, weights=weights)
+
+
 def _load_chinese_clip(path: pathlib.Path, tower: str, weights: str = "") -> Any:
-    """Chinese-CLIP's `tower` ("text" / "vision") with its projection, from the directory
-    or from `weights`, a training checkpoint (`vnr.models.encoders.chinese_clip`; the other
-    tower and `logit_scale` are left unread)."""
+    """Chinese-CLIP's `tower` ("text" / "vision") with its projection from the directory
+    (the other tower and `logit_scale` left unread), or the whole model from `weights`, a
+    training checkpoint (`vnr.models.encoders.chinese_clip`)."""
     from vnr.models.encoders import chinese_clip
 
     try:
-        return chinese_clip.from_pretrained(path, tower=tower, weights=weights or None)
+        if weights:
+            return _both_towers(str(path), weights)
+        return chinese_clip.from_pretrained(path, tower=tower)
     except loading.CheckpointError as err:
         key = f"eval.clip_weights={weights!r}" if weights else f"eval.clip_model={str(path)!r}"
         raise loading.CheckpointError(f"{key}: {err}") from None
@@ -190,22 +202,57 @@ def check(config: Any) -> None:
     if w and conf["model_type"] != "chinese_clip":
         raise ValueError(f"eval.clip_weights is a Chinese-CLIP training checkpoint but "
                          f"eval.clip_model={e.clip_model!r} is {conf['model_type']!r}")
-    if source(e) != "videos":
-        return
-    from vnr.benchmarks.movie101 import tng_cnclip
-    from vnr.models.encoders import chinese_clip
-
-    if conf["model_type"] != "chinese_clip":
+    videos = source(e) == "videos"
+    if videos and conf["model_type"] != "chinese_clip":
         raise ValueError(f"eval.em_source='videos' embeds frames with a Chinese-CLIP image "
                          f"tower; eval.clip_model={e.clip_model!r} is {conf['model_type']!r}")
+    if conf["model_type"] == "chinese_clip":
+        _check_chinese_clip(path, w, videos)
+    if not videos:
+        return
+    from vnr.benchmarks.movie101 import tng_cnclip
+
     if e.em_frames < 1:
         raise ValueError("eval.em_frames=0 (all feature rows) has no meaning for "
                          "eval.em_source='videos': give the frames a clip (10, Appendix C)")
-    chinese_clip.preprocessing(path)  # one line when the processor file is unreadable
+    d = config.data
+    if not d.get("videos") and not d.manual_dir:
+        raise ValueError("data.videos is empty and data.manual_dir unset: EMScore reads 10 "
+                         "frames a clip from <data.videos>/<movie_id>.mp4")
+    if not w and d.config.startswith(("v1_", "v2_")):
+        logging.warning("eval.clip_weights is empty: EMScore embeds frames with %s's own "
+                        "weights, not upstream's Movie101-fine-tuned cnclip-huge-movie101.pt "
+                        "(the paper's)", e.clip_model)
     if not tng_cnclip.videos_dir(config.data).is_dir():
         raise ValueError(f"data.videos={str(tng_cnclip.videos_dir(config.data))!r}: no such "
                          "directory (the release's videos as <movie_id>.mp4; default "
                          "<manual_dir>/videos); EMScore reads 10 frames a clip from them")
+
+
+def _check_chinese_clip(path: pathlib.Path, weights: str, videos: bool) -> None:
+    """A Chinese-CLIP directory (and training checkpoint) EMScore can use: its vocab.txt, a
+    processor of the vision tower's size, and every tensor the towers need in `weights`
+    with its shape (from the file's pickle alone: its storages are not read)."""
+    from vnr.models.encoders import chinese_clip, cn_clip
+
+    cfg = chinese_clip.read_config(path)
+    if not (path / "vocab.txt").is_file():
+        raise ValueError(f"eval.clip_model={str(path)!r}: no vocab.txt (Chinese-CLIP's "
+                         "WordPiece vocabulary)")
+    size = chinese_clip.preprocessing(path).size
+    if videos and size != cfg.vision_config.image_size:
+        raise ValueError(f"eval.clip_model={str(path)!r}: preprocessor size {size} but the "
+                         f"vision tower takes {cfg.vision_config.image_size} px")
+    if not weights:
+        return
+    try:
+        views, where = cn_clip.read_shapes(weights)
+        for tower in ("text", "vision") if videos else ("text",):
+            cls = chinese_clip.TOWERS[tower]
+            chinese_clip.match(views, loading.param_shapes(lambda r, c=cls: c(cfg, rngs=r)),
+                               where)
+    except loading.CheckpointError as err:
+        raise ValueError(f"eval.clip_weights={weights!r}: {err}") from None
 
 
 def check_videos(config: Any, splits: list[str]) -> None:
@@ -236,7 +283,9 @@ def _vision(name: str, weights: str = ""):
     @jax.jit
     def embed(state, frames):
         x = (frames.astype(jnp.float32) - mean) / std
-        return nnx.merge(graph, state)(x).pooled.astype(jnp.float32)
+        model = nnx.merge(graph, state)
+        run = model.encode_image if isinstance(model, chinese_clip.ChineseCLIPModel) else model
+        return run(x).pooled.astype(jnp.float32)
 
     return functools.partial(embed, state), int(pre.size)
 

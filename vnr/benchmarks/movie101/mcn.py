@@ -92,6 +92,15 @@ def validate(config: Any) -> None:
     emscore.check(config)
     if e.bert_model:
         loading.resolve(e.bert_model, key="eval.bert_model")
+    if config.get("epochs", 0):  # Appendix C's epochs of the built train split -> steps
+        from vnr.data import pipeline
+
+        def narrations() -> int:
+            data.prepare(d)
+            return len(records.usable_source(d, d.train_split))
+
+        pipeline.resolve_epochs(config, narrations, "train narrations",
+                                "vnr:movie101_mcn_epochs")
 
 
 def check_splits(config: Any) -> None:

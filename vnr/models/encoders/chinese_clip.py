@@ -292,9 +292,13 @@ def from_pretrained(name_or_dir: str | Path, *, tower: str | None = None,
         return cls(cfg, dtype=dtype, param_dtype=param_dtype, rngs=rngs)
 
     if weights:
-        from vnr.models.encoders import ports
+        from vnr.models.encoders import cn_clip
 
-        arrays = ports.read("cn_clip", weights, loading.param_shapes(ctor))
+        if not Path(weights).exists():
+            raise CheckpointError(f"{weights}: no such checkpoint (a Chinese-CLIP training "
+                                  "checkpoint; nothing is downloaded)")
+        tensors, where = cn_clip.read_tensors(weights)
+        arrays = match(tensors, loading.param_shapes(ctor), where)
     else:
         tensors, where = videomae.read_tensors(directory)
         arrays = match(tensors, loading.param_shapes(ctor), where)

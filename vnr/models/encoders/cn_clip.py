@@ -98,6 +98,24 @@ def read_tensors(path: str | Path) -> tuple[dict[str, np.ndarray], str]:
         raise CheckpointError(f"{path}: a directory; a Hugging Face Chinese-CLIP directory is "
                               "read by the `chinese_clip` port (Movie101: model.cnclip)")
     state = read_torch_checkpoint(path, foreign="skip")  # unwraps `state_dict`
+    _check_names(state, path)
+    return to_hugging_face(state, str(path)), str(path)
+
+
+def read_shapes(path: str | Path) -> tuple[dict[str, np.ndarray], str]:
+    """As `read_tensors`, but every tensor a zero-stride view of its shape, from the file's
+    pickle alone (its storages are not read): what a config check needs, in seconds."""
+    from vnr.models.encoders.torch_checkpoint import read_torch_shapes
+
+    if Path(path).is_dir():
+        return read_tensors(path)  # the directory's one-line error
+    shapes = read_torch_shapes(path, foreign="skip")
+    state = {k: np.broadcast_to(np.zeros((), np.float32), s) for k, s in shapes.items()}
+    _check_names(state, path)
+    return to_hugging_face(state, str(path)), str(path)
+
+
+def _check_names(state: dict, path: str | Path) -> None:
     names = {k.removeprefix("module.") for k in state}
     if any(n.startswith(("visual.attnpool.", "visual.layer1.")) for n in names):
         raise CheckpointError(f"{path}: a ResNet Chinese-CLIP (visual.attnpool.*): only the ViT "
@@ -106,4 +124,3 @@ def read_tensors(path: str | Path) -> tuple[dict[str, np.ndarray], str]:
         raise CheckpointError(f"{path}: no visual.class_embedding / text_projection (first keys: "
                               f"{', '.join(sorted(state)[:2])}): not a Chinese-CLIP training "
                               "checkpoint")
-    return to_hugging_face(state, str(path)), str(path)
