@@ -57,3 +57,42 @@ def test_translate_release_keeps_layout_times_and_counts(tiny_seq2seq, tmp_path,
     assert again["kept_existing"] == 5
     (src / "annotations/fr/val.json").write_text("{broken")
     assert translate.translate_release(src, out, {"fr": fn})["bad_source"] == 1
+
+
+def test_nllb_checkpoints_run_on_the_nnx_port(tmp_path):
+    """A directory with model_type m2m_100 (NLLB-200's; here the golden tiny M2M100 of
+    tests/golden/make_m2m100.py with a word-level tokenizer) translates through
+    `vnr.models.encoders.m2m100`: the target code forced first, the same tokens as the
+    port's own generate, one line for a target code the tokenizer lacks."""
+    import pathlib
+    import shutil
+
+    import numpy as np
+    import transformers as tf
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    from vnr.models.encoders import m2m100
+
+    d = tmp_path / "nllb"
+    shutil.copytree(pathlib.Path(__file__).resolve().parents[2] / "golden" / "m2m100", d)
+    words = ["<s>", "<pad>", "</s>", "<unk>", "eng_Latn", "fra_Latn", "x", *"abcdefghij"]
+    words += [f"w{i}" for i in range(48 - len(words))]
+    core = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
+    core.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok = tf.PreTrainedTokenizerFast(tokenizer_object=core, bos_token="<s>", eos_token="</s>",
+                                     pad_token="<pad>", unk_token="<unk>",
+                                     additional_special_tokens=["eng_Latn", "fra_Latn"])
+    tok.save_pretrained(d)
+    assert translate.model_type(str(d)) == "m2m_100"
+    fn = translate.hf_translator(str(d), batch_size=2, max_length=6)
+    texts = ["a b c", "d e", "f g h i"]
+    got = fn(texts)
+    enc = tok(texts + [""], return_tensors="np", padding="max_length", truncation=True,
+              max_length=6)
+    seqs, _ = m2m100.generate(m2m100.from_pretrained(d), enc["input_ids"],
+                              enc["attention_mask"], max_len=6, forced_bos=4)
+    assert (seqs[:, 0] == 4).all()  # eng_Latn first
+    assert got == [t.strip() for t in tok.batch_decode(np.asarray(seqs)[:3],
+                                                        skip_special_tokens=True)]
+    with pytest.raises(ValueError, match="--forced_bos deu_Latn: not a token of"):
+        translate.hf_translator(str(d), forced_bos="deu_Latn")

@@ -12,12 +12,15 @@ Writes `RELEASE_EN/annotations/<lang>/{train,val,test}.json` and
 many sentences as its source is kept (resumable); one whose count differs is counted as
 `translated_count_mismatch`, named, and translated again.
 
-Models: any local Hugging Face seq2seq checkpoint that transformers loads with
-`FlaxAutoModelForSeq2SeqLM` (Marian opus-mt-*-en, mBART-50, T5/mT5, BART, Pegasus), with
-its tokenizer. The paper used NLLB-200, an M2M100 architecture for which
-transformers has no Flax class: it cannot run here (not provided). For multilingual models
-`--src_code <lang>=<code>` sets `tokenizer.src_lang` and `--forced_bos <code>` the target
-language token (mBART-50: `en_XX`).
+Models: the paper's NLLB-200 (a Hugging Face directory of facebook/nllb-200-*, e.g.
+nllb-200-distilled-600M: `model_type` m2m_100, run by vnr's NNX port
+`vnr.models.encoders.m2m100`; each language's source code defaults to NLLB's (`NLLB_CODES`:
+ch = zho_Hans, ...) and the target to eng_Latn), or any other local seq2seq checkpoint that
+transformers loads with `FlaxAutoModelForSeq2SeqLM` (Marian opus-mt-*-en, mBART-50, T5/mT5,
+BART, Pegasus), with its tokenizer. `--src_code <lang>=<code>` sets `tokenizer.src_lang`
+and `--forced_bos <code>` the target language token (mBART-50: `en_XX`). Decoding (the paper
+is silent): greedy (`--num_beams 1`, transformers' default), at most
+`--max_length` tokens a sentence, the source cut there too.
 """
 
 from __future__ import annotations
@@ -37,21 +40,81 @@ from tfds_builders.msymon import LANGUAGES, SPLITS
 from vnr import cli, progress
 
 Translator = Callable[[list[str]], list[str]]
+# M-SYMON's languages as NLLB-200's FLORES-200 codes (Chinese: the simplified script)
+NLLB_CODES = {"en": "eng_Latn", "ch": "zho_Hans", "es": "spa_Latn", "fr": "fra_Latn",
+              "pt": "por_Latn", "hi": "hin_Deva", "ru": "rus_Cyrl"}
+
+
+def model_type(model_dir: str) -> str:
+    """config.json's model_type of a local checkpoint directory ('' without one)."""
+    path = pathlib.Path(model_dir) / "config.json"
+    try:
+        return str(json.loads(path.read_text()).get("model_type", ""))
+    except (OSError, ValueError, AttributeError):
+        return ""
+
+
+def nllb_translator(model_dir: str, src_code: str | None = None, forced_bos: str | None = None,
+                    batch_size: int = 16, max_length: int = 128, num_beams: int = 1
+                    ) -> Translator:
+    """A function translating a list of sentences with NLLB-200 (an M2M100 checkpoint) on
+    vnr's NNX port: the source code set on the tokenizer, the target code forced first."""
+    import numpy as np
+    from transformers import AutoTokenizer
+
+    from vnr.models.encoders import m2m100
+
+    tok = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
+    if src_code:
+        tok.src_lang = src_code
+    target = forced_bos or NLLB_CODES["en"]
+    forced = tok.convert_tokens_to_ids(target)
+    if forced is None or forced == tok.unk_token_id:
+        raise ValueError(f"--forced_bos {target}: not a token of {model_dir}'s tokenizer")
+    model = m2m100.from_pretrained(model_dir)
+
+    def gen(ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        return m2m100.generate(model, ids, mask, max_len=max_length, beam_size=num_beams,
+                               forced_bos=forced)[0]
+
+    return _batched(tok, gen, batch_size, max_length)
+
+
+def _batched(tok: Any, gen: Callable, batch_size: int, max_length: int) -> Translator:
+    """Sentences -> `gen(ids, mask)` token rows -> text, `batch_size` at a time, every batch
+    padded to one shape (rows and tokens) so generation compiles once."""
+    import numpy as np
+
+    def translate(texts: list[str]) -> list[str]:
+        out: list[str] = []
+        for i in range(0, len(texts), batch_size):
+            chunk = texts[i:i + batch_size]
+            enc = tok(chunk + [""] * (batch_size - len(chunk)), return_tensors="np",
+                      padding="max_length", truncation=True, max_length=max_length)
+            ids = gen(enc["input_ids"], enc["attention_mask"])
+            out += [t.strip() for t in tok.batch_decode(np.asarray(ids)[:len(chunk)],
+                                                         skip_special_tokens=True)]
+        return out
+
+    return translate
 
 
 def hf_translator(model_dir: str, src_code: str | None = None, forced_bos: str | None = None,
                   batch_size: int = 16, max_length: int = 128, num_beams: int = 1
                   ) -> Translator:
-    """A function translating a list of sentences with a local Flax seq2seq checkpoint."""
-    import numpy as np
+    """A function translating a list of sentences with a local seq2seq checkpoint: NLLB-200
+    (M2M100) through `nllb_translator`, any other through transformers' Flax classes."""
+    if model_type(model_dir) == "m2m_100":
+        return nllb_translator(model_dir, src_code, forced_bos, batch_size, max_length,
+                               num_beams)
     from transformers import AutoTokenizer, FlaxAutoModelForSeq2SeqLM
 
     tok = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
     try:
         model = FlaxAutoModelForSeq2SeqLM.from_pretrained(model_dir, local_files_only=True)
     except (ValueError, KeyError) as e:
-        raise ValueError(f"--model {model_dir}: not a Flax seq2seq architecture ({e}); NLLB/M2M100 "
-                         "has no Flax class in transformers") from e
+        raise ValueError(f"--model {model_dir}: not a Flax seq2seq architecture ({e}) nor "
+                         "NLLB-200 (model_type m2m_100)") from e
     if src_code:
         tok.src_lang = src_code
     kw: dict[str, Any] = {"max_length": max_length, "num_beams": num_beams}
@@ -61,20 +124,7 @@ def hf_translator(model_dir: str, src_code: str | None = None, forced_bos: str |
     import jax
 
     gen = jax.jit(lambda ids, mask: model.generate(ids, attention_mask=mask, **kw).sequences)
-
-    def translate(texts: list[str]) -> list[str]:
-        out: list[str] = []
-        for i in range(0, len(texts), batch_size):
-            chunk = texts[i:i + batch_size]
-            # One shape for every batch (padded rows and tokens), so generate compiles once.
-            enc = tok(chunk + [""] * (batch_size - len(chunk)), return_tensors="np",
-                      padding="max_length", truncation=True, max_length=max_length)
-            ids = gen(enc["input_ids"], enc["attention_mask"])
-            out += [t.strip() for t in tok.batch_decode(np.asarray(ids)[:len(chunk)],
-                                                         skip_special_tokens=True)]
-        return out
-
-    return translate
+    return _batched(tok, gen, batch_size, max_length)
 
 
 def _texts_of(data: Any, kind: str) -> list[str]:
@@ -170,7 +220,8 @@ def _flags(fv: flags.FlagValues) -> None:
     flags.DEFINE_multi_string("model", None, "DIR (one model for every language) or "
                               "<lang>=DIR, repeated", required=True, flag_values=fv)
     flags.DEFINE_multi_string("src_code", [], "<lang>=<tokenizer code>", flag_values=fv)
-    flags.DEFINE_string("forced_bos", None, "target language token, e.g. en_XX",
+    flags.DEFINE_string("forced_bos", None, "target language token, e.g. en_XX (NLLB-200: "
+                        "eng_Latn by default)",
                         flag_values=fv)
     flags.DEFINE_integer("batch_size", 16, "sentences per generate call", lower_bound=1,
                          flag_values=fv)
@@ -186,6 +237,9 @@ def main(argv: list[str] | None = None) -> int:
     models = {lang: shared[0] for lang in LANGUAGES if shared}
     models.update(_pairs(per_lang, "--model"))
     codes = _pairs(a.src_code, "--src_code")
+    for lang, d in models.items():  # NLLB-200: the language's FLORES-200 code by default
+        if model_type(d) == "m2m_100":
+            codes.setdefault(lang, NLLB_CODES[lang])
     translators = {lang: hf_translator(d, codes.get(lang), a.forced_bos, a.batch_size,
                                        a.max_length, a.num_beams)
                    for lang, d in models.items() if lang != "en"}

@@ -1,0 +1,84 @@
+"""M2M100 / NLLB-200 (`vnr.models.encoders.m2m100`) against transformers' PyTorch
+`M2M100ForConditionalGeneration` (golden files from tests/golden/make_m2m100.py: a tiny random
+model saved as the hub's pytorch_model.bin, its logits and its greedy and beam `generate`
+outputs with a forced first token), and the full-size key set of nllb-200-distilled-600M."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from vnr.models.encoders import loading, m2m100
+from vnr.models.encoders.loading import CheckpointError
+
+GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "m2m100"
+
+
+@pytest.fixture(scope="module")
+def golden():
+    with np.load(GOLDEN / "io.npz") as f:
+        io = dict(f)
+    return m2m100.from_pretrained(GOLDEN), io
+
+
+def test_logits_match_transformers(golden) -> None:
+    model, io = golden
+    enc = np.asarray(model.encode(io["input_ids"], io["attention_mask"]))
+    real = io["attention_mask"].astype(bool)
+    np.testing.assert_allclose(enc[real], io["encoder_last_hidden_state"][real], atol=2e-5)
+    logits = np.asarray(model(io["input_ids"], io["attention_mask"], io["decoder_input_ids"]))
+    diff = float(np.abs(logits - io["logits"]).max())
+    print(f"logits: max |diff| {diff:.3g} (max |ref| {np.abs(io['logits']).max():.3g})")
+    assert diff <= 1e-4
+
+
+@pytest.mark.parametrize("beams,key", [(1, "greedy"), (3, "beam")])
+def test_generate_matches_transformers(golden, beams, key) -> None:
+    """Greedy and 3-beam search (summed log-probabilities: transformers' length_penalty 0)
+    with the forced first token give transformers' sequences (its start token dropped)."""
+    model, io = golden
+    want = io[key][:, 1:]
+    meta = json.loads((GOLDEN / "meta.json").read_text())
+    seqs, lengths = m2m100.generate(model, io["input_ids"], io["attention_mask"],
+                                    max_len=want.shape[1], beam_size=beams,
+                                    forced_bos=meta["forced_bos"])
+    np.testing.assert_array_equal(seqs, want)
+    assert (seqs[:, 0] == meta["forced_bos"]).all() and (lengths == want.shape[1]).all()
+
+
+def test_full_size_key_set_is_nllb_600m() -> None:
+    """Every parameter the port builds at nllb-200-distilled-600M's sizes is a key of the
+    published layout with its shape, and every key left is a tied copy of `model.shared`."""
+    full = json.loads((GOLDEN / "full_keys.json").read_text())
+    meta = json.loads((GOLDEN / "meta.json").read_text())["full"]
+    fields = {f for f in m2m100.M2M100Config.__dataclass_fields__}
+    cfg = m2m100.M2M100Config(**{k: v for k, v in meta.items() if k in fields})
+    shapes = loading.param_shapes(lambda r: m2m100.M2M100(cfg, rngs=r))
+    got = {loading.torch_key(n, "model."): list(loading.torch_shape(n, s))
+           for n, s in shapes.items()}
+    assert {k: full[k] for k in got} == got
+    assert sorted(set(full) - set(got)) == sorted(
+        ["lm_head.weight", "model.encoder.embed_tokens.weight",
+         "model.decoder.embed_tokens.weight"])
+    assert sum(int(np.prod(s)) for s in got.values()) == 615_073_792
+
+
+def test_bad_checkpoints_are_one_line(tmp_path) -> None:
+    with pytest.raises(CheckpointError, match="config.json: no such file"):
+        m2m100.from_pretrained(tmp_path)
+    bad = tmp_path / "bart"
+    bad.mkdir()
+    (bad / "config.json").write_text(json.dumps({"model_type": "bart"}))
+    with pytest.raises(CheckpointError, match="model_type='bart', not 'm2m_100'"):
+        m2m100.from_pretrained(bad)
+    # a checkpoint whose decoder has a layer fewer than its config says
+    short = tmp_path / "short"
+    shutil.copytree(GOLDEN, short)
+    cfg = json.loads((short / "config.json").read_text())
+    (short / "config.json").write_text(json.dumps(dict(cfg, decoder_layers=4)))
+    with pytest.raises(CheckpointError, match=r"pytorch_model.bin.*decoder.layers.3"):
+        m2m100.from_pretrained(short)
