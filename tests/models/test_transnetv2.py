@@ -179,7 +179,7 @@ def test_real_weights_match_upstream_on_the_same_frames(real):
     means = np.array(info["frame_means"][:300])
     assert np.abs(frames.mean(axis=(1, 2, 3)) - means).max() < 0.01, (
         f"this ffmpeg decodes the video differently from the golden file's {info['ffmpeg']}")
-    single, many = tn.predict_frames(real, frames)
+    single, many = tn.predict_frames(real, frames, batch=1)
     for got, name in ((single, "real_single"), (many, "real_many")):
         want = np.load(GOLDEN / f"{name}.npy")[:250]
         np.testing.assert_allclose(got[:250], want, atol=1e-5, err_msg=name)
@@ -195,7 +195,7 @@ def test_real_video_decoded_with_pyav_gives_upstreams_cuts(real):
     info = json.loads((GOLDEN / "real_frames.json").read_text())
     diff = np.abs(frames.mean(axis=(1, 2, 3)) - np.array(info["frame_means"][:550]))
     assert diff.max() < 2.0, f"PyAV's frames are far from ffmpeg's (mean-pixel gap {diff.max()})"
-    single, _ = tn.predict_frames(real, frames)
+    single, _ = tn.predict_frames(real, frames, batch=1)
     want = np.load(GOLDEN / "real_single.npy")[:500]
     assert np.abs(single[:500] - want).max() < 0.05  # 0.010 measured over all 5301 frames
     ref = tn.scenes(want)[1:, 0]
@@ -246,7 +246,7 @@ def test_cuts_of_a_video_composed_from_real_movie_frames(real, tmp_path):
     frames, times = decode(path)
     assert len(frames) == sum(HOLD)
     starts = np.cumsum(HOLD)[:-1]
-    single, _ = tn.predict_frames(real, frames)
+    single, _ = tn.predict_frames(real, frames, batch=1)
     got = tn.cut_times(single, times)
     want = times[starts]
     assert len(got) == len(want), f"cuts at {got}, want {want}"
