@@ -126,7 +126,7 @@ def loop_beam(jstep, jgather, consts, cache: dict, beam: int, length: int,
         new = seqs[src]
         new[:, t + 1] = tok
         for i in range(len(top)):
-            if tok[i] == EOS or t + 1 == length:
+            if (tok[i] == EOS and i < K) or t + 1 == length:  # EOS among the best K
                 fin.append((float(cand[top[i]]), new[i, 1: t + 2].tolist()))
         alive = [i for i in range(len(top)) if tok[i] != EOS][:K]
         seqs, live = new[alive], cand[top[alive]]

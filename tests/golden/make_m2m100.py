@@ -13,9 +13,12 @@ where each part matters, saved with `save_pretrained(..., safe_serialization=Fal
 `pytorch_model.bin` like the hub's file. Inputs: token ids with a padded row (pad 1 at its
 tail) and decoder ids. Outputs: the teacher-forced logits, the encoder's last states, and
 `generate` sequences: greedy and 3-beam, each with `forced_bos_token_id` (as NLLB forces
-the target language's code first), `max_length` 12. `full_keys.json` is the full-size
-checkpoint's {key: shape}, built on torch's meta device from the published config values
-below (no weights are made or saved).
+the target language's code first), `max_length` 12. A random model this small never ends a
+sentence, so `eos/` holds a second one (seed 19, the </s> row of the shared embedding
+scaled by 2.85: found by a search over seeds for rows that end at different steps) with
+its greedy and 3-beam outputs on six sources, where </s> ends most rows early and ranks
+second elsewhere. `full_keys.json` is the {key: shape} of transformers' class built on
+torch's meta device from the published config values below (no weights are made or saved).
 """
 
 from __future__ import annotations
@@ -44,9 +47,8 @@ TINY = dict(vocab_size=48, d_model=16, encoder_layers=2, decoder_layers=3,
 FORCED = 7  # the "target language" token forced first
 
 
-def main() -> None:
-    torch.manual_seed(0)
-    HERE.mkdir(parents=True, exist_ok=True)
+def random_model(seed: int) -> M2M100ForConditionalGeneration:
+    torch.manual_seed(seed)
     model = M2M100ForConditionalGeneration(M2M100Config(**TINY)).eval()
     with torch.no_grad():
         for name, p in model.named_parameters():
@@ -55,6 +57,12 @@ def main() -> None:
             scale = 0.05 if "embed" in name or "shared" in name else 0.2
             p.copy_(torch.randn_like(p) * scale + (1.0 if name.endswith("layer_norm.weight")
                                                    else 0.0))
+    return model
+
+
+def main() -> None:
+    HERE.mkdir(parents=True, exist_ok=True)
+    model = random_model(0)
     model.save_pretrained(HERE, safe_serialization=False)
     rng = np.random.default_rng(0)
     ids = rng.integers(3, 48, (3, 9))
@@ -84,6 +92,31 @@ def main() -> None:
         "torch": torch.__version__, "transformers": transformers.__version__,
         "tiny": TINY, "forced_bos": FORCED, "full": NLLB_600M}, indent=1))
     print("wrote", sorted(p.name for p in HERE.iterdir()), greedy.tolist(), beam.tolist())
+    eos_fixture()
+
+
+def eos_fixture() -> None:
+    model = random_model(19)
+    with torch.no_grad():
+        model.model.shared.weight[2] *= 2.85  # </s> likelier: sentences end
+    out = HERE / "eos"
+    model.save_pretrained(out, safe_serialization=False)
+    rng = np.random.default_rng(19)
+    ids = rng.integers(3, 48, (6, 9))
+    ids[:, -1] = 2
+    ids[1, 6:], ids[1, 5] = 1, 2
+    ids[4, 4:], ids[4, 3] = 1, 2
+    mask = (ids != 1).astype(np.int64)
+    t = torch.from_numpy
+    with torch.no_grad():
+        greedy = model.generate(t(ids), attention_mask=t(mask), max_length=12, num_beams=1,
+                                do_sample=False, forced_bos_token_id=FORCED)
+        beam = model.generate(t(ids), attention_mask=t(mask), max_length=12, num_beams=3,
+                              do_sample=False, forced_bos_token_id=FORCED, length_penalty=0.0,
+                              early_stopping=True)
+    np.savez(out / "io.npz", input_ids=ids, attention_mask=mask, greedy=greedy.numpy(),
+             beam=beam.numpy())
+    print("eos:", greedy.tolist(), beam.tolist())
 
 
 if __name__ == "__main__":

@@ -222,3 +222,25 @@ def test_rmn_role_scores_use_the_decoders_attention() -> None:
                                          m.decoder.cross_kv(mem), return_attn=True)
         np.testing.assert_allclose(at, alpha[:, t], rtol=1e-4, atol=1e-5)
         np.testing.assert_allclose(ht, h[:, t], rtol=1e-4, atol=1e-4)
+
+
+def _eos_second_step(tokens, state, t):
+    """Token 3 at 0.55 then 0.9 a step, </s> (2) the rest: ending at once (log 0.45) beats
+    the greedy path's total (log 0.55 + 2 log 0.9) over three steps."""
+    p = jnp.where(t == 0, jnp.array([0.0, 0.0, 0.45, 0.55]), jnp.array([0.0, 0.0, 0.1, 0.9]))
+    logp = jnp.log(jnp.maximum(p, 1e-12))
+    return jnp.broadcast_to(logp, (tokens.shape[0], 4)), state
+
+
+def test_an_eos_outside_the_best_k_never_ends_a_hypothesis():
+    """As fairseq's and transformers' beam search: only an </s> among the best K candidates
+    ends a hypothesis, so one beam is exactly greedy (never the better-scoring early </s>
+    ranked second), and K = 2 keeps it."""
+    kw = dict(batch_size=1, max_len=3, bos_id=1, eos_id=2, early_stop=True)
+    seqs, _, lengths, _ = beam_search(_eos_second_step, {"x": jnp.zeros((1, 1))},
+                                      beam_size=1, **kw)
+    assert seqs[0, 0].tolist() == [3, 3, 3] and int(lengths[0, 0]) == 3
+    seqs, scores, lengths, _ = beam_search(_eos_second_step, {"x": jnp.zeros((2, 1))},
+                                           beam_size=2, **kw)
+    assert seqs[0, 0].tolist()[:1] == [2] and int(lengths[0, 0]) == 1
+    assert float(scores[0, 0]) == pytest.approx(np.log(0.45), rel=1e-5)

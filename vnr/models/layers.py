@@ -36,9 +36,9 @@ def dense(din: int, dout: int, names: tuple, rngs: nnx.Rngs, dtype=jnp.float32) 
     )
 
 
-def layer_norm(dim: int, rngs: nnx.Rngs) -> nnx.LayerNorm:
+def layer_norm(dim: int, rngs: nnx.Rngs, epsilon: float = 1e-6) -> nnx.LayerNorm:
     return nnx.LayerNorm(
-        dim,
+        dim, epsilon=epsilon,
         scale_init=annotate(_ones, ("norm",)),
         bias_init=annotate(_zeros, ("norm",)),
         rngs=rngs,

@@ -10,7 +10,8 @@ it with `tile_beams` from a per-example state). `consts` (e.g. the model paramet
 passed to `step_fn` unchanged and never gathered; it is omitted from the call when None.
 The search runs in one `lax.while_loop`: live beams and finished hypotheses are kept
 separately; each step takes the top 2K of the K·V continuations (so K live ones survive
-even if K end in EOS), moves EOS endings to the finished set and gathers the decoder state
+even if K end in EOS), moves the EOS endings among the best K to the finished set (fairseq's
+and transformers' rule: with beam 1 the search is exactly greedy) and gathers the decoder state
 of the surviving beams with one `take` per leaf (no Python loop over beams or examples).
 
 State wrapped in `InPlace(x)` is never gathered: its rows stay in their physical beam slot
@@ -138,8 +139,10 @@ def beam_search(step_fn: Callable, state: Any, *, batch_size: int, beam_size: in
         is_eos = tok == eos_id
         last = t + 1 >= L
         n = t + 1
-        # finished: EOS endings (and, at the last step, everything), scored with the penalty
-        ends = is_eos | last
+        # finished: EOS endings among the best K candidates (as fairseq's and transformers'
+        # beam search: an EOS ranked K..2K-1 is dropped, so beam 1 is exactly greedy), and at
+        # the last step everything; scored with the penalty
+        ends = (is_eos & (jnp.arange(top_lp.shape[1]) < K)[None]) | last
         new_score = jnp.where(ends & (top_lp > NEG / 2), top_lp / length_penalty(n, alpha), NEG)
         all_score = jnp.concatenate([fin_score, new_score], 1)
         all_seq = jnp.concatenate([fin_seq, seqs[:, :, 1:]], 1)

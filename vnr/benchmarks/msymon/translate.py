@@ -19,13 +19,15 @@ ch = zho_Hans, ...) and the target to eng_Latn), or any other local seq2seq chec
 transformers loads with `FlaxAutoModelForSeq2SeqLM` (Marian opus-mt-*-en, mBART-50, T5/mT5,
 BART, Pegasus), with its tokenizer. `--src_code <lang>=<code>` sets `tokenizer.src_lang`
 and `--forced_bos <code>` the target language token (mBART-50: `en_XX`). Decoding (the paper
-is silent): greedy (`--num_beams 1`, transformers' default), at most
-`--max_length` tokens a sentence, the source cut there too.
+is silent): greedy (`--num_beams 1`, transformers' default; `vnr.ops.beam_decode` with one
+beam is exactly greedy), at most `--max_length` tokens a sentence counting the decoder's
+start token as transformers does, the source cut there too.
 """
 
 from __future__ import annotations
 
 import collections
+import functools
 import json
 import os
 import pathlib
@@ -71,13 +73,23 @@ def nllb_translator(model_dir: str, src_code: str | None = None, forced_bos: str
     forced = tok.convert_tokens_to_ids(target)
     if forced is None or forced == tok.unk_token_id:
         raise ValueError(f"--forced_bos {target}: not a token of {model_dir}'s tokenizer")
-    model = m2m100.from_pretrained(model_dir)
+    model = _m2m100(str(pathlib.Path(model_dir).absolute()))
 
     def gen(ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
-        return m2m100.generate(model, ids, mask, max_len=max_length, beam_size=num_beams,
-                               forced_bos=forced)[0]
+        # transformers' max_length counts the decoder's start token: max_length - 1 new
+        return m2m100.generate(model, ids, mask, max_len=max(max_length - 1, 1),
+                               beam_size=num_beams, forced_bos=forced)[0]
 
     return _batched(tok, gen, batch_size, max_length)
+
+
+@functools.lru_cache(maxsize=1)
+def _m2m100(model_dir: str) -> Any:
+    """One NLLB model per directory: every language's translator shares it (only the
+    tokenizer's source code differs)."""
+    from vnr.models.encoders import m2m100
+
+    return m2m100.from_pretrained(model_dir)
 
 
 def _batched(tok: Any, gen: Callable, batch_size: int, max_length: int) -> Translator:

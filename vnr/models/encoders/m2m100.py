@@ -2,8 +2,9 @@
 model), in NNX, read from its Hugging Face checkpoint without torch, with a jitted greedy /
 beam generator.
 
-    model = m2m100.from_pretrained("nllb-200-distilled-600M")
-    tokens = m2m100.generate(model, ids, mask, max_len=128, forced_bos=eng_Latn_id)
+    model = m2m100.from_pretrained("path/to/nllb-200-distilled-600M")  # or a name under
+    tokens, lengths = m2m100.generate(model, ids, mask, max_len=127,  # $VNR_ENCODERS_DIR
+                                      forced_bos=eng_Latn_id)
 
 Architecture (transformers' `M2M100ForConditionalGeneration`, checked against it by
 tests/models/test_m2m100.py): one shared token embedding scaled by sqrt(d_model)
@@ -16,7 +17,9 @@ layer tied to the shared embedding. Generation starts from `decoder_start_token_
 (beam 1 = greedy; scores are summed log-probabilities, GNMT length penalty `alpha`).
 Parameter names follow the checkpoint's (`model.` prefix), so `videomae.match` maps them;
 the tied copies (`model.encoder.embed_tokens`, `model.decoder.embed_tokens`, `lm_head`) are
-the shared embedding and are not read twice.
+the shared embedding and are not read twice (a file that keeps only one of them gives
+`model.shared`). Single-file checkpoints (pytorch_model.bin or model.safetensors, e.g.
+nllb-200-distilled-600M / -1.3B); a sharded pytorch_model-*-of-*.bin is not read.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from vnr.models.encoders.loading import CheckpointError
 from vnr.ops.beam_decode import NEG, beam_search, tile_beams
 
 PREFIXES = ("model.",)
+EPS = 1e-5  # torch.nn.LayerNorm's default, which M2M100 keeps
 TIED = ("lm_head.", "model.encoder.embed_tokens.", "model.decoder.embed_tokens.",
         "model.encoder.embed_positions.", "model.decoder.embed_positions.")
 
@@ -133,13 +137,13 @@ class EncoderLayer(nnx.Module):
         heads = cfg.decoder_attention_heads if decoder else cfg.encoder_attention_heads
         ffn = cfg.decoder_ffn_dim if decoder else cfg.encoder_ffn_dim
         self.self_attn = Attention(d, heads, rngs)
-        self.self_attn_layer_norm = layers.layer_norm(d, rngs)
+        self.self_attn_layer_norm = layers.layer_norm(d, rngs, EPS)
         if decoder:
             self.encoder_attn = Attention(d, heads, rngs)
-            self.encoder_attn_layer_norm = layers.layer_norm(d, rngs)
+            self.encoder_attn_layer_norm = layers.layer_norm(d, rngs, EPS)
         self.fc1 = layers.dense(d, ffn, ("embed", "mlp"), rngs)
         self.fc2 = layers.dense(ffn, d, ("mlp", "embed"), rngs)
-        self.final_layer_norm = layers.layer_norm(d, rngs)
+        self.final_layer_norm = layers.layer_norm(d, rngs, EPS)
         self.act = ACTIVATIONS[cfg.activation_function]
 
     def ffn(self, h: jax.Array) -> jax.Array:
@@ -155,7 +159,7 @@ class Stack(nnx.Module):
     def __init__(self, cfg: M2M100Config, rngs: nnx.Rngs, decoder: bool):
         n = cfg.decoder_layers if decoder else cfg.encoder_layers
         self.layers = nnx.List([EncoderLayer(cfg, rngs, decoder) for _ in range(n)])
-        self.layer_norm = layers.layer_norm(cfg.d_model, rngs)
+        self.layer_norm = layers.layer_norm(cfg.d_model, rngs, EPS)
 
 
 class M2M100(nnx.Module):
@@ -268,6 +272,12 @@ def from_pretrained(name_or_dir: str | Path, *, key: jax.Array | None = None) ->
     directory = loading.resolve(name_or_dir)
     cfg = read_config(directory)
     tensors, where = videomae.read_tensors(directory)
+    shared = "model.shared.weight"
+    if shared not in tensors:  # a deduplicated file keeps one of the tied copies
+        alias = next((k for k in ("lm_head.weight", "model.encoder.embed_tokens.weight",
+                                  "model.decoder.embed_tokens.weight") if k in tensors), None)
+        if alias is not None:
+            tensors = {**tensors, shared: tensors[alias]}
 
     def ctor(rngs: nnx.Rngs) -> M2M100:
         return M2M100(cfg, rngs=rngs)
