@@ -49,3 +49,30 @@ def test_two_builds_of_one_dataset_at_once_build_it_once(tmp_path, caplog):
     assert len(waited) == 1 and "moviepuzzle/synthetic_tiny is being built by pid" in waited[0]
     assert not list(tmp_path.rglob("*.building"))
     assert len(list(tmp_path.rglob("build_summary.json"))) == 1
+
+
+def test_two_holders_racing_for_a_new_lock_never_both_hold_it(tmp_path):
+    """The lock file is created with its content in one step: a second process that finds
+    it cannot read it empty and take a live holder for a dead one (before: both held it in
+    72 of 300 races of two threads)."""
+    for i in range(200):
+        path, got = tmp_path / f".{i}.building", []
+        start = threading.Barrier(2)
+
+        def race(path=path, got=got, start=start):
+            h = holder.Holder(path, say=lambda s: None)
+            start.wait()
+            try:
+                h.acquire()
+                got.append(h)
+            except holder.LockHeld:
+                pass
+
+        threads = [threading.Thread(target=race) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len(got) == 1, f"race {i}: {len(got)} holders"
+        got[0].release()
+        assert not list(tmp_path.glob(f".{i}.building*"))  # no temporary file left

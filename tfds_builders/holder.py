@@ -66,25 +66,43 @@ class Holder:
         live process holds it."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         data = json.dumps(self.me)
+        tmp = self.path.with_name(f"{self.path.name}.{self.me['token']}")
+        try:
+            if not self._create(tmp, data):
+                if held := self.holder():
+                    raise LockHeld(self.path, held) from None
+                old = self._read()
+                tmp.write_text(data)
+                tmp.replace(self.path)
+                if self._read().get("token") != self.me["token"]:  # another took it first
+                    if held := self.holder():
+                        raise LockHeld(self.path, held) from None
+                self.say(f"took over {self.path}: its holder (pid {old.get('pid')} on "
+                         f"{old.get('host')}) is gone")
+        finally:
+            tmp.unlink(missing_ok=True)
+        self._thread = threading.Thread(target=self._beat, name="vnr-holder", daemon=True)
+        self._thread.start()
+
+    def _create(self, tmp: pathlib.Path, data: str) -> bool:
+        """Creates the file with its content in one step (a hard link of a written temporary
+        file: never seen empty, so a second process cannot mistake a holder mid-write for a
+        dead one); False when it exists. Where hard links are refused, `O_EXCL`."""
+        tmp.write_text(data)
+        try:
+            os.link(tmp, self.path)
+            return True
+        except FileExistsError:
+            return False
+        except OSError:  # a filesystem without hard links
+            pass
         try:
             fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
         except FileExistsError:
-            if held := self.holder():
-                raise LockHeld(self.path, held) from None
-            old = self._read()
-            tmp = self.path.with_name(f"{self.path.name}.{self.me['token']}")
-            tmp.write_text(data)
-            tmp.replace(self.path)
-            if self._read().get("token") != self.me["token"]:  # another process took it first
-                if held := self.holder():
-                    raise LockHeld(self.path, held) from None
-            self.say(f"took over {self.path}: its holder (pid {old.get('pid')} on "
-                     f"{old.get('host')}) is gone")
-        else:
-            with os.fdopen(fd, "w") as f:
-                f.write(data)
-        self._thread = threading.Thread(target=self._beat, name="vnr-holder", daemon=True)
-        self._thread.start()
+            return False
+        with os.fdopen(fd, "w") as f:
+            f.write(data)
+        return True
 
     def release(self) -> None:
         """Stops the heartbeat and removes the file if it is still ours."""
