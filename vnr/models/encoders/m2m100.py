@@ -154,6 +154,18 @@ class EncoderLayer(nnx.Module):
         h = h + self.self_attn(x, *self.self_attn.kv(x), mask)
         return self.ffn(h)
 
+    def decode(self, h: jax.Array, kv: Any, mask: jax.Array, cross: tuple[jax.Array, jax.Array],
+               cross_mask: jax.Array) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
+        """A decoder layer: self-attention over `kv(x)` (the keys and values it attends to,
+        given this layer's normalised input: its own, or a cache with them written in),
+        cross-attention to `cross` = (keys, values) of the source, the FFN. Returns the
+        states and the (keys, values) attended."""
+        x = self.self_attn_layer_norm(h)
+        k, v = kv(x)
+        h = h + self.self_attn(x, k, v, mask)
+        h = h + self.encoder_attn(self.encoder_attn_layer_norm(h), *cross, cross_mask)
+        return self.ffn(h), (k, v)
+
 
 class Stack(nnx.Module):
     def __init__(self, cfg: M2M100Config, rngs: nnx.Rngs, decoder: bool):
@@ -195,11 +207,8 @@ class M2M100(nnx.Module):
         causal = jnp.tril(jnp.ones((s, s), bool))[None]
         h = self.embed(decoder_ids, positions_of(decoder_ids, self.cfg.pad_token_id))
         for layer in self.decoder.layers:
-            x = layer.self_attn_layer_norm(h)
-            h = h + layer.self_attn(x, *layer.self_attn.kv(x), causal)
-            x = layer.encoder_attn_layer_norm(h)
-            h = h + layer.encoder_attn(x, *layer.encoder_attn.kv(memory), cross)
-            h = layer.ffn(h)
+            h, _ = layer.decode(h, layer.self_attn.kv, causal, layer.encoder_attn.kv(memory),
+                                cross)
         return self.logits(h)
 
 
@@ -213,17 +222,14 @@ def _step(graph: Any, tokens: jax.Array, state: dict, t: jax.Array, consts: dict
     seen = (jnp.arange(length) <= t)[None, None, :]
     ks, vs = [], []
     for i, layer in enumerate(model.decoder.layers):
-        x = layer.self_attn_layer_norm(h)
-        k, v = layer.self_attn.kv(x)
-        k = jax.lax.dynamic_update_slice_in_dim(state["k"][i], k, t, axis=1)
-        v = jax.lax.dynamic_update_slice_in_dim(state["v"][i], v, t, axis=1)
+        def cached(x, i=i, layer=layer):  # this position's key and value written in
+            k, v = layer.self_attn.kv(x)
+            return (jax.lax.dynamic_update_slice_in_dim(state["k"][i], k, t, axis=1),
+                    jax.lax.dynamic_update_slice_in_dim(state["v"][i], v, t, axis=1))
+
+        h, (k, v) = layer.decode(h, cached, seen, consts["cross"][i], consts["cross_mask"])
         ks.append(k)
         vs.append(v)
-        h = h + layer.self_attn(x, k, v, seen)
-        x = layer.encoder_attn_layer_norm(h)
-        ck, cv = consts["cross"][i]
-        h = h + layer.encoder_attn(x, ck, cv, consts["cross_mask"])
-        h = layer.ffn(h)
     logp = jax.nn.log_softmax(model.logits(h)[:, 0].astype(jnp.float32), -1)
     forced = consts["forced_bos"]
     only = jnp.where(jnp.arange(logp.shape[-1]) == forced, 0.0, NEG)
