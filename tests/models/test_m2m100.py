@@ -94,3 +94,36 @@ def test_bad_checkpoints_are_one_line(tmp_path) -> None:
     (short / "config.json").write_text(json.dumps(dict(cfg, decoder_layers=4)))
     with pytest.raises(CheckpointError, match=r"pytorch_model.bin.*decoder.layers.3"):
         m2m100.from_pretrained(short)
+
+
+def test_a_sharded_bin_checkpoint_loads_the_same_model(golden, tmp_path) -> None:
+    """nllb-200-3.3B ships its weights as pytorch_model-0000k-of-0000n.bin shards and an index
+    (save_pretrained's layout): read without torch, the same logits as the one-file model;
+    a missing shard or a tensor its shard lacks is one line naming it."""
+    from vnr.benchmarks.sc2st.smoke_inputs import save_torch
+    from vnr.models.encoders.torch_checkpoint import read_torch_checkpoint
+
+    model, io = golden
+    tensors = read_torch_checkpoint(GOLDEN / "pytorch_model.bin")
+    keys = sorted(tensors)
+    shards = {"pytorch_model-00001-of-00002.bin": keys[: len(keys) // 2],
+              "pytorch_model-00002-of-00002.bin": keys[len(keys) // 2:]}
+    d = tmp_path / "sharded"
+    d.mkdir()
+    shutil.copy(GOLDEN / "config.json", d / "config.json")
+    for name, part in shards.items():
+        save_torch({k: np.asarray(tensors[k], np.float32) for k in part}, d / name)
+    index = {"metadata": {}, "weight_map": {k: n for n, part in shards.items() for k in part}}
+    (d / "pytorch_model.bin.index.json").write_text(json.dumps(index))
+    sharded = m2m100.from_pretrained(d)
+    args = (io["input_ids"], io["attention_mask"], io["decoder_input_ids"])
+    np.testing.assert_array_equal(np.asarray(sharded(*args)), np.asarray(model(*args)))
+    index["weight_map"]["model.extra.weight"] = "pytorch_model-00001-of-00002.bin"
+    (d / "pytorch_model.bin.index.json").write_text(json.dumps(index))
+    with pytest.raises(CheckpointError, match="model.extra.weight is not in its shard "
+                                              "pytorch_model-00001-of-00002.bin"):
+        m2m100.from_pretrained(d)
+    (d / "pytorch_model-00002-of-00002.bin").unlink()
+    with pytest.raises(CheckpointError, match="its shard pytorch_model-00002-of-00002.bin "
+                                              "is missing"):
+        m2m100.from_pretrained(d)

@@ -262,8 +262,8 @@ def read_config(directory: Path, cls: type[C], model_type: str) -> C:
 
 
 def read_tensors(directory: Path) -> tuple[dict[str, np.ndarray], Path]:
-    """Every tensor of ``model.safetensors`` (sharded too) or ``pytorch_model.bin`` (read
-    without torch), and the file named in errors."""
+    """Every tensor of ``model.safetensors`` or ``pytorch_model.bin`` (read without torch),
+    each possibly sharded (an index JSON), and the file named in errors."""
     d = Path(directory)
     if (d / "model.safetensors").is_file() or (d / "model.safetensors.index.json").is_file():
         where = d / "model.safetensors"
@@ -276,8 +276,34 @@ def read_tensors(directory: Path) -> tuple[dict[str, np.ndarray], Path]:
         from vnr.models.encoders.torch_checkpoint import read_torch_checkpoint
 
         return read_torch_checkpoint(d / "pytorch_model.bin"), d / "pytorch_model.bin"
+    if (d / "pytorch_model.bin.index.json").is_file():
+        return read_torch_shards(d / "pytorch_model.bin.index.json")
     found = sorted(p.name for p in d.iterdir()) if d.is_dir() else []
     raise CheckpointError(f"{d}: no model.safetensors or pytorch_model.bin (found {found})")
+
+
+def read_torch_shards(index: Path) -> tuple[dict[str, np.ndarray], Path]:
+    """Every tensor of a sharded ``pytorch_model.bin`` (``save_pretrained``'s index JSON and
+    its ``pytorch_model-0000k-of-0000n.bin`` files, read without torch); a shard that is
+    missing, or a tensor the index names that its shard lacks, is one line naming both."""
+    import json
+
+    from vnr.models.encoders.torch_checkpoint import read_torch_checkpoint
+
+    try:
+        weight_map = json.loads(index.read_text())["weight_map"]
+    except (ValueError, KeyError, TypeError) as e:
+        raise CheckpointError(f"{index}: not a checkpoint index (no weight_map: {e})") from e
+    tensors: dict[str, np.ndarray] = {}
+    for name in sorted(set(weight_map.values())):
+        shard = index.parent / name
+        if not shard.is_file():
+            raise CheckpointError(f"{index}: its shard {name} is missing")
+        tensors.update(read_torch_checkpoint(shard))
+    if lost := sorted(k for k in weight_map if k not in tensors):
+        raise CheckpointError(f"{index}: {lost[0]} is not in its shard {weight_map[lost[0]]} "
+                              f"({len(lost)} tensors missing)")
+    return tensors, index
 
 
 def upstream_shapes(ctor: Any, prefix: str = "") -> dict[str, tuple[int, ...]]:
