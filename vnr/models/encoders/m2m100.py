@@ -18,8 +18,8 @@ layer tied to the shared embedding. Generation starts from `decoder_start_token_
 Parameter names follow the checkpoint's (`model.` prefix), so `videomae.match` maps them;
 the tied copies (`model.encoder.embed_tokens`, `model.decoder.embed_tokens`, `lm_head`) are
 the shared embedding and are not read twice (a file that keeps only one of them gives
-`model.shared`). Single-file checkpoints (pytorch_model.bin or model.safetensors, e.g.
-nllb-200-distilled-600M / -1.3B); a sharded pytorch_model-*-of-*.bin is not read.
+`model.shared`). pytorch_model.bin or model.safetensors, one file (e.g.
+nllb-200-distilled-600M / -1.3B) or sharded with its index JSON (nllb-200-3.3B).
 """
 
 from __future__ import annotations
