@@ -24,7 +24,10 @@ ARGS is a comma-separated list of one training regime (§5.2, Table 3) and optio
                      per-second features (features/<id>.npy) and the text encoder is
                      model.text_encoder (`vnr/benchmarks/msymon/frames.py`, README)
   paper              §6.1's hyperparameters: AdamW, lr 4e-5 (4e-6 when fine-tuning a run),
-                     cosine decay, no warmup, weight decay 0.2 (set total_steps to 20 epochs)
+                     cosine decay, no warmup, weight decay 0.2, 20 epochs of the built train
+                     split (an epoch: windows covering each training clip once); with
+                     `cclm`, its random augmentation (CCLM's training transform of every
+                     frame, `vnr.ops.randaugment`)
   window             §6.5: clips may only match sentences narrated within eval.window = 1 s
                      (on estimated narration times, without subtitle times, the metrics are
                      `estimated_*`, and `paper` then selects on val/estimated_f1)
@@ -94,6 +97,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c = common.base("msymon.alignment", batch_size=16, eval_batch_size=8, total_steps=3000,
                     warmup_steps=200, lr=3e-4)
     c.regime = regime
+    c.epochs = 0  # > 0: total_steps from the built train split's videos (`paper`: 20)
     c.init_from = ""  # a workdir whose model initialises the whole model
     c.init_step = "selected"  # its step: what its results.json reports, best, last or N
     c.require_init_from = regime in FROM_RUN  # fine-tuning without its first run is an error
@@ -122,7 +126,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
         num_workers=2,
         # clips from frames (`cclm`, frames.py): per_clip frames of a stored pool per clip
         frames=dict(per_clip=0, pool=9, image_size=224, interpolation="bicubic",
-                    pick="shown", workers=-1),
+                    pick="shown", workers=-1,
+                    augment="none"),  # "cclm": CCLM's training transform (`paper` + `cclm`)
     )
     # clip_layers / sentence_layers: context across a video's clips / sentences (`context`,
     # ours); 0 = each clip and sentence encoded on its own, as the paper's model.
@@ -166,15 +171,19 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
         c.data.clips = "grid" if "grid" in args else "shots"
     elif "grid" in args and "shots" in args:
         raise args.error("grid and shots are two ways to cut clips: name one")
-    if "paper" in args:  # §6.1; 20 epochs: set total_steps = 20 * videos / batch_size
+    if "paper" in args:  # §6.1
         c.optimizer, c.schedule, c.warmup_steps, c.end_lr_factor = "adamw", "cosine", 0, 0.0
         c.lr = 4e-6 if regime in FROM_RUN else 4e-5
         c.weight_decay = 0.2
+        c.epochs = 20  # an epoch: windows covering every training clip once (alignment)
+        if "cclm" in args:  # "random augmentation": CCLM's training transform of each frame
+            c.data.frames.augment = "cclm"
         # the paper does not say how a model is selected; ours: best validation F1; with the
         # window on estimated narration times the evaluator reports it as estimated_f1
         c.select = dict(metric="val/f1|val/estimated_f1" if "window" in args else "val/f1",
                         mode="max")
     if synthetic:
+        c.epochs = 0
         c.model.update(width=64, embed=64, text_layers=0, clip_layers=int(context),
                        sentence_layers=0, heads=2)
         c.data.update(max_clips=32, max_sentences=16, max_tokens=8, vocab_size=1024)
@@ -183,6 +192,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
         c.warmup_steps = 0 if "paper" in args else 20
         c.eval_every = c.ckpt_every = 150
     if "smoke" in args:
+        c.epochs = 0
         c.data.num_workers = 0
         c.model.update(width=32, embed=32, clip_layers=int(context), heads=2)
         common.smoke(c, steps=(4, 0 if "paper" in args else 1), every=2)

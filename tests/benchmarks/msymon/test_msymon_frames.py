@@ -33,21 +33,6 @@ SIZES = {"train": 2, "val": 1, "test": 2, "weak": 1}
 FPS = 4.0  # frames a second of the generated videos
 
 
-def _tokenizer(directory: pathlib.Path, words: list[str]) -> None:
-    """An XLM-R-style word-level tokenizer (<s>=0, <pad>=1, </s>=2, <unk>=3) of at most the
-    golden text tower's 40 ids."""
-    import transformers as tf
-    from tokenizers import Tokenizer, models, pre_tokenizers, processors
-
-    vocab = {t: i for i, t in enumerate(["<s>", "<pad>", "</s>", "<unk>", *words[:36]])}
-    core = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
-    core.pre_tokenizer = pre_tokenizers.Whitespace()
-    core.post_processor = processors.TemplateProcessing(
-        single="<s> $A </s>", special_tokens=[("<s>", 0), ("</s>", 2)])
-    tf.PreTrainedTokenizerFast(tokenizer_object=core, cls_token="<s>", sep_token="</s>",
-                               pad_token="<pad>", unk_token="<unk>").save_pretrained(directory)
-
-
 @pytest.fixture(scope="module")
 def release(tmp_path_factory) -> tuple[pathlib.Path, pathlib.Path, pathlib.Path]:
     """(release with videos/, data_dir, tokenizer directory)."""
@@ -58,7 +43,7 @@ def release(tmp_path_factory) -> tuple[pathlib.Path, pathlib.Path, pathlib.Path]
     words = sorted({w.strip(".") for f in (root / "annotations" / "en").glob("*.json")
                     for v in json.loads(f.read_text()).values() for e in v
                     for w in e["text"].split()})
-    _tokenizer(d / "tokenizer", words)
+    frames.write_tokenizer(d / "tokenizer", words[:36])
     return root, d / "tfds", d / "tokenizer"
 
 
@@ -289,3 +274,54 @@ def test_clips_shorter_than_three_frames_are_counted_in_one_line(release):
         "1 of 3 clips are shorter than 3 frames, so their 3 frames repeat (kept); the first: "
         "a clip 0 [0.000, 0.500) s at 4 fps")
     assert frames.short_clips(recs[1:], prep, 3) == ""
+
+
+def test_paper_rows_augment_training_frames_only(monkeypatch):
+    """§6.1's random augmentation (`paper` + `cclm`: CCLM's training transform) reaches every
+    training frame and no evaluation frame; without `paper` it is off."""
+    from vnr.benchmarks.msymon.model import FrameAligner
+
+    assert get_config("individual:en,paper,cclm").data.frames.augment == "cclm"
+    assert get_config("individual:en,cclm").data.frames.augment == "none"
+    seen = []  # the frames the Swin side receives (the towers are not run here)
+    monkeypatch.setattr(FrameAligner, "encode_clips",
+                        lambda self, x, mask, train: seen.append(np.asarray(x)))
+    monkeypatch.setattr(FrameAligner, "encode_sentences", lambda *a, **k: None)
+    model = _tiny_model("linear")
+    model.augment = "cclm"
+    frames_in = np.random.default_rng(0).integers(0, 256, (2, 4, 3, 64, 64, 3), np.uint8)
+    batch = {"frames": frames_in, "clip_mask": np.ones((2, 4), bool),
+             "tokens": np.zeros((2, 2, 5), np.int32), "token_mask": np.ones((2, 2, 5), bool)}
+    model(batch, train=False, rngs=None)
+    model(batch, train=True, rngs=nnx.Rngs(dropout=0))
+    model.augment = "none"
+    model(batch, train=True, rngs=nnx.Rngs(dropout=0))
+    evaluated, augmented, plain = seen
+    np.testing.assert_array_equal(evaluated, frames_in)
+    np.testing.assert_array_equal(plain, frames_in)
+    assert augmented.shape == frames_in.shape and augmented.dtype == np.uint8
+    changed = (augmented != frames_in).reshape(24, -1).any(axis=1)
+    assert changed.mean() > 0.8  # cropped, resized, flipped: rarely the whole frame as it was
+
+
+def test_paper_epochs_become_steps_of_the_built_train_split(release, tmp_path):
+    """§6.1's 20 epochs, an epoch covering every training clip once: total_steps =
+    ceil(20 x windows / batch), each video ceil(clips / max_clips) windows; validation (and
+    checkpoints) at least once an epoch, so a small annotated split still selects."""
+    c = tiny_config(release, tmp_path)
+    c.update(epochs=20, eval_every=500, ckpt_every=500)
+    assert c.select.metric == "val/f1"
+    task.validate(c)
+    recs = data.source(c.data, c.data.train_split)
+    clips = [len(data.cut_clips(recs[i], c.data.clip_seconds, True)[0])
+             for i in range(len(recs))]
+    assert len(clips) == SIZES["train"] and max(clips) > c.data.max_clips  # several windows
+    windows = sum(-(-n // c.data.max_clips) for n in clips)
+    assert c.total_steps == -(-20 * windows // c.batch_size)
+    epoch = -(-windows // c.batch_size)
+    assert c.eval_every == c.evals.val.every == c.ckpt_every == epoch
+    assert get_config("individual:en,paper,cclm").epochs == 20
+    c.data.frames.augment = "flip"
+    with pytest.raises(ValueError, match="data.frames.augment='flip'") as e:
+        task.validate(c)
+    assert "\n" not in str(e.value)

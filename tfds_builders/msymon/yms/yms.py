@@ -31,7 +31,8 @@ _UNMATCHED = re.compile(r"^UNMATCHED\s*(?::\s*(.*))?$", re.IGNORECASE)
 MANUAL_DOWNLOAD_INSTRUCTIONS = """\
 Point --manual_dir at the YMS folder (RubbyJ/Data-efficient-Alignment `YMS_dataset/YMS/`):
 annotations_sentences.txt, annotations_phrases.txt, clip_segmentation.txt, training_split.txt,
-val_split.txt, test_split.txt; for feature configs also features/<video_id>.npy [T, dim]."""
+val_split.txt, test_split.txt; for feature configs also features/<video_id>.npy [T, dim];
+for the videos configs videos/<video_id>.<ext> (the YouTube videos, e.g. from yt-dlp)."""
 
 
 @dataclasses.dataclass(eq=False)
@@ -40,11 +41,15 @@ class YmsConfig(tfds.core.BuilderConfig):
     features: bool = True
     dim: int = 512
     fps: float = 1.0
+    videos: bool = False  # each video's file under videos/ and its duration (frames, §5.1)
 
 
-def builder_config(text: str, features: bool, dim: int = 512, fps: float = 1.0) -> YmsConfig:
+def builder_config(text: str, features: bool, dim: int = 512, fps: float = 1.0,
+                   videos: bool = False) -> YmsConfig:
     if text not in ("sentences", "phrases"):
         raise ValueError(f"yms text granularity {text!r}: use 'sentences' or 'phrases'")
+    if videos:
+        return YmsConfig(name=f"{text}_videos", text=text, features=False, dim=0, videos=True)
     if not features:
         return YmsConfig(name=f"{text}_text_only", text=text, features=False, dim=0)
     return YmsConfig(name=f"{text}_d{dim}_fps{fps:g}".replace(".", "p"), text=text, dim=dim,
@@ -195,13 +200,18 @@ def _video(root: pathlib.Path, cfg: YmsConfig, vid: str, a: dict, clips: np.ndar
         if feats is None:
             return None
         video["features"], need = feats, len(feats) / cfg.fps
+    elif cfg.videos:  # missing, unreadable or shorter than its spans: counted, left out
+        got = parse.video_duration(root, vid, need, counts, f"video {vid}")
+        if got is None:
+            return None
+        video["video_file"], need = got
     video["duration"] = np.float32(need)
     return video
 
 
 class Yms(common.SummaryBuilder, tfds.core.GeneratorBasedBuilder):
     """YMS videos: sentences (or phrases) with spans and matched flags, clip boundaries,
-    optional per-second features."""
+    optional per-second features or each video's file (`*_videos`)."""
 
     name = "yms"
     VERSION = VERSION
@@ -211,6 +221,8 @@ class Yms(common.SummaryBuilder, tfds.core.GeneratorBasedBuilder):
         builder_config("sentences", False), builder_config("phrases", False),
         YmsConfig(name="sentences", text="sentences", dim=512, fps=1.0),
         YmsConfig(name="phrases", text="phrases", dim=512, fps=1.0),
+        builder_config("sentences", False, videos=True),
+        builder_config("phrases", False, videos=True),
     ]
     DEFAULT_CONFIG_NAME = "sentences_text_only"
 

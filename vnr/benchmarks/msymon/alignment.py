@@ -58,6 +58,7 @@ cross-lingual matrix, zero-shot evaluation): `python -m vnr.benchmarks.msymon.to
 from __future__ import annotations
 
 import logging
+import math
 import pathlib
 from collections.abc import Callable
 from typing import Any
@@ -85,6 +86,7 @@ from vnr.benchmarks.msymon.inference import (
     tune_threshold,
 )
 from vnr.benchmarks.msymon.model import Aligner, FrameAligner
+from vnr.data import pipeline
 from vnr.models import rng
 from vnr.models.compute import float32
 from vnr.reports import results as results_lib
@@ -159,6 +161,26 @@ def validate(config: Any) -> None:
     if config.get("init_from"):
         _check_init_from(config)
     check_splits(config)  # builds the dataset if needed; a missing split is one line here
+    resolve_epochs(config)
+
+
+def resolve_epochs(config: Any) -> None:
+    """`epochs` > 0 (`paper`: §6.1's 20): total_steps = ceil(epochs x windows / batch), the
+    windows covering every clip of the built training split once (`data.train_windows`;
+    each draw is one video's random window), so an epoch trains on as many clips as the
+    split holds; validation and checkpoints at least once an epoch (the annotated splits
+    are a few hundred steps long)."""
+    if not config.get("epochs"):
+        return
+
+    def count() -> int:
+        n = data.train_windows(config.data)
+        epoch = max(1, math.ceil(n / config.batch_size))
+        config.eval_every = min(config.eval_every, epoch)
+        config.ckpt_every = min(config.ckpt_every, config.eval_every)
+        return n
+
+    pipeline.resolve_epochs(config, count, "training windows", "vnr:msymon_epochs")
 
 
 def _is_number(x: Any) -> bool:

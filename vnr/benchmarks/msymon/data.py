@@ -257,11 +257,20 @@ def source(cfg: Any, split: str):
 
         bc = builder.resolve_config(cfg.config, cfg.dim, cfg.fps)
         srcs = [builder.data_source(bc, s, cfg.data_dir, cfg.manual_dir or None) for s in names]
-        if frames.per_clip(cfg):  # clips from frames: each split's stored pools
-            cut = functools.partial(_cut, shots=shots(cfg))
-            srcs = [frames.StoredPools(cfg, s, src, cut)
-                    for s, src in zip(names, srcs, strict=True)]
+    if frames.per_clip(cfg):  # clips from frames: each split's stored pools
+        cut = functools.partial(_cut, shots=shots(cfg))
+        srcs = [frames.StoredPools(cfg, s, src, cut) for s, src in zip(names, srcs, strict=True)]
     return srcs[0] if len(srcs) == 1 else Concat(srcs)
+
+
+def train_windows(cfg: Any) -> int:
+    """Training windows that cover every clip of the built training split(s) once: each
+    video's ceil(clips / `max_clips`) (no frame store is read)."""
+    plain = cfg.copy_and_resolve_references()
+    plain.frames.per_clip = 0  # the builder's records only
+    src = source(plain, cfg.train_split)
+    return sum(-(-len(cut_clips(src[i], cfg.clip_seconds, shots(cfg))[0]) // cfg.max_clips)
+               for i in range(len(src)))
 
 
 def shots(cfg: Any) -> bool:

@@ -21,8 +21,9 @@ release's `videos/<file>` (`vnr.data.video.decode_at`, frames resized in the wor
 store per split, shared by every regime that reads it. Size: 147 KiB per 224 px frame, so
 `pool` 9 over 3-s clips is 1.6 GB per hour of video (pool 3: 0.5 GB).
 
-`write_videos` writes a generated release's videos (tests, smoke runs): frames whose pixels
-spell their own index (`vnr.data.synthetic_video`), so a test can check which ones a clip got.
+`write_videos` writes a generated release's videos (tests, smoke runs, `bench/msymon.py`):
+frames whose pixels spell their own index (`vnr.data.synthetic_video`), so a test can check
+which ones a clip got; `write_tokenizer` a word-level stand-in for XLM-R's tokenizer.
 """
 
 from __future__ import annotations
@@ -72,14 +73,40 @@ def check_config(d: Any) -> None:
         raise ValueError(f"data.frames.pool={f.pool} must be data.frames.per_clip="
                          f"{f.per_clip} times an odd number (the evaluation frames, the "
                          "centres of the clip's equal parts, are then stored)")
+    if f.get("augment", "none") not in ("none", "cclm"):
+        raise ValueError(f"data.frames.augment={f.augment!r}: 'cclm' (CCLM's training "
+                         "transform of each frame, §6.1's random augmentation) or 'none'")
     if f.pick not in video.PICKS:
         raise ValueError(f"data.frames.pick={f.pick!r}: one of {video.PICKS}")
-    if d.builder != "msymon" or d.config != "videos":
+    if not reads_videos(d):
         raise ValueError(f"clips from frames read the release's videos: set data.builder="
-                         f"'msymon' and data.config='videos' (they are {d.builder!r} / "
-                         f"{d.config!r})")
+                         f"'msymon' and data.config='videos', or data.builder='yms' and "
+                         f"data.config='sentences_videos' / 'phrases_videos' (they are "
+                         f"{d.builder!r} / {d.config!r})")
     if not d.manual_dir:
         raise ValueError("clips from frames read RELEASE/videos/: set data.manual_dir")
+
+
+def reads_videos(d: Any) -> bool:
+    """Whether the data config's builder config serves each video's file (`video_file`)."""
+    return ((d.builder == "msymon" and d.config == "videos")
+            or (d.builder == "yms" and str(d.config).endswith("_videos")))
+
+
+def _built(d: Any) -> tuple[pathlib.Path, str]:
+    """(the built dataset's directory, its name for the frame store's key)."""
+    if d.builder == "yms":
+        from tfds_builders.msymon import yms as builder
+
+        bc = builder.resolve_config(d.config)
+        ds = builder.prepare(bc, d.data_dir, d.manual_dir or None)
+    else:
+        from tfds_builders import msymon as builder
+
+        bc = builder.resolve_config(d.config, d.dim, d.fps)
+        ds = builder.prepare(bc, d.data_dir, d.manual_dir or None)
+    built = pathlib.Path(ds.data_dir)
+    return built, f"{d.builder}/{bc.name}/{built.name}"
 
 
 def check_model(config: Any) -> None:
@@ -142,7 +169,7 @@ def make_model(config: Any, rngs: Any) -> Any:
     m = config.model
     return FrameAligner(*tower_configs(config), head=m.cclm_head, embed=m.embed,
                         chunk=m.image_chunk, remat=config.get("remat", "none") != "none",
-                        rngs=rngs)
+                        rngs=rngs, augment=config.data.frames.get("augment", "none"))
 
 
 def resize(d: Any) -> video.Resize:
@@ -176,13 +203,10 @@ def store_directory(d: Any, split: str, records: Sequence[dict], clips: Clips
                     ) -> pathlib.Path:
     """The frame store of one split (built now if missing); `records` are its builder
     records (`video_file`), `clips` the pipeline's clip rule."""
-    from tfds_builders import msymon
     from vnr import feature_cache
     from vnr.data import pipeline
 
-    bc = msymon.resolve_config(d.config, d.dim, d.fps)
-    built = pathlib.Path(msymon.prepare(bc, d.data_dir, d.manual_dir or None).data_dir)
-    dataset = f"msymon/{bc.name}/{built.name}"
+    built, dataset = _built(d)
     size = resize(d)
     ident = {"dataset": dataset, "split": split, "clip_seconds": float(d.clip_seconds),
              "clips": d.get("clips", "grid"), "pool": int(d.frames.pool),
@@ -265,3 +289,20 @@ def write_videos(root: str | pathlib.Path, fps: float = 4.0, width: int = 96,
             (root / "cuts" / f"{path.stem}.txt").write_text(
                 "".join(f"{c:.3f}\n" for c in cuts[cuts < seconds]))
     return root
+
+
+def write_tokenizer(directory: str | pathlib.Path, words: Sequence[str]) -> pathlib.Path:
+    """An XLM-R-style word-level tokenizer of `words` (<s>=0, <pad>=1, </s>=2, <unk>=3, then
+    the words) saved as a Hugging Face tokenizer directory: a generated release's stand-in
+    for xlm-roberta-large's (tests, benchmarks)."""
+    import transformers as tf
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors
+
+    vocab = {t: i for i, t in enumerate(["<s>", "<pad>", "</s>", "<unk>", *words])}
+    core = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    core.pre_tokenizer = pre_tokenizers.Whitespace()
+    core.post_processor = processors.TemplateProcessing(
+        single="<s> $A </s>", special_tokens=[("<s>", 0), ("</s>", 2)])
+    tf.PreTrainedTokenizerFast(tokenizer_object=core, cls_token="<s>", sep_token="</s>",
+                               pad_token="<pad>", unk_token="<unk>").save_pretrained(directory)
+    return pathlib.Path(directory)

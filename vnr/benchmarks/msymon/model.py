@@ -31,8 +31,10 @@ from flax import nnx
 from vnr.data import images
 from vnr.models.encoders import cclm, swin
 from vnr.models.layers import Block, TextEncoder, dense, layer_norm
+from vnr.ops import randaugment
 
 HEADS = ("none", "linear")
+AUGMENTS = ("none", "cclm")
 
 
 def l2_normalize(x: jax.Array, eps: float = 1e-6) -> jax.Array:
@@ -130,10 +132,12 @@ class FrameAligner(nnx.Module):
       head: "none" (the towers' features, equal widths) or "linear" (ours, to `embed`).
       chunk: clips per Swin call at evaluation (0: every clip of the batch at once).
       remat: recompute each Swin block's activations in the backward pass.
+      augment: "cclm" (§6.1's random augmentation: CCLM's training transform of every frame,
+        `vnr.ops.randaugment`, in training only) or "none".
     """
 
     def __init__(self, swin_cfg: swin.SwinConfig, text_cfg: cclm.TextConfig, *, head: str,
-                 embed: int, chunk: int, remat: bool, rngs: nnx.Rngs):
+                 embed: int, chunk: int, remat: bool, rngs: nnx.Rngs, augment: str = "none"):
         if head not in HEADS:
             raise ValueError(f"model.cclm_head={head!r}: one of {HEADS}")
         width, text_width = swin_cfg.num_features, text_cfg.hidden_size
@@ -143,7 +147,9 @@ class FrameAligner(nnx.Module):
                              "equal (or use model.cclm_head='linear')")
         self.swin = swin.SwinTransformer(swin_cfg, remat=remat, rngs=rngs)
         self.text = cclm._text_model(text_cfg, rngs=rngs)
-        self.head, self.chunk = head, int(chunk)
+        if augment not in AUGMENTS:
+            raise ValueError(f"data.frames.augment={augment!r}: one of {AUGMENTS}")
+        self.head, self.chunk, self.augment = head, int(chunk), augment
         self.clip_proj = dense(width, embed, (None, "embed"), rngs) if head == "linear" else None
         self.text_proj = (dense(text_width, embed, (None, "embed"), rngs)
                           if head == "linear" else None)
@@ -183,8 +189,16 @@ class FrameAligner(nnx.Module):
             t = self.text_proj(t)
         return l2_normalize(t)
 
+    def augmented(self, frames: jax.Array, key: jax.Array) -> jax.Array:
+        """uint8 frames [..., S, S, 3], each through CCLM's training transform."""
+        flat = frames.reshape(-1, *frames.shape[-3:])
+        return randaugment.augment(key, flat).reshape(frames.shape)
+
     def __call__(self, batch: dict, *, train: bool, rngs: nnx.Rngs | None
                  ) -> tuple[jax.Array, jax.Array]:
-        v = self.encode_clips(batch["frames"], batch["clip_mask"], train=train)
+        frames = batch["frames"]
+        if train and self.augment == "cclm":
+            frames = self.augmented(frames, rngs.dropout())
+        v = self.encode_clips(frames, batch["clip_mask"], train=train)
         t = self.encode_sentences(batch["tokens"], batch["token_mask"], train=train)
         return v, t
