@@ -19,7 +19,10 @@ as a dated file under ``launch/results/``):
    (measure, value) pairs);
 8. extraction rates (``bench/extract.py``): each ``vnr.extract`` network's units/s on the
    device beside decoding its frames on the host's cores;
-9. targets: >= 50 % MFU for the bfloat16 paper step, decode >= 20x the loop, soft-DTW >= 3x
+9. M-SYMON's Table 3 model (§5.1: CCLM's Swin-B and XLM-R text layers on 3 augmented frames a
+   shot) beside the feature-mean model: step clips/s, the augmentation alone, the frame
+   store's build and input rates (``bench/msymon.py``);
+10. targets: >= 50 % MFU for the bfloat16 paper step, decode >= 20x the loop, soft-DTW >= 3x
    ott-jax, each met / not met on an NVIDIA H100, else not measured on this device.
 
 A section that fails says so in one line and the others still run. ``--smoke``: every section
@@ -53,8 +56,8 @@ flags.DEFINE_bool("smoke", False, "Every section at tiny sizes (CPU test of the 
 flags.DEFINE_string("data_dir", "", "TFDS data_dir of the paper row's synthetic corpus "
                     "(default: the config's, data/tfds).")
 flags.DEFINE_list("only", [], "Run only these sections (train, attention, decode, dtw, "
-                  "contrastive, input, extract), e.g. to fit a time limit; versions and targets "
-                  "always.")
+                  "contrastive, input, extract, msymon), e.g. to fit a time limit; versions "
+                  "and targets always.")
 
 PAPER_ROW = "frame_shot,paper,clip"  # configs/moviepuzzle/hcmc.py args (clip: token frames)
 TARGET_DEVICE = "NVIDIA H100"
@@ -261,6 +264,12 @@ def section_input(sz: Sizes, data_dir: str, found: dict) -> list[str]:
     return table(("measure", "value"), rows(sz is SMOKE, data_dir))
 
 
+def section_msymon(sz: Sizes, data_dir: str, found: dict) -> list[str]:
+    from bench import msymon
+
+    return table(("measure", "value"), msymon.report_rows(sz is SMOKE, data_dir))
+
+
 def targets(found: dict) -> list[str]:
     on_target = found.get("kind", "").startswith(TARGET_DEVICE)
     rows = []
@@ -289,6 +298,8 @@ SECTIONS: dict[str, tuple[str, Callable[[Sizes, str, dict], list[str]]]] = {
     "contrastive": ("Sharded contrastive loss", section_contrastive),
     "input": ("Input headroom", section_input),
     "extract": ("Extraction rates: device vs host decode", section_extract),
+    "msymon": ("M-SYMON Table 3 model: CCLM frame step vs feature model, frame store",
+               section_msymon),
 }
 
 

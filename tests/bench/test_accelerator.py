@@ -16,7 +16,8 @@ from tests import ROOT
 SECTIONS = ("Device and versions", "HCMC paper row: train step, float32 vs bfloat16, remat",
             "Attention: xla vs cudnn", "Movie101 decode: batched vs per-example loop",
             "soft-DTW / Drop-DTW vs references", "Sharded contrastive loss", "Input headroom",
-            "Extraction rates: device vs host decode", "Targets")
+            "Extraction rates: device vs host decode",
+            "M-SYMON Table 3 model: CCLM frame step vs feature model, frame store", "Targets")
 NUMBER = r"\d[\d,]*(\.\d+)?"
 
 
@@ -75,6 +76,13 @@ def test_smoke_report_has_every_section_with_numbers(tmp_path):
     for row in extract:  # units/call, units/s, first s, video s/s x3, cores; bound
         assert all(re.fullmatch(NUMBER, c) for c in row[1:8]), row
         assert float(row[2].replace(",", "")) > 0 and row[8] in ("device", "host decode")
+    msymon = rows(got["M-SYMON Table 3 model: CCLM frame step vs feature model, frame store"])
+    assert [row[0].split(" (")[0] for row in msymon] == [
+        "§5.1 model", "feature-mean model", "§5.1 model / feature-mean model: step time",
+        "CCLM augmentation alone", "frame store build", "frame store batches, 1 worker: "
+        "videos/s, clips/s", "feature-mean batches, 1 worker: videos/s"]
+    for row in msymon:  # every cell a number (a ratio ends in x)
+        assert all(re.fullmatch(NUMBER + "x?", c) for c in row[1].split(", ")), row
     assert ("bench/input.py missing" in got["Input headroom"]
             or rows(got["Input headroom"]))
     targets = rows(got["Targets"])
