@@ -153,6 +153,7 @@ def setup(config: ml_collections.ConfigDict, devices: list | None = None,
         evals = evaluators.parse(config, task)
         if validate := task_lib.hook(task, "validate"):
             validate(config)
+            evals = evaluators.parse(config, task)  # the hook may set cadences (epochs)
         if feature_cache.requested(config):  # a frozen tower's features, computed once
             feature_cache.check(config, task, pretrained.prefix_frozen(config))
     except (ValueError, FileNotFoundError) as e:

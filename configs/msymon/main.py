@@ -25,7 +25,7 @@ ARGS is a comma-separated list of one training regime (§5.2, Table 3) and optio
                      model.text_encoder (`vnr/benchmarks/msymon/frames.py`, README)
   paper              §6.1's hyperparameters: AdamW, lr 4e-5 (4e-6 when fine-tuning a run),
                      cosine decay, no warmup, weight decay 0.2, 20 epochs of the built train
-                     split (an epoch: windows covering each training clip once); with
+                     split (an epoch: draws seeing its clips once in expectation); with
                      `cclm`, its random augmentation (CCLM's training transform of every
                      frame, `vnr.ops.randaugment`)
   window             §6.5: clips may only match sentences narrated within eval.window = 1 s
@@ -175,7 +175,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
         c.optimizer, c.schedule, c.warmup_steps, c.end_lr_factor = "adamw", "cosine", 0, 0.0
         c.lr = 4e-6 if regime in FROM_RUN else 4e-5
         c.weight_decay = 0.2
-        c.epochs = 20  # an epoch: windows covering every training clip once (alignment)
+        c.epochs = 20  # an epoch: draws seeing every training clip once in expectation
         if "cclm" in args:  # "random augmentation": CCLM's training transform of each frame
             c.data.frames.augment = "cclm"
         # the paper does not say how a model is selected; ours: best validation F1; with the

@@ -78,11 +78,13 @@ def test_smoke_report_has_every_section_with_numbers(tmp_path):
         assert float(row[2].replace(",", "")) > 0 and row[8] in ("device", "host decode")
     msymon = rows(got["M-SYMON Table 3 model: CCLM frame step vs feature model, frame store"])
     assert [row[0].split(" (")[0] for row in msymon] == [
-        "§5.1 model", "feature-mean model", "§5.1 model / feature-mean model: step time",
+        "§5.1 model", "real clips / window slots of the timed batch", "feature-mean model",
+        "§5.1 model / feature-mean model: step time",
         "CCLM augmentation alone", "frame store build", "frame store batches, 1 worker: "
         "videos/s, clips/s", "feature-mean batches, 1 worker: videos/s"]
-    for row in msymon:  # every cell a number (a ratio ends in x)
-        assert all(re.fullmatch(NUMBER + "x?", c) for c in row[1].split(", ")), row
+    for row in msymon:  # every cell a number (a ratio ends in x; slots are "n / m")
+        cells = re.split(r", | / ", row[1])
+        assert all(re.fullmatch(NUMBER + "x?", c) for c in cells), row
     assert ("bench/input.py missing" in got["Input headroom"]
             or rows(got["Input headroom"]))
     targets = rows(got["Targets"])

@@ -9,7 +9,7 @@ from flax import nnx
 from configs.msymon.main import get_config
 from vnr import train
 from vnr.benchmarks.msymon import alignment as task
-from vnr.benchmarks.msymon import data
+from vnr.benchmarks.msymon import data, frames
 from vnr.models import encoders
 from vnr.models.encoders.testing import write_tiny_checkpoint
 
@@ -22,18 +22,9 @@ def _params(state: nnx.State, under: str) -> dict[str, np.ndarray]:
 
 
 def _write_word_tokenizer(directory) -> None:
-    """A BERT-style word-level tokenizer ([PAD]=0, [UNK]=1, [CLS]=2, [SEP]=3) of the
-    generated corpus's words (tokens it lacks become [UNK])."""
-    import transformers as tf
-    from tokenizers import Tokenizer, models, pre_tokenizers, processors
-
-    vocab = {t: i for i, t in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "the", "and"])}
-    core = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
-    core.pre_tokenizer = pre_tokenizers.Whitespace()
-    core.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", special_tokens=[("[CLS]", 2), ("[SEP]", 3)])
-    tf.PreTrainedTokenizerFast(tokenizer_object=core, cls_token="[CLS]", sep_token="[SEP]",
-                               pad_token="[PAD]", unk_token="[UNK]").save_pretrained(directory)
+    """A BERT-style word-level tokenizer of two of the generated corpus's words (others
+    become [UNK])."""
+    frames.write_tokenizer(directory, ["the", "and"], bert=True)
 
 
 def test_text_encoder_weights_arrive_through_the_hook(tmp_path, monkeypatch):

@@ -165,22 +165,25 @@ def validate(config: Any) -> None:
 
 
 def resolve_epochs(config: Any) -> None:
-    """`epochs` > 0 (`paper`: §6.1's 20): total_steps = ceil(epochs x windows / batch), the
-    windows covering every clip of the built training split once (`data.train_windows`;
-    each draw is one video's random window), so an epoch trains on as many clips as the
-    split holds; validation and checkpoints at least once an epoch (the annotated splits
-    are a few hundred steps long)."""
+    """`epochs` > 0 (`paper`: §6.1's 20): total_steps = ceil(epochs x draws / batch), the
+    draws in which the built training split's clips are seen once in expectation
+    (`data.train_draws`: each draw is one random window of a video, the videos in turn);
+    validation at least once an epoch (the annotated splits are a few hundred steps long;
+    the lowered `eval_every` is logged)."""
     if not config.get("epochs"):
         return
 
-    def count() -> int:
-        n = data.train_windows(config.data)
+    def count() -> float:
+        n = data.train_draws(config.data)
         epoch = max(1, math.ceil(n / config.batch_size))
-        config.eval_every = min(config.eval_every, epoch)
-        config.ckpt_every = min(config.ckpt_every, config.eval_every)
+        if config.eval_every > epoch:
+            logging.info("eval_every %d -> %d: validation once an epoch (%d steps of %g "
+                         "draws at batch %d)", config.eval_every, epoch, epoch, n,
+                         config.batch_size)
+            config.eval_every = epoch
         return n
 
-    pipeline.resolve_epochs(config, count, "training windows", "vnr:msymon_epochs")
+    pipeline.resolve_epochs(config, count, "training draws", "vnr:msymon_epochs")
 
 
 def _is_number(x: Any) -> bool:
@@ -205,6 +208,14 @@ def check_splits(config: Any) -> None:
                 "`annotated` to the config args to train on the annotated train splits")
     task_lib.require_splits(config, sorted(set(split_names(d))), f"{d.builder}/{d.config}",
                             joined=True)
+    if d.builder == "yms":  # the public sample annotates train only (the release: all)
+        trained = {d.train_split} if config.total_steps else set()
+        if same := sorted({d.val_split, *d.test_splits} & trained):
+            logging.warning("YMS split %s is also the training split: its results are on "
+                            "trained videos", same[0])
+        if d.val_split in d.test_splits:
+            logging.warning("YMS split %s both tunes (validation) and reports (test)",
+                            d.val_split)
     if d.builder == "yms" and config.get("init_from"):  # a model trained elsewhere
         logging.info("%s", contamination.check_source_run(config.init_from, config))
 

@@ -263,14 +263,19 @@ def source(cfg: Any, split: str):
     return srcs[0] if len(srcs) == 1 else Concat(srcs)
 
 
-def train_windows(cfg: Any) -> int:
-    """Training windows that cover every clip of the built training split(s) once: each
-    video's ceil(clips / `max_clips`) (no frame store is read)."""
+def train_draws(cfg: Any, sample: int = 512) -> float:
+    """Training draws (one random `max_clips` window of a video each, the videos in turn) in
+    which the built training split's clips are seen once in expectation: videos x mean clips
+    / mean min(clips, max_clips), from up to `sample` evenly spaced videos (their records
+    only: no frame store is read)."""
     plain = cfg.copy_and_resolve_references()
-    plain.frames.per_clip = 0  # the builder's records only
+    plain.frames.per_clip = 0
     src = source(plain, cfg.train_split)
-    return sum(-(-len(cut_clips(src[i], cfg.clip_seconds, shots(cfg))[0]) // cfg.max_clips)
-               for i in range(len(src)))
+    picks = np.unique(np.linspace(0, len(src) - 1, min(len(src), sample)).round().astype(int))
+    clips = np.array([len(cut_clips(src[int(i)], cfg.clip_seconds, shots(cfg))[0])
+                      for i in picks], float)
+    seen = np.minimum(clips, cfg.max_clips).mean()
+    return len(src) * float(clips.mean()) / max(float(seen), 1.0)
 
 
 def shots(cfg: Any) -> bool:

@@ -291,18 +291,23 @@ def write_videos(root: str | pathlib.Path, fps: float = 4.0, width: int = 96,
     return root
 
 
-def write_tokenizer(directory: str | pathlib.Path, words: Sequence[str]) -> pathlib.Path:
-    """An XLM-R-style word-level tokenizer of `words` (<s>=0, <pad>=1, </s>=2, <unk>=3, then
-    the words) saved as a Hugging Face tokenizer directory: a generated release's stand-in
-    for xlm-roberta-large's (tests, benchmarks)."""
+def write_tokenizer(directory: str | pathlib.Path, words: Sequence[str], bert: bool = False
+                    ) -> pathlib.Path:
+    """A word-level tokenizer of `words` saved as a Hugging Face tokenizer directory, the
+    stand-in for a checkpoint's own (tests, benchmarks): XLM-R's specials (<s>=0, <pad>=1,
+    </s>=2, <unk>=3) or, with `bert`, BERT's ([PAD]=0, [UNK]=1, [CLS]=2, [SEP]=3); then the
+    words."""
     import transformers as tf
     from tokenizers import Tokenizer, models, pre_tokenizers, processors
 
-    vocab = {t: i for i, t in enumerate(["<s>", "<pad>", "</s>", "<unk>", *words])}
-    core = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    pad, unk, cls, sep = ("[PAD]", "[UNK]", "[CLS]", "[SEP]") if bert else (
+        "<pad>", "<unk>", "<s>", "</s>")
+    order = (pad, unk, cls, sep) if bert else (cls, pad, sep, unk)
+    vocab = {t: i for i, t in enumerate([*order, *words])}
+    core = Tokenizer(models.WordLevel(vocab, unk_token=unk))
     core.pre_tokenizer = pre_tokenizers.Whitespace()
     core.post_processor = processors.TemplateProcessing(
-        single="<s> $A </s>", special_tokens=[("<s>", 0), ("</s>", 2)])
-    tf.PreTrainedTokenizerFast(tokenizer_object=core, cls_token="<s>", sep_token="</s>",
-                               pad_token="<pad>", unk_token="<unk>").save_pretrained(directory)
+        single=f"{cls} $A {sep}", special_tokens=[(cls, vocab[cls]), (sep, vocab[sep])])
+    tf.PreTrainedTokenizerFast(tokenizer_object=core, cls_token=cls, sep_token=sep,
+                               pad_token=pad, unk_token=unk).save_pretrained(directory)
     return pathlib.Path(directory)
