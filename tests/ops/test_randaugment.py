@@ -59,10 +59,10 @@ def test_each_operation_gives_upstreams_output(upstream: str, sign: int):
     if upstream in ("Identity", "Equalize", "Brightness"):
         np.testing.assert_array_equal(got, want)
         return
-    # the warps: OpenCV's fixed-point coordinates and weights against ours
+    # the warps: OpenCV's fixed-point coordinates and weights against ours (equal on these
+    # images; at 224 px a rotation differs by up to 4 levels on ~0.02 % of pixels)
     assert diff.max() <= 2, upstream
-    assert (diff <= 1).mean() > 0.999
-    assert (diff == 0).mean() > 0.9
+    assert (diff == 0).mean() > 0.999, upstream
 
 
 def test_each_operation_changes_the_image_it_names():
@@ -77,8 +77,8 @@ def test_the_crop_resize_gives_pils_bicubic_of_the_cropped_image():
                           (0, None)))
     got = np.asarray(fn(jnp.asarray(IMAGES), jnp.asarray(GOLDEN["boxes"]))).astype(int)
     diff = np.abs(got - GOLDEN["crops"].astype(int))
-    assert diff.max() <= 1
-    assert (diff == 0).mean() > 0.99
+    assert diff.max() <= 2  # PIL's fixed-point weights; 2 on one pixel under some XLA flags
+    assert (diff == 0).mean() > 0.999
 
 
 def _torchvision_area(rng: random.Random, height: int, width: int) -> float:
