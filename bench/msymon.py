@@ -4,7 +4,7 @@ and the frame store's input rate (the accelerator report's `msymon` section).
     python -m bench accelerator --only msymon [--smoke]
 
 Both models train `configs/msymon/main.py:individual:en,annotated,paper` on one generated
-release (`tfds_builders.msymon.synthetic`) whose videos `frames.write_videos` writes
+release (`tfds_builders.msymon.write_synthetic`) whose videos `frames.write_videos` writes
 (320 x 180 at 25 frames/s; shots of 1.5 and 3.5 s from its cuts files):
 
 - **§5.1's model** (`cclm`): CCLM-base's towers (Swin-B at 224 px and the 6 XLM-R-large text
@@ -40,13 +40,13 @@ def _release(root: pathlib.Path, smoke: bool) -> tuple[pathlib.Path, pathlib.Pat
     """(release with videos and cuts, its word-level tokenizer)."""
     import json
 
-    from tfds_builders.msymon import synthetic
+    from tfds_builders.msymon import write_synthetic
     from vnr.benchmarks.msymon import frames
 
     n = 4 if smoke else 16
-    release = synthetic.write_corpus(root / "release", seed=0, dim=32 if smoke else 512,
-                                     languages=("en",),
-                                     sizes={"train": n, "val": 1, "test": 1, "weak": 0})
+    release = write_synthetic(root / "release", seed=0, dim=32 if smoke else 512,
+                              languages=("en",), sizes={"train": n, "val": 1, "test": 1,
+                                                        "weak": 0})
     frames.write_videos(release, fps=4.0 if smoke else 25.0, width=96 if smoke else 320,
                         height=64 if smoke else 180)
     words = sorted({w.strip(".") for f in (release / "annotations" / "en").glob("*.json")
