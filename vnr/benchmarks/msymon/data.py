@@ -263,14 +263,19 @@ def source(cfg: Any, split: str):
     return srcs[0] if len(srcs) == 1 else Concat(srcs)
 
 
+def records_only(cfg: Any) -> Any:
+    """A copy of the data config whose `source` gives the builder's records (no frames)."""
+    plain = cfg.copy_and_resolve_references()
+    plain.frames.per_clip = 0
+    return plain
+
+
 def train_draws(cfg: Any, sample: int = 512) -> float:
     """Training draws (one random `max_clips` window of a video each, the videos in turn) in
     which the built training split's clips are seen once in expectation: videos x mean clips
     / mean min(clips, max_clips), from up to `sample` evenly spaced videos (their records
     only: no frame store is read)."""
-    plain = cfg.copy_and_resolve_references()
-    plain.frames.per_clip = 0
-    src = source(plain, cfg.train_split)
+    src = source(records_only(cfg), cfg.train_split)
     picks = np.unique(np.linspace(0, len(src) - 1, min(len(src), sample)).round().astype(int))
     clips = np.array([len(cut_clips(src[int(i)], cfg.clip_seconds, shots(cfg))[0])
                       for i in picks], float)
