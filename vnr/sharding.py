@@ -11,7 +11,8 @@ their leading axis over "data".
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import jax
@@ -133,6 +134,25 @@ def global_batch(local: dict[str, np.ndarray], mesh: jax.sharding.Mesh) -> dict[
     return {k: jax.make_array_from_process_local_data(sharding, v) for k, v in local.items()}
 
 
+_KERNEL_FLAG = "jax_threefry_gpu_kernel_lowering"
+
+
+@contextlib.contextmanager
+def kernel_threefry() -> Iterator[None]:
+    """Inside: threefry lowers to one GPU kernel per draw (jax's own; the same bits).
+
+    For random inits: the default GPU lowering unrolls threefry's rounds into every draw, and
+    a model's few hundred draws took XLA over 3 minutes to compile on an H200
+    (`launch/results/`). Trace, lower and compile inside. No effect on other backends.
+    """
+    before = getattr(jax.config, _KERNEL_FLAG)
+    jax.config.update(_KERNEL_FLAG, True)
+    try:
+        yield
+    finally:
+        jax.config.update(_KERNEL_FLAG, before)
+
+
 def create_sharded(make: Any, mesh: jax.sharding.Mesh, rules: Rules,
                    abstract: bool = False) -> tuple[Any, Any, Any]:
     """Initialises `make()` (an NNX graph node) directly into its shardings.
@@ -156,7 +176,7 @@ def create_sharded(make: Any, mesh: jax.sharding.Mesh, rules: Rules,
         found["graphdef"], found["shardings"] = graphdef, state_shardings(state, mesh, rules)
         return jax.lax.with_sharding_constraint(state, found["shardings"])
 
-    with nnx.use_eager_sharding(False):
+    with nnx.use_eager_sharding(False), kernel_threefry():
         if abstract:
             shapes = jax.eval_shape(init)
             return found["graphdef"], shapes, found["shardings"]

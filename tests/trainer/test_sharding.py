@@ -95,6 +95,30 @@ def test_abstract_state_has_the_shapes_and_shardings_of_the_real_one():
                for a, b in pairs)
     assert jax.tree.leaves(real_sh) == jax.tree.leaves(shapes_sh)
 
+
+def test_random_init_lowers_threefry_as_a_gpu_kernel_and_restores_the_flag():
+    """The init traces with threefry as one GPU kernel per draw (XLA took minutes to compile
+    the unrolled rounds on an H200); the flag is back to its value afterwards, also on error."""
+    flag = "jax_threefry_gpu_kernel_lowering"
+    seen = []
+
+    def make():
+        seen.append(getattr(jax.config, flag))
+        return nnx.Linear(2, 3, rngs=nnx.Rngs(0))
+
+    mesh = sharding.make_mesh((8, 1))
+    sharding.create_sharded(make, mesh, [])
+    sharding.create_sharded(make, mesh, [], abstract=True)
+    assert seen == [True, True] and getattr(jax.config, flag) is False
+    with sharding.kernel_threefry():  # lowered for CUDA (here, on CPU): one FFI call a draw
+        text = jax.jit(lambda k: jax.random.normal(k, (4,))).trace(
+            jax.random.key(0)).lower(lowering_platforms=("cuda",)).as_text()
+    assert "cu_threefry2x32_ffi" in text
+    with pytest.raises(RuntimeError), sharding.kernel_threefry():
+        raise RuntimeError
+    assert getattr(jax.config, flag) is False
+
+
 def test_bad_mesh_and_batch_fail_with_clear_errors():
     with pytest.raises(ValueError, match=r"mesh.shape \(3, 1\) needs 3 devices but there are 8"):
         sharding.make_mesh((3, 1))

@@ -35,7 +35,7 @@ from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from vnr.models import rng
-from vnr.sharding import Rules, var_names
+from vnr.sharding import Rules, kernel_threefry, var_names
 from vnr.sharding import named_sharding as sharding_for
 
 HUB_IDS: dict[str, str] = {
@@ -386,7 +386,8 @@ def instantiate(
             _, params, rest = nnx.split(ctor(_rngs(k)), nnx.Param, ...)
             return params, rest
 
-        params, rest = jax.jit(init, out_shardings=(p_shard, r_shard))(key)
+        with kernel_threefry():
+            params, rest = jax.jit(init, out_shardings=(p_shard, r_shard))(key)
         return nnx.merge(graphdef, params, rest)
     flat_shard = dict(nnx.to_flat_state(p_shard))
     leaves = []
