@@ -1,5 +1,6 @@
 """soft_dtw / dtw / soft_dtw_divergence / pairwise_cost against brute force and references."""
 
+import functools
 import itertools
 
 import jax
@@ -147,11 +148,31 @@ def test_gradient_matches_finite_differences_and_naive_autodiff_in_float64():
             np.testing.assert_allclose(grad[b, : lx[b], : ly[b]], naive, atol=1e-12)
 
 
+def test_accelerators_run_the_batch_as_one_wavefront_with_the_same_results(monkeypatch):
+    # On CPU the batch runs in L1-sized groups, one after another; on a GPU each wavefront
+    # step costs kernel launches, so the whole batch is one group. Scheduling only.
+    rng = np.random.default_rng(7)
+    c = jnp.asarray(rng.uniform(0.0, 3.0, (8, 40, 45)).astype(np.float32))
+    lx, ly = np.array([40, 14, 40, 33, 1, 40, 20, 39]), np.array([45, 44, 3, 45, 45, 1, 30, 45])
+    f = lambda c: soft_dtw(c, 0.3, lx, ly)  # noqa: E731
+    assert dtw_module._group_size(8, 256) == 4
+    cpu = f(c), jax.grad(lambda c: f(c).sum())(c)
+    monkeypatch.setattr(dtw_module.jax, "default_backend", lambda: "gpu")
+    assert dtw_module._group_size(8, 256) == 8 and dtw_module._group_size(64, 1024) == 64
+    jax.clear_caches()  # the group size is read while tracing
+    one = f(c), jax.grad(lambda c: f(c).sum())(c)
+    np.testing.assert_allclose(one[0], cpu[0], rtol=1e-6)
+    np.testing.assert_allclose(one[1], cpu[1], atol=1e-6)
+
+
 def test_banded_and_grouped_wavefront_matches_naive_autodiff(monkeypatch):
     # N >= 32 runs the diagonals as several bands; a tiny cell budget puts each pair in its
     # own group. Neither may change a value or a gradient.
     monkeypatch.setattr(dtw_module, "_CELLS_PER_STEP", 40)
     monkeypatch.setattr(dtw_module, "_BANDS", 2)  # fewer loops to compile, same code path
+    # A fresh plan cache for _BANDS = 2 (the module's holds plans made under 4), dropped after.
+    monkeypatch.setattr(dtw_module, "_band_plan", functools.cache(
+        dtw_module._band_plan.__wrapped__))
     rng = np.random.default_rng(6)
     c = rng.uniform(0.0, 3.0, (2, 40, 45)).astype(np.float32)
     lx, ly, gamma = np.array([40, 14]), np.array([45, 44]), 0.3
