@@ -151,14 +151,15 @@ def test_gradient_matches_finite_differences_and_naive_autodiff_in_float64():
 def test_accelerators_run_the_batch_as_one_wavefront_with_the_same_results(monkeypatch):
     # On CPU the batch runs in L1-sized groups, one after another; on a GPU each wavefront
     # step costs kernel launches, so the whole batch is one group. Scheduling only.
+    monkeypatch.setattr(dtw_module, "_CELLS_PER_STEP", 12)  # CPU: groups of one pair here
     rng = np.random.default_rng(7)
-    c = jnp.asarray(rng.uniform(0.0, 3.0, (8, 40, 45)).astype(np.float32))
-    lx, ly = np.array([40, 14, 40, 33, 1, 40, 20, 39]), np.array([45, 44, 3, 45, 45, 1, 30, 45])
+    c = jnp.asarray(rng.uniform(0.0, 3.0, (3, 6, 7)).astype(np.float32))
+    lx, ly = np.array([6, 1, 4]), np.array([7, 5, 1])
     f = lambda c: soft_dtw(c, 0.3, lx, ly)  # noqa: E731
-    assert dtw_module._group_size(8, 256) == 4
+    assert dtw_module._group_size(3, 6) == 1
     cpu = f(c), jax.grad(lambda c: f(c).sum())(c)
     monkeypatch.setattr(dtw_module.jax, "default_backend", lambda: "gpu")
-    assert dtw_module._group_size(8, 256) == 8 and dtw_module._group_size(64, 1024) == 64
+    assert dtw_module._group_size(3, 6) == 3 and dtw_module._group_size(64, 1024) == 64
     jax.clear_caches()  # the group size is read while tracing
     one = f(c), jax.grad(lambda c: f(c).sum())(c)
     np.testing.assert_allclose(one[0], cpu[0], rtol=1e-6)
