@@ -12,6 +12,7 @@ their leading axis over "data".
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -135,22 +136,29 @@ def global_batch(local: dict[str, np.ndarray], mesh: jax.sharding.Mesh) -> dict[
 
 
 _KERNEL_FLAG = "jax_threefry_gpu_kernel_lowering"
+_KERNEL_LOCK = threading.RLock()  # the flag is process-wide: one toggler at a time
 
 
 @contextlib.contextmanager
-def kernel_threefry() -> Iterator[None]:
-    """Inside: threefry lowers to one GPU kernel per draw (jax's own; the same bits).
+def kernel_threefry(on: bool = True) -> Iterator[None]:
+    """Inside (when `on`): threefry lowers to one GPU kernel per draw (jax's own; same bits).
 
     For random inits: the default GPU lowering unrolls threefry's rounds into every draw, and
-    a model's few hundred draws took XLA over 3 minutes to compile on an H200
-    (`launch/results/`). Trace, lower and compile inside. No effect on other backends.
+    a model's few hundred draws took XLA about 3 minutes (2 min 57 s) to compile on an H200
+    (`launch/results/`). Trace, lower and compile inside. No effect on other backends, nor
+    where this jax has no such flag. The kernel has no sharding rule, so each device would
+    draw every full parameter: callers turn it on for one device only.
     """
-    before = getattr(jax.config, _KERNEL_FLAG)
-    jax.config.update(_KERNEL_FLAG, True)
-    try:
+    if not on or not hasattr(jax.config, _KERNEL_FLAG):
         yield
-    finally:
-        jax.config.update(_KERNEL_FLAG, before)
+        return
+    with _KERNEL_LOCK:
+        before = getattr(jax.config, _KERNEL_FLAG)
+        jax.config.update(_KERNEL_FLAG, True)
+        try:
+            yield
+        finally:
+            jax.config.update(_KERNEL_FLAG, before)
 
 
 def create_sharded(make: Any, mesh: jax.sharding.Mesh, rules: Rules,
@@ -176,7 +184,7 @@ def create_sharded(make: Any, mesh: jax.sharding.Mesh, rules: Rules,
         found["graphdef"], found["shardings"] = graphdef, state_shardings(state, mesh, rules)
         return jax.lax.with_sharding_constraint(state, found["shardings"])
 
-    with nnx.use_eager_sharding(False), kernel_threefry():
+    with nnx.use_eager_sharding(False), kernel_threefry(mesh.size == 1):
         if abstract:
             shapes = jax.eval_shape(init)
             return found["graphdef"], shapes, found["shardings"]

@@ -154,16 +154,15 @@ def test_accelerators_run_the_batch_as_one_wavefront_with_the_same_results(monke
     monkeypatch.setattr(dtw_module, "_CELLS_PER_STEP", 12)  # CPU: groups of one pair here
     rng = np.random.default_rng(7)
     c = jnp.asarray(rng.uniform(0.0, 3.0, (3, 6, 7)).astype(np.float32))
-    lx, ly = np.array([6, 1, 4]), np.array([7, 5, 1])
-    f = lambda c: soft_dtw(c, 0.3, lx, ly)  # noqa: E731
-    assert dtw_module._group_size(3, 6) == 1
-    cpu = f(c), jax.grad(lambda c: f(c).sum())(c)
-    monkeypatch.setattr(dtw_module.jax, "default_backend", lambda: "gpu")
-    assert dtw_module._group_size(3, 6) == 3 and dtw_module._group_size(64, 1024) == 64
-    jax.clear_caches()  # the group size is read while tracing
-    one = f(c), jax.grad(lambda c: f(c).sum())(c)
-    np.testing.assert_allclose(one[0], cpu[0], rtol=1e-6)
-    np.testing.assert_allclose(one[1], cpu[1], atol=1e-6)
+    lx, ly = jnp.array([6, 1, 4]), jnp.array([7, 5, 1])
+    assert dtw_module._grouped(c) and dtw_module._group_size(3, 6, True) == 1
+    assert dtw_module._group_size(3, 6, False) == 3
+    out = {}
+    for grouped in (True, False):  # a static argument: each its own trace
+        f = lambda c, g=grouped: dtw_module._soft_dtw_jit(c, lx, ly, 0.3, g)  # noqa: E731
+        out[grouped] = f(c), jax.grad(lambda c, f=f: f(c).sum())(c)
+    np.testing.assert_allclose(out[False][0], out[True][0], rtol=1e-6)
+    np.testing.assert_allclose(out[False][1], out[True][1], atol=1e-6)
 
 
 def test_banded_and_grouped_wavefront_matches_naive_autodiff(monkeypatch):
@@ -177,7 +176,7 @@ def test_banded_and_grouped_wavefront_matches_naive_autodiff(monkeypatch):
     rng = np.random.default_rng(6)
     c = rng.uniform(0.0, 3.0, (2, 40, 45)).astype(np.float32)
     lx, ly, gamma = np.array([40, 14]), np.array([45, 44]), 0.3
-    assert len(dtw_module._band_plan(40, 45)) == 5 and dtw_module._group_size(2, 40) == 1
+    assert len(dtw_module._band_plan(40, 45)) == 5 and dtw_module._group_size(2, 40, True) == 1
     val = soft_dtw(c, gamma, lx, ly)
     grad = jax.grad(lambda c: soft_dtw(c, gamma, lx, ly).sum())(jnp.asarray(c))
     for b in range(2):

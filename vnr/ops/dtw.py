@@ -9,8 +9,9 @@ All recursions run as an anti-diagonal wavefront: one ``lax.scan`` step per anti
 (N + M - 1 steps), the batch and the diagonal inside each step, along the shorter side (the
 input is transposed when N > M). The cost is "skewed" once (a pad + reshape, no gather) so that
 diagonal ``d`` is a contiguous ``[B, N]`` slice: ``skewed[d, b, i] = cost[b, i, d - i]``.
-soft-DTW additionally (pure scheduling, identical results): runs the batch in groups sized so a
-diagonal stays in L1 (``lax.map`` over groups), and splits the diagonals into bands computed on
+soft-DTW additionally (pure scheduling, identical results): on CPU runs the batch in groups
+sized so a diagonal stays in L1 (``lax.map`` over groups; an accelerator takes the whole batch
+per step), and splits the diagonals into bands computed on
 static row windows, skipping most of the empty corners. Its backward is a ``custom_vjp``: the
 E recursion of Cuturi & Blondel as a reverse wavefront over the soft-min weights stored by the
 forward.
@@ -209,13 +210,20 @@ def _sdtw_backward(ws, len_x, len_y, g: jax.Array, n: int, m: int, full: bool = 
 # On CPU the batch runs in groups of ``bc`` pairs (lax.map over groups) so that one diagonal of
 # a group, bc * N values, stays in the L1 cache: ~1.5x faster than the whole batch per step.
 # On an accelerator every wavefront step is a few kernel launches whatever its width, so the
-# whole batch is one group (an H200 ran (64, 256, 256) 15x slower in groups of 4 than ott-jax's
-# one batched wavefront). A pure scheduling choice: results are identical.
+# whole batch is one group (an H200 ran (64, 256, 256) 16x slower in groups of 4 than ott-jax's
+# one batched wavefront). The platform is the cost's (`_grouped`). Results are identical.
 _CELLS_PER_STEP = 1024
 
 
-def _group_size(b: int, n: int) -> int:
-    if jax.default_backend() != "cpu":
+def _grouped(cost: Any) -> bool:
+    """Whether to run the batch in L1-sized groups: on CPU, by where ``cost`` lives."""
+    if isinstance(cost, jax.Array) and not isinstance(cost, jax.core.Tracer):
+        return all(d.platform == "cpu" for d in cost.devices())
+    return jax.default_backend() == "cpu"  # host data (put on the default device), or traced
+
+
+def _group_size(b: int, n: int, grouped: bool) -> int:
+    if not grouped:
         return b
     target = max(1, _CELLS_PER_STEP // n)
     return max(k for k in range(1, min(b, target) + 1) if b % k == 0)
@@ -225,22 +233,22 @@ def _by_group(x: jax.Array, bc: int) -> jax.Array:
     return x.reshape((x.shape[0] // bc, bc) + x.shape[1:])
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(3, 4))
-def _soft_dtw(cost, len_x, len_y, gamma, full):
-    bc = _group_size(cost.shape[0], cost.shape[1])
+@functools.partial(jax.custom_vjp, nondiff_argnums=(3, 4, 5))
+def _soft_dtw(cost, len_x, len_y, gamma, full, grouped):
+    bc = _group_size(cost.shape[0], cost.shape[1], grouped)
     groups = (_by_group(cost, bc), _by_group(len_x, bc), _by_group(len_y, bc))
     val = lax.map(lambda a: _sdtw_forward(*a, gamma, keep=False, full=full)[0], groups)
     return val.reshape(-1)
 
 
-def _soft_dtw_fwd(cost, len_x, len_y, gamma, full):
-    bc = _group_size(cost.shape[0], cost.shape[1])
+def _soft_dtw_fwd(cost, len_x, len_y, gamma, full, grouped):
+    bc = _group_size(cost.shape[0], cost.shape[1], grouped)
     groups = (_by_group(cost, bc), _by_group(len_x, bc), _by_group(len_y, bc))
     val, ws = lax.map(lambda a: _sdtw_forward(*a, gamma, keep=True, full=full), groups)
     return val.reshape(-1), (ws, len_x, len_y)
 
 
-def _soft_dtw_bwd(gamma, full, res, g):
+def _soft_dtw_bwd(gamma, full, grouped, res, g):
     ws, len_x, len_y = res  # ws: per band, two [G, band length, bc, band width]
     bc = ws[0][0].shape[2]
     n = max(w[0].shape[3] for w in ws)  # the band through diagonal n - 1 spans all rows
@@ -254,8 +262,8 @@ def _soft_dtw_bwd(gamma, full, res, g):
 _soft_dtw.defvjp(_soft_dtw_fwd, _soft_dtw_bwd)
 
 
-@functools.partial(jax.jit, static_argnames=("gamma",))
-def _soft_dtw_jit(cost, len_x, len_y, gamma):
+@functools.partial(jax.jit, static_argnames=("gamma", "grouped"))
+def _soft_dtw_jit(cost, len_x, len_y, gamma, grouped):
     full = len_x is None and len_y is None
     cost, len_x, len_y = as_arrays(cost, len_x, len_y)
     _, n, m = cost.shape
@@ -269,8 +277,8 @@ def _soft_dtw_jit(cost, len_x, len_y, gamma):
         cost = jnp.where(real, cost, 0.0)
     if n > m:
         # Soft-DTW is symmetric in (x, y): run along the shorter side (shorter diagonals).
-        return _soft_dtw(cost.transpose(0, 2, 1), len_y, len_x, gamma, full)
-    return _soft_dtw(cost, len_x, len_y, gamma, full)
+        return _soft_dtw(cost.transpose(0, 2, 1), len_y, len_x, gamma, full, grouped)
+    return _soft_dtw(cost, len_x, len_y, gamma, full, grouped)
 
 
 def soft_dtw(cost: Any, gamma: float, len_x: Any = None, len_y: Any = None) -> jax.Array:
@@ -292,7 +300,7 @@ def soft_dtw(cost: Any, gamma: float, len_x: Any = None, len_y: Any = None) -> j
     """
     gamma = check_gamma(gamma)
     cost, len_x, len_y = prepare(cost, len_x, len_y)
-    return _soft_dtw_jit(cost, len_x, len_y, gamma=gamma)
+    return _soft_dtw_jit(cost, len_x, len_y, gamma=gamma, grouped=_grouped(cost))
 
 
 def soft_dtw_divergence(
@@ -325,9 +333,10 @@ def soft_dtw_divergence(
         raise ValueError(f"cost_xx must have shape {(b, n, n)}, got {shape_of(cost_xx)}")
     if shape_of(cost_yy) != (b, m, m):
         raise ValueError(f"cost_yy must have shape {(b, m, m)}, got {shape_of(cost_yy)}")
-    xy = _soft_dtw_jit(cost_xy, lx, ly, gamma=gamma)
-    xx = _soft_dtw_jit(cost_xx, lx, lx, gamma=gamma)
-    yy = _soft_dtw_jit(cost_yy, ly, ly, gamma=gamma)
+    grouped = _grouped(cost_xy)
+    xy = _soft_dtw_jit(cost_xy, lx, ly, gamma=gamma, grouped=grouped)
+    xx = _soft_dtw_jit(cost_xx, lx, lx, gamma=gamma, grouped=grouped)
+    yy = _soft_dtw_jit(cost_yy, ly, ly, gamma=gamma, grouped=grouped)
     return xy - 0.5 * (xx + yy)
 
 

@@ -386,7 +386,7 @@ def instantiate(
             _, params, rest = nnx.split(ctor(_rngs(k)), nnx.Param, ...)
             return params, rest
 
-        with kernel_threefry():
+        with kernel_threefry(mesh is None or mesh.size == 1):
             params, rest = jax.jit(init, out_shardings=(p_shard, r_shard))(key)
         return nnx.merge(graphdef, params, rest)
     flat_shard = dict(nnx.to_flat_state(p_shard))
