@@ -11,8 +11,8 @@ input is transposed when N > M). The cost is "skewed" once (a pad + reshape, no 
 diagonal ``d`` is a contiguous ``[B, N]`` slice: ``skewed[d, b, i] = cost[b, i, d - i]``.
 soft-DTW additionally (pure scheduling, identical results): on CPU runs the batch in groups
 sized so a diagonal stays in L1 (``lax.map`` over groups; an accelerator takes the whole batch
-per step), and splits the diagonals into bands computed on
-static row windows, skipping most of the empty corners. Its backward is a ``custom_vjp``: the
+per step), and splits the diagonals into bands computed on static row windows, skipping most
+of the empty corners. Its backward is a ``custom_vjp``: the
 E recursion of Cuturi & Blondel as a reverse wavefront over the soft-min weights stored by the
 forward.
 
