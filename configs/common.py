@@ -87,9 +87,14 @@ def evals(c: ml_collections.ConfigDict, val_max: int = 0, test_max: int = 0,
 
 def smoke(c: ml_collections.ConfigDict, batch: int = 8, steps: tuple[int, int] = (6, 2),
           every: int = 3) -> None:
-    """Tiny loop sizes for tests: `batch` examples, (total, warmup) `steps`, log/eval/ckpt."""
+    """Tiny loop sizes for tests: `batch` examples, (total, warmup) `steps`, log/eval/ckpt.
+    A paper's epoch count set before this goes to 0, so `steps` stand on any corpus (100
+    epochs of a release-shaped test corpus were 600 steps)."""
     c.batch_size = c.eval_batch_size = batch
     c.total_steps, c.warmup_steps = steps
+    for key in ("epochs", "warmup_epochs"):
+        if key in c:
+            c[key] = 0
     c.log_every = c.eval_every = c.ckpt_every = every
 
 
