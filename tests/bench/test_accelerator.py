@@ -22,8 +22,9 @@ NUMBER = r"\d[\d,]*(\.\d+)?"
 
 
 def run_bench(*args: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ, JAX_PLATFORMS="cpu",
-               XLA_FLAGS="--xla_backend_optimization_level=0")  # one CPU device
+    flags = [f for f in os.environ.get("XLA_FLAGS", "").split()  # tests/conftest.py's,
+             if not f.startswith("--xla_force_host_platform_device_count")]  # 1 CPU device
+    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=" ".join(flags))
     return subprocess.run([sys.executable, "-m", "bench", "accelerator", *args],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200)
 
