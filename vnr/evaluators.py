@@ -27,7 +27,8 @@ window runs on estimated times); `selection.metric` in results.json is the one u
 
 An evaluator module gives `evaluate(config, split, predict_fn, mesh, *, max_examples=0,
 report_dir=None) -> {metric: value}` (the task contract's signature) and may give
-`metric_names(config) -> names`, checked against `config.select` before anything compiles.
+`metric_columns(config)` (`vnr/task.py`), whose keys `config.select` is checked against
+before anything compiles.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from typing import Any
 import jax
 
 from vnr import progress, selection
+from vnr import task as task_lib
 from vnr.config import ConfigError
 from vnr.selection import alternatives
 
@@ -148,8 +150,7 @@ def check_select(config: Any, evaluators: list[Evaluator]) -> Evaluator | None:
     if len({n for n, _, _ in parts}) > 1:
         raise EvaluatorError(f"select.metric={metric!r}: alternatives must be metrics of one "
                              f"evaluator (measured at the same steps)")
-    names_fn = getattr(chosen.module, "metric_names", None)
-    names = tuple(names_fn(config)) if names_fn is not None else ()
+    names = task_lib.metric_names(chosen.module, config)
     unknown = [leaf for _, _, r in parts if names and (leaf := r.rsplit("/", 1)[-1]) not in names]
     if unknown:
         raise EvaluatorError(f"select.metric={metric!r}: {chosen.module.__name__} reports no "

@@ -67,11 +67,12 @@ OPTIONAL = {
                     "open it",
     "pretrained": "pretrained(config) -> {param path: (checkpoint, tower)}: the weights "
                   "`vnr/pretrained.py` loads into a fresh run",
-    "result_columns": "result_columns(config, results) -> columns of the results table "
-                      "(`vnr/reports/results.py`); default: every metric",
-    "metric_names": "metric_names(config) -> every name `evaluate` may report under this "
-                    "config (`config.select` is checked against them before anything "
-                    "compiles; every task of the project gives it)",
+    "metric_columns": "metric_columns(config) -> [vnr.reports.results.Column]: every metric "
+                      "`evaluate` may report under this config, in results-table order "
+                      "(`table=False`: not a column). `config.select` is checked against "
+                      "their keys before anything compiles; the table shows the ones the "
+                      "results hold. Every task of the project gives it; without it the "
+                      "table shows every metric",
     "feature_towers": "feature_towers(config) -> {name: vnr.feature_cache.Tower}: towers "
                       "whose outputs `python -m vnr.cache_features` can compute once when "
                       "frozen (`config.data.feature_cache`)",
@@ -88,9 +89,8 @@ SIGNATURES = {
     "check_splits": ("config",),
     "prepare_data": ("config",),
     "pretrained": ("config",),
-    "result_columns": ("config", "results"),
     "feature_towers": ("config",),
-    "metric_names": ("config",),
+    "metric_columns": ("config",),
 }
 
 
@@ -139,10 +139,20 @@ def hook(module: Any, name: str) -> Callable | None:
     return getattr(module, name, None)
 
 
+def metric_names(module: Any, config: Any) -> tuple[str, ...]:
+    """The keys of `module`'s `metric_columns(config)`; () when it declares none."""
+    fn = hook(module, "metric_columns")
+    return tuple(c.key for c in fn(config)) if fn is not None else ()
+
+
 def columns(module: Any, config: Any, results: dict[str, Metrics]) -> Sequence[Any] | None:
-    """The task's results-table columns, or None for every metric."""
-    fn = hook(module, "result_columns")
-    return fn(config, results) if fn is not None else None
+    """The results-table columns: `module`'s declared ones (`metric_columns`) that some split
+    of `results` holds, in their order; None (every metric) without a declaration."""
+    fn = hook(module, "metric_columns")
+    if fn is None:
+        return None
+    shown = [c for c in fn(config) if c.table and any(c.key in m for m in results.values())]
+    return shown or None
 
 
 def require_splits(config: Any, have: Sequence[str], dataset: str, joined: bool = False,

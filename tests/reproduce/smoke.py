@@ -57,7 +57,7 @@ def check_tables(p: plan.Plan, env: dict[str, str]) -> dict[str, list[report.Lin
 
 def check_metric_names(root: pathlib.Path) -> int:
     """Every metric a run's evaluators wrote (its results.json, and the evaluator keys of its
-    metrics.jsonl) is one that `metric_names(config)` of the evaluator's module lists, so the
+    metrics.jsonl) is one that `metric_columns(config)` of the evaluator's module lists, so the
     names `config.select` is checked against cannot drift from what evaluation reports.
     Returns the number of runs checked (a tool's results hold no config: not checked)."""
     checked = 0
@@ -67,7 +67,7 @@ def check_metric_names(root: pathlib.Path) -> int:
             continue
         config = ml_collections.ConfigDict(held)
         evals = evaluators.parse(config, task_lib.load(config.task))
-        names = {e.name: set(e.module.metric_names(config)) for e in evals}
+        names = {e.name: set(task_lib.metric_names(e.module, config)) for e in evals}
         final = [e for e in evals if e.final]
         for split, metrics in json.loads(path.read_text()).items():
             if split == "selection":
@@ -75,14 +75,14 @@ def check_metric_names(root: pathlib.Path) -> int:
             e = next((e for e in final if split in e.splits), final[0])
             extra = sorted(set(metrics) - names[e.name])
             assert not extra, f"{path}: {split} has {extra}, not in {e.module.__name__}." \
-                              f"metric_names"
+                              f"metric_columns"
         log = path.parent / "metrics.jsonl"
         for line in log.read_text().splitlines() if log.is_file() else ():
             for key in json.loads(line):
                 name, _, rest = key.partition("/")
                 leaf = rest.rsplit("/", 1)[-1]
                 assert name not in names or leaf in names[name] | {"eval_seconds"}, \
-                    f"{log}: {key} is not in the metric_names of evals.{name}"
+                    f"{log}: {key} is not in the metric_columns of evals.{name}"
         checked += 1
     return checked
 

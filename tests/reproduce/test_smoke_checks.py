@@ -31,6 +31,6 @@ def test_check_metric_names_catches_a_metric_no_module_lists(tmp_path):
     del results["test_in_domain"]["os_2"]
     (run / "results.json").write_text(json.dumps(results))
     (run / "metrics.jsonl").write_text(json.dumps({"step": 3, "val/pair_accuracy": 0.5}))
-    with pytest.raises(AssertionError, match=r"val/pair_accuracy is not in the metric_names "
+    with pytest.raises(AssertionError, match=r"val/pair_accuracy is not in the metric_columns "
                                              r"of evals.val"):
         smoke.check_metric_names(tmp_path)

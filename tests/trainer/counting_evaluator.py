@@ -11,6 +11,7 @@ from typing import Any
 import jax
 
 from vnr.benchmarks.moviepuzzle import pairwise
+from vnr.reports import results as results_lib
 
 CALLS = [0]
 
@@ -23,5 +24,5 @@ def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.M
     return {**metrics, "calls": float(CALLS[0])}
 
 
-def metric_names(config: Any) -> tuple[str, ...]:
-    return (*pairwise.metric_names(config), "calls")
+def metric_columns(config: Any) -> list[results_lib.Column]:
+    return [*pairwise.metric_columns(config), *results_lib.unshown(("calls",))]

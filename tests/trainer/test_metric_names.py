@@ -1,4 +1,4 @@
-"""Every task names the metrics its `evaluate` reports (`metric_names(config)`), so a
+"""Every task declares the metrics its `evaluate` reports (`metric_columns(config)`), so a
 `select.metric` naming none of them is one error line before anything compiles. That the
 names match what evaluation writes is checked on every smoke run
 (`tests/reproduce/smoke.py:check_metric_names`)."""
@@ -11,6 +11,7 @@ from tests.helpers import task_names
 from vnr import config as config_lib
 from vnr import sharding, train
 from vnr import task as task_lib
+from vnr.reports import results as results_lib
 
 # A smoke config of each task (the bad select.metric is set on it).
 SMOKE = {
@@ -38,10 +39,27 @@ def test_every_task_module_has_a_smoke_config_here():
 @pytest.mark.parametrize("name", task_names())
 def test_every_task_names_its_metrics(name):
     module = task_lib.load(name)
-    assert callable(getattr(module, "metric_names", None)), f"{name} has no metric_names"
-    names = module.metric_names(config_lib.load(SMOKE[name]))
-    assert isinstance(names, tuple) and names and len(set(names)) == len(names), names
+    assert callable(getattr(module, "metric_columns", None)), f"{name} has no metric_columns"
+    config = config_lib.load(SMOKE[name])
+    declared = module.metric_columns(config)
+    assert all(isinstance(c, results_lib.Column) for c in declared), declared
+    names = task_lib.metric_names(module, config)
+    assert names and len(set(names)) == len(names), names
     assert all(isinstance(n, str) and n and "/" not in n for n in names), names
+    assert any(c.table for c in declared), f"{name}: no results-table column"
+
+
+def test_the_table_shows_the_declared_columns_the_results_hold():
+    """`task.columns`: declared order, `table=False` left out, absent metrics left out; no
+    declaration (or nothing shown): every metric."""
+    module = task_lib.load("moviepuzzle.hcmc")
+    config = config_lib.load(SMOKE["moviepuzzle.hcmc"])
+    results = {"test": {"clips": 4.0, "shot_iou": 0.5, "os3": 1.0, "os2": 2.0, "lsd": 3.0}}
+    assert [c.key for c in task_lib.columns(module, config, results)] == [
+        "lsd", "os2", "os3", "shot_iou"]
+    assert task_lib.columns(module, config, {"test": {"clips": 4.0}}) is None
+    assert task_lib.columns(object(), config, results) is None
+    assert task_lib.metric_names(object(), config) == ()
 
 
 @pytest.mark.parametrize("name", sorted(SMOKE))

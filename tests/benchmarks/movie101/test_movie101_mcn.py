@@ -19,6 +19,7 @@ from flax import nnx
 
 from configs.movie101 import mcn as mcn_config
 from vnr import sharding
+from vnr import task as task_lib
 from vnr.benchmarks.movie101 import caption_metrics as cm
 from vnr.benchmarks.movie101 import emscore
 from vnr.benchmarks.movie101 import mcn as task
@@ -111,7 +112,7 @@ def test_trainer_end_to_end(data_dir, tmp_path) -> None:
     assert np.isfinite(m["mnscore"]) and -1 <= m["em_fine_f"] / 100 <= 1
     from vnr.reports import results as results_lib
 
-    assert "mnscore" in results_lib.markdown(results, task.result_columns(c, results))
+    assert "mnscore" in results_lib.markdown(results, task_lib.columns(task, c, results))
     reports = tmp_path / "work" / "reports"
     assert (reports / "test_narrations.png").stat().st_size > 5000
     assert (reports / "test_narrations.txt").read_text(encoding="utf-8").startswith("REF ")

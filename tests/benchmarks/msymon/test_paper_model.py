@@ -10,6 +10,7 @@ import pytest
 from flax import nnx
 
 from configs.msymon import main, yms
+from vnr import task as task_lib
 from vnr.benchmarks.msymon import alignment
 
 PAPER_ROWS = ["multilingual", "translate", "translate_supervision", "paper", "window",
@@ -112,7 +113,8 @@ def test_window_on_estimated_times_is_labelled(monkeypatch, caplog):
             "estimated_f1_video_mean"} <= set(est)
     assert not {"f1", "clip_accuracy", "sentence_iou"} & set(est)
     assert est["estimated_narration_fraction"] == 1.0
-    cols = [col.key for col in alignment.result_columns(None, {"en_test": est})]
+    config = main.get_config("smoke,annotated,individual:en,window")
+    cols = [col.key for col in task_lib.columns(alignment, config, {"en_test": est})]
     assert cols[:3] == ["estimated_clip_accuracy", "estimated_sentence_iou", "estimated_f1"]
     real = _evaluate(monkeypatch, ",window", _outputs(3, True), _outputs(12, True))
     assert "f1" in real and real["estimated_narration_fraction"] == 0.0

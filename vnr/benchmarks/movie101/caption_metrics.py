@@ -39,7 +39,7 @@ import numpy as np
 
 from vnr.data.text import words
 
-# The keys each scorer reports (`vnr.benchmarks.movie101.mcn.metric_names` lists them).
+# The keys each scorer reports (`vnr.benchmarks.movie101.mcn.metric_columns` lists them).
 ROLE_RELEASE = ("role_p", "role_r", "role_f1")  # `role_f1_release`
 ROLE_MICRO = ("role_p_micro", "role_r_micro", "role_f1_micro")  # `role_f1`
 EMSCORE = ("em_coarse", "em_fine_p", "em_fine_r", "em_fine_f", "emscore")  # `emscore`

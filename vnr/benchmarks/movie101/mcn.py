@@ -298,17 +298,16 @@ def bert_scores(path: str, hyps: list[str], refs: list[str], layer: int = 0,
                     strict=True))
 
 
-def metric_names(config: Any) -> tuple[str, ...]:
-    """What `evaluate` reports under `config.eval` (checked against `config.select` before
-    anything compiles): BERTScore, EMScore and MNScore only with their checkpoints."""
+def metric_columns(config: Any) -> list[results_lib.Column]:
+    """What `evaluate` reports under `config.eval`: BERTScore, EMScore and MNScore only with
+    their checkpoints. The table: BLEU@4, CIDEr-D, the release's role P/R/F1 (F1 first),
+    and the model-based scores that ran."""
     e = config.eval
     bert = BERT if e.bert_model else ()
     em = cm.EMSCORE if e.clip_model else ()
     mn = ("mnscore",) if e.clip_model and e.bert_model else ()
-    return (*(f"bleu{n}" for n in range(1, BLEU_N + 1)), "cider_d", *cm.ROLE_RELEASE,
-            *cm.ROLE_MICRO, *bert, *em, *mn, "narrations", "left_out")
-
-
-def result_columns(config: Any, results: dict) -> list[results_lib.Column]:
-    return results_lib.cols(("bleu4", "cider_d", "role_f1", "role_p", "role_r", "bertscore",
-                             "emscore", "em_fine_f", "mnscore"))
+    shown = ("bleu4", "cider_d", "role_f1", "role_p", "role_r", *bert[:1], *(
+        ("emscore", "em_fine_f") if em else ()), *mn)
+    names = (*(f"bleu{n}" for n in range(1, BLEU_N + 1)), "cider_d", *cm.ROLE_RELEASE,
+             *cm.ROLE_MICRO, *bert, *em, *mn, "narrations", "left_out")
+    return [*results_lib.cols(shown), *results_lib.unshown([k for k in names if k not in shown])]

@@ -465,21 +465,18 @@ def inference_levels(config: Any) -> tuple[str, ...]:
     return tuple(config.eval.get("levels") or config.model.get("levels", ()))
 
 
-def metric_names(config: Any) -> tuple[str, ...]:
-    """What `evaluate` reports (checked against `config.select` before anything compiles);
-    the unit clustering metrics only where a level is clustered (not with `eval.alone`)."""
-    clustered = () if config.eval.get("alone") else inference_levels(config)
-    units = [f"{lv}_{m}" for lv in ("shot", "scene") if lv in clustered
-             for m in ("iou", "os2", "os3", "os2_clips", "os3_clips")]
-    if config.eval.get("alone"):
-        units += ["level_os2", "level_os3", "level_os2_groups", "level_os3_groups"]
-    return (*base.metric_names(config), *units)
-
-
-def result_columns(config: Any, results: dict) -> list[results_lib.Column]:
-    """The paper's metric columns (+ pair accuracy and clustering IoU when present)."""
-    have = lambda keys: [c for c in keys if any(c in m for m in results.values())]  # noqa: E731
-    return [*results_lib.cols(METRICS, upper=True),
-            *results_lib.cols(have(("pair_acc", "shot_iou", "scene_iou")), "{:.3f}", upper=True),
-            *results_lib.cols(have(("shot_os2", "shot_os3", "scene_os2", "scene_os3")),
-                              upper=True)]
+def metric_columns(config: Any) -> list[results_lib.Column]:
+    """What `evaluate` reports: the paper's metrics, pair accuracy, and the unit clustering
+    metrics only where a level is clustered (not with `eval.alone`, which reports the
+    per-level scores instead)."""
+    alone = config.eval.get("alone")
+    levels = [lv for lv in ("shot", "scene") if lv in ((
+        ) if alone else inference_levels(config))]
+    return [*base.COLUMNS,
+            *results_lib.cols([f"{lv}_iou" for lv in levels], "{:.3f}", upper=True),
+            *results_lib.cols([f"{lv}_{m}" for lv in levels for m in ("os2", "os3")],
+                              upper=True),
+            *results_lib.unshown(("clips", *(f"{lv}_{m}" for lv in levels
+                                             for m in ("os2_clips", "os3_clips")))),
+            *results_lib.unshown(("level_os2", "level_os3", "level_os2_groups",
+                                  "level_os3_groups") if alone else ())]

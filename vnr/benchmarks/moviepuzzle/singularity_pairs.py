@@ -43,8 +43,7 @@ from vnr.models.layers import dense
 from vnr.reports import results as results_lib
 
 check_splits = data.check_splits
-metric_names = base.metric_names
-result_columns: Callable[[Any, dict], list[results_lib.Column]] = base.result_columns
+metric_columns: Callable[[Any], list[results_lib.Column]] = base.metric_columns
 
 
 def pair_text(ids_i: jax.Array, mask_i: jax.Array, ids_j: jax.Array, mask_j: jax.Array

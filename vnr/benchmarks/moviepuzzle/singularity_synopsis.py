@@ -52,8 +52,7 @@ from vnr.models.encoders import singularity, tokenizers
 from vnr.models.encoders.layers import param
 
 TEMP_RANGE = (0.001, 0.5)  # upstream: `self.temp.clamp_(0.001, 0.5)` in forward
-metric_names = synopsis.metric_names
-result_columns = synopsis.result_columns
+metric_columns = synopsis.metric_columns
 
 
 def middle_indices(n: int, k: int) -> np.ndarray:

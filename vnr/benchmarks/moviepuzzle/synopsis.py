@@ -243,16 +243,12 @@ def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.M
     return result
 
 
-def metric_names(config: Any) -> tuple[str, ...]:
-    """What `evaluate` reports (checked against `config.select` before anything compiles)."""
-    return (*NAMES, *(f"syn2seg_{k}" for k in METRICS), "clips")
+def metric_columns(config: Any) -> list[results_lib.Column]:
+    """What `evaluate` reports; Table 4's columns: pairs, R@k in percent, median rank."""
+    return [*COLUMNS, *results_lib.unshown(
+        (*(k for k in NAMES if k not in METRICS), *(f"syn2seg_{k}" for k in METRICS)))]
 
 
-RESULT_COLUMNS = [results_lib.Column("clips", "pairs", "{:.0f}"),
-                  *results_lib.cols(("r1", "r5", "r10"), "{:.1f}", 100.0),
-                  results_lib.Column("medr", "MedR", "{:.1f}")]
-
-
-def result_columns(config: Any, results: dict) -> list[results_lib.Column]:
-    """Table 4's columns: R@k in percent, median rank."""
-    return RESULT_COLUMNS
+COLUMNS = [results_lib.Column("clips", "pairs", "{:.0f}"),
+           *results_lib.cols(("r1", "r5", "r10"), "{:.1f}", 100.0),
+           results_lib.Column("medr", "MedR", "{:.1f}")]

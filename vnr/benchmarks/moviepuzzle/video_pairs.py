@@ -48,8 +48,7 @@ from vnr.reports import results as results_lib
 
 HEADS = ("nsp", "sop")
 check_splits = data.check_splits
-metric_names = base.metric_names
-result_columns: Callable[[Any, dict], list[results_lib.Column]] = base.result_columns
+metric_columns: Callable[[Any], list[results_lib.Column]] = base.metric_columns
 
 
 def validate(config: Any) -> None:

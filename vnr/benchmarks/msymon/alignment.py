@@ -445,9 +445,10 @@ def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.M
     return metrics
 
 
-def metric_names(config: Any) -> tuple[str, ...]:
-    """Every name `evaluate` may report under `config.eval` (checked against `config.select`
-    before anything compiles); the model's `estimated_*` scores only with a §6.5 window."""
+def metric_columns(config: Any) -> list[results_lib.Column]:
+    """Every metric `evaluate` may report under `config.eval`; the model's `estimated_*`
+    scores only with a §6.5 window. The table: the model's `METRICS` (on estimated narration
+    times where that is what ran), then the transcript baseline's, in percent."""
     ev = config.eval
     window = _is_number(ev.window) and float(ev.window) > 0
     argmax = ev.method == "argmax"
@@ -455,10 +456,12 @@ def metric_names(config: Any) -> tuple[str, ...]:
     tuned = ev.threshold in (None, "tune") if argmax else ev.drop == "tune"
     extra = {"threshold": argmax, "d_v": costs, "d_t": costs,
              "tuned_on_videos": tuned, "estimated_narration_fraction": window}
-    prefixes = ("", *(("estimated_",) if window else ()), *TRANSCRIPTS)
-    return (*(p + k for p in prefixes for k in SCORES), "videos",
-            *(k for k, on in extra.items() if on), *retrieval_metrics.POOLED,
-            *(f"video_pool_{k}" for k in retrieval_metrics.SUMMARY if k != "queries"))
+    prefixes = (*(("estimated_",) if window else ()), "", *TRANSCRIPTS)
+    shown = [p + k for p in prefixes for k in METRICS]
+    return [*results_lib.cols(shown, "{:.1f}", 100.0), *results_lib.unshown((
+        *(p + k for p in prefixes for k in SCORES if p + k not in shown), "videos",
+        *(k for k, on in extra.items() if on), *retrieval_metrics.POOLED,
+        *(f"video_pool_{k}" for k in retrieval_metrics.SUMMARY if k != "queries")))]
 
 
 def alignment_report(split: str, out: dict, pred: np.ndarray, how: str,
@@ -471,10 +474,3 @@ def alignment_report(split: str, out: dict, pred: np.ndarray, how: str,
                  title=split, how=how, scores=per_video(pred, out))
 
 
-def result_columns(config: Any, results: dict) -> list[results_lib.Column]:
-    """The model's metrics, then the transcript baseline's (percent)."""
-    prefix = "transcript_" if any("transcript_f1" in r for r in results.values()) \
-        else "estimated_transcript_"
-    model = "estimated_" if any("estimated_f1" in r for r in results.values()) else ""
-    return results_lib.cols((*(f"{model}{m}" for m in METRICS),
-                             *(f"{prefix}{m}" for m in METRICS)), "{:.1f}", 100.0)

@@ -45,6 +45,7 @@ from flax import nnx
 from vnr import config as config_lib
 from vnr import evaluation
 from vnr import task as task_lib
+from vnr.reports import results as results_lib
 
 CLASSES = ("none", "period", "comma", "question")
 PER_CLASS = ("precision", "recall", "f1")  # reported per class (not "none") as <class>_<m>
@@ -264,9 +265,10 @@ def class_metrics(pred: np.ndarray, labels: np.ndarray) -> dict[str, float]:
     return out
 
 
-def metric_names(config: Any) -> tuple[str, ...]:
-    """What `evaluate` reports (checked against `config.select` before anything compiles)."""
-    return (*(f"{c}_{m}" for c in CLASSES[1:] for m in PER_CLASS), "macro_f1")
+def metric_columns(config: Any) -> list[results_lib.Column]:
+    """What `evaluate` reports: P/R/F1 per punctuation class, then their macro F1."""
+    return results_lib.cols((*(f"{c}_{m}" for c in CLASSES[1:] for m in PER_CLASS),
+                             "macro_f1"))
 
 
 def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.Mesh, *,

@@ -38,6 +38,7 @@ from absl import flags
 
 from vnr import cli, evaluate, progress, train
 from vnr import config as config_lib
+from vnr import task as task_lib
 from vnr.benchmarks.msymon import alignment, data, table3
 from vnr.reports import results
 
@@ -340,7 +341,7 @@ def main(argv: list[str] | None = None) -> int:
             cfg.init_from, cfg.init_step = args.init_from, args.step
             res = evaluate_run(cfg)
             print(json.dumps(res, indent=2))
-            print(results.markdown(res, alignment.result_columns(cfg, res)))
+            print(results.markdown(res, task_lib.columns(alignment, cfg, res)))
             return 0
         _, table = crosslingual(cfg, dict(w.split("=", 1) for w in args.workdirs),
                                 args.split, args.metric, args.step)

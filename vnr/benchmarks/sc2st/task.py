@@ -262,11 +262,7 @@ def _pixels(manual_dir: str, frame_id: str) -> np.ndarray | None:
         return np.asarray(image.convert("RGB"))
 
 
-def metric_names(config: Any) -> tuple[str, ...]:
-    """What `evaluate` reports (checked against `config.select` before anything compiles)."""
-    return (*rank_metrics.NAMES, "storyboards")
-
-
-def result_columns(config: Any, results: dict) -> list[results_lib.Column]:
-    """As the paper lays it out: R@1 R@5 R@10 MeanR MRR, overall then by stage."""
-    return rank_metrics.columns()
+def metric_columns(config: Any) -> list[results_lib.Column]:
+    """What `evaluate` reports, as the paper lays it out: R@1 R@5 R@10 MeanR MRR, overall then
+    by stage; and the storyboard count."""
+    return [*rank_metrics.columns(), *results_lib.unshown(("storyboards",))]

@@ -127,14 +127,10 @@ def order_figure(config: Any, split: str, out: Any) -> Any:
     return figures.order_pairs(pairs, p_first, np.asarray(out["label"]) == 1, split)
 
 
-RESULT_COLUMNS = [results_lib.Column("accuracy", "accuracy (%)", "{:.1f}"),
-                  results_lib.Column("pairs", fmt="{:.0f}")]
+COLUMNS = [results_lib.Column("accuracy", "accuracy (%)", "{:.1f}"),
+           results_lib.Column("pairs", fmt="{:.0f}")]
 
 
-def metric_names(config: Any) -> tuple[str, ...]:
-    """What `evaluate` reports (checked against `config.select` before anything compiles)."""
-    return METRICS
-
-
-def result_columns(config: Any, results: dict) -> list[results_lib.Column]:
-    return RESULT_COLUMNS
+def metric_columns(config: Any) -> list[results_lib.Column]:
+    """What `evaluate` reports (`METRICS`), as results-table columns."""
+    return COLUMNS

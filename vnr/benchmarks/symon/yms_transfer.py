@@ -345,13 +345,9 @@ def _exclusion(config: Any) -> Callable[[list[Any]], list[Any]] | None:
     return exclusion.excluded_held(path) if path else None
 
 
-def metric_names(config: Any) -> tuple[str, ...]:
-    """What `evaluate` reports (checked against `config.select` before anything compiles)."""
-    return (*ALIGNMENT, "threshold", "videos")
-
-
-def result_columns(config: Any, results: dict) -> list[results_lib.Column]:
-    return results_lib.cols(ALIGNMENT, "{:.1f}")
+def metric_columns(config: Any) -> list[results_lib.Column]:
+    """What `evaluate` reports: the alignment scores (the table), its threshold and count."""
+    return [*results_lib.cols(ALIGNMENT, "{:.1f}"), *results_lib.unshown(("threshold", "videos"))]
 
 
 __all__ = ["evaluate", "make_model", "pretrained", "predict", "retrieval", "validate"]
