@@ -94,6 +94,10 @@ SIGNATURES = {
 }
 
 
+# Hooks merged into `metric_columns`: a module still giving one is told so, not ignored.
+REPLACED = ("metric_names", "result_columns")
+
+
 class TaskError(ConfigError):
     """A config names no task module, or the module breaks the contract."""
 
@@ -105,7 +109,8 @@ def check(module: Any) -> None:
     if missing:
         raise TaskError(f"task module {name} lacks required hook(s) {', '.join(missing)} "
                         f"(the contract is in vnr/task.py)")
-    wrong = []
+    wrong = [f"{old} is part of metric_columns(config) now" for old in REPLACED
+             if callable(getattr(module, old, None))]
     for hook, want in SIGNATURES.items():
         fn = getattr(module, hook, None)
         if fn is None:

@@ -47,6 +47,18 @@ def test_hooks_in_the_old_argument_order_are_refused():
         task_lib.check(mod)
 
 
+def test_the_merged_metric_hooks_are_refused_by_name():
+    """`metric_names` / `result_columns` became `metric_columns`: a module still giving them
+    is told so, rather than its names and columns being silently ignored."""
+    mod = types.ModuleType("older")
+    for h in task_lib.REQUIRED:
+        setattr(mod, h, lambda config, *a: None)
+    mod.metric_names = lambda config: ("acc",)
+    with pytest.raises(task_lib.TaskError, match=r"older: metric_names is part of "
+                                                 r"metric_columns\(config\) now"):
+        task_lib.check(mod)
+
+
 def test_unknown_task_is_one_line():
     want = r"task='nope.x': no module vnr/benchmarks/nope/x.py"
     with pytest.raises(task_lib.TaskError, match=want):
