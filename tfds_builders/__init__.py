@@ -5,7 +5,7 @@ lock file the builders and the trainer share (`holder`)."""
 
 from typing import NamedTuple
 
-from tfds_builders.data_dir import DataDirError, failed_write
+from tfds_builders.data_dir import DataDirError, ManualDirError, failed_write
 from tfds_builders.data_dir import check as check_data_dir
 from tfds_builders.holder import Holder, LockHeld, alive
 
@@ -25,9 +25,9 @@ class Held(NamedTuple):
     imdb: str = ""
 
 
-__all__ = ["VIDEO_EXTS", "DataDirError", "Held", "Holder", "LockHeld", "alive", "check_data_dir",
-           "failed_write", "forget_used", "recorded_manual_dirs", "release_fingerprint",
-           "used_datasets"]
+__all__ = ["VIDEO_EXTS", "DataDirError", "Held", "Holder", "LockHeld", "ManualDirError", "alive",
+           "check_data_dir", "failed_write", "forget_used", "recorded_manual_dirs",
+           "release_fingerprint", "used_datasets"]
 
 
 def used_datasets() -> dict[str, str]:

@@ -39,6 +39,7 @@ from etils import epath
 
 from tfds_builders import VIDEO_EXTS, fingerprint, holder, progress
 from tfds_builders import data_dir as data_dir_lib
+from tfds_builders.data_dir import ManualDirError  # noqa: F401  (builders raise it from here)
 
 SUMMARY_FILE = "build_summary.json"
 KEPT_PREFIX = "kept_"  # a count of inputs kept (repaired or tolerated), not of skips
@@ -46,10 +47,6 @@ NOTE_PREFIX = "noted_"  # an information counter: neither a skip nor a repair
 NAMED_MAX = 10  # inputs named per count in build_summary.json (3 of them printed)
 
 log = logging.getLogger("tfds_builders")
-
-
-class ManualDirError(FileNotFoundError):
-    """A builder's manual_dir is missing or lacks what it must contain (one-line message)."""
 
 
 class Counts(collections.Counter):

@@ -22,6 +22,11 @@ class DataDirError(ValueError):
     """The data_dir cannot hold a build (one line naming it)."""
 
 
+class ManualDirError(FileNotFoundError):
+    """A builder's manual_dir is missing or lacks what it must contain (one-line message
+    saying what it must hold). The trainer names `data.manual_dir` in front of it."""
+
+
 def out_of_space(error: BaseException) -> str | None:
     """The "no space left" message of `error` or of an error it was raised from (TFDS and
     array_record wrap the writer's ENOSPC in their own exceptions); None otherwise."""

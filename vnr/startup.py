@@ -15,7 +15,7 @@ import jax
 import numpy as np
 from flax import nnx
 
-from tfds_builders import DataDirError, failed_write
+from tfds_builders import DataDirError, ManualDirError, failed_write
 from tfds_builders import check_data_dir as check_builder_data_dir
 from vnr import distributed, pretrained
 from vnr import task as task_lib
@@ -76,13 +76,27 @@ def check_splits(task: Any, config: Any) -> None:
             check(config)
 
 
+def manual_dir_line(config: Any, error: ManualDirError) -> str:
+    """The builder's word on a missing or wrong release, led by the key that names it."""
+    d = config.get("data") or {}
+    given = d.get("manual_dir") or ""
+    key = f"data.manual_dir={given!r}" if given else \
+        f"data.manual_dir is required for data.config={d.get('config')!r}"
+    return f"{key}: {' '.join(str(error).split())}"
+
+
 @contextlib.contextmanager
 def data_errors(config: Any) -> Iterator[None]:
     """Opening or building the dataset: a bad dataset (ValueError, FileNotFoundError) or a
     build that cannot write into `data.data_dir` becomes one ConfigError line; any other
-    OSError is raised as it is (not ours to explain)."""
+    OSError is raised as it is (not ours to explain). A release the builder needs and does
+    not find (its `ManualDirError`, saying what the release must hold) names
+    `data.manual_dir`: each builder knows which of its configs read one, so no task
+    repeats it."""
     try:
         yield
+    except ManualDirError as e:
+        raise ConfigError(manual_dir_line(config, e)) from e
     except (ValueError, FileNotFoundError) as e:
         raise ConfigError(" ".join(str(e).split())) from e
     except OSError as e:

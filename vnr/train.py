@@ -34,7 +34,7 @@ import optax
 from absl import flags, logging
 from flax import nnx
 
-from tfds_builders import forget_used, used_datasets
+from tfds_builders import ManualDirError, forget_used, used_datasets
 from vnr import (
     checkpoint,
     cli,
@@ -156,6 +156,8 @@ def setup(config: ml_collections.ConfigDict, devices: list | None = None,
             evals = evaluators.parse(config, task)  # the hook may set cadences (epochs)
         if feature_cache.requested(config):  # a frozen tower's features, computed once
             feature_cache.check(config, task, pretrained.prefix_frozen(config))
+    except ManualDirError as e:  # a `validate` that counts the built train split (epochs)
+        raise ConfigError(startup.manual_dir_line(config, e)) from e
     except (ValueError, FileNotFoundError) as e:
         raise ConfigError(str(e)) from e
     if workdir is not None:  # every process checks, so all of them stop; `run` writes it

@@ -209,7 +209,9 @@ def test_nonfinite_loss_stops_run_and_keeps_last_good_checkpoint(data_dir, tmp_p
 @pytest.mark.parametrize("overrides, message", [
     ({"mesh.shape": (3, 1)}, r"mesh.shape \(3, 1\) needs 3 devices but there are 8"),
     ({"batch_size": 12}, r"batch_size=12 is not divisible by the mesh's data axis"),
-    ({"data.config": "clips"}, r"data.manual_dir is required"),
+    ({"data.config": "clips"}, r"^data.manual_dir is required for data.config='clips': "
+                               r"moviepuzzle/clips needs --manual_dir: a directory holding "
+                               r"clip_id.json"),
     ({"data.config": "clips", "data.manual_dir": "/nonexistent/dir"}, r"does not exist"),
     ({"task": "nope"}, r"task='nope': no module vnr/benchmarks/nope.py"),
     ({"eval.search": "exact", "data.max_frames": 21},
@@ -228,7 +230,7 @@ def test_nonfinite_loss_stops_run_and_keeps_last_good_checkpoint(data_dir, tmp_p
 ])
 def test_bad_config_fails_before_compile(data_dir, tmp_path, overrides, message):
     with pytest.raises(train.ConfigError, match=message):
-        train.setup(smoke(data_dir, **overrides), workdir=tmp_path)
+        train.setup(smoke(data_dir, **overrides), workdir=tmp_path, check_splits=True)
     assert not (tmp_path / "config.json").exists()
 
 

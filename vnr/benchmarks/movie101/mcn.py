@@ -58,9 +58,6 @@ BERT = ("bertscore", "bert_baseline")  # what `bert_scores` reports
 
 def validate(config: Any) -> None:
     d = config.data
-    if d.config.startswith(("v1_", "v2_")) and not d.manual_dir:
-        raise ValueError(f"data.manual_dir is required for data.config={d.config!r} (the "
-                         "Movie101 release with features/; see tfds_builders/movie101/README.md)")
     if d.get("frame_sampling", "first") not in data.FRAME_SAMPLING:
         raise ValueError(f"data.frame_sampling={d.frame_sampling!r}: choose one of "
                          f"{data.FRAME_SAMPLING}")
@@ -73,8 +70,8 @@ def validate(config: Any) -> None:
                              "files; Movie101-raw's paragraphs carry no @k sentences): set "
                              "data.pointer=False for a model without the pointer, or "
                              "data.config='v1_narration'")
-        if "train" in d.train_split.split("+") and movie101.role_file(
-                pathlib.Path(d.manual_dir), "train") is None:
+        if d.manual_dir and "train" in d.train_split.split("+") and movie101.role_file(
+                pathlib.Path(d.manual_dir), "train") is None:  # (no manual_dir: the builder says)
             raise ValueError(f"data.pointer=True but "
                              f"{movie101.role_files_looked_for(d.manual_dir, 'train')} "
                              "does not exist: the train split would have no role-pointer "

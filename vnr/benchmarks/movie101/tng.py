@@ -79,8 +79,6 @@ def release_config(config: Any) -> rnl.RNLConfig:
 
 def validate(config: Any) -> None:
     d = config.data
-    if d.config.startswith(("v1_", "v2_")) and not d.manual_dir:
-        raise ValueError(f"data.manual_dir is required for data.config={d.config!r}")
     if d.window % d.n_clips:
         raise ValueError(f"data.window={d.window} must be a multiple of data.n_clips={d.n_clips}")
     if _global(config) and d.shot_len <= 0:

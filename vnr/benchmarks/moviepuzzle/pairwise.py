@@ -38,11 +38,6 @@ from vnr.reports import results as results_lib
 def validate(config: Any) -> None:
     """Config checks that need no data or compile."""
     d = config.data
-    needs = {"clips": "the per-clip release: clip_id.json and <split>/<clip>/ folders",
-             "movienet": "MovieNet: annotation/, shot/, subtitle/, meta/ and <imdb>/ keyframes"}
-    if d.config in needs and not d.manual_dir:
-        raise ValueError(f"data.manual_dir is required for data.config={d.config!r} "
-                         f"({needs[d.config]})")
     check_tokenizer(config)
     check_pixels(config)
     if not 2 <= config.pairs_per_clip:

@@ -104,11 +104,6 @@ def validate(config: Any) -> None:
     """One line per problem before anything compiles (data source, checkpoint, frame size,
     tokenizer, text length, head, search); then the epochs become steps."""
     m, d, e = config.model, config.data, config.eval
-    needs = {"clips": "the per-clip release: clip_id.json and <split>/<clip>/ folders",
-             "movienet": "MovieNet: annotation/, shot/, subtitle/, meta/ and <imdb>/ keyframes"}
-    if d.config in needs and not d.manual_dir:
-        raise ValueError(f"data.manual_dir is required for data.config={d.config!r} "
-                         f"({needs[d.config]})")
     inputs.check(config, text_len=2 * d.max_tokens - 1)
     if m.head not in HEADS:
         raise ValueError(f"model.head={m.head!r}: use one of {HEADS}")

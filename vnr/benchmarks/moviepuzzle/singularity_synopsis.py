@@ -123,9 +123,6 @@ def validate(config: Any) -> None:
     if "synopsis" not in d.config:
         raise ValueError(f"data.config={d.config!r}: use a synopsis config (synthetic_synopsis*, "
                          "movienet_synopsis)")
-    if d.config.startswith("movienet") and not d.manual_dir:
-        raise ValueError("data.manual_dir is required for data.config='movienet_synopsis' "
-                         "(raw MovieNet: annotation/, shot/, subtitle/, meta/, keyframes)")
     if config.batch_size < 2:
         raise ValueError(f"batch_size={config.batch_size}: the in-batch loss needs >= 2 pairs")
     if min(d.num_frames, d.num_frames_test) < 1:

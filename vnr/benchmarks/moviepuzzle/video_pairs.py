@@ -55,11 +55,6 @@ def validate(config: Any) -> None:
     """Config checks before anything compiles: the checkpoint directory (config.json and
     weights present, frame count and size usable), the head, the search; one line each."""
     m, d, e = config.model, config.data, config.eval
-    needs = {"clips": "the per-clip release: clip_id.json and <split>/<clip>/ folders",
-             "movienet": "MovieNet: annotation/, shot/, subtitle/, meta/ and <imdb>/ keyframes"}
-    if d.config in needs and not d.manual_dir:
-        raise ValueError(f"data.manual_dir is required for data.config={d.config!r} "
-                         f"({needs[d.config]})")
     if not m.checkpoint:
         raise ValueError(f"model.checkpoint is empty: give a Hugging Face {m.encoder} "
                          "checkpoint directory (nothing is downloaded)")

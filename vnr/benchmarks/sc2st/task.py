@@ -52,9 +52,6 @@ def validate(config: Any) -> None:
     if m.fusion not in trained and config.total_steps:
         raise ValueError(f"model.fusion={m.fusion!r} is a baseline with nothing to train; "
                          f"set total_steps=0 (got {config.total_steps})")
-    if d.config.startswith(("lsmdc", "released")) and not d.manual_dir:
-        raise ValueError(f"data.manual_dir is required for data.config={d.config!r} (see "
-                         "tfds_builders/sc2st/README.md for its layout)")
     if d.max_tokens < 2:
         raise ValueError(f"data.max_tokens={d.max_tokens} must be >= 2 ([CLS] and a word)")
     config_lib.fits_positions(config, "data.max_tokens", "model.text_encoder")

@@ -45,8 +45,6 @@ def validate_data(d: Any) -> None:
     if not symon.CONFIGS[d.config].with_features:
         raise ValueError(f"data.config={d.config!r} has no video features; the SYMON "
                          "tasks need a features config (features, synthetic, synthetic_tiny)")
-    if symon.CONFIGS[d.config].source == "manual" and not d.manual_dir:
-        raise ValueError(f"data.manual_dir is required for data.config={d.config!r}")
 
 
 def validate(config: Any) -> None:
