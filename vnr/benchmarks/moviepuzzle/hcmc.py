@@ -470,8 +470,8 @@ def metric_columns(config: Any) -> list[results_lib.Column]:
     metrics only where a level is clustered (not with `eval.alone`, which reports the
     per-level scores instead)."""
     alone = config.eval.get("alone")
-    levels = [lv for lv in ("shot", "scene") if lv in ((
-        ) if alone else inference_levels(config))]
+    clustered = () if alone else inference_levels(config)
+    levels = [lv for lv in ("shot", "scene") if lv in clustered]
     return [*base.COLUMNS,
             *results_lib.cols([f"{lv}_iou" for lv in levels], "{:.3f}", upper=True),
             *results_lib.cols([f"{lv}_{m}" for lv in levels for m in ("os2", "os3")],
