@@ -1,34 +1,29 @@
 """Orbax checkpoints of the whole training state and the data iterator.
 
-One `ocp.CheckpointManager` per run under `<workdir>/checkpoints`, async, keeping
-the newest `keep` steps and, when a metric selects the model (`config.select`), the
-best step by it too (`best_mode` "max" or "min"; the trainer saves the selecting
-evaluator's metrics with each checkpoint it evaluates at). Resuming takes the newest.
+One async `ocp.CheckpointManager` per run under `<workdir>/checkpoints`, keeping the newest
+`keep` steps and, when a metric selects the model (`config.select`), the best step by it
+(`best_mode` "max" or "min"; saved with the selecting evaluator's metrics at each checkpoint
+it evaluates at). Resuming takes the newest.
 Each step holds two items:
   state: the model and optimizer `nnx.State` as a pure dict (the optimizer's
-         step counter included). Dropout keys derive from (seed, step), so
-         the step restores the RNG too.
+         step counter included; a PRNG key a module keeps, as its key data). Dropout
+         keys derive from (seed, step), so the step restores the RNG too.
   data:  the grain iterator state, one JSON file per process.
 Each item directory also holds `vnr_checksums.json` (`vnr/checksums.py`: every file's size
-and SHA-256), written by the item's handler in `finalize`, which Orbax runs on process 0
-once every process has written its shards and before the step is committed (async saves
-included): a committed step always carries its manifest. Orbax exposes no checksum of the
-array chunks themselves (TensorStore's zarr3 `crc32c` covers only the shard index), hence
-our own.
+and SHA-256; Orbax checksums no array chunk), written by the item's handler in `finalize`,
+which Orbax runs on process 0 after every process wrote and before the step is committed.
 
-Restoring takes an abstract target with the *current* shardings, so a
-checkpoint written on one mesh restores onto any other. `restore_latest` first verifies the
-step's files against their manifests (sizes on every process, the hashes split over the
-processes) and falls back to the previous step when the newest one differs or cannot be
-read (bytes changed, a file truncated by a crash or deleted), with a one-line warning naming
-the step and the file, and moves the bad one aside to `corrupt-<step>-<unix time>` (the
-full error in `restore_error.process<i>.txt` inside it) so it is never picked again; a
-checkpoint of another model is an `IncompatibleCheckpoint` error naming the checkpoint and
-the parameter, never skipped. A step written before manifests existed restores with a
-warning that it is unverified. Reading another run (`vnr/run_reader.py`) verifies its
-checkpoint too; which step a reader of a finished run takes (`selected`, `best`, `last`, a
-number) is `vnr.selection.choose_step`, for `vnr.evaluate --step` and
-`run_reader.restore_run` alike.
+Restoring takes an abstract target with the *current* shardings (any mesh).
+`restore_latest` first verifies the step's files against their manifests (sizes on every
+process, the hashes split over the processes) and falls back to the previous step when the
+newest one differs or cannot be read (bytes changed, a truncated or deleted file), with a
+one-line warning naming the step and the file, and moves the bad one aside to
+`corrupt-<step>-<unix time>` (the full error in `restore_error.process<i>.txt` inside it) so
+it is never picked again; a checkpoint of another model is an `IncompatibleCheckpoint` error
+naming the checkpoint and the parameter, never skipped. A step without manifests restores
+with a warning that it is unverified. Reading another run (`vnr/run_reader.py`) verifies its
+checkpoint too; the step a reader of a finished run takes (`selected`, `best`, `last`, a
+number) is `vnr.selection.choose_step`'s, for `vnr.evaluate --step` and `restore_run` alike.
 
 The metrics that select the best step are Orbax's own item `<step>/metrics/metrics`; `save`
 also writes them into the data item (`vnr_metrics.json`, in its manifest) and `manager` /
@@ -50,6 +45,7 @@ from typing import Any
 
 import grain
 import jax
+import numpy as np
 import orbax.checkpoint as ocp
 from absl import logging
 from etils import epath
@@ -79,8 +75,25 @@ class _Checksummed:
         checksums.write(pathlib.Path(directory))
 
 
-class _StateHandler(_Checksummed, ocp.StandardCheckpointHandler):
-    pass
+# Orbax writes a replicated array replica-parallel, each replica a slice: one compiled slice
+# per array and replica (120 per save of a smoke model on 8 CPU devices). Only arrays whose
+# per-replica slice reaches this size are (Orbax's option).
+REPLICA_SLICE_MIN_BYTES = 1 << 20
+
+
+def _type_handlers() -> Any:
+    """Orbax's standard handlers with `REPLICA_SLICE_MIN_BYTES`. Without Orbax's private
+    array-metadata store they cannot restore a typed PRNG key: `_keys_out` saves its data."""
+    th, scalar = ocp.type_handlers, ocp.type_handlers.ScalarHandler()
+    return th.create_type_handler_registry(
+        (int, scalar), (float, scalar), (bytes, scalar), (np.number, scalar),
+        (np.ndarray, th.NumpyHandler()), (str, th.StringHandler()), (jax.Array, th.ArrayHandler(
+            min_slice_bytes_for_replica_parallel=REPLICA_SLICE_MIN_BYTES)))
+
+
+class _StateHandler(_Checksummed, ocp.PyTreeCheckpointHandler):
+    def __init__(self) -> None:
+        super().__init__(type_handler_registry=_type_handlers())
 
 
 class _DataHandler(_Checksummed, grain.checkpoint.CheckpointHandler):
@@ -100,8 +113,8 @@ def _args(handler: type, base: type, **direction: bool) -> type:
     return ocp.args.register_with_handler(handler, **direction)(cls)
 
 
-_StateSave = _args(_StateHandler, ocp.args.StandardSave, for_save=True)
-_StateRestore = _args(_StateHandler, ocp.args.StandardRestore, for_restore=True)
+_StateSave = _args(_StateHandler, ocp.args.PyTreeSave, for_save=True)
+_StateRestore = _args(_StateHandler, ocp.args.PyTreeRestore, for_restore=True)
 _DataSave = _args(_DataHandler, grain.checkpoint.CheckpointSave, for_save=True)
 _DataRestore = _args(_DataHandler, grain.checkpoint.CheckpointRestore, for_restore=True)
 
@@ -181,7 +194,7 @@ def save(mgr: ocp.CheckpointManager, step: int, state: nnx.State, data_iter: Any
     return mgr.save(
         step,
         args=ocp.args.Composite(
-            state=_StateSave(state.to_pure_dict()),
+            state=_StateSave(_keys_out(state.to_pure_dict())),
             data=_DataSave(_IteratorState(data_iter, metrics)),
         ),
         metrics=metrics,
@@ -214,24 +227,57 @@ def restore(mgr: ocp.CheckpointManager, step: int, state: nnx.State, shardings: 
                             "were recorded); restored unverified", step, directory)
     except checksums.Mismatch as e:
         raise CorruptCheckpoint(f"{where}: {e}") from None
-    target = jax.tree.map(
+    typed = jax.tree.map(
         lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
         state.to_pure_dict(),
         _pure(shardings),
     )
-    items = {"state": _StateRestore(target)}
+    target = jax.tree.map(_key_data_target, typed)
+    items = {"state": _StateRestore(
+        item=target, restore_args=ocp.checkpoint_utils.construct_restore_args(target))}
     if data_iter is not None:
         items["data"] = _DataRestore(data_iter)
     try:
-        _check_compatible(mgr.item_metadata(step)["state"], target)
+        _check_compatible(mgr.item_metadata(step)["state"], typed)
         restored = mgr.restore(step, args=ocp.args.Composite(**items))
     except IncompatibleCheckpoint as e:
         raise IncompatibleCheckpoint(f"{where}: {e}") from None
     except Exception as e:  # orbax/tensorstore/json errors of a damaged step
         raise CorruptCheckpoint(f"{where} is unreadable: {short(e)}") from e
     out = jax.tree.map(lambda x: x, state)
-    nnx.replace_by_pure_dict(out, restored["state"])
+    nnx.replace_by_pure_dict(out, _keys_in(restored["state"], typed))
     return out
+
+
+def _is_key(x: Any) -> bool:
+    return jax.dtypes.issubdtype(getattr(x, "dtype", np.float32), jax.dtypes.prng_key)
+
+
+def _keys_out(tree: Any) -> Any:
+    """PRNG key arrays (dropout streams) -> their key data, as they are saved."""
+    return jax.tree.map(lambda x: jax.random.key_data(x) if _is_key(x) else x, tree)
+
+
+def _key_data_target(x: jax.ShapeDtypeStruct) -> jax.ShapeDtypeStruct:
+    """A key leaf's restore target: its key data, sharded as the key (trailing axes whole)."""
+    if not _is_key(x):
+        return x
+    data, sharding = jax.eval_shape(jax.random.key_data, x), x.sharding
+    if isinstance(sharding, jax.sharding.NamedSharding):
+        sharding = jax.sharding.NamedSharding(sharding.mesh, jax.sharding.PartitionSpec(
+            *sharding.spec, *(None,) * (data.ndim - x.ndim)))
+    return jax.ShapeDtypeStruct(data.shape, data.dtype, sharding=sharding)
+
+
+def _keys_in(restored: Any, typed: Any) -> Any:
+    """Restored key data -> key arrays of the target's PRNG implementation."""
+    def wrap(x: Any, want: jax.ShapeDtypeStruct) -> Any:
+        if not _is_key(want):
+            return x
+        impl: list = []
+        jax.eval_shape(lambda k: impl.append(jax.random.key_impl(k)), want)
+        return jax.random.wrap_key_data(x, impl=impl[0])
+    return jax.tree.map(wrap, restored, typed)
 
 
 def _pure(tree: Any) -> Any:

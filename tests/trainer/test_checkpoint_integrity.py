@@ -326,3 +326,39 @@ def test_a_state_holding_dropout_keys_restores_them(tmp_path):
             assert jax.dtypes.issubdtype(b.dtype, jax.dtypes.prng_key)
             a, b = jax.random.key_data(a), jax.random.key_data(b)
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_small_replicated_arrays_save_without_a_compile_per_replica(tmp_path):
+    """Orbax writes a replicated array replica-parallel: each of the 8 replicas a slice along
+    an axis they divide, one compiled slice program per array and replica (16 for this
+    kernel and bias, 120 per save of a smoke model). Below
+    `checkpoint.REPLICA_SLICE_MIN_BYTES` per replica one replica writes it whole, so saving
+    a small state compiles nothing, and it restores as saved."""
+    mesh = jax.sharding.Mesh(np.array(jax.devices()), ("data",))
+    assert mesh.size == 8, "needs the suite's 8 simulated devices"
+    replicated = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
+    with checkpoint.manager(tmp_path / "warm", keep=1) as mgr:  # Orbax's own first-use work
+        checkpoint.save(mgr, 1, jax.device_put(_state(0, features=8), replicated),
+                        _Iterator())
+        mgr.wait_until_finished()
+    compiled: list[str] = []
+
+    def listen(event: str, seconds: float, **kwargs) -> None:
+        if event == "/jax/core/compile/backend_compile_duration":
+            compiled.append(event)
+
+    state = jax.device_put(_state(1, features=16), replicated)  # shapes not saved before
+    jax.monitoring.register_event_duration_secs_listener(listen)
+    try:
+        with checkpoint.manager(tmp_path / "checkpoints", keep=1) as mgr:
+            checkpoint.save(mgr, 1, state, _Iterator())
+            mgr.wait_until_finished()
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listen)
+    assert not compiled, f"{len(compiled)} programs compiled to save a small replicated state"
+    with checkpoint.manager(tmp_path / "checkpoints", keep=1) as mgr:
+        back = checkpoint.restore(mgr, 1, state, jax.tree.map(lambda _: replicated, state),
+                                  None)
+    for a, b in zip(jax.tree.leaves(_state(1, features=16)), jax.tree.leaves(back),
+                    strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))

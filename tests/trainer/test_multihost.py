@@ -122,18 +122,20 @@ def test_two_processes_match_one(reference, tmp_path):
     assert a.keys() == b.keys()
     for name in a:
         np.testing.assert_allclose(b[name], a[name], rtol=1e-3, atol=budget, err_msg=name)
-    # Only process 0 writes logs and reports; every process wrote its checkpoint shards.
+    # Only process 0 writes logs and reports; every process wrote its iterator state. The
+    # smoke model's arrays are replicated and under REPLICA_SLICE_MIN_BYTES per replica, so
+    # one replica (process 0) writes each whole rather than every replica a slice.
     assert len((two / "metrics.jsonl").read_text().splitlines()) == len(
         (one / "metrics.jsonl").read_text().splitlines())
     state = two / "checkpoints" / "6" / "state"
-    assert (state / "ocdbt.process_0").is_dir() and (state / "ocdbt.process_1").is_dir()
+    assert (state / "ocdbt.process_0").is_dir() and not (state / "ocdbt.process_1").exists()
     assert sorted(p.name for p in (two / "checkpoints" / "6" / "data").glob("process_*.json")) == [
         "process_0-of-2.json", "process_1-of-2.json"]
-    # The checksum manifest (written by process 0 once both wrote) covers both's files.
+    # The checksum manifests (written by process 0 once both wrote) cover both's files.
     from vnr import checkpoint, checksums
 
     listed = json.loads((state / checksums.MANIFEST).read_text())["files"]
-    assert {n.split("/")[0] for n in listed} >= {"ocdbt.process_0", "ocdbt.process_1"}
+    assert {n.split("/")[0] for n in listed} >= {"ocdbt.process_0"}
     data = two / "checkpoints" / "6" / "data" / checksums.MANIFEST
     assert set(json.loads(data.read_text())["files"]) == {"process_0-of-2.json",
                                                           "process_1-of-2.json"}
