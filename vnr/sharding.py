@@ -169,7 +169,10 @@ def create_sharded(make: Any, mesh: jax.sharding.Mesh, rules: Rules,
     and `rules` while tracing and constrains it there, so every parameter is written
     straight onto its devices (no full host copy) and the model is traced once, not a
     second time by `nnx.eval_shape` (with `vnr.models.rng.rngs` that trace is linear in
-    the model's size; with `nnx.Rngs` and jax 0.10 it is quadratic).
+    the model's size; with `nnx.Rngs` and jax 0.10 it is quadratic). When every array is
+    replicated, the init runs on one device and is copied to the others: the same values
+    (threefry does not depend on the placement), a faster compile than the mesh's program
+    (one XLA:CPU init of a smoke model on 8 devices: 0.9-1.4 s of 2.5-8.8 s).
 
     `abstract`: the state's shapes and dtypes only (`jax.ShapeDtypeStruct`s, to restore a
     checkpoint into with the returned shardings): nothing is compiled or allocated.
@@ -182,6 +185,8 @@ def create_sharded(make: Any, mesh: jax.sharding.Mesh, rules: Rules,
     def init() -> Any:
         graphdef, state = nnx.split(make())
         found["graphdef"], found["shardings"] = graphdef, state_shardings(state, mesh, rules)
+        if all(s.is_fully_replicated for s in jax.tree.leaves(found["shardings"])):
+            return state  # one device's program (compiles faster), then copied to each
         return jax.lax.with_sharding_constraint(state, found["shardings"])
 
     with nnx.use_eager_sharding(False), kernel_threefry(mesh.size == 1):

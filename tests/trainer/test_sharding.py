@@ -136,3 +136,23 @@ def test_logical_to_spec_uses_each_mesh_axis_once():
     assert sharding.logical_to_spec(("mlp", "heads"), rules) == P("model", None)
     assert sharding.logical_to_spec(("embed", "mlp"), rules) == P(None, "model")
     assert sharding.logical_to_spec(None, rules) == P()
+
+
+def test_a_replicated_init_runs_on_one_device_with_the_values_of_a_sharded_one(monkeypatch):
+    """Every array replicated (mesh (8, 1)): the init is one device's program, copied onto
+    all 8, with the values of the init constrained onto the (4, 2) mesh's rule shardings."""
+    config = _config()
+    rules = [tuple(r) for r in config.sharding_rules]
+    make = lambda: task.make_model(config, nnx.Rngs(0))  # noqa: E731
+    constrained, constrain = [], jax.lax.with_sharding_constraint
+    monkeypatch.setattr(jax.lax, "with_sharding_constraint",
+                        lambda x, s: constrained.append(1) or constrain(x, s))
+    _, split, _ = sharding.create_sharded(make, sharding.make_mesh((4, 2)), rules)
+    assert constrained
+    constrained.clear()
+    _, whole, shardings = sharding.create_sharded(make, sharding.make_mesh((8, 1)), rules)
+    assert not constrained
+    for a, s in zip(jax.tree.leaves(whole), jax.tree.leaves(shardings), strict=True):
+        assert a.sharding == s and s.is_fully_replicated and len(a.devices()) == 8
+    for a, b in zip(jax.tree.leaves(whole), jax.tree.leaves(split), strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
