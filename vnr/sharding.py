@@ -145,9 +145,10 @@ def kernel_threefry(on: bool = True) -> Iterator[None]:
 
     For random inits: the default GPU lowering unrolls threefry's rounds into every draw, and
     a model's few hundred draws took XLA about 3 minutes (2 min 57 s) to compile on an H200
-    (`launch/results/`). Trace, lower and compile inside. No effect on other backends, nor
-    where this jax has no such flag. The kernel has no sharding rule, so each device would
-    draw every full parameter: callers turn it on for one device only.
+    (`launch/results/`). Lower and compile inside (jax reads the flag when lowering). No
+    effect on other backends, nor where this jax has no such flag. The kernel has no sharding
+    rule, so each device would draw every full parameter: callers turn it on for a program
+    of one device only.
     """
     if not on or not hasattr(jax.config, _KERNEL_FLAG):
         yield
@@ -170,9 +171,10 @@ def create_sharded(make: Any, mesh: jax.sharding.Mesh, rules: Rules,
     straight onto its devices (no full host copy) and the model is traced once, not a
     second time by `nnx.eval_shape` (with `vnr.models.rng.rngs` that trace is linear in
     the model's size; with `nnx.Rngs` and jax 0.10 it is quadratic). When every array is
-    replicated, the init runs on one device and is copied to the others: the same values
-    (threefry does not depend on the placement), a faster compile than the mesh's program
-    (one XLA:CPU init of a smoke model on 8 devices: 0.9-1.4 s of 2.5-8.8 s).
+    replicated (one device, or data parallel), the init runs on one device and is copied to
+    the others: the same values (threefry does not depend on the placement), a faster compile
+    than the mesh's program (one XLA:CPU init of a smoke model on 8 devices: 0.9-1.4 s of
+    2.5-8.8 s), and on GPUs threefry as a kernel (`kernel_threefry`).
 
     `abstract`: the state's shapes and dtypes only (`jax.ShapeDtypeStruct`s, to restore a
     checkpoint into with the returned shardings): nothing is compiled or allocated.
@@ -185,15 +187,18 @@ def create_sharded(make: Any, mesh: jax.sharding.Mesh, rules: Rules,
     def init() -> Any:
         graphdef, state = nnx.split(make())
         found["graphdef"], found["shardings"] = graphdef, state_shardings(state, mesh, rules)
-        if all(s.is_fully_replicated for s in jax.tree.leaves(found["shardings"])):
+        found["whole"] = all(s.is_fully_replicated for s in jax.tree.leaves(found["shardings"]))
+        if found["whole"]:
             return state  # one device's program (compiles faster), then copied to each
         return jax.lax.with_sharding_constraint(state, found["shardings"])
 
-    with nnx.use_eager_sharding(False), kernel_threefry(mesh.size == 1):
+    with nnx.use_eager_sharding(False):
         if abstract:
             shapes = jax.eval_shape(init)
             return found["graphdef"], shapes, found["shardings"]
-        state = jax.jit(init)()
+        traced = jax.jit(init).trace()
+    with kernel_threefry(found["whole"]):  # a one-device program: jax reads it when lowering
+        state = traced.lower().compile()()
     # The same placement, under the exact shardings (XLA may name P("model", None) P("model")).
     state = jax.device_put(state, found["shardings"])
     return found["graphdef"], state, found["shardings"]

@@ -96,26 +96,33 @@ def test_abstract_state_has_the_shapes_and_shardings_of_the_real_one():
     assert jax.tree.leaves(real_sh) == jax.tree.leaves(shapes_sh)
 
 
-def test_random_init_lowers_threefry_as_a_gpu_kernel_and_restores_the_flag():
-    """On one device the init traces with threefry as one GPU kernel per draw (XLA took about
-    3 minutes to compile the unrolled rounds on an H200); on several, not (the kernel has no
-    sharding rule); the flag is back to its value afterwards, also on error."""
+def test_random_init_lowers_threefry_as_a_gpu_kernel_and_restores_the_flag(monkeypatch):
+    """A one-device init program (one device, or every array replicated) lowers threefry as
+    one GPU kernel per draw (XLA took about 3 minutes to compile the unrolled rounds on an
+    H200); a sharded one does not (the kernel has no sharding rule). jax reads the flag when
+    lowering, not tracing; it is back to its value afterwards, also on error."""
     flag = "jax_threefry_gpu_kernel_lowering"
-    start, seen = getattr(jax.config, flag), []
+    start, seen, toggle = getattr(jax.config, flag), [], sharding.kernel_threefry
 
-    def make():
-        seen.append(getattr(jax.config, flag))
-        return nnx.Linear(2, 3, rngs=nnx.Rngs(0))
+    def spy(on: bool = True):
+        seen.append(on)
+        return toggle(on)
 
-    for shape in ((1, 1), (8, 1)):
-        mesh = sharding.make_mesh(shape, devices=jax.devices()[: shape[0]])
-        sharding.create_sharded(make, mesh, [])
-        sharding.create_sharded(make, mesh, [], abstract=True)
-    assert seen == [True, True, start, start] and getattr(jax.config, flag) == start
+    monkeypatch.setattr(sharding, "kernel_threefry", spy)
+    config = _config()
+    rules = [tuple(r) for r in config.sharding_rules]
+    for shape in ((1, 1), (8, 1), (4, 2)):
+        mesh = sharding.make_mesh(shape, devices=jax.devices()[: int(np.prod(shape))])
+        sharding.create_sharded(lambda: task.make_model(config, nnx.Rngs(0)), mesh, rules)
+        sharding.create_sharded(lambda: nnx.Linear(2, 3, rngs=nnx.Rngs(0)), mesh, rules,
+                                abstract=True)  # compiles nothing
+    assert seen == [True, True, False] and getattr(jax.config, flag) == start
+    monkeypatch.undo()
+    traced = jax.jit(lambda k: jax.random.normal(k, (4,))).trace(jax.random.key(0))
     with sharding.kernel_threefry():  # lowered for CUDA (here, on CPU): one FFI call a draw
-        text = jax.jit(lambda k: jax.random.normal(k, (4,))).trace(
-            jax.random.key(0)).lower(lowering_platforms=("cuda",)).as_text()
+        text = traced.lower(lowering_platforms=("cuda",)).as_text()
     assert "cu_threefry2x32_ffi" in text
+    assert "cu_threefry2x32_ffi" not in traced.lower(lowering_platforms=("cuda",)).as_text()
     with pytest.raises(RuntimeError), sharding.kernel_threefry():
         raise RuntimeError
     assert getattr(jax.config, flag) == start
