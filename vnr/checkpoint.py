@@ -304,7 +304,7 @@ def _check_compatible(saved: Any, target: Any) -> None:
                 f"checkpoint has no parameter {name} (model expects {want.shape})")
         have = getattr(flat_saved[name], "shape", None)
         expect = tuple(want.shape)
-        if jax.dtypes.issubdtype(want.dtype, jax.dtypes.prng_key):  # saved as its key data
+        if _is_key(want):  # saved as its key data
             expect = jax.eval_shape(jax.random.key_data, want).shape
         if have is not None and tuple(have) != expect:
             raise IncompatibleCheckpoint(

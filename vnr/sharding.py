@@ -187,7 +187,7 @@ def create_sharded(make: Any, mesh: jax.sharding.Mesh, rules: Rules,
     def init() -> Any:
         graphdef, state = nnx.split(make())
         found["graphdef"], found["shardings"] = graphdef, state_shardings(state, mesh, rules)
-        found["whole"] = all(s.is_fully_replicated for s in jax.tree.leaves(found["shardings"]))
+        found["whole"] = fully_replicated(found["shardings"])
         if found["whole"]:
             return state  # one device's program (compiles faster), then copied to each
         return jax.lax.with_sharding_constraint(state, found["shardings"])
@@ -197,8 +197,24 @@ def create_sharded(make: Any, mesh: jax.sharding.Mesh, rules: Rules,
             shapes = jax.eval_shape(init)
             return found["graphdef"], shapes, found["shardings"]
         traced = jax.jit(init).trace()
-    with kernel_threefry(found["whole"]):  # a one-device program: jax reads it when lowering
-        state = traced.lower().compile()()
-    # The same placement, under the exact shardings (XLA may name P("model", None) P("model")).
-    state = jax.device_put(state, found["shardings"])
+    state = run_init(traced, found["whole"], found["shardings"])
     return found["graphdef"], state, found["shardings"]
+
+
+def fully_replicated(shardings: Any) -> bool:
+    """Whether every sharding in the tree puts the whole array on each of its devices."""
+    return all(s.is_fully_replicated for s in jax.tree.leaves(shardings))
+
+
+def run_init(traced: jax.stages.Traced, whole: bool, shardings: Any, *args: Any) -> Any:
+    """Lowers, compiles and runs a traced random init, then places its output on `shardings`.
+
+    `whole` (every output replicated, traced without output shardings): it is one device's
+    program, so threefry lowers as the GPU kernel (`kernel_threefry`; jax reads the flag when
+    lowering), and the result is copied onto each device. Otherwise the traced program
+    already writes each shard, and the default lowering keeps threefry's sharding rule.
+    """
+    with kernel_threefry(whole):
+        out = traced.lower().compile()(*args)
+    # The same placement, under the exact shardings (XLA may name P("model", None) P("model")).
+    return jax.device_put(out, shardings)

@@ -11,6 +11,7 @@ from jax.sharding import PartitionSpec as P
 from configs.moviepuzzle.main import get_config
 from vnr import sharding
 from vnr.benchmarks.moviepuzzle import pairwise as task
+from vnr.models import encoders
 
 MESHES = [(1, 1), (8, 1), (4, 2), (2, 4)]
 
@@ -117,6 +118,13 @@ def test_random_init_lowers_threefry_as_a_gpu_kernel_and_restores_the_flag(monke
         sharding.create_sharded(lambda: nnx.Linear(2, 3, rngs=nnx.Rngs(0)), mesh, rules,
                                 abstract=True)  # compiles nothing
     assert seen == [True, True, False] and getattr(jax.config, flag) == start
+    seen.clear()  # a pretrained tower's random init: the same decision
+    for shape in ((8, 1), (4, 2)):
+        mesh = sharding.make_mesh(shape)
+        model, _, _ = encoders.create("scratch:bert-tiny", rngs=nnx.Rngs(0), mesh=mesh)
+        assert {x.sharding.mesh.devices.shape for x in jax.tree.leaves(nnx.state(model))} \
+            == {shape}
+    assert seen == [True, False] and getattr(jax.config, flag) == start
     monkeypatch.undo()
     traced = jax.jit(lambda k: jax.random.normal(k, (4,))).trace(jax.random.key(0))
     with sharding.kernel_threefry():  # lowered for CUDA (here, on CPU): one FFI call a draw

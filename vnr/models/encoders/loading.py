@@ -35,7 +35,7 @@ from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from vnr.models import rng
-from vnr.sharding import Rules, kernel_threefry, var_names
+from vnr.sharding import Rules, fully_replicated, run_init, var_names
 from vnr.sharding import named_sharding as sharding_for
 
 HUB_IDS: dict[str, str] = {
@@ -386,8 +386,10 @@ def instantiate(
             _, params, rest = nnx.split(ctor(_rngs(k)), nnx.Param, ...)
             return params, rest
 
-        with kernel_threefry(mesh is None or mesh.size == 1):
-            params, rest = jax.jit(init, out_shardings=(p_shard, r_shard))(key)
+        shardings = (p_shard, r_shard)
+        whole = fully_replicated(shardings)  # one device's program, copied (as create_sharded)
+        traced = jax.jit(init, out_shardings=None if whole else shardings).trace(key)
+        params, rest = run_init(traced, whole, shardings, key)
         return nnx.merge(graphdef, params, rest)
     flat_shard = dict(nnx.to_flat_state(p_shard))
     leaves = []
