@@ -1,4 +1,5 @@
-"""SYMON retrieval with UniVL's own towers (§7.1): the `univl` preset end to end.
+"""SYMON retrieval with UniVL's own towers (§7.1): the `univl` preset's towers, loader,
+tokens, errors and step counts (its rows end to end: tests/reproduce/test_smoke_symon.py).
 
 The checkpoint is the golden one of tests/models/test_univl.py (upstream's UniVL at width
 16, random weights, saved by `torch.save` as `univl.pretrained.bin` is); the release is the
@@ -88,26 +89,7 @@ def test_loader_leaves_exactly_cross_decoder_and_heads():
         univl.match(stray, shapes, "x")
 
 
-@pytest.mark.e2e
-def test_univl_preset_trains_and_evaluates_every_test_clip(release, tmp_path):
-    c = _config(release, tmp_path / "tfds")
-    c.update(total_steps=2, warmup_steps=1, batch_size=8, eval_batch_size=16, log_every=1,
-             eval_every=1000, ckpt_every=1000)
-    c.evals.val.max_examples, c.evals.test.max_examples = 0, 0
-    s = train.setup(c)  # the pretrained hook loads the towers into the fresh state
-    got = {".".join(map(str, p[1:])): np.asarray(v.get_value())
-           for p, v in nnx.to_flat_state(s.state) if p[0] == 0 and isinstance(v, nnx.Param)}
-    want = univl.match(torch_checkpoint.read_torch_checkpoint(CKPT),
-                       {k[len("univl."):]: g.shape for k, g in got.items()}, "x")
-    assert set(want) == {k[len("univl."):] for k in got}
-    for k, w in want.items():
-        np.testing.assert_array_equal(got[f"univl.{k}"], w, err_msg=k)
-    res = train.run(c, str(tmp_path / "run"))
-    from vnr.benchmarks.symon import data
-
-    items = len(data.ItemSource(c.data, "test", "retrieval"))
-    assert res["test"]["items"] == items > 0
-    assert np.isfinite(res["test"]["v2t_r@10"]) and np.isfinite(res["test"]["t2v_medr"])
+# test_univl_preset_trains_and_evaluates_every_test_clip: tests/reproduce/test_smoke_symon.py
 
 
 def test_univl_errors_are_one_line(release, tmp_path):
@@ -127,50 +109,8 @@ def test_univl_errors_are_one_line(release, tmp_path):
     assert retrieval.ENCODERS == ("scratch", "univl", "videoclip")
 
 
-@pytest.mark.e2e
-def test_yms_alignment_with_univl_itself_and_a_univl_symon_run(release, tmp_path):
-    """Table 9's UniVL row (the checkpoint's towers, nothing trained) and its UniVL-SYMON
-    rows (a univl retrieval run, copied whole) on the generated YMS release."""
-    from tfds_builders.msymon.yms import synthetic as yms_synthetic
-
-    yms = yms_synthetic.write_corpus(tmp_path / "yms", seed=1, dim=12)
-
-    def transfer(source: str) -> dict:
-        c = config_lib.load(f"{ROOT / 'configs' / 'symon' / 'yms_transfer.py'}:"
-                            "univl,no_memory,smoke")
-        c.data.update(manual_dir=str(yms), data_dir=str(tmp_path / "tfds"), dim=12,
-                      tokenizer=str(GOLDEN), max_tokens=12)
-        c.model.update(univl_checkpoint=str(CKPT), univl_heads=HEADS)
-        c.transfer.source_run, c.progress = source, False
-        return train.run(c, str(tmp_path / f"yms_{bool(source)}"))["test"]
-
-    zero = transfer("")
-    assert zero["videos"] == 2 and np.isfinite(zero["threshold"])
-    src = _config(release, tmp_path / "tfds")
-    src.update(total_steps=2, warmup_steps=1, batch_size=8, log_every=1, eval_every=100,
-               ckpt_every=100)
-    src.data.test_splits = ("val",)
-    train.run(src, str(tmp_path / "symon"))
-    tuned = transfer(str(tmp_path / "symon"))
-    assert tuned["videos"] == 2 and 0 <= tuned["clip_accuracy"] <= 100
-
-
-@pytest.mark.e2e
-@pytest.mark.parametrize("arg", ["text_video", "video_only"])
-def test_univl_ordering_trains_and_evaluates(release, tmp_path, arg):
-    """Table 6's UniVL-SYMON (Fig. 10): the three towers load, train and order every pair."""
-    c = config_lib.load(f"{ROOT / 'configs' / 'symon' / 'order.py'}:univl,{arg},a_to_b,smoke")
-    c.data.update(config="features", manual_dir=str(release), data_dir=str(tmp_path / "tfds"),
-                  tokenizer=str(GOLDEN), max_tokens=16)
-    c.model.update(univl_checkpoint=str(CKPT), univl_heads=HEADS)
-    c.update(total_steps=2, warmup_steps=1, batch_size=8, log_every=1, eval_every=100,
-             ckpt_every=100, progress=False)
-    c.evals.val.max_examples, c.evals.test.max_examples = 0, 0
-    res = train.run(c, str(tmp_path / "run"))
-    from vnr.benchmarks.symon import data
-
-    pairs = len(data.ItemSource(c.data, "setB", "order"))
-    assert res["setB"]["pairs"] == pairs > 0 and 0 <= res["setB"]["accuracy"] <= 100
+# test_yms_alignment_with_univl_itself_and_a_univl_symon_run: tests/reproduce/test_smoke_symon.py
+# test_univl_ordering_trains_and_evaluates: tests/reproduce/test_smoke_symon.py
 
 
 def test_center_tokens_keep_cls_and_sep_around_the_middle_pieces():

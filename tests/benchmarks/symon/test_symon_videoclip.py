@@ -1,4 +1,5 @@
-"""SYMON's zero-shot VideoCLIP rows (Tables 8 and 9): the `videoclip` presets end to end.
+"""SYMON's zero-shot VideoCLIP rows (Tables 8 and 9): the `videoclip` presets' wrapper,
+tokens and errors (the rows end to end: tests/reproduce/test_smoke_symon.py).
 
 The checkpoint is the golden one of tests/models/test_videoclip.py (upstream's
 MMFusionSeparate at width 32, random weights, saved as fairseq saves `checkpoint_best.pt`;
@@ -15,7 +16,6 @@ from flax import nnx
 
 from tests import ROOT
 from vnr import config as config_lib
-from vnr import train
 from vnr.benchmarks.symon import data, retrieval, smoke_inputs, videoclip_model
 from vnr.models.encoders import videoclip
 
@@ -139,28 +139,4 @@ def test_videoclip_errors_are_one_line(inputs, tmp_path):
         "videoclip": (str(CKPT), "videoclip")}
 
 
-@pytest.mark.e2e
-def test_videoclip_rows_zero_shot_on_generated_releases(inputs, tmp_path):
-    """Table 8's row: the hook loads every parameter, nothing trains, every test clip is
-    ranked; Table 9's rows (original and new split): VideoCLIP aligns the YMS test videos."""
-    c = _retrieval(inputs, tmp_path / "tfds")
-    c.evals.val.max_examples, c.evals.test.max_examples = 0, 0
-    s = train.setup(c)
-    got = {".".join(map(str, p[1:])): np.asarray(v.get_value())
-           for p, v in nnx.to_flat_state(s.state) if p[0] == 0 and isinstance(v, nnx.Param)}
-    want = videoclip.match(videoclip.read_checkpoint(CKPT),
-                           {k[len("videoclip."):]: a.shape for k, a in got.items()}, "x")
-    assert set(want) == {k[len("videoclip."):] for k in got}
-    for k, w in want.items():
-        np.testing.assert_array_equal(got[f"videoclip.{k}"], w, err_msg=k)
-    res = train.run(c, str(tmp_path / "run"))
-    items = len(data.ItemSource(c.data, "test", "retrieval"))
-    assert res["test"]["items"] == items > 0
-    assert np.isfinite(res["test"]["v2t_r@10"]) and np.isfinite(res["test"]["t2v_medr"])
-    for setting, split in (("original", "test"), ("new", "new_test")):
-        y = _config("yms_transfer", f"videoclip,{setting},phrases,smoke", inputs / "yms",
-                    tmp_path / "tfds")
-        assert (y.data.dim, y.data.memory) == (512, False)
-        out = train.run(y, str(tmp_path / f"yms_{setting}"))[split]
-        assert out["videos"] > 0 and 0 <= out["clip_accuracy"] <= 100
-        assert np.isfinite(out["threshold"])
+# test_videoclip_rows_zero_shot_on_generated_releases: tests/reproduce/test_smoke_symon.py
