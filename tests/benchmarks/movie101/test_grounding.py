@@ -81,15 +81,4 @@ def test_rnl_beats_random(tmp_path) -> None:
     assert m["R@5,IoU@0.5"] >= m["R@1,IoU@0.5"]
 
 
-@pytest.mark.e2e
-def test_tng_trainer_end_to_end(tmp_path) -> None:
-    from vnr import train
-
-    # the 2D-TAN row: the same task path (loss, predict, evaluation) as RNL at a smaller
-    # compile; RNL itself trains in test_rnl_beats_random
-    c = tng_config.get_config("smoke,tan2d")
-    c.data.data_dir = str(tmp_path / "tfds")
-    c.progress = False
-    m = train.run(c, str(tmp_path / "work"))["test"]
-    assert m["narrations"] == 10 and 0 <= m["R@1,IoU@0.5"] <= m["R@5,IoU@0.5"] <= 100
-    assert (tmp_path / "work" / "reports" / "test_grounding.png").stat().st_size > 5000
+# test_tng_trainer_end_to_end: test_movie101_tng_global.py (its 2D-TAN local run)

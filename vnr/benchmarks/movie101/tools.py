@@ -10,6 +10,7 @@ RNL run (`two_stage` below).
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import ml_collections
 import numpy as np
@@ -17,7 +18,7 @@ from absl import flags
 
 from vnr import cli, evaluate, evaluation
 from vnr.benchmarks.movie101 import grounding_metrics as gm
-from vnr.benchmarks.movie101 import rnl, tng, tng_data
+from vnr.benchmarks.movie101 import rnl, tng, tng_data, tng_glove
 from vnr.benchmarks.movie101.records import MovieTable
 
 
@@ -63,6 +64,7 @@ def two_stage(global_workdir: str, local_workdir: str, split: str = "test", k: i
     table = MovieTable(d)
     W, n = d.window, d.n_clips
     release = tng._release(lc)
+    words = tng_glove.load(d) if tng_glove.requested(d) else None  # a 2D-TAN GloVe run
     spans, valid = gm.proposal_spans(n)
     rel = spans[valid] * (W / n)
     items, meta = [], []
@@ -86,7 +88,8 @@ def two_stage(global_workdir: str, local_workdir: str, split: str = "test", k: i
                               **tng_data.query_tokens(
                                   r["text"], d.get("text_encoder", ""), d.vocab_size,
                                   d.max_tokens, int(d.get("text_encoder_tokens", 512) or 512)),
-                              **({"gt_index": np.zeros(2, np.int32)} if release else {})})
+                              **({"gt_index": np.zeros(2, np.int32)} if release else {}),
+                              **_word_vectors(words, r["text"], d)})
                 starts.append(ws)
             meta.append((row[top], np.array(starts, float),
                          np.array([float(r["start"]), float(r["end"])])))
@@ -117,6 +120,15 @@ def two_stage(global_workdir: str, local_workdir: str, split: str = "test", k: i
     out = {key: 100 * val / max(len(meta), 1) for key, val in res.items()}
     out["narrations"] = float(len(gt))
     return out
+
+
+def _word_vectors(words: Any, narration: str, d: Any) -> dict[str, np.ndarray]:
+    """A GloVe local run's `words` / `word_mask` inputs, as its data pipeline makes them."""
+    if words is None:
+        return {}
+    vectors, mask = tng_glove.embed(words, narration, d.max_tokens,
+                                    int(d.get("max_word_chars", 4)))
+    return {"words": vectors, "word_mask": mask}
 
 
 def _two_stage_flags(fv: flags.FlagValues) -> None:
