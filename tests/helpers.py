@@ -34,6 +34,16 @@ def named_arrays(tree: Any) -> dict[str, np.ndarray]:
             for p, v in jax.tree_util.tree_flatten_with_path(tree)[0]}
 
 
+def params_under(state: Any, under: str) -> dict[str, np.ndarray]:
+    """Model parameters below `under` of a trainer's (model, optimizer) state, by local name."""
+    from flax import nnx
+
+    head = f"0.{under}."
+    return {name.removeprefix(head): np.asarray(v.get_value())
+            for name, v in ((".".join(map(str, p)), v) for p, v in nnx.to_flat_state(state))
+            if name.startswith(head) and isinstance(v, nnx.Param)}
+
+
 def checkpoint_arrays(workdir: pathlib.Path, step: int, *, one_device: bool = False
                       ) -> dict[str, np.ndarray]:
     """The arrays of ``workdir``'s checkpoint at ``step`` by name; ``one_device`` restores
