@@ -7,8 +7,10 @@ from __future__ import annotations
 import json
 import pathlib
 import time
+from typing import NamedTuple
 
 import ml_collections
+import pytest
 
 from vnr import evaluators
 from vnr import task as task_lib
@@ -96,3 +98,29 @@ def everything(benchmark: str, root: pathlib.Path
     assert check_metric_names(root) > 0
     print(f"{benchmark}: every row at smoke scale in {seconds:.0f} s")
     return p, env, tables
+
+
+class Runs(NamedTuple):
+    """What `everything` ran: the plan, environment, reported tables and the root folder."""
+
+    plan: plan.Plan
+    env: dict[str, str]
+    tables: dict[str, list[report.Line]]
+    root: pathlib.Path
+
+
+def module_runs(benchmark: str):
+    """A module fixture `runs`: every row of `benchmark` at smoke scale, run once for the
+    test file (its tests read the rows' run folders instead of training again)."""
+
+    @pytest.fixture(scope="module")
+    def runs(tmp_path_factory) -> Runs:
+        root = tmp_path_factory.mktemp(benchmark)
+        return Runs(*everything(benchmark, root), root)
+
+    return runs
+
+
+def results(root: pathlib.Path, run: str) -> dict:
+    """A row's results.json."""
+    return json.loads((root / run / "results.json").read_text())

@@ -15,16 +15,7 @@ from vnr import workdir as workdir_lib
 pytestmark = pytest.mark.e2e
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    """(tables, root) of every row at smoke scale, run once for this file."""
-    root = tmp_path_factory.mktemp("movie101")
-    _, _, tables = smoke.everything("movie101", root)
-    return tables, root
-
-
-def _results(root: pathlib.Path, run: str) -> dict:
-    return json.loads((root / run / "results.json").read_text())
+runs = smoke.module_runs("movie101")
 
 
 def _test_narrations(config) -> int:
@@ -39,29 +30,29 @@ def _evaluated(root: pathlib.Path, run: str) -> tuple[dict, object]:
     (the smoke cap) of the test narrations, all of them when there are fewer."""
     c = workdir_lib.load_config(root / run)
     cap, n = c.evals.test.max_examples, _test_narrations(c)
-    m = _results(root, run)["test"]
+    m = smoke.results(root, run)["test"]
     assert cap > 0 and m["narrations"] == min(cap, n) > 0, (run, cap, n, m["narrations"])
     return m, c
 
 
 def test_every_movie101_row_runs_at_smoke_scale(runs):
-    tables, root = runs
+    tables, root = runs.tables, runs.root
     tool = json.loads((root / "t6-k2" / "row.json").read_text())
     assert tool["tool"].endswith(f"--global_workdir {root}/t4-cnclip --local_workdir "
                                  f"{root}/t5-rnl --k 2")
     k1 = next(ln for ln in tables["6"] if ln.row.id == "t6-k1")
     assert all(0 <= c.ours <= 100 for c in k1.cells)
-    rnl = _results(root, "t5-rnl")
+    rnl = smoke.results(root, "t5-rnl")
     assert rnl["selection"]["mode"] == "last"  # smoke: no validation pass (cheaper)
 
 
 def test_two_stage_rows_score_every_test_narration(runs):
     """Table 6's tool on the CNCLIP and RNL runs: every usable test narration, R@1 <= R@5 at
     each IoU (a tan2d local run's proposal-map path: test_movie101_tng_global.py)."""
-    _, root = runs
+    root = runs.root
     n = _test_narrations(workdir_lib.load_config(root / "t5-rnl"))
     for k in (1, 2, 3):
-        two = _results(root, f"t6-k{k}")["tool"]
+        two = smoke.results(root, f"t6-k{k}")["tool"]
         assert two["narrations"] == n > 0
         for iou in (0.1, 0.3, 0.5, 0.7):
             assert 0 <= two[f"R@1,IoU@{iou}"] <= two[f"R@5,IoU@{iou}"] <= 100, (k, iou, two)
@@ -75,7 +66,7 @@ def test_cnclip_row_trains_on_stored_shot_frames(runs):
     from vnr.benchmarks.movie101 import tng_data as data
     from vnr.data import synthetic_video, video
 
-    _, root = runs
+    root = runs.root
     m, c = _evaluated(root, "t4-cnclip")
     assert c.model.arch == "cnclip" and c.stage == "global"
     assert m["R@1"] <= m["R@5"] <= m["R@10"] <= 100
@@ -98,7 +89,7 @@ def test_glove_row_trains(runs):
     grounding report."""
     from vnr.benchmarks.movie101 import tng_glove
 
-    _, root = runs
+    root = runs.root
     m, c = _evaluated(root, "t5-2d-tan")
     assert (c.model.arch, c.model.text) == ("tan2d", "glove")
     assert 0 <= m["R@1,IoU@0.5"] <= m["R@5,IoU@0.5"] <= 100
@@ -112,7 +103,7 @@ def test_two_stage_reranks_with_a_glove_local_run(runs):
     the word vectors its own pipeline gives it, every usable test narration is scored."""
     from vnr.benchmarks.movie101 import tools
 
-    _, root = runs
+    root = runs.root
     n = _test_narrations(workdir_lib.load_config(root / "t5-2d-tan"))
     two = tools.two_stage(str(root / "t4-cnclip"), str(root / "t5-2d-tan"), k=2)
     assert two["narrations"] == n > 0

@@ -17,16 +17,11 @@ pytestmark = pytest.mark.e2e
 ORDER_METRICS = {"lsd", "lmd", "sd", "ssd", "os2", "os3", "pair_acc", "clips"}
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    """(plan, tables, root) of every row at smoke scale, run once for this file."""
-    root = tmp_path_factory.mktemp("moviepuzzle")
-    p, _, tables = smoke.everything("moviepuzzle", root)
-    return p, tables, root
+runs = smoke.module_runs("moviepuzzle")
 
 
 def test_every_moviepuzzle_row_runs_at_smoke_scale(runs):
-    _, tables, root = runs
+    tables, root = runs.tables, runs.root
     cosine = json.loads((root / "t3-cosine-shot" / "row.json").read_text())
     assert cosine["action"] == "evaluate" and cosine["config"]["eval"]["distance"] == "cosine"
     assert cosine["trained_in"] == str(root / "t1-hcmc-frame-shot")  # not retrained
@@ -68,7 +63,7 @@ def test_video_pair_rows_train_with_the_checkpoint_loaded(runs, family, seed, tm
     and scored."""
     from vnr.benchmarks.moviepuzzle import smoke_inputs
 
-    _, _, root = runs
+    root = runs.root
     run = f"t1-{family}"
     ckpt = pathlib.Path(workdir_lib.load_config(root / run).model.checkpoint)
     want = smoke_inputs.write_checkpoint(tmp_path, family, seed=seed)
@@ -89,7 +84,7 @@ def test_singularity_rows_run_end_to_end(runs):
     from vnr.benchmarks.moviepuzzle import smoke_inputs
     from vnr.models.encoders import singularity as sg
 
-    _, _, root = runs
+    root = runs.root
     reference = sg.from_checkpoint(smoke_inputs.GOLDEN_SINGULARITY)
     want = {".".join(map(str, p)): np.asarray(v.get_value())
             for p, v in nnx.to_flat_state(nnx.state(reference, nnx.Param))}
@@ -116,7 +111,7 @@ def test_paper_rows_train_two_steps(runs, run, lam):
     are means, and Eq. 4 is linear), a pair accuracy per level, and a frame head that moved."""
     from vnr import train
 
-    _, _, root = runs
+    root = runs.root
     config = workdir_lib.load_config(root / run)
     logged = [json.loads(ln) for ln in (root / run / "metrics.jsonl").read_text().splitlines()]
     m = next(r for r in logged if "train/loss" in r)
@@ -134,7 +129,7 @@ def test_paper_rows_train_two_steps(runs, run, lam):
 def test_distance_rows_evaluate_the_frame_shot_run(runs):
     """Table 3's rows re-evaluate the frame+shot run with each distance (Algorithm 1): the
     shot row's matched IoU and shot-stage OS, the frame row's OS, all in range."""
-    _, _, root = runs
+    root = runs.root
     for distance in ("euclidean", "cosine", "softdtw"):
         for level in ("shot", "frame"):
             run = f"t3-{distance}-{level}"
@@ -158,7 +153,7 @@ def test_hcmc_row_runs_end_to_end_and_reaches_the_table(runs, capsys):
     from vnr.benchmarks.moviepuzzle import tables
     from vnr.benchmarks.moviepuzzle.order_metrics import random_expectation
 
-    _, _, root = runs
+    root = runs.root
     hcmc, rand = root / "t1-hcmc-frame-shot", root / "t1-random"
     results = _ordered(root, "t1-hcmc-frame-shot")
     cap = workdir_lib.load_config(hcmc).evals.test.max_examples

@@ -15,12 +15,7 @@ from vnr.reproduce import execute, report
 pytestmark = pytest.mark.e2e
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    """(plan, environment, root) of every row at smoke scale, run once for this file."""
-    root = tmp_path_factory.mktemp("sc2st")
-    p, env, _ = smoke.everything("sc2st", root)
-    return p, env, root
+runs = smoke.module_runs("sc2st")
 
 
 def _test_metrics(root: pathlib.Path, run: str) -> dict:
@@ -32,7 +27,7 @@ def _test_metrics(root: pathlib.Path, run: str) -> dict:
 
 
 def test_every_sc2st_row_runs_at_smoke_scale(runs):
-    p, env, root = runs
+    p, env, root = runs.plan, runs.env, runs.root
     row = json.loads((root / "t3-ours-sa" / "row.json").read_text())
     assert row["config_spec"] == "configs/sc2st/main.py:paper,sa,smoke,text_encoder=" \
                                  "scratch:bert-tiny"  # the A.1 preset at test sizes
@@ -56,7 +51,7 @@ def test_every_sc2st_row_runs_at_smoke_scale(runs):
 def test_smoke_run_end_to_end(runs):
     """The SA model trained two steps and the Prior baseline: the retrieval metrics and
     their position breakdown, the results file, checkpoints and the storyboard picture."""
-    _, _, root = runs
+    root = runs.root
     for run in ("t3-ours-sa", "t3-prior"):
         m = _test_metrics(root, run)
         assert 0 <= m["r1"] <= m["r5"] <= m["r10"] <= 100 and 1 <= m["mean_rank"] <= 20
@@ -72,7 +67,7 @@ def test_paper_experts_build_and_train_smoke(runs):
     from tfds_builders.sc2st import Keyframe
     from vnr.benchmarks.sc2st import experts
 
-    _, _, root = runs
+    root = runs.root
     m = _test_metrics(root, "t3-v-moee")
     assert 1 <= m["mean_rank"] <= 20
     cfg = workdir_lib.load_config(root / "t3-v-moee")
@@ -93,7 +88,7 @@ def test_a_bad_word_vector_file_stops_before_training(runs, tmp_path):
     from vnr.benchmarks.sc2st import smoke_inputs, task, words
     from vnr.data.word_vectors import WordVectorsError
 
-    _, _, root = runs
+    root = runs.root
     cfg = workdir_lib.load_config(root / "t3-v-moee")
     task.check_splits(cfg)  # the run's own file passes
     words._table.cache_clear()

@@ -18,23 +18,14 @@ from vnr.reproduce import registry
 pytestmark = pytest.mark.e2e
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    """(tables, root) of every row at smoke scale, run once for this file."""
-    root = tmp_path_factory.mktemp("symon")
-    _, _, tables = smoke.everything("symon", root)
-    return tables, root
-
-
-def _results(root: pathlib.Path, run: str) -> dict:
-    return json.loads((root / run / "results.json").read_text())
+runs = smoke.module_runs("symon")
 
 
 def test_every_symon_row_runs_at_smoke_scale(runs):
-    tables, root = runs
+    tables, root = runs.tables, runs.root
     for ln in tables["4"]:  # the semantic gap from the printed human counts (Eq. 3)
         assert round(ln.cells[-1].ours, 1) == registry.number(ln.cells[-1].paper)
-    acc = [_results(root, f"t6-univl-symon-{i}-a_to_b")["setB"]["accuracy"]
+    acc = [smoke.results(root, f"t6-univl-symon-{i}-a_to_b")["setB"]["accuracy"]
            for i in ("text_video", "video_only")]
     row = next(ln for ln in tables["6"] if ln.row.id == "t6-univl-symon")
     assert [c.ours for c in row.cells] == pytest.approx(acc)
@@ -70,7 +61,7 @@ def _every_test_clip_ranked(root: pathlib.Path, run: str):
 
     c = workdir_lib.load_config(root / run)
     _uncapped(c)
-    m = _results(root, run)["test"]
+    m = smoke.results(root, run)["test"]
     assert m["items"] == len(data.ItemSource(c.data, "test", "retrieval")) > 0
     assert np.isfinite(m["v2t_r@10"]) and np.isfinite(m["t2v_medr"])
     return c
@@ -81,14 +72,14 @@ def test_univl_ordering_trains_and_evaluates(runs):
     (moved here from test_symon_univl.py, on the rows' runs)."""
     from vnr.benchmarks.symon import data
 
-    _, root = runs
+    root = runs.root
     for arg in ("text_video", "video_only"):
         run = f"t6-univl-symon-{arg}-a_to_b"
         c = workdir_lib.load_config(root / run)
         assert (c.model.encoder, c.model.use_text, c.data.test_splits) == (
             "univl", arg == "text_video", ("setB",))
         _uncapped(c)
-        m = _results(root, run)["setB"]
+        m = smoke.results(root, run)["setB"]
         assert m["pairs"] == len(data.ItemSource(c.data, "setB", "order")) > 0
         assert 0 <= m["accuracy"] <= 100
 
@@ -98,7 +89,7 @@ def test_univl_preset_trains_and_evaluates_every_test_clip(runs):
     every test clip (moved here from test_symon_univl.py, on the row's run)."""
     from vnr.models.encoders import torch_checkpoint, univl
 
-    _, root = runs
+    root = runs.root
     c = _every_test_clip_ranked(root, "t8-t2v-univl-symon")
     assert c.model.encoder == "univl" and c.total_steps > 0  # fine-tuned, not zero-shot
     tensors = torch_checkpoint.read_torch_checkpoint(c.model.univl_checkpoint)
@@ -107,7 +98,7 @@ def test_univl_preset_trains_and_evaluates_every_test_clip(runs):
 
 def _aligned(root: pathlib.Path, run: str, split: str = "test") -> dict:
     """A Table 9 run's YMS alignment: in range, a finite tuned threshold."""
-    m = _results(root, run)[split]
+    m = smoke.results(root, run)[split]
     assert m["videos"] > 0 and 0 <= m["clip_accuracy"] <= 100, (run, m)
     assert np.isfinite(m["threshold"])
     return m
@@ -117,7 +108,7 @@ def test_yms_alignment_with_univl_itself_and_a_univl_symon_run(runs):
     """Table 9's UniVL row (the checkpoint's towers, nothing trained) and its UniVL-SYMON
     row (a univl retrieval run, copied whole) on the generated YMS release: both of its test
     videos, below the smoke cap (moved here from test_symon_univl.py, on the rows' runs)."""
-    _, root = runs
+    root = runs.root
     for run, source in (("t9-orig-sent-univl", ""),
                         ("t9-orig-sent-univl-symon-0", str(root / "symon-yms-source-0"))):
         c = workdir_lib.load_config(root / run)
@@ -132,7 +123,7 @@ def test_videoclip_rows_zero_shot_on_generated_releases(runs):
     (moved here from test_symon_videoclip.py, on the rows' runs)."""
     from vnr.models.encoders import videoclip
 
-    _, root = runs
+    root = runs.root
     c = _every_test_clip_ranked(root, "t8-t2v-videoclip")
     assert c.model.encoder == "videoclip" and c.total_steps == 0
     tensors = videoclip.read_checkpoint(c.model.videoclip_checkpoint)
