@@ -60,8 +60,7 @@ def test_two_stage_rows_score_every_test_narration(runs):
 
 def test_cnclip_row_trains_on_stored_shot_frames(runs):
     """Table 4's CNCLIP row (golden tiny Chinese-CLIP, generated videos): R@k in order, the
-    random level of 10 shots a movie, the frames it stored (moved here from
-    test_cnclip_glove.py, on the row's run)."""
+    random level of 10 shots a movie, the frames it stored."""
     from vnr.benchmarks.movie101 import tng_cnclip
     from vnr.benchmarks.movie101 import tng_data as data
     from vnr.data import synthetic_video, video
@@ -85,8 +84,7 @@ def test_cnclip_row_trains_on_stored_shot_frames(runs):
 
 def test_glove_row_trains(runs):
     """Table 5's 2D-TAN row on the smoke GloVe-format file: R@k at IoU 0.5 in order, the
-    file's words and width (moved here from test_cnclip_glove.py, on the row's run), and its
-    grounding report."""
+    file's words and width, and its grounding report."""
     from vnr.benchmarks.movie101 import tng_glove
 
     root = runs.root

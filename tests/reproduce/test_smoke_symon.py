@@ -68,8 +68,7 @@ def _every_test_clip_ranked(root: pathlib.Path, run: str):
 
 
 def test_univl_ordering_trains_and_evaluates(runs):
-    """Table 6's UniVL-SYMON (Fig. 10): the three towers load, train and order every pair
-    (moved here from test_symon_univl.py, on the rows' runs)."""
+    """Table 6's UniVL-SYMON (Fig. 10): the three towers load, train and order every pair."""
     from vnr.benchmarks.symon import data
 
     root = runs.root
@@ -86,7 +85,7 @@ def test_univl_ordering_trains_and_evaluates(runs):
 
 def test_univl_preset_trains_and_evaluates_every_test_clip(runs):
     """Table 8's UniVL-SYMON: the hook loads the towers into the fresh state, the run ranks
-    every test clip (moved here from test_symon_univl.py, on the row's run)."""
+    every test clip."""
     from vnr.models.encoders import torch_checkpoint, univl
 
     root = runs.root
@@ -107,7 +106,7 @@ def _aligned(root: pathlib.Path, run: str, split: str = "test") -> dict:
 def test_yms_alignment_with_univl_itself_and_a_univl_symon_run(runs):
     """Table 9's UniVL row (the checkpoint's towers, nothing trained) and its UniVL-SYMON
     row (a univl retrieval run, copied whole) on the generated YMS release: both of its test
-    videos, below the smoke cap (moved here from test_symon_univl.py, on the rows' runs)."""
+    videos, below the smoke cap."""
     root = runs.root
     for run, source in (("t9-orig-sent-univl", ""),
                         ("t9-orig-sent-univl-symon-0", str(root / "symon-yms-source-0"))):
@@ -119,8 +118,7 @@ def test_yms_alignment_with_univl_itself_and_a_univl_symon_run(runs):
 
 def test_videoclip_rows_zero_shot_on_generated_releases(runs):
     """Table 8's row: the hook loads every parameter, nothing trains, every test clip is
-    ranked; Table 9's rows (original and new split): VideoCLIP aligns the YMS test videos
-    (moved here from test_symon_videoclip.py, on the rows' runs)."""
+    ranked; Table 9's rows (original and new split): VideoCLIP aligns the YMS test videos."""
     from vnr.models.encoders import videoclip
 
     root = runs.root

@@ -81,4 +81,5 @@ def test_rnl_beats_random(tmp_path) -> None:
     assert m["R@5,IoU@0.5"] >= m["R@1,IoU@0.5"]
 
 
-# test_tng_trainer_end_to_end: test_movie101_tng_global.py (its 2D-TAN local run)
+# The hashed-word 2D-TAN row through the trainer (counts, R@k, the grounding picture):
+# test_movie101_tng_global.py, on its local run.

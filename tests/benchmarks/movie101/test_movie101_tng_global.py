@@ -47,9 +47,7 @@ def test_global_retrieval_end_to_end_beats_random(tmp_path) -> None:
     lc.data.data_dir = c.data.data_dir
     lc.progress = False
     # the 2D-TAN local run through the trainer: the same task path (loss, predict,
-    # evaluation) as RNL at a smaller compile (was test_grounding.py::
-    # test_tng_trainer_end_to_end; a tan2d,glove local run cannot feed two_stage, which
-    # tokenizes hashed words)
+    # evaluation) as RNL at a smaller compile
     loc = train.run(lc, str(tmp_path / "local"))["test"]
     assert loc["narrations"] == 10 and 0 <= loc["R@1,IoU@0.5"] <= loc["R@5,IoU@0.5"] <= 100
     assert (tmp_path / "local" / "reports" / "test_grounding.png").stat().st_size > 5000
