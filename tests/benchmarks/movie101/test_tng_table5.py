@@ -1,6 +1,6 @@
 """Table 5's models: the 2D-TAN row (`grounding.TAN2D`: the max-pooled moment map, scores
 over valid moments only, the sentence read at its last real token; the row trains in
-test_grounding.py::test_tng_trainer_end_to_end) and RNL on its IA-Net base (`ianet.py`:
+tests/reproduce/test_smoke_movie101.py::test_glove_row_trains) and RNL on its IA-Net base (`ianet.py`:
 query padding and masked portraits are inert, f_v / f_t switch their inputs on and off)."""
 
 from __future__ import annotations
