@@ -125,6 +125,9 @@ def test_random_init_lowers_threefry_as_a_gpu_kernel_and_restores_the_flag(monke
         assert {x.sharding.mesh.devices.shape for x in jax.tree.leaves(nnx.state(model))} \
             == {shape}
     assert seen == [True, False] and getattr(jax.config, flag) == start
+    # inside another transformation (bench/video counts FLOPs on nnx.eval_shape's model)
+    shapes = nnx.eval_shape(lambda: encoders.create("scratch:bert-tiny", rngs=nnx.Rngs(0))[0])
+    assert all(isinstance(x, jax.ShapeDtypeStruct) for x in jax.tree.leaves(nnx.state(shapes)))
     monkeypatch.undo()
     traced = jax.jit(lambda k: jax.random.normal(k, (4,))).trace(jax.random.key(0))
     with sharding.kernel_threefry():  # lowered for CUDA (here, on CPU): one FFI call a draw

@@ -1,7 +1,8 @@
 """Table 5's models: the 2D-TAN row (`grounding.TAN2D`: the max-pooled moment map, scores
 over valid moments only, the sentence read at its last real token; the row trains in
-tests/reproduce/test_smoke_movie101.py::test_glove_row_trains) and RNL on its IA-Net base (`ianet.py`:
-query padding and masked portraits are inert, f_v / f_t switch their inputs on and off)."""
+tests/reproduce/test_smoke_movie101.py::test_glove_row_trains) and RNL on its IA-Net base
+(`ianet.py`: query padding and masked portraits are inert, f_v / f_t switch their inputs on
+and off)."""
 
 from __future__ import annotations
 

@@ -388,8 +388,10 @@ def instantiate(
 
         shardings = (p_shard, r_shard)
         whole = fully_replicated(shardings)  # one device's program, copied (as create_sharded)
-        traced = jax.jit(init, out_shardings=None if whole else shardings).trace(key)
-        params, rest = run_init(traced, whole, shardings, key)
+        jitted = jax.jit(init, out_shardings=None if whole else shardings)
+        if isinstance(key, jax.core.Tracer):  # inside nnx.eval_shape or a jit: traced through
+            return nnx.merge(graphdef, *jitted(key))
+        params, rest = run_init(jitted.trace(key), whole, shardings, key)
         return nnx.merge(graphdef, params, rest)
     flat_shard = dict(nnx.to_flat_state(p_shard))
     leaves = []
