@@ -56,6 +56,18 @@ def _encoder_loaded(root: pathlib.Path, run: str, want: dict[str, np.ndarray]) -
     assert any(not np.array_equal(trained[f"0.encoder.{k}"], v) for k, v in want.items())
 
 
+def _reports(root: pathlib.Path, run: str, out: pathlib.Path) -> pathlib.Path:
+    """A finished run's test_out_domain reports (per-clip lengths, the orders picture),
+    drawn into `out` by `vnr.evaluate` with reports on: the smoke rule switches them off,
+    as drawing them for every row cost about 70 s of the 460 s the rows take."""
+    from vnr import evaluate
+
+    config = workdir_lib.load_config(root / run)
+    config.evals.test.report = True
+    evaluate.evaluate(config, root / run, splits=["test_out_domain"], report_dir=out)
+    return out
+
+
 @pytest.mark.parametrize("family,seed", [("videomae", 1), ("timesformer", 2)])
 def test_video_pair_rows_train_with_the_checkpoint_loaded(runs, family, seed, tmp_path):
     """build -> the hook loads the tiny checkpoint (every encoder parameter equal to the
@@ -71,7 +83,10 @@ def test_video_pair_rows_train_with_the_checkpoint_loaded(runs, family, seed, tm
         (ckpt / "model.safetensors").read_bytes(), f"the smoke input {ckpt} has another seed"
     _encoder_loaded(root, run, want)
     _ordered(root, run)
-    assert (root / run / "reports" / "test_out_domain_orders.png").is_file()
+    reports = _reports(root, run, tmp_path / "reports")
+    assert (reports / "test_out_domain_orders.png").is_file()
+    clips = (reports / "test_out_domain_clips.jsonl").read_text().splitlines()
+    assert len(clips) == workdir_lib.load_config(root / run).evals.test.max_examples
 
 
 def test_singularity_rows_run_end_to_end(runs):
@@ -144,7 +159,7 @@ def test_distance_rows_evaluate_the_frame_shot_run(runs):
             assert distance_set == distance, (run, distance_set)
 
 
-def test_hcmc_row_runs_end_to_end_and_reaches_the_table(runs, capsys):
+def test_hcmc_row_runs_end_to_end_and_reaches_the_table(runs, capsys, tmp_path):
     """The Table 1 HCMC frame+shot row (paper preset) through the trainer reports the
     Table 3 columns (shot IoU, shot-stage OS) and a per-clip report (length_report's input,
     Figures 9-11); then the Random row (no training by design) is the expectation over the
@@ -162,8 +177,9 @@ def test_hcmc_row_runs_end_to_end_and_reaches_the_table(runs, capsys):
         assert {"shot_iou", "shot_os2", "shot_os3", "shot_os3_clips"} <= set(m)
         assert 0 < m["shot_iou"] <= 1 and 0 <= m["shot_os3"] <= 100
         assert 0 <= m["shot_os3_clips"] <= cap
-    clips = (hcmc / "reports" / "test_out_domain_clips.jsonl").read_text().splitlines()
-    assert len(clips) == cap
+    reports = _reports(root, "t1-hcmc-frame-shot", tmp_path)
+    clips = (reports / "test_out_domain_clips.jsonl").read_text().splitlines()
+    assert len(clips) == cap and (reports / "test_out_domain_orders.png").is_file()
     tables.main(["--workdirs", str(hcmc), str(rand), str(root / "missing"),
                  "--csv", str(root / "t.csv")])
     out = capsys.readouterr().out.splitlines()
