@@ -48,22 +48,48 @@ from vnr.data import pipeline, text
 
 
 @dataclasses.dataclass(frozen=True)
+class Query:
+    """A narration's query inputs, one recipe for training, evaluation and Table 6's
+    two-stage windows: `tokens` (hashed words; with `text_encoder`, a BERT checkpoint, its
+    first `text_tokens` ids and `token_mask`), plus `words` / `word_mask` when `words`
+    holds word vectors (a 2D-TAN GloVe run)."""
+
+    vocab_size: int
+    max_tokens: int
+    text_encoder: str = ""
+    text_tokens: int = 0
+    words: Any = None  # tng_glove's WordVectors (data.word_vectors), else None
+    max_word_chars: int = 4
+
+    @classmethod
+    def from_config(cls, cfg: Any) -> Query:
+        """The query recipe of a run's `data` config (loads its word vectors if asked)."""
+        return cls(int(cfg.vocab_size), int(cfg.max_tokens), str(cfg.get("text_encoder", "")),
+                   int(cfg.get("text_encoder_tokens", 512) or 512),
+                   tng_glove.load(cfg) if tng_glove.requested(cfg) else None,
+                   int(cfg.get("max_word_chars", 4)))
+
+    def __call__(self, narration: str) -> dict[str, np.ndarray]:
+        out = query_tokens(narration, self.text_encoder, self.vocab_size, self.max_tokens,
+                           self.text_tokens)
+        if self.words is not None:
+            out["words"], out["word_mask"] = tng_glove.embed(
+                self.words, narration, self.max_tokens, self.max_word_chars)
+        return out
+
+
+@dataclasses.dataclass(frozen=True)
 class Window(grain.transforms.RandomMap):
     table: MovieTable
     window: int
     n_clips: int
-    max_tokens: int
-    vocab_size: int
     max_roles: int
     face_dim: int
     faces: int
     train: bool
-    words: Any = None  # tng_glove's WordVectors (data.word_vectors), else None
-    max_word_chars: int = 4
+    query: Query
     s3d_dim: int = 0  # > 0: clips are the last s3d_dim values (S3D) only
     index_gt: bool = False  # add gt_index (upstream RNL's clip labels)
-    text_encoder: str = ""  # a BERT checkpoint (`tng_bert`): its ids + token_mask
-    text_tokens: int = 0  # how many of them (`tng_bert.tokens`)
 
     def random_map(self, rec: dict, rng: np.random.Generator) -> dict[str, np.ndarray]:
         movie = self.table[rec["movie_id"]]
@@ -88,18 +114,13 @@ class Window(grain.transforms.RandomMap):
         if gt[1] <= gt[0]:
             gt[1] = min(n, gt[0] + scale)
         portraits, pmask = portrait_features(movie, rec["roles"], self.max_roles, self.face_dim)
-        out = {"clips": clips, "faces": faces,
-               **query_tokens(rec["text"], self.text_encoder, self.vocab_size, self.max_tokens,
-                              self.text_tokens),
+        out = {"clips": clips, "faces": faces, **self.query(rec["text"]),
                "portraits": portraits, "portrait_mask": pmask, "gt": gt,
                "window_start": np.float32(ws), "valid": np.array(True)}
         if self.index_gt:  # ClipDataset1: int(fps * (t - window start)), fps = clips / s
             first = min(int((s - ws) * scale), n - 1)
             out["gt_index"] = np.array([max(first, 0), min(max(int((e - ws) * scale), first),
                                                           n - 1)], np.int32)
-        if self.words is not None:
-            out["words"], out["word_mask"] = tng_glove.embed(
-                self.words, rec["text"], self.max_tokens, self.max_word_chars)
         return out
 
 
@@ -146,13 +167,10 @@ def _window(cfg: Any, train: bool) -> Window:
     if cfg.window % cfg.n_clips:
         raise ValueError(f"data.window={cfg.window} must be a multiple of data.n_clips="
                          f"{cfg.n_clips}")
-    words = tng_glove.load(cfg) if tng_glove.requested(cfg) else None
-    return Window(MovieTable(cfg), cfg.window, cfg.n_clips, cfg.max_tokens, cfg.vocab_size,
-                  cfg.max_roles, cfg.face_dim, cfg.faces, train, words,
-                  int(cfg.get("max_word_chars", 4)),
+    return Window(MovieTable(cfg), cfg.window, cfg.n_clips, cfg.max_roles, cfg.face_dim,
+                  cfg.faces, train, Query.from_config(cfg),
                   int(cfg.s3d_dim) if cfg.get("s3d_only", False) else 0,
-                  bool(cfg.get("index_gt", False)), str(cfg.get("text_encoder", "")),
-                  int(cfg.get("text_encoder_tokens", 512) or 512))
+                  bool(cfg.get("index_gt", False)))
 
 
 def prepare(cfg: Any) -> None:

@@ -10,7 +10,6 @@ RNL run (`two_stage` below).
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import ml_collections
 import numpy as np
@@ -18,7 +17,7 @@ from absl import flags
 
 from vnr import cli, evaluate, evaluation
 from vnr.benchmarks.movie101 import grounding_metrics as gm
-from vnr.benchmarks.movie101 import rnl, tng, tng_data, tng_glove
+from vnr.benchmarks.movie101 import rnl, tng, tng_data
 from vnr.benchmarks.movie101.records import MovieTable
 
 
@@ -64,7 +63,7 @@ def two_stage(global_workdir: str, local_workdir: str, split: str = "test", k: i
     table = MovieTable(d)
     W, n = d.window, d.n_clips
     release = tng._release(lc)
-    words = tng_glove.load(d) if tng_glove.requested(d) else None  # a 2D-TAN GloVe run
+    query = tng_data.Query.from_config(d)  # the local run's own query inputs
     spans, valid = gm.proposal_spans(n)
     rel = spans[valid] * (W / n)
     items, meta = [], []
@@ -84,12 +83,8 @@ def two_stage(global_workdir: str, local_workdir: str, split: str = "test", k: i
                 por, pm = tng_data.portrait_features(movie, r["roles"], d.max_roles, d.face_dim)
                 items.append({"clips": clips, "faces": faces, "portraits": por,
                               "portrait_mask": pm, "gt": np.zeros(2, np.float32),
-                              "valid": np.array(True),
-                              **tng_data.query_tokens(
-                                  r["text"], d.get("text_encoder", ""), d.vocab_size,
-                                  d.max_tokens, int(d.get("text_encoder_tokens", 512) or 512)),
-                              **({"gt_index": np.zeros(2, np.int32)} if release else {}),
-                              **_word_vectors(words, r["text"], d)})
+                              "valid": np.array(True), **query(r["text"]),
+                              **({"gt_index": np.zeros(2, np.int32)} if release else {})})
                 starts.append(ws)
             meta.append((row[top], np.array(starts, float),
                          np.array([float(r["start"]), float(r["end"])])))
@@ -120,15 +115,6 @@ def two_stage(global_workdir: str, local_workdir: str, split: str = "test", k: i
     out = {key: 100 * val / max(len(meta), 1) for key, val in res.items()}
     out["narrations"] = float(len(gt))
     return out
-
-
-def _word_vectors(words: Any, narration: str, d: Any) -> dict[str, np.ndarray]:
-    """A GloVe local run's `words` / `word_mask` inputs, as its data pipeline makes them."""
-    if words is None:
-        return {}
-    vectors, mask = tng_glove.embed(words, narration, d.max_tokens,
-                                    int(d.get("max_word_chars", 4)))
-    return {"words": vectors, "word_mask": mask}
 
 
 def _two_stage_flags(fv: flags.FlagValues) -> None:
