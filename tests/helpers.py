@@ -35,10 +35,11 @@ def named_arrays(tree: Any) -> dict[str, np.ndarray]:
 
 
 def params_under(state: Any, under: str) -> dict[str, np.ndarray]:
-    """Model parameters below `under` of a trainer's (model, optimizer) state, by local name."""
+    """Model parameters below `under` of a trainer's (model, optimizer) state, by local name
+    (`under=""`: every model parameter)."""
     from flax import nnx
 
-    head = f"0.{under}."
+    head = f"0.{under}." if under else "0."
     return {name.removeprefix(head): np.asarray(v.get_value())
             for name, v in ((".".join(map(str, p)), v) for p, v in nnx.to_flat_state(state))
             if name.startswith(head) and isinstance(v, nnx.Param)}

@@ -9,8 +9,8 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
-from flax import nnx
 
+from tests import helpers
 from tests.reproduce import smoke
 from vnr import workdir as workdir_lib
 from vnr.reproduce import registry
@@ -44,15 +44,13 @@ def _towers_loaded(config, tower: str, match: Callable[[dict], dict]) -> None:
     from the checkpoint file (`match(shapes)`: the port's arrays), nothing left random."""
     from vnr import train
 
-    s = train.setup(config)
-    got = {".".join(map(str, p[1:])): np.asarray(v.get_value())
-           for p, v in nnx.to_flat_state(s.state) if p[0] == 0 and isinstance(v, nnx.Param)}
-    head = f"{tower}."
-    assert got and all(k.startswith(head) for k in got), sorted(got)[:5]
-    want = match({k.removeprefix(head): a.shape for k, a in got.items()})
-    assert set(want) == {k.removeprefix(head) for k in got}
+    state = train.setup(config).state
+    got, every = helpers.params_under(state, tower), helpers.params_under(state, "")
+    assert got and len(got) == len(every), sorted(set(every) - {f"{tower}.{k}" for k in got})[:5]
+    want = match({k: a.shape for k, a in got.items()})
+    assert set(want) == set(got)
     for k, w in want.items():
-        np.testing.assert_array_equal(got[head + k], w, err_msg=k)
+        np.testing.assert_array_equal(got[k], w, err_msg=k)
 
 
 def _every_test_clip_ranked(root: pathlib.Path, run: str):
