@@ -26,6 +26,7 @@ features) and the end of a shot differs from the start of the next one along u
 
 from __future__ import annotations
 
+import itertools
 import pathlib
 
 import numpy as np
@@ -37,6 +38,13 @@ SIZES = {  # movies, seconds per video (min, max)
     "tiny": (24, (70, 100)),
 }
 _SYL = ["ka", "lo", "mi", "ne", "ru", "ta", "vo", "shi", "ben", "dor", "fa", "gu", "pel", "zan"]
+
+
+def word_shapes() -> list[str]:
+    """Every word `_vocab` can make (2 or 3 syllables), lower-case and capitalised: what a
+    smoke tokenizer learns so the corpus's words are a token or two, not their letters."""
+    words = ["".join(c) for n in (2, 3) for c in itertools.product(_SYL, repeat=n)]
+    return words + [w.capitalize() for w in words]
 
 
 def _vocab(rng: np.random.Generator, n: int, capital: bool) -> list[str]:
