@@ -14,8 +14,8 @@ device and host, side by side in one run:
 - so the cores that keep the device busy, and which half bounds extraction here.
 
 The weights are random: the rates do not depend on their values, and no checkpoint is needed.
-`--smoke`: tiny networks, a 2 s file, TransNetV2 at 4 windows a call only (the CPU test of
-this file).
+`--smoke`: tiny networks, a 2 s file, TransNetV2 at 4 windows a call only, one timed call
+(the CPU test of this file).
 """
 
 from __future__ import annotations
@@ -149,18 +149,18 @@ def decode_seconds(path: str, extractor: str) -> float:
     return time.perf_counter() - t
 
 
-def host_rates(path: str, extractor: str, workers: int) -> tuple[float, float]:
-    """(video s/s on one core, video s/s with `workers` processes each decoding the file)."""
+def host_rates(path: str, extractor: str, pool: concurrent.futures.Executor, workers: int
+               ) -> tuple[float, float]:
+    """(video s/s on one core, video s/s with `pool`'s `workers` processes each decoding the
+    file)."""
     from vnr.data import video
 
     duration = video.probe(path).duration
     one = duration / decode_seconds(path, extractor)
-    spawn = multiprocessing.get_context("spawn")  # JAX's threads make fork unsafe
-    with concurrent.futures.ProcessPoolExecutor(workers, mp_context=spawn) as pool:
-        list(pool.map(decode_seconds, [path] * workers, [extractor] * workers))  # warm up
-        t = time.perf_counter()
-        list(pool.map(decode_seconds, [path] * workers, [extractor] * workers))
-        wall = time.perf_counter() - t
+    list(pool.map(decode_seconds, [path] * workers, [extractor] * workers))  # warm up
+    t = time.perf_counter()
+    list(pool.map(decode_seconds, [path] * workers, [extractor] * workers))
+    wall = time.perf_counter() - t
     return one, workers * duration / wall
 
 
@@ -180,11 +180,15 @@ def report_rows(smoke: bool, seconds: float = 60.0, workdir: str = "") -> list[s
     dev = jax.devices()[0]
     host: dict[str, tuple[float, float]] = {}
     rows = []
+    # one pool of decoders for every extractor: each spawned process imports JAX and vnr
+    spawn = multiprocessing.get_context("spawn")  # JAX's threads make fork unsafe
+    with concurrent.futures.ProcessPoolExecutor(cores, mp_context=spawn) as pool:
+        for case in cases(smoke):
+            if case.extractor not in host:
+                host[case.extractor] = host_rates(str(path), case.extractor, pool, cores)
     for case in cases(smoke):
-        units_s, first = device_rate(case, smoke, 2 if smoke else 10)
+        units_s, first = device_rate(case, smoke, 1 if smoke else 10)
         dev_video = units_s * case.seconds_per_unit
-        if case.extractor not in host:
-            host[case.extractor] = host_rates(str(path), case.extractor, cores)
         one, every = host[case.extractor]
         bound = "device" if dev_video < every else "host decode"
         rows.append((case.name, case.units, f"{units_s:,.1f}", f"{first:.1f}",
