@@ -11,7 +11,8 @@ readers, `CONFIGS` and `metadata`, and the helpers other code shares with the bu
 keys of titles and the movies of a title list (`movie_key`, `same_movie`, `split_key`,
 `merge_movie_keys`, `group_titles`, `movies_of`, `title_of`, `TitleMovie`), person names of
 sentences, feature-distance `scene_cuts`, the WebVTT reader (`parse_vtt`, `Word`), and the
-generated corpus in the release layout (`write_generated_release`, for smoke inputs).
+generated corpus in the release layout (`write_generated_release`, for smoke inputs) and the
+words it can make (`generated_word_shapes`, for smoke tokenizers).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from tfds_builders.symon.symon import (
     check_manual_dir,
     detect_cuts,
 )
+from tfds_builders.symon.synthetic import word_shapes as generated_word_shapes
 from tfds_builders.symon.synthetic import write_corpus as write_generated_release
 from tfds_builders.symon.titles import Movie as TitleMovie
 from tfds_builders.symon.titles import group as group_titles
@@ -43,7 +45,7 @@ __all__ = ["CONFIGS", "Builder", "ManualDirError", "Symon", "SymonConfig", "Titl
            "data_source", "group_titles", "merge_movie_keys", "metadata", "movie_key",
            "movie_titles", "movies_of", "parse_vtt", "person_names", "prepare", "same_movie",
            "scene_cuts", "split_key", "split_names", "title_of", "to_record",
-           "write_generated_release", "inventory"]
+           "write_generated_release", "generated_word_shapes", "inventory"]
 
 CONFIGS = {c.name: c for c in Symon.BUILDER_CONFIGS}
 

@@ -180,13 +180,13 @@ def smoke_checkpoint(path: str | pathlib.Path, seed: int = 0) -> pathlib.Path:
 
     d = pathlib.Path(path)
     d.mkdir(parents=True, exist_ok=True)
-    from tfds_builders.symon import synthetic
+    from tfds_builders import symon
 
     bpe = ByteLevelBPETokenizer()
     # the synthetic corpus's words become a token or two (a sentence pair about 29 tokens,
     # not 90 letters: a third of the width, and a quarter of the smoke classifier's time)
     bpe.train_from_iterator(["the story of a movie and its narration",
-                             " ".join(synthetic.word_shapes())], vocab_size=1000,
+                             " ".join(symon.generated_word_shapes())], vocab_size=1000,
                             special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"])
     bpe.save_model(str(d))
     tok = RobertaTokenizerFast(vocab_file=str(d / "vocab.json"),
