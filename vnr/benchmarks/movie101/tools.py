@@ -74,16 +74,17 @@ def two_stage(global_workdir: str, local_workdir: str, split: str = "test", k: i
             # a movie with fewer than k shots repeats its last one (NMS drops the copies)
             top = np.resize(np.argsort(-row, kind="stable"), k)
             starts = []
+            # the narration's own inputs, the same in each of its k windows
+            por, pm = tng_data.portrait_features(movie, r["roles"], d.max_roles, d.face_dim)
+            asked = {"portraits": por, "portrait_mask": pm, **query(r["text"])}
             for j in top:
                 centre = float(sp[j].mean())
                 ws = int(np.clip(round(centre - W / 2), 0, max(T - W, 0)))
                 clips, faces = tng_data.window_features(movie, ws, W, n, d.faces, d.face_dim)
                 if release and d.get("s3d_only", False):
                     clips = clips[:, -int(d.s3d_dim):]
-                por, pm = tng_data.portrait_features(movie, r["roles"], d.max_roles, d.face_dim)
-                items.append({"clips": clips, "faces": faces, "portraits": por,
-                              "portrait_mask": pm, "gt": np.zeros(2, np.float32),
-                              "valid": np.array(True), **query(r["text"]),
+                items.append({"clips": clips, "faces": faces, **asked,
+                              "gt": np.zeros(2, np.float32), "valid": np.array(True),
                               **({"gt_index": np.zeros(2, np.int32)} if release else {})})
                 starts.append(ws)
             meta.append((row[top], np.array(starts, float),
