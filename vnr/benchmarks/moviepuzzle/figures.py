@@ -22,10 +22,10 @@ def order_examples(batch: dict[str, np.ndarray], pred: np.ndarray, gt: np.ndarra
       pred, gt: orders [K, N] for the first K clips of the batch.
       subtitles: optional per-clip per-input-frame strings shown under frames.
     """
-    k, n_max = pred.shape
+    k = len(pred)
     n_real = batch["mask"][:k].sum(-1)
     width = int(n_real.max())
-    frames = np.asarray(batch["frames"], np.uint8)  # the pipeline's uint8 pixels
+    frames = np.asarray(batch["frames"][:k], np.uint8)  # the pipeline's uint8 pixels
     h, w = frames.shape[2:4]
     step = w + max(1, round(GAP * w))
     fig, axes = plt.subplots(2 * k, 1, figsize=(1.25 * width, 2.9 * k), squeeze=False)
