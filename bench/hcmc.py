@@ -19,7 +19,7 @@ import numpy as np
 from absl import flags
 
 from bench.timing import flag_config, wall_times
-from vnr import cli
+from vnr import cli, evaluation
 from vnr.train import setup
 
 FLAGS = flags.FLAGS  # --config (and its overrides) is defined by vnr.train
@@ -40,10 +40,14 @@ def main(argv: list[str]) -> None:
     s = setup(config)
     predict = lambda b: s.predict_fn(s.state, b)  # noqa: E731
     split = config.data.val_split
-    cat = base.collect(config, split, predict, s.mesh, FLAGS.clips)
+
+    def clip_pass():
+        return evaluation.predict_split(base.eval_data(config, split, FLAGS.clips), predict,
+                                        s.mesh)
+
+    cat = clip_pass()
     n_clips = len(cat["mask"])
-    t_pass = wall_times(lambda: base.collect(config, split, predict, s.mesh, FLAGS.clips),
-                        FLAGS.repeats).min()
+    t_pass = wall_times(clip_pass, FLAGS.repeats).min()
     e, levels = config.eval, tuple(config.model.levels)
     fns = {lv: hcmc_scores.score_fn(lv, predict, s.mesh, e.max_pairs) for lv in levels}
     features = cat["features"]

@@ -73,14 +73,17 @@ def train_once(tmp_path_factory: Any, name: str, make_config: Callable[[str], An
 
 def task_names() -> list[str]:
     """Every task module under vnr/benchmarks ("<benchmark>.<module>"): a file that defines
-    every required hook of the task contract (`vnr.task.REQUIRED`), found without importing."""
+    every required hook of the task contract (`vnr.task.REQUIRED`) and an evaluation
+    (`vnr.task.EVALUATION`), found without importing."""
     from tests import ROOT
     from vnr import task as task_lib
 
     home = ROOT / "vnr" / "benchmarks"
     found = []
     for path in sorted(home.glob("*/*.py")):
-        text = path.read_text()
-        if all(re.search(rf"^(def {h}\(|{h} = )", text, re.M) for h in task_lib.REQUIRED):
+        hooks = set(re.findall(r"^(?:def (\w+)\(|(\w+) = )", path.read_text(), re.M))
+        names = {a or b for a, b in hooks}
+        if set(task_lib.REQUIRED) <= names and any(set(e) <= names
+                                                   for e in task_lib.EVALUATION):
             found.append(".".join(path.relative_to(home).with_suffix("").parts))
     return found

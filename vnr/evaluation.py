@@ -1,7 +1,8 @@
 """The one evaluation loop: host batches -> jitted predict -> outputs of every process.
 
-Every task's `evaluate` (`vnr/task.py`) gets its model outputs from `predict_split` and
-keeps only metric code. The loop:
+`evaluate` runs a task's evaluation (`vnr/task.py`): its `eval_data` stream through
+`predict_split` into its `eval_metrics`, or the task's own `evaluate` where the loop differs
+(which calls `predict_split` itself). The loop:
   * pads a short last batch with `vnr.data.pipeline.pad_batch` (zeros, so `valid` is
     False on padding rows);
   * runs exactly `num_batches` global batches on every process, so uneven per-process
@@ -17,8 +18,10 @@ keeps only metric code. The loop:
 from __future__ import annotations
 
 import dataclasses
+import pathlib
 import time
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import jax
 import numpy as np
@@ -53,6 +56,22 @@ class SplitOutputs:
 
     def __len__(self) -> int:
         return len(self.outputs["valid"])
+
+
+def evaluate(module: Any, config: Any, split: str, predict_fn: Callable,
+             mesh: jax.sharding.Mesh, *, max_examples: int = 0,
+             report_dir: pathlib.Path | None = None) -> dict[str, float]:
+    """Metrics of `split` by the evaluation `module` gives (a task module, or an evaluator's
+    `type`): its own `evaluate`, else `eval_metrics(predict_split(eval_data))`."""
+    own = getattr(module, "evaluate", None)
+    if own is not None:
+        return own(config, split, predict_fn, mesh, max_examples=max_examples,
+                   report_dir=report_dir)
+    stream = module.eval_data(config, split, max_examples)
+    name = module.__name__.removeprefix("vnr.benchmarks.")
+    out = predict_split(stream, predict_fn, mesh, name=f"{name} {split}",
+                        host_columns=stream.host_columns)
+    return module.eval_metrics(config, split, out, report_dir)
 
 
 def predict_split(stream: pipeline.EvalStream, predict_fn: Callable, mesh: jax.sharding.Mesh,

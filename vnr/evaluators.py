@@ -25,10 +25,9 @@ names alternatives of one evaluator, the first one it reports ranking the checkp
 a metric whose name says how it was measured, e.g. M-SYMON's `estimated_f1` when the
 window runs on estimated times); `selection.metric` in results.json is the one used.
 
-An evaluator module gives `evaluate(config, split, predict_fn, mesh, *, max_examples=0,
-report_dir=None) -> {metric: value}` (the task contract's signature) and may give
-`metric_columns(config)` (`vnr/task.py`), whose keys `config.select` is checked against
-before anything compiles.
+An evaluator module gives an evaluation as a task does (`vnr/task.py`: `eval_data` and
+`eval_metrics`, or its own `evaluate`) and may give `metric_columns(config)`, whose keys
+`config.select` is checked against before anything compiles.
 """
 
 from __future__ import annotations
@@ -43,7 +42,7 @@ from typing import Any
 
 import jax
 
-from vnr import progress, selection
+from vnr import evaluation, progress, selection
 from vnr import task as task_lib
 from vnr.config import ConfigError
 from vnr.selection import alternatives
@@ -87,8 +86,8 @@ class Evaluator:
         for split in self.splits if splits is None else splits:
             t0 = time.perf_counter()
             say(f"eval {self.name} on {split}: started")
-            metrics = dict(self.module.evaluate(
-                config, split, predict_fn, mesh, max_examples=self.max_examples,
+            metrics = dict(evaluation.evaluate(
+                self.module, config, split, predict_fn, mesh, max_examples=self.max_examples,
                 report_dir=report_dir if self.report else None))
             seconds = time.perf_counter() - t0
             say(f"eval {self.name} on {split}: done in {progress.duration(seconds)}")
@@ -184,12 +183,11 @@ def _module(type_: str, task_module: Any, where: str) -> Any:
     if module is None:
         raise EvaluatorError(f"{where}.type={type_!r}: no module vnr/benchmarks/"
                              f"{type_.replace('.', '/')}.py")
+    if not task_lib.evaluates(module):
+        raise EvaluatorError(f"{where}.type={type_!r}: {module.__name__} has neither "
+                             f"eval_data and eval_metrics nor evaluate (vnr/task.py)")
     fn = getattr(module, "evaluate", None)
-    if not callable(fn):
-        raise EvaluatorError(f"{where}.type={type_!r}: {module.__name__} has no "
-                             f"evaluate(config, split, predict_fn, mesh, *, max_examples, "
-                             f"report_dir)")
-    if "report_dir" not in inspect.signature(fn).parameters:
+    if fn is not None and "report_dir" not in inspect.signature(fn).parameters:
         raise EvaluatorError(f"{where}.type={type_!r}: {module.__name__}.evaluate takes no "
                              f"report_dir")
     return module

@@ -27,7 +27,8 @@ Metrics = dict[str, float]
 
 @runtime_checkable
 class Task(Protocol):
-    """Required hooks (module-level functions of a task module)."""
+    """The hooks a task module gives as module-level functions: the `REQUIRED` four and
+    one evaluation (`EVALUATION`)."""
 
     def make_model(self, config: Any, rngs: nnx.Rngs) -> nnx.Module:
         """The model's structure, randomly initialised; never reads weights (those come
@@ -45,17 +46,24 @@ class Task(Protocol):
         """Jitted model outputs for one global eval batch. Must hold `valid` [B] (bool):
         the evaluation loop keeps exactly the rows where it is True."""
 
-    def evaluate(self, config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.Mesh,
-                 *, max_examples: int = 0,
-                 report_dir: pathlib.Path | None = None) -> Metrics:
-        """Metrics of `split`: outputs come from `vnr.evaluation.predict_split`; the task
-        keeps only its metric code. `max_examples` > 0 caps the split (0 = all). With a
-        `report_dir`, the task writes its pictures of `split` there (its own file names).
-        The default evaluator of `config.evals` (`vnr/evaluators.py`); another module
-        with this function can be named as an evaluator's `type`."""
+    def eval_data(self, config: Any, split: str, max_examples: int) -> Any:
+        """This process's `vnr.data.pipeline.EvalStream` over `split` (global batches of
+        `config.eval_batch_size`; `max_examples` > 0 caps the split, 0 = all of it)."""
+
+    def eval_metrics(self, config: Any, split: str, out: Any,
+              report_dir: pathlib.Path | None) -> Metrics:
+        """Metrics of `split` from `out`, the `vnr.evaluation.SplitOutputs` that `predict`
+        gave on every valid row of `eval_data`; with a `report_dir`, the task writes its
+        pictures of `split` there (its own file names)."""
 
 
-REQUIRED = ("make_model", "train_data", "loss_fn", "predict", "evaluate")
+REQUIRED = ("make_model", "train_data", "loss_fn", "predict")
+
+# The evaluation: `eval_data` + `eval_metrics` (the one loop, `vnr.evaluation.evaluate`, runs
+# `predict` between them), or a task's own `evaluate(config, split, predict_fn, mesh, *,
+# max_examples=0, report_dir=None) -> Metrics` where the loop itself differs (SYMON's
+# blockwise ranking, HCMC's Algorithm 1). `evaluate` wins when a module gives both.
+EVALUATION = (("eval_data", "eval_metrics"), ("evaluate",))
 
 # Optional hooks: name -> what it does (the trainer calls each one only if defined).
 OPTIONAL = {
@@ -85,6 +93,8 @@ SIGNATURES = {
     "loss_fn": ("config", "model", "batch", "rngs"),
     "predict": ("config", "model", "batch"),
     "evaluate": ("config", "split", "predict_fn", "mesh"),
+    "eval_data": ("config", "split", "max_examples"),
+    "eval_metrics": ("config", "split", "out", "report_dir"),
     "validate": ("config",),
     "check_splits": ("config",),
     "prepare_data": ("config",),
@@ -106,6 +116,8 @@ def check(module: Any) -> None:
     """Raises TaskError naming the module and every missing or misordered hook."""
     name = getattr(module, "__name__", repr(module))
     missing = [h for h in REQUIRED if not callable(getattr(module, h, None))]
+    if not evaluates(module):
+        missing.append("evaluate (or eval_data and eval_metrics)")
     if missing:
         raise TaskError(f"task module {name} lacks required hook(s) {', '.join(missing)} "
                         f"(the contract is in vnr/task.py)")
@@ -121,6 +133,11 @@ def check(module: Any) -> None:
             wrong.append(f"{hook}({', '.join(params)}) should be {hook}({', '.join(want)})")
     if wrong:
         raise TaskError(f"task module {name}: " + "; ".join(wrong) + " (vnr/task.py)")
+
+
+def evaluates(module: Any) -> bool:
+    """Whether `module` gives an evaluation (`EVALUATION`)."""
+    return any(all(callable(getattr(module, h, None)) for h in hooks) for hooks in EVALUATION)
 
 
 def load(name: str) -> Any:

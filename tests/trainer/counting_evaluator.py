@@ -10,6 +10,7 @@ from typing import Any
 
 import jax
 
+from vnr import evaluation
 from vnr.benchmarks.moviepuzzle import pairwise
 from vnr.reports import results as results_lib
 
@@ -19,8 +20,8 @@ CALLS = [0]
 def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.Mesh, *,
              max_examples: int = 0, report_dir: pathlib.Path | None = None) -> dict[str, float]:
     CALLS[0] += 1
-    metrics = pairwise.evaluate(config, split, predict_fn, mesh, max_examples=max_examples,
-                                report_dir=report_dir)
+    metrics = evaluation.evaluate(pairwise, config, split, predict_fn, mesh,
+                                  max_examples=max_examples, report_dir=report_dir)
     return {**metrics, "calls": float(CALLS[0])}
 
 

@@ -62,7 +62,7 @@ def test_config_loads(spec):
 def test_config_declares_its_evaluators(spec):
     """Every config (every documented `path.py:ARGS`, every paper row's) declares evaluators:
     each names a
-    module with `evaluate` (`evaluators.parse`, which also checks `select.metric` against
+    module with an evaluation (`evaluators.parse`, which also checks `select.metric` against
     the module's `metric_columns`), one of them gives the results (`final`), and each split it
     reads is one of the config's own data splits (so it follows `data.val_split` /
     `data.test_splits`, which the task's `check_splits` checks against the built dataset
@@ -74,7 +74,7 @@ def test_config_declares_its_evaluators(spec):
     d = config.data
     own = {d.val_split, *d.test_splits}
     for e in parsed:
-        assert callable(e.module.evaluate) and callable(e.module.metric_columns), (spec, e.name)
+        assert task_lib.evaluates(e.module) and callable(e.module.metric_columns), (spec, e.name)
         assert set(e.splits) <= own, (spec, e.name, e.splits, own)
 
 

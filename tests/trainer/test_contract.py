@@ -33,13 +33,13 @@ def test_missing_hooks_are_named_before_anything_compiles():
     mod.loss_fn = lambda config, model, batch, rngs: None
     with pytest.raises(task_lib.TaskError,
                        match=r"vnr.benchmarks.fake.task lacks required hook\(s\) train_data, "
-                             r"predict, evaluate"):
+                             r"predict, evaluate \(or eval_data and eval_metrics\)"):
         task_lib.check(mod)
 
 
 def test_hooks_in_the_old_argument_order_are_refused():
     mod = types.ModuleType("old")
-    for h in task_lib.REQUIRED:
+    for h in (*task_lib.REQUIRED, "evaluate"):
         setattr(mod, h, lambda config, *a: None)
     mod.loss_fn = lambda model, batch, rngs, config: None
     want = r"loss_fn\(model, batch, rngs, config\) should be loss_fn\(config, model, batch, rngs\)"
@@ -51,7 +51,7 @@ def test_the_merged_metric_hooks_are_refused_by_name():
     """`metric_names` / `result_columns` became `metric_columns`: a module still giving them
     is told so, rather than its names and columns being silently ignored."""
     mod = types.ModuleType("older")
-    for h in task_lib.REQUIRED:
+    for h in (*task_lib.REQUIRED, "evaluate"):
         setattr(mod, h, lambda config, *a: None)
     mod.metric_names = lambda config: ("acc",)
     with pytest.raises(task_lib.TaskError, match=r"older: metric_names is part of "
@@ -96,6 +96,49 @@ def test_global_rows_keep_row_order():
                                    mesh)
     assert (stream.n_batches, stream.local_batch, stream.examples) == (3, 8, 20)
     np.testing.assert_array_equal(out["y"], np.arange(20))
+
+
+def test_a_half_declared_evaluation_is_named():
+    mod = types.ModuleType("half")
+    mod.make_model = lambda config, rngs: None
+    mod.train_data = lambda config, local_batch, process_index, process_count: None
+    mod.loss_fn = lambda config, model, batch, rngs: None
+    mod.predict = lambda config, model, batch: None
+    mod.eval_data = lambda config, split, max_examples: None
+    with pytest.raises(task_lib.TaskError, match=r"half lacks required hook\(s\) evaluate "
+                                                 r"\(or eval_data and eval_metrics\)"):
+        task_lib.check(mod)
+    mod.eval_metrics = lambda config, split, out, report_dir: None
+    task_lib.check(mod)
+
+
+def test_the_evaluation_runs_eval_data_through_predict_into_eval_metrics():
+    """`evaluation.evaluate`: the stream's rows through the jitted predict, the stream's text
+    columns gathered beside them, the task's metrics of the outputs; a task's own
+    `evaluate` replaces all of it."""
+    mesh = sharding.make_mesh((-1, 1), ("data", "model"))
+    mod = types.ModuleType("vnr.benchmarks.fake.task")
+    seen = {}
+
+    def eval_data(config, split, max_examples):
+        rows = {"x": np.arange(max_examples, dtype=np.float32),
+                "text": np.array([f"t{i}" for i in range(max_examples)], object)}
+        stream = evaluation.global_rows(rows, 8)
+        return pipeline.EvalStream(stream.batches, stream.n_batches, stream.local_batch,
+                                   stream.examples, host_columns=("text",))
+
+    def eval_metrics(config, split, out, report_dir):
+        seen.update(split=split, text=list(out["text"]), report_dir=report_dir)
+        return {"sum": float(out["y"].sum()), "n": float(len(out))}
+
+    mod.eval_data, mod.eval_metrics = eval_data, eval_metrics
+    fn = jax.jit(lambda b: {"y": 3 * b["x"], "valid": b["valid"]})
+    got = evaluation.evaluate(mod, None, "val", fn, mesh, max_examples=11, report_dir=None)
+    assert got == {"sum": 3.0 * sum(range(11)), "n": 11.0}
+    assert seen == {"split": "val", "text": [f"t{i}" for i in range(11)], "report_dir": None}
+    mod.evaluate = lambda config, split, predict_fn, mesh, *, max_examples, report_dir: {
+        "own": float(max_examples)}
+    assert evaluation.evaluate(mod, None, "val", fn, mesh, max_examples=5) == {"own": 5.0}
 
 
 def test_results_table_columns_and_missing_cells():

@@ -188,12 +188,14 @@ def require_supervision(source: Any, supervised: Callable[[Any], bool], what: st
 class EvalStream:
     """One pass over an evaluation split for this process: host batches of `local_batch`
     rows (the last may be short; `vnr.evaluation.predict_split` pads it), `n_batches`
-    the same on every process, `examples` in the split (after any cap)."""
+    the same on every process, `examples` in the split (after any cap). `host_columns`:
+    the text columns the evaluation gathers from every process beside the outputs."""
 
     batches: Iterable[dict]
     n_batches: int
     local_batch: int
     examples: int
+    host_columns: tuple[str, ...] = ()
 
     def __iter__(self) -> Iterator[dict]:
         return iter(self.batches)

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from configs.movie101 import mcn as mcn_config
-from vnr import sharding
+from vnr import evaluation, sharding
 from vnr.benchmarks.movie101 import caption_metrics as cm
 from vnr.benchmarks.movie101 import emscore, records, tng_cnclip
 from vnr.benchmarks.movie101 import mcn as task
@@ -74,7 +74,8 @@ def test_evaluate_scores_frames_decoded_from_the_videos(tmp_path, cnclip) -> Non
     data.prepare(c.data)
     task.validate(c)
     task.check_splits(c)
-    m = task.evaluate(c, "test", _rolled_predict, sharding.make_mesh((-1, 1)), max_examples=8)
+    m = evaluation.evaluate(task, c, "test", _rolled_predict, sharding.make_mesh((-1, 1)),
+                            max_examples=8)
     b = next(iter(data.eval_dataset(c.data, "test", 8, 8)))
     spans = emscore.parse_spans(b["span"])
     src = records.usable_source(c.data, "test")

@@ -18,7 +18,7 @@ import pytest
 from flax import nnx
 
 from configs.movie101 import mcn as mcn_config
-from vnr import sharding
+from vnr import evaluation, sharding
 from vnr import task as task_lib
 from vnr.benchmarks.movie101 import caption_metrics as cm
 from vnr.benchmarks.movie101 import emscore
@@ -236,7 +236,7 @@ def _rolled_eval(c):
     reference tokens (so hypotheses differ from references), plus the hypotheses and sampled
     CLIP frames recomputed here."""
     mesh = sharding.make_mesh((-1, 1))
-    metrics = task.evaluate(c, "test", _rolled_predict, mesh, max_examples=8)
+    metrics = evaluation.evaluate(task, c, "test", _rolled_predict, mesh, max_examples=8)
     stream = data.eval_dataset(c.data, "test", 8, 8)
     b = next(iter(stream))
     assert stream.n_batches == 1 and len(b["targets"]) == 8
@@ -285,7 +285,7 @@ def test_evaluate_emscore_mnscore_tiny_clip(prepared, tmp_path, monkeypatch) -> 
     c.eval.update(mnscore_em="full", em_idf=True)
     idf = cm.idf_weights(enc["input_ids"], enc["attention_mask"])
     em = cm.emscore(frames, fmask, glob, tok_emb, enc["attention_mask"].astype(bool), idf)
-    m2 = task.evaluate(c, "test", _rolled_predict, sharding.make_mesh((-1, 1)),
+    m2 = evaluation.evaluate(task, c, "test", _rolled_predict, sharding.make_mesh((-1, 1)),
                        max_examples=8)
     assert m2["mnscore"] == pytest.approx((m2["emscore"] + 4 * m2["bertscore"]
                                            + m2["role_f1"]) / 6, rel=1e-6)
@@ -297,7 +297,8 @@ def test_evaluate_emscore_mnscore_tiny_clip(prepared, tmp_path, monkeypatch) -> 
     bad = tmp_path / "clip24"
     _tiny_clip(bad, 24)
     with pytest.raises(ValueError, match=r"eval.clip_model=.*24-d.*16-d.*column `clip`"):
-        task.evaluate(_eval_config(prepared, bad), "test", lambda b: b, None, max_examples=8)
+        evaluation.evaluate(task, _eval_config(prepared, bad), "test", lambda b: b, None,
+                            max_examples=8)
     with pytest.raises(ValueError, match="eval.clip_model=.*not a CLIP text tower"):
         task.validate(_eval_config(prepared, bert_dir))
     # names resolve offline under $VNR_ENCODERS_DIR; a missing one is a named error

@@ -28,9 +28,9 @@ Why these defaults (Movie101's scripts, the release's CLIP features, Chinese tex
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import pathlib
-from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -45,6 +45,7 @@ from vnr.benchmarks.movie101 import caption_metrics as cm
 from vnr.benchmarks.movie101 import emscore, records
 from vnr.benchmarks.movie101 import mcn_data as data
 from vnr.benchmarks.movie101.mcn_model import RMN, rmn_bank_step, rmn_step
+from vnr.data import pipeline
 from vnr.models.compute import float32
 from vnr.models.encoders import loading
 from vnr.ops import sequence_loss
@@ -201,17 +202,22 @@ def decode_text(ids: np.ndarray, words: list[str], cast: list[str]) -> str:
     return data.detokenize([t for t, _ in decode_tokens(ids, words, cast)])
 
 
-def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.Mesh, *,
-             max_examples: int = 0, report_dir: pathlib.Path | None = None) -> dict[str, float]:
-    """Decodes every narration of `split`; BLEU/CIDEr-D/RoleF1 (+ BERTScore, EMScore, MNScore
-    when their checkpoints are configured)."""
-    d, e = config.data, config.eval
-    words = data.vocab(d)
+def eval_data(config: Any, split: str, max_examples: int) -> pipeline.EvalStream:
+    """Every usable narration of `split`, its text columns (`TEXT_KEYS`) gathered beside the
+    decoded tokens."""
+    e = config.eval
     if e.clip_model and emscore.source(e) == "features":
         emscore.check_clip_width(config)  # fails before decoding
-    stream = data.eval_dataset(d, split, config.eval_batch_size, max_examples)
-    out = evaluation.predict_split(stream, predict_fn, mesh, name=f"movie101 {split}",
-                                   host_columns=TEXT_KEYS)
+    stream = data.eval_dataset(config.data, split, config.eval_batch_size, max_examples)
+    return dataclasses.replace(stream, host_columns=TEXT_KEYS)
+
+
+def eval_metrics(config: Any, split: str, out: evaluation.SplitOutputs,
+          report_dir: pathlib.Path | None) -> dict[str, float]:
+    """The decoded narrations' BLEU/CIDEr-D/RoleF1 (+ BERTScore, EMScore, MNScore when their
+    checkpoints are configured)."""
+    d, e = config.data, config.eval
+    words = data.vocab(d)
     casts = [c.split("\t") if c else [] for c in out["cast"]]
     hyps = [decode_text(np.asarray(t), words, cast) for t, cast in zip(out["tokens"], casts)]
     refs = [str(r) for r in out["ref"]]
@@ -296,7 +302,7 @@ def bert_scores(path: str, hyps: list[str], refs: list[str], layer: int = 0,
 
 
 def metric_columns(config: Any) -> list[results_lib.Column]:
-    """What `evaluate` reports under `config.eval`: BERTScore, EMScore and MNScore only with
+    """What `eval_metrics` reports under `config.eval`: BERTScore, EMScore and MNScore only with
     their checkpoints. The table: BLEU@4, CIDEr-D, the release's role P/R/F1 (F1 first),
     and the model-based scores that ran."""
     e = config.eval

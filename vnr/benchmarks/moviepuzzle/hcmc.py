@@ -64,7 +64,7 @@ import optax
 from flax import nnx
 
 from vnr import config as config_lib
-from vnr import feature_cache
+from vnr import evaluation, feature_cache
 from vnr.benchmarks.moviepuzzle import (
     data,
     encoder_checks,
@@ -406,13 +406,14 @@ def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.M
     if kind == "random":
         return _random_metrics(config, split, max_examples)
     if kind != "hcmc":
-        return base.evaluate(config, split, predict_fn, mesh, max_examples=max_examples,
-                             report_dir=report_dir)
+        return evaluation.evaluate(base, config, split, predict_fn, mesh,
+                                   max_examples=max_examples, report_dir=report_dir)
     from vnr.benchmarks.moviepuzzle import cluster_metrics
     from vnr.benchmarks.moviepuzzle.cluster_metrics import matched_iou, unit_ordering_score
     from vnr.benchmarks.moviepuzzle.hierarchical import hierarchical_order
 
-    cat = base.collect(config, split, predict_fn, mesh, max_examples, cached=_cached(config))
+    cat = evaluation.predict_split(base.eval_data(config, split, max_examples, _cached(config)),
+                                   predict_fn, mesh, name=f"moviepuzzle.hcmc {split}")
     e = config.eval
     levels, alone = inference_levels(config), e.get("alone", "")
     fns = {lv: hcmc_scores.score_fn(lv, predict_fn, mesh, e.max_pairs) for lv in levels

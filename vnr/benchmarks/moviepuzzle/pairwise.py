@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import pathlib
 import warnings
-from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -25,11 +24,10 @@ import numpy as np
 import optax
 from flax import nnx
 
-from vnr import evaluation
 from vnr.benchmarks.moviepuzzle import data
 from vnr.benchmarks.moviepuzzle.order_metrics import METRICS, summary
 from vnr.benchmarks.moviepuzzle.pairwise_model import PairOrderModel
-from vnr.data import images, text
+from vnr.data import images, pipeline, text
 from vnr.models.compute import float32
 from vnr.models.encoders import tokenizers, towers
 from vnr.reports import results as results_lib
@@ -178,15 +176,16 @@ def pair_accuracy(scores: np.ndarray, position: np.ndarray, mask: np.ndarray) ->
     return right.sum((1, 2)) / np.maximum(real.sum((1, 2)), 1)
 
 
-def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.Mesh, *,
-             max_examples: int = 0, report_dir: pathlib.Path | None = None) -> dict[str, float]:
-    """Orders every clip of `split` and returns the paper's metrics (and pair_acc)."""
-    return score_split(config, split, collect(config, split, predict_fn, mesh, max_examples),
-                       report_dir)
+def eval_data(config: Any, split: str, max_examples: int,
+              cached: dict | None = None) -> pipeline.EvalStream:
+    """Every clip of `split`, frames in a fixed shuffle; `cached`: {tower: feature cache
+    directory} (HCMC with `data.feature_cache`)."""
+    return data.eval_dataset(config.data, split, config.eval_batch_size, config.seed,
+                             max_examples, cached=cached)
 
 
-def score_split(config: Any, split: str, out: Any,
-                report_dir: pathlib.Path | None = None) -> dict[str, float]:
+def eval_metrics(config: Any, split: str, out: Any,
+          report_dir: pathlib.Path | None = None) -> dict[str, float]:
     """A split's predicted pair scores (`out`: scores, mask, position, ...) -> each clip
     ordered (`order_clips`), the paper's metrics and pair_acc; the reports when asked.
     Every pairwise task's evaluation ends here."""
@@ -207,16 +206,6 @@ def clip_report(split: str, pred: np.ndarray, gt: np.ndarray, out: Any,
 
     rows = length_report.clip_rows(pred, gt, out["mask"], out["shot_id"], out["scene_id"])
     length_report.write_clips(report_dir / f"{split}_clips.jsonl", rows)
-
-
-def collect(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.Mesh,
-            max_examples: int, cached: dict | None = None) -> evaluation.SplitOutputs:
-    """Every clip of `split` through `predict_fn` (the one evaluation loop); `cached`:
-    {tower: feature cache directory} (HCMC with `data.feature_cache`)."""
-    stream = data.eval_dataset(config.data, split, config.eval_batch_size, config.seed,
-                               max_examples, cached=cached)
-    return evaluation.predict_split(stream, predict_fn, mesh,
-                                    name=f"moviepuzzle {split}")
 
 
 def order_clips(config: Any, scores: np.ndarray, mask: np.ndarray) -> np.ndarray:
@@ -256,5 +245,5 @@ COLUMNS = [*results_lib.cols(METRICS, upper=True),
 
 
 def metric_columns(config: Any) -> list[results_lib.Column]:
-    """What `evaluate` reports: `COLUMNS`, and the clip count."""
+    """What `eval_metrics` reports: `COLUMNS`, and the clip count."""
     return [*COLUMNS, *results_lib.unshown(("clips",))]

@@ -20,7 +20,6 @@ SSD, OS2, OS3, pair_acc, clips. Checkpoint, frames and tokenizer: `singularity_i
 
 from __future__ import annotations
 
-import pathlib
 from collections.abc import Callable
 from typing import Any
 
@@ -30,7 +29,6 @@ import numpy as np
 import optax
 from flax import nnx
 
-from vnr import evaluation
 from vnr.benchmarks.moviepuzzle import data
 from vnr.benchmarks.moviepuzzle import pairwise as base
 from vnr.benchmarks.moviepuzzle import singularity_inputs as inputs
@@ -171,12 +169,12 @@ def predict(config: Any, model: SingularityPairModel, batch: dict) -> dict[str, 
             "scene_id": batch["scene_id"], "valid": batch["mask"].any(-1)}
 
 
-def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.Mesh, *,
-             max_examples: int = 0, report_dir: pathlib.Path | None = None) -> dict[str, float]:
-    """Orders every clip of `split` and returns the paper's metrics (and pair_acc)."""
+def eval_data(config: Any, split: str, max_examples: int) -> pipeline.EvalStream:
+    """Every clip of `split`, frames in the main job's fixed shuffle (seed + 1)."""
     d = config.data
-    stream = pipeline.eval_stream(data.source(d, split), _transforms(d, True),
-                                  config.eval_batch_size, seed=config.seed + 1,
-                                  max_examples=max_examples, num_workers=d.num_workers)
-    out = evaluation.predict_split(stream, predict_fn, mesh, name=f"moviepuzzle {split}")
-    return base.score_split(config, split, out, report_dir)
+    return pipeline.eval_stream(data.source(d, split), _transforms(d, True),
+                                config.eval_batch_size, seed=config.seed + 1,
+                                max_examples=max_examples, num_workers=d.num_workers)
+
+
+eval_metrics = base.eval_metrics  # clips ordered by pair scores: paper metrics, pair_acc

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import dataclasses
 import pathlib
-from collections.abc import Callable
 from typing import Any
 
 import grain
@@ -39,12 +38,10 @@ import numpy as np
 import optax
 from flax import nnx
 
-from vnr import evaluation
 from vnr import pretrained as pretrained_lib
 from vnr.benchmarks.moviepuzzle import singularity_inputs as inputs
 from vnr.benchmarks.moviepuzzle import synopsis
 from vnr.benchmarks.moviepuzzle.data import check_splits  # noqa: F401 (task hook)
-from vnr.benchmarks.moviepuzzle.synopsis_metrics import NAMES, retrieval_metrics
 from vnr.data import pipeline
 from vnr.models import rng
 from vnr.models.compute import float32
@@ -186,19 +183,12 @@ def predict(config: Any, model: SingularitySynopsisModel, batch: dict) -> dict[s
     return {"segment": float32(video), "synopsis": float32(text), "valid": batch["valid"]}
 
 
-def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.Mesh, *,
-             max_examples: int = 0, report_dir: pathlib.Path | None = None) -> dict[str, float]:
-    """Ranks every synopsis of `split` for every segment of it (and the reverse) by
-    upstream's score at temperature 1."""
-    del report_dir  # no figure for retrieval
+def eval_data(config: Any, split: str, max_examples: int) -> pipeline.EvalStream:
+    """Every (segment, synopsis) pair of `split`, `data.num_frames_test` frames a segment."""
     d = config.data
-    stream = pipeline.eval_stream(_source(d, split), [_encode(d, d.num_frames_test)],
-                                  config.eval_batch_size, max_examples=max_examples,
-                                  num_workers=d.num_workers)
-    out = evaluation.predict_split(stream, predict_fn, mesh, name=f"synopsis {split}")
-    sim = out["segment"] @ out["synopsis"].T
-    result = {k: float(v) for k, v in retrieval_metrics(sim).items() if k in NAMES}
-    back = retrieval_metrics(sim.T)
-    result.update({f"syn2seg_{k}": float(back[k]) for k in synopsis.METRICS})
-    result["clips"] = float(len(sim))
-    return result
+    return pipeline.eval_stream(_source(d, split), [_encode(d, d.num_frames_test)],
+                                config.eval_batch_size, max_examples=max_examples,
+                                num_workers=d.num_workers)
+
+
+eval_metrics = synopsis.eval_metrics  # both directions (upstream's score is `predict`'s)

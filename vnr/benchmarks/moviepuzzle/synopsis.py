@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import json
 import pathlib
-from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -43,6 +42,7 @@ from vnr.benchmarks.moviepuzzle import synopsis_data as data
 from vnr.benchmarks.moviepuzzle.data import check_splits  # noqa: F401 (task hook)
 from vnr.benchmarks.moviepuzzle.pairwise_model import ImageEncoder, TextEncoder
 from vnr.benchmarks.moviepuzzle.synopsis_metrics import NAMES, retrieval_metrics
+from vnr.data import pipeline
 from vnr.models import rng
 from vnr.models.compute import float32
 from vnr.models.layers import Block, annotate, dense, layer_norm
@@ -226,12 +226,15 @@ def predict(config: Any, model: SynopsisModel, batch: dict) -> dict[str, jax.Arr
     return {"segment": seg, "synopsis": syn, "valid": batch["valid"]}
 
 
-def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.Mesh, *,
-             max_examples: int = 0, report_dir: pathlib.Path | None = None) -> dict[str, float]:
-    """Ranks every synopsis of `split` for every segment of it (and the reverse)."""
+def eval_data(config: Any, split: str, max_examples: int) -> pipeline.EvalStream:
+    """Every (segment, synopsis) pair of `split`, in stored order."""
+    return data.eval_dataset(config.data, split, config.eval_batch_size, max_examples)
+
+
+def eval_metrics(config: Any, split: str, out: evaluation.SplitOutputs,
+          report_dir: pathlib.Path | None) -> dict[str, float]:
+    """Ranks every synopsis of the split for every segment of it (and the reverse)."""
     del report_dir  # no figure for retrieval
-    stream = data.eval_dataset(config.data, split, config.eval_batch_size, max_examples)
-    out = evaluation.predict_split(stream, predict_fn, mesh, name=f"synopsis {split}")
     sim = out["segment"] @ out["synopsis"].T
     result = {k: float(v) for k, v in retrieval_metrics(sim).items() if k in NAMES}
     back = retrieval_metrics(sim.T)
@@ -241,7 +244,7 @@ def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.M
 
 
 def metric_columns(config: Any) -> list[results_lib.Column]:
-    """What `evaluate` reports; Table 4's columns: pairs, R@k in percent, median rank."""
+    """What `eval_metrics` reports; Table 4's columns: pairs, R@k in percent, median rank."""
     return [*COLUMNS, *results_lib.unshown(
         (*(k for k in NAMES if k not in METRICS), *(f"syn2seg_{k}" for k in METRICS)))]
 

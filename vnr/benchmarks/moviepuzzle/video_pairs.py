@@ -24,7 +24,6 @@ MoviePuzzle pair model: LSD, LMD, SD, SSD, OS2, OS3, pair_acc, clips.
 
 from __future__ import annotations
 
-import pathlib
 from collections.abc import Callable
 from typing import Any
 
@@ -33,7 +32,6 @@ import jax.numpy as jnp
 import optax
 from flax import nnx
 
-from vnr import evaluation
 from vnr.benchmarks.moviepuzzle import data, video_pairs_data
 from vnr.benchmarks.moviepuzzle import pairwise as base
 from vnr.benchmarks.moviepuzzle.sampling import _pick, _take
@@ -43,6 +41,7 @@ from vnr.benchmarks.moviepuzzle.video_pairs_model import (
     check_architecture,
     preprocessing,
 )
+from vnr.data import pipeline
 from vnr.models.compute import float32
 from vnr.reports import results as results_lib
 
@@ -149,10 +148,10 @@ def predict(config: Any, model: VideoPairModel, batch: dict) -> dict[str, jax.Ar
             "scene_id": batch["scene_id"], "valid": batch["mask"].any(-1)}
 
 
-def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.Mesh, *,
-             max_examples: int = 0, report_dir: pathlib.Path | None = None) -> dict[str, float]:
-    """Orders every clip of `split` and returns the paper's metrics (and pair_acc)."""
-    stream = video_pairs_data.eval_dataset(config.data, split, config.eval_batch_size,
-                                           config.seed, max_examples)
-    out = evaluation.predict_split(stream, predict_fn, mesh, name=f"moviepuzzle {split}")
-    return base.score_split(config, split, out, report_dir)
+def eval_data(config: Any, split: str, max_examples: int) -> pipeline.EvalStream:
+    """Every clip of `split`, frames in the main job's fixed shuffle."""
+    return video_pairs_data.eval_dataset(config.data, split, config.eval_batch_size,
+                                         config.seed, max_examples)
+
+
+eval_metrics = base.eval_metrics  # clips ordered by pair scores: paper metrics, pair_acc

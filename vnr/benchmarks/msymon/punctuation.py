@@ -45,6 +45,7 @@ from flax import nnx
 from vnr import config as config_lib
 from vnr import evaluation
 from vnr import task as task_lib
+from vnr.data import pipeline
 from vnr.reports import results as results_lib
 
 CLASSES = ("none", "period", "comma", "question")
@@ -266,20 +267,24 @@ def class_metrics(pred: np.ndarray, labels: np.ndarray) -> dict[str, float]:
 
 
 def metric_columns(config: Any) -> list[results_lib.Column]:
-    """What `evaluate` reports: P/R/F1 per punctuation class, then their macro F1."""
+    """What `eval_metrics` reports: P/R/F1 per punctuation class, then their macro F1."""
     return results_lib.cols((*(f"{c}_{m}" for c in CLASSES[1:] for m in PER_CLASS),
                              "macro_f1"))
 
 
-def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.Mesh, *,
-             max_examples: int = 0, report_dir: pathlib.Path | None = None
-             ) -> dict[str, float]:
+def eval_data(config: Any, split: str, max_examples: int) -> pipeline.EvalStream:
+    """The corpus's `split` windows, the same rows on every process."""
     ids, labels = corpus_examples(config.data.corpus, _tokenizer(config),
                                   config.data.max_tokens, split)
     if max_examples:
         ids, labels = ids[:max_examples], labels[:max_examples]
-    stream = evaluation.global_rows({"ids": ids, "labels": labels}, config.eval_batch_size)
-    out = evaluation.predict_split(stream, predict_fn, mesh, name=f"punctuation {split}").outputs
+    return evaluation.global_rows({"ids": ids, "labels": labels}, config.eval_batch_size)
+
+
+def eval_metrics(config: Any, split: str, out: evaluation.SplitOutputs,
+          report_dir: pathlib.Path | None) -> dict[str, float]:
+    """Per-class and macro F1 of the predicted punctuation."""
+    del report_dir  # no picture
     return class_metrics(np.asarray(out["pred"]), np.asarray(out["labels"]))
 
 

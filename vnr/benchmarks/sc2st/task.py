@@ -15,7 +15,6 @@ their configs set total_steps=0 (the loop only evaluates).
 from __future__ import annotations
 
 import pathlib
-from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -36,6 +35,7 @@ from vnr.benchmarks.sc2st.model import (
     StoryboardModel,
     prior_scores,
 )
+from vnr.data import pipeline
 from vnr.models.compute import float32
 from vnr.ops import ranking
 from vnr.reports import results as results_lib
@@ -181,13 +181,16 @@ def predict(config: Any, model: StoryboardModel, batch: dict) -> dict[str, jax.A
     return {"scores": scores, "answer": batch["answer"], "valid": batch["mask"]}
 
 
-def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.Mesh, *,
-             max_examples: int = 0, report_dir: pathlib.Path | None = None) -> dict[str, float]:
-    """Scores every round of every storyboard of `split` (max_examples = max storyboards);
-    with `report_dir`, `<split>_storyboard.png` (`storyboard_figure`)."""
-    stream = data.eval_dataset(config.data, split, config.model.text_encoder,
-                               config.eval_batch_size, max_examples)
-    out = evaluation.predict_split(stream, predict_fn, mesh, name=f"sc2st {split}")
+def eval_data(config: Any, split: str, max_examples: int) -> pipeline.EvalStream:
+    """Every storyboard of `split` (max_examples = max storyboards)."""
+    return data.eval_dataset(config.data, split, config.model.text_encoder,
+                             config.eval_batch_size, max_examples)
+
+
+def eval_metrics(config: Any, split: str, out: evaluation.SplitOutputs,
+          report_dir: pathlib.Path | None) -> dict[str, float]:
+    """Scores every round of every storyboard; with `report_dir`,
+    `<split>_storyboard.png` (`storyboard_figure`)."""
     metrics = rank_metrics.summarise(out["scores"], out["answer"])
     metrics["storyboards"] = float(len(out))
     if report_dir is not None and out.first is not None:
@@ -260,6 +263,6 @@ def _pixels(manual_dir: str, frame_id: str) -> np.ndarray | None:
 
 
 def metric_columns(config: Any) -> list[results_lib.Column]:
-    """What `evaluate` reports, as the paper lays it out: R@1 R@5 R@10 MeanR MRR, overall then
+    """What `eval_metrics` reports, as the paper lays it out: R@1 R@5 R@10 MeanR MRR, overall then
     by stage; and the storyboard count."""
     return [*rank_metrics.columns(), *results_lib.unshown(("storyboards",))]
