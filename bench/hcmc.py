@@ -49,7 +49,8 @@ def main(argv: list[str]) -> None:
     n_clips = len(cat["mask"])
     t_pass = wall_times(clip_pass, FLAGS.repeats).min()
     e, levels = config.eval, tuple(config.model.levels)
-    fns = {lv: hcmc_scores.score_fn(lv, predict, s.mesh, e.max_pairs) for lv in levels}
+    fns = {lv: hcmc_scores.level_score_fn(config, lv, s.predictor(s.state), s.mesh)
+           for lv in levels}
     features = cat["features"]
     if config.model.get("frame_repr") == "tokens":  # as hcmc.evaluate: frame scores by index
         features, fns = hcmc_scores.frame_scores_by_index(cat, fns)

@@ -45,9 +45,11 @@ class Model:
     state: Any
     selection: dict[str, Any]
 
-    def predict(self, batch: dict) -> dict:
-        """The jitted `predict` of the task on one global batch."""
-        return self.setup.predict_fn(self.state, batch)
+    @property
+    def predict(self) -> Any:
+        """The task's jitted predict functions on this state, called like `predict` on one
+        global batch (`vnr.evaluation.Predictor`)."""
+        return self.setup.predictor(self.state)
 
 
 def _setup(config: ml_collections.ConfigDict, load_pretrained: bool,

@@ -18,9 +18,10 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import pathlib
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import jax
@@ -56,6 +57,31 @@ class SplitOutputs:
 
     def __len__(self) -> int:
         return len(self.outputs["valid"])
+
+
+class Predictor:
+    """A task's jitted predict functions on one model state (what the trainer hands an
+    evaluation as `predict_fn`). Calling it runs one global batch through `pred`: the task's
+    `predict`, or the named one an evaluator picks (`pred=`); `named(name)` is any of them
+    (a task's own evaluate that needs two, as HCMC's Algorithm 1)."""
+
+    def __init__(self, fns: Mapping[str, Callable], state: Any, pred: str = "predict"):
+        self.fns, self.state, self.pred = fns, state, pred
+
+    def __call__(self, batch: dict) -> dict:
+        return self.fns[self.pred](self.state, batch)
+
+    def named(self, name: str) -> Callable[[dict], dict]:
+        """The task's predict function `name` on this state: global batch -> outputs."""
+        if name not in self.fns:
+            raise KeyError(f"no predict function {name!r} (the task has "
+                           f"{', '.join(sorted(self.fns))}; vnr/task.py `predictors`)")
+        return functools.partial(self.fns[name], self.state)
+
+    def using(self, pred: str) -> Predictor:
+        """The same state, calling `pred`."""
+        self.named(pred)
+        return Predictor(self.fns, self.state, pred)
 
 
 def evaluate(module: Any, config: Any, split: str, predict_fn: Callable,

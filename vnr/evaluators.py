@@ -16,6 +16,8 @@ Keys of an evaluator:
   max_examples  cap on the examples of each split (0 = all of them).
   report        pass the module a `report_dir` (`<workdir>/reports/`) to write its
                 pictures into; the trainer never knows what they show.
+  pred          the task's predict function it runs: "predict" (the default) or a name of
+                the task's `predictors(config)` (`vnr/task.py`).
 
 The one cadence rule: evaluator E runs after step s when `E.every > 0 and s % E.every == 0`,
 and once after the last step when `E.final`. Metrics are logged as `<name>/<metric>` (an
@@ -47,7 +49,7 @@ from vnr import task as task_lib
 from vnr.config import ConfigError
 from vnr.selection import alternatives
 
-EVALUATOR_KEYS = ("type", "split", "splits", "every", "final", "max_examples", "report")
+EVALUATOR_KEYS = ("type", "split", "splits", "every", "final", "max_examples", "report", "pred")
 
 
 class EvaluatorError(ConfigError):
@@ -65,6 +67,7 @@ class Evaluator:
     final: bool = False
     max_examples: int = 0
     report: bool = False
+    pred: str = "predict"
 
     def due(self, step: int) -> bool:
         """Whether it runs after training step `step` (the one cadence rule)."""
@@ -86,8 +89,9 @@ class Evaluator:
         for split in self.splits if splits is None else splits:
             t0 = time.perf_counter()
             say(f"eval {self.name} on {split}: started")
+            fn = predict_fn if self.pred == "predict" else predict_fn.using(self.pred)
             metrics = dict(evaluation.evaluate(
-                self.module, config, split, predict_fn, mesh, max_examples=self.max_examples,
+                self.module, config, split, fn, mesh, max_examples=self.max_examples,
                 report_dir=report_dir if self.report else None))
             seconds = time.perf_counter() - t0
             say(f"eval {self.name} on {split}: done in {progress.duration(seconds)}")
@@ -119,7 +123,14 @@ def parse(config: Any, task_module: Any) -> list[Evaluator]:
         final, report = bool(spec.get("final", False)), bool(spec.get("report", False))
         if not final and not every:
             raise EvaluatorError(f"{where}: never runs (set every > 0 or final=True)")
-        evaluators.append(Evaluator(name, module, splits, every, final, max_examples, report))
+        pred = spec.get("pred", "predict")
+        if pred != "predict":
+            names = task_lib.predictors(task_module, config)
+            if pred not in names:
+                raise EvaluatorError(f"{where}.pred={pred!r}: the task's predict functions "
+                                     f"are {', '.join(names)} (vnr/task.py `predictors`)")
+        evaluators.append(Evaluator(name, module, splits, every, final, max_examples, report,
+                                    pred))
     seen: dict[str, str] = {}
     for e in evaluators:
         for split in e.splits if e.final else ():

@@ -73,6 +73,10 @@ OPTIONAL = {
                     "dataset is built",
     "prepare_data": "prepare_data(config): process 0 builds the dataset before the others "
                     "open it",
+    "predictors": "predictors(config) -> {name: fn(config, model, batch)}: named predict "
+                  "functions beside `predict` (jitted like it); an evaluator picks one with "
+                  "`pred=<name>`, a task's own `evaluate` reaches any as "
+                  "`predict_fn.named(name)` (`vnr.evaluation.Predictor`)",
     "pretrained": "pretrained(config) -> {param path: (checkpoint, tower)}: the weights "
                   "`vnr/pretrained.py` loads into a fresh run",
     "metric_columns": "metric_columns(config) -> [vnr.reports.results.Column]: every metric "
@@ -98,6 +102,7 @@ SIGNATURES = {
     "validate": ("config",),
     "check_splits": ("config",),
     "prepare_data": ("config",),
+    "predictors": ("config",),
     "pretrained": ("config",),
     "feature_towers": ("config",),
     "metric_columns": ("config",),
@@ -133,6 +138,15 @@ def check(module: Any) -> None:
             wrong.append(f"{hook}({', '.join(params)}) should be {hook}({', '.join(want)})")
     if wrong:
         raise TaskError(f"task module {name}: " + "; ".join(wrong) + " (vnr/task.py)")
+
+
+def predictors(module: Any, config: Any) -> dict[str, Callable]:
+    """`module`'s predict functions by name: `predict` and its `predictors(config)`."""
+    fn = hook(module, "predictors")
+    named = dict(fn(config)) if fn is not None else {}
+    if "predict" in named:
+        raise TaskError(f"{module.__name__}.predictors: 'predict' is the task's own `predict`")
+    return {"predict": module.predict, **named}
 
 
 def evaluates(module: Any) -> bool:

@@ -39,6 +39,7 @@ from vnr import (
     checkpoint,
     cli,
     distributed,
+    evaluation,
     evaluators,
     feature_cache,
     pretrained,
@@ -124,9 +125,18 @@ class Setup:
     state: nnx.State
     state_shardings: Any
     step_fn: Any  # (state, global batch, step) -> (state, metrics); donates state
-    predict_fn: Any  # (state, global batch) -> task outputs, replicated
+    predict_fns: dict[str, Any]  # name -> jitted (state, global batch) -> outputs, replicated
     evaluators: list[evaluators.Evaluator] = dataclasses.field(default_factory=list)
     fresh: Any = None  # () -> a freshly initialised state (where `state` is abstract)
+
+    def predictor(self, state: nnx.State) -> evaluation.Predictor:
+        """The task's predict functions on `state` (what an evaluation gets)."""
+        return evaluation.Predictor(self.predict_fns, state)
+
+    @property
+    def predict_fn(self) -> Any:
+        """The jitted `predict`: (state, global batch) -> outputs."""
+        return self.predict_fns["predict"]
 
 
 def setup(config: ml_collections.ConfigDict, devices: list | None = None,
@@ -197,11 +207,16 @@ def setup(config: ml_collections.ConfigDict, devices: list | None = None,
         _under_mesh(mesh, functools.partial(train_step, graphdef, task, config)),
         in_shardings=(state_sh, batch_sh, repl), out_shardings=(state_sh, repl),
         donate_argnums=0)
-    predict_fn = jax.jit(
-        _under_mesh(mesh, lambda st, b: task.predict(config, nnx.merge(graphdef, st)[0], b)),
-        in_shardings=(state_sh, batch_sh), out_shardings=repl)
-    return Setup(task, mesh, local_batch, graphdef, state, state_sh, step_fn, predict_fn,
+    predict_fns = {name: jax.jit(_under_mesh(mesh, functools.partial(_predict, graphdef, fn,
+                                                                      config)),
+                                 in_shardings=(state_sh, batch_sh), out_shardings=repl)
+                   for name, fn in task_lib.predictors(task, config).items()}
+    return Setup(task, mesh, local_batch, graphdef, state, state_sh, step_fn, predict_fns,
                  evals, fresh)
+
+
+def _predict(graphdef: Any, fn: Any, config: Any, state: nnx.State, batch: dict) -> dict:
+    return fn(config, nnx.merge(graphdef, state)[0], batch)
 
 
 def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
@@ -293,8 +308,8 @@ def _run(config: ml_collections.ConfigDict, workdir: pathlib.Path,
             f"evaluation")
         state = saver.load(selection["step"], state, s.state_shardings)
     report_dir = workdir / "reports" if primary else None
-    results = evaluators.final(s.evaluators, config, functools.partial(s.predict_fn, state),
-                               mesh, writer, selection["step"], report_dir, say)
+    results = evaluators.final(s.evaluators, config, s.predictor(state), mesh, writer,
+                               selection["step"], report_dir, say)
     if primary:
         from vnr.reports import plots
         from vnr.reports import results as results_table
@@ -365,8 +380,8 @@ def _loop(config: Any, s: Setup, state: nnx.State, start: int, saver: Saver,
             progress.update()
             if any(e.due(step) for e in s.evaluators):
                 check()  # never evaluate (or rank a checkpoint by) a non-finite model
-            logged = evaluators.periodic(s.evaluators, config, functools.partial(
-                s.predict_fn, state), mesh, step, writer, report_dir, say)
+            logged = evaluators.periodic(s.evaluators, config, s.predictor(state), mesh, step,
+                                         writer, report_dir, say)
             if logged:
                 t0 = time.perf_counter()  # keep eval time out of examples/s
             saver.maybe_save(step, state, logged,

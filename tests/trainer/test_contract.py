@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from tests.helpers import task_names
-from vnr import evaluation, sharding
+from vnr import evaluation, evaluators, sharding
 from vnr import task as task_lib
 from vnr.data import pipeline
 from vnr.reports import results
@@ -139,6 +139,28 @@ def test_the_evaluation_runs_eval_data_through_predict_into_eval_metrics():
     mod.evaluate = lambda config, split, predict_fn, mesh, *, max_examples, report_dir: {
         "own": float(max_examples)}
     assert evaluation.evaluate(mod, None, "val", fn, mesh, max_examples=5) == {"own": 5.0}
+
+
+def test_an_evaluator_runs_the_predict_function_it_names():
+    """`pred=` picks one of the task's named predict functions (big_vision's evaluators'
+    `pred`); a task's own evaluation reaches any by name; an unknown name is one line."""
+    mesh = sharding.make_mesh((-1, 1), ("data", "model"))
+    fns = {"predict": jax.jit(lambda st, b: {"y": b["x"] + st, "valid": b["valid"]}),
+           "twice": jax.jit(lambda st, b: {"y": 2 * b["x"] + st, "valid": b["valid"]})}
+    predictor = evaluation.Predictor(fns, 100.0)
+    mod = types.ModuleType("vnr.benchmarks.fake.task")
+    mod.eval_data = lambda config, split, max_examples: evaluation.global_rows(
+        {"x": np.arange(4, dtype=np.float32)}, 8)
+    mod.eval_metrics = lambda config, split, out, report_dir: {"sum": float(out["y"].sum())}
+    for pred, want in (("predict", 406.0), ("twice", 412.0)):
+        e = evaluators.Evaluator("val", mod, ("val",), final=True, pred=pred)
+        assert e.run(None, predictor, mesh) == {"val": {"sum": want}}
+    np.testing.assert_array_equal(predictor.named("twice")({"x": np.ones(2, np.float32),
+                                                           "valid": np.ones(2, bool)})["y"],
+                                  [102.0, 102.0])
+    with pytest.raises(KeyError, match=r"no predict function 'thrice' \(the task has "
+                                       r"predict, twice"):
+        predictor.using("thrice")
 
 
 def test_results_table_columns_and_missing_cells():

@@ -213,6 +213,8 @@ def test_best_on_a_run_that_never_validated(data_dir, tmp_path):
     ("evals.val.oops", 1, r"evals.val.oops: unknown key"),
     ("evals.extra.every", 0, r"evals.extra: never runs"),
     ("evals.extra.every", -1, r"evals.extra.every=-1: a whole number >= 0"),
+    ("evals.val.pred", "pairs", r"evals.val.pred='pairs': the task's predict functions are "
+                                r"predict \(vnr/task.py `predictors`\)"),
     ("select.mode", "maximum", r"select.mode='maximum'"),
     ("select.metric", "test/os2", r"evals.test never runs during training"),
     ("select.metric", "val/os2|test/os2", r"alternatives must be metrics of one evaluator"),
@@ -220,8 +222,8 @@ def test_best_on_a_run_that_never_validated(data_dir, tmp_path):
 ])
 def test_bad_evaluator_is_one_line(data_dir, tmp_path, key, value, message):
     c = smoke(data_dir)
-    if key == "evals.val.oops":
-        c.evals.val.oops = value
+    if key in ("evals.val.oops", "evals.val.pred"):
+        c.evals.val[key.rpartition(".")[2]] = value
     elif key == "evals.extra.split":
         c.evals.extra = dict(split=value, every=3)
     elif key == "evals.extra.every":

@@ -136,7 +136,7 @@ def test_nsp_on_real_minilm_matches_transformers_trains_and_resumes_without_relo
     seen = {}
 
     def capture(config, split, predict_fn, mesh, **kwargs):
-        seen["state"] = predict_fn.args[0]
+        seen["state"] = predict_fn.state
         return {"os2": 0.0}
 
     monkeypatch.setattr(pretrained, "load", no_reload)

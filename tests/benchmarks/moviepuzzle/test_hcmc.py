@@ -217,9 +217,14 @@ def test_algorithm1_with_the_heads_keeps_predicted_shots_contiguous():
     batch = _batch(5)
     predict = jax.jit(lambda b: task.predict(config, model, b))
     mesh = sharding.make_mesh((-1, 1), ("data", "model"))
-    fn = lambda b: predict({k: jnp.asarray(v) for k, v in b.items()})  # noqa: E731
     out = jax.device_get(predict(batch))
-    fns = {lv: hcmc_scores.score_fn(lv, fn, mesh, 64) for lv in ("frame", "shot", "scene")}
+
+    def level_fn(lv):
+        pairs = jax.jit(lambda b: task.predictors(config)[f"{lv}_pairs"](config, model, b))
+        return hcmc_scores.score_fn(
+            lambda b: pairs({k: jnp.asarray(v) for k, v in b.items()}), mesh, 64)
+
+    fns = {lv: level_fn(lv) for lv in ("frame", "shot", "scene")}
     order, clusters = hierarchical_order(
         out["features"], out["mask"], fns["frame"], fns["shot"], fns["scene"],
         shot_embed=out["shot_embed"], scene_embed=out["scene_embed"],

@@ -51,6 +51,7 @@ and scenes with the ground truth and the OS of the predicted shots' / scenes' or
 
 from __future__ import annotations
 
+import functools
 import pathlib
 import sys
 import warnings
@@ -355,23 +356,35 @@ def loss_fn(config: Any, model: nnx.Module, batch: dict, rngs: nnx.Rngs):
 # ----------------------------------------------------------------------------- prediction
 
 
-def predict(config: Any, model: nnx.Module, batch: dict) -> dict[str, jax.Array]:
-    """Clip pass (Eq. 5 frame scores and, for HCMC, features and cluster embeddings), or,
-    when `batch` holds `<level>_members` [P, G, M, F] and `<level>_member_mask` [P, G, M],
-    the Eq. 5 scores [P, G, G] of every pair of those units (Algorithm 1's requests)."""
+def predictors(config: Any) -> dict[str, Any]:
+    """HCMC's `<level>_pairs` for each of its levels: Algorithm 1's requests
+    (`predict_pairs`); `frame_pairs` not with frame_repr="tokens", whose frame scores come
+    from the clip pass (`hcmc_scores.frame_scores_by_index`)."""
+    m = config.model
+    if m.kind != "hcmc":
+        return {}
+    tokens = m.get("frame_repr") == "tokens"
+    return {f"{lv}_pairs": functools.partial(predict_pairs, level=lv) for lv in m.levels
+            if not (lv == "frame" and tokens)}
+
+
+def predict_pairs(config: Any, model: nnx.Module, batch: dict, *,
+                  level: str) -> dict[str, jax.Array]:
+    """The Eq. 5 scores [P, G, G] of every pair of the `level` units that `batch` holds as
+    `members` [P, G, M, F] (their frames' features) and `member_mask` [P, G, M]."""
     from vnr.ops.permutation_search import pair_scores_to_matrix
 
-    kind = config.model.kind
-    if kind != "hcmc":
+    units = model.units_from_members(level, batch["members"], batch["member_mask"])
+    return {"scores": pair_scores_to_matrix(model.all_pair_logits(level, units))}
+
+
+def predict(config: Any, model: nnx.Module, batch: dict) -> dict[str, jax.Array]:
+    """The clip pass: Eq. 5 frame scores and, for HCMC, features and cluster embeddings
+    (Algorithm 1's unit pairs: `predict_pairs`)."""
+    from vnr.ops.permutation_search import pair_scores_to_matrix
+
+    if config.model.kind != "hcmc":
         return base.predict(config, model, batch)
-    for level in model.levels:
-        if f"{level}_members" in batch:
-            if level == "frame" and model.frame_tokens:  # pooled vectors: not its input
-                raise ValueError("frame_repr='tokens': frame scores come from the clip pass "
-                                 "(hcmc_scores.frame_scores_by_index), not frame_members")
-            units = model.units_from_members(level, batch[f"{level}_members"],
-                                             batch[f"{level}_member_mask"])
-            return {"scores": pair_scores_to_matrix(model.all_pair_logits(level, units))}
     if model.frame_tokens:
         feats, seq, seq_mask = frame_cache.encode_batch(model, batch, False, None, tokens=True)
         logits = model.all_frame_sequence_logits(seq, seq_mask)
@@ -416,7 +429,7 @@ def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.M
                                    predict_fn, mesh, name=f"moviepuzzle.hcmc {split}")
     e = config.eval
     levels, alone = inference_levels(config), e.get("alone", "")
-    fns = {lv: hcmc_scores.score_fn(lv, predict_fn, mesh, e.max_pairs) for lv in levels
+    fns = {lv: hcmc_scores.level_score_fn(config, lv, predict_fn, mesh) for lv in levels
            if not alone or lv == alone}
     gt = e.cluster_count == "gt"
     embed = {f"{lv}_embed": None if alone or lv not in levels else cat.get(f"{lv}_embed")

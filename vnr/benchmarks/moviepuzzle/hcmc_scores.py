@@ -1,5 +1,5 @@
 """Algorithm 1's score functions for an HCMC run: Eq. 5 scores of units through the task's
-jitted `predict` (chunked over the mesh and processes), and, for token frames, the clip
+jitted `<level>_pairs` (chunked over the mesh and processes), and, for token frames, the clip
 pass's frame scores looked up by index."""
 
 from __future__ import annotations
@@ -14,8 +14,18 @@ import numpy as np
 from vnr import sharding
 
 
-def score_fn(level: str, predict_fn: Callable, mesh: jax.sharding.Mesh, max_pairs: int):
-    """Algorithm 1's score callable for `level`: chunks of sub-problems through predict_fn."""
+def level_score_fn(config: Any, level: str, predictor: Any, mesh: jax.sharding.Mesh
+                   ) -> Callable | None:
+    """`score_fn` of the task's `<level>_pairs` (`predictor`: `vnr.evaluation.Predictor`);
+    None for the frame level of frame_repr="tokens" (`frame_scores_by_index` gives it)."""
+    if level == "frame" and config.model.get("frame_repr") == "tokens":
+        return None
+    return score_fn(predictor.named(f"{level}_pairs"), mesh, config.eval.max_pairs)
+
+
+def score_fn(pairs_fn: Callable, mesh: jax.sharding.Mesh, max_pairs: int):
+    """Algorithm 1's score callable for one level: chunks of its sub-problems through
+    `pairs_fn` (the task's jitted `<level>_pairs`)."""
     pc, pi = jax.process_count(), jax.process_index()
     step = mesh.shape["data"] * pc  # chunks split evenly over the data axis and processes
 
@@ -33,10 +43,10 @@ def score_fn(level: str, predict_fn: Callable, mesh: jax.sharding.Mesh, max_pair
         for s in range(0, total, chunk):
             per = chunk // pc
             lo = s + pi * per
-            host = {f"{level}_members": members[lo:lo + per].astype(np.float32),
-                    f"{level}_member_mask": member_mask[lo:lo + per]}
+            host = {"members": members[lo:lo + per].astype(np.float32),
+                    "member_mask": member_mask[lo:lo + per]}
             out.append(np.asarray(jax.device_get(
-                predict_fn(sharding.global_batch(host, mesh))["scores"])))
+                pairs_fn(sharding.global_batch(host, mesh))["scores"])))
         return jnp.asarray(np.concatenate(out)[:p])
 
     return fn
