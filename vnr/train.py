@@ -5,8 +5,8 @@
 
 The task named by `config.task` ("<benchmark>.<module>") is imported as
 `vnr.benchmarks.<benchmark>.<module>` and supplies the hooks of the task contract
-(`vnr/task.py`: `make_model`, `train_data`, `loss_fn`, `predict`, `evaluate` and the optional
-ones). Everything else lives here, in order: validate the config, check its splits against
+(`vnr/task.py`: `make_model`, `train_data`, `loss_fn`, `predict`, its evaluation and the
+optional ones). Everything else lives here, in order: validate the config, check its splits against
 the built dataset (all before anything compiles), build the mesh, create the sharded model
 and optimizer, restore the latest checkpoint if any (else load the
 pretrained encoders the task names through its optional `pretrained(config)`, see

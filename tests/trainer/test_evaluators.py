@@ -291,7 +291,8 @@ def test_evaluate_only_draws_its_pictures_on_process_0(process, tmp_path, monkey
 
     final = evaluators.Evaluator("test", types.SimpleNamespace(evaluate=drawing), ("a", "b"),
                                  final=True, report=True)
-    setup = types.SimpleNamespace(evaluators=[final], task=types.SimpleNamespace(), mesh=None)
+    setup = types.SimpleNamespace(evaluators=[final], task=types.SimpleNamespace(), mesh=None,
+                                  predictor=lambda state: None)
     model = evaluate.Model(ml_collections.ConfigDict(), setup, None,
                            {"metric": None, "mode": "last", "step": 6, "value": None})
     monkeypatch.setattr(jax, "process_index", lambda: process)

@@ -1,6 +1,6 @@
 """Sc2St picture: a storyboard's history keyframes, then the top-5 candidates of a round.
 
-`<split>_storyboard.png` (written by `storyboard.evaluate` into `reports/`): the first
+`<split>_storyboard.png` (written by `task.eval_metrics` into `reports/`): the first
 storyboard of the split at its last round t: keyframes 1..t-1 with their sentences (the
 history), then the sentence of keyframe t (the query) and the model's five best candidates
 with their rank and score, the right one marked (added as a last tile, with its rank, when
