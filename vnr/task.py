@@ -51,7 +51,7 @@ class Task(Protocol):
         `config.eval_batch_size`; `max_examples` > 0 caps the split, 0 = all of it)."""
 
     def eval_metrics(self, config: Any, split: str, out: Any,
-              report_dir: pathlib.Path | None) -> Metrics:
+                     report_dir: pathlib.Path | None) -> Metrics:
         """Metrics of `split` from `out`, the `vnr.evaluation.SplitOutputs` that `predict`
         gave on every valid row of `eval_data`; with a `report_dir`, the task writes its
         pictures of `split` there (its own file names)."""

@@ -213,7 +213,7 @@ def eval_data(config: Any, split: str, max_examples: int) -> pipeline.EvalStream
 
 
 def eval_metrics(config: Any, split: str, out: evaluation.SplitOutputs,
-          report_dir: pathlib.Path | None) -> dict[str, float]:
+                 report_dir: pathlib.Path | None) -> dict[str, float]:
     """The decoded narrations' BLEU/CIDEr-D/RoleF1 (+ BERTScore, EMScore, MNScore when their
     checkpoints are configured)."""
     d, e = config.data, config.eval

@@ -185,7 +185,7 @@ def eval_data(config: Any, split: str, max_examples: int,
 
 
 def eval_metrics(config: Any, split: str, out: Any,
-          report_dir: pathlib.Path | None = None) -> dict[str, float]:
+                 report_dir: pathlib.Path | None = None) -> dict[str, float]:
     """A split's predicted pair scores (`out`: scores, mask, position, ...) -> each clip
     ordered (`order_clips`), the paper's metrics and pair_acc; the reports when asked.
     Every pairwise task's evaluation ends here."""

@@ -232,7 +232,7 @@ def eval_data(config: Any, split: str, max_examples: int) -> pipeline.EvalStream
 
 
 def eval_metrics(config: Any, split: str, out: evaluation.SplitOutputs,
-          report_dir: pathlib.Path | None) -> dict[str, float]:
+                 report_dir: pathlib.Path | None) -> dict[str, float]:
     """Ranks every synopsis of the split for every segment of it (and the reverse)."""
     del report_dir  # no figure for retrieval
     sim = out["segment"] @ out["synopsis"].T

@@ -282,7 +282,7 @@ def eval_data(config: Any, split: str, max_examples: int) -> pipeline.EvalStream
 
 
 def eval_metrics(config: Any, split: str, out: evaluation.SplitOutputs,
-          report_dir: pathlib.Path | None) -> dict[str, float]:
+                 report_dir: pathlib.Path | None) -> dict[str, float]:
     """Per-class and macro F1 of the predicted punctuation."""
     del report_dir  # no picture
     return class_metrics(np.asarray(out["pred"]), np.asarray(out["labels"]))

@@ -188,7 +188,7 @@ def eval_data(config: Any, split: str, max_examples: int) -> pipeline.EvalStream
 
 
 def eval_metrics(config: Any, split: str, out: evaluation.SplitOutputs,
-          report_dir: pathlib.Path | None) -> dict[str, float]:
+                 report_dir: pathlib.Path | None) -> dict[str, float]:
     """Scores every round of every storyboard; with `report_dir`,
     `<split>_storyboard.png` (`storyboard_figure`)."""
     metrics = rank_metrics.summarise(out["scores"], out["answer"])
