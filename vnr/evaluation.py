@@ -41,10 +41,12 @@ class SplitOutputs:
       of every process, concatenated in global batch order.
     first: this process's first host batch, padded, text columns included (for reports);
       None when this process had no example.
+    mesh: the mesh the predictions ran on (metrics that shard their own work use it).
     """
 
     outputs: dict[str, np.ndarray]
     first: dict[str, np.ndarray] | None
+    mesh: jax.sharding.Mesh | None = None
 
     def __getitem__(self, key: str) -> np.ndarray:
         return self.outputs[key]
@@ -134,7 +136,7 @@ def predict_split(stream: pipeline.EvalStream, predict_fn: Callable, mesh: jax.s
     if not outs:
         raise ValueError(f"evaluation of {name}: no batch to evaluate")
     cat = {k: np.concatenate([o[k] for o in outs]) for k in outs[0]}
-    return SplitOutputs(cat, first)
+    return SplitOutputs(cat, first, mesh)
 
 
 def _is_text(v: np.ndarray) -> bool:

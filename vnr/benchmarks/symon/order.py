@@ -10,7 +10,6 @@ sigmoid(wᵀf_a − wᵀf_b); trained with binary cross-entropy, evaluated by ac
 from __future__ import annotations
 
 import pathlib
-from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -18,14 +17,16 @@ import numpy as np
 import optax
 from flax import nnx
 
+from vnr import evaluation
 from vnr.benchmarks.symon import data
 from vnr.benchmarks.symon import retrieval as symon_retrieval
 from vnr.benchmarks.symon.model import OrderModel, UniVLOrderModel
+from vnr.data import pipeline
 from vnr.models.compute import float32
 from vnr.reports import results as results_lib
 
 TASK = "order"
-METRICS = ("accuracy", "pairs")  # what `evaluate` reports
+METRICS = ("accuracy", "pairs")  # what `eval_metrics` reports
 check_splits = symon_retrieval.check_splits
 
 
@@ -91,11 +92,15 @@ def predict(config: Any, model: OrderModel, batch: dict) -> dict[str, jax.Array]
     return {"logits": logits, "label": batch["label"], "valid": batch["valid"]}
 
 
-def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.Mesh, *,
-             max_examples: int = 0, report_dir: pathlib.Path | None = None) -> dict[str, float]:
-    """Accuracy of the order prediction over the cut pairs of `split`; with `report_dir`,
+def eval_data(config: Any, split: str, max_examples: int) -> pipeline.EvalStream:
+    """Every cut pair of `split`."""
+    return data.eval_dataset(config.data, TASK, split, config.eval_batch_size, max_examples)
+
+
+def eval_metrics(config: Any, split: str, out: evaluation.SplitOutputs,
+                 report_dir: pathlib.Path | None) -> dict[str, float]:
+    """Accuracy of the order prediction over the cut pairs; with `report_dir`,
     `<split>_order.png` (`order_figure`)."""
-    out = symon_retrieval.collect(config, TASK, split, predict_fn, mesh, max_examples)
     if not len(out):
         raise ValueError(f"symon {split}: no usable cut pairs")
     right = int(((out["logits"] > 0) == (out["label"] == 1)).sum())
@@ -132,5 +137,5 @@ COLUMNS = [results_lib.Column("accuracy", "accuracy (%)", "{:.1f}"),
 
 
 def metric_columns(config: Any) -> list[results_lib.Column]:
-    """What `evaluate` reports (`METRICS`), as results-table columns."""
+    """What `eval_metrics` reports (`METRICS`), as results-table columns."""
     return COLUMNS

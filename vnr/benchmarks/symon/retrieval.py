@@ -17,7 +17,6 @@ exact expectation of random scores on the same items) and `items`.
 from __future__ import annotations
 
 import pathlib
-from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -29,6 +28,7 @@ from vnr import evaluation
 from vnr import task as task_lib
 from vnr.benchmarks.symon import data, exclusion, videoclip_model
 from vnr.benchmarks.symon.model import RetrievalModel, UniVLRetrievalModel
+from vnr.data import pipeline
 from vnr.ops import contrastive, retrieval_metrics
 from vnr.reports import results as results_lib
 
@@ -177,11 +177,9 @@ def predict(config: Any, model: RetrievalModel, batch: dict) -> dict[str, jax.Ar
             "valid": batch["valid"]}
 
 
-def collect(config: Any, task: str, split: str, predict_fn: Callable, mesh: jax.sharding.Mesh,
-            max_examples: int) -> evaluation.SplitOutputs:
-    """Every `task` item of `split` through `predict_fn` (the one evaluation loop)."""
-    stream = data.eval_dataset(config.data, task, split, config.eval_batch_size, max_examples)
-    return evaluation.predict_split(stream, predict_fn, mesh, name=f"symon {split}")
+def eval_data(config: Any, split: str, max_examples: int) -> pipeline.EvalStream:
+    """Every retrieval item (clip, sentence) of `split`."""
+    return data.eval_dataset(config.data, TASK, split, config.eval_batch_size, max_examples)
 
 
 def ranking_mesh(mesh: jax.sharding.Mesh) -> jax.sharding.Mesh | None:
@@ -190,16 +188,16 @@ def ranking_mesh(mesh: jax.sharding.Mesh) -> jax.sharding.Mesh | None:
     return mesh if jax.process_count() == 1 else None
 
 
-def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.Mesh, *,
-             max_examples: int = 0, report_dir: pathlib.Path | None = None) -> dict[str, float]:
-    """R@1/5/10 and median rank in both directions over the items of `split`; with
-    `report_dir`, `<split>_retrieval.png` (`retrieval_figure`)."""
-    cat = collect(config, TASK, split, predict_fn, mesh, max_examples)
+def eval_metrics(config: Any, split: str, cat: evaluation.SplitOutputs,
+                 report_dir: pathlib.Path | None) -> dict[str, float]:
+    """R@1/5/10 and median rank in both directions over the items, the ranking sharded over
+    the evaluation's mesh (`ranking_mesh`); with `report_dir`, `<split>_retrieval.png`
+    (`retrieval_figure`)."""
     if not len(cat):
         raise ValueError(f"symon {split}: no retrieval items")
     metrics = retrieval_metrics.embedding_retrieval_metrics(
         cat["v"], cat["t"], cat["video"], cat["movie"], cat["center"],
-        text_center=cat["text_center"], mesh=ranking_mesh(mesh))
+        text_center=cat["text_center"], mesh=ranking_mesh(cat.mesh))
     for k in CHANCE_KS:  # chance levels of these very items (random scores)
         metrics[f"chance_v2t_r@{k}"] = retrieval_metrics.chance_recall(cat["video"],
                                                                        cat["movie"], k=k)
@@ -247,7 +245,7 @@ def retrieval_figure(config: Any, split: str, cat: evaluation.SplitOutputs) -> A
 
 
 def metric_columns(config: Any) -> list[results_lib.Column]:
-    """What `evaluate` reports: R@k and median rank both ways, the chance levels, the count."""
+    """What `eval_metrics` reports: R@k and median rank both ways, the chance levels, the count."""
     chance = [f"chance_v2t_r@{k}" for k in CHANCE_KS]
     return [*results_lib.cols((*retrieval_metrics.NAMES, chance[-1]), "{:.1f}"),
             *results_lib.unshown((*chance[:-1], "items"))]
