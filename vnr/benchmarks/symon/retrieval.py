@@ -188,25 +188,25 @@ def ranking_mesh(mesh: jax.sharding.Mesh) -> jax.sharding.Mesh | None:
     return mesh if jax.process_count() == 1 else None
 
 
-def eval_metrics(config: Any, split: str, cat: evaluation.SplitOutputs,
+def eval_metrics(config: Any, split: str, out: evaluation.SplitOutputs,
                  report_dir: pathlib.Path | None) -> dict[str, float]:
     """R@1/5/10 and median rank in both directions over the items, the ranking sharded over
     the evaluation's mesh (`ranking_mesh`); with `report_dir`, `<split>_retrieval.png`
     (`retrieval_figure`)."""
-    if not len(cat):
+    if not len(out):
         raise ValueError(f"symon {split}: no retrieval items")
     metrics = retrieval_metrics.embedding_retrieval_metrics(
-        cat["v"], cat["t"], cat["video"], cat["movie"], cat["center"],
-        text_center=cat["text_center"], mesh=ranking_mesh(cat.mesh))
+        out["v"], out["t"], out["video"], out["movie"], out["center"],
+        text_center=out["text_center"], mesh=ranking_mesh(out.mesh))
     for k in CHANCE_KS:  # chance levels of these very items (random scores)
-        metrics[f"chance_v2t_r@{k}"] = retrieval_metrics.chance_recall(cat["video"],
-                                                                       cat["movie"], k=k)
-    metrics["items"] = float(len(cat))
+        metrics[f"chance_v2t_r@{k}"] = retrieval_metrics.chance_recall(out["video"],
+                                                                       out["movie"], k=k)
+    metrics["items"] = float(len(out))
     if report_dir is not None:
         from vnr.reports import plots
 
         plots.report(report_dir / f"{split}_retrieval.png", retrieval_figure, config, split,
-                     cat)
+                     out)
     return metrics
 
 
