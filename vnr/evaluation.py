@@ -1,8 +1,9 @@
 """The one evaluation loop: host batches -> jitted predict -> outputs of every process.
 
 `evaluate` runs a task's evaluation (`vnr/task.py`): its `eval_data` stream through
-`predict_split` into its `eval_metrics`, or the task's own `evaluate` where the loop differs
-(which calls `predict_split` itself). The loop:
+`predict_split` into its `eval_metrics` (which may ask for another split's outputs, e.g. to
+tune on validation: `SplitOutputs.other`), or the task's own `evaluate` where the loop
+differs (which calls `predict_split` itself). The loop:
   * pads a short last batch with `vnr.data.pipeline.pad_batch` (zeros, so `valid` is
     False on padding rows);
   * runs exactly `num_batches` global batches on every process, so uneven per-process
@@ -42,11 +43,15 @@ class SplitOutputs:
     first: this process's first host batch, padded, text columns included (for reports);
       None when this process had no example.
     mesh: the mesh the predictions ran on (metrics that shard their own work use it).
+    other: (split, max_examples) -> that split's outputs by the same evaluation (its
+      `eval_data`, the same predict function; computed once), for metrics tuned on another
+      split, e.g. a threshold on the validation split; set by `evaluate`.
     """
 
     outputs: dict[str, np.ndarray]
     first: dict[str, np.ndarray] | None
     mesh: jax.sharding.Mesh | None = None
+    other: Callable[[str, int], SplitOutputs] | None = None
 
     def __getitem__(self, key: str) -> np.ndarray:
         return self.outputs[key]
@@ -95,11 +100,18 @@ def evaluate(module: Any, config: Any, split: str, predict_fn: Callable,
     if own is not None:
         return own(config, split, predict_fn, mesh, max_examples=max_examples,
                    report_dir=report_dir)
-    stream = module.eval_data(config, split, max_examples)
     name = module.__name__.removeprefix("vnr.benchmarks.")
-    out = predict_split(stream, predict_fn, mesh, name=f"{name} {split}",
-                        host_columns=stream.host_columns)
-    return module.eval_metrics(config, split, out, report_dir)
+    done: dict[tuple[str, int], SplitOutputs] = {}
+
+    def outputs(which: str, cap: int) -> SplitOutputs:
+        if (which, cap) not in done:
+            stream = module.eval_data(config, which, cap)
+            done[which, cap] = predict_split(stream, predict_fn, mesh, name=f"{name} {which}",
+                                             host_columns=stream.host_columns)
+            done[which, cap].other = outputs
+        return done[which, cap]
+
+    return module.eval_metrics(config, split, outputs(split, max_examples), report_dir)
 
 
 def predict_split(stream: pipeline.EvalStream, predict_fn: Callable, mesh: jax.sharding.Mesh,

@@ -141,6 +141,31 @@ def test_the_evaluation_runs_eval_data_through_predict_into_eval_metrics():
     assert evaluation.evaluate(mod, None, "val", fn, mesh, max_examples=5) == {"own": 5.0}
 
 
+def test_eval_metrics_reach_another_splits_outputs_once():
+    """`SplitOutputs.other(split, cap)`: that split's `eval_data` through the same predict
+    function, computed once per (split, cap) however often metrics ask (a threshold tuned on
+    the validation split)."""
+    mesh = sharding.make_mesh((-1, 1), ("data", "model"))
+    mod = types.ModuleType("vnr.benchmarks.fake.task")
+    asked = []
+
+    def eval_data(config, split, max_examples):
+        asked.append((split, max_examples))
+        start = {"val": 100, "test": 0}[split]
+        return evaluation.global_rows({"x": np.arange(start, start + 3, dtype=np.float32)}, 8)
+
+    def eval_metrics(config, split, out, report_dir):
+        val = out.other("val", 0)
+        assert out.other("val", 0) is val and out.other(split, 5) is out
+        return {"own": float(out["y"].sum()), "val": float(val["y"].sum())}
+
+    mod.eval_data, mod.eval_metrics = eval_data, eval_metrics
+    fn = jax.jit(lambda b: {"y": 2 * b["x"], "valid": b["valid"]})
+    got = evaluation.evaluate(mod, None, "test", fn, mesh, max_examples=5)
+    assert got == {"own": 6.0, "val": 606.0}
+    assert asked == [("test", 5), ("val", 0)]
+
+
 def test_an_evaluator_runs_the_predict_function_it_names():
     """`pred=` picks one of the task's named predict functions (big_vision's evaluators'
     `pred`); a task's own evaluation reaches any by name; an unknown name is one line."""

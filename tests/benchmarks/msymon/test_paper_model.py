@@ -2,7 +2,6 @@
 costs reported with their validation size, the §6.5 window on estimated times labelled."""
 
 import logging
-import types
 
 import jax
 import numpy as np
@@ -10,6 +9,7 @@ import pytest
 from flax import nnx
 
 from configs.msymon import main, yms
+from vnr import evaluation
 from vnr import task as task_lib
 from vnr.benchmarks.msymon import alignment
 
@@ -80,34 +80,39 @@ def _outputs(videos: int, known: bool, seed: int = 0) -> dict:
             "language": np.zeros(videos, int), "valid": np.ones(videos, bool)}
 
 
-def _evaluate(monkeypatch, args: str, test: dict, val: dict) -> dict:
+def _predicted(splits: dict[str, dict], split: str) -> evaluation.SplitOutputs:
+    """`split`'s outputs as the trainer's loop hands them to `eval_metrics`; the other
+    splits' from `splits`."""
+    return evaluation.SplitOutputs(splits[split], None,
+                                   other=lambda s, cap: _predicted(splits, s))
+
+
+def _evaluate(args: str, test: dict, val: dict) -> dict:
     c = main.get_config(f"smoke,annotated,individual:en{args}")
     c.eval.drop_grid = (0.3, 0.7)
-    splits = {"en_test": test, "en_val": val}
-    monkeypatch.setattr(alignment, "collect", lambda cfg, split, *a, **k: types.SimpleNamespace(
-        outputs=splits[split]))
-    return alignment.evaluate(c, "en_test", None, None)
+    return alignment.eval_metrics(c, "en_test", _predicted({"en_test": test, "en_val": val},
+                                                           "en_test"))
 
 
-def test_tuned_drop_costs_name_their_validation_size(monkeypatch, caplog):
+def test_tuned_drop_costs_name_their_validation_size(caplog):
     alignment._WARNED.clear()  # noqa: SLF001
     with caplog.at_level(logging.WARNING):
-        res = _evaluate(monkeypatch, "", _outputs(3, True), _outputs(2, True, seed=1))
-        _evaluate(monkeypatch, "", _outputs(3, True), _outputs(2, True, seed=1))
+        res = _evaluate("", _outputs(3, True), _outputs(2, True, seed=1))
+        _evaluate("", _outputs(3, True), _outputs(2, True, seed=1))
     assert res["tuned_on_videos"] == 2 and res["d_v"] in (0.3, 0.7)
     assert caplog.text.count("tuned for F1 on 2 validation video(s) of en_val (fewer than 10)") == 1
     assert "f1" in res and "estimated_f1" not in res  # no window: nothing estimated
     caplog.clear()
     with caplog.at_level(logging.WARNING):
-        res = _evaluate(monkeypatch, "", _outputs(3, True), _outputs(12, True, seed=1))
+        res = _evaluate("", _outputs(3, True), _outputs(12, True, seed=1))
     assert res["tuned_on_videos"] == 12 and "validation video" not in caplog.text
 
 
-def test_window_on_estimated_times_is_labelled(monkeypatch, caplog):
+def test_window_on_estimated_times_is_labelled(caplog):
     alignment._WARNED.clear()  # noqa: SLF001
     with caplog.at_level(logging.WARNING):
-        est = _evaluate(monkeypatch, ",window", _outputs(3, False), _outputs(12, False))
-        _evaluate(monkeypatch, ",window", _outputs(3, False), _outputs(12, False))
+        est = _evaluate(",window", _outputs(3, False), _outputs(12, False))
+        _evaluate(",window", _outputs(3, False), _outputs(12, False))
     assert caplog.text.count("uses estimated narration times") == 1
     assert {"estimated_f1", "estimated_clip_accuracy", "estimated_sentence_iou",
             "estimated_f1_video_mean"} <= set(est)
@@ -116,12 +121,12 @@ def test_window_on_estimated_times_is_labelled(monkeypatch, caplog):
     config = main.get_config("smoke,annotated,individual:en,window")
     cols = [col.key for col in task_lib.columns(alignment, config, {"en_test": est})]
     assert cols[:3] == ["estimated_clip_accuracy", "estimated_sentence_iou", "estimated_f1"]
-    real = _evaluate(monkeypatch, ",window", _outputs(3, True), _outputs(12, True))
+    real = _evaluate(",window", _outputs(3, True), _outputs(12, True))
     assert "f1" in real and real["estimated_narration_fraction"] == 0.0
     assert real["pool_clips"] == 18 and real["queries"] == 9
 
 
-def test_paper_window_selects_on_the_metric_the_evaluator_reports(monkeypatch, caplog):
+def test_paper_window_selects_on_the_metric_the_evaluator_reports(caplog):
     """`paper,window` on a release without subtitle times: validation reports only
     `estimated_f1`, and model selection ranks by it (named in results.json and in the window
     warning); with subtitle times it ranks by `f1`. Before, `select.metric="val/f1"` stopped
@@ -130,14 +135,13 @@ def test_paper_window_selects_on_the_metric_the_evaluator_reports(monkeypatch, c
 
     c = main.get_config("smoke,annotated,individual:en,paper,window")
     alignment._WARNED.clear()  # noqa: SLF001
-    monkeypatch.setattr(alignment, "collect", lambda cfg, split, *a, **k: types.SimpleNamespace(
-        outputs=_outputs(12, False)))
     with caplog.at_level(logging.WARNING):
-        est = alignment.evaluate(c, c.data.val_split, None, None)
+        est = alignment.eval_metrics(c, c.data.val_split, _predicted(
+            {c.data.val_split: _outputs(12, False)}, c.data.val_split))
     assert "f1" not in est and "model selection ranks by val/estimated_f1" in caplog.text
     assert evaluators.ranked({f"val/{k}": v for k, v in est.items()}, c.select) == {
         c.select.metric: est["estimated_f1"], "val/estimated_f1": est["estimated_f1"]}
-    real = _evaluate(monkeypatch, ",paper,window", _outputs(3, True), _outputs(12, True))
+    real = _evaluate(",paper,window", _outputs(3, True), _outputs(12, True))
     assert evaluators.ranked({f"val/{k}": v for k, v in real.items()}, c.select) == {
         c.select.metric: real["f1"], "val/f1": real["f1"]}
     with pytest.raises(evaluators.EvaluatorError, match="select.metric='val/f1': the evaluat"):

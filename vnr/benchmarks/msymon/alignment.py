@@ -60,7 +60,6 @@ from __future__ import annotations
 import logging
 import math
 import pathlib
-from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -343,11 +342,9 @@ def predict(config: Any, model: Aligner | FrameAligner, batch: dict) -> dict[str
             "valid": batch["clip_mask"].any(-1), **{k: batch[k] for k in _HOST_KEYS}}
 
 
-def collect(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.Mesh,
-            max_examples: int = 0) -> evaluation.SplitOutputs:
-    """predict_fn over a whole split (the one evaluation loop): the real videos' outputs."""
-    stream = data.eval_dataset(config.data, split, config.eval_batch_size, max_examples)
-    return evaluation.predict_split(stream, predict_fn, mesh, name=f"msymon {split}")
+def eval_data(config: Any, split: str, max_examples: int) -> pipeline.EvalStream:
+    """A split's videos, one row each (the trainer's loop predicts them)."""
+    return data.eval_dataset(config.data, split, config.eval_batch_size, max_examples)
 
 
 MIN_VAL_VIDEOS = 10  # tuned on fewer validation videos than this: a warning (ours)
@@ -373,8 +370,8 @@ def estimated_fraction(out: dict) -> float:
     return float(1.0 - known.mean()) if known.size else 0.0
 
 
-def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.Mesh, *,
-             max_examples: int = 0, report_dir: pathlib.Path | None = None) -> dict[str, float]:
+def eval_metrics(config: Any, split: str, out: evaluation.SplitOutputs,
+                 report_dir: pathlib.Path | None = None) -> dict[str, float]:
     """Aligns every video of `split`; the model's metrics and the transcript baseline's.
 
     Tuned values (`eval.drop="tune"`, the argmax threshold) come from the val split, with
@@ -384,7 +381,7 @@ def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.M
     `estimated_narration_fraction`.
     """
     ev = config.eval
-    out = collect(config, split, predict_fn, mesh, max_examples).outputs
+    other, mesh, out = out.other, out.mesh, out.outputs
     window = float(ev.window)
     extra: dict[str, float] = {}
     val: dict | None = None
@@ -393,8 +390,8 @@ def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.M
         nonlocal val
         if val is None:
             cap = ((config.get("evals") or {}).get("val") or {}).get("max_examples", 0)
-            val = out if split == config.data.val_split else collect(
-                config, config.data.val_split, predict_fn, mesh, cap).outputs
+            val = out if split == config.data.val_split else other(
+                config.data.val_split, cap).outputs
         return val
 
     if ev.method == "argmax":
@@ -446,7 +443,7 @@ def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.M
 
 
 def metric_columns(config: Any) -> list[results_lib.Column]:
-    """Every metric `evaluate` may report under `config.eval`; the model's `estimated_*`
+    """Every metric `eval_metrics` may report under `config.eval`; the model's `estimated_*`
     scores only with a §6.5 window. The table: the model's `METRICS` (on estimated narration
     times where that is what ran), then the transcript baseline's, in percent."""
     ev = config.eval

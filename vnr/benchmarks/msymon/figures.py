@@ -1,6 +1,6 @@
 """M-SyMoN / YMS picture: a video's clip x sentence similarity with its alignments.
 
-`<split>_alignment.png` (written by `alignment.evaluate` into `reports/`): for the first
+`<split>_alignment.png` (written by `alignment.eval_metrics` into `reports/`): for the first
 videos of the split, the cosine similarity of every clip with every sentence, the predicted
 alignment (the Drop-DTW path, or the argmax rule), the ground truth and the clips and
 sentences left without a match (`vnr.reports.figures.alignment`).

@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 from absl import flags
 
-from vnr import cli, evaluate, progress, train
+from vnr import cli, evaluate, evaluation, progress, train
 from vnr import config as config_lib
 from vnr import task as task_lib
 from vnr.benchmarks.msymon import alignment, data, table3
@@ -80,8 +80,8 @@ def crosslingual(config: Any, workdirs: dict[str, str], split: str, metric: str 
         model = evaluate.from_config(cfg)  # the run's weights in this config's model
         for col in data.LANGUAGES:
             if f"{col}_{split}" in have:
-                cells[row, col] = alignment.evaluate(cfg, f"{col}_{split}", model.predict,
-                                                     model.setup.mesh)[metric]
+                cells[row, col] = evaluation.evaluate(alignment, cfg, f"{col}_{split}",
+                                                      model.predict, model.setup.mesh)[metric]
     head = "| train \\ eval | " + " | ".join(data.LANGUAGES) + " |"
     rows = [head, "|" + "---|" * (len(data.LANGUAGES) + 1)]
     for r in data.LANGUAGES:
@@ -103,7 +103,6 @@ def evaluate_run(config: Any) -> dict[str, dict[str, float]]:
 
 def _restorer(config: Any) -> tuple[Any, Any]:
     """(tokenizer, predict_words) of the punctuation run `config.init_from`."""
-    from vnr import evaluation
     from vnr.benchmarks.msymon import punctuation
 
     s = train.setup(config)

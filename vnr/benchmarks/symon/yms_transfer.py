@@ -38,6 +38,7 @@ movies by title, and the YMS videos themselves by the ids of the `url_list.txt` 
 
 from __future__ import annotations
 
+import dataclasses
 import pathlib
 import zlib
 from collections.abc import Callable
@@ -221,8 +222,16 @@ def _rows(config: Any, recs: list[dict]) -> tuple[list[dict], list[dict]]:
     return videos, rows
 
 
-def _scores(config: Any, split: str, predict_fn: Callable, mesh: Any,
-            max_examples: int) -> list[dict]:
+MODEL_KEYS = ("frames", "frame_mask", "mem_frames", "mem_frame_mask", "tokens", "mem_tokens",
+              "valid")
+# Per row, gathered beside the outputs: which video, clip and sentence it holds (-1: none),
+# the clip's annotated sentence and its seconds (what `eval_metrics` regroups per video).
+HOST_COLUMNS = ("video", "clip", "sent", "gt", "dur")
+
+
+def eval_data(config: Any, split: str, max_examples: int) -> pipeline.EvalStream:
+    """The first `max_examples` videos of `split` (0: all) as rows: row k of a video holds
+    its clip k and sentence k (`_rows`)."""
     recs = _records(config, split)
     if max_examples:
         recs = recs[:max_examples]
@@ -230,16 +239,27 @@ def _scores(config: Any, split: str, predict_fn: Callable, mesh: Any,
         raise ValueError(f"yms {split}: no annotated video (the public sample annotates only "
                          "the training split: evaluate on what exists)")
     videos, rows = _rows(config, recs)
-    keys = ("frames", "frame_mask", "mem_frames", "mem_frame_mask", "tokens", "mem_tokens",
-            "valid")
-    stream = pipeline.eval_stream([{k: r[k] for k in keys} for r in rows], [],
-                                  config.eval_batch_size)
-    out = evaluation.predict_split(stream, predict_fn, mesh, name=f"yms {split}").outputs
-    for vi, vid in enumerate(videos):
-        idx = [i for i, r in enumerate(rows) if r["video"] == vi]
-        v = out["v"][idx[:vid["clips"]]]
-        t = out["t"][idx[:vid["sents"]]]
-        vid["sim"] = v @ t.T
+    table = []
+    for r in rows:
+        vid, k = videos[r["video"]], r["clip"]
+        table.append({**{key: r[key] for key in MODEL_KEYS}, "video": np.int32(r["video"]),
+                      "clip": np.int32(k), "sent": np.int32(r["sent"]),
+                      "gt": np.int32(vid["gt"][k] if k >= 0 else -1),
+                      "dur": np.float32(vid["dur"][k] if k >= 0 else 0.0)})
+    stream = pipeline.eval_stream(table, [], config.eval_batch_size)
+    return dataclasses.replace(stream, host_columns=HOST_COLUMNS)
+
+
+def _videos(out: evaluation.SplitOutputs) -> list[dict]:
+    """Per video (in split order): its clips' annotated sentences and seconds, and the clip x
+    sentence similarities of the model's embeddings."""
+    videos = []
+    for vi in np.unique(out["video"]):
+        clips = np.nonzero((out["video"] == vi) & (out["clip"] >= 0))[0]
+        sents = np.nonzero((out["video"] == vi) & (out["sent"] >= 0))[0]
+        clips, sents = clips[np.argsort(out["clip"][clips])], sents[np.argsort(out["sent"][sents])]
+        videos.append({"gt": out["gt"][clips], "dur": out["dur"][clips], "clips": len(clips),
+                       "sents": len(sents), "sim": out["v"][clips] @ out["t"][sents].T})
     return videos
 
 
@@ -281,20 +301,21 @@ def tune_threshold(videos: list[dict]) -> float:
     return float(max(grid, key=lambda thr: align(videos, float(thr))["f1"]))
 
 
-def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.Mesh, *,
-             max_examples: int = 0, report_dir: pathlib.Path | None = None) -> dict[str, float]:
-    """Clip accuracy and sentence IoU on `split`, threshold tuned on `data.val_split`; with
-    `report_dir`, `<split>_alignment.png` (`alignment_figure`)."""
-    out = _scores(config, split, predict_fn, mesh, max_examples)
-    val = out if split == config.data.val_split else _scores(
-        config, config.data.val_split, predict_fn, mesh, 0)
+def eval_metrics(config: Any, split: str, out: evaluation.SplitOutputs,
+                 report_dir: pathlib.Path | None = None) -> dict[str, float]:
+    """Clip accuracy and sentence IoU on `split`, threshold tuned on `data.val_split` (all
+    its videos); with `report_dir`, `<split>_alignment.png` (`alignment_figure`)."""
+    videos = _videos(out)
+    val = videos if split == config.data.val_split else _videos(
+        out.other(config.data.val_split, 0))
     thr = tune_threshold(val)
-    metrics = align(out, thr)
-    metrics.update(threshold=thr, videos=float(len(out)))
+    metrics = align(videos, thr)
+    metrics.update(threshold=thr, videos=float(len(videos)))
     if report_dir is not None:
         from vnr.reports import plots
 
-        plots.report(report_dir / f"{split}_alignment.png", alignment_figure, split, out, thr)
+        plots.report(report_dir / f"{split}_alignment.png", alignment_figure, split, videos,
+                     thr)
     return metrics
 
 
@@ -346,8 +367,9 @@ def _exclusion(config: Any) -> Callable[[list[Any]], list[Any]] | None:
 
 
 def metric_columns(config: Any) -> list[results_lib.Column]:
-    """What `evaluate` reports: the alignment scores (the table), its threshold and count."""
+    """What `eval_metrics` reports: the alignment scores (the table), its threshold and count."""
     return [*results_lib.cols(ALIGNMENT, "{:.1f}"), *results_lib.unshown(("threshold", "videos"))]
 
 
-__all__ = ["evaluate", "make_model", "pretrained", "predict", "retrieval", "validate"]
+__all__ = ["eval_data", "eval_metrics", "make_model", "pretrained", "predict", "retrieval",
+           "validate"]
