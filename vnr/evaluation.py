@@ -46,12 +46,14 @@ class SplitOutputs:
     other: (split, max_examples) -> that split's outputs by the same evaluation (its
       `eval_data`, the same predict function; computed once), for metrics tuned on another
       split, e.g. a threshold on the validation split; set by `evaluate`.
+    info: the stream's `info` (what the metrics need beyond the rows).
     """
 
     outputs: dict[str, np.ndarray]
     first: dict[str, np.ndarray] | None
     mesh: jax.sharding.Mesh | None = None
     other: Callable[[str, int], SplitOutputs] | None = None
+    info: Any = None
 
     def __getitem__(self, key: str) -> np.ndarray:
         return self.outputs[key]
@@ -148,7 +150,7 @@ def predict_split(stream: pipeline.EvalStream, predict_fn: Callable, mesh: jax.s
     if not outs:
         raise ValueError(f"evaluation of {name}: no batch to evaluate")
     cat = {k: np.concatenate([o[k] for o in outs]) for k in outs[0]}
-    return SplitOutputs(cat, first, mesh)
+    return SplitOutputs(cat, first, mesh, info=stream.info)
 
 
 def _is_text(v: np.ndarray) -> bool:

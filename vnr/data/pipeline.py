@@ -189,13 +189,16 @@ class EvalStream:
     """One pass over an evaluation split for this process: host batches of `local_batch`
     rows (the last may be short; `vnr.evaluation.predict_split` pads it), `n_batches`
     the same on every process, `examples` in the split (after any cap). `host_columns`:
-    the text columns the evaluation gathers from every process beside the outputs."""
+    the text columns the evaluation gathers from every process beside the outputs. `info`:
+    what the metrics need to know of the split beyond its rows (the same on every process),
+    handed on as `SplitOutputs.info`."""
 
     batches: Iterable[dict]
     n_batches: int
     local_batch: int
     examples: int
     host_columns: tuple[str, ...] = ()
+    info: Any = None
 
     def __iter__(self) -> Iterator[dict]:
         return iter(self.batches)

@@ -16,8 +16,9 @@ from configs.movie101 import tng as tng_config
 from tests.benchmarks.movie101.test_release_layout import write_release_v1
 from tfds_builders import movie101 as m101
 from tfds_builders.movie101 import rtemp, synthetic
+from vnr import evaluation
 from vnr.benchmarks.movie101 import grounding_metrics as gm
-from vnr.benchmarks.movie101 import tng, tng_data
+from vnr.benchmarks.movie101 import tng, tng_data, tng_global
 
 SIZES = dict(train=2, val=1, test=1, seconds=120, roles=(3, 3), dims=(16, 16, 16))
 OFFSETS = (7, 13, 4, 0)  # per movie (public_split order); 0 + 95 is off the test grid
@@ -134,7 +135,7 @@ def test_offsets_reach_examples_and_evaluation(release) -> None:
         assert b["shot_mask"].all() and b["shot_index"] == s
     # evaluation: candidates are the file's shots of the caption's movie, not a 0-based cut
     movies = tng_data.split_movies(c.data, "test")
-    spans = tng.movie_shot_spans(c, movies, [SIZES["seconds"]] * len(movies))
+    spans = tng_global.movie_shot_spans(c, movies, [SIZES["seconds"]] * len(movies))
     assert [sorted(map(tuple, s.astype(int).tolist())) for s in spans] == \
         [written["test"][m] for m in movies]
     # the two-stage tool's cut for Movie101-G queries follows the same grid
@@ -149,7 +150,7 @@ def test_rtemp_evaluation_runs_on_the_files(release) -> None:
     c = _config(release)
     c.eval_batch_size = 8
     s = train.setup(c)  # the untrained model: this checks what is scored, not how well
-    m = tng.evaluate(c, "test", lambda b: s.predict_fn(s.state, b), s.mesh)
+    m = evaluation.evaluate(tng, c, "test", lambda b: s.predict_fn(s.state, b), s.mesh)
     written = release["written"]["test"]
     assert m["narrations"] == sum(len(v) for v in written.values())  # one caption per shot
     assert m["movies"] == len(written) and m["no_positive"] == 0

@@ -19,7 +19,7 @@ same (movie, shot) are masked, not negatives), positives by `shot_alignment`; ev
 ranks all shots of the narration's own movie: R@1/5/10 in percent and the exact
 `random_R@k`. Narrations with no aligned shot (`no_positive`) count as misses. With
 `data.shot_source = "rtemp"` (configs/movie101/tng.py:v1,rtemp) the records are the
-release's Movie101-R-temp shots and captions instead (`evaluate_global`). With
+release's Movie101-R-temp shots and captions instead (`tng_global`). With
 `model.arch = "cnclip"` (configs/movie101/tng.py:v1,rtemp,cnclip, Table 4's row) the model is
 Chinese-CLIP over each shot's frames, trained with Chinese-CLIP's contrastive loss
 (`_clip_loss`; `tng_cnclip`).
@@ -28,7 +28,6 @@ Chinese-CLIP over each shot's frames, trained with Chinese-CLIP's contrastive lo
 from __future__ import annotations
 
 import pathlib
-from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -40,9 +39,11 @@ from flax import nnx
 from vnr import evaluation
 from vnr import task as task_lib
 from vnr.benchmarks.movie101 import grounding_metrics as gm
-from vnr.benchmarks.movie101 import records, rnl, tng_bert, tng_cnclip, tng_glove
+from vnr.benchmarks.movie101 import records, rnl, tng_bert, tng_cnclip, tng_global, tng_glove
 from vnr.benchmarks.movie101 import tng_data as data
+from vnr.benchmarks.movie101.tng_global import KS, REPORT_NARRATIONS, REPORT_TOP
 from vnr.benchmarks.movie101.tng_model import RNL, TAN2D, ShotDualEncoder
+from vnr.data import pipeline
 from vnr.models.compute import float32
 from vnr.reports import results as results_lib
 
@@ -50,7 +51,6 @@ NEG = -1.0e9
 
 IOUS = (0.1, 0.3, 0.5, 0.7)
 LOCAL_NS = (1, 5)  # local grounding: R@n, IoU@m for n in LOCAL_NS, m in IOUS
-KS = (1, 5, 10)  # global shot retrieval: R@k
 
 
 def _global(config: Any) -> bool:
@@ -259,13 +259,19 @@ def predict(config: Any, model: RNL, batch: dict) -> dict[str, jax.Array]:
     return {"scores": model(batch), "gt": batch["gt"], "valid": batch["valid"]}
 
 
-def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.Mesh, *,
-             max_examples: int = 0, report_dir: pathlib.Path | None = None) -> dict[str, float]:
+def eval_data(config: Any, split: str, max_examples: int) -> pipeline.EvalStream:
+    """Local: one row per narration window; global: the split's movies (`tng_global`)."""
     if _global(config):
-        return evaluate_global(config, split, predict_fn, mesh, max_examples=max_examples,
-                               report_dir=report_dir)
-    stream = data.eval_dataset(config.data, split, config.eval_batch_size, max_examples)
-    out = evaluation.predict_split(stream, predict_fn, mesh, name=f"movie101 tng {split}")
+        return tng_global.eval_data(config, split, max_examples)
+    return data.eval_dataset(config.data, split, config.eval_batch_size, max_examples)
+
+
+def eval_metrics(config: Any, split: str, out: evaluation.SplitOutputs,
+                 report_dir: pathlib.Path | None = None) -> dict[str, float]:
+    """Local grounding's R@n,IoU@m (`score_boxes` for the release's RNL, else
+    `score_windows`); global: `tng_global.eval_metrics`."""
+    if _global(config):
+        return tng_global.eval_metrics(config, split, out, report_dir)
     if _release(config):
         metrics = score_boxes(out["scores"], out["boxes"], out["gt"], config.data.n_clips)
     else:
@@ -274,9 +280,6 @@ def evaluate(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.M
     if report_dir is not None and out.first is not None and not _release(config):
         local_report(config, split, out, report_dir)
     return metrics
-
-
-REPORT_NARRATIONS, REPORT_TOP = 4, 3  # rows and top spans of <split>_grounding.png
 
 
 def local_report(config: Any, split: str, out: evaluation.SplitOutputs,
@@ -345,112 +348,8 @@ def score_boxes(scores: np.ndarray, boxes: np.ndarray, gt: np.ndarray, n: int
     return out
 
 
-def movie_shot_spans(config: Any, movies: dict[str, list[dict]], durations: list[int],
-                     offsets: dict[str, float] | None = None) -> list[np.ndarray]:
-    """Per movie its candidate shots [S, 2] in seconds: with data.shot_source = "rtemp" the
-    split's records themselves (the Movie101-R-temp shots), else the movie cut every
-    shot_len seconds on the grid of its offset (`offsets`, default 0)."""
-    d = config.data
-    if data.given_shots(d):
-        return [np.array([[float(r["start"]), float(r["end"])] for r in recs])
-                for recs in movies.values()]
-    offsets = offsets or {}
-    return [gm.cut_shots(float(T), float(d.shot_len), offsets.get(mid, 0.0))
-            for mid, T in zip(movies, durations)]
-
-
-def embed_movies(config: Any, movies: dict[str, list[dict]], predict_fn: Callable,
-                 mesh: jax.sharding.Mesh, offsets: dict[str, float] | None = None
-                 ) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray], list[int]]:
-    """Per movie: shot embeddings [S, W], narration embeddings [Q, W], the shots' spans
-    [S, 2] (`movie_shot_spans`) and the duration in seconds.
-
-    Shots and narrations are packed row-wise into global batches of eval_batch_size; process
-    p feeds the p-th block of each (the loop's layout), every process gets all outputs.
-    Table 4's CNCLIP (`model.arch = "cnclip"`) embeds the shots' frames instead
-    (`tng_cnclip.embed_movies`)."""
-    if tng_cnclip.enabled(config):
-        return tng_cnclip.embed_movies(config, movies, predict_fn, mesh, offsets)
-    from vnr.benchmarks.movie101.records import MovieTable
-    from vnr.data import text
-
-    d = config.data
-    table = MovieTable(d)
-    shots, masks, toks, n_shots = [], [], [], []
-    frames_of = {mid: data.movie_frames(table[mid], mid) for mid in movies}
-    durations = [len(f) for f in frames_of.values()]
-    spans = movie_shot_spans(config, movies, durations, offsets)
-    for (mid, recs), sp in zip(movies.items(), spans):
-        sf, sm = data.shot_features(frames_of[mid], sp, d.shot_len)
-        shots.append(sf)
-        masks.append(sm)
-        n_shots.append(len(sf))
-        toks += [text.tokenize(r["text"], d.vocab_size, d.max_tokens) for r in recs]
-    shot = np.concatenate(shots)
-    mask = np.concatenate(masks)
-    tok = np.stack(toks)
-    G = config.eval_batch_size
-    n = max(len(shot), len(tok))
-
-    def pad(x: np.ndarray) -> np.ndarray:  # shots and narrations share rows
-        return np.concatenate([x, np.zeros((n - len(x), *x.shape[1:]), x.dtype)])
-
-    stream = evaluation.global_rows(
-        {"shot": pad(shot), "shot_mask": pad(mask), "tokens": pad(tok)}, G)
-    out = evaluation.predict_split(stream, predict_fn, mesh, name="movie101 tng shots")
-    v, t = out["shot"][:len(shot)], out["text"][:len(tok)]
-    bounds_v = np.cumsum([0] + n_shots)
-    bounds_t = np.cumsum([0] + [len(r) for r in movies.values()])
-    return ([v[bounds_v[i]:bounds_v[i + 1]] for i in range(len(movies))],
-            [t[bounds_t[i]:bounds_t[i + 1]] for i in range(len(movies))], spans, durations)
-
-
-def evaluate_global(config: Any, split: str, predict_fn: Callable, mesh: jax.sharding.Mesh,
-                    *, max_examples: int = 0, report_dir: pathlib.Path | None = None
-                    ) -> dict[str, float]:
-    """Global shot retrieval within each movie: R@1/5/10 (percent, over narrations),
-    movie_avg_R@k (mean over movies: the paper's "average Recall@n on all movies" read as a
-    per-movie mean) and the exact random level.
-
-    data.shot_source = "rtemp" (the release's Movie101-R-temp `split` file): the candidates
-    of a caption are the listed shots of its movie, its positive is its own shot, so the
-    per-movie offsets of the file are what is scored; "cut": every shot_len-second shot of
-    the movie, positives by `shot_alignment`."""
-    d = config.data
-    movies = data.split_movies(d, split, max_examples)
-    if not movies:
-        raise ValueError(f"evaluation split {split} of movie101/{d.config} is empty")
-    vs, ts, spans, durations = embed_movies(config, movies, predict_fn, mesh)
-    if report_dir is not None:
-        from vnr.reports import plots
-
-        plots.report(report_dir / f"{split}_grounding.png", global_figure, config, split,
-                     next(iter(movies.items())), vs[0], ts[0], spans[0], durations[0])
-    hits = {k: [] for k in KS}
-    per_movie = {k: [] for k in KS}
-    n_shots, n_pos = [], []
-    for recs, v, t, sp in zip(movies.values(), vs, ts, spans):
-        pos = _positives(d, recs, sp)
-        r = gm.retrieval_recall(t @ v.T, pos, KS)
-        for k in KS:
-            hits[k].append(r[f"R@{k}"] * len(recs))
-            per_movie[k].append(r[f"R@{k}"])
-        n_shots += [len(v)] * len(recs)
-        n_pos += pos.sum(1).tolist()
-    q = len(n_pos)
-    out = {f"R@{k}": 100 * sum(hits[k]) / q for k in KS}
-    out.update({f"movie_avg_R@{k}": 100 * float(np.mean(per_movie[k])) for k in KS})
-    out["movies"] = float(len(movies))
-    out.update({f"random_{k}": 100 * v for k, v in
-                gm.random_retrieval_recall(np.array(n_shots), np.array(n_pos), KS).items()})
-    out["narrations"] = float(q)
-    out["no_positive"] = float(sum(p == 0 for p in n_pos))
-    out["left_out"] = float(sum(records.usable(d, split)[1].values()))
-    return out
-
-
 def metric_columns(config: Any) -> list[results_lib.Column]:
-    """What `evaluate` reports for `config.stage`. The table (Tables 4-6): global retrieval's
+    """What `eval_metrics` reports for `config.stage`. The table (Tables 4-6): global retrieval's
     R@1/5/10, its random level and the count; local grounding's R@n,IoU@m and the random
     level at IoU 0.5."""
     col = results_lib.Column
@@ -465,33 +364,3 @@ def metric_columns(config: Any) -> list[results_lib.Column]:
             col("random_R@1,IoU@0.5", "random R@1,IoU@0.5"),
             *results_lib.unshown((*(f"random_R@1,IoU@{m}" for m in IOUS if m != 0.5),
                                   "narrations", "left_out"))]
-
-
-def _positives(d: Any, recs: list[dict], spans: np.ndarray) -> np.ndarray:
-    """[Q, S]: the shots each narration's retrieval counts as hits (its own listed shot,
-    else the cut shots `shot_alignment` aligns with it)."""
-    if data.given_shots(d):
-        return np.eye(len(recs), dtype=bool)
-    return np.stack([gm.shot_alignment(spans, np.array([float(r["start"]), float(r["end"])]))
-                     for r in recs])
-
-
-def global_figure(config: Any, split: str, movie: tuple[str, list[dict]], v: np.ndarray,
-                  t: np.ndarray, spans: np.ndarray, seconds: int) -> Any:
-    """The first movie's first narrations on its timeline: true span, top shots, hits."""
-    from vnr.benchmarks.movie101 import figures
-
-    mid, recs = movie
-    recs = recs[:REPORT_NARRATIONS]
-    pos = _positives(config.data, recs, spans)
-    rows = []
-    for i, rec in enumerate(recs):
-        top = np.argsort(-(t[i] @ v.T), kind="stable")[:REPORT_TOP]
-        rows.append(figures.Grounded(
-            f"{rec['text']}  ({mid}, {float(rec['start']):.0f}-{float(rec['end']):.0f} s)",
-            (float(rec["start"]), float(rec["end"])), [tuple(spans[j]) for j in top],
-            (0.0, float(seconds)), hits=[tuple(spans[j]) for j in np.flatnonzero(pos[i])]))
-    return figures.grounding(rows, f"{split}: global shot retrieval in movie {mid}, top "
-                             f"{REPORT_TOP} shots")
-
-

@@ -346,12 +346,11 @@ class _Rows:
         return out
 
 
-def embed_movies(config: Any, movies: dict[str, list[dict]], predict_fn: Any,
-                 mesh: jax.sharding.Mesh, offsets: dict[str, float] | None = None
-                 ) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray], list[int]]:
-    """`tng.embed_movies` on frames: per movie shot and narration embeddings, the shots'
-    spans (`movie_spans`) and the movie's feature seconds. Shot rows are read from the
-    store as the batches are cut (never all in memory)."""
+def movie_rows(config: Any, movies: dict[str, list[dict]],
+               offsets: dict[str, float] | None = None) -> Any:
+    """`tng_global.movie_rows` on frames: row i holds shot i's frames (`movie_spans`, read
+    from the store as the batches are cut, never all in memory) and narration i's ids; `info`
+    is their `tng_data.MovieRows` (durations: the movies' feature seconds)."""
     from vnr import evaluation
 
     d = config.data
@@ -373,13 +372,9 @@ def embed_movies(config: Any, movies: dict[str, list[dict]], predict_fn: Any,
             "frame_mask": pad(np.ones((len(shot_of), f), bool)), "ids": pad(ids),
             "id_mask": pad(mask)}
     stream = evaluation.global_rows(cols, config.eval_batch_size)
-    out = evaluation.predict_split(stream, predict_fn, mesh, name="movie101 cnclip shots")
-    v, t = out["shot"][:len(shot_of)], out["text"][:len(texts)]
-    bv = np.cumsum([0] + [len(s) for s in spans.values()])
-    bt = np.cumsum([0] + [len(r) for r in movies.values()])
     durations = [data.movie_seconds(table[m], m) for m in movies]
-    return ([v[bv[i]:bv[i + 1]] for i in range(len(movies))],
-            [t[bt[i]:bt[i + 1]] for i in range(len(movies))], list(spans.values()), durations)
+    return dataclasses.replace(stream, info=data.MovieRows(movies, list(spans.values()),
+                                                           durations))
 
 
 # ----------------------------------------------------------------------------- smoke inputs

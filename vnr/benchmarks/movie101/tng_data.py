@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import dataclasses
 import zlib
-from typing import Any
+from typing import Any, NamedTuple
 
 import grain
 import numpy as np
@@ -317,6 +317,16 @@ def shot_train_dataset(cfg: Any, batch_size: int, seed: int, process_index: int 
                     given_shots(cfg))
     return pipeline.train_stream(records.usable_source(cfg, cfg.train_split), [pair],
                                  batch_size, seed, process_index, process_count)
+
+
+class MovieRows(NamedTuple):
+    """The movies a packed shot / narration stream holds (`tng_global.movie_rows`), in order:
+    movie id -> its narration records, per movie its candidate shots [S, 2] in seconds and
+    its feature seconds. The same on every process (every process packs every movie)."""
+
+    movies: dict[str, list[dict]]
+    spans: list[Any]
+    durations: list[int]
 
 
 def split_movies(cfg: Any, split: str, max_examples: int = 0) -> dict[str, list[dict]]:

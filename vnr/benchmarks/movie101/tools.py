@@ -17,7 +17,7 @@ from absl import flags
 
 from vnr import cli, evaluate, evaluation
 from vnr.benchmarks.movie101 import grounding_metrics as gm
-from vnr.benchmarks.movie101 import rnl, tng, tng_data
+from vnr.benchmarks.movie101 import rnl, tng, tng_data, tng_global
 from vnr.benchmarks.movie101.records import MovieTable
 
 
@@ -58,7 +58,7 @@ def two_stage(global_workdir: str, local_workdir: str, split: str = "test", k: i
         raise ValueError("the two runs use different data configs")
     d = lc.data
     movies = tng_data.split_movies(d, split, max_examples)
-    vs, ts, shot_spans, durations = tng.embed_movies(
+    vs, ts, shot_spans, durations = tng_global.embed_movies(
         gc, movies, glob.predict, glob.setup.mesh, offsets)
     table = MovieTable(d)
     W, n = d.window, d.n_clips
