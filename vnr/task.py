@@ -53,9 +53,10 @@ class Task(Protocol):
     def eval_metrics(self, config: Any, split: str, out: Any,
                      report_dir: pathlib.Path | None) -> Metrics:
         """Metrics of `split` from `out`, the `vnr.evaluation.SplitOutputs` that `predict`
-        gave on every valid row of `eval_data` (`out.other(split, max_examples)`: another
-        split's, e.g. to tune a threshold on validation); with a `report_dir`, the task
-        writes its pictures of `split` there (its own file names)."""
+        gave on every valid row of `eval_data` (`out.info`: the stream's `info`;
+        `out.other(split, max_examples)`: another split's, e.g. to tune a threshold on
+        validation); with a `report_dir`, the task writes its pictures of `split` there (its
+        own file names)."""
 
 
 REQUIRED = ("make_model", "train_data", "loss_fn", "predict")
@@ -63,7 +64,7 @@ REQUIRED = ("make_model", "train_data", "loss_fn", "predict")
 # The evaluation: `eval_data` + `eval_metrics` (the one loop, `vnr.evaluation.evaluate`, runs
 # `predict` between them), or a task's own `evaluate(config, split, predict_fn, mesh, *,
 # max_examples=0, report_dir=None) -> Metrics` where the loop itself differs (HCMC's
-# Algorithm 1, Movie101 TNG's whole-movie shots). `evaluate` wins when a module gives both.
+# Algorithm 1: requests computed from the clip pass). `evaluate` wins when a module gives both.
 EVALUATION = (("eval_data", "eval_metrics"), ("evaluate",))
 
 # Optional hooks: name -> what it does (the trainer calls each one only if defined).
