@@ -3,6 +3,7 @@ results-table writer (vnr/reports/results.py)."""
 
 from __future__ import annotations
 
+import dataclasses
 import types
 
 import jax
@@ -144,7 +145,7 @@ def test_the_evaluation_runs_eval_data_through_predict_into_eval_metrics():
 def test_eval_metrics_reach_another_splits_outputs_once():
     """`SplitOutputs.other(split, cap)`: that split's `eval_data` through the same predict
     function, computed once per (split, cap) however often metrics ask (a threshold tuned on
-    the validation split)."""
+    the validation split); `SplitOutputs.info`: the stream's."""
     mesh = sharding.make_mesh((-1, 1), ("data", "model"))
     mod = types.ModuleType("vnr.benchmarks.fake.task")
     asked = []
@@ -152,11 +153,13 @@ def test_eval_metrics_reach_another_splits_outputs_once():
     def eval_data(config, split, max_examples):
         asked.append((split, max_examples))
         start = {"val": 100, "test": 0}[split]
-        return evaluation.global_rows({"x": np.arange(start, start + 3, dtype=np.float32)}, 8)
+        stream = evaluation.global_rows({"x": np.arange(start, start + 3, dtype=np.float32)}, 8)
+        return dataclasses.replace(stream, info=f"{split} layout")
 
     def eval_metrics(config, split, out, report_dir):
         val = out.other("val", 0)
         assert out.other("val", 0) is val and out.other(split, 5) is out
+        assert (out.info, val.info) == ("test layout", "val layout")
         return {"own": float(out["y"].sum()), "val": float(val["y"].sum())}
 
     mod.eval_data, mod.eval_metrics = eval_data, eval_metrics
