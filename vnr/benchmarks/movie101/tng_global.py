@@ -53,11 +53,10 @@ def movie_rows(config: Any, movies: dict[str, list[dict]],
     each); `info` is their `tng_data.MovieRows`."""
     if tng_cnclip.enabled(config):
         return tng_cnclip.movie_rows(config, movies, offsets)
-    from vnr.benchmarks.movie101.records import MovieTable
     from vnr.data import text
 
     d = config.data
-    table = MovieTable(d)
+    table = records.MovieTable(d)
     shots, masks, toks = [], [], []
     frames_of = {mid: data.movie_frames(table[mid], mid) for mid in movies}
     durations = [len(f) for f in frames_of.values()]
