@@ -33,6 +33,9 @@ from hypothesis import settings  # noqa: E402
 
 from tests import durations  # noqa: E402
 
+if os.environ.get("VNR_COMPILE_LOG"):  # per-test compile seconds (tests/compile_log.py)
+    from tests.compile_log import pytest_runtest_protocol  # noqa: E402, F401
+
 # Property tests (tests/schemas): reproducible (derandomized), no example database written
 # into the checkout, no per-example deadline (the 2-core CI machine is slow and shared).
 settings.register_profile("vnr", max_examples=60, deadline=None, derandomize=True,
