@@ -36,11 +36,14 @@ after the items are final (commit times), so no manifest covers it; its `metrics
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import json
 import pathlib
+import sys
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import grain
@@ -339,32 +342,53 @@ def restore_latest(mgr: ocp.CheckpointManager, state: nnx.State, shardings: Any,
     directory = pathlib.Path(mgr.directory)
     for step in sorted(mgr.all_steps(), reverse=True):
         error: Exception | None = None
-        try:
-            verified = verify_step(directory / str(step))
-            restored = restore(mgr, step, state, shardings, data_iter, verify=False)
-        except IncompatibleCheckpoint:
-            raise  # names the step: another model is an error, never skipped
-        except CorruptCheckpoint as e:  # orbax/tensorstore errors, wrapped by `restore`
-            error = e.__cause__ or e
-        except Exception as e:  # a checksum mismatch
-            error = e
-        if distributed.all_true(error is None):
-            if not verified:
-                warn(f"checkpoint step {step} in {directory} has no checksums (written before "
-                     "they were recorded); restored unverified")
-            return step, restored
-        _move_aside(directory, step, "is unreadable", short(error) if error is not None
-                    else "failed on another process", error, warn)
+        leftover: list[str] = []  # what Orbax's abandoned reads of a failed step raise
+        with _unraisable_into(leftover):
+            try:
+                verified = verify_step(directory / str(step))
+                restored = restore(mgr, step, state, shardings, data_iter, verify=False)
+            except IncompatibleCheckpoint:
+                raise  # names the step: another model is an error, never skipped
+            except CorruptCheckpoint as e:  # orbax/tensorstore errors, wrapped by `restore`
+                error = e.__cause__ or e
+            except Exception as e:  # a checksum mismatch
+                error = e
+            if distributed.all_true(error is None):
+                if not verified:
+                    warn(f"checkpoint step {step} in {directory} has no checksums (written "
+                         "before they were recorded); restored unverified")
+                return step, restored
+            log = _move_aside(directory, step, "is unreadable", short(error) if error
+                              is not None else "failed on another process", error, warn)
+            error = None  # its frames hold those reads: collected on leaving the block
+        if leftover and log is not None:
+            with log.open("a") as f:
+                f.write("\nraised while the failed reads were discarded:\n" + "".join(leftover))
         mgr.reload()
     return 0, state
 
 
+@contextlib.contextmanager
+def _unraisable_into(sink: list[str]) -> Iterator[None]:
+    """Exceptions Python can only print (`sys.unraisablehook`: the coroutines of a failed
+    Orbax restore that nobody awaited, each a multi-page TensorStore spec) go into `sink`, not
+    stderr; garbage is collected before the hook is put back, so they arrive inside."""
+    before = sys.unraisablehook
+    sys.unraisablehook = lambda u: sink.append("".join(traceback.format_exception(
+        u.exc_value)) if u.exc_value is not None else f"{u.err_msg}: {u.object!r}\n")
+    try:
+        yield
+    finally:
+        gc.collect()
+        sys.unraisablehook = before
+
+
 def _move_aside(directory: pathlib.Path, step: int, what: str, reason: str,
                 error: Exception | None, warn: Callable[[str], None],
-                then: str = "trying the previous one") -> None:
+                then: str = "trying the previous one") -> pathlib.Path | None:
     """One `warn` line (`checkpoint step N in D <what> (<reason>); moved to ..., <then>`),
     then step `step` renamed to `corrupt-<step>-<unix time>` by process 0 (every process
-    waits), `error`'s traceback written into it."""
+    waits), `error`'s traceback written into it; returns that file (None without `error`)."""
     aside = directory / f"corrupt-{step}-{int(time.time())}"
     log = aside / f"restore_error.process{jax.process_index()}.txt"
     details = f"; details in {log.relative_to(directory)}" if error is not None else ""
@@ -373,8 +397,10 @@ def _move_aside(directory: pathlib.Path, step: int, what: str, reason: str,
     if jax.process_index() == 0:
         (directory / str(step)).rename(aside)
     distributed.barrier(f"vnr:ckpt_aside_{step}")
-    if error is not None:
-        log.write_text("".join(traceback.format_exception(error)))
+    if error is None:
+        return None
+    log.write_text("".join(traceback.format_exception(error)))
+    return log
 
 
 def _metrics_problems(directory: pathlib.Path) -> list[tuple[int, str]]:
@@ -436,65 +462,3 @@ def short(error: BaseException) -> str:
     for tail in (" [tensorstore_spec", " [source locations=", " See full TensorStore details"):
         text = text.split(tail, 1)[0]
     return text if len(text) <= 240 else text[:237] + "..."
-
-
-# ------------------------------------------------ the trainer's saves: failures are warnings
-
-_IN_FLIGHT: dict[int, int] = {}  # id(manager) -> step of the async save in flight
-
-
-def save_guarded(mgr: Any, step: int, state: nnx.State, data_iter: Any, warn: Callable,
-          metrics: dict | None = None, force: bool = False) -> bool:
-    """Starts a checkpoint; a failure (disk full, permissions) is a warning, not a crash:
-    training goes on from memory and the previous checkpoints stay valid.
-
-    The previous async save is finished first, so its failure is reported as its
-    own and does not take this save down with it.
-    """
-    wait_guarded(mgr, warn)
-    for attempt in range(2):
-        try:
-            save(mgr, step, state, data_iter, metrics=metrics, force=force)
-            _IN_FLIGHT[id(mgr)] = step
-            return True
-        except Exception as e:
-            if attempt == 0 and f"/{step}." not in str(e) and f"/{step}/" not in str(e):
-                # orbax re-raises an earlier save's background failure (it names that
-                # step's directory) at the next save; it is consumed now: retry once.
-                warn(f"an earlier checkpoint write failed ({type(e).__name__}: "
-                               f"{_first_line(e)})")
-                continue
-            warn(f"checkpoint at step {step} failed ({type(e).__name__}: "
-                           f"{_first_line(e)}); training continues from memory, the previous "
-                           f"checkpoints are kept; next attempt at the next checkpoint step")
-            return False
-    return False
-
-
-def wait_guarded(mgr: Any, warn: Callable) -> bool:
-    """Waits for the async save in flight; False (with a warning) if it failed."""
-    step = _IN_FLIGHT.pop(id(mgr), "?")
-    try:
-        mgr.wait_until_finished()
-        return True
-    except Exception as e:
-        warn(f"checkpoint at step {step} failed while writing in the background "
-                       f"({type(e).__name__}: "
-                       f"{_first_line(e)}); training continues from memory, the previous "
-                       f"checkpoints are kept")
-        return False
-
-
-def close_guarded(mgr: Any, warn: Callable) -> bool:
-    """Closes the manager; False (with a warning) if a pending write failed."""
-    try:
-        mgr.close()
-        return True
-    except Exception as e:
-        warn(f"a checkpoint write failed ({type(e).__name__}: {_first_line(e)})")
-        return False
-
-
-def _first_line(e: BaseException) -> str:
-    text = str(e).strip()
-    return text.splitlines()[0] if text else type(e).__name__

@@ -3,7 +3,7 @@
 `restore` (the newest good step, or a fresh start), `maybe_save` after every step (the
 config's cadence, the steps whose validation ranks a checkpoint, and SIGTERM: a forced
 save on every process, then `Preempted`), `finish` (wait for the last save) and `close`.
-A failed save is a warning and training goes on from memory (`vnr.checkpoint`); a state
+A failed save is a warning and training goes on from memory (`save_guarded`); a state
 the step reported non-finite is never saved (`check` runs first).
 """
 
@@ -63,19 +63,19 @@ class Saver:
         if step % self.config.ckpt_every == 0 or step == total or selecting:
             check()
             ranked = evaluators.ranked(logged, self.select) if selecting else None
-            if checkpoint.save_guarded(self.mgr, step, state, self.data_iter, self.warn,
+            if save_guarded(self.mgr, step, state, self.data_iter, self.warn,
                                        metrics=ranked):
                 self.saved_at = step
         if not (self.preemption is not None and self.preemption.reached(step) and step < total):
             return
         check()
-        if self.saved_at != step and checkpoint.save_guarded(
+        if self.saved_at != step and save_guarded(
                 self.mgr, step, state, self.data_iter, self.warn, force=True):
             self.saved_at = step
-        if not (checkpoint.wait_guarded(self.mgr, self.warn) and self.saved_at == step):
+        if not (wait_guarded(self.mgr, self.warn) and self.saved_at == step):
             raise CheckpointError(f"preempted at step {step} but its checkpoint failed; the "
                                   f"newest good one is step {self.newest_good()}")
-        checkpoint.close_guarded(self.mgr, self.warn)
+        close_guarded(self.mgr, self.warn)
         raise Preempted(step, self.directory)
 
     def newest_good(self) -> int | str:
@@ -87,7 +87,7 @@ class Saver:
 
     def finish(self) -> bool:
         """Waits for the save in flight; True when the last step's checkpoint is written."""
-        return checkpoint.wait_guarded(self.mgr, self.warn) and \
+        return wait_guarded(self.mgr, self.warn) and \
             self.saved_at >= self.config.total_steps
 
     def selection(self) -> dict[str, Any]:
@@ -106,4 +106,66 @@ class Saver:
     def close(self) -> bool:
         """Closes the manager; False if a save failed."""
         self.stop_signals()
-        return checkpoint.close_guarded(self.mgr, self.warn)
+        return close_guarded(self.mgr, self.warn)
+
+
+# ------------------------------------------------ the trainer's saves: failures are warnings
+
+_IN_FLIGHT: dict[int, int] = {}  # id(manager) -> step of the async save in flight
+
+
+def save_guarded(mgr: Any, step: int, state: nnx.State, data_iter: Any, warn: Callable,
+          metrics: dict | None = None, force: bool = False) -> bool:
+    """Starts a checkpoint; a failure (disk full, permissions) is a warning, not a crash:
+    training goes on from memory and the previous checkpoints stay valid.
+
+    The previous async save is finished first, so its failure is reported as its
+    own and does not take this save down with it.
+    """
+    wait_guarded(mgr, warn)
+    for attempt in range(2):
+        try:
+            checkpoint.save(mgr, step, state, data_iter, metrics=metrics, force=force)
+            _IN_FLIGHT[id(mgr)] = step
+            return True
+        except Exception as e:
+            if attempt == 0 and f"/{step}." not in str(e) and f"/{step}/" not in str(e):
+                # orbax re-raises an earlier save's background failure (it names that
+                # step's directory) at the next save; it is consumed now: retry once.
+                warn(f"an earlier checkpoint write failed ({type(e).__name__}: "
+                               f"{_first_line(e)})")
+                continue
+            warn(f"checkpoint at step {step} failed ({type(e).__name__}: "
+                           f"{_first_line(e)}); training continues from memory, the previous "
+                           f"checkpoints are kept; next attempt at the next checkpoint step")
+            return False
+    return False
+
+
+def wait_guarded(mgr: Any, warn: Callable) -> bool:
+    """Waits for the async save in flight; False (with a warning) if it failed."""
+    step = _IN_FLIGHT.pop(id(mgr), "?")
+    try:
+        mgr.wait_until_finished()
+        return True
+    except Exception as e:
+        warn(f"checkpoint at step {step} failed while writing in the background "
+                       f"({type(e).__name__}: "
+                       f"{_first_line(e)}); training continues from memory, the previous "
+                       f"checkpoints are kept")
+        return False
+
+
+def close_guarded(mgr: Any, warn: Callable) -> bool:
+    """Closes the manager; False (with a warning) if a pending write failed."""
+    try:
+        mgr.close()
+        return True
+    except Exception as e:
+        warn(f"a checkpoint write failed ({type(e).__name__}: {_first_line(e)})")
+        return False
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__

@@ -362,3 +362,23 @@ def test_small_replicated_arrays_save_without_a_compile_per_replica(tmp_path):
     for a, b in zip(jax.tree.leaves(_state(1, features=16)), jax.tree.leaves(back),
                     strict=True):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_what_only_python_could_print_during_a_restore_goes_to_the_details():
+    """An exception raised where nobody can catch it (a failed Orbax read's coroutine,
+    collected later; here a `__del__`) lands in the sink, collected before the hook returns,
+    and stderr's hook is back afterwards."""
+    import sys
+
+    class Raises:
+        def __init__(self) -> None:
+            self.me = self  # a cycle: only the garbage collector frees it
+
+        def __del__(self) -> None:
+            raise ValueError("a read nobody awaited")
+
+    before, sink = sys.unraisablehook, []
+    with checkpoint._unraisable_into(sink):
+        Raises()
+    assert sys.unraisablehook is before
+    assert len(sink) == 1 and "ValueError: a read nobody awaited" in sink[0]
