@@ -343,7 +343,7 @@ def restore_latest(mgr: ocp.CheckpointManager, state: nnx.State, shardings: Any,
     for step in sorted(mgr.all_steps(), reverse=True):
         error: Exception | None = None
         leftover: list[str] = []  # what Orbax's abandoned reads of a failed step raise
-        with _unraisable_into(leftover):
+        with unraisable_into(leftover):
             try:
                 verified = verify_step(directory / str(step))
                 restored = restore(mgr, step, state, shardings, data_iter, verify=False)
@@ -369,7 +369,7 @@ def restore_latest(mgr: ocp.CheckpointManager, state: nnx.State, shardings: Any,
 
 
 @contextlib.contextmanager
-def _unraisable_into(sink: list[str]) -> Iterator[None]:
+def unraisable_into(sink: list[str]) -> Iterator[None]:
     """Exceptions Python can only print (`sys.unraisablehook`: the coroutines of a failed
     Orbax restore that nobody awaited, each a multi-page TensorStore spec) go into `sink`, not
     stderr; garbage is collected before the hook is put back, so they arrive inside."""

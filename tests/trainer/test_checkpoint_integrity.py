@@ -378,7 +378,36 @@ def test_what_only_python_could_print_during_a_restore_goes_to_the_details():
             raise ValueError("a read nobody awaited")
 
     before, sink = sys.unraisablehook, []
-    with checkpoint._unraisable_into(sink):
+    with checkpoint.unraisable_into(sink):
         Raises()
     assert sys.unraisablehook is before
     assert len(sink) == 1 and "ValueError: a read nobody awaited" in sink[0]
+
+
+def test_another_runs_failed_read_prints_nothing_more_than_its_one_line(run, monkeypatch,
+                                                                          capfd):
+    """`restore_run` on a damaged step: one CorruptCheckpoint line; the read's traceback and
+    what Python could only print while the failed read is discarded (here a `__del__` in a
+    cycle, as Orbax's abandoned coroutines) ride on the error's notes, not stderr."""
+    import sys
+
+    class Abandoned:
+        def __init__(self) -> None:
+            self.me = self
+
+        def __del__(self) -> None:
+            raise ValueError("a read nobody awaited")
+
+    def restore(self, *args, **kwargs):
+        Abandoned()
+        raise OSError("DATA_LOSS: Error reading shard 0 [tensorstore_spec='{...}']")
+
+    monkeypatch.setattr(run_reader.ocp.PyTreeCheckpointer, "restore", restore)
+    hook = sys.unraisablehook
+    with pytest.raises(checkpoint.CorruptCheckpoint) as e:
+        run_reader.restore_run(run)
+    assert str(e.value).endswith(" is unreadable: DATA_LOSS: Error reading shard 0")
+    notes = "\n".join(e.value.__notes__)
+    assert "OSError: DATA_LOSS" in notes and "ValueError: a read nobody awaited" in notes
+    assert e.value.__cause__ is None and sys.unraisablehook is hook
+    assert "a read nobody awaited" not in capfd.readouterr().err
