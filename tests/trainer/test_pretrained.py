@@ -113,12 +113,13 @@ def test_nsp_on_real_minilm_matches_transformers_trains_and_resumes_without_relo
     ids, mask = tokenizers.encode(tokenizers.resolve(c.data.tokenizer), [a, b], 24)
     assert ids[0, 0] == 101 and (ids[~mask] == 0).all()  # [CLS], padded with [PAD] = 0
     model = nnx.merge(s.graphdef, s.state)[0]
-    ours = model.pooled(jnp.asarray(ids[:1]), jnp.asarray(ids[1:]), train=False)
+    # both under jit: one program each, not one per operation
+    ours = nnx.jit(lambda m, x, y: m.pooled(x, y, train=False))(
+        model, jnp.asarray(ids[:1]), jnp.asarray(ids[1:]))
     pair = AutoTokenizer.from_pretrained(minilm_dir)(a, b, return_tensors="np")
-    out = ref(pair["input_ids"], pair["attention_mask"], pair["token_type_ids"],
-              params=ref.params)
-    np.testing.assert_allclose(np.asarray(ours), np.asarray(out.pooler_output),
-                               rtol=1e-4, atol=2e-5)
+    out = jax.jit(lambda p, *x: ref(*x, params=p).pooler_output)(
+        ref.params, pair["input_ids"], pair["attention_mask"], pair["token_type_ids"])
+    np.testing.assert_allclose(np.asarray(ours), np.asarray(out), rtol=1e-4, atol=2e-5)
 
     workdir = tmp_path / "nsp"
     results = train.run(c, str(workdir))
@@ -187,9 +188,10 @@ def test_hcmc_on_tiny_clip_frozen_towers_run_end_to_end(clip_ckpt, data_dir, tmp
     # CLIP's text features (pooled at <|endoftext|>, projected) on pipeline-tokenized subtitles.
     model = nnx.merge(s.graphdef, s.state)[0]
     ids, mask = tokenizers.encode(str(d), ["We should go to the chapel.", "", "Is it 42?"], 16)
-    ours = model.encoders["frame"].embed_text(jnp.asarray(ids), jnp.asarray(mask), False, None)
+    ours = nnx.jit(lambda m, x, k: m.encoders["frame"].embed_text(x, k, False, None))(
+        model, jnp.asarray(ids), jnp.asarray(mask))
     ref = FlaxCLIPModel.from_pretrained(d)
-    want = ref.get_text_features(ids, mask, params=ref.params)
+    want = jax.jit(lambda p, x, k: ref.get_text_features(x, k, params=p))(ref.params, ids, mask)
     np.testing.assert_allclose(np.asarray(ours), np.asarray(want), rtol=1e-4, atol=1e-5)
 
     workdir = tmp_path / "hcmc"
@@ -293,13 +295,13 @@ def test_sop_albert_row_on_a_tiny_albert_checkpoint(data_dir, tmp_path):
     a, b = "We should go to the chapel.", "Good morning, you are at the rooftop!"
     ids, _ = tokenizers.encode(str(d), [a, b], 16)
     model = nnx.merge(s.graphdef, s.state)[0]
-    ours = model.pooled(jnp.asarray(ids[:1]), jnp.asarray(ids[1:]), train=False)
+    ours = nnx.jit(lambda m, x, y: m.pooled(x, y, train=False))(
+        model, jnp.asarray(ids[:1]), jnp.asarray(ids[1:]))
     pair = AutoTokenizer.from_pretrained(d)(a, b, return_tensors="np")
     ref = FlaxAlbertModel.from_pretrained(d)
-    out = ref(pair["input_ids"], pair["attention_mask"], pair["token_type_ids"],
-              params=ref.params)
-    np.testing.assert_allclose(np.asarray(ours), np.asarray(out.pooler_output),
-                               rtol=1e-4, atol=1e-5)
+    out = jax.jit(lambda p, *x: ref(*x, params=p).pooler_output)(
+        ref.params, pair["input_ids"], pair["attention_mask"], pair["token_type_ids"])
+    np.testing.assert_allclose(np.asarray(ours), np.asarray(out), rtol=1e-4, atol=1e-5)
     c.data.max_tokens = 21  # a pair of 41 tokens > the 40 positions
     with pytest.raises(train.ConfigError, match="data.max_tokens=21"):
         train.setup(c)

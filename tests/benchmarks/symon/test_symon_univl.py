@@ -62,23 +62,29 @@ def test_towers_score_as_upstream_mean_similarity():
         g = dict(f)
     cfg = univl.infer_config(torch_checkpoint.read_torch_shapes(CKPT), str(CKPT),
                              num_attention_heads=HEADS)
-    model = UniVLRetrievalModel(cfg, rngs=nnx.Rngs(0))
+    model = nnx.jit(lambda: UniVLRetrievalModel(cfg, rngs=nnx.Rngs(0)))()  # one program
     arrays = univl.match(torch_checkpoint.read_torch_checkpoint(CKPT), _shapes(model), "x")
     nnx.update(model.univl, nnx.from_flat_state(
         [(p, v.replace(jax.numpy.asarray(arrays[n]))) for n, (p, v) in _params(model).items()]))
     ids, mask = g["input_ids"], g["attention_mask"].astype(bool)
     video, vmask = g["video"], g["video_mask"].astype(bool)
-    t = model.encode_text(ids, np.zeros_like(ids), np.zeros_like(mask), train=False, rngs=None,
-                          token_mask=mask)
-    v = model.encode_video(video, vmask, np.zeros_like(video), np.zeros_like(vmask),
-                           train=False, rngs=None)
-    np.testing.assert_allclose(np.asarray(t @ v.T), g["sim_mean"], atol=2e-6)
+
+    @nnx.jit
+    def similarity(m, ids, mask, video, vmask):
+        t = m.encode_text(ids, jax.numpy.zeros_like(ids), jax.numpy.zeros_like(mask),
+                          train=False, rngs=None, token_mask=mask)
+        v = m.encode_video(video, vmask, jax.numpy.zeros_like(video),
+                           jax.numpy.zeros_like(vmask), train=False, rngs=None)
+        return t @ v.T
+
+    got = similarity(model, ids, mask, video, vmask)
+    np.testing.assert_allclose(np.asarray(got), g["sim_mean"], atol=2e-6)
 
 
 def test_loader_leaves_exactly_cross_decoder_and_heads():
     tensors = torch_checkpoint.read_torch_checkpoint(CKPT)
     cfg = univl.infer_config(tensors, "x", num_attention_heads=HEADS)
-    shapes = _shapes(UniVLRetrievalModel(cfg, rngs=nnx.Rngs(0)))
+    shapes = _shapes(nnx.eval_shape(lambda: UniVLRetrievalModel(cfg, rngs=nnx.Rngs(0))))
     arrays = univl.match(tensors, shapes, "x")
     assert set(arrays) == set(shapes)
     left = {k for k in tensors if k not in {univl.loading.torch_key(n) for n in shapes}}
