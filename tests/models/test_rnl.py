@@ -73,11 +73,16 @@ def test_targets_match_upstream_loader(io):
 
 
 def test_loss_matches_upstream(model, io):
-    out = model(**inputs(io))
-    close("loss (eval)", rnl.loss(out, io["gt"], CFG, train=False), io["loss_eval"])
+    @nnx.jit
+    def losses(m, x, gt):  # the forward and both losses: one program
+        out = m(**x)
+        return rnl.loss(out, gt, CFG, train=False), rnl.loss(out, gt, CFG, train=True)
+
+    eval_loss, train_loss = losses(model, inputs(io), io["gt"])
+    close("loss (eval)", eval_loss, io["loss_eval"])
     # upstream's training-mode loss with every dropout rate at 0: the regression term on
     # the adj_mat > 0 proposals only
-    close("loss (train)", rnl.loss(out, io["gt"], CFG, train=True), io["loss_train"])
+    close("loss (train)", train_loss, io["loss_train"])
 
 
 def test_full_size_key_set():
@@ -99,7 +104,7 @@ def test_ablations_build_and_load(io):
         arrays = rnl.match(tensors, cfg, "rnl.pth")
         assert ("video_encoder.tran.kernel" in arrays) == bool(cfg.face_dim)
         m = rnl.RNL(cfg, nnx.Rngs(0))
-        out = m(**inputs(io, cfg))
+        out = nnx.jit(lambda m, x: m(**x))(m, inputs(io, cfg))
         width = io["words"].shape[1] + (io["face_feats"].shape[1] if cfg.portraits else 0)
         assert out["query"].shape == (3, width, cfg.width)
         assert np.isfinite(np.asarray(out["boxes"])).all()
@@ -149,7 +154,7 @@ def test_portrait_fc_reads_tran_face(io):
     m = rnl.RNL(cfg, nnx.Rngs(0))
     nnx.update(m, nnx.state(rnl.from_checkpoint(GOLDEN / "rnl.pth", cfg), nnx.Param))
     words = io["words"].shape[1]
-    got = np.asarray(m(**inputs(io))["query"][:, words:])
+    got = np.asarray(nnx.jit(lambda m, x: m(**x)["query"])(m, inputs(io))[:, words:])
     want = io["face_feats"] @ arrays["sentence_encoder.tran_face.kernel"] + arrays[
         "sentence_encoder.tran_face.bias"]
     close("portrait tokens through tran_face", got, want)
@@ -168,7 +173,7 @@ def test_window_model_and_box_scoring():
              "portraits": rng.normal(size=(b, 3, 5)).astype(np.float32),
              "portrait_mask": np.array([[1, 1, 0], [0, 0, 0]], bool)}
     m = rnl.WindowRNL(cfg, 32, nnx.Rngs(0))
-    out = m(batch)
+    out = nnx.jit(lambda m, x: m(x))(m, batch)
     assert out["boxes"].shape == (b, n * 4, 2) and out["query"].shape == (b, 13, CFG.width)
     # index boxes: rounded half to even, starts >= 0, ends <= n - 1
     np.testing.assert_array_equal(rnl.index_boxes(np.array([[-1.5, 2.5], [3.5, 80.0]]), n),

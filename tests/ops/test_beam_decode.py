@@ -164,24 +164,28 @@ def test_slot_cache_matches_full_recompute_under_reordering() -> None:
     B, K, T = 2, 4, 6
     dec = TransformerDecoder(vocab=13, width=16, layers=2, heads=2, mlp=32, max_len=T,
                              rngs=nnx.Rngs(0))
-    graph, params = nnx.split(dec)
-    mem = jax.random.normal(jax.random.key(1), (B, 5, 16))
-    consts = tile_beams({"mem": mem, "mem_mask": jnp.ones((B, 5), bool)}, K)
-    consts.update(params=params, cross=dec.cross_kv(consts["mem"]))
     slots = set_beam({"cache": dec.init_cache(B * K)}, K)
     assert isinstance(slots["cache"]["k"][0], InPlace) and slots["cache"]["k"][0].beam == K
-    prefix = {"prefix": jnp.zeros((B * K, T), jnp.int32)}
-    rng = np.random.default_rng(0)
-    tokens = jnp.asarray(rng.integers(0, 13, B * K), jnp.int32)
-    for t in range(T):
+
+    @nnx.jit
+    def step(dec, tokens, slots, prefix, t, parents):  # one program, run for every t
+        graph, params = nnx.split(dec)
+        mem = jax.random.normal(jax.random.key(1), (B, 5, 16))
+        consts = tile_beams({"mem": mem, "mem_mask": jnp.ones((B, 5), bool)}, K)
+        consts.update(params=params, cross=dec.cross_kv(consts["mem"]))
         lp1, slots = cached_step(graph, tokens, slots, t, consts)
         lp2, prefix = full_step(graph, tokens, prefix, t, consts)
+        return lp1, lp2, gather_beams(slots, parents, B, K), gather_beams(prefix, parents, B, K)
+
+    prefix = {"prefix": np.zeros((B * K, T), np.int32)}
+    rng = np.random.default_rng(0)
+    tokens = rng.integers(0, 13, B * K).astype(np.int32)
+    for t in range(T):
+        parents = rng.integers(0, K, (B, K))  # arbitrary, with repeats
+        lp1, lp2, slots, prefix = step(dec, tokens, slots, prefix, t, parents)
         np.testing.assert_allclose(lp1, lp2, rtol=1e-4, atol=1e-5)
-        parents = jnp.asarray(rng.integers(0, K, (B, K)))  # arbitrary, with repeats
-        slots = gather_beams(slots, parents, B, K)
-        prefix = gather_beams(prefix, parents, B, K)
-        tokens = jnp.asarray(rng.integers(0, 13, B * K), jnp.int32)
-    assert int((slots["cache"]["slot"] != jnp.arange(B * K)[:, None] % K).sum()) > 0
+        tokens = rng.integers(0, 13, B * K).astype(np.int32)
+    assert int((np.asarray(slots["cache"]["slot"]) != np.arange(B * K)[:, None] % K).sum()) > 0
     with pytest.raises(ValueError, match="set_beam"):
         gather_beams({"cache": dec.init_cache(K)}, jnp.zeros((1, K), int), 1, K)
 
@@ -197,29 +201,37 @@ def test_rmn_role_scores_use_the_decoders_attention() -> None:
     m = RMN(frame_dim=8, face_dim=6, faces=2, genres=3, vocab=9, max_roles=4, width=16,
             enc_layers=1, dec_layers=2, heads=2, mlp=32, max_frames=5, max_len=6, dropout=0.0,
             pointer=True, max_genres=2, rngs=nnx.Rngs(0))
-    m.portrait.bias[...] = jax.random.normal(jax.random.key(7), m.portrait.bias.shape)
-    k = jax.random.split(jax.random.key(3), 4)
-    frames, faces = jax.random.normal(k[0], (2, 5, 8)), jax.random.normal(k[1], (2, 5, 2, 6))
-    fmask = jnp.arange(5)[None] < jnp.array([[5], [2]])
-    por = jax.random.normal(k[2], (2, 4, 6))
-    role_mask = jnp.array([[True, True, False, True], [True, False, True, True]])
-    tokens = jnp.array([[1, 4, 10, 5], [1, 3, 3, 12]])  # 10, 12: pointer tokens fed back
-    mem, mask = m.encode(frames, faces, fmask, jnp.array([[0, -1], [1, 2]]))
-    x = m.embed_tokens(tokens, por)
-    h, alpha = m.decoder.hidden_x(x, mem, mask, return_attn=True)
+    role_mask = np.array([[True, True, False, True], [True, False, True, True]])
+    tokens = np.array([[1, 4, 10, 5], [1, 3, 3, 12]])  # 10, 12: pointer tokens fed back
+
+    @nnx.jit
+    def forward(m):  # every model call below: one program
+        m.portrait.bias[...] = jax.random.normal(jax.random.key(7), m.portrait.bias.shape)
+        k = jax.random.split(jax.random.key(3), 4)
+        frames, faces = jax.random.normal(k[0], (2, 5, 8)), jax.random.normal(k[1], (2, 5, 2, 6))
+        fmask = jnp.arange(5)[None] < jnp.array([[5], [2]])
+        por = jax.random.normal(k[2], (2, 4, 6))
+        mem, mask = m.encode(frames, faces, fmask, jnp.array([[0, -1], [1, 2]]))
+        x = m.embed_tokens(tokens, por)
+        h, alpha = m.decoder.hidden_x(x, mem, mask, return_attn=True)
+        a = alpha[..., 2:] * fmask[:, None]  # the two genre slots dropped
+        a = a / a.sum(-1, keepdims=True)
+        c = jnp.einsum("bst,btw->bsw", a, mem[:, 2:])
+        s = jnp.einsum("bsw,brw->bsr", m.pq(c), m.portrait(por)) / 4.0
+        want = jnp.where(role_mask[:, None], jax.nn.sigmoid(m.gate(h)) * s, NEG)
+        got = m.role_scores(h, alpha, mem, mask, por, role_mask)
+        cache, steps = m.decoder.init_cache(2), []
+        for t in range(4):  # the decode path's α (KV cache, precomputed cross K/V)
+            ht, cache, at = m.decoder.step_x(x[:, t], mem, mask, cache, t,
+                                             m.decoder.cross_kv(mem), return_attn=True)
+            steps.append((ht, at))
+        return h, alpha, got, want, steps
+
+    h, alpha, got, want, steps = forward(m)
     assert alpha.shape == (2, 4, 7) and np.allclose(alpha.sum(-1), 1, atol=1e-5)
-    a = alpha[..., 2:] * fmask[:, None]  # the two genre slots dropped
-    a = a / a.sum(-1, keepdims=True)
-    c = jnp.einsum("bst,btw->bsw", a, mem[:, 2:])
-    s = jnp.einsum("bsw,brw->bsr", m.pq(c), m.portrait(por)) / 4.0
-    want = jnp.where(role_mask[:, None], jax.nn.sigmoid(m.gate(h)) * s, NEG)
-    got = m.role_scores(h, alpha, mem, mask, por, role_mask)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
     assert np.all(np.asarray(got)[1, :, 1] == NEG)  # no portrait: cannot be pointed to
-    cache = m.decoder.init_cache(2)
-    for t in range(4):  # the decode path's α (KV cache, precomputed cross K/V) is the same
-        ht, cache, at = m.decoder.step_x(x[:, t], mem, mask, cache, t,
-                                         m.decoder.cross_kv(mem), return_attn=True)
+    for t, (ht, at) in enumerate(steps):  # each step: the teacher-forced α and state
         np.testing.assert_allclose(at, alpha[:, t], rtol=1e-4, atol=1e-5)
         np.testing.assert_allclose(ht, h[:, t], rtol=1e-4, atol=1e-4)
 

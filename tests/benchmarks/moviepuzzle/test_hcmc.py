@@ -25,27 +25,36 @@ def test_shapes_and_padding_does_not_leak():
     config = _config()
     model = _model(config)
     batch = _batch()
-    feats = model.encode(batch["frames"], batch["tokens"], train=False, rngs=None)
-    assert feats.shape == (B, N, 3, config.model.width)
-    out = task.predict(config, model, batch)
-    assert out["scores"].shape == (B, N, N) and out["shot_embed"].shape == (B, N, 16)
-    assert config.cl_form == "dot" and not np.allclose(  # Eq. 3 as printed: raw ψ
-        np.linalg.norm(out["scene_embed"], axis=-1), 1.0, atol=1e-3)
-    ours = _config("smoke,frame_shot_scene,ours")
-    np.testing.assert_allclose(np.linalg.norm(task.predict(ours, _model(ours), batch)[
-        "scene_embed"], axis=-1), 1.0, atol=1e-5)
     # changing padded frames changes no real frame's outputs, nor pooled group vectors
     noisy = dict(batch, frames=batch["frames"].copy(), tokens=batch["tokens"].copy())
     noisy["frames"][1, 6:] = 200
     noisy["tokens"][1, 6:] = 7
-    out2 = task.predict(config, model, noisy)
+
+    @nnx.jit
+    def run(model, batch, noisy):
+        def encode(b):
+            return model.encode(b["frames"], b["tokens"], train=False, rngs=None)
+
+        def units(feats):
+            return model.units_from_groups("shot", feats, batch["shot_id"], batch["mask"],
+                                           batch["position"])
+
+        f1, f2 = encode(batch), encode(noisy)
+        return {"feats": f1, "out": task.predict(config, model, batch),
+                "out2": task.predict(config, model, noisy), "u1": units(f1), "u2": units(f2)}
+
+    got = jax.device_get(run(model, batch, noisy))
+    feats, out, out2 = got["feats"], got["out"], got["out2"]
+    assert feats.shape == (B, N, 3, config.model.width)
+    assert out["scores"].shape == (B, N, N) and out["shot_embed"].shape == (B, N, 16)
+    assert config.cl_form == "dot" and not np.allclose(  # Eq. 3 as printed: raw ψ
+        np.linalg.norm(out["scene_embed"], axis=-1), 1.0, atol=1e-3)
+    ours = _config("smoke,frame_shot_scene,ours")
+    scene = nnx.jit(lambda m, b: task.predict(ours, m, b)["scene_embed"])(_model(ours), batch)
+    np.testing.assert_allclose(np.linalg.norm(scene, axis=-1), 1.0, atol=1e-5)
     real = batch["mask"]
     np.testing.assert_allclose(out["features"][real], out2["features"][real], atol=1e-5)
-    f2 = model.encode(noisy["frames"], noisy["tokens"], train=False, rngs=None)
-    pos = jnp.asarray(batch["position"])
-    u1 = model.units_from_groups("shot", feats, jnp.asarray(batch["shot_id"]), real, pos)
-    u2 = model.units_from_groups("shot", f2, jnp.asarray(batch["shot_id"]), real, pos)
-    np.testing.assert_allclose(np.asarray(u1)[real], np.asarray(u2)[real], atol=1e-5)
+    np.testing.assert_allclose(got["u1"][real], got["u2"][real], atol=1e-5)
 
 
 def test_concatenated_shot_feature_follows_frame_order():
@@ -55,20 +64,26 @@ def test_concatenated_shot_feature_follows_frame_order():
     config = _config("smoke,frame_shot")
     model = _model(config)
     batch = _batch()
-    feats = model.encode(batch["frames"], batch["tokens"], train=False, rngs=None)
-    shot, mask, pos = (jnp.asarray(batch[k]) for k in ("shot_id", "mask", "position"))
-    units = np.asarray(model.units_from_groups("shot", feats, shot, mask, pos))
+
+    @nnx.jit
+    def encode(model, b):
+        feats = model.encode(b["frames"], b["tokens"], train=False, rngs=None)
+        return feats, model.units_from_groups("shot", feats, b["shot_id"], b["mask"],
+                                              b["position"])
+
+    from_members = nnx.jit(lambda m, x, mm: m.units_from_members("shot", x, mm))
+    feats, units = jax.device_get(encode(model, batch))
     b, sid = 0, 1  # clip 0, shot 1: three frames
     idx = np.nonzero((batch["shot_id"][b] == sid) & batch["mask"][b])[0]
     idx = idx[np.argsort(batch["position"][b, idx])]
     members = np.zeros((1, 1, 4, feats.shape[2] * feats.shape[3]), np.float32)
-    members[0, 0, :3] = np.asarray(feats[b, idx]).reshape(3, -1)
+    members[0, 0, :3] = feats[b, idx].reshape(3, -1)
     mmask = np.zeros((1, 1, 4), bool)
     mmask[0, 0, :3] = True
-    got = np.asarray(model.units_from_members("shot", jnp.asarray(members), jnp.asarray(mmask)))
+    got = np.asarray(from_members(model, members, mmask))
     np.testing.assert_allclose(got[0, 0], units[b, idx[0]], atol=1e-5)
     members[0, 0, :3] = members[0, 0, 2::-1]
-    rev = np.asarray(model.units_from_members("shot", jnp.asarray(members), jnp.asarray(mmask)))
+    rev = np.asarray(from_members(model, members, mmask))
     assert np.abs(rev - got).max() > 1e-3
 
 
@@ -114,7 +129,7 @@ def test_group_mean_is_the_mean_over_the_group():
     x = np.random.default_rng(0).normal(size=(1, 5, 3)).astype(np.float32)
     group = np.array([[4, 9, 4, 9, 0]])
     mask = np.array([[True, True, True, True, False]])
-    got = np.asarray(group_mean(jnp.asarray(x), jnp.asarray(group), jnp.asarray(mask)))
+    got = np.asarray(jax.jit(group_mean)(x, group, mask))
     np.testing.assert_allclose(got[0, 0], x[0, [0, 2]].mean(0), rtol=1e-6)
     np.testing.assert_allclose(got[0, 3], x[0, [1, 3]].mean(0), rtol=1e-6)
 
@@ -123,7 +138,8 @@ def test_unit_pairs_are_distinct_units_within_and_across_groups():
     batch = _batch(1)
     shot, scene, mask = (jnp.asarray(batch[k]) for k in ("shot_id", "scene_id", "mask"))
     key = jax.random.key(0)
-    i, j, valid = task.sample_unit_pairs(key, shot, scene, mask, 400, 0.5)
+    sample = jax.jit(task.sample_unit_pairs, static_argnums=4)  # num: a shape
+    i, j, valid = sample(key, shot, scene, mask, 400, 0.5)
     i, j, valid = map(np.asarray, (i, j, valid))
     s, c = batch["shot_id"], batch["scene_id"]
     take = lambda a, idx: np.take_along_axis(a, idx, 1)  # noqa: E731
@@ -131,19 +147,19 @@ def test_unit_pairs_are_distinct_units_within_and_across_groups():
     assert (take(s, i) != take(s, j)).all()
     same_scene = take(c, i) == take(c, j)
     assert 0.3 < same_scene.mean() < 0.95  # both within and across scenes
-    i1, j1, _ = map(np.asarray, task.sample_unit_pairs(key, shot, scene, mask, 200, 1.0))
+    i1, j1, _ = map(np.asarray, sample(key, shot, scene, mask, 200, 1.0))
     # within_frac=1: the second shot is in the same scene whenever that scene has another
     # shot (clip 0: scene 0 has shots 0, 1; scene 1 has shots 2, 3)
     assert (take(c, i1)[0] == take(c, j1)[0]).all()
     one = jnp.zeros_like(shot)  # a single unit per clip: no valid pair
-    assert not np.asarray(task.sample_unit_pairs(key, one, one, mask, 5, 0.5)[2]).any()
+    assert not np.asarray(sample(key, one, one, mask, 5, 0.5)[2]).any()
 
 
 def test_contrastive_draws_respect_groups():
     batch = _batch(2)
     shot, mask = jnp.asarray(batch["shot_id"]), jnp.asarray(batch["mask"])
-    pos, neg, ok, neg_ok = map(np.asarray, task.sample_contrastive(jax.random.key(3), shot,
-                                                                   mask, 6))
+    sample = jax.jit(task.sample_contrastive, static_argnums=3)  # num_neg: a shape
+    pos, neg, ok, neg_ok = map(np.asarray, sample(jax.random.key(3), shot, mask, 6))
     g, m = batch["shot_id"].reshape(-1), batch["mask"].reshape(-1)
     clip = np.repeat(np.arange(B), N)
     a = np.arange(B * N)
@@ -170,8 +186,8 @@ def test_eq3_matches_a_direct_numpy_computation():
         num = np.exp(cos(z[a], zp[a]) / tau)
         den = num + sum(np.exp(cos(z[a], zn[a, k]) / tau) for k in range(n) if neg_mask[a, k])
         want.append(-np.log(num / den))
-    got = contrastive_cluster_loss(jnp.asarray(z), jnp.asarray(zp), jnp.asarray(zn),
-                                   jnp.asarray(neg_mask), jnp.asarray(valid), tau, "cosine")
+    loss = jax.jit(contrastive_cluster_loss, static_argnums=(5, 6))
+    got = loss(z, zp, zn, neg_mask, valid, tau, "cosine")
     np.testing.assert_allclose(float(got), np.mean(want), rtol=1e-5)
     want = []  # as printed: raw dot products, no temperature
     for a in range(A):
@@ -180,8 +196,7 @@ def test_eq3_matches_a_direct_numpy_computation():
         num = np.exp(z[a] @ zp[a])
         den = num + sum(np.exp(z[a] @ zn[a, k]) for k in range(n) if neg_mask[a, k])
         want.append(-np.log(num / den))
-    got = contrastive_cluster_loss(jnp.asarray(z), jnp.asarray(zp), jnp.asarray(zn),
-                                   jnp.asarray(neg_mask), jnp.asarray(valid), tau, "dot")
+    got = loss(z, zp, zn, neg_mask, valid, tau, "dot")
     np.testing.assert_allclose(float(got), np.mean(want), rtol=1e-5)
 
 
@@ -259,10 +274,15 @@ def test_row_variants_build_train_and_predict(arg):
     task.validate(config)
     model = _model(config)
     batch = {k: jnp.asarray(v) for k, v in _batch(6).items()}
-    loss, metrics = task.loss_fn(config, model, batch, nnx.Rngs(dropout=jax.random.key(0)))
+
+    @nnx.jit
+    def run(model, batch):
+        loss, metrics = task.loss_fn(config, model, batch, nnx.Rngs(dropout=jax.random.key(0)))
+        return loss, metrics, task.predict(config, model, batch)
+
+    loss, metrics, out = run(model, batch)
     assert np.isfinite(float(loss))
     assert ("shot_cl" in metrics) == ("shot" in config.model.levels)
-    out = task.predict(config, model, batch)
     assert out["scores"].shape == (B, N, N)
     assert out["features"].shape == (B, N, len(config.model.levels) * config.model.width)
 

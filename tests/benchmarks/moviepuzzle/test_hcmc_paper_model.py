@@ -1,9 +1,13 @@
 """HCMC as the paper rows run it (§3.2, App. E): ψ and ϕ in ℝ₊, frames as token sequences
 on CLIP towers and Algorithm 1 reading their scores, the Appendix E evaluation switches."""
 
+import functools
+
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from flax import nnx
 
 from tests.benchmarks.moviepuzzle.hcmc_helpers import B, L, N
 from tests.benchmarks.moviepuzzle.hcmc_helpers import batch as _batch
@@ -15,6 +19,14 @@ from vnr.benchmarks.moviepuzzle import frame_cache, hcmc_scores
 from vnr.benchmarks.moviepuzzle import hcmc as task
 
 
+def _psi_and_phi(config, model, batch):
+    """ψ of the clip pass's shots, and ϕ of every frame pair (units of ground-truth shots)."""
+    units = model.units_from_groups("frame", frame_cache.encode_batch(
+        model, batch, False, None), batch["shot_id"], batch["mask"])
+    return task.predict(config, model, batch)["shot_embed"], model.all_pair_logits("frame",
+                                                                                  units)
+
+
 def test_paper_psi_is_a_classifiers_probabilities():
     """§3.2: ψ is a multi-class classifier and ψ(P) ∈ ℝ₊: the paper rows cluster its class
     probabilities (positive, summing to 1); our rows keep the head's real outputs."""
@@ -22,13 +34,9 @@ def test_paper_psi_is_a_classifiers_probabilities():
     for arg, probs in (("smoke,frame_shot,paper", True), ("smoke,frame_shot", False)):
         config = _config(arg)
         assert config.model.cluster_out == ("softmax" if probs else "real")
-        model = _model(config)
-        out = task.predict(config, model, batch)["shot_embed"]
+        out, phi = nnx.jit(functools.partial(_psi_and_phi, config))(_model(config), batch)
         assert bool((out > 0).all()) == probs
         # ϕ(P) ∈ ℝ₊ too on the paper rows: positive outputs (softplus)
-        units = model.units_from_groups("frame", frame_cache.encode_batch(
-            model, batch, False, None), batch["shot_id"], batch["mask"])
-        phi = model.all_pair_logits("frame", units)
         assert bool((phi > 0).all()) == probs
         if probs:
             np.testing.assert_allclose(np.asarray(out).sum(-1), 1.0, rtol=1e-5)
@@ -46,32 +54,40 @@ def test_token_frames_pair_both_sequences_and_padding_does_not_leak():
     assert config.model.frame_repr == "tokens"
     model = _model(config)
     batch = {k: jnp.asarray(v) for k, v in _batch(4).items()}
-    feats, seq, mask = model.encode_tokens(batch["frames"], batch["tokens"], train=False,
-                                           rngs=None)
+    i, j = jnp.array([[0, 3], [1, 5]]), jnp.array([[3, 0], [2, 4]])
+
+    @nnx.jit
+    def run(model, batch):
+        feats, seq, mask = model.encode_tokens(batch["frames"], batch["tokens"], train=False,
+                                               rngs=None)
+        pad = ~batch["mask"]
+        other = dict(batch, frames=jnp.where(pad[..., None, None, None], 7, batch["frames"]),
+                     tokens=jnp.where(pad[..., None], 9, batch["tokens"]))
+        return {"feats": feats, "seq": seq, "mask": mask,
+                "own": model.pairs["frame"].embed_frames("frame", seq, mask, train=False,
+                                                         rngs=None),
+                "every": model.all_frame_sequence_logits(seq, mask),
+                "one": model.frame_sequence_logits(seq, mask, i, j, train=False, rngs=None),
+                "scores": task.predict(config, model, batch)["scores"],
+                "other": task.predict(config, model, other)["scores"]}
+
+    got = jax.device_get(run(model, batch))
+    feats, seq, mask = got["feats"], got["seq"], got["mask"]
     side = 16 // 8  # scratch clip-tiny: patch 8 at 16 px
     assert seq.shape[:3] == (B, N, 1 + side * side + L + 1) and mask.shape == seq.shape[:3]
     assert feats.shape == (B, N, 2, config.model.width)
     # a frame's vector (for ψ, shots and scenes) is the transformer's output over its own
     # sequence at its first token (§3.2: ψ reads "the output representation")
-    own = model.pairs["frame"].embed_frames("frame", seq, mask, train=False, rngs=None)
+    own = got["own"]
     np.testing.assert_allclose(feats[:, :, 0], own, rtol=1e-6)
     np.testing.assert_allclose(feats[:, :, 1], own, rtol=1e-6)  # shared by frame and shot
-    every = model.all_frame_sequence_logits(seq, mask)
-    i, j = jnp.array([[0, 3], [1, 5]]), jnp.array([[3, 0], [2, 4]])
-    one = model.frame_sequence_logits(seq, mask, i, j, train=False, rngs=None)
-    np.testing.assert_allclose(one, every[jnp.arange(B)[:, None], i, j], rtol=1e-5, atol=1e-5)
+    every, one = got["every"], got["one"]
+    np.testing.assert_allclose(one, every[np.arange(B)[:, None], i, j], rtol=1e-5, atol=1e-5)
     assert not np.allclose(one[:, 0], one[:, 1])  # (u, v) and (v, u) differ: order is read
-    pad = ~np.asarray(batch["mask"])
-    other = dict(batch, frames=jnp.where(pad[..., None, None, None], 7, batch["frames"]),
-                 tokens=jnp.where(pad[..., None], 9, batch["tokens"]))
+    # padded frames (pixels 7, tokens 9) change no score between real frames
     real = np.asarray(batch["mask"])
-    for b in (batch, other):
-        out = task.predict(config, model, b)["scores"]
-        if b is batch:
-            first = np.asarray(out)
-        else:
-            both = real[:, :, None] & real[:, None, :]
-            np.testing.assert_allclose(np.asarray(out)[both], first[both], rtol=1e-5)
+    both = real[:, :, None] & real[:, None, :]
+    np.testing.assert_allclose(got["other"][both], got["scores"][both], rtol=1e-5)
 
 
 def test_token_frames_need_clip_towers_a_transformer_and_no_cache():

@@ -32,10 +32,14 @@ def test_baseline_models_train_and_score_every_pair(row):
     c.data.max_tokens = 5
     task.validate(c)
     model = task.make_model(c, nnx.Rngs(0))
-    batch = _batch(c)
-    loss, metrics = task.loss_fn(c, model, batch, nnx.Rngs(dropout=jax.random.key(0)))
+
+    @nnx.jit
+    def run(model, batch):
+        loss, metrics = task.loss_fn(c, model, batch, nnx.Rngs(dropout=jax.random.key(0)))
+        return loss, metrics, task.predict(c, model, batch)
+
+    loss, metrics, out = run(model, _batch(c))
     assert np.isfinite(float(loss)) and 0 <= float(metrics["pair_acc"]) <= 1
-    out = task.predict(c, model, batch)
     assert out["scores"].shape == (2, 6, 6)
     assert np.all(np.abs(np.asarray(out["scores"])) <= 1)
 

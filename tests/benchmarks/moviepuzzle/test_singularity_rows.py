@@ -56,11 +56,7 @@ def test_pair_logits_are_singularity_fusing_the_pair(vocab, reference):
     tok = tokenizers.load_tokenizer(vocab)
     ids, mask = tokenizers.encode(vocab, TEXTS, c.data.max_tokens)
     first, second = _frames(0, 4), _frames(1, 4)
-    order = [1, 3, 0, 2]  # the second utterance of each pair
-    got = model.pair_logits(inputs.normalise(jnp.asarray(first)),
-                            inputs.normalise(jnp.asarray(second)), jnp.asarray(ids),
-                            jnp.asarray(mask), jnp.asarray(ids[order]), jnp.asarray(mask[order]),
-                            train=False)
+    order = np.array([1, 3, 0, 2])  # the second utterance of each pair
     length = 2 * c.data.max_tokens - 1
     enc = tok(TEXTS, [TEXTS[k] for k in order], padding="max_length", max_length=length,
               truncation=False)
@@ -68,28 +64,38 @@ def test_pair_logits_are_singularity_fusing_the_pair(vocab, reference):
     # the utterances are short enough here for the tokenizer's pair input to be ours exactly
     assert (mask.sum(1) < c.data.max_tokens).all()
     video = (np.stack([first, second], 1).astype(np.float32) / 255 - 0.5) / 0.5
-    cls = reference.pair_cls(jnp.asarray(video), jnp.asarray(pair_ids),
-                             jnp.asarray(pair_mask), deterministic=True)
-    want = model.head(cls)
+
+    @nnx.jit
+    def fused(model, reference, first, second, ids, mask, video, pair_ids, pair_mask):
+        got = model.pair_logits(inputs.normalise(first), inputs.normalise(second), ids, mask,
+                                ids[order], mask[order], train=False)
+        cls = reference.pair_cls(video, pair_ids, pair_mask, deterministic=True)
+        return got, model.head(cls), pairs.pair_text(ids, mask, ids[order], mask[order])
+
+    got, want, (ours_ids, ours_mask) = fused(model, reference, first, second, ids, mask,
+                                             video, pair_ids, pair_mask)
     np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5, atol=1e-6)
-    ours_ids, ours_mask = pairs.pair_text(jnp.asarray(ids), jnp.asarray(mask),
-                                          jnp.asarray(ids[order]), jnp.asarray(mask[order]))
     np.testing.assert_array_equal(np.asarray(ours_ids) * np.asarray(ours_mask),
                                   pair_ids * pair_mask)
     np.testing.assert_array_equal(np.asarray(ours_mask), pair_mask.astype(bool))
 
     # every ordered pair of a clip, in chunks, is the same pair scored alone
-    frames = inputs.normalise(jnp.asarray(_frames(2, 1, 4)))
-    all_ = np.asarray(model.all_pair_logits(frames, jnp.asarray(ids[None]),
-                                            jnp.asarray(mask[None]), 5))
+    frames, ids, mask = _frames(2, 1, 4), ids[None], mask[None]
+    every = nnx.jit(lambda m, f, t, k: m.all_pair_logits(inputs.normalise(f), t, k, 5))
+    all_ = np.asarray(every(model, frames, ids, mask))
+
+    @nnx.jit
+    def alone(model, frames, ids, mask, i, j):  # one program for every pair (i, j)
+        x = inputs.normalise(frames)
+        return model.pair_logits(x[:, i], x[:, j], ids[:, i], mask[:, i], ids[:, j],
+                                 mask[:, j], train=False)
+
     for i in range(4):
         for j in range(4):
             if i == j:
                 assert (all_[:, i, j] == 0).all()
                 continue
-            one = model.pair_logits(frames[:, i], frames[:, j], jnp.asarray(ids[None, i]),
-                                    jnp.asarray(mask[None, i]), jnp.asarray(ids[None, j]),
-                                    jnp.asarray(mask[None, j]), train=False)
+            one = alone(model, frames, ids, mask, i, j)
             np.testing.assert_allclose(all_[:, i, j], np.asarray(one), rtol=1e-5, atol=1e-6)
 
 
@@ -100,17 +106,22 @@ def test_synopsis_scores_are_singularity_retrieval_scores(vocab, reference):
     assert float(model.temp[...]) == pytest.approx(float(reference.temp[...]))
     frames = _frames(3, 4, 3)
     ids, mask = tokenizers.encode(vocab, TEXTS, c.data.synopsis_tokens)
-    video, text = model.embed(jnp.asarray(frames), jnp.asarray(ids), jnp.asarray(mask),
-                              train=False)
-    norm = jnp.asarray((frames.astype(np.float32) / 255 - 0.5) / 0.5)
-    want_v = reference.video_embed(norm, deterministic=True)
-    want_t = reference.text_embed(jnp.asarray(ids), jnp.asarray(mask), deterministic=True)
-    np.testing.assert_allclose(np.asarray(video), np.asarray(want_v), rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(np.asarray(text), np.asarray(want_t), rtol=1e-5, atol=1e-6)
-    # upstream's score at evaluation: mean over frames of per-frame cosine similarities
-    frame_feats = reference.frame_embeds(reference.encode_video(norm, deterministic=True)[1])
-    per_frame = jnp.einsum("btd,sd->bts", frame_feats, want_t).mean(1)
-    np.testing.assert_allclose(np.asarray(video @ text.T), np.asarray(per_frame), atol=1e-6)
+    norm = (frames.astype(np.float32) / 255 - 0.5) / 0.5
+
+    @nnx.jit
+    def embeds(model, reference, frames, ids, mask, norm):  # one program for all of them
+        video, text = model.embed(frames, ids, mask, train=False)
+        want_t = reference.text_embed(ids, mask, deterministic=True)
+        # upstream's score at evaluation: mean over frames of per-frame cosine similarities
+        frame_feats = reference.frame_embeds(reference.encode_video(norm, deterministic=True)[1])
+        return (video, text, reference.video_embed(norm, deterministic=True), want_t,
+                jnp.einsum("btd,sd->bts", frame_feats, want_t).mean(1))
+
+    video, text, want_v, want_t, per_frame = map(np.asarray, embeds(model, reference, frames,
+                                                                    ids, mask, norm))
+    np.testing.assert_allclose(video, want_v, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(text, want_t, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(video @ text.T, per_frame, atol=1e-6)
 
 
 def _upstream_middle(num_frames: int, vlen: int) -> list[int]:

@@ -164,8 +164,15 @@ def test_a_clip_is_the_mean_of_its_frames_features_and_a_sentence_its_cls():
     rng = np.random.default_rng(0)
     clips = rng.integers(0, 256, (2, 5, 3, 64, 64, 3), np.uint8)
     mask = np.array([[1, 1, 1, 1, 0], [1, 1, 1, 0, 0]], bool)
-    v = np.asarray(model.encode_clips(clips, mask, train=False))
-    per_frame = np.asarray(frame_features(model.swin, clips, False))
+    tokens = np.array([[[0, 5, 9, 2, 1], [0, 7, 2, 1, 1]]], np.int32)
+
+    @nnx.jit
+    def forward(m, x, k, tok):  # one program for every model call below
+        return (m.encode_clips(x, k, train=False), frame_features(m.swin, x, False),
+                m.encode_sentences(tok, tok != 1, train=False),
+                m.text(tok[0], (tok[0] != 1).astype(np.int32)).last_hidden_state)
+
+    v, per_frame, t, cls = map(np.asarray, forward(model, clips, mask, tokens))
     want = per_frame.mean(2)
     want /= np.linalg.norm(want, axis=-1, keepdims=True)
     np.testing.assert_allclose(v[mask], want[mask], atol=1e-5)
@@ -174,9 +181,6 @@ def test_a_clip_is_the_mean_of_its_frames_features_and_a_sentence_its_cls():
     nnx.update(chunked, nnx.state(model))
     encode = nnx.jit(lambda m, x, k: m.encode_clips(x, k, train=False))
     np.testing.assert_allclose(np.asarray(encode(chunked, clips, mask)), v, atol=1e-5)
-    tokens = np.array([[[0, 5, 9, 2, 1], [0, 7, 2, 1, 1]]], np.int32)
-    t = np.asarray(model.encode_sentences(tokens, tokens != 1, train=False))
-    cls = np.asarray(model.text(tokens[0], (tokens[0] != 1).astype(np.int32)).last_hidden_state)
     np.testing.assert_allclose(t[0], cls[:, 0] / np.linalg.norm(cls[:, 0], axis=-1,
                                                                  keepdims=True), atol=1e-5)
 

@@ -5,6 +5,7 @@ similarity baseline."""
 
 import dataclasses
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -78,13 +79,19 @@ def test_moee_units_are_gated_embedding_units_with_batch_norm():
     for n, d in (("scene", 6), ("object", 5)):
         batch[f"c_{n}"] = rng.normal(size=(2, 9, 11, d)).astype(np.float32)
     batch["c_object"][:, :, :4] = 0.0  # object missing for candidates 0..3
-    small(batch, train=True)  # moves the batch statistics away from their init
-    got = np.asarray(small(batch, train=False))
-    sent = np.asarray(small.text(jnp.asarray(batch["words"][:, 1:].reshape(18, 7, 4)),
-                                 train=False)).reshape(2, 9, -1)
-    sims = [np.einsum("brw,brcw->brc", np.asarray(small.text_units[e](sent, train=False)),
-                      np.asarray(small.image_units[e](batch[f"c_{n}"], train=False)))
-            for e, n in enumerate(("scene", "object"))]
+
+    @nnx.jit
+    def run(small, batch):
+        small(batch, train=True)  # moves the batch statistics away from their init
+        sent = small.text(batch["words"][:, 1:].reshape(18, 7, 4), train=False).reshape(
+            2, 9, -1)
+        units = [(small.text_units[e](sent, train=False),
+                  small.image_units[e](batch[f"c_{n}"], train=False))
+                 for e, n in enumerate(("scene", "object"))]
+        return small(batch, train=False), sent, units
+
+    got, sent, units = jax.device_get(run(small, batch))
+    sims = [np.einsum("brw,brcw->brc", t, c) for t, c in units]
     logits = sent @ np.asarray(small.weights.kernel.value) + np.asarray(small.weights.bias.value)
     w = np.exp(logits - logits.max(-1, keepdims=True))
     w /= w.sum(-1, keepdims=True)

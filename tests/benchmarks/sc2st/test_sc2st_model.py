@@ -135,14 +135,15 @@ def test_moee_rows():
     unit = model.image_units[0]
     assert unit.cg.batch_norm is not None
     x = np.random.default_rng(2).normal(size=(3, 32)).astype(np.float32)
-    np.testing.assert_allclose(unit(jnp.asarray(x), train=False), _geu(unit, x),
+    np.testing.assert_allclose(nnx.jit(lambda u, x: u(x, train=False))(unit, x), _geu(unit, x),
                                rtol=1e-5, atol=1e-6)
     batch = fake_batch()
     changed = dict(batch, features=batch["features"].copy())
     changed["features"][:, 5] += 3.0  # keyframe 6
+    both = nnx.jit(lambda m, b1, b2: (m(b1), m(b2)))
     for name, ctx in (("moee", False), ("cmoee", True)):
         model = task.make_model(get_config(f"smoke,{name}"), nnx.Rngs(0))
-        a, b = np.asarray(model(batch)), np.asarray(model(changed))
+        a, b = map(np.asarray, both(model, batch, changed))
         assert a.shape == (2, 9, 12)
         np.testing.assert_allclose(a[:, :5], b[:, :5], atol=1e-6)  # rounds 2..6
         assert ctx == (not np.allclose(a[:, 5:], b[:, 5:]))
@@ -184,10 +185,14 @@ def test_moee_experts_mask_and_renormalise():
         batch[f"x_{name}"] = rng.normal(size=(2, 10, d)).astype(np.float32)
         batch[f"c_{name}"] = rng.normal(size=(2, 9, 12, d)).astype(np.float32)
     batch["c_character"][:, :, :5] = 0.0  # no character for candidates 0..4
-    got = np.asarray(model(batch))
     tok = batch["tokens"][:, 1:].reshape(18, -1)
-    sent = np.asarray(model.text(jnp.asarray(tok), jnp.asarray((tok > 0).astype(np.int32))
-                                 ).pooled).reshape(2, 9, -1)
+
+    @nnx.jit
+    def run(model, batch, tok):
+        return model(batch), model.text(tok, (tok > 0).astype(jnp.int32)).pooled
+
+    got, sent = map(np.asarray, run(model, batch, tok))
+    sent = sent.reshape(2, 9, -1)
 
     logits = _lin(model.weights, sent)
     w = np.exp(logits - logits.max(-1, keepdims=True))
@@ -206,5 +211,6 @@ def test_moee_experts_mask_and_renormalise():
     assert ctx.weights.kernel.shape == (width, 4)  # current + context per expert
     # an expert missing everywhere: zero input, zero-initialised bias, y = 0 in its GEU; the
     # gradient must stay finite (that of ||y|| at 0 is NaN)
-    grads = nnx.grad(lambda u: u(jnp.zeros((3, 4)), train=True).sum())(ctx.image_units[1])
+    grads = nnx.jit(nnx.grad(lambda u: u(jnp.zeros((3, 4)), train=True).sum()))(
+        ctx.image_units[1])
     assert all(np.isfinite(np.asarray(g)).all() for g in jax.tree.leaves(grads))

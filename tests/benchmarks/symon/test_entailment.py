@@ -6,8 +6,10 @@ from __future__ import annotations
 import json
 import pathlib
 
+import jax
 import numpy as np
 import pytest
+from flax import nnx
 
 from vnr.benchmarks.symon import analysis, entailment
 
@@ -22,8 +24,9 @@ def test_classifier_matches_flax_roberta_for_sequence_classification(tmp_path, l
     ids[:, 0], ids[:, -1] = 0, 2
     ids[1, 7:] = 1  # padding: RoBERTa positions count only real tokens
     mask = (ids != 1).astype(np.int32)
-    want = ref(ids, attention_mask=mask, params=params).logits
-    got = model(ids, mask, deterministic=True)
+    want = jax.jit(lambda p, ids, mask: ref(ids, attention_mask=mask, params=p).logits)(
+        params, ids, mask)
+    got = nnx.jit(lambda m, ids, mask: m(ids, mask, deterministic=True))(model, ids, mask)
     np.testing.assert_allclose(np.asarray(got), np.asarray(want), atol=1e-5, rtol=1e-5)
 
 
