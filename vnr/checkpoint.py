@@ -44,7 +44,7 @@ import sys
 import time
 import traceback
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 import grain
 import jax
@@ -57,6 +57,7 @@ from flax import nnx
 from vnr import checksums, distributed, selection
 
 ITEMS = ("state", "data")
+T = TypeVar("T")
 METRICS_COPY = "vnr_metrics.json"  # in the data item: the metrics the step was saved with
 
 
@@ -66,7 +67,11 @@ class IncompatibleCheckpoint(ValueError):
 
 class CorruptCheckpoint(ValueError):
     """A checkpoint's files differ from their manifest, or it cannot be read (one line
-    naming it)."""
+    naming it; `gist`: the reading library's error in short, when that was the cause)."""
+
+    def __init__(self, message: str, gist: str | None = None):
+        super().__init__(message)
+        self.gist = gist
 
 
 class _Checksummed:
@@ -240,13 +245,12 @@ def restore(mgr: ocp.CheckpointManager, step: int, state: nnx.State, shardings: 
         item=target, restore_args=ocp.checkpoint_utils.construct_restore_args(target))}
     if data_iter is not None:
         items["data"] = _DataRestore(data_iter)
-    try:
+
+    def read() -> Any:
         _check_compatible(mgr.item_metadata(step)["state"], typed)
-        restored = mgr.restore(step, args=ocp.args.Composite(**items))
-    except IncompatibleCheckpoint as e:
-        raise IncompatibleCheckpoint(f"{where}: {e}") from None
-    except Exception as e:  # orbax/tensorstore/json errors of a damaged step
-        raise CorruptCheckpoint(f"{where} is unreadable: {short(e)}") from e
+        return mgr.restore(step, args=ocp.args.Composite(**items))
+
+    restored = read_step(where, read)
     out = jax.tree.map(lambda x: x, state)
     nnx.replace_by_pure_dict(out, _keys_in(restored["state"], typed))
     return out
@@ -350,7 +354,7 @@ def restore_latest(mgr: ocp.CheckpointManager, state: nnx.State, shardings: Any,
             except IncompatibleCheckpoint:
                 raise  # names the step: another model is an error, never skipped
             except CorruptCheckpoint as e:  # orbax/tensorstore errors, wrapped by `restore`
-                error = e.__cause__ or e
+                error = e
             except Exception as e:  # a checksum mismatch
                 error = e
             if distributed.all_true(error is None):
@@ -358,14 +362,37 @@ def restore_latest(mgr: ocp.CheckpointManager, state: nnx.State, shardings: Any,
                     warn(f"checkpoint step {step} in {directory} has no checksums (written "
                          "before they were recorded); restored unverified")
                 return step, restored
-            log = _move_aside(directory, step, "is unreadable", short(error) if error
-                              is not None else "failed on another process", error, warn)
+            reason = "failed on another process" if error is None else (
+                getattr(error, "gist", None) or short(error))
+            log = _move_aside(directory, step, "is unreadable", reason, error, warn)
             error = None  # its frames hold those reads: collected on leaving the block
         if leftover and log is not None:
             with log.open("a") as f:
                 f.write("\nraised while the failed reads were discarded:\n" + "".join(leftover))
         mgr.reload()
     return 0, state
+
+
+def read_step(where: str, read: Callable[[], T]) -> T:
+    """`read()` of a checkpoint step named `where`. An orbax/tensorstore/json error of a
+    damaged step becomes one CorruptCheckpoint line (the error's gist, kept as its `gist`);
+    its traceback, and what Python could only print while the failed reads are discarded
+    (`unraisable_into`), ride on the error's notes instead of pages on stderr. An
+    IncompatibleCheckpoint gets `where` in front. Not chained: the cause's frames hold the
+    reads, which must be collected inside the hook."""
+    leftover: list[str] = []
+    error: Exception | None = None
+    with unraisable_into(leftover):
+        try:
+            return read()
+        except IncompatibleCheckpoint as e:
+            error = IncompatibleCheckpoint(f"{where}: {e}")
+        except Exception as e:
+            error = CorruptCheckpoint(f"{where} is unreadable: {short(e)}", gist=short(e))
+            error.add_note("".join(traceback.format_exception(e)))
+    for text in leftover:
+        error.add_note("raised while the failed reads were discarded:\n" + text)
+    raise error
 
 
 @contextlib.contextmanager

@@ -7,9 +7,7 @@ feature cache's run sources read a run."""
 from __future__ import annotations
 
 import pathlib
-import traceback
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import jax
 import numpy as np
@@ -19,8 +17,6 @@ from absl import logging
 from vnr import checkpoint, checksums, selection
 from vnr import workdir as workdir_lib
 from vnr.selection import Chosen
-
-T = TypeVar("T")
 
 
 def run_step(workdir: str | pathlib.Path, step: str | int = "selected",
@@ -68,7 +64,7 @@ def restore_run(workdir: str | pathlib.Path, names: tuple[str, ...] | None = Non
     except checksums.Mismatch as e:
         raise checkpoint.CorruptCheckpoint(f"{where} is corrupt: state/{e}") from None
     ckptr = ocp.PyTreeCheckpointer()
-    meta = _read(where, lambda: ckptr.metadata(path))
+    meta = checkpoint.read_step(where, lambda: ckptr.metadata(path))
     if getattr(meta, "item_metadata", meta) is None:  # orbax logs why and returns none
         raise checkpoint.CorruptCheckpoint(f"{where} is unreadable: no parameter metadata "
                                            "could be read")
@@ -83,24 +79,6 @@ def restore_run(workdir: str | pathlib.Path, names: tuple[str, ...] | None = Non
                          f"{missing[0]!r} (it has {sorted(model)})")
     sub = {"0": {x: model[x] for x in names} if names else model}
     args = jax.tree.map(lambda _: ocp.RestoreArgs(restore_type=np.ndarray), sub)
-    restored = _read(where, lambda: ckptr.restore(path, args=ocp.args.PyTreeRestore(
-        item=sub, restore_args=args, partial_restore=True)))
+    restored = checkpoint.read_step(where, lambda: ckptr.restore(
+        path, args=ocp.args.PyTreeRestore(item=sub, restore_args=args, partial_restore=True)))
     return n, {k.removeprefix("0."): np.asarray(v) for k, v in checkpoint.flat(restored).items()}
-
-
-def _read(where: str, read: Callable[[], T]) -> T:
-    """`read()`; an orbax/tensorstore/json error of a damaged step is one CorruptCheckpoint
-    line naming `where`, its traceback in the error's notes, and so is what Python could only
-    print while the failed reads are discarded (the coroutines nobody awaited,
-    `checkpoint.unraisable_into`), instead of pages of TensorStore spec on stderr."""
-    leftover: list[str] = []
-    error = None
-    with checkpoint.unraisable_into(leftover):
-        try:
-            return read()
-        except Exception as e:  # not chained: its frames hold the reads, collected on leaving
-            error = checkpoint.CorruptCheckpoint(f"{where} is unreadable: {checkpoint.short(e)}")
-            error.add_note("".join(traceback.format_exception(e)))
-    for text in leftover:
-        error.add_note("raised while the failed reads were discarded:\n" + text)
-    raise error

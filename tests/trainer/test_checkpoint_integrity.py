@@ -384,11 +384,25 @@ def test_what_only_python_could_print_during_a_restore_goes_to_the_details():
     assert len(sink) == 1 and "ValueError: a read nobody awaited" in sink[0]
 
 
-def test_another_runs_failed_read_prints_nothing_more_than_its_one_line(run, monkeypatch,
-                                                                          capfd):
-    """`restore_run` on a damaged step: one CorruptCheckpoint line; the read's traceback and
-    what Python could only print while the failed read is discarded (here a `__del__` in a
-    cycle, as Orbax's abandoned coroutines) ride on the error's notes, not stderr."""
+def _restore_named_step(run: pathlib.Path) -> None:
+    """`vnr.evaluate`'s read of its own run's named step (no manifest: nothing verifies it
+    before Orbax reads)."""
+    for item in checkpoint.ITEMS:
+        (run / "checkpoints" / "1" / item / checksums.MANIFEST).unlink()
+    with checkpoint.manager(run / "checkpoints") as mgr:
+        checkpoint.restore(mgr, 1, _state(0), _shardings(_state(0)), None)
+
+
+@pytest.mark.parametrize("read,patch", [
+    (run_reader.restore_run, (run_reader.ocp.PyTreeCheckpointer, "restore")),
+    (_restore_named_step, (checkpoint.ocp.CheckpointManager, "restore"))],
+    ids=["another-run", "named-step"])
+def test_a_failed_read_prints_nothing_more_than_its_one_line(run, monkeypatch, capfd, read,
+                                                             patch):
+    """`restore_run` (another run's step) or `restore` (a named step) on a damaged step: one
+    CorruptCheckpoint line; the read's traceback and what Python could only print while the
+    failed read is discarded (here a `__del__` in a cycle, as Orbax's abandoned coroutines)
+    ride on the error's notes, not stderr."""
     import sys
 
     class Abandoned:
@@ -402,11 +416,12 @@ def test_another_runs_failed_read_prints_nothing_more_than_its_one_line(run, mon
         Abandoned()
         raise OSError("DATA_LOSS: Error reading shard 0 [tensorstore_spec='{...}']")
 
-    monkeypatch.setattr(run_reader.ocp.PyTreeCheckpointer, "restore", restore)
+    monkeypatch.setattr(*patch, restore)
     hook = sys.unraisablehook
     with pytest.raises(checkpoint.CorruptCheckpoint) as e:
-        run_reader.restore_run(run)
+        read(run)
     assert str(e.value).endswith(" is unreadable: DATA_LOSS: Error reading shard 0")
+    assert "\n" not in str(e.value) and e.value.gist == "DATA_LOSS: Error reading shard 0"
     notes = "\n".join(e.value.__notes__)
     assert "OSError: DATA_LOSS" in notes and "ValueError: a read nobody awaited" in notes
     assert e.value.__cause__ is None and sys.unraisablehook is hook
