@@ -11,7 +11,7 @@ from jax.sharding import PartitionSpec as P
 from configs.moviepuzzle.main import get_config
 from vnr import sharding
 from vnr.benchmarks.moviepuzzle import pairwise as task
-from vnr.models import encoders
+from vnr.models import encoders, layers
 
 MESHES = [(1, 1), (8, 1), (4, 2), (2, 4)]
 
@@ -72,7 +72,11 @@ def test_same_loss_and_grads_on_all_meshes():
 
 
 def test_parameters_follow_rules():
-    _, _, state, mesh = _loss_and_grads_cached((4, 2))
+    """The init writes each parameter in its rule's sharding (no loss compiled for this)."""
+    config = _config()
+    mesh = sharding.make_mesh((4, 2))
+    _, state, _ = sharding.create_sharded(lambda: task.make_model(config, nnx.Rngs(0)), mesh,
+                                          [tuple(r) for r in config.sharding_rules])
     params = state.to_pure_dict()
     assert params["blocks"][0]["up"]["kernel"].sharding.spec == P(None, "model")
     assert params["blocks"][0]["down"]["kernel"].sharding.spec == P("model", None)
@@ -110,23 +114,25 @@ def test_random_init_lowers_threefry_as_a_gpu_kernel_and_restores_the_flag(monke
         return toggle(on)
 
     monkeypatch.setattr(sharding, "kernel_threefry", spy)
-    config = _config()
-    rules = [tuple(r) for r in config.sharding_rules]
-    for shape in ((1, 1), (8, 1), (4, 2)):
+    rules = [tuple(r) for r in _config().sharding_rules]
+    for shape in ((1, 1), (8, 1), (4, 2)):  # ("embed", "mlp"): split over "model" on (4, 2)
         mesh = sharding.make_mesh(shape, devices=jax.devices()[: int(np.prod(shape))])
-        sharding.create_sharded(lambda: task.make_model(config, nnx.Rngs(0)), mesh, rules)
+        sharding.create_sharded(lambda: layers.dense(4, 8, ("embed", "mlp"), nnx.Rngs(0)),
+                                mesh, rules)
         sharding.create_sharded(lambda: nnx.Linear(2, 3, rngs=nnx.Rngs(0)), mesh, rules,
                                 abstract=True)  # compiles nothing
     assert seen == [True, True, False] and getattr(jax.config, flag) == start
     seen.clear()  # a pretrained tower's random init: the same decision
     for shape in ((8, 1), (4, 2)):
         mesh = sharding.make_mesh(shape)
-        model, _, _ = encoders.create("scratch:bert-tiny", rngs=nnx.Rngs(0), mesh=mesh)
+        model, _, _ = encoders.create("scratch:bert-tiny", rngs=nnx.Rngs(0), mesh=mesh,
+                                      num_hidden_layers=1, vocab_size=64)
         assert {x.sharding.mesh.devices.shape for x in jax.tree.leaves(nnx.state(model))} \
             == {shape}
     assert seen == [True, False] and getattr(jax.config, flag) == start
     # inside another transformation (bench/video counts FLOPs on nnx.eval_shape's model)
-    shapes = nnx.eval_shape(lambda: encoders.create("scratch:bert-tiny", rngs=nnx.Rngs(0))[0])
+    shapes = nnx.eval_shape(lambda: encoders.create("scratch:bert-tiny", rngs=nnx.Rngs(0),
+                                                    num_hidden_layers=1)[0])
     assert all(isinstance(x, jax.ShapeDtypeStruct) for x in jax.tree.leaves(nnx.state(shapes)))
     monkeypatch.undo()
     traced = jax.jit(lambda k: jax.random.normal(k, (4,))).trace(jax.random.key(0))
