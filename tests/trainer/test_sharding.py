@@ -71,12 +71,20 @@ def test_same_loss_and_grads_on_all_meshes():
                      grads, ref_grads)
 
 
+def _make_on(mesh_shape, abstract=False):
+    """`create_sharded` of the smoke model on a mesh: (graphdef, state, shardings, mesh)."""
+    config = _config()
+    mesh = sharding.make_mesh(mesh_shape)
+    return (*sharding.create_sharded(lambda: task.make_model(config, nnx.Rngs(0)), mesh,
+                                     [tuple(r) for r in config.sharding_rules], abstract), mesh)
+
+
+_initialised_on = functools.cache(_make_on)  # the real init, shared by this file's tests
+
+
 def test_parameters_follow_rules():
     """The init writes each parameter in its rule's sharding (no loss compiled for this)."""
-    config = _config()
-    mesh = sharding.make_mesh((4, 2))
-    _, state, _ = sharding.create_sharded(lambda: task.make_model(config, nnx.Rngs(0)), mesh,
-                                          [tuple(r) for r in config.sharding_rules])
+    _, state, _, mesh = _initialised_on((4, 2))
     params = state.to_pure_dict()
     assert params["blocks"][0]["up"]["kernel"].sharding.spec == P(None, "model")
     assert params["blocks"][0]["down"]["kernel"].sharding.spec == P("model", None)
@@ -89,12 +97,8 @@ def test_parameters_follow_rules():
 def test_abstract_state_has_the_shapes_and_shardings_of_the_real_one():
     """`abstract=True` (a state a checkpoint is restored into) compiles no init: shapes and
     dtypes of the real state, the same shardings."""
-    config = _config()
-    mesh = sharding.make_mesh((4, 2))
-    rules = [tuple(r) for r in config.sharding_rules]
-    make = lambda: task.make_model(config, nnx.Rngs(0))  # noqa: E731
-    _, real, real_sh = sharding.create_sharded(make, mesh, rules)
-    _, shapes, shapes_sh = sharding.create_sharded(make, mesh, rules, abstract=True)
+    _, real, real_sh, _ = _initialised_on((4, 2))
+    _, shapes, shapes_sh, _ = _make_on((4, 2), abstract=True)
     pairs = zip(jax.tree.leaves(real), jax.tree.leaves(shapes), strict=True)
     assert all(isinstance(b, jax.ShapeDtypeStruct) and (a.shape, a.dtype) == (b.shape, b.dtype)
                for a, b in pairs)
