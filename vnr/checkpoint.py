@@ -338,16 +338,17 @@ def restore_latest(mgr: ocp.CheckpointManager, state: nnx.State, shardings: Any,
     bytes, a truncated or deleted file, bad metadata) is reported through `warn` in one
     line naming the step and the file, renamed to `corrupt-<step>-<unix time>` by process 0
     (each failing process writes its full error into it), and the previous step is tried.
-    All processes agree on each attempt's outcome.
-
-    Raises:
-      IncompatibleCheckpoint: the checkpoint is of another model (not skipped).
-    """
+    All processes agree on each attempt's outcome. Raises `IncompatibleCheckpoint` for a
+    checkpoint of another model (not skipped)."""
     directory = pathlib.Path(mgr.directory)
+    log: pathlib.Path | None = None  # the last failed step's details file
     for step in sorted(mgr.all_steps(), reverse=True):
         error: Exception | None = None
+        found: tuple[int, nnx.State] | None = None
         leftover: list[str] = []  # what Orbax's abandoned reads of a failed step raise
         with unraisable_into(leftover) as failed:
+            if log is not None:  # a failed step's reads may still finish: collect again
+                failed()
             try:
                 verified = verify_step(directory / str(step))
                 restored = restore(mgr, step, state, shardings, data_iter, verify=False)
@@ -361,15 +362,18 @@ def restore_latest(mgr: ocp.CheckpointManager, state: nnx.State, shardings: Any,
                 if not verified:
                     warn(f"checkpoint step {step} in {directory} has no checksums (written "
                          "before they were recorded); restored unverified")
-                return step, restored
-            reason = "failed on another process" if error is None else (
-                getattr(error, "gist", None) or short(error))
-            log = _move_aside(directory, step, "is unreadable", reason, error, warn)
-            failed()
-            error = None  # its frames hold those reads: collected on leaving the block
+                found = step, restored
+            else:
+                reason = "failed on another process" if error is None else (
+                    getattr(error, "gist", None) or short(error))
+                log = _move_aside(directory, step, "is unreadable", reason, error, warn) or log
+                failed()
+                error = None  # its frames hold those reads: collected on leaving the block
         if leftover and log is not None:
             with log.open("a") as f:
                 f.write("\nraised while the failed reads were discarded:\n" + "".join(leftover))
+        if found is not None:
+            return found
         mgr.reload()
     return 0, state
 
@@ -401,10 +405,9 @@ def read_step(where: str, read: Callable[[], T]) -> T:
 def unraisable_into(sink: list[str]) -> Iterator[Callable[[], None]]:
     """Exceptions Python can only print (`sys.unraisablehook`: the coroutines of a failed
     Orbax restore that nobody awaited, each a multi-page TensorStore spec) go into `sink`, not
-    stderr. The block calls the function it is given once a read failed: then garbage is
+    stderr. Call the function the block is given after a failed read: garbage is then
     collected before the hook is put back, so those arrive inside. A good read leaves none,
-    and a full collection in a process holding a model and its compiled steps takes about
-    0.4 s (over half a minute of an M-SYMON smoke reproduction's 21 `init_from` loads)."""
+    and a full collection with a model and its compiled steps in memory takes ~0.4 s."""
     before, failed = sys.unraisablehook, []
     sys.unraisablehook = lambda u: sink.append("".join(traceback.format_exception(
         u.exc_value)) if u.exc_value is not None else f"{u.err_msg}: {u.object!r}\n")
