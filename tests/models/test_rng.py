@@ -57,3 +57,20 @@ def test_counters_stay_concrete_inside_a_trace():
 
     jax.jit(build)()
     assert not isinstance(seen[0], jax.core.Tracer) and int(seen[0]) > 10
+
+
+def test_keys_from_a_seed_are_constants_of_the_trace_and_traced_keys_stay_traced():
+    """Seeded draws fold in outside the trace (no threefry per parameter in the program);
+    a key that is an input of the trace is folded in the trace, to the same values."""
+    seen = []
+
+    def draw(key):
+        a, b = rng.rngs(5).default(), rng.rngs(key).default()
+        seen.extend([a, b])
+        return a, b
+
+    got = jax.jit(draw)(jax.random.key(5))
+    assert not isinstance(seen[0], jax.core.Tracer) and isinstance(seen[1], jax.core.Tracer)
+    want = jax.random.key_data(nnx.Rngs(5).default())
+    for k in got:
+        np.testing.assert_array_equal(jax.random.key_data(k), want)
