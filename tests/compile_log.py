@@ -1,6 +1,8 @@
 """Where the suite's time goes: per test, the seconds JAX spent tracing, lowering and
 compiling (XLA backend), how many programs it compiled and what the persistent cache saved,
-read from `jax.monitoring`'s events. Off unless `VNR_COMPILE_LOG` names a file:
+read from `jax.monitoring`'s events, and the CPU seconds of the worker and its finished
+subprocesses (wall seconds well above them: the test waited). Off unless `VNR_COMPILE_LOG`
+names a file:
 
     VNR_COMPILE_LOG=/tmp/compile.jsonl bash launch/test.sh
     python -m tests.compile_log /tmp/compile.jsonl [N]
@@ -16,6 +18,7 @@ from __future__ import annotations
 import collections
 import json
 import os
+import resource
 import sys
 import time
 
@@ -44,12 +47,20 @@ def pytest_runtest_protocol(item, nextitem):  # noqa: ARG001 (pytest's hook sign
         jax.monitoring.register_event_duration_secs_listener(_listen)
         _listening.append(True)
     seconds, counts, start = dict(_seconds), dict(_counts), time.perf_counter()
+    cpu = _cpu()
     yield
     row = {"test": item.nodeid, "seconds": round(time.perf_counter() - start, 3),
+           "cpu": round(_cpu() - cpu, 3),
            "compiles": _counts[EVENTS["backend"]] - counts.get(EVENTS["backend"], 0)}
     row.update({k: round(_seconds[e] - seconds.get(e, 0.0), 3) for k, e in EVENTS.items()})
     with open(os.environ["VNR_COMPILE_LOG"], "a", encoding="utf-8") as f:
         f.write(json.dumps(row) + "\n")
+
+
+def _cpu() -> float:
+    """User + system seconds of this process and its waited-for children."""
+    own, kids = (resource.getrusage(w) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 def summary(lines: list[str], top: int = 40) -> str:
@@ -58,7 +69,7 @@ def summary(lines: list[str], top: int = 40) -> str:
     for line in lines:
         row = json.loads(line)
         files[row.pop("test").split("::")[0]].update(row)
-    keys = ("seconds", "compiles", *EVENTS)
+    keys = ("seconds", "cpu", "compiles", *EVENTS)
     total = sum(files.values(), collections.Counter())
     out = ["| file | " + " | ".join(keys) + " |", "|---" * (len(keys) + 1) + "|"]
     for name, c in [("all", total), *sorted(files.items(), key=lambda kv: -kv[1]["seconds"])[
