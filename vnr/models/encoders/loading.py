@@ -21,6 +21,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import struct
@@ -327,8 +328,15 @@ def _key(path: tuple) -> str:
     return ".".join(str(p) for p in path)
 
 
+def _tracing() -> bool:
+    """Whether this runs under `jax.jit` or `eval_shape` (where a new array is a tracer; a
+    key drawn there from a seeded `rng.rngs` is concrete, so the key cannot tell)."""
+    return isinstance(jax.numpy.zeros(()), jax.core.Tracer)
+
+
 def _rngs(key: jax.Array) -> nnx.Rngs:
-    pk, dk = jax.random.split(key)
+    with jax.ensure_compile_time_eval():  # a concrete key: concrete streams (`rng.rngs`)
+        pk, dk = jax.random.split(key)
     return rng.rngs(params=pk, dropout=dk)
 
 
@@ -388,10 +396,12 @@ def instantiate(
 
         shardings = (p_shard, r_shard)
         whole = fully_replicated(shardings)  # one device's program, copied (as create_sharded)
-        jitted = jax.jit(init, out_shardings=None if whole else shardings)
-        if isinstance(key, jax.core.Tracer):  # inside nnx.eval_shape or a jit: traced through
-            return nnx.merge(graphdef, *jitted(key))
-        params, rest = run_init(jitted.trace(key), whole, shardings, key)
+        # A concrete key is a constant of the program: each parameter's key is folded in
+        # outside it (`rng.rngs`), so the program holds no threefry per parameter.
+        jitted = jax.jit(functools.partial(init, key), out_shardings=None if whole else shardings)
+        if _tracing():  # inside nnx.eval_shape or a jit (a model's tower): traced through
+            return nnx.merge(graphdef, *jitted())
+        params, rest = run_init(jitted.trace(), whole, shardings)
         return nnx.merge(graphdef, params, rest)
     flat_shard = dict(nnx.to_flat_state(p_shard))
     leaves = []
