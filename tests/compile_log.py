@@ -64,7 +64,8 @@ def _cpu() -> float:
 
 
 def summary(lines: list[str], top: int = 40) -> str:
-    """The log's test files, most seconds first: seconds, compiles and the event seconds."""
+    """The log's test files, most seconds first: seconds, CPU seconds, compiles and the event
+    seconds."""
     files: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
     for line in lines:
         row = json.loads(line)

@@ -74,3 +74,20 @@ def test_keys_from_a_seed_are_constants_of_the_trace_and_traced_keys_stay_traced
     want = jax.random.key_data(nnx.Rngs(5).default())
     for k in got:
         np.testing.assert_array_equal(jax.random.key_data(k), want)
+
+
+def test_a_tower_built_inside_a_traced_init_is_traced_through():
+    """`loading.instantiate` under a trace with a concrete key (what a seeded `rng.rngs`
+    now draws there) traces the tower's random init into the outer program instead of
+    compiling and running it on its own; the values are those of a top-level instantiate."""
+    from vnr.models.encoders import loading
+
+    ctor = lambda r: BertModel(CFG, rngs=r)  # noqa: E731
+
+    def build():
+        model = loading.instantiate(ctor, None, key=rng.rngs(4).params())
+        return nnx.state(model, nnx.Param)
+
+    assert "random_bits" in str(jax.make_jaxpr(build)())  # drawn in the program itself
+    top = nnx.state(loading.instantiate(ctor, None, key=rng.rngs(4).params()), nnx.Param)
+    _same(_flat(jax.jit(build)()), _flat(top))
